@@ -1,0 +1,239 @@
+"""The planning task model every other part of the project speaks.
+
+A `Task` is a lifted PDDL domain plus one problem: typed objects, predicates, action schemas with
+preconditions, (conditional, quantified) effects and costs, an initial state and a goal. PDDL files, the JSON
+task format and unified-planning `Problem` objects are all read into this model; the validator simulates plans
+on it; the PDDL writer turns it back into text for the planners.
+
+Everything here is an immutable value, so a task can be hashed, cached and shared across threads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Union
+
+OBJECT = "object"
+
+
+@dataclass(frozen=True, order=True)
+class Atom:
+    """A predicate applied to terms; terms are object names or variables (`?x`)."""
+
+    predicate: str
+    args: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return "(" + " ".join((self.predicate, *self.args)) + ")"
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str  # with the leading "?"
+    type: str = OBJECT
+
+
+@dataclass(frozen=True)
+class Not:
+    arg: "Formula"
+
+
+@dataclass(frozen=True)
+class And:
+    parts: tuple["Formula", ...] = ()
+
+
+@dataclass(frozen=True)
+class Or:
+    parts: tuple["Formula", ...] = ()
+
+
+@dataclass(frozen=True)
+class Imply:
+    condition: "Formula"
+    consequence: "Formula"
+
+
+@dataclass(frozen=True)
+class Equals:
+    left: str
+    right: str
+
+
+@dataclass(frozen=True)
+class Exists:
+    parameters: tuple[Parameter, ...]
+    body: "Formula"
+
+
+@dataclass(frozen=True)
+class Forall:
+    parameters: tuple[Parameter, ...]
+    body: "Formula"
+
+
+Formula = Union[Atom, Not, And, Or, Imply, Equals, Exists, Forall]
+TRUE: Formula = And(())
+
+
+@dataclass(frozen=True)
+class FunctionTerm:
+    """A numeric function applied to terms, e.g. `(road-length ?from ?to)` as an action cost."""
+
+    name: str
+    args: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return "(" + " ".join((self.name, *self.args)) + ")"
+
+
+Cost = Union[float, FunctionTerm]
+
+
+@dataclass(frozen=True)
+class Effect:
+    """One literal an action makes true (`negated=False`) or false, possibly for all `parameters` and only
+    when `condition` holds in the state before the action."""
+
+    atom: Atom
+    negated: bool = False
+    condition: Formula = TRUE
+    parameters: tuple[Parameter, ...] = ()
+
+
+@dataclass(frozen=True)
+class ActionSchema:
+    name: str
+    parameters: tuple[Parameter, ...]
+    precondition: Formula = TRUE
+    effects: tuple[Effect, ...] = ()
+    cost: Cost | None = None  # None: the action adds nothing to total-cost
+
+
+@dataclass(frozen=True)
+class Predicate:
+    name: str
+    parameters: tuple[Parameter, ...] = ()
+
+    @property
+    def arity(self) -> int:
+        return len(self.parameters)
+
+
+@dataclass(frozen=True)
+class Domain:
+    name: str
+    requirements: tuple[str, ...] = ()
+    types: tuple[tuple[str, str], ...] = ()  # (type, parent type) pairs
+    constants: tuple[tuple[str, str], ...] = ()  # (object, type) pairs
+    predicates: tuple[Predicate, ...] = ()
+    functions: tuple[Predicate, ...] = ()  # numeric fluents, used for costs only
+    actions: tuple[ActionSchema, ...] = ()
+
+    def action(self, name: str) -> ActionSchema | None:
+        for schema in self.actions:
+            if schema.name == name:
+                return schema
+        return None
+
+    def predicate(self, name: str) -> Predicate | None:
+        for predicate in self.predicates:
+            if predicate.name == name:
+                return predicate
+        return None
+
+
+@dataclass(frozen=True)
+class Problem:
+    name: str
+    domain_name: str
+    objects: tuple[tuple[str, str], ...] = ()  # (object, type) pairs
+    init: frozenset[Atom] = frozenset()
+    numeric_init: tuple[tuple[FunctionTerm, float], ...] = ()
+    goal: Formula = TRUE
+    minimize_total_cost: bool = False
+
+
+@dataclass(frozen=True)
+class GroundAction:
+    """An action schema applied to objects: one step of a plan."""
+
+    name: str
+    args: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return "(" + " ".join((self.name, *self.args)) + ")"
+
+
+Plan = list[GroundAction]
+State = frozenset[Atom]
+
+
+@dataclass(frozen=True)
+class Task:
+    """A domain and a problem, plus the PDDL texts they were read from when they came from PDDL.
+
+    The texts let Fast Downward see exactly what the user wrote (it accepts some files other parsers reject);
+    tasks from JSON or Python get texts from the PDDL writer.
+    """
+
+    domain: Domain
+    problem: Problem
+    domain_pddl: str = field(default="", compare=False, repr=False)
+    problem_pddl: str = field(default="", compare=False, repr=False)
+
+    @property
+    def fingerprint(self) -> str:
+        """Content hash of the task as the planners see it: equal texts, equal fingerprint."""
+        digest = hashlib.sha256()
+        digest.update(self.domain_pddl.encode())
+        digest.update(b"\0")
+        digest.update(self.problem_pddl.encode())
+        return digest.hexdigest()[:16]
+
+    def objects(self) -> dict[str, str]:
+        """Every object the task knows (domain constants and problem objects) with its declared type."""
+        return dict(self.domain.constants) | dict(self.problem.objects)
+
+    def type_parents(self) -> dict[str, str]:
+        return dict(self.domain.types)
+
+    def is_of_type(self, obj: str, wanted: str) -> bool:
+        """True when `obj` is declared of type `wanted` or of one of its subtypes."""
+        if wanted == OBJECT:
+            return obj in self.objects()
+        parents = self.type_parents()
+        current: str | None = self.objects().get(obj)
+        seen: set[str] = set()
+        while current is not None and current not in seen:
+            if current == wanted:
+                return True
+            seen.add(current)
+            current = parents.get(current)
+        return False
+
+    def objects_of_type(self, wanted: str) -> list[str]:
+        return sorted(obj for obj in self.objects() if self.is_of_type(obj, wanted))
+
+    def has_action_costs(self) -> bool:
+        return any(schema.cost is not None for schema in self.domain.actions)
+
+
+def action_cost(task: Task, action: GroundAction) -> float:
+    """The cost of one grounded action: its schema's constant or the value of its cost function (1 without
+    costs, as PDDL planners count steps then)."""
+    if not task.has_action_costs():
+        return 1.0
+    schema = task.domain.action(action.name)
+    if schema is None or schema.cost is None:
+        return 0.0
+    if isinstance(schema.cost, (int, float)):
+        return float(schema.cost)
+    binding = {p.name: a for p, a in zip(schema.parameters, action.args)}
+    term = FunctionTerm(schema.cost.name, tuple(binding.get(a, a) for a in schema.cost.args))
+    return dict(task.problem.numeric_init).get(term, 0.0)
+
+
+def plan_cost(task: Task, plan: Plan) -> float:
+    return sum(action_cost(task, step) for step in plan)
