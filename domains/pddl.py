@@ -1,0 +1,547 @@
+"""A PDDL reader that remembers where every token came from, so bad input gets `file:line: what was expected`.
+
+It reads the classical fragment the project models (STRIPS, typing, negative/disjunctive/quantified
+preconditions, equality, conditional effects, action costs from constants or static cost functions) into
+`domains.model`. It is a plain line-by-line tokenizer plus a stack-based s-expression builder: no regex per token
+and no unified-planning import, because it runs on the planning path and must cost milliseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from domains.errors import ArityError, PDDLSyntaxError, UndefinedSymbolError, UnsupportedFeatureError
+from domains.model import (
+    OBJECT,
+    TRUE,
+    ActionSchema,
+    And,
+    Atom,
+    Cost,
+    Domain,
+    Effect,
+    Equals,
+    Exists,
+    Forall,
+    Formula,
+    FunctionTerm,
+    Imply,
+    Not,
+    Or,
+    Parameter,
+    Predicate,
+    Problem,
+    Task,
+)
+
+SUPPORTED_REQUIREMENTS = frozenset({
+    ":strips", ":typing", ":negative-preconditions", ":disjunctive-preconditions", ":equality",
+    ":existential-preconditions", ":universal-preconditions", ":quantified-preconditions",
+    ":conditional-effects", ":adl", ":action-costs",
+})
+TOTAL_COST = "total-cost"
+_NUMERIC_EFFECTS = frozenset({"decrease", "assign", "scale-up", "scale-down"})
+_COMPARISONS = frozenset({"<", ">", "<=", ">="})
+
+
+class SList(list):
+    """A parenthesised list; `line` is where its '(' is, `lines[i]` is where element i starts."""
+
+    __slots__ = ("line", "lines")
+
+
+def _new_list(line: int) -> SList:
+    node = SList()
+    node.line = line
+    node.lines = []
+    return node
+
+
+def read_sexpr(text: str, file: str | None = None) -> SList:
+    """Tokenize and nest `text`; returns a root list holding the top-level expressions. Names are lower-cased
+    because PDDL is case-insensitive."""
+    root = _new_list(1)
+    stack = [root]
+    current, lines = root, root.lines
+    for lineno, raw in enumerate(text.lower().split("\n"), 1):
+        if ";" in raw:
+            raw = raw.split(";", 1)[0]
+        if "(" in raw or ")" in raw:
+            raw = raw.replace("(", " ( ").replace(")", " ) ")
+        for token in raw.split():
+            if token == "(":
+                node = _new_list(lineno)
+                current.append(node)
+                lines.append(lineno)
+                stack.append(node)
+                current, lines = node, node.lines
+            elif token == ")":
+                if len(stack) == 1:
+                    raise PDDLSyntaxError("unexpected ')': there is no open '(' for it to close.",
+                                          file=file, line=lineno)
+                stack.pop()
+                current = stack[-1]
+                lines = current.lines
+            else:
+                current.append(token)
+                lines.append(lineno)
+    if len(stack) > 1:
+        opened = stack[-1].line
+        raise PDDLSyntaxError(f"unbalanced parentheses: the '(' opened at line {opened} is never closed; "
+                              f"expected ')' before the end of the file.", file=file, line=opened)
+    return root
+
+
+def _line(parent: SList, index: int) -> int:
+    return parent.lines[index] if index < len(parent.lines) else parent.line
+
+
+@dataclass
+class _Ctx:
+    """What is declared so far; used for the semantic checks."""
+
+    file: str | None
+    types: set[str] = field(default_factory=lambda: {OBJECT})
+    objects: dict[str, str] = field(default_factory=dict)
+    predicates: dict[str, int] = field(default_factory=dict)
+    functions: dict[str, int] = field(default_factory=dict)
+
+    def fail(self, cls: type, message: str, parent: SList, index: int) -> None:
+        raise cls(message, file=self.file, line=_line(parent, index))
+
+    def fail_at(self, cls: type, message: str, line: int) -> None:
+        raise cls(message, file=self.file, line=line)
+
+
+def _expect_list(ctx: _Ctx, parent: SList, index: int, what: str) -> SList:
+    if index >= len(parent):
+        ctx.fail(PDDLSyntaxError, f"expected {what}, but the list ends here.", parent, index)
+    item = parent[index]
+    if not isinstance(item, SList):
+        ctx.fail(PDDLSyntaxError, f"expected {what} in parentheses, got '{item}'.", parent, index)
+    return item
+
+
+def _expect_name(ctx: _Ctx, parent: SList, index: int, what: str) -> str:
+    if index >= len(parent):
+        ctx.fail(PDDLSyntaxError, f"expected {what}, but the list ends here.", parent, index)
+    item = parent[index]
+    if isinstance(item, SList):
+        ctx.fail(PDDLSyntaxError, f"expected {what} (a name), got a parenthesised list.", parent, index)
+    return item
+
+
+def _define(ctx: _Ctx, root: SList, kind: str) -> tuple[SList, str]:
+    """Check the `(define (<kind> name) ...)` frame; return it and the name."""
+    if not root:
+        raise PDDLSyntaxError(f"empty input: expected '(define ({kind} <name>) ...)'.", file=ctx.file, line=1)
+    top = _expect_list(ctx, root, 0, f"'(define ({kind} <name>) ...)'")
+    if len(root) > 1:
+        ctx.fail(PDDLSyntaxError, f"unexpected token after the end of the {kind} definition; "
+                 "expected nothing after its closing ')'.", root, 1)
+    if not top or top[0] != "define":
+        ctx.fail(PDDLSyntaxError, f"expected '(define ({kind} <name>) ...)', got '({top[0] if top else ''} ...'.",
+                 root, 0)
+    header = _expect_list(ctx, top, 1, f"'({kind} <name>)'")
+    if len(header) != 2 or header[0] != kind:
+        ctx.fail(PDDLSyntaxError, f"expected '({kind} <name>)' after 'define'.", top, 1)
+    return top, _expect_name(ctx, header, 1, f"the {kind} name")
+
+
+def _typed_list(ctx: _Ctx, items: SList, start: int, what: str, check_types: bool = True
+                ) -> list[tuple[str, str, int]]:
+    """`a b - t c` -> [(a, t, line), (b, t, line), (c, object, line)]."""
+    result: list[tuple[str, str, int]] = []
+    pending: list[tuple[str, int]] = []
+    i = start
+    while i < len(items):
+        item = items[i]
+        if isinstance(item, SList):
+            ctx.fail(PDDLSyntaxError, f"expected a {what} name, got a parenthesised list.", items, i)
+        if item == "-":
+            if not pending:
+                ctx.fail(PDDLSyntaxError, f"'-' must follow at least one {what} name.", items, i)
+            if i + 1 >= len(items):
+                ctx.fail(PDDLSyntaxError, f"expected a type name after '-'.", items, i)
+            type_name = items[i + 1]
+            if isinstance(type_name, SList):
+                if type_name and type_name[0] == "either":
+                    ctx.fail(UnsupportedFeatureError, "'either' types are not supported; declare a common "
+                             "supertype instead.", items, i + 1)
+                ctx.fail(PDDLSyntaxError, "expected a type name after '-'.", items, i + 1)
+            if check_types and type_name not in ctx.types:
+                ctx.fail(UndefinedSymbolError, f"undefined type '{type_name}'; declared types are: "
+                         f"{', '.join(sorted(ctx.types))}.", items, i + 1)
+            result.extend((name, type_name, line) for name, line in pending)
+            pending = []
+            i += 2
+            continue
+        pending.append((item, items.lines[i]))
+        i += 1
+    result.extend((name, OBJECT, line) for name, line in pending)
+    return result
+
+
+def _parameters(ctx: _Ctx, items: SList, what: str, scope: dict[str, str] | None = None) -> tuple[Parameter, ...]:
+    params = []
+    seen = set(scope or ())
+    for name, type_name, line in _typed_list(ctx, items, 0, "variable"):
+        if not name.startswith("?"):
+            ctx.fail_at(PDDLSyntaxError, f"expected a variable starting with '?' in {what}, got '{name}'.", line)
+        if name in seen and scope is None:
+            ctx.fail_at(PDDLSyntaxError, f"variable '{name}' is declared twice in {what}.", line)
+        seen.add(name)
+        params.append(Parameter(name, type_name))
+    return tuple(params)
+
+
+def _term(ctx: _Ctx, parent: SList, index: int, scope: dict[str, str], where: str) -> str:
+    term = parent[index]
+    if isinstance(term, SList):
+        ctx.fail(UnsupportedFeatureError if term and term[0] in ctx.functions else PDDLSyntaxError,
+                 f"{where}: expected an object or variable, got a parenthesised expression "
+                 "(numeric expressions are only supported as action costs).", parent, index)
+    if term.startswith("?"):
+        if term not in scope:
+            ctx.fail(UndefinedSymbolError, f"{where} uses undefined variable '{term}'; declare it in "
+                     ":parameters or a quantifier.", parent, index)
+    elif term not in ctx.objects:
+        ctx.fail(UndefinedSymbolError, f"{where} mentions unknown object '{term}'; expected a declared "
+                 "object or constant.", parent, index)
+    return term
+
+
+def _atom(ctx: _Ctx, expr: SList, scope: dict[str, str], where: str) -> Atom:
+    name = expr[0]
+    if isinstance(name, SList):
+        ctx.fail(PDDLSyntaxError, f"{where}: expected a predicate name, got a parenthesised list.", expr, 0)
+    arity = ctx.predicates.get(name)
+    if arity is None:
+        ctx.fail(UndefinedSymbolError, f"{where} uses undefined predicate '{name}'; expected one declared "
+                 "in :predicates.", expr, 0)
+    if len(expr) - 1 != arity:
+        ctx.fail(ArityError, f"{where}: predicate '{name}' expects {arity} argument(s), got {len(expr) - 1}.",
+                 expr, 0)
+    return Atom(name, tuple(_term(ctx, expr, i, scope, where) for i in range(1, len(expr))))
+
+
+def _formula(ctx: _Ctx, parent: SList, index: int, scope: dict[str, str], where: str) -> Formula:
+    expr = _expect_list(ctx, parent, index, "a condition")
+    if not expr:
+        ctx.fail(PDDLSyntaxError, f"{where}: expected a condition, got '()'.", parent, index)
+    head = expr[0]
+    if head == "and":
+        return And(tuple(_formula(ctx, expr, i, scope, where) for i in range(1, len(expr))))
+    if head == "or":
+        return Or(tuple(_formula(ctx, expr, i, scope, where) for i in range(1, len(expr))))
+    if head == "not":
+        if len(expr) != 2:
+            ctx.fail(PDDLSyntaxError, f"{where}: 'not' takes exactly one condition.", expr, 0)
+        return Not(_formula(ctx, expr, 1, scope, where))
+    if head == "imply":
+        if len(expr) != 3:
+            ctx.fail(PDDLSyntaxError, f"{where}: 'imply' takes exactly two conditions.", expr, 0)
+        return Imply(_formula(ctx, expr, 1, scope, where), _formula(ctx, expr, 2, scope, where))
+    if head in ("exists", "forall"):
+        if len(expr) != 3:
+            ctx.fail(PDDLSyntaxError, f"{where}: expected '({head} (<variables>) <condition>)'.", expr, 0)
+        params = _parameters(ctx, _expect_list(ctx, expr, 1, "a variable list"), f"'{head}'", scope)
+        inner = dict(scope) | {p.name: p.type for p in params}
+        body = _formula(ctx, expr, 2, inner, where)
+        return Exists(params, body) if head == "exists" else Forall(params, body)
+    if head == "=":
+        if len(expr) != 3:
+            ctx.fail(PDDLSyntaxError, f"{where}: '=' takes exactly two arguments.", expr, 0)
+        if isinstance(expr[1], SList) or isinstance(expr[2], SList):
+            ctx.fail(UnsupportedFeatureError, f"{where}: numeric comparisons are not supported.", expr, 0)
+        return Equals(_term(ctx, expr, 1, scope, where), _term(ctx, expr, 2, scope, where))
+    if head in _COMPARISONS:
+        ctx.fail(UnsupportedFeatureError, f"{where}: numeric comparisons ('{head}') are not supported.", expr, 0)
+    return _atom(ctx, expr, scope, where)
+
+
+def _conjoin(first: Formula, second: Formula) -> Formula:
+    return second if first == TRUE else And((first, second))
+
+
+def _effects(ctx: _Ctx, parent: SList, index: int, scope: dict[str, str], where: str,
+             params: tuple[Parameter, ...], condition: Formula, out: list[Effect], costs: list[Cost]) -> None:
+    expr = _expect_list(ctx, parent, index, "an effect")
+    if not expr:
+        ctx.fail(PDDLSyntaxError, f"{where}: expected an effect, got '()'.", parent, index)
+    head = expr[0]
+    if head == "and":
+        for i in range(1, len(expr)):
+            _effects(ctx, expr, i, scope, where, params, condition, out, costs)
+    elif head == "not":
+        if len(expr) != 2:
+            ctx.fail(PDDLSyntaxError, f"{where}: 'not' takes exactly one atom.", expr, 0)
+        inner = _expect_list(ctx, expr, 1, "an atom")
+        if not inner or inner[0] in ("and", "not", "forall", "when", "or"):
+            ctx.fail(PDDLSyntaxError, f"{where}: expected an atom inside 'not' in an effect.", expr, 1)
+        out.append(Effect(_atom(ctx, inner, scope, where), True, condition, params))
+    elif head == "forall":
+        if len(expr) != 3:
+            ctx.fail(PDDLSyntaxError, f"{where}: expected '(forall (<variables>) <effect>)'.", expr, 0)
+        new = _parameters(ctx, _expect_list(ctx, expr, 1, "a variable list"), "'forall'", scope)
+        inner_scope = dict(scope) | {p.name: p.type for p in new}
+        _effects(ctx, expr, 2, inner_scope, where, params + new, condition, out, costs)
+    elif head == "when":
+        if len(expr) != 3:
+            ctx.fail(PDDLSyntaxError, f"{where}: expected '(when <condition> <effect>)'.", expr, 0)
+        cond = _conjoin(condition, _formula(ctx, expr, 1, scope, where))
+        _effects(ctx, expr, 2, scope, where, params, cond, out, costs)
+    elif head == "increase":
+        costs.append(_cost(ctx, expr, scope, where, bool(params) or condition != TRUE))
+    elif head in _NUMERIC_EFFECTS:
+        ctx.fail(UnsupportedFeatureError, f"{where}: numeric effect '{head}' is not supported; only "
+                 "'(increase (total-cost) ...)' is.", expr, 0)
+    else:
+        out.append(Effect(_atom(ctx, expr, scope, where), False, condition, params))
+
+
+def _cost(ctx: _Ctx, expr: SList, scope: dict[str, str], where: str, nested: bool) -> Cost:
+    if len(expr) != 3:
+        ctx.fail(PDDLSyntaxError, f"{where}: expected '(increase (total-cost) <amount>)'.", expr, 0)
+    target = expr[1]
+    if not (isinstance(target, SList) and list(target) == [TOTAL_COST]):
+        ctx.fail(UnsupportedFeatureError, f"{where}: only '(increase (total-cost) ...)' is supported; "
+                 "numeric fluents are not.", expr, 1)
+    if nested:
+        ctx.fail(UnsupportedFeatureError, f"{where}: a cost inside 'forall' or 'when' is not supported.", expr, 0)
+    amount = expr[2]
+    if isinstance(amount, SList):
+        if not amount or isinstance(amount[0], SList) or amount[0] not in ctx.functions:
+            ctx.fail(UndefinedSymbolError, f"{where}: expected a number or a function declared in "
+                     ":functions as the cost.", expr, 2)
+        name = amount[0]
+        if len(amount) - 1 != ctx.functions[name]:
+            ctx.fail(ArityError, f"{where}: function '{name}' expects {ctx.functions[name]} argument(s), "
+                     f"got {len(amount) - 1}.", amount, 0)
+        return FunctionTerm(name, tuple(_term(ctx, amount, i, scope, where) for i in range(1, len(amount))))
+    return _number(ctx, expr, 2, where)
+
+
+def _number(ctx: _Ctx, parent: SList, index: int, where: str) -> float:
+    try:
+        return float(parent[index])
+    except (TypeError, ValueError):
+        ctx.fail(PDDLSyntaxError, f"{where}: expected a number, got '{parent[index]}'.", parent, index)
+    raise AssertionError  # unreachable: fail() raises
+
+
+def _requirements(ctx: _Ctx, section: SList) -> tuple[str, ...]:
+    for i in range(1, len(section)):
+        req = _expect_name(ctx, section, i, "a requirement")
+        if req not in SUPPORTED_REQUIREMENTS:
+            ctx.fail(UnsupportedFeatureError, f"requirement '{req}' is not supported; supported: "
+                     f"{' '.join(sorted(SUPPORTED_REQUIREMENTS))}.", section, i)
+    return tuple(section[1:])
+
+
+def _distinct(params: tuple[Parameter, ...]) -> tuple[Parameter, ...]:
+    """Rename repeated variables in a predicate declaration (logistics00 has `(in ?obj ?obj)`, which Fast
+    Downward accepts), so the model and everything written from it have distinct names."""
+    seen: set[str] = set()
+    result = []
+    for p in params:
+        name, n = p.name, 2
+        while name in seen:
+            name, n = f"{p.name}-{n}", n + 1
+        seen.add(name)
+        result.append(Parameter(name, p.type))
+    return tuple(result)
+
+
+def parse_domain(text: str, file: str | None = None) -> Domain:
+    """Read a PDDL domain; raise a `TaskInputError` subclass with file and line on bad input."""
+    ctx = _Ctx(file)
+    top, name = _define(ctx, read_sexpr(text, file), "domain")
+    requirements: tuple[str, ...] = ()
+    types: list[tuple[str, str]] = []
+    constants: list[tuple[str, str]] = []
+    predicates: list[Predicate] = []
+    functions: list[Predicate] = []
+    actions: list[ActionSchema] = []
+    for index in range(2, len(top)):
+        section = _expect_list(ctx, top, index, "a domain section such as '(:predicates ...)'")
+        key = section[0] if section else ""
+        if key == ":requirements":
+            requirements = _requirements(ctx, section)
+        elif key == ":types":
+            entries = _typed_list(ctx, section, 1, "type", check_types=False)
+            declared = {t for t, _, _ in entries}
+            ctx.types |= declared
+            types = [(t, parent) for t, parent, _ in entries if t != OBJECT]
+            for _, parent, _ in entries:
+                if parent not in ctx.types:  # a parent used but not listed is implicitly a type
+                    ctx.types.add(parent)
+                    types.append((parent, OBJECT))
+        elif key == ":constants":
+            for obj, type_name, _ in _typed_list(ctx, section, 1, "constant"):
+                ctx.objects[obj] = type_name
+                constants.append((obj, type_name))
+        elif key == ":predicates":
+            for i in range(1, len(section)):
+                decl = _expect_list(ctx, section, i, "a predicate declaration '(name ?x ...)'")
+                pname = _expect_name(ctx, decl, 0, "a predicate name")
+                params = _distinct(_parameters(ctx, _slice(decl, 1), f"predicate '{pname}'", {}))
+                ctx.predicates[pname] = len(params)
+                predicates.append(Predicate(pname, params))
+        elif key == ":functions":
+            functions.extend(_functions(ctx, section))
+        elif key == ":action":
+            actions.append(_action(ctx, section))
+        elif key in (":derived", ":durative-action", ":process", ":event", ":constraints"):
+            ctx.fail(UnsupportedFeatureError, f"'{key}' is not supported; expected a classical domain "
+                     "(:requirements, :types, :constants, :predicates, :functions, :action).", section, 0)
+        else:
+            ctx.fail(PDDLSyntaxError, f"unknown domain section '{key}'; expected :requirements, :types, "
+                     ":constants, :predicates, :functions or :action.", section, 0)
+    return Domain(name, requirements, tuple(types), tuple(constants), tuple(predicates), tuple(functions),
+                  tuple(actions))
+
+
+def _slice(items: SList, start: int) -> SList:
+    part = _new_list(items.lines[start] if start < len(items.lines) else items.line)
+    part.extend(items[start:])
+    part.lines = items.lines[start:]
+    return part
+
+
+def _functions(ctx: _Ctx, section: SList) -> list[Predicate]:
+    result: list[Predicate] = []
+    i = 1
+    while i < len(section):
+        decl = _expect_list(ctx, section, i, "a function declaration '(name ?x ...)'")
+        fname = _expect_name(ctx, decl, 0, "a function name")
+        params = _parameters(ctx, _slice(decl, 1), f"function '{fname}'")
+        ctx.functions[fname] = len(params)
+        result.append(Predicate(fname, params))
+        i += 1
+        if i < len(section) and section[i] == "-":
+            if i + 1 >= len(section) or section[i + 1] != "number":
+                ctx.fail(UnsupportedFeatureError, f"function '{fname}' must be of type 'number'; object "
+                         "fluents are not supported.", section, i + 1)
+            i += 2
+    return result
+
+
+def _action(ctx: _Ctx, section: SList) -> ActionSchema:
+    name = _expect_name(ctx, section, 1, "an action name")
+    where = f"action '{name}'"
+    fields: dict[str, int] = {}
+    i = 2
+    while i < len(section):
+        key = section[i]
+        if key not in (":parameters", ":precondition", ":effect"):
+            ctx.fail(PDDLSyntaxError, f"{where}: expected ':parameters', ':precondition' or ':effect', "
+                     f"got '{key if not isinstance(key, SList) else '(...)'}'.", section, i)
+        if i + 1 >= len(section):
+            ctx.fail(PDDLSyntaxError, f"{where}: '{key}' needs a value.", section, i)
+        fields[key] = i + 1
+        i += 2
+    params: tuple[Parameter, ...] = ()
+    if ":parameters" in fields:
+        params = _parameters(ctx, _expect_list(ctx, section, fields[":parameters"], "a parameter list"),
+                             f"the parameters of {where}")
+    scope = {p.name: p.type for p in params}
+    precondition = TRUE
+    if ":precondition" in fields and section[fields[":precondition"]] != SList():
+        precondition = _formula(ctx, section, fields[":precondition"], scope, f"the precondition of {where}")
+    effects: list[Effect] = []
+    costs: list[Cost] = []
+    if ":effect" in fields and section[fields[":effect"]] != SList():
+        _effects(ctx, section, fields[":effect"], scope, f"the effect of {where}", (), TRUE, effects, costs)
+    if len(costs) > 1:
+        ctx.fail(UnsupportedFeatureError, f"{where}: more than one '(increase (total-cost) ...)' is not "
+                 "supported.", section, fields[":effect"])
+    return ActionSchema(name, params, precondition, tuple(effects), costs[0] if costs else None)
+
+
+def _domain_ctx(domain: Domain, file: str | None) -> _Ctx:
+    ctx = _Ctx(file)
+    ctx.types |= {t for t, _ in domain.types} | {p for _, p in domain.types}
+    ctx.objects = dict(domain.constants)
+    ctx.predicates = {p.name: p.arity for p in domain.predicates}
+    ctx.functions = {f.name: f.arity for f in domain.functions}
+    return ctx
+
+
+def parse_problem(text: str, domain: Domain, file: str | None = None) -> Problem:
+    """Read a PDDL problem for `domain`; objects, predicates and functions are checked against it."""
+    ctx = _domain_ctx(domain, file)
+    top, name = _define(ctx, read_sexpr(text, file), "problem")
+    domain_name = ""
+    objects: list[tuple[str, str]] = []
+    init: set[Atom] = set()
+    numeric: list[tuple[FunctionTerm, float]] = []
+    goal: Formula = TRUE
+    minimize = False
+    has_goal = False
+    for index in range(2, len(top)):
+        section = _expect_list(ctx, top, index, "a problem section such as '(:init ...)'")
+        key = section[0] if section else ""
+        if key == ":domain":
+            domain_name = _expect_name(ctx, section, 1, "the domain name")
+            if domain_name != domain.name:
+                ctx.fail(UndefinedSymbolError, f"problem '{name}' is for domain '{domain_name}', but the "
+                         f"domain file defines '{domain.name}'; expected matching names.", section, 1)
+        elif key == ":requirements":
+            _requirements(ctx, section)
+        elif key == ":objects":
+            for obj, type_name, _ in _typed_list(ctx, section, 1, "object"):
+                ctx.objects[obj] = type_name
+                objects.append((obj, type_name))
+        elif key == ":init":
+            for i in range(1, len(section)):
+                fact = _expect_list(ctx, section, i, "an initial fact '(pred obj ...)'")
+                if fact and fact[0] == "=" and len(fact) == 3 and isinstance(fact[1], SList):
+                    numeric.append(_numeric_fact(ctx, fact))
+                elif fact and fact[0] in ("not", "at", "and") and fact[0] not in ctx.predicates:
+                    ctx.fail(UnsupportedFeatureError if fact[0] == "at" else PDDLSyntaxError,
+                             f"the initial state lists only positive atoms, got '({fact[0]} ...)'.", section, i)
+                elif not fact:
+                    ctx.fail(PDDLSyntaxError, "the initial state has an empty '()'; expected an atom.", section, i)
+                else:
+                    init.add(_atom(ctx, fact, {}, "the initial state"))
+        elif key == ":goal":
+            if len(section) != 2:
+                ctx.fail(PDDLSyntaxError, "expected exactly one condition in '(:goal ...)'.", section, 0)
+            goal, has_goal = _formula(ctx, section, 1, {}, "goal"), True
+        elif key == ":metric":
+            if (len(section) != 3 or section[1] != "minimize" or not isinstance(section[2], SList)
+                    or list(section[2]) != [TOTAL_COST]):
+                ctx.fail(UnsupportedFeatureError, "only '(:metric minimize (total-cost))' is supported.",
+                         section, 0)
+            minimize = True
+        else:
+            ctx.fail(UnsupportedFeatureError if key == ":constraints" else PDDLSyntaxError,
+                     f"unexpected problem section '{key}'; expected :domain, :objects, :init, :goal or "
+                     ":metric.", section, 0)
+    if not domain_name:
+        raise PDDLSyntaxError(f"problem '{name}' has no '(:domain <name>)' section.", file=file, line=top.line)
+    if not has_goal:
+        raise PDDLSyntaxError(f"problem '{name}' has no '(:goal ...)' section.", file=file, line=top.line)
+    return Problem(name, domain_name, tuple(objects), frozenset(init), tuple(numeric), goal, minimize)
+
+
+def _numeric_fact(ctx: _Ctx, fact: SList) -> tuple[FunctionTerm, float]:
+    term = fact[1]
+    fname = term[0] if term else ""
+    if fname not in ctx.functions:
+        ctx.fail(UndefinedSymbolError, f"the initial state sets undefined function '{fname}'; expected one "
+                 "declared in :functions.", fact, 1)
+    if len(term) - 1 != ctx.functions[fname]:
+        ctx.fail(ArityError, f"function '{fname}' expects {ctx.functions[fname]} argument(s), got "
+                 f"{len(term) - 1}.", fact, 1)
+    args = tuple(_term(ctx, term, i, {}, "the initial state") for i in range(1, len(term)))
+    return FunctionTerm(fname, args), _number(ctx, fact, 2, "the initial state")
+
+
+def parse_task(domain_text: str, problem_text: str, domain_file: str | None = None,
+               problem_file: str | None = None) -> Task:
+    """Read a domain and a problem into a `Task` that keeps the original texts for the planners."""
+    domain = parse_domain(domain_text, domain_file)
+    problem = parse_problem(problem_text, domain, problem_file)
+    return Task(domain, problem, domain_pddl=domain_text, problem_pddl=problem_text)
