@@ -339,7 +339,7 @@ def _requirements(ctx: _Ctx, section: SList) -> tuple[str, ...]:
     return tuple(section[1:])
 
 
-def _distinct(params: tuple[Parameter, ...]) -> tuple[Parameter, ...]:
+def distinct_parameters(params: tuple[Parameter, ...]) -> tuple[Parameter, ...]:
     """Rename repeated variables in a predicate declaration (logistics00 has `(in ?obj ?obj)`, which Fast
     Downward accepts), so the model and everything written from it have distinct names."""
     seen: set[str] = set()
@@ -385,7 +385,7 @@ def parse_domain(text: str, file: str | None = None) -> Domain:
             for i in range(1, len(section)):
                 decl = _expect_list(ctx, section, i, "a predicate declaration '(name ?x ...)'")
                 pname = _expect_name(ctx, decl, 0, "a predicate name")
-                params = _distinct(_parameters(ctx, _slice(decl, 1), f"predicate '{pname}'", {}))
+                params = distinct_parameters(_parameters(ctx, _slice(decl, 1), f"predicate '{pname}'", {}))
                 ctx.predicates[pname] = len(params)
                 predicates.append(Predicate(pname, params))
         elif key == ":functions":
