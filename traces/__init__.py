@@ -1,0 +1,39 @@
+"""The trace store: one SQLite file of runs, plans, executed steps and learned models, safe for several writer
+processes at once. Depends on nothing else in this project.
+
+    store = TraceStore("traces.db")            # or $PORTFOLIO_TRACES, else ./traces.db
+    run = store.start_run(task.fingerprint, "deliver p1")
+    store.record_steps([StepRecord(run_id=run, step=0, action="drive", args=("t1", "a", "b"), outcome="success")])
+    store.end_run(run, "success")
+    store.stats()
+"""
+
+from traces.errors import (
+    CorruptDatabaseError,
+    DatabaseLockedError,
+    SchemaVersionError,
+    TraceImportError,
+    TraceStoreError,
+)
+from traces.jsonl import ImportReport, export_jsonl, import_jsonl
+from traces.records import ActionStats, RunRecord, StepRecord, StoredModel
+from traces.schema import SCHEMA_VERSION
+from traces.store import TraceStore, default_path
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ActionStats",
+    "CorruptDatabaseError",
+    "DatabaseLockedError",
+    "ImportReport",
+    "RunRecord",
+    "SchemaVersionError",
+    "StepRecord",
+    "StoredModel",
+    "TraceImportError",
+    "TraceStore",
+    "TraceStoreError",
+    "default_path",
+    "export_jsonl",
+    "import_jsonl",
+]

@@ -1,0 +1,117 @@
+"""JSONL import and export of step records: one `StepRecord` JSON object per line.
+
+Import is never half-done silently: every bad line is reported with its line number and what was wrong.
+`strict=True` refuses the whole file when any line is bad (nothing is written); otherwise the good lines go in
+as one transaction and the bad ones come back in the report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import IO, Iterator
+
+from pydantic import ValidationError
+
+from traces.errors import TraceImportError
+from traces.records import StepRecord
+from traces.store import STEP_COLUMNS, TraceStore, row_step, step_row
+
+
+@dataclass
+class ImportReport:
+    path: str
+    imported: int = 0
+    problems: list[tuple[int, str]] = field(default_factory=list)  # (line number, message)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _describe(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors():
+        where = ".".join(str(p) for p in item["loc"]) or "line"
+        parts.append(f"{where}: {item['msg']}")
+    return "; ".join(parts)
+
+
+def parse_line(text: str) -> StepRecord:
+    """One JSONL line -> StepRecord; raises ValueError with a short reason."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"not valid JSON ({error.msg} at column {error.colno})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object, found {type(data).__name__}")
+    try:
+        return StepRecord.model_validate(data)
+    except ValidationError as error:
+        raise ValueError(_describe(error)) from None
+
+
+def read_jsonl(path: str) -> tuple[list[StepRecord], list[tuple[int, str]]]:
+    """Parse a whole file: the good records and the `(line number, reason)` of each bad line. Blank lines are
+    skipped. Raises TraceImportError if the file cannot be read as UTF-8 text."""
+    records: list[StepRecord] = []
+    problems: list[tuple[int, str]] = []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    records.append(parse_line(line))
+                except ValueError as error:
+                    problems.append((number, str(error)))
+    except UnicodeDecodeError as error:
+        raise TraceImportError(path, [(0, f"not UTF-8 text ({error.reason} at byte {error.start})")]) from None
+    except OSError as error:
+        raise TraceImportError(path, [(0, f"cannot read the file ({error.strerror})")]) from None
+    return records, problems
+
+
+def import_jsonl(store: TraceStore, path: str | os.PathLike[str], *, strict: bool = False) -> ImportReport:
+    """Import a JSONL file of steps into `store`.
+
+    strict: any bad line raises `TraceImportError` and nothing is imported. Otherwise the good lines are written
+    in one transaction and the bad ones are listed in the returned report (and logged by the caller).
+    """
+    path = str(path)
+    records, problems = read_jsonl(path)
+    if problems and strict:
+        raise TraceImportError(path, problems, imported=0)
+    imported = store._insert_rows([step_row(r) for r in records])
+    return ImportReport(path=path, imported=imported, problems=problems)
+
+
+def iter_jsonl(store: TraceStore, action: str | None = None) -> Iterator[str]:
+    """Every stored step as one JSON line (no newline), in insertion order; optional fields left out when empty."""
+    for chunk in store.iter_step_chunks(STEP_COLUMNS, action=action):
+        for row in chunk:
+            record = row_step(row)
+            yield record.model_dump_json(exclude_none=True)
+
+
+def export_jsonl(store: TraceStore, output: str | os.PathLike[str] | IO[str] | None = None) -> int:
+    """Write every step as JSONL to `output` (a path, an open text file, or stdout); returns the line count."""
+    if output is None or output == "-":
+        return _write_lines(store, sys.stdout)
+    if hasattr(output, "write"):
+        return _write_lines(store, output)  # type: ignore[arg-type]
+    tmp = f"{output}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        count = _write_lines(store, handle)
+    os.replace(tmp, output)  # a reader never sees a half-written export
+    return count
+
+
+def _write_lines(store: TraceStore, handle: IO[str]) -> int:
+    count = 0
+    for line in iter_jsonl(store):
+        handle.write(line + "\n")
+        count += 1
+    return count

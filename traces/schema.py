@@ -1,0 +1,94 @@
+"""The trace database schema and its migrations.
+
+The schema version lives in `PRAGMA user_version` (0 = empty file). `MIGRATIONS[i]` moves a database from version
+`i` to `i + 1`; each runs in the caller's transaction, so a database is never left half-migrated. A database
+written by a newer release (user_version > SCHEMA_VERSION) is refused rather than guessed at.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import sqlite_utils
+
+from traces.errors import SchemaVersionError
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _v1(db: sqlite_utils.Database) -> None:
+    db["runs"].create(
+        {"id": str, "fingerprint": str, "goal": str, "started": str, "ended": str, "outcome": str}, pk="id"
+    )
+    db["plans"].create(
+        {
+            "id": int,
+            "run_id": str,
+            "delegate": str,
+            "attempts": str,  # JSON list of attempts
+            "latency_ms": float,
+            "plan": str,  # JSON list of grounded actions
+            "recorded": str,
+        },
+        pk="id",
+    )
+    db["steps"].create(
+        {
+            "id": int,  # insertion order: the time axis the learner decays over
+            "run_id": str,
+            "step": int,
+            "action": str,
+            "args": str,  # JSON list
+            "features": str,  # JSON object
+            "outcome": str,
+            "failure_category": str,
+            "error": str,
+            "duration_ms": float,
+            "expected_effects": str,  # JSON list or NULL
+            "observed_effects": str,  # JSON list or NULL
+            "generation": int,
+            "timestamp": str,
+        },
+        pk="id",
+        not_null={"run_id", "step", "action", "args", "features", "outcome"},
+    )
+    db["models"].create(
+        {"id": int, "created": str, "version": int, "metadata": str, "metrics": str, "blob": bytes},
+        pk="id",
+        not_null={"version", "blob"},
+    )
+    db["plans"].create_index(["run_id"])
+    db["steps"].create_index(["action"])
+    db["steps"].create_index(["run_id", "step"])
+    db["models"].create_index(["version"], unique=True)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def user_version(db: sqlite_utils.Database) -> int:
+    return int(db.execute("PRAGMA user_version").fetchone()[0])
+
+
+def check_version(db: sqlite_utils.Database, path: str) -> int:
+    """The database's schema version; raises `SchemaVersionError` when it is newer than this code."""
+    version = user_version(db)
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{path}: trace database has schema version {version}, but this portfolio-planner knows versions up "
+            f"to {SCHEMA_VERSION}. It was written by a newer release: upgrade portfolio-planner, or point "
+            "--traces / PORTFOLIO_TRACES at another file."
+        )
+    return version
+
+
+def migrate(db: sqlite_utils.Database, path: str) -> int:
+    """Bring the schema up to `SCHEMA_VERSION`; call inside a write transaction (BEGIN IMMEDIATE) so that two
+    processes opening a fresh file at once do not both create the tables."""
+    version = check_version(db, path)
+    for step in MIGRATIONS[version:]:
+        step(db)
+        version += 1
+        db.execute(f"PRAGMA user_version = {version}")
+    return version

@@ -1,0 +1,378 @@
+"""`TraceStore`: one SQLite file (through sqlite-utils) holding runs, plans, executed steps and learned models.
+
+Several processes may write at once: the file is in WAL mode, every write is one `BEGIN IMMEDIATE` transaction
+(so a writer takes the lock before reading anything and never deadlocks on a lock upgrade), SQLite's
+busy_timeout waits for the lock, and on top of that a write that still finds the database locked is rolled back
+and retried with exponential backoff and jitter. A batch is one transaction: it lands whole or not at all, even
+if the process is killed half-way. Bad files are refused on open with `CorruptDatabaseError` or
+`SchemaVersionError`, before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import sqlite3
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
+
+import sqlite_utils
+
+from traces import schema
+from traces.errors import CorruptDatabaseError, DatabaseLockedError, TraceStoreError
+from traces.records import ActionStats, RunRecord, StepRecord, StoredModel
+
+log = logging.getLogger(__name__)
+
+ENV_VAR = "PORTFOLIO_TRACES"
+DEFAULT_PATH = "traces.db"
+TABLES = ("runs", "plans", "steps", "models")
+STEP_COLUMNS = (
+    "run_id", "step", "action", "args", "features", "outcome", "failure_category", "error", "duration_ms",
+    "expected_effects", "observed_effects", "generation", "timestamp",
+)  # fmt: skip
+
+T = TypeVar("T")
+
+
+def default_path() -> str:
+    """`$PORTFOLIO_TRACES`, else `./traces.db`."""
+    return os.environ.get(ENV_VAR) or DEFAULT_PATH
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _is_locked(error: sqlite3.OperationalError) -> bool:
+    text = str(error).lower()
+    return "locked" in text or "busy" in text
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def step_row(record: StepRecord) -> tuple:
+    """A `StepRecord` as a row of the `steps` table, in `STEP_COLUMNS` order."""
+    return (
+        record.run_id,
+        record.step,
+        record.action,
+        json.dumps(list(record.args), separators=(",", ":")),
+        json.dumps(record.features, separators=(",", ":"), sort_keys=True),
+        record.outcome,
+        record.failure_category,
+        record.error,
+        record.duration_ms,
+        _json(record.expected_effects),
+        _json(record.observed_effects),
+        record.generation,
+        record.timestamp.isoformat().replace("+00:00", "Z") if record.timestamp else None,
+    )
+
+
+def row_step(row: Sequence[Any]) -> StepRecord:
+    """The inverse of `step_row` (row in `STEP_COLUMNS` order)."""
+    values = dict(zip(STEP_COLUMNS, row))
+    for key in ("args", "features", "expected_effects", "observed_effects"):
+        if values[key] is not None:
+            values[key] = json.loads(values[key])
+    return StepRecord.model_validate({k: v for k, v in values.items() if v is not None})
+
+
+class TraceStore:
+    """The trace database at `path` (default: `$PORTFOLIO_TRACES`, else `./traces.db`), created on first use.
+
+    `busy_timeout_ms` is how long SQLite itself waits for another writer; `retries` more attempts follow, with
+    backoff doubling from `backoff_s` (capped at 2 s), before a write gives up with `DatabaseLockedError`.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        busy_timeout_ms: int = 5000,
+        retries: int = 10,
+        backoff_s: float = 0.02,
+    ) -> None:
+        self.path = str(path if path is not None else default_path())
+        self.busy_timeout_ms = busy_timeout_ms
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self._check_header()
+        try:
+            conn = sqlite3.connect(self.path, timeout=busy_timeout_ms / 1000.0, check_same_thread=False)
+        except sqlite3.Error as error:
+            raise CorruptDatabaseError(f"{self.path}: cannot open as an SQLite database ({error}).") from error
+        self.db = sqlite_utils.Database(conn, execute_plugins=False)
+        try:
+            self._retry(lambda: self.db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}"))
+            self._retry(self.db.enable_wal)
+            self.db.execute("PRAGMA synchronous = NORMAL")  # safe in WAL: a crash loses no committed row
+            self._open_schema()
+        except BaseException:
+            conn.close()
+            raise
+
+    # -- opening -------------------------------------------------------------------------------------------------
+
+    def _check_header(self) -> None:
+        try:
+            with open(self.path, "rb") as handle:
+                header = handle.read(len(schema.SQLITE_HEADER))
+        except FileNotFoundError:
+            return
+        except IsADirectoryError:
+            raise CorruptDatabaseError(f"{self.path}: is a directory; expected an SQLite trace database file.")
+        if header and header != schema.SQLITE_HEADER:
+            raise CorruptDatabaseError(
+                f"{self.path}: not an SQLite database (the file does not start with the header "
+                f"'SQLite format 3'; found {header[:16]!r}). Expected a portfolio-planner trace database: pass "
+                "another --traces path, or move this file away to start a new one."
+            )
+
+    def _open_schema(self) -> None:
+        version = self._retry(lambda: schema.check_version(self.db, self.path))
+        if version < schema.SCHEMA_VERSION:
+            self._write(lambda: self._migrate_locked())
+        existing = set(self._retry(lambda: self.db.table_names()))
+        missing = [t for t in TABLES if t not in existing]
+        if missing:
+            raise CorruptDatabaseError(
+                f"{self.path}: an SQLite database without the trace tables {', '.join(missing)} (expected a "
+                "portfolio-planner trace database with tables runs, plans, steps, models)."
+            )
+
+    def _migrate_locked(self) -> None:
+        version = schema.check_version(self.db, self.path)  # re-read under the lock: another process may have won
+        if version == 0:
+            foreign = [t for t in self.db.table_names() if t not in TABLES]
+            if foreign:
+                raise CorruptDatabaseError(
+                    f"{self.path}: an SQLite database of something else (tables {', '.join(foreign[:5])}); "
+                    "expected an empty file or a portfolio-planner trace database."
+                )
+        new = schema.migrate(self.db, self.path)
+        if new != version:
+            log.info("trace store %s migrated from schema %d to %d", self.path, version, new)
+
+    # -- transactions ----------------------------------------------------------------------------------------------
+
+    def _retry(self, operation: Callable[[], T]) -> T:
+        """Run `operation`, retrying on "database is locked" and translating SQLite errors to ours."""
+        delay = self.backoff_s
+        for attempt in range(self.retries + 1):
+            try:
+                return operation()
+            except sqlite3.OperationalError as error:
+                if self.db.conn.in_transaction:
+                    self.db.conn.rollback()
+                if not _is_locked(error):
+                    raise self._translate(error) from error
+                if attempt == self.retries:
+                    raise DatabaseLockedError(
+                        f"{self.path}: database still locked by another writer after {self.retries} retries "
+                        f"(busy_timeout {self.busy_timeout_ms} ms each); nothing from this batch was written."
+                    ) from error
+                log.debug("trace store %s locked, retry %d in %.3f s", self.path, attempt + 1, delay)
+                time.sleep(delay * random.uniform(0.5, 1.5))
+                delay = min(delay * 2, 2.0)
+            except sqlite3.DatabaseError as error:
+                if self.db.conn.in_transaction:
+                    self.db.conn.rollback()
+                raise self._translate(error) from error
+        raise AssertionError("unreachable")
+
+    def _write(self, body: Callable[[], T]) -> T:
+        """Run `body` in one BEGIN IMMEDIATE transaction, retried as a whole when the database is locked."""
+
+        def attempt() -> T:
+            self.db.conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = body()
+                self.db.conn.execute("COMMIT")
+                return result
+            except BaseException:
+                if self.db.conn.in_transaction:
+                    self.db.conn.rollback()
+                raise
+
+        return self._retry(attempt)
+
+    def _translate(self, error: sqlite3.DatabaseError) -> TraceStoreError:
+        text = str(error)
+        if isinstance(error, sqlite3.OperationalError) and "malformed" not in text and "not a database" not in text:
+            return TraceStoreError(f"{self.path}: SQLite error: {text}.")
+        return CorruptDatabaseError(
+            f"{self.path}: the SQLite database is damaged ({text}). Expected a readable portfolio-planner trace "
+            "database: restore a backup or move the file away (the .db-wal file beside it belongs to it)."
+        )
+
+    # -- runs and plans ------------------------------------------------------------------------------------------
+
+    def start_run(self, fingerprint: str | None, goal: str | None, *, run_id: str | None = None) -> str:
+        """Record the start of one execution of a task; returns its run id (a fresh hex id unless given)."""
+        run_id = run_id or uuid.uuid4().hex
+        row = {"id": run_id, "fingerprint": fingerprint, "goal": goal, "started": _now()}
+        self._write(lambda: self.db["runs"].insert(row, replace=True))
+        return run_id
+
+    def end_run(self, run_id: str, outcome: str) -> None:
+        """Mark a run finished with `outcome` (e.g. "success", "failure", "abandoned")."""
+
+        def body() -> int:
+            cursor = self.db.execute(
+                "UPDATE runs SET ended = ?, outcome = ? WHERE id = ?", [_now(), outcome, run_id]
+            )
+            return cursor.rowcount
+
+        if self._write(body) == 0:
+            raise TraceStoreError(f"{self.path}: no run with id {run_id!r} (start it with start_run first).")
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        rows = self._retry(lambda: list(self.db.query("SELECT * FROM runs WHERE id = ?", [run_id])))
+        return RunRecord(**rows[0]) if rows else None
+
+    def record_plan(
+        self, run_id: str, delegate: str | None, attempts: Iterable[Any], latency_ms: float, plan: Iterable[Any]
+    ) -> int:
+        """Record the plan a delegate returned for a run. `attempts` may be pydantic models (portfolio's
+        `Attempt`) or dicts; `plan` grounded actions or their PDDL strings. Returns the row id."""
+        attempts_json = [a.model_dump(mode="json") if hasattr(a, "model_dump") else a for a in attempts]
+        row = {
+            "run_id": run_id,
+            "delegate": delegate,
+            "attempts": json.dumps(attempts_json, default=str),
+            "latency_ms": float(latency_ms),
+            "plan": json.dumps([str(step) for step in plan]),
+            "recorded": _now(),
+        }
+        return self._write(lambda: self.db["plans"].insert(row).last_pk)
+
+    def plans(self, run_id: str) -> list[dict[str, Any]]:
+        rows = self._retry(lambda: list(self.db.query("SELECT * FROM plans WHERE run_id = ? ORDER BY id", [run_id])))
+        for row in rows:
+            row["attempts"] = json.loads(row["attempts"])
+            row["plan"] = json.loads(row["plan"])
+        return rows
+
+    # -- steps -----------------------------------------------------------------------------------------------------
+
+    def record_steps(self, records: Iterable[StepRecord]) -> int:
+        """Append steps in one transaction (all or nothing); returns how many were written."""
+        rows = [step_row(r) for r in records]
+        return self._insert_rows(rows)
+
+    def _insert_rows(self, rows: list[tuple]) -> int:
+        if not rows:
+            return 0
+        placeholders = ", ".join("?" * len(STEP_COLUMNS))
+        sql = f"INSERT INTO steps ({', '.join(STEP_COLUMNS)}) VALUES ({placeholders})"
+        # executemany over one prepared statement: ~3x faster than building multi-row INSERTs from dicts.
+        self._write(lambda: self.db.conn.executemany(sql, rows))
+        return len(rows)
+
+    def count_steps(self, action: str | None = None) -> int:
+        if action is None:
+            return self._retry(lambda: self.db.execute("SELECT count(*) FROM steps").fetchone()[0])
+        return self._retry(
+            lambda: self.db.execute("SELECT count(*) FROM steps WHERE action = ?", [action]).fetchone()[0]
+        )
+
+    def iter_step_chunks(
+        self, columns: Sequence[str] = STEP_COLUMNS, *, action: str | None = None, chunk_size: int = 50_000
+    ) -> Iterator[list[tuple]]:
+        """Raw step rows (tuples of `columns`, in insertion order) in chunks: the fast path for learners that
+        read millions of steps. JSON columns stay JSON text."""
+        unknown = [c for c in columns if c not in STEP_COLUMNS and c != "id"]
+        if unknown:
+            raise ValueError(f"unknown step columns {unknown}; expected some of id, {', '.join(STEP_COLUMNS)}")
+        sql = f"SELECT {', '.join(columns)} FROM steps"
+        params: list[Any] = []
+        if action is not None:
+            sql += " WHERE action = ?"
+            params.append(action)
+        sql += " ORDER BY id"
+        cursor = self._retry(lambda: self.db.conn.execute(sql, params))
+        while True:
+            chunk = self._retry(lambda: cursor.fetchmany(chunk_size))
+            if not chunk:
+                return
+            yield chunk
+
+    def iter_steps(self, action: str | None = None) -> Iterator[StepRecord]:
+        """Every recorded step (of one action name, if given) in insertion order."""
+        for chunk in self.iter_step_chunks(STEP_COLUMNS, action=action):
+            for row in chunk:
+                yield row_step(row)
+
+    def stats(self) -> list[ActionStats]:
+        """Per action name: steps, failures, failure rate and mean duration, sorted by name."""
+        sql = (
+            "SELECT action, count(*) AS steps, sum(outcome = 'failure') AS failures, avg(duration_ms) AS mean "
+            "FROM steps GROUP BY action ORDER BY action"
+        )
+        rows = self._retry(lambda: self.db.execute(sql).fetchall())
+        return [
+            ActionStats(
+                action=a, steps=n, failures=f, failure_rate=f / n if n else 0.0,
+                mean_duration_ms=None if m is None else round(m, 3),
+            )  # fmt: skip
+            for a, n, f, m in rows
+        ]
+
+    # -- models ----------------------------------------------------------------------------------------------------
+
+    def save_model(self, blob: bytes, metadata: dict[str, Any], metrics: dict[str, Any]) -> int:
+        """Store a serialized model under the next version number (1, 2, ...) and return that version."""
+
+        def body() -> int:
+            current = self.db.execute("SELECT coalesce(max(version), 0) FROM models").fetchone()[0]
+            version = int(current) + 1
+            self.db["models"].insert(
+                {
+                    "created": _now(),
+                    "version": version,
+                    "metadata": json.dumps(metadata, default=str),
+                    "metrics": json.dumps(metrics, default=str),
+                    "blob": blob,
+                }
+            )
+            return version
+
+        return self._write(body)
+
+    def latest_model(self) -> StoredModel | None:
+        """The model with the highest version, or None before the first `save_model`."""
+        rows = self._retry(
+            lambda: self.db.execute(
+                "SELECT version, created, metadata, metrics, blob FROM models ORDER BY version DESC LIMIT 1"
+            ).fetchall()
+        )
+        if not rows:
+            return None
+        version, created, metadata, metrics, blob = rows[0]
+        return StoredModel(
+            version=version, created=created, metadata=json.loads(metadata or "{}"),
+            metrics=json.loads(metrics or "{}"), blob=blob,
+        )  # fmt: skip
+
+    # -- lifecycle -------------------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> "TraceStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"TraceStore({self.path!r})"
