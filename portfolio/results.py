@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from domains.model import GroundAction, Plan, Task
+from domains.model import GroundAction, Plan, State, Task
 
 
 class Status(str, Enum):
@@ -27,16 +27,29 @@ class Status(str, Enum):
 class PlanRequest:
     """One planning call.
 
-    `costs` maps grounded actions in PDDL form (`"(drive t1 a b)"`) to the cost a cost-aware delegate should use
+    `init` replaces the task's initial state (replanning); `costs` maps grounded actions in PDDL form (`"(drive t1 a b)"`) to the cost a cost-aware delegate should use
     instead of the model's own (learned costs); `excluded` lists grounded actions no plan may use (an action that
     just failed, for this adaptation generation); `critiques` are verbal reasons from earlier failures, for
     delegates that can read them (an LLM).
     """
 
     task: Task
+    init: State | None = None  # plan from this state instead of the task's initial state
     costs: dict[str, float] | None = None
     excluded: frozenset[str] = frozenset()
     critiques: tuple[str, ...] = ()
+
+    @property
+    def initial_state(self) -> State:
+        return self.task.problem.init if self.init is None else self.init
+
+    def effective_task(self) -> Task:
+        """The task with `init` as its initial state, PDDL text included (for delegates that need text)."""
+        if self.init is None or self.init == self.task.problem.init:
+            return self.task
+        from domains.pddl_writer import replace_init
+
+        return replace_init(self.task, self.init)
 
 
 @dataclass

@@ -1,0 +1,80 @@
+"""`portfolio`: the command line. Every command is a thin layer over a library function.
+
+Exit codes (like Fast Downward's driver, they mean something):
+  0  solved / done
+  1  no plan: the task is unsolvable, or every delegate ran out of time or failed (the output says which)
+  2  bad input: missing or malformed file, unknown symbol, wrong arity, schema violation, unusable database
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+EXIT_SOLVED = 0
+EXIT_NO_PLAN = 1
+EXIT_BAD_INPUT = 2
+
+COMMAND_MODULES = (
+    "portfolio.commands.plan_cmd",
+    "portfolio.commands.schema_cmd",
+    "portfolio.commands.traces_cmd",
+    "portfolio.commands.retrain_cmd",
+    "portfolio.commands.costs_cmd",
+    "portfolio.commands.generate_cmd",
+    "portfolio.commands.bench_cmd",
+    "portfolio.commands.serve_cmd",
+)
+
+EPILOG = """\
+examples:
+  portfolio plan domain.pddl problem.pddl            plan with Fast Downward, then pyperplan, in 1 s
+  portfolio plan --task task.json --json             a JSON task; print the PlanResult as JSON
+  portfolio schema task                              the JSON Schema of the task format
+  portfolio traces import steps.jsonl                record executed steps
+  portfolio retrain                                  fit failure models from the traces
+  portfolio plan domain.pddl problem.pddl --traces traces.db   plan around actions that fail
+
+exit codes: 0 solved, 1 no plan (unsolvable or out of time), 2 bad input
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="portfolio",
+        description="A planner for agent runtimes: a hard-budgeted cascade of classical planners "
+        "(Fast Downward, pyperplan) and decomposers, validated plans, and action costs learned from traces.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="log progress (-vv: debug)")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as error:
+            if error.name == name:
+                continue  # a command module not present in this build
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

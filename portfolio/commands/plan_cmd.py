@@ -1,0 +1,131 @@
+"""`portfolio plan`: plan one task and print the plan (or the PlanResult as JSON)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from portfolio.commands.common import add_traces_argument, fail_bad_input
+
+DESCRIPTION = """\
+Plan one task. The classical tier (Fast Downward, then pyperplan) shares --budget seconds; with --llm-url or
+a decomposer in --delegates, the decomposer tier follows with --decomposer-budget seconds. Every plan printed
+has been checked by the validator.
+
+Plain output is a plan file: one action per line in PDDL form, then comment lines (;) with the cost, the
+delegate that solved it, and every attempt with its status and time.
+"""
+
+EPILOG = """\
+examples:
+  portfolio plan ../shared/ipc/blocks/domain.pddl ../shared/ipc/blocks/probBLOCKS-4-0.pddl
+  portfolio plan domain.pddl problem.pddl --budget 2 --delegates pyperplan --json
+  portfolio plan --task domains/examples/blocks-task.json
+  portfolio plan domain.pddl problem.pddl --traces traces.db     # learned costs steer the plan
+
+exit codes: 0 solved, 1 no plan (unsolvable, or every delegate out of time), 2 bad input
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "plan", help="plan a PDDL or JSON task", description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("domain", nargs="?", help="PDDL domain file")
+    parser.add_argument("problem", nargs="?", help="PDDL problem file")
+    parser.add_argument("--task", metavar="FILE", help="a JSON task file instead of DOMAIN PROBLEM")
+    parser.add_argument("--budget", type=float, default=1.0, metavar="S",
+                        help="seconds for the classical tier, all delegates together (default: 1.0)")
+    parser.add_argument("--delegates", default=None, metavar="LIST",
+                        help="comma-separated delegates in cascade order (default: fast-downward,pyperplan; "
+                        "with --llm-url: fast-downward,pyperplan,llm,goal-agenda)")
+    parser.add_argument("--fd-alias", default="lama-first", metavar="NAME",
+                        help="Fast Downward configuration for unit-cost tasks: lama-first (default), "
+                        "seq-opt-lmcut, seq-opt-bjolp; tasks with costs use lama-costs")
+    parser.add_argument("--fd-search", default=None, metavar="STRING",
+                        help="a raw Fast Downward --search string, overriding --fd-alias")
+    parser.add_argument("--json", action="store_true", help="print the PlanResult as JSON")
+    add_traces_argument(parser, required=False)
+    parser.add_argument("--llm-url", default=None, metavar="URL",
+                        help="OpenAI-compatible base URL ending in /v1 (key from PORTFOLIO_LLM_API_KEY)")
+    parser.add_argument("--llm-model", default=None, metavar="NAME", help="model name for --llm-url")
+    parser.add_argument("--decomposer-budget", type=float, default=30.0, metavar="S",
+                        help="seconds for the decomposer tier (default: 30)")
+    parser.set_defaults(func=run)
+
+
+def delegate_names(args: argparse.Namespace) -> list[str]:
+    if args.delegates:
+        return [name.strip() for name in args.delegates.split(",") if name.strip()]
+    names = ["fast-downward", "pyperplan"]
+    if args.llm_url:
+        names += ["llm", "goal-agenda"]
+    return names
+
+
+def run(args: argparse.Namespace) -> int:
+    from domains.errors import TaskInputError
+    from portfolio.planner import Planner, default_stages
+
+    if bool(args.task) == bool(args.domain):
+        return fail_bad_input("give either DOMAIN PROBLEM or --task FILE")
+    if args.domain and not args.problem:
+        return fail_bad_input("a PROBLEM file is needed after the DOMAIN file")
+    try:
+        stages = default_stages(
+            delegate_names(args), budget_s=args.budget, fd_alias=args.fd_alias, fd_search=args.fd_search,
+            llm_url=args.llm_url, llm_model=args.llm_model, decomposer_budget_s=args.decomposer_budget,
+        )
+    except ValueError as error:
+        return fail_bad_input(str(error))
+    traces = args.traces if args.traces_given else None
+    try:
+        # The planner starts its worker processes now, so they warm up while the task is read.
+        planner = Planner(stages, budget_s=args.budget, traces=traces)
+    except Exception as error:  # noqa: BLE001
+        from portfolio.commands.common import store_error_types
+
+        if isinstance(error, store_error_types()):
+            return fail_bad_input(str(error))
+        raise
+    with planner:
+        try:
+            task = load(args)
+        except TaskInputError as error:
+            return fail_bad_input(str(error))
+        result = planner.plan(task)
+    print_result(result, as_json=args.json)
+    return 0 if result.solved else 1
+
+
+def load(args: argparse.Namespace):
+    from domains.load import load_json_task, load_task
+
+    if args.task:
+        return load_json_task(args.task)
+    return load_task(args.domain, args.problem)
+
+
+def print_result(result, as_json: bool) -> None:
+    if as_json:
+        print(result.model_dump_json(indent=2))
+        return
+    out = sys.stdout
+    if result.solved:
+        for step in result.plan:
+            out.write(step + "\n")
+        out.write(f"; cost = {result.cost:g}\n")
+        out.write(f"; delegate = {result.delegate}\n")
+        if result.success_probability is not None:
+            out.write(f"; success probability = {result.success_probability:.3f}\n")
+    else:
+        verdict = {"unsolvable": "no plan: the task is unsolvable",
+                   "timeout": "no plan: every delegate ran out of time",
+                   "error": "no plan: every delegate failed"}[result.status.value]
+        out.write(f"; {verdict}\n")
+    for attempt in result.attempts:
+        reason = f" ({attempt.reason})" if attempt.reason else ""
+        out.write(f"; attempt {attempt.delegate}: {attempt.status.value} in {attempt.elapsed_ms:.1f} ms{reason}\n")
+    out.write(f"; total {result.elapsed_ms:.1f} ms\n")
+    out.flush()

@@ -1,0 +1,1 @@
+"""Delegates: planners the cascade can try. Each solves a `PlanRequest` before a deadline, hard."""

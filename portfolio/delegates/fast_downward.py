@@ -1,0 +1,234 @@
+"""The Fast Downward delegate: the translator in a warm worker process, the search binary as a child process.
+
+This is the driver's translate -> search pipeline without the driver: the `fast-downward.py` script pays
+interpreter start-up and imports on every call, a long-lived delegate pays them once. Translations are cached
+by task content and re-used for replanning from a changed state and for other action costs (see `sas.py`).
+Both stages run in processes that are killed when the deadline passes, so the budget is hard.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+from domains.model import Atom, Task
+from portfolio.results import DelegateOutcome, PlanRequest, Status
+from portfolio.sas import SasTask, operator_action, parse_sas
+from portfolio.workers import BudgetExpired, SearchProcessPool, WorkerCrashed, WorkerError, WorkerProcess, kill_group
+
+log = logging.getLogger(__name__)
+
+_LAMA_FIRST = (
+    "let(hlm, eval_modify_costs(landmark_sum(lm_factory=lm_reasonable_orders_hps(lm_rhw()),pref=false),"
+    "cost_type=one),let(hff, eval_modify_costs(ff(),cost_type=one),"
+    "lazy_greedy([hff,hlm],preferred=[hff,hlm],cost_type=one,reopen_closed=false)))"
+)
+# LAMA's first cost-sensitive iteration: heuristics and search see the real costs (plus one, so that zero-cost
+# actions still count), which is what makes learned costs steer the plan.
+_LAMA_COSTS = (
+    "let(hlm, eval_modify_costs(landmark_sum(lm_factory=lm_reasonable_orders_hps(lm_rhw()),pref=false),"
+    "cost_type=plusone),let(hff, eval_modify_costs(ff(),cost_type=plusone),"
+    "lazy_wastar([hff,hlm],preferred=[hff,hlm],w=3,reopen_closed=false)))"
+)
+SEARCH_ALIASES = {
+    "lama-first": _LAMA_FIRST,
+    "lama-costs": _LAMA_COSTS,
+    "seq-opt-lmcut": "astar(lmcut())",
+    "seq-opt-bjolp": "let(lmc, landmark_cost_partitioning(lm_reasonable_orders_hps(lm_merged([lm_rhw(),lm_hm(m=1)]))),"
+    "astar(lmc,lazy_evaluator=lmc))",
+}
+# Exit codes of the search binary (Fast Downward's driver/returncodes.py).
+_UNSOLVABLE_CODES = {10, 11}
+_EXIT_REASONS = {
+    12: "search space exhausted by an incomplete search",
+    22: "search ran out of memory",
+    32: "search critical error",
+    33: "search input error",
+    34: "configuration not supported for this task",
+}
+
+
+def search_binary() -> Path:
+    """The `downward` search binary shipped in the up-fast-downward wheel (found without importing the package,
+    whose __init__ imports unified-planning)."""
+    spec = importlib.util.find_spec("up_fast_downward")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("up-fast-downward is not installed")
+    binary = Path(list(spec.submodule_search_locations)[0]) / "downward" / "builds" / "release" / "bin" / "downward"
+    if not binary.exists():
+        raise RuntimeError(f"Fast Downward search binary not found at {binary}")
+    return binary
+
+
+@dataclass(frozen=True)
+class Translation:
+    init: frozenset[Atom]  # the initial state this translation was made from
+    sas: SasTask | None  # None when the translator proved the task unsolvable
+    translate_ms: float
+
+
+def structure_key(task: Task) -> tuple:
+    """What a translation depends on besides the initial state."""
+    problem = task.problem
+    return (task.domain_pddl or task.domain, problem.objects, problem.numeric_init, problem.goal)
+
+
+class FastDownward:
+    """Delegate running Fast Downward with `alias` (or a raw `search` string) on tasks with unit costs and
+    `cost_alias` on tasks with action costs or learned costs."""
+
+    def __init__(
+        self,
+        alias: str = "lama-first",
+        search: str | None = None,
+        cost_alias: str = "lama-costs",
+        budget_s: float | None = None,
+        cache_size: int = 64,
+        name: str = "fast-downward",
+    ) -> None:
+        for wanted in (alias, cost_alias):
+            if wanted not in SEARCH_ALIASES:
+                raise ValueError(f"unknown Fast Downward alias {wanted!r}; known: {', '.join(SEARCH_ALIASES)}")
+        self.name = name
+        self.budget_s = budget_s
+        self.alias = alias
+        self.search = search
+        self.cost_alias = cost_alias
+        self.cache_size = cache_size
+        self._binary = str(search_binary())
+        self._translations: OrderedDict[tuple, Translation] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self._worker: WorkerProcess | None = None
+        self._searches = SearchProcessPool()
+
+    # -- translation ------------------------------------------------------------------------------------
+    def _translator(self) -> WorkerProcess:
+        if self._worker is None:
+            self._worker = WorkerProcess(preload=("translate",))
+        return self._worker
+
+    def warm_up(self) -> None:
+        """Start the translator worker and a search process now, so the first call does not pay for them."""
+        self._translator()
+        self._searches.prestart(self._command(self.alias), _workdir)
+
+    def translate(self, request: PlanRequest, deadline: float) -> tuple[Translation, tuple[int, ...] | None]:
+        """The cached translation for the request's task and, when it was made from another initial state, the
+        SAS initial values for the request's state. Translates (under the deadline) when nothing cached fits."""
+        key = structure_key(request.task)
+        init = request.initial_state
+        with self._cache_lock:
+            cached = self._translations.get(key)
+            if cached is not None:
+                self._translations.move_to_end(key)
+        if cached is not None and cached.sas is not None:
+            if cached.init == init:
+                return cached, None
+            values = cached.sas.with_init(cached.init, init)
+            if values is not None:
+                return cached, values
+        task = request.effective_task()
+        start = time.monotonic()
+        answer = self._translator().call(
+            "translate", deadline, domain_pddl=task.domain_pddl, problem_pddl=task.problem_pddl
+        )
+        translation = Translation(
+            init=init,
+            sas=None if answer["unsolvable"] else parse_sas(answer["sas"]),
+            translate_ms=(time.monotonic() - start) * 1000,
+        )
+        with self._cache_lock:
+            self._translations[key] = translation
+            while len(self._translations) > self.cache_size:
+                self._translations.popitem(last=False)
+        return translation, None
+
+    def grounded_actions(self, request: PlanRequest, deadline: float) -> list[str]:
+        """Every grounded action the translator kept, in PDDL form: what learned costs are computed for."""
+        translation, _ = self.translate(request, deadline)
+        return [] if translation.sas is None else [f"({name})" for name in translation.sas.operator_names]
+
+    # -- search -----------------------------------------------------------------------------------------
+    def _command(self, alias: str) -> tuple[str, ...]:
+        return (self._binary, "--search", self.search or SEARCH_ALIASES[alias])
+
+    def solve(self, request: PlanRequest, deadline: float) -> DelegateOutcome:
+        task = request.task
+        try:
+            translation, init_values = self.translate(request, deadline)
+        except BudgetExpired:
+            return DelegateOutcome(Status.TIMEOUT, reason="budget expired during translation")
+        except WorkerError as error:
+            return DelegateOutcome(Status.ERROR, reason=f"translator failed: {error}")
+        except WorkerCrashed as error:
+            return DelegateOutcome(Status.ERROR, reason=f"translator crashed: {error}")
+        details = {"translate_ms": round(translation.translate_ms, 3), "translation_reused": init_values is not None}
+        if translation.sas is None:
+            return DelegateOutcome(Status.UNSOLVABLE, reason="translator: goal not relaxed-reachable", details=details)
+        with_costs = bool(request.costs) or task.has_action_costs()
+        alias = self.cost_alias if with_costs else self.alias
+        details["search"] = "custom" if self.search else alias
+        sas_text = translation.sas.render(init=init_values, costs=request.costs, excluded=request.excluded)
+        return self._search(sas_text, alias, deadline, details)
+
+    def _search(self, sas_text: str, alias: str, deadline: float, details: dict) -> DelegateOutcome:
+        process, workdir = self._searches.take(self._command(alias), _workdir)
+        try:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                kill_group(process)
+                return DelegateOutcome(Status.TIMEOUT, reason="budget expired before search", details=details)
+            try:
+                process.communicate(sas_text.encode(), timeout=remaining)
+            except subprocess.TimeoutExpired:
+                kill_group(process)
+                return DelegateOutcome(Status.TIMEOUT, reason="budget expired during search", details=details)
+            except BrokenPipeError:
+                process.wait()
+            code = process.returncode
+            if code == 0:
+                plan = _read_plan(Path(workdir) / "plan")
+                return DelegateOutcome(Status.SOLVED, plan=plan, details=details)
+            if code in _UNSOLVABLE_CODES:
+                return DelegateOutcome(Status.UNSOLVABLE, reason="search proved the task unsolvable", details=details)
+            tail = _tail(Path(workdir) / "stdout")
+            reason = _EXIT_REASONS.get(code, f"search exited with code {code}")
+            return DelegateOutcome(Status.ERROR, reason=f"{reason}: {tail}", details=details)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+        self._searches.close()
+
+
+def _workdir() -> str:
+    return tempfile.mkdtemp(prefix="portfolio-fd-")
+
+
+def _read_plan(path: Path):
+    plan = []
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line.startswith("(") and line.endswith(")"):
+            plan.append(operator_action(line[1:-1]))
+    return plan
+
+
+def _tail(path: Path, lines: int = 3) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(text[-lines:])
+

@@ -1,0 +1,184 @@
+"""`Planner`: the long-lived entry point agent runtimes hold on to.
+
+It owns the cascade and its warm workers, so set-up is paid once: translations are cached by task content,
+replanning from a changed state re-uses them, and (with a trace store) learned action costs are computed from
+the latest stored failure model and handed to the cost-aware delegates. Nothing trains here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from domains.model import GroundAction, State, Task
+from portfolio.cascade import CLASSICAL_BUDGET_S, PortfolioDecomposition, Stage, Tier
+from portfolio.delegates.fast_downward import FastDownward
+from portfolio.delegates.pyperplan import Pyperplan
+from portfolio.results import PlanRequest, PlanResult
+
+log = logging.getLogger(__name__)
+
+CLASSICAL_DELEGATES = ("fast-downward", "pyperplan")
+
+
+def make_delegate(name: str, **options: Any):
+    """A delegate by its CLI name."""
+    if name == "fast-downward":
+        return FastDownward(
+            alias=options.get("fd_alias") or "lama-first",
+            search=options.get("fd_search"),
+        )
+    if name == "pyperplan":
+        return Pyperplan()
+    from portfolio.delegates.registry import make_extra_delegate  # decomposer tier, loaded only when asked for
+
+    return make_extra_delegate(name, **options)
+
+
+def default_stages(
+    names: Sequence[str] = CLASSICAL_DELEGATES, budget_s: float = CLASSICAL_BUDGET_S, **options: Any
+) -> list[Stage]:
+    """Classical delegates share one tier of `budget_s`; other delegates (the decomposer tier) follow."""
+    classical = [make_delegate(n, **options) for n in names if n in CLASSICAL_DELEGATES]
+    stages: list[Stage] = []
+    if classical:
+        stages.append(Tier("classical", classical, budget_s))
+    others = [n for n in names if n not in CLASSICAL_DELEGATES]
+    if others:
+        from portfolio.delegates.registry import decomposer_tier
+
+        stages.append(decomposer_tier(others, classical_names=[n for n in names if n in CLASSICAL_DELEGATES],
+                                      **options))
+    return stages
+
+
+class Planner:
+    """Plan tasks with the cascade; keep workers, translations and learned costs warm between calls.
+
+    `traces` (a path, default env `PORTFOLIO_TRACES`, or None) enables learned action costs from the latest
+    model in that store and records every plan there; `cost_weight` is lambda in
+    `cost = base_cost + lambda * -log(1 - p_fail)`.
+    """
+
+    def __init__(
+        self,
+        delegates: Sequence[Stage] | None = None,
+        budget_s: float = CLASSICAL_BUDGET_S,
+        traces: str | os.PathLike | None = None,
+        cost_weight: float = 1.0,
+        warm: bool = True,
+    ) -> None:
+        self.cascade = PortfolioDecomposition(list(delegates) if delegates is not None else default_stages(budget_s=budget_s))
+        self.cost_weight = cost_weight
+        self.traces_path = Path(traces) if traces else None
+        self._store = None
+        self._model = None
+        self._model_version: Any = None
+        self._cost_cache: dict[tuple, dict] = {}
+        if self.traces_path is not None:
+            self._open_traces()
+        if warm:
+            for delegate in self._all_delegates():
+                if hasattr(delegate, "warm_up"):
+                    delegate.warm_up()
+
+    def _all_delegates(self) -> list:
+        found = []
+        for stage in self.cascade.delegates:
+            found.extend(stage.delegates if isinstance(stage, Tier) else [stage])
+        return found
+
+    def _fast_downward(self) -> FastDownward | None:
+        return next((d for d in self._all_delegates() if isinstance(d, FastDownward)), None)
+
+    # -- learned costs ------------------------------------------------------------------------------------
+    def _open_traces(self) -> None:
+        from traces.store import TraceStore
+
+        self._store = TraceStore(self.traces_path)
+        self.reload_model()
+
+    def reload_model(self) -> None:
+        """Load the latest failure model from the trace store (after `portfolio retrain`)."""
+        if self._store is None:
+            return
+        from learning.retrain import load_latest
+
+        self._model = load_latest(self._store)
+        self._model_version = getattr(self._model, "version_", None) if self._model is not None else None
+        self._cost_cache.clear()
+
+    def learned_costs(self, task: Task, init: State | None = None, features: dict | None = None,
+                      deadline: float | None = None) -> dict:
+        """Grounded action (PDDL form) -> `learning.costs.ActionCost`, from the latest model; {} without one."""
+        fast_downward = self._fast_downward()
+        if self._model is None or fast_downward is None:
+            return {}
+        request = PlanRequest(task=task, init=init)
+        grounded = fast_downward.grounded_actions(request, deadline or time.monotonic() + 60.0)
+        key = (task.fingerprint, self._model_version, tuple(sorted((features or {}).items())), len(grounded))
+        cached = self._cost_cache.get(key)
+        if cached is not None:
+            return cached
+        from learning.costs import action_costs
+        from portfolio.results import parse_ground_action
+
+        actions = [parse_ground_action(text) for text in grounded]
+        costs = action_costs(self._model, task, actions, features=features, lam=self.cost_weight)
+        self._cost_cache[key] = costs
+        return costs
+
+    # -- planning -----------------------------------------------------------------------------------------
+    def plan(
+        self,
+        task: Task,
+        *,
+        init: State | None = None,
+        excluded: Sequence[GroundAction | str] = (),
+        critiques: Sequence[str] = (),
+        features: dict | None = None,
+        run_id: str | None = None,
+    ) -> PlanResult:
+        """Plan `task` (from `init` when given). With a trace store: learned costs steer the plan, its predicted
+        success probability is reported, and the plan is recorded (under `run_id`, or a new run)."""
+        start = time.monotonic()
+        info = self.learned_costs(task, init, features) if self._model is not None else {}
+        request = PlanRequest(
+            task=task,
+            init=init,
+            costs={name: cost.cost for name, cost in info.items()} or None,
+            excluded=frozenset(str(a) for a in excluded),
+            critiques=tuple(critiques),
+        )
+        result = self.cascade.solve(request)
+        if info and result.solved:
+            from learning.costs import plan_success_probability
+
+            result.success_probability = plan_success_probability(info, result.actions())
+        result.elapsed_ms = round((time.monotonic() - start) * 1000, 3)
+        if self._store is not None:
+            self._record(task, result, run_id)
+        return result
+
+    def _record(self, task: Task, result: PlanResult, run_id: str | None) -> None:
+        assert self._store is not None
+        from domains.pddl_writer import formula_to_pddl
+
+        if run_id is None:
+            run_id = self._store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal))
+        self._store.record_plan(run_id, result.delegate, [a.model_dump(mode="json") for a in result.attempts],
+                                result.elapsed_ms, result.plan)
+
+    def close(self) -> None:
+        self.cascade.close()
+        if self._store is not None:
+            self._store.close()
+
+    def __enter__(self) -> "Planner":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,121 @@
+"""The child side of a planner worker process: `python -m portfolio.worker_main`.
+
+Python threads cannot be stopped, so everything that runs Python planning code under a budget (Fast Downward's
+translator, pyperplan's search) runs here, in a process the parent can kill. The worker imports its planners
+once and then serves requests, so a warm worker pays no start-up per call.
+
+Protocol: length-prefixed pickles on the original stdout/stdin file descriptors. File descriptor 1 is pointed
+at stderr before anything else runs, because the translator and pyperplan print freely.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import pickle
+import struct
+import sys
+import tempfile
+import traceback
+from typing import Any, BinaryIO
+
+HEADER = struct.Struct("!Q")
+
+
+def read_message(stream: BinaryIO) -> Any:
+    header = stream.read(HEADER.size)
+    if len(header) < HEADER.size:
+        raise EOFError("worker channel closed")
+    (size,) = HEADER.unpack(header)
+    payload = stream.read(size)
+    if len(payload) < size:
+        raise EOFError("worker channel closed mid-message")
+    return pickle.loads(payload)
+
+
+def write_message(stream: BinaryIO, message: Any) -> None:
+    payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(HEADER.pack(len(payload)) + payload)
+    stream.flush()
+
+
+def translate(domain_pddl: str, problem_pddl: str) -> dict[str, Any]:
+    """Fast Downward's translator, in-process: PDDL texts -> SAS text, plus whether it proved unsolvability."""
+    from fast_downward.translate import main as translator
+    from fast_downward.translate import options
+    from fast_downward.translate.pddl_parser import lisp_parser, parsing_functions
+
+    if options.options is None:
+        options.set_options(["domain.pddl", "problem.pddl"])
+    log = io.StringIO()
+    with contextlib.redirect_stdout(log):
+        parsed = parsing_functions.parse_task(
+            lisp_parser.parse_nested_list(io.StringIO(domain_pddl)),
+            lisp_parser.parse_nested_list(io.StringIO(problem_pddl)),
+        )
+        sas_task = translator.pddl_to_sas(parsed)
+    out = io.StringIO()
+    sas_task.output(out)
+    text = log.getvalue()
+    unsolvable = "Generating unsolvable task" in text
+    return {"sas": out.getvalue(), "unsolvable": unsolvable}
+
+
+def pyperplan_solve(domain_pddl: str, problem_pddl: str) -> dict[str, Any]:
+    """pyperplan's greedy best-first search with hFF and preferred operators. Returns the plan as PDDL strings,
+    or `plan: None` when the search space was exhausted (the task is unsolvable)."""
+    from pyperplan import planner as pyperplan
+    from pyperplan.heuristics.relaxation import hFFHeuristic
+    from pyperplan.search import greedy_best_first_search
+
+    with tempfile.TemporaryDirectory(prefix="portfolio-pyperplan-") as tmp:
+        domain_file = os.path.join(tmp, "domain.pddl")
+        problem_file = os.path.join(tmp, "problem.pddl")
+        with open(domain_file, "w") as handle:
+            handle.write(domain_pddl)
+        with open(problem_file, "w") as handle:
+            handle.write(problem_pddl)
+        solution = pyperplan.search_plan(
+            domain_file, problem_file, greedy_best_first_search, hFFHeuristic, use_preferred_ops=True
+        )
+    if solution is None:
+        return {"plan": None}
+    return {"plan": [op.name for op in solution]}
+
+
+HANDLERS = {"translate": translate, "pyperplan": pyperplan_solve, "ping": lambda: {"pong": True}}
+
+
+def serve(requests: BinaryIO, responses: BinaryIO) -> None:
+    while True:
+        try:
+            op, kwargs = read_message(requests)
+        except EOFError:
+            return
+        try:
+            result = {"ok": True, "value": HANDLERS[op](**kwargs)}
+        except BaseException as error:  # noqa: BLE001 - every failure goes back to the parent as data
+            result = {
+                "ok": False,
+                "error": f"{type(error).__name__}: {error}",
+                "traceback": traceback.format_exc(limit=8),
+            }
+        write_message(responses, result)
+
+
+def main() -> None:
+    responses = os.fdopen(os.dup(1), "wb")
+    requests = os.fdopen(os.dup(0), "rb")
+    os.dup2(2, 1)  # stray prints from planners go to stderr, never into the message channel
+    sys.stdout = sys.stderr
+    preload = sys.argv[1:]
+    if "translate" in preload:
+        import fast_downward.translate.main  # noqa: F401 - warm the import before the first request
+    if "pyperplan" in preload:
+        import pyperplan.planner  # noqa: F401
+    serve(requests, responses)
+
+
+if __name__ == "__main__":
+    main()
