@@ -1,0 +1,35 @@
+"""Read tasks from files: PDDL domain + problem, or a JSON task. Missing or unreadable files are a
+`TaskInputError` with the path, like every other bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from domains.errors import TaskInputError
+from domains.json_task import task_from_json
+from domains.model import Task
+from domains.pddl import parse_task
+
+
+def read_text(path: str | Path) -> str:
+    """The file's text; PDDL is ASCII but comments may hold anything, so undecodable bytes are replaced."""
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise TaskInputError(f"file not found: {path}") from None
+    except IsADirectoryError:
+        raise TaskInputError(f"expected a file, got a directory: {path}") from None
+    except OSError as error:
+        raise TaskInputError(f"cannot read {path}: {error.strerror}") from None
+
+
+def load_task(domain_path: str | Path, problem_path: str | Path) -> Task:
+    """Parse a PDDL domain and problem file into a `Task` that keeps the original texts."""
+    domain_text = read_text(domain_path)
+    problem_text = read_text(problem_path)
+    return parse_task(domain_text, problem_text, str(domain_path), str(problem_path))
+
+
+def load_json_task(path: str | Path) -> Task:
+    """Parse a JSON task file (see `domains.json_task`)."""
+    return task_from_json(read_text(path), str(path))
