@@ -86,10 +86,31 @@ def read_sexpr(text: str, file: str | None = None) -> SList:
                 current.append(token)
                 lines.append(lineno)
     if len(stack) > 1:
-        opened = stack[-1].line
-        raise PDDLSyntaxError(f"unbalanced parentheses: the '(' opened at line {opened} is never closed; "
-                              f"expected ')' before the end of the file.", file=file, line=opened)
+        # A missing ')' is only noticed at the end of the file, where the outermost list is left open; the
+        # list that really lacks it is the one that swallowed the next section or action field.
+        culprit = _swallower(stack[1]) or stack[-1]
+        raise PDDLSyntaxError(f"unbalanced parentheses: the '(' opened at line {culprit.line} is never closed; "
+                              f"expected ')' before the end of the file.", file=file, line=culprit.line)
     return root
+
+
+_SECTIONS = frozenset({":requirements", ":types", ":constants", ":predicates", ":functions", ":action",
+                       ":derived", ":durative-action", ":domain", ":objects", ":init", ":goal", ":metric"})
+_ACTION_FIELDS = frozenset({":parameters", ":precondition", ":effect"})
+
+
+def _swallower(node: SList) -> SList | None:
+    """The first list (depth first) holding a section or action field it cannot hold."""
+    for index, child in enumerate(node):
+        if isinstance(child, SList):
+            if child and child[0] in _SECTIONS and (not node or node[0] != "define"):
+                return node
+            found = _swallower(child)
+            if found is not None:
+                return found
+        elif child in _ACTION_FIELDS and node[0] != ":action":
+            return node
+    return None
 
 
 def _line(parent: SList, index: int) -> int:
