@@ -100,7 +100,10 @@ def _schema_message(error: ValidationError) -> str:
     for item in error.errors():
         got = item.get("input")
         shown = "" if item["type"] == "missing" or isinstance(got, (dict, list)) else f" (got {got!r})"
-        problems.append(f"{_path(item['loc'])}: {item['msg'].lower()}{shown}")
+        message = item["msg"].lower()
+        if item["type"] == "string_pattern_mismatch":  # the only pattern: parameter names
+            message = "expected a variable name starting with '?', e.g. '?x'"
+        problems.append(f"{_path(item['loc'])}: {message}{shown}")
     return "the JSON task does not match the task schema: " + "; ".join(problems) + "."
 
 
