@@ -1,0 +1,46 @@
+"""What a failure model sees of one step: tokens for the grounded action and the step's own features.
+
+Tokens (each a sparse column with value 1 unless numeric):
+- `g:<args>`: the grounded action's identity (a specific road can be broken, not the roads it shares objects with);
+- `a<i>:<obj>`: the object in argument position i;  `o:<obj>`: the object in any position;
+- `t<i>:<type>`: the declared type in position i, when object types are given;
+- `f:<key>=<value>`: a string/bool feature, one-hot;  `n:<key>`: a numeric feature, its value as is.
+
+Features are kept per action name (one model per action name), so the action name itself is not a token.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+Token = tuple[str, float]
+
+
+def action_tokens(args: tuple[str, ...], object_types: Mapping[str, str] | None = None) -> list[str]:
+    tokens = ["g:" + " ".join(args)]
+    for i, obj in enumerate(args):
+        tokens.append(f"a{i}:{obj}")
+        tokens.append(f"o:{obj}")
+        if object_types is not None and obj in object_types:
+            tokens.append(f"t{i}:{object_types[obj]}")
+    return tokens
+
+
+def feature_tokens(features: Mapping[str, Any] | None) -> list[Token]:
+    """Step features as (token, value) pairs; None values and non-finite numbers carry no information."""
+    if not features:
+        return []
+    out: list[Token] = []
+    for key in sorted(features):
+        value = features[key]
+        if value is None:
+            continue
+        if isinstance(value, bool) or isinstance(value, str):
+            out.append((f"f:{key}={str(value).lower()}", 1.0))
+        elif isinstance(value, (int, float)):
+            if math.isfinite(value):
+                out.append((f"n:{key}", float(value)))
+        else:
+            out.append((f"f:{key}={value}", 1.0))
+    return out

@@ -1,0 +1,93 @@
+"""Offline training: read every step from the trace store in chunks, fit a `FailureModel`, measure it on a
+time-ordered hold-out, and store it as the next model version. Never called on the planning hot path.
+
+The model is stored as pickle bytes: load models only from trace databases you trust, as with any pickle.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import time
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from learning.model import FailureModel
+from traces.errors import TraceStoreError
+from traces.store import TraceStore
+
+log = logging.getLogger(__name__)
+
+FORMAT = "portfolio-planner/failure-model/1"
+
+
+class NoTrainingDataError(TraceStoreError, ValueError):
+    """The trace store holds no steps to learn from."""
+
+
+class ModelInfo(BaseModel):
+    version: int
+    created: str
+    n_steps: int
+    actions: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per action: steps, failures")
+    metrics: dict[str, Any] = Field(default_factory=dict, description="held-out log loss, Brier, AUC")
+    hyperparameters: dict[str, Any] = Field(default_factory=dict)
+    train_seconds: float = 0.0
+
+
+def retrain(store: TraceStore, *, holdout_fraction: float = 0.2, chunk_size: int = 50_000, **params: Any) -> ModelInfo:
+    """Fit a `FailureModel(**params)` on every step in `store` (oldest first) and save it as the next version.
+
+    The newest `holdout_fraction` of steps is held out first to measure log loss, Brier score and AUC of a model
+    trained on the older steps; the stored model is then trained on all steps.
+    """
+    n = store.count_steps()
+    if n == 0:
+        raise NoTrainingDataError(
+            f"{store.path}: no steps recorded yet, nothing to train on. Import traces first "
+            "(`portfolio traces import FILE.jsonl`) or run some plans with tracing on."
+        )
+    start = time.perf_counter()
+    model = FailureModel(**params)
+    chunks = store.iter_step_chunks(("action", "args", "features", "outcome"), chunk_size=chunk_size)
+    model.fit_rows(chunks, holdout_fraction=holdout_fraction)
+    seconds = time.perf_counter() - start
+    metadata = {
+        "format": FORMAT,
+        "n_steps": model.n_steps_,
+        "actions": model.action_counts(),
+        "hyperparameters": model.get_params(),
+        "holdout_fraction": holdout_fraction,
+        "train_seconds": round(seconds, 3),
+    }
+    metrics = dict(model.holdout_metrics_)
+    version = store.save_model(pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL), metadata, metrics)
+    stored = store.latest_model()
+    created = stored.created if stored is not None and stored.version == version else ""
+    log.info("trained failure model v%d on %d steps in %.1f s", version, model.n_steps_, seconds)
+    return ModelInfo(
+        version=version, created=created, n_steps=model.n_steps_, actions=metadata["actions"], metrics=metrics,
+        hyperparameters=metadata["hyperparameters"], train_seconds=round(seconds, 3),
+    )  # fmt: skip
+
+
+def load_latest(store: TraceStore) -> FailureModel | None:
+    """The newest stored model, or None if none was trained yet (callers then plan with base costs)."""
+    stored = store.latest_model()
+    if stored is None:
+        return None
+    if stored.metadata.get("format") != FORMAT:
+        raise TraceStoreError(
+            f"{store.path}: model version {stored.version} has format {stored.metadata.get('format')!r}; "
+            f"expected {FORMAT!r}. Run `portfolio retrain` to train a model this release can read."
+        )
+    try:
+        model = pickle.loads(stored.blob)
+    except Exception as error:  # a damaged or foreign blob: say so instead of a pickle traceback
+        raise TraceStoreError(
+            f"{store.path}: model version {stored.version} cannot be loaded ({error}); run `portfolio retrain`."
+        ) from error
+    if not isinstance(model, FailureModel):
+        raise TraceStoreError(f"{store.path}: model version {stored.version} is not a FailureModel.")
+    return model
