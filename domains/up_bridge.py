@@ -17,6 +17,10 @@ from domains.pddl import parse_task
 from domains.pddl_writer import task_with_texts
 
 _PDDL_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+# Words that would change the meaning of the text; UP also avoids harmless ones ("goal", "action", "domain")
+# that Fast Downward and `domains.pddl` read fine as names.
+_RESERVED = frozenset({"and", "or", "not", "imply", "exists", "forall", "when", "increase", "decrease", "assign",
+                       "scale-up", "scale-down", "either", "define", "object", "number", "total-cost"})
 
 
 def task_from_up(problem: Any) -> Task:
@@ -34,14 +38,14 @@ def task_from_up(problem: Any) -> Task:
     except Exception as error:  # UP raises its own exception types for problems PDDL cannot express
         raise TaskInputError(f"unified-planning cannot write this problem as PDDL: {error}") from None
     task = parse_task(domain_text, problem_text, "<unified-planning domain>", "<unified-planning problem>")
-    mapping = _renamings(writer.nto_renamings, set(getattr(writer, "pddl_keywords", ())))
+    mapping = _renamings(writer.nto_renamings)
     if not mapping:
         return task
     return task_with_texts(_rename(task.domain, mapping), _rename(task.problem, mapping))
 
 
-def _renamings(new_to_old: dict[str, Any], keywords: set[str]) -> dict[str, str]:
-    used = {name.lower() for name in new_to_old} | keywords
+def _renamings(new_to_old: dict[str, Any]) -> dict[str, str]:
+    used = {name.lower() for name in new_to_old} | _RESERVED
     mapping: dict[str, str] = {}
     for new, item in new_to_old.items():
         new, old = new.lower(), str(getattr(item, "name", new)).lower()
