@@ -1,0 +1,121 @@
+"""`portfolio traces import|export|stats`: thin layers over `traces.TraceStore` and `traces.jsonl`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from portfolio.commands.common import add_traces_argument, fail_bad_input
+
+log = logging.getLogger(__name__)
+
+EXIT_PARTIAL = 1  # import: good lines imported, some bad lines skipped (listed on stderr)
+
+STEP_EXAMPLE = (
+    '{"run_id": "r1", "step": 0, "action": "drive", "args": ["t1", "a", "b"], "outcome": "success", '
+    '"error": null, "duration_ms": 12.5, "features": {"weather": "rain"}, "timestamp": "2026-01-01T00:00:00Z"}'
+)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "traces", help="import, export and summarise execution traces",
+        description="The trace store is one SQLite file of executed steps (and runs, plans, learned models). "
+        "Several processes may write to it at once.",
+    )  # fmt: skip
+    commands = parser.add_subparsers(dest="traces_command", metavar="{import,export,stats}")
+    commands.required = True
+
+    imp = commands.add_parser(
+        "import", help="import steps from a JSONL file",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Import executed steps, one JSON object per line, e.g.\n\n  " + STEP_EXAMPLE + "\n\n"
+        "error, duration_ms, features, timestamp, failure_category, expected_effects, observed_effects and "
+        "generation are optional (`portfolio schema step` prints the full schema).\n\n"
+        "Exit codes: 0 every line imported; 1 good lines imported, bad lines skipped and listed on stderr;\n"
+        "2 nothing imported (unreadable file, bad database, or a bad line with --strict).",
+    )  # fmt: skip
+    imp.add_argument("file", metavar="FILE.jsonl", help="JSONL file of step records")
+    imp.add_argument("--strict", action="store_true", help="refuse the whole file if any line is bad")
+    add_traces_argument(imp)
+    imp.set_defaults(func=run_import)
+
+    exp = commands.add_parser(
+        "export", help="write every step as JSONL",
+        description="Write every stored step as one JSON object per line, oldest first (the import format).",
+    )
+    exp.add_argument("--output", "-o", metavar="FILE", help="output file (default: stdout)")
+    add_traces_argument(exp)
+    exp.set_defaults(func=run_export)
+
+    stats = commands.add_parser(
+        "stats", help="per action: steps, failure rate, mean duration",
+        description="Per action name: how many steps ran, the share that failed, and their mean duration.",
+    )
+    stats.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    add_traces_argument(stats)
+    stats.set_defaults(func=run_stats)
+
+
+def _open(args: argparse.Namespace):
+    from traces.store import TraceStore
+
+    return TraceStore(args.traces)
+
+
+def run_import(args: argparse.Namespace) -> int:
+    from traces.errors import TraceStoreError
+    from traces.jsonl import import_jsonl
+
+    try:
+        with _open(args) as store:
+            report = import_jsonl(store, args.file, strict=args.strict)
+    except TraceStoreError as error:
+        return fail_bad_input(str(error))
+    print(f"imported {report.imported} step(s) from {args.file} into {args.traces}")
+    if report.problems:
+        for line, message in report.problems:
+            print(f"{args.file}:{line}: skipped: {message}", file=sys.stderr)
+        print(f"{len(report.problems)} bad line(s) skipped (use --strict to refuse the file)", file=sys.stderr)
+        return EXIT_PARTIAL
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from traces.errors import TraceStoreError
+    from traces.jsonl import export_jsonl
+
+    try:
+        with _open(args) as store:
+            count = export_jsonl(store, args.output)
+    except TraceStoreError as error:
+        return fail_bad_input(str(error))
+    except OSError as error:
+        return fail_bad_input(f"{args.output}: cannot write the export ({error.strerror}).")
+    if args.output:
+        print(f"exported {count} step(s) to {args.output}")
+    return 0
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    from traces.errors import TraceStoreError
+
+    try:
+        with _open(args) as store:
+            stats = store.stats()
+    except TraceStoreError as error:
+        return fail_bad_input(str(error))
+    if args.json:
+        print(json.dumps([s.model_dump() for s in stats], indent=2))
+        return 0
+    if not stats:
+        print(f"no steps in {args.traces}")
+        return 0
+    width = max(len("action"), *(len(s.action) for s in stats))
+    print(f"{'action':<{width}}  {'steps':>8}  {'failure rate':>12}  {'mean ms':>9}")
+    for s in stats:
+        mean = "-" if s.mean_duration_ms is None else f"{s.mean_duration_ms:.1f}"
+        print(f"{s.action:<{width}}  {s.steps:>8}  {s.failure_rate:>12.3f}  {mean:>9}")
+    return 0
