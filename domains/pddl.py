@@ -9,6 +9,7 @@ and no unified-planning import, because it runs on the planning path and must co
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from domains.errors import ArityError, PDDLSyntaxError, UndefinedSymbolError, UnsupportedFeatureError
 from domains.model import (
@@ -127,10 +128,10 @@ class _Ctx:
     predicates: dict[str, int] = field(default_factory=dict)
     functions: dict[str, int] = field(default_factory=dict)
 
-    def fail(self, cls: type, message: str, parent: SList, index: int) -> None:
+    def fail(self, cls: type, message: str, parent: SList, index: int) -> NoReturn:
         raise cls(message, file=self.file, line=_line(parent, index))
 
-    def fail_at(self, cls: type, message: str, line: int) -> None:
+    def fail_at(self, cls: type, message: str, line: int) -> NoReturn:
         raise cls(message, file=self.file, line=line)
 
 
@@ -348,7 +349,6 @@ def _number(ctx: _Ctx, parent: SList, index: int, where: str) -> float:
         return float(parent[index])
     except (TypeError, ValueError):
         ctx.fail(PDDLSyntaxError, f"{where}: expected a number, got '{parent[index]}'.", parent, index)
-    raise AssertionError  # unreachable: fail() raises
 
 
 def _requirements(ctx: _Ctx, section: SList) -> tuple[str, ...]:

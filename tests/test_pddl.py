@@ -12,7 +12,7 @@ from domains.errors import ArityError, PDDLSyntaxError, UndefinedSymbolError, Un
 from domains.load import load_task
 from domains.model import Atom, FunctionTerm
 from domains.pddl import parse_domain, parse_problem, parse_task
-from domains.pddl_writer import domain_to_pddl, problem_to_pddl, replace_init, task_with_texts
+from domains.pddl_writer import domain_to_pddl, replace_init, task_with_texts
 
 IPC = Path(__file__).resolve().parents[1].parent / "shared" / "ipc"
 DOMAINS = sorted(p.name for p in IPC.iterdir() if p.is_dir()) if IPC.is_dir() else []
