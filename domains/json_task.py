@@ -111,7 +111,7 @@ def _literal(ctx: _Ctx, text: str, scope: dict[str, str], where: str, atom_only:
     """Parse one literal string with the PDDL checks; errors name the JSON field instead of a line."""
     try:
         root = read_sexpr(text)
-        if len(root) != 1 or not isinstance(root[0], SList):
+        if len(root) != 1 or not isinstance(root[0], SList) or not root[0]:
             raise SchemaError(f"expected one parenthesised literal such as '(on a b)', got {text!r}.")
         if atom_only:
             return _atom(ctx, root[0], scope, where)

@@ -104,7 +104,7 @@ def _swallower(node: SList) -> SList | None:
     """The first list (depth first) holding a section or action field it cannot hold."""
     for index, child in enumerate(node):
         if isinstance(child, SList):
-            if child and child[0] in _SECTIONS and (not node or node[0] != "define"):
+            if child and isinstance(child[0], str) and child[0] in _SECTIONS and (not node or node[0] != "define"):
                 return node
             found = _swallower(child)
             if found is not None:
@@ -252,6 +252,8 @@ def _formula(ctx: _Ctx, parent: SList, index: int, scope: dict[str, str], where:
     if not expr:
         ctx.fail(PDDLSyntaxError, f"{where}: expected a condition, got '()'.", parent, index)
     head = expr[0]
+    if isinstance(head, SList):
+        ctx.fail(PDDLSyntaxError, f"{where}: expected a predicate name or a connective after '(', got '('.", expr, 0)
     if head == "and":
         return And(tuple(_formula(ctx, expr, i, scope, where) for i in range(1, len(expr))))
     if head == "or":
@@ -292,6 +294,9 @@ def _effects(ctx: _Ctx, parent: SList, index: int, scope: dict[str, str], where:
     if not expr:
         ctx.fail(PDDLSyntaxError, f"{where}: expected an effect, got '()'.", parent, index)
     head = expr[0]
+    if isinstance(head, SList):
+        ctx.fail(PDDLSyntaxError, f"{where}: expected a predicate name or 'and', 'not', 'forall', 'when' after "
+                 "'(', got '('.", expr, 0)
     if head == "and":
         for i in range(1, len(expr)):
             _effects(ctx, expr, i, scope, where, params, condition, out, costs)
@@ -386,7 +391,7 @@ def parse_domain(text: str, file: str | None = None) -> Domain:
     actions: list[ActionSchema] = []
     for index in range(2, len(top)):
         section = _expect_list(ctx, top, index, "a domain section such as '(:predicates ...)'")
-        key = section[0] if section else ""
+        key = section[0] if section and isinstance(section[0], str) else ""
         if key == ":requirements":
             requirements = _requirements(ctx, section)
         elif key == ":types":
@@ -502,7 +507,7 @@ def parse_problem(text: str, domain: Domain, file: str | None = None) -> Problem
     has_goal = False
     for index in range(2, len(top)):
         section = _expect_list(ctx, top, index, "a problem section such as '(:init ...)'")
-        key = section[0] if section else ""
+        key = section[0] if section and isinstance(section[0], str) else ""
         if key == ":domain":
             domain_name = _expect_name(ctx, section, 1, "the domain name")
             if domain_name != domain.name:
@@ -519,6 +524,8 @@ def parse_problem(text: str, domain: Domain, file: str | None = None) -> Problem
                 fact = _expect_list(ctx, section, i, "an initial fact '(pred obj ...)'")
                 if fact and fact[0] == "=" and len(fact) == 3 and isinstance(fact[1], SList):
                     numeric.append(_numeric_fact(ctx, fact))
+                elif fact and isinstance(fact[0], SList):
+                    ctx.fail(PDDLSyntaxError, "expected a predicate name after '(' in the initial state.", fact, 0)
                 elif fact and fact[0] in ("not", "at", "and") and fact[0] not in ctx.predicates:
                     ctx.fail(UnsupportedFeatureError if fact[0] == "at" else PDDLSyntaxError,
                              f"the initial state lists only positive atoms, got '({fact[0]} ...)'.", section, i)
