@@ -142,3 +142,10 @@ def test_schema_describes_the_format() -> None:
     action = schema["$defs"]["JsonAction"]["properties"]
     assert {"preconditions", "add", "delete", "cost"} <= set(action)
     json.dumps(schema)  # serialisable for `portfolio schema task`
+
+
+def test_empty_literal_is_a_schema_error() -> None:
+    data = example()
+    data["init"][2] = "()"
+    with pytest.raises(SchemaError, match=r"init\[2\].*expected one parenthesised literal"):
+        task_from_json(json.dumps(data))

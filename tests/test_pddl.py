@@ -258,3 +258,8 @@ def test_missing_file_is_task_input_error(tmp_path: Path) -> None:
 
     with pytest.raises(TaskInputError, match="file not found: .*nope.pddl"):
         load_task(tmp_path / "nope.pddl", IPC / "blocks" / "domain.pddl")
+
+
+def test_list_where_a_name_belongs_is_a_syntax_error() -> None:
+    error = _error(PDDLSyntaxError, DOMAIN.replace("(and (clear ?x) (clear ?y))", "(and ((clear ?x)) (clear ?y))"))
+    assert (error.file, error.line) == ("dom.pddl", 7) and "expected a predicate name" in str(error)
