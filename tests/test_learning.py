@@ -1,0 +1,135 @@
+"""Failure models and learned costs: risky groundings cost more, evidence recovers, the prior protects."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from domains.model import ActionSchema, Domain, GroundAction, Parameter, Problem, Task
+from learning import (
+    FailureModel,
+    NoTrainingDataError,
+    action_costs,
+    load_latest,
+    plan_success_probability,
+    retrain,
+)
+from traces import StepRecord, TraceStore
+
+AB = GroundAction("drive", ("t1", "a", "b"))
+AC = GroundAction("drive", ("t1", "a", "c"))
+PARAMS = [Parameter("?t", "truck"), Parameter("?from", "place"), Parameter("?to", "place")]
+TASK = Task(
+    Domain("roads", actions=(ActionSchema("drive", tuple(PARAMS)),)),
+    Problem("p", "roads", objects=(("t1", "truck"), ("a", "place"), ("b", "place"), ("c", "place"))),
+)
+
+
+def rec(i: int, action: GroundAction, failed: bool, **features) -> StepRecord:
+    return StepRecord(
+        run_id=f"r{i // 10}", step=i % 10, action=action.name, args=action.args,
+        outcome="failure" if failed else "success", features=features,
+    )  # fmt: skip
+
+
+def risky_history(rng: random.Random, n: int = 300) -> list[StepRecord]:
+    """(drive t1 a b) fails 80% of the time, (drive t1 a c) 5%."""
+    out = []
+    for i in range(n):
+        out.append(rec(2 * i, AB, rng.random() < 0.8))
+        out.append(rec(2 * i + 1, AC, rng.random() < 0.05))
+    return out
+
+
+def test_risky_grounding_gets_higher_p_fail_and_cost() -> None:
+    model = FailureModel(half_life_steps=200).fit(risky_history(random.Random(0)))
+    p_ab, p_ac = model.predict_proba([AB, AC])
+    assert p_ab > 0.6 and p_ac < 0.15
+    costs = action_costs(model, TASK, [AB, AC])
+    assert costs[str(AB)].cost > costs[str(AC)].cost + 0.8
+    assert costs[str(AB)].base_cost == costs[str(AC)].base_cost == 1.0
+    assert costs[str(AB)].cost == pytest.approx(1.0 - math.log(1.0 - costs[str(AB)].p_fail))
+
+
+def test_repaired_action_recovers_after_successes() -> None:
+    history = risky_history(random.Random(1))
+    before = FailureModel(half_life_steps=200).fit(history).predict_proba([AB])[0]
+    repaired = history + [rec(1000 + i, AB, False) for i in range(300)]
+    after = FailureModel(half_life_steps=200).fit(repaired).predict_proba([AB])[0]
+    without_decay = FailureModel(half_life_steps=None).fit(repaired).predict_proba([AB])[0]
+    assert before > 0.6
+    assert after < 0.2
+    assert after < without_decay - 0.1  # recency weighting is what brings it down
+
+
+def test_two_failures_do_not_condemn_an_action() -> None:
+    only_two = FailureModel().fit([rec(0, AB, True), rec(1, AB, True)])
+    assert only_two.predict_proba([AB])[0] < 0.2  # Beta posterior: (1 + 2) / (20 + 2)
+    rng = random.Random(2)
+    history = [rec(i, GroundAction("drive", (f"t{i % 20}", "a", f"b{i % 7}")), rng.random() < 0.03)
+               for i in range(3000)]  # fmt: skip
+    odd = GroundAction("drive", ("t9", "q", "z"))
+    two = FailureModel(calibrate_min_samples=None).fit(history + [rec(5000, odd, True), rec(5001, odd, True)])
+    ten = FailureModel(calibrate_min_samples=None).fit(history + [rec(5000 + i, odd, True) for i in range(10)])
+    assert two.predict_proba([odd])[0] < 0.25
+    assert ten.predict_proba([odd])[0] > 0.4  # but evidence still counts
+
+
+def test_unknown_actions_get_the_optimistic_prior() -> None:
+    model = FailureModel(prior_alpha=1, prior_beta=19).fit(risky_history(random.Random(3), 50))
+    assert model.predict_proba([GroundAction("fly", ("p1",))])[0] == pytest.approx(0.05)
+
+
+def test_step_features_are_used() -> None:
+    rng = random.Random(4)
+    history = [rec(i, AB, rng.random() < (0.7 if i % 2 else 0.02), weather="rain" if i % 2 else "sun")
+               for i in range(2000)]  # fmt: skip
+    model = FailureModel().fit(history)
+    assert model.predict_proba([AB], {"weather": "rain"})[0] > 0.5
+    assert model.predict_proba([AB], {"weather": "sun"})[0] < 0.1
+
+
+def test_plan_success_probability_is_product() -> None:
+    model = FailureModel(half_life_steps=200).fit(risky_history(random.Random(5)))
+    costs = action_costs(model, TASK, [AB, AC])
+    expected = (1 - costs[str(AB)].p_fail) * (1 - costs[str(AC)].p_fail)
+    assert plan_success_probability(costs, [AB, "(DRIVE t1 a c)"]) == pytest.approx(expected)
+    with pytest.raises(KeyError, match="drive t2"):
+        plan_success_probability(costs, [GroundAction("drive", ("t2", "a", "b"))])
+
+
+def test_no_model_means_base_costs() -> None:
+    costs = action_costs(None, TASK, [AB])
+    assert costs[str(AB)].p_fail == 0.0 and costs[str(AB)].cost == 1.0
+
+
+def test_retrain_stores_versioned_model_with_metrics(tmp_path: Path) -> None:
+    with TraceStore(tmp_path / "t.db") as store:
+        assert load_latest(store) is None
+        with pytest.raises(NoTrainingDataError, match="no steps"):
+            retrain(store)
+        store.record_steps(risky_history(random.Random(6), 500))
+        info = retrain(store, half_life_steps=300)
+        assert info.version == 1 and info.n_steps == 1000
+        assert info.actions["drive"]["steps"] == 1000
+        assert info.hyperparameters["half_life_steps"] == 300
+        assert {"log_loss", "brier", "auc"} <= set(info.metrics) and info.metrics["auc"] > 0.8
+        assert retrain(store).version == 2
+        model = load_latest(store)
+        assert store.latest_model().metadata["n_steps"] == 1000
+    p_ab, p_ac = model.predict_proba([AB, AC])
+    assert p_ab > 0.6 > 0.15 > p_ac
+
+
+def test_streamed_and_in_memory_fits_agree(tmp_path: Path) -> None:
+    history = risky_history(random.Random(7), 200)
+    with TraceStore(tmp_path / "t.db") as store:
+        store.record_steps(history)
+        retrain(store, holdout_fraction=0.0)
+        streamed = load_latest(store)
+    direct = FailureModel().fit(history)
+    assert np.allclose(streamed.predict_proba([AB, AC]), direct.predict_proba([AB, AC]), atol=1e-6)

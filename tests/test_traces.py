@@ -1,0 +1,243 @@
+"""The trace store: concurrent writers, crash safety, bad files, schema versions, JSONL import/export."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from traces import (
+    CorruptDatabaseError,
+    SchemaVersionError,
+    StepRecord,
+    TraceImportError,
+    TraceStore,
+    export_jsonl,
+    import_jsonl,
+)
+from traces.schema import SCHEMA_VERSION
+
+ROOT = Path(__file__).resolve().parents[1]
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from traces import StepRecord, TraceStore
+    path, tag, total, batch = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    store = TraceStore(path)
+    for start in range(0, total, batch):
+        store.record_steps([
+            StepRecord(run_id=tag, step=i, action="drive", args=("t1", "a", tag),
+                       outcome="failure" if i % 7 == 0 else "success", duration_ms=1.0)
+            for i in range(start, min(start + batch, total))
+        ])
+        print(min(start + batch, total), flush=True)
+    store.close()
+    """
+)
+
+
+def _writer(path: Path, tag: str, total: int, batch: int) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path), tag, str(total), str(batch)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+
+
+def step(i: int = 0, **kw) -> StepRecord:
+    data = {"run_id": "r1", "step": i, "action": "drive", "args": ["t1", "a", "b"], "outcome": "success"} | kw
+    return StepRecord.model_validate(data)
+
+
+def test_round_trip_runs_plans_steps_models(tmp_path: Path) -> None:
+    with TraceStore(tmp_path / "t.db") as store:
+        run = store.start_run("fp1", "(at p1 b)")
+        store.record_plan(run, "fast-downward", [{"delegate": "fd", "status": "solved"}], 12.5, ["(drive t1 a b)"])
+        store.record_steps([step(0, outcome="failure", error="flat tyre", features={"weather": "rain"}), step(1)])
+        store.end_run(run, "success")
+        assert store.get_run(run).outcome == "success"
+        assert store.plans(run)[0]["plan"] == ["(drive t1 a b)"]
+        steps = list(store.iter_steps())
+        assert [s.outcome for s in steps] == ["failure", "success"]
+        assert steps[0].features == {"weather": "rain"} and steps[0].error == "flat tyre"
+        [stats] = store.stats()
+        assert (stats.action, stats.steps, stats.failures, stats.failure_rate) == ("drive", 2, 1, 0.5)
+        assert store.latest_model() is None
+        assert store.save_model(b"one", {"n": 1}, {}) == 1
+        assert store.save_model(b"two", {"n": 2}, {"brier": 0.1}) == 2
+        latest = store.latest_model()
+        assert (latest.version, latest.blob, latest.metrics) == (2, b"two", {"brier": 0.1})
+
+
+def test_default_path_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PORTFOLIO_TRACES", str(tmp_path / "env.db"))
+    with TraceStore() as store:
+        assert store.path == str(tmp_path / "env.db")
+    assert (tmp_path / "env.db").exists()
+
+
+def test_wal_mode(tmp_path: Path) -> None:
+    with TraceStore(tmp_path / "t.db") as store:
+        assert store.db.journal_mode == "wal"
+
+
+def test_four_processes_writing_at_once_lose_no_row(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    writers = [_writer(path, f"w{k}", 10_000, 250) for k in range(4)]
+    for proc in writers:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    with TraceStore(path) as store:
+        assert store.count_steps() == 40_000
+        for k in range(4):
+            rows = store.db.execute("SELECT count(DISTINCT step) FROM steps WHERE run_id = ?", [f"w{k}"]).fetchone()
+            assert rows[0] == 10_000
+
+
+def test_killed_writer_leaves_every_committed_batch(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    proc = _writer(path, "k", 10_000_000, 2000)
+    committed = 0
+    while committed < 20_000:  # let it commit some batches, then kill it in the middle of later ones
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+        committed = int(line)
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    for line in proc.stdout.read().split():
+        committed = int(line)
+    with TraceStore(path) as store:
+        count = store.count_steps()
+        assert count >= committed
+        assert count % 2000 == 0  # whole batches only
+        assert store.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_non_sqlite_file_is_refused_with_path(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    path.write_text("these are my notes, not a database\n" * 10)
+    with pytest.raises(CorruptDatabaseError, match="notes.db.*not an SQLite database"):
+        TraceStore(path)
+    assert path.read_text().startswith("these are my notes")  # untouched
+
+
+def test_damaged_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    with TraceStore(path) as store:
+        store.record_steps([step(i) for i in range(100)])
+    with sqlite3.connect(path) as conn:  # fold the WAL back so the damage below hits real pages
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(path.read_bytes())
+    data[100:4096] = b"\xff" * (4096 - 100)  # page 1 after the header: the schema table
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptDatabaseError, match=r"t\.db.*damaged"):
+        TraceStore(path)
+
+
+def test_foreign_sqlite_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE invoices (id INTEGER)")
+    with pytest.raises(CorruptDatabaseError, match="invoices"):
+        TraceStore(path)
+
+
+def test_newer_schema_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    TraceStore(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(SchemaVersionError, match=f"schema version {SCHEMA_VERSION + 1}.*newer"):
+        TraceStore(path)
+
+
+def test_migration_sets_user_version(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    TraceStore(path).close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    TraceStore(path).close()  # reopening an up-to-date store migrates nothing
+
+
+def test_end_unknown_run_is_an_error(tmp_path: Path) -> None:
+    from traces import TraceStoreError
+
+    with TraceStore(tmp_path / "t.db") as store, pytest.raises(TraceStoreError, match="no run"):
+        store.end_run("nope", "success")
+
+
+JSONL_GOOD = [
+    {"run_id": "r1", "step": 0, "action": "drive", "args": ["t1", "a", "b"], "outcome": "success",
+     "error": None, "duration_ms": 12.5, "features": {"weather": "rain"}, "timestamp": "2026-01-01T00:00:00Z"},
+    {"run_id": "r1", "step": 1, "action": "unload", "args": ["p1", "t1", "b"], "outcome": "failure",
+     "error": "package stuck", "failure_category": "transient", "expected_effects": ["(at p1 b)"],
+     "observed_effects": [], "generation": 0},
+]  # fmt: skip
+
+
+def _write_jsonl(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_jsonl_import_export_round_trip(tmp_path: Path) -> None:
+    src = _write_jsonl(tmp_path / "in.jsonl", [json.dumps(x) for x in JSONL_GOOD])
+    with TraceStore(tmp_path / "t.db") as store:
+        report = import_jsonl(store, src, strict=True)
+        assert report.ok and report.imported == 2
+        export_jsonl(store, tmp_path / "out.jsonl")
+    back = [StepRecord.model_validate_json(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert back == [StepRecord.model_validate(x) for x in JSONL_GOOD]
+
+
+BAD_LINES = [
+    json.dumps(JSONL_GOOD[0]),
+    "{not json",
+    json.dumps({**JSONL_GOOD[0], "outcome": "maybe"}),
+    json.dumps({k: v for k, v in JSONL_GOOD[0].items() if k != "action"}),
+    json.dumps([1, 2]),
+    json.dumps(JSONL_GOOD[1]),
+]
+
+
+def test_jsonl_strict_refuses_whole_file(tmp_path: Path) -> None:
+    src = _write_jsonl(tmp_path / "in.jsonl", BAD_LINES)
+    with TraceStore(tmp_path / "t.db") as store:
+        with pytest.raises(TraceImportError) as caught:
+            import_jsonl(store, src, strict=True)
+        assert store.count_steps() == 0
+    assert [line for line, _ in caught.value.problems] == [2, 3, 4, 5]
+    message = str(caught.value)
+    assert "in.jsonl:2: not valid JSON" in message and "in.jsonl:3: outcome" in message
+    assert "in.jsonl:4: action: Field required" in message and "expected a JSON object" in message
+
+
+def test_jsonl_non_strict_imports_good_lines_and_reports_bad(tmp_path: Path) -> None:
+    src = _write_jsonl(tmp_path / "in.jsonl", BAD_LINES)
+    with TraceStore(tmp_path / "t.db") as store:
+        report = import_jsonl(store, src)
+        assert report.imported == 2 and store.count_steps() == 2
+    assert [line for line, _ in report.problems] == [2, 3, 4, 5]
+
+
+def test_jsonl_unknown_key_is_rejected(tmp_path: Path) -> None:
+    src = _write_jsonl(tmp_path / "in.jsonl", [json.dumps({**JSONL_GOOD[0], "outcom": "success"})])
+    with TraceStore(tmp_path / "t.db") as store, pytest.raises(TraceImportError, match="outcom"):
+        import_jsonl(store, src, strict=True)
+
+
+def test_jsonl_binary_file_is_refused(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"\xff\xfe\x00garbage")
+    with TraceStore(tmp_path / "t.db") as store, pytest.raises(TraceImportError, match="not UTF-8"):
+        import_jsonl(store, src)

@@ -1,0 +1,107 @@
+"""The `traces` and `retrain` subcommands, called through argparse as the main CLI does."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from portfolio.commands import retrain_cmd, traces_cmd
+
+LINE = {"run_id": "r1", "step": 0, "action": "drive", "args": ["t1", "a", "b"], "outcome": "success",
+        "duration_ms": 10.0}  # fmt: skip
+
+
+def run(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="portfolio")
+    sub = parser.add_subparsers()
+    traces_cmd.register(sub)
+    retrain_cmd.register(sub)
+    args = parser.parse_args(list(argv))
+    return args.func(args)
+
+
+def write(path: Path, lines: list[str]) -> str:
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_import_stats_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "t.db")
+    lines = [json.dumps(LINE | {"step": i, "outcome": "failure" if i % 4 == 0 else "success"}) for i in range(8)]
+    assert run("traces", "import", write(tmp_path / "in.jsonl", lines), "--traces", db) == 0
+    capsys.readouterr()
+    assert run("traces", "stats", "--json", "--traces", db) == 0
+    [stats] = json.loads(capsys.readouterr().out)
+    assert stats == {"action": "drive", "steps": 8, "failures": 2, "failure_rate": 0.25, "mean_duration_ms": 10.0}
+    assert run("traces", "stats", "--traces", db) == 0
+    assert "drive" in capsys.readouterr().out
+    out = tmp_path / "out.jsonl"
+    assert run("traces", "export", "--output", str(out), "--traces", db) == 0
+    assert len(out.read_text().splitlines()) == 8
+
+
+def test_traces_path_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PORTFOLIO_TRACES", str(tmp_path / "env.db"))
+    assert run("traces", "import", write(tmp_path / "in.jsonl", [json.dumps(LINE)])) == 0
+    assert (tmp_path / "env.db").exists()
+
+
+def test_malformed_jsonl_strict_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "t.db")
+    src = write(tmp_path / "in.jsonl", [json.dumps(LINE), '{"run_id": "r1"'])
+    assert run("traces", "import", src, "--strict", "--traces", db) == 2
+    err = capsys.readouterr().err
+    assert "in.jsonl:2: not valid JSON" in err and "Traceback" not in err
+    assert run("traces", "stats", "--json", "--traces", db) == 0
+    assert json.loads(capsys.readouterr().out) == []  # nothing imported
+
+
+def test_malformed_jsonl_non_strict_partial(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "t.db")
+    src = write(tmp_path / "in.jsonl", [json.dumps(LINE), json.dumps(LINE | {"step": -1})])
+    assert run("traces", "import", src, "--traces", db) == 1
+    assert "in.jsonl:2: skipped: step" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["traces", "stats"], ["traces", "export"], ["retrain"]])
+def test_non_sqlite_file_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+    bad = tmp_path / "notes.db"
+    bad.write_text("not a database\n")
+    assert run(*command, "--traces", str(bad)) == 2
+    err = capsys.readouterr().err
+    assert "notes.db" in err and "not an SQLite database" in err and "Traceback" not in err
+
+
+def test_newer_schema_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import sqlite3
+
+    from traces import TraceStore
+
+    db = tmp_path / "t.db"
+    TraceStore(db).close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA user_version = 99")
+    assert run("traces", "stats", "--traces", str(db)) == 2
+    assert "schema version 99" in capsys.readouterr().err
+
+
+def test_retrain_prints_version_and_metrics(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "t.db")
+    assert run("retrain", "--traces", db) == 2
+    assert "no steps" in capsys.readouterr().err
+    rng = random.Random(0)
+    lines = [json.dumps(LINE | {"step": i, "args": ["t1", "a", "b" if i % 2 else "c"],
+                                "outcome": "failure" if (i % 2 and rng.random() < 0.8) else "success"})
+             for i in range(400)]  # fmt: skip
+    assert run("traces", "import", write(tmp_path / "in.jsonl", lines), "--traces", db) == 0
+    capsys.readouterr()
+    assert run("retrain", "--traces", db, "--json") == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["version"] == 1 and info["n_steps"] == 400 and info["metrics"]["brier"] < 0.25
+    assert run("retrain", "--traces", db) == 0
+    assert "model version 2: 400 steps" in capsys.readouterr().out
+    assert run("retrain", "--traces", db, "--prior-mean", "1.5") == 2
