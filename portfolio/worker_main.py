@@ -76,9 +76,8 @@ def pyperplan_solve(domain_pddl: str, problem_pddl: str) -> dict[str, Any]:
             handle.write(domain_pddl)
         with open(problem_file, "w") as handle:
             handle.write(problem_pddl)
-        solution = pyperplan.search_plan(
-            domain_file, problem_file, greedy_best_first_search, hFFHeuristic, use_preferred_ops=True
-        )
+        task = pyperplan._ground(pyperplan._parse(domain_file, problem_file))
+    solution = greedy_best_first_search(task, hFFHeuristic(task), use_relaxed_plan=True)
     if solution is None:
         return {"plan": None}
     return {"plan": [op.name for op in solution]}

@@ -7,6 +7,10 @@ costs and runs no timer of its own; the worker process is what makes the budget 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from domains.model import Task
+from domains.pddl_writer import task_with_texts
 from portfolio.results import DelegateOutcome, PlanRequest, Status, parse_ground_action
 from portfolio.workers import BudgetExpired, WorkerCrashed, WorkerError, WorkerProcess
 
@@ -16,6 +20,7 @@ class Pyperplan:
         self.name = name
         self.budget_s = budget_s
         self._worker: WorkerProcess | None = None
+        self._cost_free: dict[str, Task] = {}
 
     def warm_up(self) -> None:
         if self._worker is None:
@@ -30,6 +35,8 @@ class Pyperplan:
         if request.task.has_action_costs() or request.costs:
             notes.append("pyperplan ignores action costs: the plan may not be the cheapest")
         task = request.effective_task()
+        if task.has_action_costs():
+            task = self._without_costs(task)
         try:
             answer = self._worker.call("pyperplan", deadline, domain_pddl=task.domain_pddl, problem_pddl=task.problem_pddl)
         except BudgetExpired:
@@ -40,6 +47,21 @@ class Pyperplan:
             return DelegateOutcome(Status.UNSOLVABLE, reason="pyperplan exhausted the search space")
         plan = [parse_ground_action(step) for step in answer["plan"]]
         return DelegateOutcome(Status.SOLVED, plan=plan, reason="; ".join(notes))
+
+    def _without_costs(self, task: Task) -> Task:
+        """The task with action costs removed: pyperplan's parser rejects `:functions`, and it would ignore the
+        costs anyway."""
+        cached = self._cost_free.get(task.fingerprint)
+        if cached is None:
+            domain = replace(
+                task.domain,
+                requirements=tuple(r for r in task.domain.requirements if r != ":action-costs"),
+                functions=(),
+                actions=tuple(replace(schema, cost=None) for schema in task.domain.actions),
+            )
+            problem = replace(task.problem, numeric_init=(), minimize_total_cost=False)
+            cached = self._cost_free[task.fingerprint] = task_with_texts(domain, problem)
+        return cached
 
     def close(self) -> None:
         if self._worker is not None:

@@ -1,0 +1,321 @@
+"""Solving a goal one subgoal at a time with the classical planners: what both decomposers (LLM and goal agenda)
+share.
+
+Each subgoal is planned from the state the previous sub-plan reached, and each sub-plan is simulated before the
+next one starts, so a decomposition that cannot work is caught at the subgoal that breaks it, with a diagnosis
+(which subgoal, from which state, why). The concatenation is validated against the original task before anyone
+sees it.
+
+Translation is the expensive part of a Fast Downward call (seconds on parking), and a decomposition asks many
+questions about one task. So the task is translated once, with its full goal, and every subgoal made of atoms that
+translation represents is searched on the same SAS task with its goal and initial state rewritten: relevance
+analysis keeps every atom the full goal depends on, and states reached by sub-plans are reachable ones, which is
+what `SasTask.with_init` needs. Other subgoals (non-goal atoms the translator pruned, negations, disjunctions) are
+restated as a PDDL sub-task and planned from scratch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from domains.model import And, Atom, Formula, GroundAction, Not, Plan, State, Task
+from domains.pddl_writer import domain_to_pddl, formula_to_pddl, problem_to_pddl
+from domains.validate import holds, unmet_goals, validate_plan
+from portfolio.delegates.fast_downward import SEARCH_ALIASES
+from portfolio.results import Delegate, DelegateOutcome, PlanRequest, Status
+from portfolio.sas import SasTask, operator_action, sas_atom_name
+
+log = logging.getLogger(__name__)
+
+CLASSICAL = ("fast-downward", "pyperplan")
+
+
+def subtask(task: Task, state: State, goal: Formula) -> Task:
+    """`task` restated from `state` with `goal`, PDDL texts included (the domain text kept byte for byte)."""
+    problem = dataclasses.replace(task.problem, init=frozenset(state), goal=goal)
+    return Task(task.domain, problem, domain_pddl=task.domain_pddl or domain_to_pddl(task.domain),
+                problem_pddl=problem_to_pddl(problem))
+
+
+def parse_literal(task: Task, text: str) -> Formula:
+    """`"(on a b)"` or `"(not (clear a))"` as a ground literal of `task`; ValueError naming what is wrong (unknown
+    predicate, wrong arity, unknown object)."""
+    cleaned = " ".join(str(text).replace("(", " ( ").replace(")", " ) ").split()).lower()
+    tokens = cleaned.split()
+    negated = False
+    if tokens[:2] == ["(", "not"] and tokens[-2:] == [")", ")"]:
+        negated, tokens = True, tokens[2:-1]
+    if len(tokens) < 3 or tokens[0] != "(" or tokens[-1] != ")" or "(" in tokens[1:] or ")" in tokens[:-1]:
+        raise ValueError(f"{text!r} is not a ground atom like (on a b)")
+    name, args = tokens[1], tuple(tokens[2:-1])
+    predicate = task.domain.predicate(name)
+    if predicate is None:
+        known = ", ".join(sorted(p.name for p in task.domain.predicates))
+        raise ValueError(f"{text!r}: unknown predicate '{name}' (known: {known})")
+    if len(args) != predicate.arity:
+        raise ValueError(f"{text!r}: predicate '{name}' takes {predicate.arity} arguments, got {len(args)}")
+    objects = task.objects()
+    for arg in args:
+        if arg not in objects:
+            raise ValueError(f"{text!r}: unknown object '{arg}'")
+    atom = Atom(name, args)
+    return Not(atom) if negated else atom
+
+
+def conjunction(literals: Sequence[Formula]) -> Formula:
+    return literals[0] if len(literals) == 1 else And(tuple(literals))
+
+
+def goal_text(goal: Formula) -> str:
+    if isinstance(goal, And):
+        return " ".join(formula_to_pddl(part) for part in goal.parts)
+    return formula_to_pddl(goal)
+
+
+def _positive_atoms(goal: Formula) -> list[Atom] | None:
+    """The atoms of a conjunction of positive atoms; None for any other formula."""
+    parts = goal.parts if isinstance(goal, And) else (goal,)
+    atoms = [p for p in parts if isinstance(p, Atom)]
+    return atoms if len(atoms) == len(parts) else None
+
+
+@dataclass
+class SequenceResult:
+    """What solving a list of subgoals in order gave: the whole plan (validated against the task's own goal),
+    or the critique that says where and why it stopped."""
+
+    status: Status
+    plan: Plan | None
+    state: State
+    solved: int  # subgoals achieved
+    critique: str = ""
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+
+class SubgoalSolver:
+    """Plans subgoals with classical delegates: `delegates` when given (not owned), else its own Fast Downward
+    and pyperplan (owned, closed by `close`). Pyperplan only runs when Fast Downward errs, never after a
+    timeout, as the deadline is shared."""
+
+    def __init__(
+        self,
+        classical: Sequence[str] = CLASSICAL,
+        fd_alias: str | None = None,
+        fd_search: str | None = None,
+        delegates: Sequence[Delegate] | None = None,
+    ) -> None:
+        self._names = [n for n in classical if n in CLASSICAL] or list(CLASSICAL)
+        self._options = {"alias": fd_alias or "lama-first", "search": fd_search}
+        self._delegates: list[Delegate] | None = list(delegates) if delegates is not None else None
+        self._owned = delegates is None
+
+    @property
+    def delegates(self) -> list[Delegate]:
+        if self._delegates is None:
+            made: list[Delegate] = []
+            for name in self._names:
+                if name == "fast-downward":
+                    from portfolio.delegates.fast_downward import FastDownward
+
+                    made.append(FastDownward(alias=self._options["alias"], search=self._options["search"],
+                                             name="fast-downward"))
+                else:
+                    from portfolio.delegates.pyperplan import Pyperplan
+
+                    made.append(Pyperplan())
+            self._delegates = made
+        return self._delegates
+
+    def _fast_downward(self):
+        from portfolio.delegates.fast_downward import FastDownward
+
+        return next((d for d in self.delegates if isinstance(d, FastDownward)), None)
+
+    def warm_up(self) -> None:
+        for delegate in self.delegates:
+            if hasattr(delegate, "warm_up"):
+                delegate.warm_up()
+
+    def close(self) -> None:
+        if self._owned and self._delegates is not None:
+            for delegate in self._delegates:
+                delegate.close()
+            self._delegates = None
+
+    # -- translation --------------------------------------------------------------------------------------
+    def translation(self, request: PlanRequest, deadline: float) -> tuple[Any, str]:
+        """(the Fast Downward translation of the full task or None, why not). Cached by the delegate."""
+        fast_downward = self._fast_downward()
+        if fast_downward is None:
+            return None, "no Fast Downward delegate"
+        from portfolio.workers import BudgetExpired, WorkerCrashed, WorkerError
+
+        try:
+            translation, _ = fast_downward.translate(request, deadline)
+        except BudgetExpired:
+            return None, "budget expired during translation"
+        except (WorkerError, WorkerCrashed) as error:
+            return None, f"translator failed: {error}"
+        return translation, ""
+
+    # -- one subgoal --------------------------------------------------------------------------------------
+    def solve_goal(self, request: PlanRequest, state: State, goal: Formula, deadline: float,
+                   translation: Any = None) -> DelegateOutcome:
+        """A plan from `state` to a state where `goal` holds, checked by simulation; or why there is none.
+        UNSOLVABLE means a planner proved the subgoal unreachable from `state`."""
+        task = request.task
+        if holds(goal, state, task):
+            return DelegateOutcome(Status.SOLVED, plan=[], details={"via": "already true"})
+        outcome = None
+        if translation is not None and translation.sas is not None and time.monotonic() < deadline:
+            outcome = self._search_sas(request, translation, state, goal, deadline)
+        if outcome is None or outcome.status is Status.ERROR:
+            sub = PlanRequest(task=subtask(task, state, goal), costs=request.costs, excluded=request.excluded)
+            for delegate in self.delegates:
+                if time.monotonic() >= deadline:
+                    break
+                try:
+                    outcome = delegate.solve(sub, deadline)
+                except Exception as error:  # noqa: BLE001 - a failing planner is a failed subgoal, not a crash
+                    outcome = DelegateOutcome(Status.ERROR, reason=f"{delegate.name}: {type(error).__name__}: {error}")
+                outcome.details.setdefault("via", delegate.name)
+                if outcome.status is not Status.ERROR:
+                    break
+        if outcome is None:
+            return DelegateOutcome(Status.TIMEOUT, reason="budget used up")
+        if outcome.status is not Status.SOLVED:
+            return outcome
+        assert outcome.plan is not None
+        simulated = validate_plan(task, outcome.plan, init=state)
+        if simulated.failed_step is not None or not holds(goal, simulated.final_state, task):
+            why = simulated.message if simulated.failed_step is not None else "the subgoal does not hold after it"
+            return DelegateOutcome(Status.ERROR, reason=f"sub-plan rejected by the validator: {why}")
+        outcome.details["end_state"] = simulated.final_state
+        return outcome
+
+    def _search_sas(self, request: PlanRequest, translation: Any, state: State, goal: Formula,
+                    deadline: float) -> DelegateOutcome | None:
+        """Search the full task's SAS translation with `goal` and `state` swapped in; None when that
+        translation cannot express them."""
+        sas: SasTask = translation.sas
+        atoms = _positive_atoms(goal)
+        if atoms is None:
+            return None
+        index = sas.atom_index()
+        pairs = sorted({index[sas_atom_name(a)] for a in atoms if sas_atom_name(a) in index})
+        if len(pairs) != len(atoms) or len({var for var, _ in pairs}) != len(pairs):
+            return None  # pruned atoms, or two values of one variable (a mutex: let a fresh translation say so)
+        init_values = sas.with_init(translation.init, frozenset(state))
+        if init_values is None:
+            return None
+        goal_section = "begin_goal\n" + f"{len(pairs)}\n" + "".join(f"{v} {d}\n" for v, d in pairs) + "end_goal\n"
+        text = dataclasses.replace(sas, goal=goal_section).render(
+            init=init_values, costs=request.costs, excluded=request.excluded)
+        # Coverage is what a decomposer is for: unit-cost search unless learned costs must steer the plan.
+        fast_downward = self._fast_downward()
+        alias = fast_downward.cost_alias if request.costs else fast_downward.alias
+        return run_search(text, fast_downward.search or SEARCH_ALIASES[alias], deadline)
+
+    # -- a sequence ---------------------------------------------------------------------------------------
+    def solve_sequence(self, request: PlanRequest, subgoals: Sequence[Formula], deadline: float,
+                       translation: Any = None) -> SequenceResult:
+        """Plan `subgoals` in order, each from the state the previous sub-plan reached, then check the
+        concatenation against the task's goal. Stops at the first subgoal that fails, with a critique."""
+        task = request.task
+        state = request.initial_state
+        plan: Plan = []
+        steps: list[dict[str, Any]] = []
+        for number, goal in enumerate(subgoals, start=1):
+            started = time.monotonic()
+            outcome = self.solve_goal(request, state, goal, deadline, translation)
+            record = {"subgoal": goal_text(goal), "status": outcome.status.value,
+                      "ms": round((time.monotonic() - started) * 1000, 1),
+                      "via": outcome.details.get("via", ""), "steps": len(outcome.plan or [])}
+            steps.append(record)
+            if outcome.status is not Status.SOLVED:
+                record["reason"] = outcome.reason
+                critique = _subgoal_critique(task, number, goal, state, outcome, len(plan))
+                status = Status.TIMEOUT if outcome.status is Status.TIMEOUT else Status.ERROR
+                return SequenceResult(status, None, state, number - 1, critique, steps)
+            assert outcome.plan is not None
+            plan.extend(outcome.plan)
+            state = outcome.details.get("end_state", state)
+        final = validate_plan(task, plan, init=request.initial_state)
+        if not final.ok:
+            missing = final.missing or unmet_goals(task, final.final_state)
+            critique = (f"after all {len(subgoals)} subgoals the goal is not reached: "
+                        f"{', '.join(missing)} {'does' if len(missing) == 1 else 'do'} not hold")
+            if final.failed_step is not None:
+                critique = f"the concatenated plan is invalid: {final.message}"
+            return SequenceResult(Status.ERROR, None, final.final_state, len(subgoals), critique, steps)
+        banned = [str(a) for a in plan if str(a) in request.excluded]
+        if banned:
+            return SequenceResult(Status.ERROR, None, final.final_state, len(subgoals),
+                                  f"the plan uses the excluded action {banned[0]}", steps)
+        return SequenceResult(Status.SOLVED, plan, final.final_state, len(subgoals), "", steps)
+
+
+def _subgoal_critique(task: Task, number: int, goal: Formula, state: State, outcome: DelegateOutcome,
+                      steps_before: int) -> str:
+    where = "the initial state" if steps_before == 0 else f"the state after the first {number - 1} subgoal(s)"
+    head = f"subgoal {number} ({goal_text(goal)})"
+    if outcome.status is Status.UNSOLVABLE:
+        return f"{head} is unreachable from {where}: {outcome.reason or 'a planner proved it'}"
+    if outcome.status is Status.TIMEOUT:
+        return f"{head} could not be reached from {where} within the budget ({outcome.reason})"
+    return f"{head} could not be planned from {where}: {outcome.reason}"
+
+
+def state_text(state: State, limit: int = 400) -> str:
+    atoms = sorted(state)
+    text = " ".join(str(a) for a in atoms[:limit])
+    return text + (f" ... ({len(atoms) - limit} more)" if len(atoms) > limit else "")
+
+
+def relevant_facts(state: State, action: GroundAction, limit: int = 30) -> list[str]:
+    """Atoms of `state` that mention an argument of `action`: context for a precondition critique."""
+    args = set(action.args)
+    return [str(a) for a in sorted(state) if args & set(a.args)][:limit]
+
+
+def run_search(sas_text: str, search: str, deadline: float) -> DelegateOutcome:
+    """Run Fast Downward's search binary on `sas_text` in its own process group and directory, killed at
+    `deadline`. Exit codes as in Fast Downward's driver: 0 plan, 10/11 proven unsolvable, others errors."""
+    from portfolio.delegates.fast_downward import search_binary
+    from portfolio.workers import kill_group
+
+    workdir = tempfile.mkdtemp(prefix="portfolio-decompose-")
+    details: dict[str, Any] = {"via": "fast-downward (shared translation)"}
+    try:
+        with open(os.path.join(workdir, "stdout"), "wb") as output:
+            process = subprocess.Popen(
+                [str(search_binary()), "--search", search, "--internal-plan-file", os.path.join(workdir, "plan")],
+                stdin=subprocess.PIPE, stdout=output, stderr=subprocess.STDOUT, cwd=workdir,
+                start_new_session=True,
+            )
+        try:
+            process.communicate(sas_text.encode(), timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            kill_group(process)
+            return DelegateOutcome(Status.TIMEOUT, reason="budget expired during search", details=details)
+        except BrokenPipeError:
+            process.wait()
+        code = process.returncode
+        if code == 0:
+            with open(os.path.join(workdir, "plan")) as plan_file:
+                lines = [line.strip() for line in plan_file]
+            plan = [operator_action(line[1:-1]) for line in lines if line.startswith("(") and line.endswith(")")]
+            return DelegateOutcome(Status.SOLVED, plan=plan, details=details)
+        if code in (10, 11):
+            return DelegateOutcome(Status.UNSOLVABLE, reason="search proved the subgoal unreachable", details=details)
+        return DelegateOutcome(Status.ERROR, reason=f"search exited with code {code}", details=details)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)

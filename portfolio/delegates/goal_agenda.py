@@ -1,0 +1,283 @@
+"""The goal-agenda decomposer: the decomposer tier's default when no LLM is configured.
+
+Koehler & Hoffmann's goal agenda (as in FF): goal atom g1 should be achieved before g2 when, once g2 has just
+been achieved, g1 can no longer be reached without destroying g2. That test is approximated on Fast Downward's
+SAS translation of the task, in the relaxed (delete-free, value-accumulating) task: start from every fact the relaxed
+task reaches from the current state, with everything that is false right after achieving g2 removed (other values of the variables its achievers set,
+and facts in a mutex group with g2) and g2 added, forbid operators that move g2's variable elsewhere, and see
+whether g1 is still reachable. Strongly connected goals form one agenda entry; ties go to the goal the relaxed
+task reaches first.
+
+The goals are then planned incrementally (entries 1..k as the k-th subgoal, so achieved goals are kept) by the
+classical planners on one shared translation, with part of the budget; if that fails, the full goal is planned
+with what is left, which is the larger-budget classical run the 1 s tier could not afford.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from domains.model import And, Atom, Formula
+from portfolio.delegates.decompose import SubgoalSolver, conjunction, goal_text
+from portfolio.results import DelegateOutcome, PlanRequest, Status
+from portfolio.sas import SasTask, sas_atom_name
+
+log = logging.getLogger(__name__)
+
+Fact = tuple[int, int]  # (SAS variable, value)
+
+
+@dataclass(frozen=True)
+class RelaxedOp:
+    pre: tuple[Fact, ...]
+    effects: tuple[Fact, ...]  # unconditional (variable, new value) pairs
+    conditional: tuple[tuple[tuple[Fact, ...], Fact], ...]  # (conditions, effect)
+
+
+def relaxed_operators(sas: SasTask) -> list[RelaxedOp]:
+    """The SAS operators as delete-free (precondition facts, effect facts) rules."""
+    ops = []
+    for op in sas.operators:
+        lines = op.body.split("\n")
+        position = 0
+        prevail_count = int(lines[position])
+        position += 1
+        pre: list[Fact] = []
+        for _ in range(prevail_count):
+            var, val = map(int, lines[position].split())
+            pre.append((var, val))
+            position += 1
+        effect_count = int(lines[position])
+        position += 1
+        effects: list[Fact] = []
+        conditional: list[tuple[tuple[Fact, ...], Fact]] = []
+        for _ in range(effect_count):
+            numbers = list(map(int, lines[position].split()))
+            position += 1
+            conditions = numbers[0]
+            conds = tuple((numbers[1 + 2 * i], numbers[2 + 2 * i]) for i in range(conditions))
+            var, old, new = numbers[1 + 2 * conditions :]
+            if old != -1:
+                pre.append((var, old))
+            if conds:
+                conditional.append((conds, (var, new)))
+            else:
+                effects.append((var, new))
+        ops.append(RelaxedOp(tuple(pre), tuple(effects), tuple(conditional)))
+    return ops
+
+
+def mutex_groups(sas: SasTask) -> list[set[Fact]]:
+    """The translator's mutex groups (from the SAS head)."""
+    lines = sas.head.split("\n")
+    groups = []
+    for number, line in enumerate(lines):
+        if line == "begin_mutex_group":
+            size = int(lines[number + 1])
+            groups.append({tuple(map(int, lines[number + 2 + i].split())) for i in range(size)})
+    return groups
+
+
+def relaxed_levels(ops: Sequence[RelaxedOp], start: set[Fact], banned_var: int | None = None,
+                   kept_value: int | None = None, deadline: float | None = None) -> dict[Fact, int]:
+    """Facts reachable from `start` in the relaxed task, with their first layer; operators that would set
+    `banned_var` to anything but `kept_value` are not used."""
+    level = {fact: 0 for fact in start}
+    frontier = set(start)
+    layer = 0
+    remaining = list(ops)
+    while frontier:
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        layer += 1
+        new: set[Fact] = set()
+        still: list[RelaxedOp] = []
+        for op in remaining:
+            if not all(p in level for p in op.pre):
+                still.append(op)
+                continue
+            if banned_var is not None and any(v == banned_var and d != kept_value for v, d in op.effects):
+                continue
+            for fact in op.effects:
+                if fact not in level:
+                    new.add(fact)
+            pending = False
+            for conds, fact in op.conditional:
+                if fact[0] == banned_var and fact[1] != kept_value:
+                    continue
+                if all(c in level for c in conds):
+                    if fact not in level:
+                        new.add(fact)
+                else:
+                    pending = True
+            if pending:
+                still.append(op)
+        for fact in new:
+            level[fact] = layer
+        frontier = new
+        remaining = still
+    return level
+
+
+def goal_agenda(sas: SasTask, init_values: Sequence[int], goals: Sequence[Fact],
+                deadline: float | None = None) -> list[list[Fact]]:
+    """The goal facts grouped and ordered into an agenda (see the module docstring)."""
+    ops = relaxed_operators(sas)
+    groups = mutex_groups(sas)
+    state = {(var, val) for var, val in enumerate(init_values)}
+    base_levels = relaxed_levels(ops, state, deadline=deadline)
+    domain_sizes = [len(values) for values in sas.values]
+    before: dict[Fact, set[Fact]] = {g: set() for g in goals}  # g -> goals that must come before g
+    for g2 in goals:
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        false_after = _false_after(ops, groups, domain_sizes, g2)
+        start = (set(base_levels) - false_after) | {g2}
+        reach = relaxed_levels(ops, start, banned_var=g2[0], kept_value=g2[1], deadline=deadline)
+        for g1 in goals:
+            if g1 != g2 and g1 not in reach:
+                before[g2].add(g1)
+    order = _condensed_order(list(goals), before, lambda g: base_levels.get(g, 10**9))
+    return order
+
+
+def _false_after(ops: Sequence[RelaxedOp], groups: list[set[Fact]], domain_sizes: list[int], goal: Fact) -> set[Fact]:
+    """Facts that are false in every state where `goal` has just been achieved (approximately: what every
+    achiever makes false, plus whatever is mutex with `goal`)."""
+    var, val = goal
+    common: set[Fact] | None = None
+    for op in ops:
+        if goal not in op.effects:
+            continue
+        made_false = {(v, x) for v, d in op.effects for x in range(domain_sizes[v]) if x != d}
+        common = made_false if common is None else common & made_false
+    false = set(common or ())
+    false |= {(var, x) for x in range(domain_sizes[var]) if x != val}
+    for group in groups:
+        if goal in group:
+            false |= group - {goal}
+    return false
+
+
+def _condensed_order(goals: list[Fact], before: dict[Fact, set[Fact]], rank) -> list[list[Fact]]:
+    """Topological order of the strongly connected components of the `before` graph, ties by `rank`."""
+    index: dict[Fact, int] = {}
+    low: dict[Fact, int] = {}
+    stack: list[Fact] = []
+    on_stack: set[Fact] = set()
+    components: list[list[Fact]] = []
+    counter = [0]
+
+    def visit(node: Fact) -> None:  # Tarjan; goal counts are small, recursion depth is fine
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for other in before[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            components.append(component)
+
+    for goal in goals:
+        if goal not in index:
+            visit(goal)
+    where = {g: i for i, comp in enumerate(components) for g in comp}
+    needs = {i: {where[o] for g in comp for o in before[g]} - {i} for i, comp in enumerate(components)}
+    done: set[int] = set()
+    order: list[list[Fact]] = []
+    while len(done) < len(components):
+        ready = [i for i in range(len(components)) if i not in done and needs[i] <= done]
+        best = min(ready, key=lambda i: (min(rank(g) for g in components[i]), i))
+        done.add(best)
+        order.append(sorted(components[best], key=rank))
+    return order
+
+
+class GoalAgenda:
+    """Decomposer delegate without an LLM: goal agenda, then the full goal with the rest of the budget.
+
+    `agenda_share` is the part of the budget (after translation) the agenda may use before the fallback starts.
+    """
+
+    source = "decomposition"
+
+    def __init__(self, solver: SubgoalSolver | None = None, budget_s: float | None = None,
+                 agenda_share: float = 0.5, name: str = "goal-agenda") -> None:
+        self.name = name
+        self.budget_s = budget_s
+        self.agenda_share = agenda_share
+        self.solver = solver or SubgoalSolver()
+
+    def warm_up(self) -> None:
+        self.solver.warm_up()
+
+    def close(self) -> None:
+        self.solver.close()
+
+    def subgoals(self, request: PlanRequest, translation: Any, deadline: float) -> list[Formula]:
+        """The incremental subgoals: goal atoms of agenda entries 1..k, the task's own goal last."""
+        task = request.task
+        goal = task.problem.goal
+        parts = goal.parts if isinstance(goal, And) else (goal,)
+        atoms = [p for p in parts if isinstance(p, Atom)]
+        if translation is None or translation.sas is None or len(atoms) < 2:
+            return [goal]
+        sas: SasTask = translation.sas
+        index = sas.atom_index()
+        by_fact = {index[sas_atom_name(a)]: a for a in atoms if sas_atom_name(a) in index}
+        init_values = sas.with_init(translation.init, request.initial_state)
+        if init_values is None or len(by_fact) < 2:
+            return [goal]
+        agenda = goal_agenda(sas, init_values, list(by_fact), deadline)
+        subgoals: list[Formula] = []
+        kept: list[Formula] = []
+        for entry in agenda:
+            kept.extend(by_fact[fact] for fact in entry)
+            subgoals.append(conjunction(list(kept)))
+        subgoals[-1] = goal  # the last subgoal is the goal itself, whatever the agenda could express
+        return subgoals
+
+    def solve(self, request: PlanRequest, deadline: float) -> DelegateOutcome:
+        start = time.monotonic()
+        details: dict[str, Any] = {}
+        translation, why = self.solver.translation(request, deadline)
+        details["translate_ms"] = round((time.monotonic() - start) * 1000, 1)
+        if translation is not None and translation.sas is None:
+            return DelegateOutcome(Status.UNSOLVABLE, reason="translator: goal not relaxed-reachable", details=details)
+        if why:
+            details["translation"] = why
+        agenda_deadline = time.monotonic() + self.agenda_share * max(0.0, deadline - time.monotonic())
+        subgoals = self.subgoals(request, translation, agenda_deadline)
+        details["agenda"] = [goal_text(g) for g in subgoals[:-1]] + ["(goal)"]
+        if len(subgoals) > 1:
+            result = self.solver.solve_sequence(request, subgoals, agenda_deadline, translation)
+            details["agenda_steps"] = result.steps
+            if result.status is Status.SOLVED:
+                details["method"] = "agenda"
+                return DelegateOutcome(Status.SOLVED, plan=result.plan, details=details)
+            details["agenda_failure"] = result.critique
+        if time.monotonic() >= deadline:
+            return DelegateOutcome(Status.TIMEOUT, reason="budget used up: " + details.get("agenda_failure", ""),
+                                   details=details)
+        result = self.solver.solve_sequence(request, [request.task.problem.goal], deadline, translation)
+        details["method"] = "full goal"
+        if result.status is Status.SOLVED:
+            return DelegateOutcome(Status.SOLVED, plan=result.plan, details=details)
+        step = result.steps[-1] if result.steps else {}
+        if step.get("status") == Status.UNSOLVABLE.value:
+            return DelegateOutcome(Status.UNSOLVABLE, reason=result.critique, details=details)
+        return DelegateOutcome(result.status, reason=result.critique, details=details)
