@@ -1,0 +1,241 @@
+"""Typed Python actions, GOAP-style, compiled into a planning `Task`.
+
+An action is a Python function whose annotated parameter types are its preconditions and whose return type is
+its effect: `def find_person(text: UserInput) -> Person` reads "when a UserInput is known, find_person makes a
+Person known". Compiled, every type becomes a 0-ary fact `(known-<type>)` and every action a parameterless
+schema, so the task is tiny and any planner of the cascade can solve it; several actions producing one type are
+alternatives the planner chooses between by cost (learned costs included).
+
+Extra facts can be declared for actions whose conditions are not types (`requires=`, `adds=`, `deletes=`): that
+is the explicit precondition/effect form for runtimes that think in facts rather than types.
+
+Pure: depends only on `domains`. The runtime that executes these actions lives in `portfolio.agent`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from domains.model import TRUE, ActionSchema, And, Atom, Domain, Effect, FunctionTerm, Predicate, Problem, Task
+from domains.pddl_writer import task_with_texts
+
+HINTS = ("always", "conditional", "never")
+DOMAIN_NAME = "typed-agent"
+
+
+class ReplanRequested(Exception):
+    """Raised by an action to ask for a new plan. `updates` are applied to the state first: for typed actions
+    a mapping type -> object (None forgets the type), for PDDL actions literals such as "(connected db)" or
+    "(not (connected db))"."""
+
+    def __init__(self, reason: str, updates: Mapping[Any, Any] | Iterable[str] | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.updates = updates
+
+
+class TypedActionError(TypeError):
+    """A function that cannot be compiled into an action (missing annotation, unsupported type, clash)."""
+
+
+def kebab(name: str) -> str:
+    """`UserInput` -> `user-input`, `find_person` -> `find-person`: PDDL names, lower case, no underscores."""
+    text = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", name).replace("_", "-").lower()
+    text = re.sub(r"[^a-z0-9-]", "-", text).strip("-")
+    if not text or not text[0].isalpha():
+        text = "t-" + text
+    return text
+
+
+def type_name(t: Any) -> str:
+    """The type's name as it appears in facts: a class by its `__name__`, a string as given."""
+    if isinstance(t, str):
+        return kebab(t)
+    if isinstance(t, type):
+        return kebab(t.__name__)
+    raise TypedActionError(f"expected a class or a type name, got {t!r}")
+
+
+def fact(t: Any) -> Atom:
+    """`(known-person)` for `Person`: the fact that an object of that type is on the blackboard."""
+    return Atom("known-" + type_name(t))
+
+
+def parse_literal(text: str) -> tuple[Atom, bool]:
+    """`"(at a)"` -> (Atom("at", ("a",)), False); `"(not (at a))"` -> (..., True); `"ready"` -> Atom("ready")."""
+    body = text.strip()
+    negated = False
+    if body.startswith("(not") and body.endswith(")"):
+        body, negated = body[4:-1].strip(), True
+    parts = body.strip("()").split()
+    if not parts:
+        raise ValueError(f"empty literal {text!r}")
+    return Atom(parts[0].lower(), tuple(p.lower() for p in parts[1:])), negated
+
+
+@dataclass(frozen=True)
+class TypedAction:
+    """An action declared by a function. `inputs` maps parameter names to their types; `outputs` are the types
+    the return value makes known (a tuple return makes several known). `side_effects` marks actions that change
+    the world (a pre-execution check may veto them; a failure of theirs is not retried blindly)."""
+
+    name: str
+    fn: Callable[..., Any]
+    inputs: tuple[tuple[str, Any], ...]
+    outputs: tuple[Any, ...]
+    cost: float = 1.0
+    goal: bool = False
+    hint: str = "conditional"
+    side_effects: bool = False
+    requires: tuple[str, ...] = ()
+    adds: tuple[str, ...] = ()
+    deletes: tuple[str, ...] = ()
+    replan_when: Callable[[Any], bool] | None = field(default=None, compare=False)
+    replan_reason: str = ""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def schema(self) -> ActionSchema:
+        pre = [fact(t) for _, t in self.inputs] + [parse_literal(r)[0] for r in self.requires]
+        effects = [Effect(fact(t)) for t in self.outputs]
+        effects += [Effect(parse_literal(a)[0]) for a in self.adds]
+        effects += [Effect(parse_literal(d)[0], negated=True) for d in self.deletes]
+        precondition = And(tuple(dict.fromkeys(pre))) if pre else TRUE
+        return ActionSchema(self.name, (), precondition, tuple(effects), cost=float(self.cost))
+
+
+def _outputs(annotation: Any, where: str) -> tuple[Any, ...]:
+    if annotation in (None, type(None), inspect.Signature.empty):
+        return ()
+    if typing.get_origin(annotation) is tuple:
+        return tuple(a for a in typing.get_args(annotation) if a is not Ellipsis)
+    if isinstance(annotation, type):
+        return (annotation,)
+    raise TypedActionError(f"{where}: return type {annotation!r} is not a class or tuple of classes")
+
+
+def typed_action(
+    fn: Callable[..., Any],
+    *,
+    cost: float = 1.0,
+    goal: bool = False,
+    hint: str = "conditional",
+    side_effects: bool = False,
+    name: str | None = None,
+    requires: Sequence[str] = (),
+    adds: Sequence[str] = (),
+    deletes: Sequence[str] = (),
+) -> TypedAction:
+    """Read a function's signature into a `TypedAction`; every parameter must be annotated with a class."""
+    where = f"action {getattr(fn, '__qualname__', fn)!s}"
+    if hint not in HINTS:
+        raise TypedActionError(f"{where}: hint must be one of {', '.join(HINTS)}, got {hint!r}")
+    if not cost >= 0:
+        raise TypedActionError(f"{where}: cost must be a number >= 0, got {cost!r}")
+    hints = typing.get_type_hints(fn)
+    inputs = []
+    for param in inspect.signature(fn).parameters.values():
+        annotation = hints.get(param.name)
+        if not isinstance(annotation, type):
+            raise TypedActionError(
+                f"{where}: parameter '{param.name}' needs a class annotation (its type is its precondition), "
+                f"got {annotation!r}"
+            )
+        inputs.append((param.name, annotation))
+    predicate, reason = getattr(fn, "__replan_when__", (None, ""))
+    return TypedAction(
+        name=name or kebab(fn.__name__), fn=fn, inputs=tuple(inputs),
+        outputs=_outputs(hints.get("return", inspect.Signature.empty), where), cost=float(cost), goal=goal,
+        hint=hint, side_effects=side_effects, requires=tuple(requires), adds=tuple(adds), deletes=tuple(deletes),
+        replan_when=predicate, replan_reason=reason,
+    )  # fmt: skip
+
+
+def action(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """Decorator: `@action` or `@action(cost=2.0, hint="always", side_effects=True)` (see `typed_action`)."""
+    if fn is not None:
+        return typed_action(fn, **options)
+    return lambda f: typed_action(f, **options)
+
+
+def replan_when(predicate: Callable[[Any], bool], reason: str = "") -> Callable[[Any], Any]:
+    """Wrap an action (above or below `@action`): after it returns `result`, ask for a replan when
+    `predicate(result)` is true."""
+    text = reason or f"replan_when({getattr(predicate, '__name__', 'predicate')}) held"
+
+    def wrap(target: Any) -> Any:
+        if isinstance(target, TypedAction):
+            return replace(target, replan_when=predicate, replan_reason=text)
+        target.__replan_when__ = (predicate, text)
+        return target
+
+    return wrap
+
+
+def registered_types(actions: Sequence[TypedAction]) -> dict[str, Any]:
+    """Type name -> class for every type the actions mention; a name used by two different classes is an
+    error, since both would become the same fact."""
+    found: dict[str, Any] = {}
+    for act in actions:
+        for t in [t for _, t in act.inputs] + list(act.outputs):
+            key = type_name(t)
+            if found.setdefault(key, t) is not t:
+                raise TypedActionError(f"two different types are both named '{key}' ({found[key]!r} and {t!r})")
+    return found
+
+
+def compile_actions(
+    actions: Sequence[TypedAction], goal: Sequence[Any], init: Iterable[Atom] = ()
+) -> Task:
+    """The planning task of `actions`: facts `(known-<type>)` (plus declared extra facts), one parameterless
+    schema per action with its cost, the goal that every type in `goal` (classes, type names or literal
+    strings such as "(report-sent)") is known, and `init` as the initial state."""
+    names = [a.name for a in actions]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise TypedActionError(f"action names must be unique; repeated: {', '.join(duplicates)}")
+    registered_types(actions)
+    schemas = tuple(a.schema() for a in actions)
+    goal_atoms = tuple(parse_literal(g)[0] if isinstance(g, str) and g.startswith("(") else fact(g) for g in goal)
+    if not goal_atoms:
+        raise TypedActionError("a goal is needed: pass goal=SomeType or mark an action @action(goal=True)")
+    atoms: dict[str, None] = {}
+    for schema in schemas:
+        for part in (schema.precondition.parts if isinstance(schema.precondition, And) else ()):
+            atoms[part.predicate] = None
+        for effect in schema.effects:
+            atoms[effect.atom.predicate] = None
+    for atom in list(goal_atoms) + list(init):
+        atoms[atom.predicate] = None
+    domain = Domain(
+        name=DOMAIN_NAME, requirements=(":strips", ":action-costs"),
+        predicates=tuple(Predicate(p) for p in sorted(atoms)), functions=(Predicate("total-cost"),),
+        actions=schemas,
+    )  # fmt: skip
+    problem = Problem(
+        name=DOMAIN_NAME + "-problem", domain_name=DOMAIN_NAME, init=frozenset(init),
+        numeric_init=((FunctionTerm("total-cost"), 0.0),),
+        goal=And(goal_atoms) if len(goal_atoms) > 1 else goal_atoms[0], minimize_total_cost=True,
+    )  # fmt: skip
+    return task_with_texts(domain, problem)
+
+
+__all__ = [
+    "ReplanRequested",
+    "TypedAction",
+    "TypedActionError",
+    "action",
+    "compile_actions",
+    "fact",
+    "kebab",
+    "parse_literal",
+    "registered_types",
+    "replan_when",
+    "type_name",
+    "typed_action",
+]

@@ -1,0 +1,299 @@
+"""`Agent`: typed Python actions (or PDDL actions with handlers) planned, executed, observed and replanned.
+
+    from portfolio.agent import Agent, action
+
+    @action(cost=1.0)
+    def find_person(text: UserInput) -> Person: ...
+
+    @action(goal=True)
+    def write_up(person: Person, news: News) -> WriteUp: ...
+
+    with Agent([find_person, fetch_news, write_up], traces="traces.db") as agent:
+        result = agent.run(UserInput("..."), goal=WriteUp)
+        result.output, result.steps, result.replans
+        agent.learn()          # retrain the failure model on the recorded steps; later plans use its costs
+
+Typed actions are compiled once per goal into a tiny planning task (`domains.typed_actions`) and planned with
+the same cascade as everything else, led by the in-process exact search (`portfolio.delegates.typed_search`)
+so that replanning costs milliseconds; Fast Downward and pyperplan stay behind it for larger tasks and Fast
+Downward grounds the task for learned costs. Objects live on a blackboard keyed by type: a parameter of type
+`Person` receives the latest `Person` produced or given. `Agent.for_task` runs a PDDL task instead, with
+handlers bound to its action names. The loop itself is `portfolio.loop`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from domains.model import Atom, GroundAction, State, Task
+from domains.typed_actions import (
+    HINTS,
+    ReplanRequested,
+    TypedAction,
+    action,
+    compile_actions,
+    fact,
+    parse_literal,
+    registered_types,
+    replan_when,
+    type_name,
+)
+from portfolio.failures import Critic, InfeasibleFailure, KnowledgeFailure, TransientFailure
+from portfolio.loop import LoopConfig, Observation, RunResult, VetoCheck, run_loop
+from portfolio.observability import Counters
+
+
+def _with(state: State, literals: Iterable[str]) -> State:
+    adds: set[Atom] = set()
+    deletes: set[Atom] = set()
+    for text in literals:
+        atom, negated = parse_literal(text)
+        (deletes if negated else adds).add(atom)
+    return frozenset((set(state) - deletes) | adds)
+
+
+class _TypedExecutor:
+    """Runs typed actions against a blackboard (type name -> latest object of that type)."""
+
+    def __init__(self, actions: Mapping[str, TypedAction], types: Mapping[str, Any], board: dict[str, Any]):
+        self.actions, self.types, self.board = actions, types, board
+
+    def hint(self, step: GroundAction) -> str:
+        return self.actions[step.name].hint
+
+    def side_effects(self, step: GroundAction) -> bool:
+        return self.actions[step.name].side_effects
+
+    def put(self, value: Any) -> set[Atom]:
+        """Put `value` on the board under every registered type it is an instance of; the facts made true."""
+        facts = set()
+        for name, cls in self.types.items():
+            if isinstance(cls, type) and isinstance(value, cls):
+                self.board[name] = value
+                facts.add(fact(name))
+        return facts
+
+    def execute(self, step: GroundAction, state: State, expected: State) -> Observation:
+        spec = self.actions[step.name]
+        output = spec.fn(**{param: self.board[type_name(t)] for param, t in spec.inputs})
+        values = output if len(spec.outputs) > 1 and isinstance(output, tuple) else (output,)
+        produced: set[Atom] = set()
+        for cls, value in zip(spec.outputs, values):
+            if value is None:
+                continue  # produced nothing: the expected effect is not observed (see divergence)
+            if not isinstance(value, cls):
+                raise KnowledgeFailure(f"{spec.name} returned {type(value).__name__}, expected {cls.__name__}")
+            produced |= self.put(value)
+        observed = _with(frozenset(set(state) | produced), list(spec.adds) + [f"(not {d})" for d in spec.deletes])
+        ask = spec.replan_when is not None and bool(spec.replan_when(output))
+        return Observation(observed, output, spec.replan_reason if ask else None)
+
+    def apply_updates(self, state: State, updates: Any) -> State:
+        if updates is None:
+            return state
+        if isinstance(updates, Mapping):
+            current = set(state)
+            for key, value in updates.items():
+                name = type_name(key)
+                if value is None:
+                    self.board.pop(name, None)
+                    current.discard(fact(name))
+                else:
+                    self.board[name] = value
+                    current.add(fact(name))
+            return frozenset(current)
+        return _with(state, updates)
+
+
+class _TaskExecutor:
+    """Runs PDDL actions through handlers `fn(*args)`; a handler returns None (its effects happened as
+    modelled) or the literals it observed, e.g. ["(has-notes j1)"] (expected effects missing from them count
+    as divergence)."""
+
+    def __init__(self, handlers: Mapping[str, Callable[..., Any]], hints: Mapping[str, str],
+                 side_effects: Iterable[str]) -> None:
+        self.handlers, self.hints, self.effects = handlers, hints, set(side_effects)
+
+    def hint(self, step: GroundAction) -> str:
+        return self.hints.get(step.name, "conditional")
+
+    def side_effects(self, step: GroundAction) -> bool:
+        return step.name in self.effects
+
+    def execute(self, step: GroundAction, state: State, expected: State) -> Observation:
+        answer = self.handlers[step.name](*step.args)
+        if answer is None:
+            return Observation(expected, None)
+        return Observation(_with(state, answer), answer)
+
+    def apply_updates(self, state: State, updates: Any) -> State:
+        return state if updates is None else _with(state, updates)
+
+
+def classical_stages(budget_s: float = 1.0) -> list:
+    """The agent's cascade: in-process exact search first, then Fast Downward and pyperplan, one 1 s tier."""
+    from portfolio.cascade import Tier
+    from portfolio.delegates.fast_downward import FastDownward
+    from portfolio.delegates.pyperplan import Pyperplan
+    from portfolio.delegates.typed_search import TypedSearch
+
+    return [Tier("classical", [TypedSearch(), FastDownward(), Pyperplan()], budget_s)]
+
+
+class Agent:
+    """Plans and executes typed actions (see the module docstring).
+
+    `trigger` (`every-step`, `on-failure`, `progress`), `window` and `threshold` choose when to replan;
+    `limits` are further `LoopConfig` fields (max_steps, max_replans, max_adaptations, max_seconds,
+    max_retries, backoff_s, loop_limit). `check(step, state)` may veto a side-effecting action (return False or
+    a reason); `critic(failure)` writes critiques (an LLM, say). `traces`: a trace store path for steps, plans
+    and learned costs; `planner`: bring your own `Planner` instead of the agent's.
+    """
+
+    def __init__(
+        self,
+        actions: Sequence[TypedAction | Callable[..., Any]] = (),
+        *,
+        goal: Any = None,
+        traces: str | os.PathLike | None = None,
+        trigger: str = "on-failure",
+        window: int = 5,
+        threshold: float = 0.3,
+        check: VetoCheck | None = None,
+        critic: Critic | None = None,
+        features: dict | None = None,
+        cost_weight: float = 1.0,
+        budget_s: float = 1.0,
+        planner: Any = None,
+        warm: bool = True,
+        **limits: Any,
+    ) -> None:
+        self.actions = [a if isinstance(a, TypedAction) else action(a) for a in actions]
+        self.by_name = {a.name: a for a in self.actions}
+        self.types = registered_types(self.actions)
+        goals = [t for a in self.actions if a.goal for t in a.outputs]
+        self.goal = goal if goal is not None else (goals[0] if goals else None)
+        self.config = LoopConfig(trigger=trigger, window=window, threshold=threshold, **limits)
+        self.check, self.critic, self.features = check, critic, features
+        self.counters = Counters()
+        self.task: Task | None = None  # set by for_task
+        self._handlers: _TaskExecutor | None = None
+        self._tasks: dict[tuple, Task] = {}
+        self._own_planner = planner is None
+        if planner is None:
+            from portfolio.planner import Planner
+
+            planner = Planner(classical_stages(budget_s), traces=traces, cost_weight=cost_weight, warm=warm)
+        self.planner = planner
+        self.store = None
+        if traces is not None:
+            from traces.store import TraceStore
+
+            self.store = TraceStore(traces)
+
+    @classmethod
+    def for_task(cls, task: Task, handlers: Mapping[str, Callable[..., Any]], *,
+                 hints: Mapping[str, str] | None = None, side_effects: Iterable[str] = (), **options: Any) -> "Agent":
+        """An agent for a PDDL task: `handlers` maps each action name of the task to a function called with the
+        grounded arguments (object names); `hints` maps action names to always/conditional/never."""
+        names = {schema.name for schema in task.domain.actions}
+        missing = sorted(names - set(handlers))
+        unknown = sorted(set(handlers) - names) + sorted(set(hints or {}) - names)
+        if missing or unknown:
+            raise ValueError(f"handlers must cover the actions of domain '{task.domain.name}' exactly: "
+                             f"missing {missing or 'none'}, unknown {unknown or 'none'}")
+        bad = {k: v for k, v in (hints or {}).items() if v not in HINTS}
+        if bad:
+            raise ValueError(f"hints must be one of {', '.join(HINTS)}: got {bad}")
+        agent = cls((), **options)
+        agent.task = task
+        agent._handlers = _TaskExecutor(handlers, dict(hints or {}), side_effects)
+        return agent
+
+    def compiled(self, goal: Any, init: frozenset[Atom]) -> Task:
+        """The task of this agent's typed actions for `goal` (cached: one translation per goal and start)."""
+        goals = tuple(goal) if isinstance(goal, (tuple, list)) else (goal,)
+        key = (tuple(type_name(g) if not (isinstance(g, str) and g.startswith("(")) else g for g in goals), init)
+        task = self._tasks.get(key)
+        if task is None:
+            task = self._tasks[key] = compile_actions(self.actions, goals, init)
+        return task
+
+    def run(self, *inputs: Any, goal: Any = None, facts: Iterable[str] = (), features: dict | None = None,
+            init: Iterable[str] | None = None) -> RunResult:
+        """Reach `goal` (a type, tuple of types or literal strings; default: the goal action's output) from the
+        `inputs` objects and extra `facts`. For a PDDL agent, `init` literals replace the task's initial state.
+        Returns the `RunResult` (output: the goal object, steps, replans, status and reason)."""
+        features = features if features is not None else self.features
+        if self.task is not None:
+            assert self._handlers is not None
+            task, executor = self.task, self._handlers
+            start = task.problem.init if init is None else frozenset(parse_literal(t)[0] for t in init)
+            goal_types: tuple = ()
+        else:
+            goal = goal if goal is not None else self.goal
+            if goal is None:
+                raise ValueError("no goal: pass goal=SomeType or mark an action @action(goal=True)")
+            board: dict[str, Any] = {}
+            executor = _TypedExecutor(self.by_name, self.types, board)
+            start_facts = {parse_literal(t)[0] for t in facts}
+            for value in inputs:
+                made = executor.put(value)
+                if not made:
+                    raise ValueError(f"input {value!r}: no action takes a {type(value).__name__} "
+                                     f"(known types: {', '.join(sorted(self.types))})")
+                start_facts |= made
+            start = frozenset(start_facts)
+            task = self.compiled(goal, start)
+            goal_types = tuple(goal) if isinstance(goal, (tuple, list)) else (goal,)
+        run_id = None
+        if self.store is not None:
+            from domains.pddl_writer import formula_to_pddl
+
+            run_id = self.store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal))
+        result = run_loop(self.planner, task, start, executor, self.config, store=self.store, run_id=run_id,
+                          features=features, critic=self.critic, check=self.check, counters=self.counters)
+        if goal_types and result.succeeded:
+            found = [executor.board.get(type_name(g)) for g in goal_types if not str(g).startswith("(")]
+            result.output = found[0] if len(found) == 1 else tuple(found)
+        if self.store is not None and run_id is not None:
+            self.store.end_run(run_id, "success" if result.succeeded else "conceded")
+        return result
+
+    def learn(self):
+        """Retrain the failure model on every recorded step and make the planner use it (between runs)."""
+        if self.store is None:
+            raise ValueError("learning needs a trace store: Agent(..., traces='traces.db')")
+        from learning.retrain import retrain
+
+        info = retrain(self.store)
+        self.planner.reload_model()
+        return info
+
+    def close(self) -> None:
+        if self._own_planner:
+            self.planner.close()
+        if self.store is not None:
+            self.store.close()
+
+    def __enter__(self) -> "Agent":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = [
+    "Agent",
+    "InfeasibleFailure",
+    "KnowledgeFailure",
+    "LoopConfig",
+    "ReplanRequested",
+    "RunResult",
+    "TransientFailure",
+    "TypedAction",
+    "action",
+    "classical_stages",
+    "replan_when",
+]
