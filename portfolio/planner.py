@@ -22,6 +22,7 @@ from portfolio.results import PlanRequest, PlanResult
 log = logging.getLogger(__name__)
 
 CLASSICAL_DELEGATES = ("fast-downward", "pyperplan")
+DECOMPOSER_DELEGATES = ("llm", "goal-agenda")
 
 
 def make_delegate(name: str, **options: Any):
@@ -33,6 +34,9 @@ def make_delegate(name: str, **options: Any):
         )
     if name == "pyperplan":
         return Pyperplan()
+    if name not in DECOMPOSER_DELEGATES:
+        known = ", ".join(CLASSICAL_DELEGATES + DECOMPOSER_DELEGATES)
+        raise ValueError(f"unknown delegate {name!r}; expected a comma-separated list of: {known}")
     from portfolio.delegates.registry import make_extra_delegate  # decomposer tier, loaded only when asked for
 
     return make_extra_delegate(name, **options)
@@ -42,6 +46,9 @@ def default_stages(
     names: Sequence[str] = CLASSICAL_DELEGATES, budget_s: float = CLASSICAL_BUDGET_S, **options: Any
 ) -> list[Stage]:
     """Classical delegates share one tier of `budget_s`; other delegates (the decomposer tier) follow."""
+    for name in names:
+        if name not in CLASSICAL_DELEGATES + DECOMPOSER_DELEGATES:
+            make_delegate(name)  # raises the error that names the known delegates
     classical = [make_delegate(n, **options) for n in names if n in CLASSICAL_DELEGATES]
     stages: list[Stage] = []
     if classical:
