@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from domains.model import TRUE, ActionSchema, And, Atom, Domain, Effect, FunctionTerm, Predicate, Problem, Task
-from domains.pddl_writer import task_with_texts
+from domains.pddl_writer import domain_to_pddl, problem_to_pddl
 
 HINTS = ("always", "conditional", "never")
 DOMAIN_NAME = "typed-agent"
@@ -222,7 +222,13 @@ def compile_actions(
         numeric_init=((FunctionTerm("total-cost"), 0.0),),
         goal=And(goal_atoms) if len(goal_atoms) > 1 else goal_atoms[0], minimize_total_cost=True,
     )  # fmt: skip
-    return task_with_texts(domain, problem)
+    # Fast Downward reads integer costs only: the planner-facing text scales every cost by the smallest power of
+    # ten (up to 1000) that makes them whole; the model keeps the declared costs, which validation and
+    # reported plan costs use. Relative costs, and so the cheapest plan, are unchanged.
+    factor = next((f for f in (1, 10, 100) if all(abs(a.cost * f - round(a.cost * f)) < 1e-9 for a in actions)),
+                  1000)
+    text_domain = replace(domain, actions=tuple(replace(s, cost=float(round(s.cost * factor))) for s in schemas))
+    return Task(domain, problem, domain_pddl=domain_to_pddl(text_domain), problem_pddl=problem_to_pddl(problem))
 
 
 __all__ = [
