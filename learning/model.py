@@ -5,8 +5,12 @@ positions, object types, the step's features; see `learning.features`), Platt-ca
 when there is enough data, and blends it with an optimistic Beta prior:
 
     p_fail = (N * p_classifier + prior_alpha) / (N + prior_alpha + prior_beta)
+    N = n_grounding + transfer * (n_action - n_grounding)
 
-where N is the recency-weighted number of steps of that action name. With few samples p_fail stays near the prior
+where n_grounding is the recency-weighted number of steps of that very grounded action and n_action that of its
+action name. Evidence is mostly the grounding's own: a search engine that failed 50 times says little about
+another engine nobody tried, which keeps the optimistic prior (and so the agent keeps trying the alternative);
+`transfer` lets a fraction of the siblings' evidence through. With few samples p_fail stays near the prior
 mean (0.05 by default), so an action seen failing twice is not condemned forever (the CaseHub peer never tries an
 action again once it is expensive; an optimistic prior keeps exploring). Below `min_samples`, or when only one
 outcome was ever seen, the classifier is the action name's weighted failure rate, i.e. p_fail is the Beta
@@ -89,6 +93,7 @@ class _Compiled:
     calib_b: float
     n_eff: float  # recency-weighted steps
     fail_eff: float  # recency-weighted failures
+    grounding_eff: dict[str, float]  # "g:<args>" token -> recency-weighted steps of that grounding
     n_steps: int
     n_failures: int
     kind: str  # "beta", "logistic" or "logistic+sigmoid"
@@ -111,6 +116,8 @@ class FailureModel(BaseEstimator):
     C, max_iter: logistic regression's inverse L2 strength and iteration cap. The L2 penalty is a Gaussian prior
         on each token's weight; a grounding seen in few steps owns ~5 tokens of its own (identity, positions), so
         C=1 let two failures push p_fail to ~0.7, C=0.1 keeps it ~0.15 while 10 failures still reach ~0.6.
+    transfer: the share of an action name's other groundings' evidence that counts for a grounding (0: each
+        grounding learns alone; 1: all groundings of a name share their evidence).
     calibrate_min_samples: Platt-calibrate (shuffled 3-fold CalibratedClassifierCV) from this many steps of an
         action name, if each outcome occurs at least 20 times; None: never. Kept high because with few steps per
         grounding the held-out folds see unseen tokens and the fitted sigmoid flattens real signal (measured: 10
@@ -126,6 +133,7 @@ class FailureModel(BaseEstimator):
         C: float = 0.1,
         max_iter: int = 200,
         calibrate_min_samples: int | None = 20_000,
+        transfer: float = 0.1,
     ) -> None:
         self.prior_alpha = prior_alpha
         self.prior_beta = prior_beta
@@ -134,6 +142,7 @@ class FailureModel(BaseEstimator):
         self.C = C
         self.max_iter = max_iter
         self.calibrate_min_samples = calibrate_min_samples
+        self.transfer = transfer
 
     # -- fitting ---------------------------------------------------------------------------------------------------
 
@@ -197,7 +206,10 @@ class FailureModel(BaseEstimator):
         n, failures = len(y), int(y.sum())
         w = _recency_weights(n, self.half_life_steps)
         n_eff, fail_eff = float(w.sum()), float(w @ y) if n else 0.0
-        base = dict(n_eff=n_eff, fail_eff=fail_eff, n_steps=n, n_failures=failures)
+        grounding_cols = {token: col for token, col in vocab.items() if token.startswith("g:") and col < X.shape[1]}
+        per_column = X.T @ w if n else np.zeros(X.shape[1])
+        grounding_eff = {token: float(per_column[col]) for token, col in grounding_cols.items()}
+        base = dict(n_eff=n_eff, fail_eff=fail_eff, n_steps=n, n_failures=failures, grounding_eff=grounding_eff)
         if n < self.min_samples or failures in (0, n):
             return _Compiled({}, 0.0, -1.0, 0.0, kind="beta", **base), None
         lr = LogisticRegression(C=self.C, max_iter=self.max_iter)
@@ -218,10 +230,18 @@ class FailureModel(BaseEstimator):
         weights = {token: float(coef[col]) for token, col in vocab.items() if col < len(coef) and coef[col] != 0.0}
         return _Compiled(weights, float(lr.intercept_[0]), a, b, kind=kind, **base), coef
 
-    def _blend(self, compiled: _Compiled, p_classifier: np.ndarray | float) -> np.ndarray | float:
-        return (compiled.n_eff * p_classifier + self.prior_alpha) / (
-            compiled.n_eff + self.prior_alpha + self.prior_beta
-        )
+    def _evidence(self, compiled: _Compiled, grounding_tokens: Sequence[str] | None) -> np.ndarray | float:
+        """N in the blend: the grounding's own weighted steps plus `transfer` of its siblings'."""
+        if grounding_tokens is None:
+            return compiled.n_eff
+        own = np.array([compiled.grounding_eff.get(token, 0.0) for token in grounding_tokens])
+        return own + self.transfer * (compiled.n_eff - own)
+
+    def _blend(
+        self, compiled: _Compiled, p_classifier: np.ndarray | float, evidence: np.ndarray | float | None = None
+    ) -> np.ndarray | float:
+        n = compiled.n_eff if evidence is None else evidence
+        return (n * p_classifier + self.prior_alpha) / (n + self.prior_alpha + self.prior_beta)
 
     def _classifier_proba(self, compiled: _Compiled, scores: np.ndarray) -> np.ndarray:
         if compiled.kind == "beta":
@@ -243,7 +263,7 @@ class FailureModel(BaseEstimator):
             if train.any():
                 compiled, coef = self._fit_action(X[train], y[train], table.vocab)
             else:
-                compiled, coef = _Compiled({}, 0.0, -1.0, 0.0, 0.0, 0.0, 0, 0, "beta"), None
+                compiled, coef = _Compiled({}, 0.0, -1.0, 0.0, 0.0, 0.0, {}, 0, 0, "beta"), None
             scores = X[test] @ coef + compiled.intercept if coef is not None else np.zeros(int(test.sum()))
             p_pred.append(self._blend(compiled, self._classifier_proba(compiled, scores)))
             y_true.append(y[test])
@@ -286,8 +306,9 @@ class FailureModel(BaseEstimator):
             compiled = self.actions_.get(name)
             if compiled is None:
                 continue
+            evidence = self._evidence(compiled, ["g:" + " ".join(actions[i].args) for i in positions])
             if compiled.kind == "beta":
-                out[positions] = self._blend(compiled, self._classifier_proba(compiled, np.zeros(1)))[0]
+                out[positions] = self._blend(compiled, self._classifier_proba(compiled, np.zeros(1))[0], evidence)
                 continue
             weights = compiled.weights
             get = weights.get
@@ -295,7 +316,7 @@ class FailureModel(BaseEstimator):
             scores = np.empty(len(positions))
             for j, i in enumerate(positions):
                 scores[j] = base + sum(get(t, 0.0) for t in action_tokens(actions[i].args, object_types))
-            out[positions] = self._blend(compiled, self._classifier_proba(compiled, scores))
+            out[positions] = self._blend(compiled, self._classifier_proba(compiled, scores), evidence)
         return out
 
     def action_counts(self) -> dict[str, dict[str, Any]]:

@@ -158,7 +158,7 @@ def parse_sas(text: str) -> SasTask:
     operators = []
     for _ in range(operator_count):
         expect("begin_operator")
-        name = lines[position]
+        name = lines[position].strip()
         body_start = position + 1
         end = lines.index("end_operator", body_start)
         body = "\n".join(lines[body_start : end - 1]) + "\n"

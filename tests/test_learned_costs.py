@@ -1,0 +1,115 @@
+"""Learned costs steer real plans: an action that keeps failing is routed around, with and without the task's
+own action costs, and a later run of successes brings it back."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from domains.bundled import bundled_task, write_instance
+from domains.validate import validate_plan
+from learning.retrain import retrain
+from portfolio.planner import Planner
+from traces.records import StepRecord
+from traces.store import TraceStore
+
+
+def record(store: TraceStore, action: str, args: tuple[str, ...], outcomes: list[str], run: str) -> None:
+    store.record_steps([
+        StepRecord(run_id=run, step=i, action=action, args=args, outcome=outcome)
+        for i, outcome in enumerate(outcomes)
+    ])
+
+
+def flaky(failures_in_ten: int, rounds: int) -> list[str]:
+    return (["failure"] * failures_in_ten + ["success"] * (10 - failures_in_ten)) * rounds
+
+
+def plan_with(store_path, task):
+    with Planner(traces=store_path) as planner:
+        result = planner.plan(task)
+    assert result.solved, result.attempts
+    assert validate_plan(task, result.actions()).ok
+    return result
+
+
+@pytest.mark.parametrize(
+    "domain, size, unreliable, alternative_action",
+    [
+        # Action costs of its own: the cheap web engine becomes unreliable, the dearer one takes over.
+        ("tools", 1, "(web-search job1 competitors web-basic)", "web-search"),
+        # Unit costs: picking up with the left gripper fails, the right gripper takes over.
+        ("gripper", 1, None, "pick"),
+    ],
+)
+def test_unreliable_grounded_action_is_avoided_and_recovers(tmp_path, domain, size, unreliable, alternative_action):
+    task = bundled_task(domain, size, seed=0)
+    store_path = tmp_path / "traces.db"
+    with TraceStore(store_path) as store:
+        record(store, "noop-warmup", (), ["success"] * 5, "seed")
+    baseline = plan_with(store_path, task)
+    if unreliable is None:
+        unreliable = next(step for step in baseline.plan if step.startswith(f"({alternative_action} "))
+    assert unreliable in baseline.plan
+    name, *args = unreliable.strip("()").split()
+
+    with TraceStore(store_path) as store:
+        record(store, name, tuple(args), flaky(8, 6), "bad-days")
+        retrain(store)
+    around = plan_with(store_path, task)
+    assert unreliable not in around.plan
+    assert any(step.startswith(f"({alternative_action} ") or alternative_action not in step for step in around.plan)
+    assert around.success_probability is not None and around.success_probability > 0.5
+
+    with TraceStore(store_path) as store:
+        record(store, name, tuple(args), ["success"] * 400, "repaired")
+        retrain(store)
+    with Planner(traces=store_path) as planner:
+        assert planner.learned_costs(task)[unreliable].p_fail < 0.2
+    if domain == "tools":  # the repaired engine is the cheapest again (gripper's hands cost the same: a tie)
+        assert unreliable in plan_with(store_path, task).plan
+
+
+def test_plan_json_reports_success_probability_and_costs_command_lists_p_fail(tmp_path):
+    store_path = tmp_path / "traces.db"
+    with TraceStore(store_path) as store:
+        record(store, "web-search", ("job1", "competitors", "web-basic"), flaky(8, 6), "r1")
+        retrain(store)
+    domain, problem = write_instance("tools", 1, 0, tmp_path)
+    run = subprocess.run([sys.executable, "-m", "portfolio.cli", "plan", domain, problem, "--traces", store_path,
+                          "--json"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert 0 < result["success_probability"] <= 1
+    assert "(web-search job1 competitors web-basic)" not in result["plan"]
+
+    run = subprocess.run([sys.executable, "-m", "portfolio.cli", "costs", domain, problem, "--traces", store_path,
+                          "--json"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    rows = {row["action"]: row for row in json.loads(run.stdout)}
+    risky = rows["(web-search job1 competitors web-basic)"]
+    safe = rows["(web-search job1 competitors web-pro)"]
+    assert risky["p_fail"] > 0.5 > safe["p_fail"]
+    assert risky["cost"] > safe["cost"]
+
+
+def test_costs_without_a_model_is_a_clear_error(tmp_path):
+    domain, problem = write_instance("tools", 1, 0, tmp_path)
+    run = subprocess.run([sys.executable, "-m", "portfolio.cli", "costs", domain, problem, "--traces",
+                          tmp_path / "empty.db"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2
+    assert "retrain" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_plans_are_recorded_in_the_trace_store(tmp_path):
+    store_path = tmp_path / "traces.db"
+    task = bundled_task("blocksworld", 3, seed=0)
+    with Planner(traces=store_path) as planner:
+        result = planner.plan(task)
+    with TraceStore(store_path) as store:
+        rows = list(store.db["plans"].rows)
+    assert len(rows) == 1
+    assert json.loads(rows[0]["plan"]) == result.plan
