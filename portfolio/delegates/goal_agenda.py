@@ -3,7 +3,7 @@
 Koehler & Hoffmann's goal agenda (as in FF): goal atom g1 should be achieved before g2 when, once g2 has just
 been achieved, g1 can no longer be reached without destroying g2. That test is approximated on Fast Downward's
 SAS translation of the task, in the relaxed (delete-free, value-accumulating) task: start from every fact the relaxed
-task reaches from the current state, with everything that is false right after achieving g2 removed (other values of the variables its achievers set,
+task reaches from the current state, with everything that is false right after achieving g2 and the other goals removed (other values of the variables its achievers set,
 and facts in a mutex group with g2) and g2 added, forbid operators that move g2's variable elsewhere, and see
 whether g1 is still reachable. Strongly connected goals form one agenda entry; ties go to the goal the relaxed
 task reaches first.
@@ -135,7 +135,8 @@ def goal_agenda(sas: SasTask, init_values: Sequence[int], goals: Sequence[Fact],
         if deadline is not None and time.monotonic() > deadline:
             break
         false_after = _false_after(ops, groups, domain_sizes, g2)
-        start = (set(base_levels) - false_after) | {g2}
+        # Other goals are taken out of the start: the question is whether they can still be achieved.
+        start = (set(base_levels) - false_after - set(goals)) | {g2}
         reach = relaxed_levels(ops, start, banned_var=g2[0], kept_value=g2[1], deadline=deadline)
         for g1 in goals:
             if g1 != g2 and g1 not in reach:
@@ -262,10 +263,11 @@ class GoalAgenda:
             details["translation"] = why
         agenda_deadline = time.monotonic() + self.agenda_share * max(0.0, deadline - time.monotonic())
         subgoals = self.subgoals(request, translation, agenda_deadline)
-        details["agenda"] = [goal_text(g) for g in subgoals[:-1]] + ["(goal)"]
+        # Each entry's new atoms only: the subgoals themselves grow quadratically.
+        details["agenda"] = _entries(subgoals)
         if len(subgoals) > 1:
             result = self.solver.solve_sequence(request, subgoals, agenda_deadline, translation)
-            details["agenda_steps"] = result.steps
+            details["agenda_steps"] = [{k: v for k, v in step.items() if k != "subgoal"} for step in result.steps]
             if result.status is Status.SOLVED:
                 details["method"] = "agenda"
                 return DelegateOutcome(Status.SOLVED, plan=result.plan, details=details)
@@ -281,3 +283,14 @@ class GoalAgenda:
         if step.get("status") == Status.UNSOLVABLE.value:
             return DelegateOutcome(Status.UNSOLVABLE, reason=result.critique, details=details)
         return DelegateOutcome(result.status, reason=result.critique, details=details)
+
+
+def _entries(subgoals: list[Formula]) -> list[str]:
+    seen: set[str] = set()
+    entries = []
+    for goal in subgoals[:-1]:
+        parts = goal.parts if isinstance(goal, And) else (goal,)
+        new = [str(p) for p in parts if str(p) not in seen]
+        seen.update(new)
+        entries.append(" ".join(new))
+    return entries + ["(goal)"]
