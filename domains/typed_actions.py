@@ -131,7 +131,8 @@ def typed_action(
     adds: Sequence[str] = (),
     deletes: Sequence[str] = (),
 ) -> TypedAction:
-    """Read a function's signature into a `TypedAction`; every parameter must be annotated with a class."""
+    """Read a function's signature into a `TypedAction`: every parameter must be annotated with a class,
+    except parameters with a default value (settings the planner leaves alone) and *args/**kwargs."""
     where = f"action {getattr(fn, '__qualname__', fn)!s}"
     if hint not in HINTS:
         raise TypedActionError(f"{where}: hint must be one of {', '.join(HINTS)}, got {hint!r}")
@@ -141,6 +142,10 @@ def typed_action(
     inputs = []
     for param in inspect.signature(fn).parameters.values():
         annotation = hints.get(param.name)
+        if not isinstance(annotation, type) and (
+            param.default is not inspect.Parameter.empty or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD)
+        ):
+            continue  # configuration with a default (or *args/**kwargs), not something to plan for
         if not isinstance(annotation, type):
             raise TypedActionError(
                 f"{where}: parameter '{param.name}' needs a class annotation (its type is its precondition), "
