@@ -208,3 +208,45 @@ def test_demo_runs_and_shows_replanning_and_learning(capsys):
     assert main(["--runs", "3"]) == 0
     out = capsys.readouterr().out
     assert "replan (failure" in out and "first news tool (fetch-archive)" in out
+
+
+class RecordingTracer:
+    """Stands in for the OpenTelemetry API, which is not installed here: records span names and attributes."""
+
+    def __init__(self):
+        self.spans = []
+
+    def get_tracer(self, name):
+        return self
+
+    def start_as_current_span(self, name, attributes=None):
+        import contextlib
+
+        record = {"name": name, **(attributes or {})}
+        self.spans.append(record)
+
+        class Span:
+            def set_attribute(self, key, value):
+                record[key] = value
+
+        return contextlib.nullcontext(Span())
+
+
+def test_spans_when_opentelemetry_is_present(monkeypatch):
+    from portfolio import observability
+
+    tracer = RecordingTracer()
+    monkeypatch.setattr(observability, "_otel_trace", tracer)
+
+    @action(cost=1.0)
+    def broken_news(person: Person) -> News:
+        raise LookupError("no index")
+
+    with Agent([find_person, broken_news, fetch_news, write_up], warm=False) as agent:
+        assert agent.run(UserInput("Ada Lovelace")).succeeded
+    names = [s["name"] for s in tracer.spans]
+    assert names == ["portfolio.run", "portfolio.plan", "portfolio.step", "portfolio.step", "portfolio.replan",
+                     "portfolio.step", "portfolio.step"]
+    replan = tracer.spans[4]
+    assert replan["trigger"] == "failure" and "no index" in replan["reason"] and replan["status"] == "solved"
+    assert tracer.spans[3]["outcome"] == "failure" and tracer.spans[3]["category"] == "knowledge"
