@@ -163,7 +163,7 @@ class Agent:
         check: VetoCheck | None = None,
         critic: Critic | None = None,
         features: dict | None = None,
-        cost_weight: float = 1.0,
+        cost_weight: float | None = None,
         budget_s: float = 1.0,
         planner: Any = None,
         warm: bool = True,
@@ -184,7 +184,8 @@ class Agent:
         if planner is None:
             from portfolio.planner import Planner
 
-            planner = Planner(classical_stages(budget_s), traces=traces, cost_weight=cost_weight, warm=warm)
+            weight = {} if cost_weight is None else {"cost_weight": cost_weight}  # None: the Planner's default
+            planner = Planner(classical_stages(budget_s), traces=traces, warm=warm, **weight)
         self.planner = planner
         self.store = None
         if traces is not None:
