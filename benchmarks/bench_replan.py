@@ -81,7 +81,7 @@ def seed_model(path: str) -> None:
 
 
 def replan_times(planner, task, states: list[frozenset[Atom]], rounds: int) -> list[float]:
-    run_id = planner._store.start_run(task.fingerprint, "bench") if planner._store is not None else None
+    run_id = planner.store.start_run(task.fingerprint, "bench") if planner.store is not None else None
     for state in states:  # warm: translations, learned-cost caches, compiled validator
         assert planner.plan(task, init=state, run_id=run_id).solved
     times = []
@@ -134,7 +134,7 @@ def test_replan_latency(benchmark, config, tmp_path):
     with make_planner("fd" if config == "fast-downward" else "agent", traces) as planner:
         replan_times(planner, task, states, 5)
         cycle = iter(range(10**9))
-        run_id = planner._store.start_run(task.fingerprint, "bench") if planner._store is not None else None
+        run_id = planner.store.start_run(task.fingerprint, "bench") if planner.store is not None else None
         benchmark(lambda: planner.plan(task, init=states[next(cycle) % len(states)], run_id=run_id))
 
 

@@ -10,7 +10,10 @@
 
 from portfolio.results import Attempt, PlanRequest, PlanResult, Status
 
-__all__ = ["Attempt", "PlanRequest", "PlanResult", "Planner", "PortfolioDecomposition", "Status", "Tier"]
+__all__ = [
+    "Agent", "Attempt", "PlanRequest", "PlanResult", "Planner", "PortfolioDecomposition", "ReplanRequested",
+    "Status", "Tier", "action", "replan_when",
+]
 
 
 def __getattr__(name: str):
@@ -19,6 +22,10 @@ def __getattr__(name: str):
         from portfolio.planner import Planner
 
         return Planner
+    if name in ("Agent", "action", "replan_when", "ReplanRequested"):
+        from portfolio import agent
+
+        return getattr(agent, name)
     if name in ("PortfolioDecomposition", "Tier"):
         from portfolio import cascade
 

@@ -21,7 +21,7 @@ from portfolio.results import PlanRequest, PlanResult
 
 log = logging.getLogger(__name__)
 
-CLASSICAL_DELEGATES = ("fast-downward", "pyperplan")
+CLASSICAL_DELEGATES = ("fast-downward", "pyperplan", "typed-search")
 DECOMPOSER_DELEGATES = ("llm", "goal-agenda")
 
 
@@ -34,6 +34,10 @@ def make_delegate(name: str, **options: Any):
         )
     if name == "pyperplan":
         return Pyperplan()
+    if name == "typed-search":
+        from portfolio.delegates.typed_search import TypedSearch
+
+        return TypedSearch()
     if name not in DECOMPOSER_DELEGATES:
         known = ", ".join(CLASSICAL_DELEGATES + DECOMPOSER_DELEGATES)
         raise ValueError(f"unknown delegate {name!r}; expected a comma-separated list of: {known}")
@@ -43,7 +47,7 @@ def make_delegate(name: str, **options: Any):
 
 
 def default_stages(
-    names: Sequence[str] = CLASSICAL_DELEGATES, budget_s: float = CLASSICAL_BUDGET_S, **options: Any
+    names: Sequence[str] = ("fast-downward", "pyperplan"), budget_s: float = CLASSICAL_BUDGET_S, **options: Any
 ) -> list[Stage]:
     """Classical delegates share one tier of `budget_s`; other delegates (the decomposer tier) follow."""
     for name in names:
@@ -101,6 +105,11 @@ class Planner:
 
     def _fast_downward(self) -> FastDownward | None:
         return next((d for d in self._all_delegates() if isinstance(d, FastDownward)), None)
+
+    @property
+    def store(self):
+        """The `traces.store.TraceStore` plans are recorded in, or None without `traces`."""
+        return self._store
 
     # -- learned costs ------------------------------------------------------------------------------------
     def _open_traces(self) -> None:

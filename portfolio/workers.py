@@ -8,15 +8,19 @@ call gets a fresh process. The replacement is started at once, in the background
 from __future__ import annotations
 
 import logging
+import itertools
 import os
 import pickle
+import queue
 import select
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from portfolio.worker_main import HEADER, write_message
@@ -133,49 +137,123 @@ class WorkerProcess:
                 self._process = None
 
 
+@dataclass
+class SearchRun:
+    """A started search process waiting for its task on stdin, and where its plan and output go."""
+
+    process: subprocess.Popen
+    plan_path: str
+    output_path: str
+
+
 class SearchProcessPool:
     """Pre-started Fast Downward search processes, one per command line.
 
-    The search binary spends a few milliseconds starting before it reads its task from stdin; starting the next
-    process right after handing out the current one takes that off the next call's latency.
+    The search binary spends milliseconds starting before it reads its task from stdin, and starting a process
+    from Python costs milliseconds more. The replacement for a process handed out is started, and a finished
+    run's files are removed, on a background thread: neither is on the caller's path.
     """
 
     def __init__(self) -> None:
-        self._ready: dict[tuple[str, ...], tuple[subprocess.Popen, str]] = {}
+        self._dir = tempfile.mkdtemp(prefix="portfolio-fd-")
+        self._ready: dict[tuple[str, ...], SearchRun] = {}
         self._lock = threading.Lock()
+        self._numbers = itertools.count()
+        self._closed = False
+        self._chores: queue.SimpleQueue = queue.SimpleQueue()
+        self._helper = threading.Thread(target=self._do_chores, name="search-pool", daemon=True)
+        self._helper.start()
 
-    def _start(self, command: tuple[str, ...], workdir_factory) -> tuple[subprocess.Popen, str]:
-        workdir = workdir_factory()
-        with open(os.path.join(workdir, "stdout"), "wb") as output:
+    def _start(self, command: tuple[str, ...]) -> SearchRun:
+        number = next(self._numbers)
+        plan_path = os.path.join(self._dir, f"plan-{number}")
+        output_path = os.path.join(self._dir, f"output-{number}")
+        with open(output_path, "wb") as output:
             process = subprocess.Popen(
-                [*command, "--internal-plan-file", os.path.join(workdir, "plan")],
-                stdin=subprocess.PIPE,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                cwd=workdir,
+                [*command, "--internal-plan-file", plan_path],
+                stdin=subprocess.PIPE, stdout=output, stderr=subprocess.STDOUT, cwd=self._dir,
                 start_new_session=True,
             )
-        return process, workdir
+        return SearchRun(process, plan_path, output_path)
 
-    def take(self, command: tuple[str, ...], workdir_factory) -> tuple[subprocess.Popen, str]:
-        """A started process for `command` (reading its task from stdin) and its private working directory."""
-        with self._lock:
-            ready = self._ready.pop(command, None)
-            if ready is not None and ready[0].poll() is not None:
-                ready = None
-            if ready is None:
-                ready = self._start(command, workdir_factory)
-            self._ready[command] = self._start(command, workdir_factory)
-            return ready
+    def _do_chores(self) -> None:
+        while True:
+            chore = self._chores.get()
+            if chore is None:
+                return
+            try:
+                chore()
+            except Exception:  # noqa: BLE001 - a failed refill only costs the next call its head start
+                log.debug("search pool chore failed", exc_info=True)
 
-    def prestart(self, command: tuple[str, ...], workdir_factory) -> None:
+    def _refill(self, command: tuple[str, ...]) -> None:
         with self._lock:
-            if command not in self._ready:
-                self._ready[command] = self._start(command, workdir_factory)
+            if self._closed or command in self._ready:
+                return
+        run = self._start(command)
+        with self._lock:
+            if self._closed or command in self._ready:
+                stale = run
+            else:
+                self._ready[command] = run
+                return
+        self.release(stale)
+
+    def take(self, command: tuple[str, ...]) -> SearchRun:
+        """A started process for `command`; give it back with `release` when done."""
+        with self._lock:
+            run = self._ready.pop(command, None)
+        if run is None or run.process.poll() is not None:
+            if run is not None:
+                self.release(run)
+            run = self._start(command)
+        self._chores.put(lambda: self._refill(command))
+        return run
+
+    def prestart(self, command: tuple[str, ...]) -> None:
+        self._chores.put(lambda: self._refill(command))
+
+    def release(self, run: SearchRun) -> None:
+        """Stop the run if it is still going (its whole process group) and remove its files."""
+        if run.process.poll() is None:
+            kill_group(run.process)
+        else:
+            run.process.wait()
+        if run.process.stdin:
+            run.process.stdin.close()
+        self._chores.put(lambda: _unlink(run.plan_path, run.output_path))
 
     def close(self) -> None:
         with self._lock:
-            for process, workdir in self._ready.values():
-                kill_group(process)
-                shutil.rmtree(workdir, ignore_errors=True)
+            self._closed = True
+            runs = list(self._ready.values())
             self._ready.clear()
+        for run in runs:
+            kill_group(run.process)
+        self._chores.put(None)
+        self._helper.join(timeout=5)
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _unlink(*paths: str) -> None:
+    for path in paths:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def wait_any(processes: list[subprocess.Popen], timeout: float) -> None:
+    """Block until one of `processes` exits or `timeout` seconds pass, without polling (Linux pidfds)."""
+    fds = []
+    try:
+        for process in processes:
+            try:
+                fds.append(os.pidfd_open(process.pid))
+            except (OSError, AttributeError):
+                time.sleep(min(timeout, 0.001))  # no pidfds here: fall back to a short sleep
+                return
+        select.select(fds, [], [], max(timeout, 0.0))
+    finally:
+        for fd in fds:
+            os.close(fd)

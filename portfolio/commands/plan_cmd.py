@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--budget", type=float, default=1.0, metavar="S",
                         help="seconds for the classical tier, all delegates together (default: 1.0)")
     parser.add_argument("--delegates", default=None, metavar="LIST",
-                        help="comma-separated delegates in cascade order (default: fast-downward,pyperplan; "
+                        help="comma-separated delegates in cascade order, from fast-downward, pyperplan, typed-search (exact, in-process, tiny tasks), llm, goal-agenda (default: fast-downward,pyperplan; "
                         "with --llm-url: fast-downward,pyperplan,llm,goal-agenda)")
     parser.add_argument("--fd-alias", default="lama-first", metavar="NAME",
                         help="Fast Downward configuration for unit-cost tasks: lama-first (default), "

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -22,7 +20,7 @@ from pathlib import Path
 from domains.model import Atom, Task
 from portfolio.results import DelegateOutcome, PlanRequest, Status
 from portfolio.sas import SasTask, operator_action, parse_sas
-from portfolio.workers import BudgetExpired, SearchProcessPool, WorkerCrashed, WorkerError, WorkerProcess, kill_group
+from portfolio.workers import BudgetExpired, SearchProcessPool, WorkerCrashed, WorkerError, WorkerProcess, wait_any
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +118,7 @@ class FastDownward:
     def warm_up(self) -> None:
         """Start the translator worker and a search process now, so the first call does not pay for them."""
         self._translator()
-        self._searches.prestart(self._command(self.alias), _workdir)
+        self._searches.prestart(self._command(self.alias))
 
     def translate(self, request: PlanRequest, deadline: float) -> tuple[Translation, tuple[int, ...] | None]:
         """The cached translation for the request's task and, when it was made from another initial state, the
@@ -186,47 +184,44 @@ class FastDownward:
         for cheap plans). The last alias's plan is preferred; once an earlier one has a plan, the later ones get
         a grace period of twice the time taken so far (at least 0.2 s) instead of the whole budget."""
         started = time.monotonic()
-        runs = [(alias, *self._searches.take(self._command(alias), _workdir)) for alias in aliases]
+        runs = [(alias, self._searches.take(self._command(alias))) for alias in aliases]
         try:
-            for _, process, _ in runs:
-                _feed(process, sas_text)
+            for _, run in runs:
+                _feed(run.process, sas_text)
             finish_by = deadline
             codes: dict[str, int] = {}
-            while len(codes) < len(runs) and time.monotonic() < finish_by:
-                for alias, process, _ in runs:
-                    if alias not in codes and process.poll() is not None:
-                        codes[alias] = process.returncode
-                if aliases[-1] in codes:
+            while len(codes) < len(runs):
+                for alias, run in runs:
+                    if alias not in codes and run.process.poll() is not None:
+                        codes[alias] = run.process.returncode
+                if aliases[-1] in codes or len(codes) == len(runs):
                     break
+                now = time.monotonic()
                 if any(code == 0 for code in codes.values()):
-                    now = time.monotonic()
                     finish_by = min(finish_by, now + max(0.2, 2 * (now - started)))
-                if len(codes) < len(runs):
-                    time.sleep(0.0005)
+                if now >= finish_by:
+                    break
+                wait_any([run.process for alias, run in runs if alias not in codes], finish_by - now)
             return self._outcome(runs, codes, details)
         finally:
-            for _, process, workdir in runs:
-                if process.poll() is None:
-                    kill_group(process)
-                else:
-                    process.wait()
-                shutil.rmtree(workdir, ignore_errors=True)
+            for _, run in runs:
+                self._searches.release(run)
 
     def _outcome(self, runs, codes: dict[str, int], details: dict) -> DelegateOutcome:
-        for alias, _, workdir in reversed(runs):
+        for alias, run in reversed(runs):
             if codes.get(alias) == 0:
                 details["search"] = "custom" if self.search else alias
-                return DelegateOutcome(Status.SOLVED, plan=_read_plan(Path(workdir) / "plan"), details=details)
-        for alias, _, _ in runs:
+                return DelegateOutcome(Status.SOLVED, plan=_read_plan(Path(run.plan_path)), details=details)
+        for alias, _ in runs:
             if codes.get(alias) in _UNSOLVABLE_CODES:
                 details["search"] = alias
                 return DelegateOutcome(Status.UNSOLVABLE, reason="search proved the task unsolvable", details=details)
         failures = []
-        for alias, _, workdir in runs:
+        for alias, run in runs:
             code = codes.get(alias)
             if code is not None:
                 reason = _EXIT_REASONS.get(code, f"search exited with code {code}")
-                failures.append(f"{alias}: {reason}: {_tail(Path(workdir) / 'stdout')}")
+                failures.append(f"{alias}: {reason}: {_tail(Path(run.output_path))}")
         if len(failures) == len(runs):
             return DelegateOutcome(Status.ERROR, reason="; ".join(failures), details=details)
         return DelegateOutcome(Status.TIMEOUT, reason="budget expired during search", details=details)
@@ -247,10 +242,6 @@ def _feed(process: subprocess.Popen, text: str) -> None:
         process.stdin.close()
     except BrokenPipeError:
         pass
-
-
-def _workdir() -> str:
-    return tempfile.mkdtemp(prefix="portfolio-fd-")
 
 
 def _read_plan(path: Path):

@@ -1,0 +1,159 @@
+"""Latency and coverage measurements side by side with the raw Fast Downward driver.
+
+The driver (`fast-downward.py --alias lama-first`, shipped in the up-fast-downward wheel) is the baseline: it pays
+interpreter start-up, imports and translation on every call. Each function here measures the warm `Planner` and
+the driver on the same instances in the same run, so the ratios are not thrown off by a busy machine.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from domains.load import load_task
+from domains.model import Task
+from domains.validate import apply
+
+log = logging.getLogger(__name__)
+
+LATENCY_INSTANCES = {
+    "blocks": ["probBLOCKS-4-0.pddl", "probBLOCKS-5-0.pddl", "probBLOCKS-6-0.pddl"],
+    "gripper": ["prob01.pddl", "prob02.pddl"],
+    "logistics00": ["probLOGISTICS-4-0.pddl", "probLOGISTICS-5-0.pddl"],
+    "miconic": ["s1-0.pddl", "s2-0.pddl", "s3-0.pddl"],
+}
+
+
+def driver_script() -> Path:
+    spec = importlib.util.find_spec("up_fast_downward")
+    assert spec is not None and spec.submodule_search_locations
+    return Path(list(spec.submodule_search_locations)[0]) / "downward" / "fast-downward.py"
+
+
+def run_driver(domain: Path, problem: Path, timeout: float | None = None) -> tuple[bool, float]:
+    """One raw driver run in a fresh directory: (solved, wall seconds). Killed at `timeout` with its children."""
+    workdir = tempfile.mkdtemp(prefix="portfolio-driver-")
+    start = time.monotonic()
+    process = subprocess.Popen(
+        [sys.executable, str(driver_script()), "--alias", "lama-first", str(domain), str(problem)],
+        cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        process.wait(timeout=timeout)
+        solved = process.returncode == 0 and (Path(workdir) / "sas_plan").exists()
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        solved = False
+    elapsed = time.monotonic() - start
+    shutil.rmtree(workdir, ignore_errors=True)
+    return solved, elapsed
+
+
+def median_seconds(call: Callable[[], object], rounds: int) -> float:
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def changed_state(task: Task, plan) -> frozenset:
+    """The state halfway through `plan`: a realistic 'the world moved on, plan again' starting point."""
+    state = task.problem.init
+    for step in plan[: max(1, len(plan) // 2)]:
+        state = apply(task, state, step)
+    return state
+
+
+@dataclass
+class LatencyRow:
+    instance: str
+    driver_ms: float
+    first_plan_ms: float
+    replan_ms: float
+
+    @property
+    def first_ratio(self) -> float:
+        return self.first_plan_ms / self.driver_ms
+
+    @property
+    def replan_ratio(self) -> float:
+        return self.replan_ms / self.first_plan_ms
+
+
+def latency(ipc: Path, rounds: int = 7, instances: dict[str, list[str]] | None = None) -> list[LatencyRow]:
+    """Median of `rounds` for: the raw driver; the warm Planner's first plan of the task (translation cache
+    emptied before each round); a replan of that task from a changed state (translation re-used)."""
+    from portfolio.planner import Planner
+
+    rows = []
+    with Planner() as planner:
+        fast_downward = planner._fast_downward()
+        assert fast_downward is not None
+        for domain, problems in (instances or LATENCY_INSTANCES).items():
+            for problem in problems:
+                domain_path, problem_path = ipc / domain / "domain.pddl", ipc / domain / problem
+                task = load_task(domain_path, problem_path)
+                planner.plan(task)  # warm the workers on this domain once
+
+                def first_plan() -> None:
+                    fast_downward._translations.clear()
+                    assert planner.plan(task).solved
+
+                first = median_seconds(first_plan, rounds)
+                state = changed_state(task, planner.plan(task).actions())
+                replan = median_seconds(lambda: planner.plan(task, init=state), rounds)
+                driver = median_seconds(lambda: run_driver(domain_path, problem_path), rounds)
+                rows.append(LatencyRow(f"{domain}/{problem}", driver * 1000, first * 1000, replan * 1000))
+                log.info("%s: driver %.1f ms, first %.1f ms, replan %.1f ms", rows[-1].instance,
+                         rows[-1].driver_ms, rows[-1].first_plan_ms, rows[-1].replan_ms)
+    return rows
+
+
+def cold_start(ipc: Path, rounds: int = 5) -> float:
+    """Median wall seconds of `portfolio plan` on blocks/probBLOCKS-4-0 in a new process."""
+    command = [sys.executable, "-m", "portfolio.cli", "plan", str(ipc / "blocks" / "domain.pddl"),
+               str(ipc / "blocks" / "probBLOCKS-4-0.pddl")]
+    return median_seconds(lambda: subprocess.run(command, stdout=subprocess.DEVNULL, check=True), rounds)
+
+
+@dataclass
+class CoverageRow:
+    domain: str
+    tasks: int
+    planner: int
+    driver: int
+
+
+def coverage(ipc: Path, per_domain: int = 10, budget_s: float = 1.0,
+             domains: Iterable[str] | None = None) -> list[CoverageRow]:
+    """Tasks solved within `budget_s` by the warm Planner (classical tier) and by the raw driver (its whole
+    run, start-up included, killed at the budget): the `per_domain` smallest problems of each domain."""
+    from portfolio.planner import Planner
+
+    rows = []
+    with Planner(budget_s=budget_s) as planner:
+        for domain in sorted(domains or (p.name for p in ipc.iterdir() if (p / "domain.pddl").exists())):
+            problems = sorted((p for p in (ipc / domain).glob("*.pddl") if p.name != "domain.pddl"),
+                              key=lambda p: (p.stat().st_size, p.name))[:per_domain]
+            ours = theirs = 0
+            for problem in problems:
+                task = load_task(ipc / domain / "domain.pddl", problem)
+                ours += planner.plan(task).solved
+                theirs += run_driver(ipc / domain / "domain.pddl", problem, timeout=budget_s)[0]
+            rows.append(CoverageRow(domain, len(problems), ours, theirs))
+            log.info("%s: planner %d, driver %d of %d", domain, ours, theirs, len(problems))
+    return rows
