@@ -46,7 +46,8 @@ def run_driver(domain: Path, problem: Path, timeout: float | None = None) -> tup
     workdir = tempfile.mkdtemp(prefix="portfolio-driver-")
     start = time.monotonic()
     process = subprocess.Popen(
-        [sys.executable, str(driver_script()), "--alias", "lama-first", str(domain), str(problem)],
+        [sys.executable, str(driver_script()), "--alias", "lama-first", str(Path(domain).resolve()),
+         str(Path(problem).resolve())],
         cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
     try:
@@ -116,7 +117,10 @@ def latency(ipc: Path, rounds: int = 7, instances: dict[str, list[str]] | None =
                 first = median_seconds(first_plan, rounds)
                 state = changed_state(task, planner.plan(task).actions())
                 replan = median_seconds(lambda: planner.plan(task, init=state), rounds)
-                driver = median_seconds(lambda: run_driver(domain_path, problem_path), rounds)
+                def driver_run() -> None:
+                    assert run_driver(domain_path, problem_path)[0], f"the driver failed on {problem_path}"
+
+                driver = median_seconds(driver_run, rounds)
                 rows.append(LatencyRow(f"{domain}/{problem}", driver * 1000, first * 1000, replan * 1000))
                 log.info("%s: driver %.1f ms, first %.1f ms, replan %.1f ms", rows[-1].instance,
                          rows[-1].driver_ms, rows[-1].first_plan_ms, rows[-1].replan_ms)
