@@ -35,7 +35,28 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def classical_demo() -> None:
+    """The planner on its own: a bundled logistics problem through the cascade, every attempt shown."""
+    from domains.bundled import bundled_task
+    from portfolio.planner import Planner
+
+    task = bundled_task("logistics", 6, seed=1)
+    with Planner() as planner:
+        result = planner.plan(task)
+        again = planner.plan(task)
+    print(f"planning bundled logistics (6 packages): {result.status.value}, {len(result.plan)} steps, cost "
+          f"{result.cost:g}, by {result.delegate} in {result.elapsed_ms:.0f} ms (warm repeat: {again.elapsed_ms:.0f} ms)")
+    for step in result.plan[:6]:
+        print(f"  {step}")
+    if len(result.plan) > 6:
+        print(f"  ... {len(result.plan) - 6} more steps, all checked by the validator")
+    for attempt in result.attempts:
+        print(f"  attempt {attempt.delegate}: {attempt.status.value} in {attempt.elapsed_ms:.1f} ms {attempt.reason}")
+    print("\nan agent with unreliable tools: replanning within a run, learned costs across runs")
+
+
 def demo(runs: int, traces: str, seed: int, outage: float, cost_weight: float) -> int:
+    classical_demo()
     tools = make_tools(seed=seed, outage=outage)
     failures = 0
     with Agent(tools, traces=traces, cost_weight=cost_weight, backoff_s=0.01, max_retries=2) as agent:
