@@ -126,8 +126,8 @@ class FailureModel(BaseEstimator):
 
     def __init__(
         self,
-        prior_alpha: float = 1.0,
-        prior_beta: float = 19.0,
+        prior_alpha: float = 0.5,
+        prior_beta: float = 9.5,
         min_samples: int = 20,
         half_life_steps: float | None = 1000.0,
         C: float = 0.1,

@@ -12,7 +12,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "retrain", help="learn which actions fail from the trace store",
         description="Fit a per-action failure model on every stored step (newest steps weigh most), measure it "
-        "on the newest 20%% of steps held out, and store it as the next model version. The planner's learned "
+        "on the newest 20% of steps held out, and store it as the next model version. The planner's learned "
         "costs use the latest version: cost = base cost + lam * -log(1 - p_fail).",
     )  # fmt: skip
     add_traces_argument(parser)
@@ -21,8 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="a step's weight halves every STEPS later steps of its action (default 1000)")
     parser.add_argument("--prior-mean", type=float, default=0.05, metavar="P",
                         help="optimistic prior failure probability for little-seen actions (default 0.05)")
-    parser.add_argument("--prior-strength", type=float, default=20.0, metavar="N",
-                        help="how many pseudo-steps the prior weighs (default 20)")
+    parser.add_argument("--prior-strength", type=float, default=10.0, metavar="N",
+                        help="how many pseudo-steps the prior weighs (default 10)")
     parser.set_defaults(func=run)
 
 
