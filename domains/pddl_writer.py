@@ -8,6 +8,7 @@ texts and equal fingerprints.
 from __future__ import annotations
 
 import dataclasses
+from typing import Mapping
 
 from domains.pddl import distinct_parameters
 from domains.model import (
@@ -54,22 +55,27 @@ def _params(params: tuple[Parameter, ...]) -> str:
     return _typed([(p.name, p.type) for p in params])
 
 
-def formula_to_pddl(formula: Formula) -> str:
+def formula_to_pddl(formula: Formula, binding: Mapping[str, str] | None = None) -> str:
+    """PDDL text of `formula`; variables bound in `binding` are replaced by their objects (for messages about
+    grounded actions)."""
+    env = binding or {}
     if isinstance(formula, Atom):
-        return str(formula)
+        return "(" + " ".join((formula.predicate, *(env.get(a, a) for a in formula.args))) + ")"
     if isinstance(formula, Not):
-        return f"(not {formula_to_pddl(formula.arg)})"
+        return f"(not {formula_to_pddl(formula.arg, env)})"
     if isinstance(formula, And):
-        return "(and " + " ".join(formula_to_pddl(p) for p in formula.parts) + ")" if formula.parts else "(and)"
+        return "(and " + " ".join(formula_to_pddl(p, env) for p in formula.parts) + ")" if formula.parts else "(and)"
     if isinstance(formula, Or):
-        return "(or " + " ".join(formula_to_pddl(p) for p in formula.parts) + ")"
+        return "(or " + " ".join(formula_to_pddl(p, env) for p in formula.parts) + ")"
     if isinstance(formula, Imply):
-        return f"(imply {formula_to_pddl(formula.condition)} {formula_to_pddl(formula.consequence)})"
+        return f"(imply {formula_to_pddl(formula.condition, env)} {formula_to_pddl(formula.consequence, env)})"
     if isinstance(formula, Equals):
-        return f"(= {formula.left} {formula.right})"
+        return f"(= {env.get(formula.left, formula.left)} {env.get(formula.right, formula.right)})"
     if isinstance(formula, (Exists, Forall)):
         word = "exists" if isinstance(formula, Exists) else "forall"
-        return f"({word} ({_params(formula.parameters)}) {formula_to_pddl(formula.body)})"
+        bound = {p.name for p in formula.parameters}
+        inner = {k: v for k, v in env.items() if k not in bound}
+        return f"({word} ({_params(formula.parameters)}) {formula_to_pddl(formula.body, inner)})"
     raise TypeError(f"not a formula: {formula!r}")
 
 

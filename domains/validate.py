@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from itertools import product
 from typing import Callable, Collection, Mapping
 
+from domains.pddl_writer import formula_to_pddl
 from domains.model import (
     OBJECT,
     Atom,
@@ -258,23 +259,7 @@ def _compile_effect(effect, compiled: _Compiled) -> _Effect:
 
 def _ground(formula: Formula, env: Env) -> str:
     """PDDL text of `formula` with the variables bound in `env` replaced by their objects."""
-    if isinstance(formula, Atom):
-        return "(" + " ".join((formula.predicate, *(env.get(a, a) for a in formula.args))) + ")"
-    if isinstance(formula, Not):
-        return f"(not {_ground(formula.arg, env)})"
-    if isinstance(formula, (And, Or)):
-        keyword = "and" if isinstance(formula, And) else "or"
-        return "(" + " ".join((keyword, *(_ground(p, env) for p in formula.parts))) + ")"
-    if isinstance(formula, Imply):
-        return f"(imply {_ground(formula.condition, env)} {_ground(formula.consequence, env)})"
-    if isinstance(formula, Equals):
-        return f"(= {env.get(formula.left, formula.left)} {env.get(formula.right, formula.right)})"
-    if isinstance(formula, (Exists, Forall)):
-        keyword = "exists" if isinstance(formula, Exists) else "forall"
-        inner = {k: v for k, v in env.items() if k not in {p.name for p in formula.parameters}}
-        params = " ".join(f"{p.name} - {p.type}" for p in formula.parameters)
-        return f"({keyword} ({params}) {_ground(formula.body, inner)})"
-    return str(formula)
+    return formula_to_pddl(formula, env)
 
 
 def _failures(formula: Formula, state: Collection[Atom], env: Env, compiled: _Compiled) -> list[str]:
