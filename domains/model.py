@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Union
 
 OBJECT = "object"
@@ -194,7 +195,16 @@ class Task:
 
     def objects(self) -> dict[str, str]:
         """Every object the task knows (domain constants and problem objects) with its declared type."""
+        return dict(self._objects)
+
+    @cached_property
+    def _objects(self) -> dict[str, str]:
         return dict(self.domain.constants) | dict(self.problem.objects)
+
+    @cached_property
+    def numeric_values(self) -> dict[FunctionTerm, float]:
+        """The problem's numeric facts (cost functions) by term."""
+        return dict(self.problem.numeric_init)
 
     def type_parents(self) -> dict[str, str]:
         return dict(self.domain.types)
@@ -202,9 +212,9 @@ class Task:
     def is_of_type(self, obj: str, wanted: str) -> bool:
         """True when `obj` is declared of type `wanted` or of one of its subtypes."""
         if wanted == OBJECT:
-            return obj in self.objects()
-        parents = self.type_parents()
-        current: str | None = self.objects().get(obj)
+            return obj in self._objects
+        parents = dict(self.domain.types)
+        current: str | None = self._objects.get(obj)
         seen: set[str] = set()
         while current is not None and current not in seen:
             if current == wanted:
@@ -214,9 +224,13 @@ class Task:
         return False
 
     def objects_of_type(self, wanted: str) -> list[str]:
-        return sorted(obj for obj in self.objects() if self.is_of_type(obj, wanted))
+        return sorted(obj for obj in self._objects if self.is_of_type(obj, wanted))
 
     def has_action_costs(self) -> bool:
+        return self._has_action_costs
+
+    @cached_property
+    def _has_action_costs(self) -> bool:
         return any(schema.cost is not None for schema in self.domain.actions)
 
 
@@ -232,7 +246,7 @@ def action_cost(task: Task, action: GroundAction) -> float:
         return float(schema.cost)
     binding = {p.name: a for p, a in zip(schema.parameters, action.args)}
     term = FunctionTerm(schema.cost.name, tuple(binding.get(a, a) for a in schema.cost.args))
-    return dict(task.problem.numeric_init).get(term, 0.0)
+    return task.numeric_values.get(term, 0.0)
 
 
 def plan_cost(task: Task, plan: Plan) -> float:
