@@ -14,7 +14,7 @@ import pytest
 
 from domains.load import load_task
 from portfolio.bench import LATENCY_INSTANCES, changed_state, run_driver
-from portfolio.planner import Planner
+from portfolio.planner import CLASSICAL_ONLY, Planner
 
 IPC = Path(__file__).resolve().parents[1].parent / "shared" / "ipc"
 CASES = [(d, p) for d, problems in LATENCY_INSTANCES.items() for p in problems]
@@ -22,7 +22,7 @@ CASES = [(d, p) for d, problems in LATENCY_INSTANCES.items() for p in problems]
 
 @pytest.fixture(scope="module")
 def planner():
-    with Planner() as warm:
+    with Planner(CLASSICAL_ONLY) as warm:
         yield warm
 
 

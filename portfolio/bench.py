@@ -98,10 +98,10 @@ class LatencyRow:
 def latency(ipc: Path, rounds: int = 7, instances: dict[str, list[str]] | None = None) -> list[LatencyRow]:
     """Median of `rounds` for: the raw driver; the warm Planner's first plan of the task (translation cache
     emptied before each round); a replan of that task from a changed state (translation re-used)."""
-    from portfolio.planner import Planner
+    from portfolio.planner import CLASSICAL_ONLY, Planner
 
     rows = []
-    with Planner() as planner:
+    with Planner(CLASSICAL_ONLY) as planner:
         fast_downward = planner._fast_downward()
         assert fast_downward is not None
         for domain, problems in (instances or LATENCY_INSTANCES).items():
@@ -146,10 +146,10 @@ def coverage(ipc: Path, per_domain: int = 10, budget_s: float = 1.0,
              domains: Iterable[str] | None = None) -> list[CoverageRow]:
     """Tasks solved within `budget_s` by the warm Planner (classical tier) and by the raw driver (its whole
     run, start-up included, killed at the budget): the `per_domain` smallest problems of each domain."""
-    from portfolio.planner import Planner
+    from portfolio.planner import CLASSICAL_ONLY, Planner
 
     rows = []
-    with Planner(budget_s=budget_s) as planner:
+    with Planner(CLASSICAL_ONLY, budget_s=budget_s) as planner:
         for domain in sorted(domains or (p.name for p in ipc.iterdir() if (p / "domain.pddl").exists())):
             problems = sorted((p for p in (ipc / domain).glob("*.pddl") if p.name != "domain.pddl"),
                               key=lambda p: (p.stat().st_size, p.name))[:per_domain]

@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 
 CLASSICAL_DELEGATES = ("fast-downward", "pyperplan", "typed-search")
 DECOMPOSER_DELEGATES = ("llm", "goal-agenda")
+DEFAULT_DELEGATES = ("fast-downward", "pyperplan", "goal-agenda")  # with an LLM configured, "llm" before the agenda
+CLASSICAL_ONLY = ("fast-downward", "pyperplan")
 
 
 def make_delegate(name: str, **options: Any):
@@ -47,9 +49,11 @@ def make_delegate(name: str, **options: Any):
 
 
 def default_stages(
-    names: Sequence[str] = ("fast-downward", "pyperplan"), budget_s: float = CLASSICAL_BUDGET_S, **options: Any
+    names: Sequence[str] = DEFAULT_DELEGATES, budget_s: float = CLASSICAL_BUDGET_S, **options: Any
 ) -> list[Stage]:
-    """Classical delegates share one tier of `budget_s`; other delegates (the decomposer tier) follow."""
+    """Classical delegates share one tier of `budget_s`; decomposers follow in a tier of their own
+    (`decomposer_budget_s`, default 30 s) and solve their subgoals with the same classical delegates, so both
+    tiers share one translator worker and one translation cache."""
     for name in names:
         if name not in CLASSICAL_DELEGATES + DECOMPOSER_DELEGATES:
             make_delegate(name)  # raises the error that names the known delegates
@@ -62,12 +66,15 @@ def default_stages(
         from portfolio.delegates.registry import decomposer_tier
 
         stages.append(decomposer_tier(others, classical_names=[n for n in names if n in CLASSICAL_DELEGATES],
-                                      **options))
+                                      classical_delegates=classical, **options))
     return stages
 
 
 class Planner:
     """Plan tasks with the cascade; keep workers, translations and learned costs warm between calls.
+
+    `delegates`: stages (`Tier`s or delegates), or delegate names; default: Fast Downward and pyperplan sharing
+    `budget_s` (1 s), then the goal-agenda decomposer with 30 s. `Planner(CLASSICAL_ONLY)` stops after 1 s.
 
     `traces` (a path, default env `PORTFOLIO_TRACES`, or None) enables learned action costs from the latest
     model in that store and records every plan there; `cost_weight` is lambda in
@@ -78,13 +85,17 @@ class Planner:
 
     def __init__(
         self,
-        delegates: Sequence[Stage] | None = None,
+        delegates: Sequence[Stage] | Sequence[str] | None = None,
         budget_s: float = CLASSICAL_BUDGET_S,
         traces: str | os.PathLike | None = None,
         cost_weight: float = 5.0,
         warm: bool = True,
     ) -> None:
-        self.cascade = PortfolioDecomposition(list(delegates) if delegates is not None else default_stages(budget_s=budget_s))
+        if delegates is None or all(isinstance(d, str) for d in delegates):
+            stages = default_stages(tuple(delegates or DEFAULT_DELEGATES), budget_s=budget_s)  # type: ignore[arg-type]
+        else:
+            stages = list(delegates)  # type: ignore[arg-type]
+        self.cascade = PortfolioDecomposition(stages)
         self.cost_weight = cost_weight
         self.traces_path = Path(traces) if traces else None
         self._store = None

@@ -15,7 +15,7 @@ from domains.validate import apply, validate_plan
 from portfolio.cascade import PortfolioDecomposition, Tier
 from portfolio.delegates.fast_downward import FastDownward
 from portfolio.delegates.pyperplan import Pyperplan
-from portfolio.planner import Planner
+from portfolio.planner import CLASSICAL_ONLY, Planner
 from portfolio.results import PlanRequest, Status
 
 SLOW_DOMAINS = {"parking-sat11-strips": 30.0}  # lama-first needs seconds even on the smallest problems
@@ -35,7 +35,7 @@ def test_bundled_domains_are_solved_with_valid_plans(planner, name, size):
 @pytest.mark.parametrize("domain", ipc_domains())
 def test_three_smallest_ipc_problems_per_domain_are_solved_and_validated(domain):
     budget = SLOW_DOMAINS.get(domain, 5.0)
-    with Planner(budget_s=budget) as planner:
+    with Planner(CLASSICAL_ONLY, budget_s=budget) as planner:
         for problem in smallest_problems(domain, 3):
             task = load_ipc(domain, problem)
             result = planner.plan(task)
@@ -57,7 +57,7 @@ def _cpu_seconds(pids) -> float:
 
 def test_timeout_within_budget_and_nothing_left_running():
     task = load_ipc("parking-sat11-strips", smallest_problems("parking-sat11-strips", 1)[0])
-    with Planner() as planner:
+    with Planner(CLASSICAL_ONLY) as planner:
         fd = planner._fast_downward()
         before = set(descendants())
         started = time.monotonic()

@@ -55,7 +55,8 @@ def test_json_task_file_is_planned():
 
 def test_timeout_exits_1_and_says_out_of_time():
     problem = smallest_problems("parking-sat11-strips", 1)[0]
-    run = portfolio("plan", IPC / "parking-sat11-strips" / "domain.pddl", problem)
+    run = portfolio("plan", IPC / "parking-sat11-strips" / "domain.pddl", problem,
+                    "--delegates", "fast-downward,pyperplan")
     assert run.returncode == 1
     assert "every delegate ran out of time" in run.stdout
 

@@ -8,9 +8,10 @@ import sys
 from portfolio.commands.common import add_traces_argument, fail_bad_input
 
 DESCRIPTION = """\
-Plan one task. The classical tier (Fast Downward, then pyperplan) shares --budget seconds; with --llm-url or
-a decomposer in --delegates, the decomposer tier follows with --decomposer-budget seconds. Every plan printed
-has been checked by the validator.
+Plan one task. The classical tier (Fast Downward, then pyperplan) shares --budget seconds; if it runs out of
+time or fails, the decomposer tier (the LLM with --llm-url, then the goal agenda) gets --decomposer-budget
+seconds. `--delegates fast-downward,pyperplan` stops after the classical tier. Every plan printed has been
+checked by the validator.
 
 Plain output is a plan file: one action per line in PDDL form, then comment lines (;) with the cost, the
 delegate that solved it, and every attempt with its status and time.
@@ -20,6 +21,8 @@ EPILOG = """\
 examples:
   portfolio plan ../shared/ipc/blocks/domain.pddl ../shared/ipc/blocks/probBLOCKS-4-0.pddl
   portfolio plan domain.pddl problem.pddl --budget 2 --delegates pyperplan --json
+  portfolio plan domain.pddl problem.pddl --delegates fast-downward,pyperplan      # classical tier only
+  portfolio plan domain.pddl problem.pddl --llm-url http://localhost:8000/v1 --llm-model qwen
   portfolio plan --task domains/examples/blocks-task.json
   portfolio plan domain.pddl problem.pddl --traces traces.db     # learned costs steer the plan
 
@@ -38,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--budget", type=float, default=1.0, metavar="S",
                         help="seconds for the classical tier, all delegates together (default: 1.0)")
     parser.add_argument("--delegates", default=None, metavar="LIST",
-                        help="comma-separated delegates in cascade order, from fast-downward, pyperplan, typed-search (exact, in-process, tiny tasks), llm, goal-agenda (default: fast-downward,pyperplan; "
+                        help="comma-separated delegates in cascade order, from fast-downward, pyperplan, typed-search (exact, in-process, tiny tasks), llm, goal-agenda (default: fast-downward,pyperplan,goal-agenda; "
                         "with --llm-url: fast-downward,pyperplan,llm,goal-agenda)")
     parser.add_argument("--fd-alias", default="lama-first", metavar="NAME",
                         help="Fast Downward configuration for unit-cost tasks: lama-first (default), "
@@ -58,10 +61,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def delegate_names(args: argparse.Namespace) -> list[str]:
     if args.delegates:
         return [name.strip() for name in args.delegates.split(",") if name.strip()]
-    names = ["fast-downward", "pyperplan"]
     if args.llm_url:
-        names += ["llm", "goal-agenda"]
-    return names
+        return ["fast-downward", "pyperplan", "llm", "goal-agenda"]
+    return ["fast-downward", "pyperplan", "goal-agenda"]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -45,14 +45,17 @@ def make_extra_delegate(name: str, *, solver: SubgoalSolver | None = None, **opt
 
 def decomposer_tier(names: Sequence[str], classical_names: Sequence[str] = (), **options: Any) -> Tier:
     """The decomposer tier: `names` in order, sharing `decomposer_budget_s` (default 30 s) and one subgoal
-    solver built from `classical_names` (default: Fast Downward, then pyperplan)."""
+    solver: the classical tier's own delegates when given as `classical_delegates` (one translation cache for
+    both tiers), else new ones built from `classical_names` (default: Fast Downward, then pyperplan)."""
     for name in names:
         if name not in EXTRA_DELEGATES:
             make_extra_delegate(name)  # raises the unknown-name error
+    shared = [d for d in options.pop("classical_delegates", None) or () if d.name in CLASSICAL]
     solver = SubgoalSolver(
         classical=[n for n in classical_names if n in CLASSICAL] or CLASSICAL,
         fd_alias=options.get("fd_alias"),
         fd_search=options.get("fd_search"),
+        delegates=shared or None,
     )
     budget = options.get("decomposer_budget_s") or DECOMPOSER_BUDGET_S
     delegates = [make_extra_delegate(name, solver=solver, **options) for name in names]
