@@ -102,7 +102,7 @@ def latency(ipc: Path, rounds: int = 7, instances: dict[str, list[str]] | None =
 
     rows = []
     with Planner(CLASSICAL_ONLY) as planner:
-        fast_downward = planner._fast_downward()
+        fast_downward = planner.fast_downward
         assert fast_downward is not None
         for domain, problems in (instances or LATENCY_INSTANCES).items():
             for problem in problems:

@@ -114,6 +114,16 @@ class Planner:
             found.extend(stage.delegates if isinstance(stage, Tier) else [stage])
         return found
 
+    @property
+    def model(self):
+        """The failure model learned costs come from (`learning.model.FailureModel`), or None."""
+        return self._model
+
+    @property
+    def fast_downward(self) -> FastDownward | None:
+        """The cascade's Fast Downward delegate (its translation cache serves learned costs), if any."""
+        return self._fast_downward()
+
     def _fast_downward(self) -> FastDownward | None:
         return next((d for d in self._all_delegates() if isinstance(d, FastDownward)), None)
 
@@ -140,23 +150,29 @@ class Planner:
 
     def learned_costs(self, task: Task, init: State | None = None, features: dict | None = None,
                       deadline: float | None = None) -> dict:
-        """Grounded action (PDDL form) -> `learning.costs.ActionCost`, from the latest model; {} without one."""
+        """Grounded action (PDDL form) -> `learning.costs.ActionCost` for every action Fast Downward grounds,
+        from the latest model; {} without one. For inspection (`portfolio costs`): planning computes the same
+        costs inside the delegates' budget."""
         fast_downward = self._fast_downward()
         if self._model is None or fast_downward is None:
             return {}
         request = PlanRequest(task=task, init=init)
         grounded = fast_downward.grounded_actions(request, deadline or time.monotonic() + 60.0)
-        key = (task.fingerprint, tuple(sorted((features or {}).items())), len(grounded))
-        cached = self._cost_cache.get(key)
-        if cached is not None:
-            return cached
-        from learning.costs import action_costs
-        from portfolio.results import parse_ground_action
+        return self._costs_for(task, grounded, features)
 
-        actions = [parse_ground_action(text) for text in grounded]
-        costs = action_costs(self._model, task, actions, features=features, lam=self.cost_weight)
-        self._cost_cache[key] = costs
-        return costs
+    def _costs_for(self, task: Task, grounded: Sequence[str], features: dict | None) -> dict:
+        key = (task.fingerprint, tuple(sorted((features or {}).items())), len(grounded), hash(tuple(grounded)))
+        cached = self._cost_cache.get(key)
+        if cached is None:
+            from learning.costs import action_costs
+            from portfolio.results import parse_ground_action
+
+            actions = [parse_ground_action(text) for text in grounded]
+            cached = action_costs(self._model, task, actions, features=features, lam=self.cost_weight)
+            if len(self._cost_cache) > 256:
+                self._cost_cache.clear()
+            self._cost_cache[key] = cached
+        return cached
 
     # -- planning -----------------------------------------------------------------------------------------
     def plan(
@@ -172,16 +188,23 @@ class Planner:
         """Plan `task` (from `init` when given). With a trace store: learned costs steer the plan, its predicted
         success probability is reported, and the plan is recorded (under `run_id`, or a new run)."""
         start = time.monotonic()
-        info = self.learned_costs(task, init, features) if self._model is not None else {}
+        info: dict = {}
+        cost_model = None
+        if self._model is not None:
+            # Called by a delegate once it has grounded the task, inside its own budget.
+            def cost_model(grounded: Sequence[str]) -> dict[str, float]:
+                info.update(self._costs_for(task, grounded, features))
+                return {name: info[name].cost for name in grounded}
+
         request = PlanRequest(
             task=task,
             init=init,
-            costs={name: cost.cost for name, cost in info.items()} or None,
+            cost_model=cost_model,
             excluded=frozenset(str(a) for a in excluded),
             critiques=tuple(critiques),
         )
         result = self.cascade.solve(request)
-        if info and result.solved:
+        if info and result.solved and all(step in info for step in result.plan):
             from learning.costs import plan_success_probability
 
             result.success_probability = plan_success_probability(info, result.actions())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -27,7 +27,8 @@ class Status(str, Enum):
 class PlanRequest:
     """One planning call.
 
-    `init` replaces the task's initial state (replanning); `costs` maps grounded actions in PDDL form (`"(drive t1 a b)"`) to the cost a cost-aware delegate should use
+    `init` replaces the task's initial state (replanning); `cost_model` is a function from grounded actions to
+    costs (the Planner's learned costs), for delegates that ground the task; `costs` maps grounded actions in PDDL form (`"(drive t1 a b)"`) to the cost a cost-aware delegate should use
     instead of the model's own (learned costs); `excluded` lists grounded actions no plan may use (an action that
     just failed, for this adaptation generation); `critiques` are verbal reasons from earlier failures, for
     delegates that can read them (an LLM).
@@ -36,8 +37,22 @@ class PlanRequest:
     task: Task
     init: State | None = None  # plan from this state instead of the task's initial state
     costs: dict[str, float] | None = None
+    cost_model: Callable[[Sequence[str]], dict[str, float]] | None = field(default=None, compare=False)
     excluded: frozenset[str] = frozenset()
     critiques: tuple[str, ...] = ()
+
+    def grounded_costs(self, grounded: Sequence[str]) -> dict[str, float] | None:
+        """The costs to plan with, given the grounded actions (PDDL form) a delegate found: `costs` when set,
+        else what `cost_model` says for them (learned costs, computed inside the delegate's budget)."""
+        if self.costs is not None:
+            return self.costs
+        if self.cost_model is not None:
+            return self.cost_model(grounded)
+        return None
+
+    @property
+    def has_costs(self) -> bool:
+        return self.costs is not None or self.cost_model is not None
 
     @property
     def initial_state(self) -> State:

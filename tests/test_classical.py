@@ -58,7 +58,7 @@ def _cpu_seconds(pids) -> float:
 def test_timeout_within_budget_and_nothing_left_running():
     task = load_ipc("parking-sat11-strips", smallest_problems("parking-sat11-strips", 1)[0])
     with Planner(CLASSICAL_ONLY) as planner:
-        fd = planner._fast_downward()
+        fd = planner.fast_downward
         before = set(descendants())
         started = time.monotonic()
         result = planner.plan(task)
@@ -114,7 +114,7 @@ def test_pyperplan_timeout_kills_its_worker():
 def test_same_task_twice_translates_once_and_replan_from_changed_state_reuses_translation():
     task = bundled_task("blocksworld", 6, seed=4)
     with Planner() as planner:
-        fd = planner._fast_downward()
+        fd = planner.fast_downward
         first = planner.plan(task)
         again = planner.plan(task)
         assert fd.translations == 1
@@ -133,7 +133,7 @@ def test_same_task_twice_translates_once_and_replan_from_changed_state_reuses_tr
 def test_replan_from_a_state_outside_the_translation_translates_again():
     task = bundled_task("blocksworld", 4, seed=5)
     with Planner() as planner:
-        fd = planner._fast_downward()
+        fd = planner.fast_downward
         planner.plan(task)
         objects = sorted(task.objects())
         from domains.model import Atom

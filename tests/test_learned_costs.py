@@ -113,3 +113,24 @@ def test_plans_are_recorded_in_the_trace_store(tmp_path):
         rows = list(store.db["plans"].rows)
     assert len(rows) == 1
     assert json.loads(rows[0]["plan"]) == result.plan
+
+
+def test_learned_costs_stay_inside_the_budget(tmp_path):
+    """Grounding for learned costs happens inside the delegate's budget: a task whose translation alone takes
+    seconds still times out on time with a model loaded."""
+    import time
+
+    from conftest import load_ipc, smallest_problems
+    from portfolio.planner import CLASSICAL_ONLY
+
+    store_path = tmp_path / "traces.db"
+    with TraceStore(store_path) as store:
+        record(store, "drive", ("t1", "a", "b"), flaky(5, 3), "r1")
+        retrain(store)
+    task = load_ipc("parking-sat11-strips", smallest_problems("parking-sat11-strips", 1)[0])
+    with Planner(CLASSICAL_ONLY, traces=store_path) as planner:
+        assert planner.model is not None
+        started = time.monotonic()
+        result = planner.plan(task)
+        assert time.monotonic() - started <= 1.3
+    assert result.status.value == "timeout"

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     except store_error_types() as error:
         return fail_bad_input(str(error))
     with planner:
-        if planner._model is None:
+        if planner.model is None:
             return fail_bad_input(f"{args.traces} holds no trained model yet; run `portfolio retrain` first")
         costs = planner.learned_costs(task)
     rows = [{"action": name, "base_cost": c.base_cost, "p_fail": round(c.p_fail, 6), "cost": round(c.cost, 6)}

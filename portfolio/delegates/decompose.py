@@ -178,7 +178,8 @@ class SubgoalSolver:
         if translation is not None and translation.sas is not None and time.monotonic() < deadline:
             outcome = self._search_sas(request, translation, state, goal, deadline)
         if outcome is None or outcome.status is Status.ERROR:
-            sub = PlanRequest(task=subtask(task, state, goal), costs=request.costs, excluded=request.excluded)
+            sub = PlanRequest(task=subtask(task, state, goal), costs=request.costs, cost_model=request.cost_model,
+                              excluded=request.excluded)
             for delegate in self.delegates:
                 if time.monotonic() >= deadline:
                     break
@@ -217,11 +218,12 @@ class SubgoalSolver:
         if init_values is None:
             return None
         goal_section = "begin_goal\n" + f"{len(pairs)}\n" + "".join(f"{v} {d}\n" for v, d in pairs) + "end_goal\n"
+        costs = request.grounded_costs([f"({name})" for name in sas.operator_names]) if request.has_costs else None
         text = dataclasses.replace(sas, goal=goal_section).render(
-            init=init_values, costs=request.costs, excluded=request.excluded)
+            init=init_values, costs=costs, excluded=request.excluded)
         # Coverage is what a decomposer is for: unit-cost search unless learned costs must steer the plan.
         fast_downward = self._fast_downward()
-        alias = fast_downward.cost_alias if request.costs else fast_downward.alias
+        alias = fast_downward.cost_alias if costs else fast_downward.alias
         return run_search(text, fast_downward.search or SEARCH_ALIASES[alias], deadline)
 
     # -- a sequence ---------------------------------------------------------------------------------------

@@ -174,9 +174,12 @@ class FastDownward:
         details = {"translate_ms": round(translation.translate_ms, 3), "translation_reused": init_values is not None}
         if translation.sas is None:
             return DelegateOutcome(Status.UNSOLVABLE, reason="translator: goal not relaxed-reachable", details=details)
-        with_costs = bool(request.costs) or task.has_action_costs()
+        costs = None
+        if request.has_costs:
+            costs = request.grounded_costs([f"({name})" for name in translation.sas.operator_names])
+        with_costs = bool(costs) or task.has_action_costs()
         aliases = [self.alias, self.cost_alias] if with_costs and not self.search else [self.alias]
-        sas_text = translation.sas.render(init=init_values, costs=request.costs, excluded=request.excluded)
+        sas_text = translation.sas.render(init=init_values, costs=costs, excluded=request.excluded)
         return self._search(sas_text, aliases, deadline, details)
 
     def _search(self, sas_text: str, aliases: list[str], deadline: float, details: dict) -> DelegateOutcome:

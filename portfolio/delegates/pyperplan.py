@@ -32,7 +32,7 @@ class Pyperplan:
         self.warm_up()
         assert self._worker is not None
         notes = []
-        if request.task.has_action_costs() or request.costs:
+        if request.task.has_action_costs() or request.has_costs:
             notes.append("pyperplan ignores action costs: the plan may not be the cheapest")
         task = request.effective_task()
         if task.has_action_costs():

@@ -122,7 +122,7 @@ class TypedSearch:
         if grounded is None:
             return DelegateOutcome(Status.ERROR, reason=f"declined: more than {self.max_ground_actions} grounded "
                                                         "actions (left to the next delegate)")
-        costs = request.costs or {}
+        costs = request.grounded_costs(grounded.names) or {}
         task = request.task
         usable = [i for i, name in enumerate(grounded.names) if name not in request.excluded]
         cost = [_INF] * len(grounded.actions)
