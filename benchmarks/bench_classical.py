@@ -38,7 +38,7 @@ def test_raw_driver(benchmark, domain, problem):
 def test_warm_first_plan(benchmark, planner, domain, problem):
     task = load_task(IPC / domain / "domain.pddl", IPC / domain / problem)
     planner.plan(task)
-    fast_downward = planner._fast_downward()
+    fast_downward = planner.fast_downward
 
     def first_plan():
         fast_downward._translations.clear()
