@@ -32,7 +32,8 @@ from domains.model import (
     Problem,
     Task,
 )
-from domains.pddl import TOTAL_COST, SList, _atom, _Ctx, _formula, read_sexpr
+from domains.pddl import TOTAL_COST, _atom, _Ctx, _formula
+from domains.sexpr import SList, read_sexpr
 from domains.pddl_writer import formula_to_pddl, task_with_texts
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 
 from domains.errors import ArityError, PDDLSyntaxError, UndefinedSymbolError, UnsupportedFeatureError
+from domains.sexpr import SList, new_list, read_sexpr
 from domains.model import (
     OBJECT,
     TRUE,
@@ -43,75 +44,6 @@ SUPPORTED_REQUIREMENTS = frozenset({
 TOTAL_COST = "total-cost"
 _NUMERIC_EFFECTS = frozenset({"decrease", "assign", "scale-up", "scale-down"})
 _COMPARISONS = frozenset({"<", ">", "<=", ">="})
-
-
-class SList(list):
-    """A parenthesised list; `line` is where its '(' is, `lines[i]` is where element i starts."""
-
-    __slots__ = ("line", "lines")
-
-
-def _new_list(line: int) -> SList:
-    node = SList()
-    node.line = line
-    node.lines = []
-    return node
-
-
-def read_sexpr(text: str, file: str | None = None) -> SList:
-    """Tokenize and nest `text`; returns a root list holding the top-level expressions. Names are lower-cased
-    because PDDL is case-insensitive."""
-    root = _new_list(1)
-    stack = [root]
-    current, lines = root, root.lines
-    for lineno, raw in enumerate(text.lower().split("\n"), 1):
-        if ";" in raw:
-            raw = raw.split(";", 1)[0]
-        if "(" in raw or ")" in raw:
-            raw = raw.replace("(", " ( ").replace(")", " ) ")
-        for token in raw.split():
-            if token == "(":
-                node = _new_list(lineno)
-                current.append(node)
-                lines.append(lineno)
-                stack.append(node)
-                current, lines = node, node.lines
-            elif token == ")":
-                if len(stack) == 1:
-                    raise PDDLSyntaxError("unexpected ')': there is no open '(' for it to close.",
-                                          file=file, line=lineno)
-                stack.pop()
-                current = stack[-1]
-                lines = current.lines
-            else:
-                current.append(token)
-                lines.append(lineno)
-    if len(stack) > 1:
-        # A missing ')' is only noticed at the end of the file, where the outermost list is left open; the
-        # list that really lacks it is the one that swallowed the next section or action field.
-        culprit = _swallower(stack[1]) or stack[-1]
-        raise PDDLSyntaxError(f"unbalanced parentheses: the '(' opened at line {culprit.line} is never closed; "
-                              f"expected ')' before the end of the file.", file=file, line=culprit.line)
-    return root
-
-
-_SECTIONS = frozenset({":requirements", ":types", ":constants", ":predicates", ":functions", ":action",
-                       ":derived", ":durative-action", ":domain", ":objects", ":init", ":goal", ":metric"})
-_ACTION_FIELDS = frozenset({":parameters", ":precondition", ":effect"})
-
-
-def _swallower(node: SList) -> SList | None:
-    """The first list (depth first) holding a section or action field it cannot hold."""
-    for index, child in enumerate(node):
-        if isinstance(child, SList):
-            if child and isinstance(child[0], str) and child[0] in _SECTIONS and (not node or node[0] != "define"):
-                return node
-            found = _swallower(child)
-            if found is not None:
-                return found
-        elif child in _ACTION_FIELDS and node[0] != ":action":
-            return node
-    return None
 
 
 def _line(parent: SList, index: int) -> int:
@@ -184,7 +116,7 @@ def _typed_list(ctx: _Ctx, items: SList, start: int, what: str, check_types: boo
             if not pending:
                 ctx.fail(PDDLSyntaxError, f"'-' must follow at least one {what} name.", items, i)
             if i + 1 >= len(items):
-                ctx.fail(PDDLSyntaxError, f"expected a type name after '-'.", items, i)
+                ctx.fail(PDDLSyntaxError, "expected a type name after '-'.", items, i)
             type_name = items[i + 1]
             if isinstance(type_name, SList):
                 if type_name and type_name[0] == "either":
@@ -429,7 +361,7 @@ def parse_domain(text: str, file: str | None = None) -> Domain:
 
 
 def _slice(items: SList, start: int) -> SList:
-    part = _new_list(items.lines[start] if start < len(items.lines) else items.line)
+    part = new_list(items.lines[start] if start < len(items.lines) else items.line)
     part.extend(items[start:])
     part.lines = items.lines[start:]
     return part

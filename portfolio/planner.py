@@ -189,17 +189,16 @@ class Planner:
         success probability is reported, and the plan is recorded (under `run_id`, or a new run)."""
         start = time.monotonic()
         info: dict = {}
-        cost_model = None
-        if self._model is not None:
-            # Called by a delegate once it has grounded the task, inside its own budget.
-            def cost_model(grounded: Sequence[str]) -> dict[str, float]:
-                info.update(self._costs_for(task, grounded, features))
-                return {name: info[name].cost for name in grounded}
+
+        def cost_model(grounded: Sequence[str]) -> dict[str, float]:
+            """Called by a delegate once it has grounded the task, inside its own budget."""
+            info.update(self._costs_for(task, grounded, features))
+            return {name: info[name].cost for name in grounded}
 
         request = PlanRequest(
             task=task,
             init=init,
-            cost_model=cost_model,
+            cost_model=cost_model if self._model is not None else None,
             excluded=frozenset(str(a) for a in excluded),
             critiques=tuple(critiques),
         )

@@ -18,7 +18,6 @@ import sqlite3
 import time
 import uuid
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 import sqlite_utils

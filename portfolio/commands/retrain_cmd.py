@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from portfolio.commands.common import add_traces_argument, fail_bad_input
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from domains.model import And, Atom, Formula
-from portfolio.delegates.decompose import SubgoalSolver, conjunction, goal_text
+from portfolio.delegates.decompose import SubgoalSolver, conjunction
 from portfolio.results import DelegateOutcome, PlanRequest, Status
 from portfolio.sas import SasTask, sas_atom_name
 
