@@ -1,0 +1,567 @@
+"""Does planning with learned costs approach an oracle that knows the true failure probabilities?
+
+    python -m benchmarks.learning_eval --episodes 200      # table on stdout, results in benchmarks/results/
+    pytest benchmarks/bench_learning.py --benchmark-only   # the same run under pytest-benchmark (`make bench`)
+
+The world: report jobs of the bundled `tools` domain (sizes 2-4, ten generator seeds, so episodes differ), in a
+situation drawn per episode, `{"hour": "peak" | "off-peak", "region": "eu" | "us"}`. Some grounded actions fail
+with hidden probabilities that depend on the situation (`WORLD_RULES`: the cheap web engine fails 80% of the
+time at peak hours and 4% off-peak; connecting to db-internal fails 75% from the EU; querying db-news fails 30%
+always; the small writer 4%; everything else 1%).
+
+An episode: draw the situation and task, plan, execute the plan step by step in simulation (each step fails with
+its true probability), stop at the first failure. There is no replanning: the benchmark measures plan choice,
+not recovery. Three arms plan the same episodes:
+
+    cost-blind  `Planner()` without traces: the task's own costs only;
+    learned     `Planner(traces=...)`, starting with an empty store; every executed step is recorded (with the
+                situation as its features) and the model is retrained every K episodes (`retrain`, then
+                `reload_model`);
+    oracle      the cascade given the true costs, `base + lam * -log(1 - p_true)` per grounded action, with the
+                same lam as the learned arm's `cost_weight`.
+
+Step outcomes use common random numbers: the k-th execution of a grounded action in episode e succeeds or fails
+alike for every arm, so arms that choose the same steps see the same luck. Besides the realised success rate
+the report gives each arm's expected success (the true probability that its chosen plan succeeds, averaged over
+the window): noise-free, it separates plan quality from luck in windows of 25 episodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import random
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from domains.bundled import bundled_task
+from domains.model import GroundAction, Task, action_cost
+from domains.validate import applicable, apply, goal_reached
+
+log = logging.getLogger(__name__)
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+ARMS = ("cost-blind", "learned", "oracle")
+DOMAIN = "tools"
+SIZES = (2, 3, 4)
+TASK_SEEDS = tuple(range(10))
+CONTEXT_VALUES = {"hour": ("peak", "off-peak"), "region": ("eu", "us")}
+LATENCY_TASK = (3, 0)  # (size, seed) of the task warm latency is measured on
+TARGET_SUCCESS_VS_ORACLE = 0.95
+TARGET_FAILURES_VS_BLIND = 0.5
+TARGET_LATENCY_OVERHEAD = 0.10
+
+
+# -- the hidden world -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FailureRule:
+    """Grounded actions named `action` (and having `uses` among their arguments, when given) fail with
+    probability `p_when` in situations where `when` holds (a (key, value) pair, or always when None), else with
+    `p_else`."""
+
+    action: str
+    uses: str | None
+    when: tuple[str, str] | None
+    p_when: float
+    p_else: float
+
+    def matches(self, step: GroundAction) -> bool:
+        return step.name == self.action and (self.uses is None or self.uses in step.args)
+
+    def p_fail(self, context: Mapping[str, str]) -> float:
+        if self.when is None or context.get(self.when[0]) == self.when[1]:
+            return self.p_when
+        return self.p_else
+
+
+WORLD_RULES: tuple[FailureRule, ...] = (
+    FailureRule("web-search", "web-basic", ("hour", "peak"), 0.80, 0.04),  # rate-limited at peak hours
+    FailureRule("connect-database", "db-internal", ("region", "eu"), 0.75, 0.03),  # VPN only from the US
+    FailureRule("query-database", "db-news", None, 0.30, 0.30),  # times out, whatever the situation
+    FailureRule("write-report", "writer-small", None, 0.04, 0.04),
+)
+# Unavoidable failures are kept small so that plan choice decides the outcome: a 10-step plan of default
+# actions still succeeds 90% of the time.
+DEFAULT_P_FAIL = 0.01
+
+
+def true_p_fail(step: GroundAction, context: Mapping[str, str], rules: Sequence[FailureRule] = WORLD_RULES) -> float:
+    """The hidden probability that `step` fails in `context`: the first matching rule's, else DEFAULT_P_FAIL."""
+    for rule in rules:
+        if rule.matches(step):
+            return rule.p_fail(context)
+    return DEFAULT_P_FAIL
+
+
+def plan_success_probability(plan: Sequence[GroundAction], context: Mapping[str, str]) -> float:
+    """The true probability that every step of `plan` succeeds (steps fail independently)."""
+    return math.prod(1.0 - true_p_fail(step, context) for step in plan)
+
+
+def step_fails(seed: int, episode: int, step: GroundAction, occurrence: int, p_fail: float) -> bool:
+    """Common random numbers: the `occurrence`-th execution of `step` in `episode` draws the same uniform number
+    for every arm (string seeds hash the same on every run and platform)."""
+    return random.Random(f"{seed}:{episode}:{step}:{occurrence}").random() < p_fail
+
+
+# -- episodes ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    index: int
+    size: int
+    task_seed: int
+    context: dict[str, str]
+
+    def task(self) -> Task:
+        return bundled_task(DOMAIN, self.size, self.task_seed)
+
+
+def make_episodes(n: int, seed: int = 0) -> list[EpisodeSpec]:
+    """`n` episodes (task and situation), the same for a given seed; every arm plays this list."""
+    rng = random.Random(f"learning-eval-{seed}")
+    episodes = []
+    for index in range(n):
+        size, task_seed = rng.choice(SIZES), rng.choice(TASK_SEEDS)
+        context = {key: rng.choice(values) for key, values in CONTEXT_VALUES.items()}
+        episodes.append(EpisodeSpec(index, size, task_seed, context))
+    return episodes
+
+
+@dataclass
+class Execution:
+    steps: list[tuple[GroundAction, bool]]  # (step, failed) for every executed step, the failed one last
+    success: bool
+
+
+def execute(task: Task, plan: Sequence[GroundAction], spec: EpisodeSpec, seed: int) -> Execution:
+    """Run `plan` in simulation from the task's initial state; stop at the first failed step (no replanning)."""
+    state = task.problem.init
+    executed: list[tuple[GroundAction, bool]] = []
+    seen: dict[GroundAction, int] = {}
+    for step in plan:
+        if not applicable(task, state, step):  # plans come validated: this would be a harness bug
+            raise RuntimeError(f"episode {spec.index}: {step} is not applicable in simulation")
+        occurrence = seen[step] = seen.get(step, -1) + 1
+        failed = step_fails(seed, spec.index, step, occurrence, true_p_fail(step, spec.context))
+        executed.append((step, failed))
+        if failed:
+            return Execution(executed, False)
+        state = apply(task, state, step)
+    return Execution(executed, goal_reached(task, state))
+
+
+@dataclass
+class Outcome:
+    """One arm's episode."""
+
+    arm: str
+    episode: int
+    size: int
+    task_seed: int
+    context: dict[str, str]
+    solved: bool
+    plan: list[str]
+    base_cost: float
+    expected_success: float
+    success: bool
+    steps_executed: int
+    failed_step: str | None
+    plan_ms: float
+    predicted_success: float | None = None  # the learned arm's own estimate
+
+
+# -- arms -------------------------------------------------------------------------------------------------------
+
+
+def _fast_downward(planner):
+    from portfolio.cascade import Tier
+    from portfolio.delegates.fast_downward import FastDownward
+
+    for stage in planner.cascade.delegates:
+        for delegate in stage.delegates if isinstance(stage, Tier) else [stage]:
+            if isinstance(delegate, FastDownward):
+                return delegate
+    raise RuntimeError("the oracle arm needs Fast Downward in the cascade (it lists the grounded actions)")
+
+
+def oracle_costs(planner, task: Task, context: Mapping[str, str], lam: float) -> dict[str, float]:
+    """True costs, `base + lam * -log(1 - p_true)`, for every grounded action Fast Downward's translator keeps
+    (the same set learned costs are computed for)."""
+    from learning.costs import risk_cost
+    from portfolio.results import PlanRequest, parse_ground_action
+
+    grounded = _fast_downward(planner).grounded_actions(PlanRequest(task=task), time.monotonic() + 60.0)
+    costs = {}
+    for text in grounded:
+        step = parse_ground_action(text)
+        costs[str(step)] = action_cost(task, step) + risk_cost(true_p_fail(step, context), lam)
+    return costs
+
+
+def plan_oracle(planner, task: Task, context: Mapping[str, str], lam: float):
+    from portfolio.results import PlanRequest
+
+    return planner.cascade.solve(PlanRequest(task=task, costs=oracle_costs(planner, task, context, lam)))
+
+
+# -- the evaluation ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Latency:
+    """Warm `Planner.plan` latency on one task, without and with learned costs (medians of `rounds` calls,
+    interleaved). The learned call includes the cost lookup (cached per task and situation), the search with
+    learned costs and recording the plan in SQLite; `cost_lookup_cold_ms` is one `learned_costs` call right after
+    `reload_model` (cache empty: grounding list plus one predict_proba); `cost_lookup_warm_ms` a cache hit."""
+
+    rounds: int
+    plain_ms: float
+    learned_ms: float
+    overhead: float
+    cost_lookup_cold_ms: float
+    cost_lookup_warm_ms: float  # a cache hit, as in every learned call above
+
+
+@dataclass
+class Evaluation:
+    episodes: int
+    retrain_every: int
+    window: int
+    seed: int
+    lam: float
+    outcomes: list[Outcome]
+    model_versions: int
+    seconds: float
+    latency: Latency | None = None
+    retrain_seconds: list[float] = field(default_factory=list)
+    model_params: dict[str, float | None] = field(default_factory=dict)
+
+    def of(self, arm: str) -> list[Outcome]:
+        return [o for o in self.outcomes if o.arm == arm]
+
+
+def _outcome(arm: str, spec: EpisodeSpec, task: Task, result, seed: int, plan_ms: float) -> tuple[Outcome, Execution]:
+    plan = result.actions() if result.solved else []
+    run = execute(task, plan, spec, seed) if result.solved else Execution([], False)
+    outcome = Outcome(
+        arm=arm, episode=spec.index, size=spec.size, task_seed=spec.task_seed, context=dict(spec.context),
+        solved=result.solved, plan=[str(s) for s in plan], base_cost=sum(action_cost(task, s) for s in plan),
+        expected_success=plan_success_probability(plan, spec.context) if result.solved else 0.0,
+        success=run.success, steps_executed=len(run.steps),
+        failed_step=next((str(s) for s, failed in run.steps if failed), None), plan_ms=round(plan_ms, 3),
+        predicted_success=result.success_probability,
+    )  # fmt: skip
+    return outcome, run
+
+
+def evaluate(
+    episodes: int = 200,
+    retrain_every: int = 10,
+    window: int = 25,
+    seed: int = 0,
+    lam: float = 5.0,
+    traces: str | Path | None = None,
+    latency_rounds: int = 60,
+    model_params: Mapping[str, float | None] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Evaluation:
+    """Play `episodes` episodes with all three arms; the learned arm records into a fresh store at `traces`
+    (default: benchmarks/results/learning-traces.db; an existing file is replaced) and retrains every
+    `retrain_every` episodes, with `FailureModel(**model_params)` (default: the library's defaults). With
+    `latency_rounds` > 0, warm latency is measured afterwards."""
+    from learning.retrain import retrain
+    from portfolio.planner import Planner
+    from traces.records import StepRecord
+    from domains.pddl_writer import formula_to_pddl
+
+    traces_path = Path(traces) if traces is not None else RESULTS_DIR / "learning-traces.db"
+    traces_path.parent.mkdir(parents=True, exist_ok=True)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{traces_path}{suffix}").unlink(missing_ok=True)
+    specs = make_episodes(episodes, seed)
+    outcomes: list[Outcome] = []
+    retrain_seconds: list[float] = []
+    start = time.perf_counter()
+    with Planner(cost_weight=lam) as plain, Planner(traces=traces_path, cost_weight=lam) as learner:
+        store = learner.store
+        for spec in specs:
+            task = spec.task()
+            t0 = time.perf_counter()
+            blind = plain.plan(task)
+            t1 = time.perf_counter()
+            outcomes.append(_outcome("cost-blind", spec, task, blind, seed, (t1 - t0) * 1000)[0])
+
+            run_id = store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal), run_id=f"episode-{spec.index:04d}")
+            t0 = time.perf_counter()
+            learned = learner.plan(task, features=spec.context, run_id=run_id)
+            t1 = time.perf_counter()
+            outcome, run = _outcome("learned", spec, task, learned, seed, (t1 - t0) * 1000)
+            outcomes.append(outcome)
+            store.record_steps(
+                StepRecord(run_id=run_id, step=i, action=step.name, args=step.args,
+                           outcome="failure" if failed else "success", features=spec.context)
+                for i, (step, failed) in enumerate(run.steps)
+            )  # fmt: skip
+            store.end_run(run_id, "success" if run.success else "failure")
+
+            t0 = time.perf_counter()
+            oracle = plan_oracle(plain, task, spec.context, lam)
+            t1 = time.perf_counter()
+            outcomes.append(_outcome("oracle", spec, task, oracle, seed, (t1 - t0) * 1000)[0])
+
+            if (spec.index + 1) % retrain_every == 0 and store.count_steps() > 0:
+                t0 = time.perf_counter()
+                retrain(store, **dict(model_params or {}))
+                learner.reload_model()
+                retrain_seconds.append(round(time.perf_counter() - t0, 3))
+            if progress is not None and (spec.index + 1) % window == 0:
+                done = [o for o in outcomes if o.episode > spec.index - window]
+                rates = {arm: sum(o.success for o in done if o.arm == arm) / window for arm in ARMS}
+                progress(f"episodes {spec.index + 2 - window}-{spec.index + 1}: "
+                         + ", ".join(f"{arm} {rate:.2f}" for arm, rate in rates.items()))
+        model_versions = (store.latest_model().version if store.latest_model() else 0)
+        latency = measure_latency(plain, learner, specs, latency_rounds) if latency_rounds > 0 else None
+    return Evaluation(episodes, retrain_every, window, seed, lam, outcomes, model_versions,
+                      round(time.perf_counter() - start, 1), latency, retrain_seconds,
+                      dict(model_params or {}))
+
+
+def measure_latency(plain, learner, specs: Sequence[EpisodeSpec], rounds: int) -> Latency:
+    """Median warm latency of `plain.plan(task)` and `learner.plan(task, features=...)` on the same task,
+    interleaved (alternating which goes first) so that machine load hits both alike; learned calls are
+    recorded under one run, "latency"."""
+    task = bundled_task(DOMAIN, *LATENCY_TASK)
+    context = next((s.context for s in specs), {"hour": "peak", "region": "eu"})
+    run_id = learner.store.start_run(task.fingerprint, "latency", run_id="latency")
+    learner.reload_model()
+    t0 = time.perf_counter()
+    learner.learned_costs(task, features=context)
+    cold = (time.perf_counter() - t0) * 1000
+    for _ in range(3):  # warm both: translation cached, search processes started, costs cached
+        plain.plan(task)
+        learner.plan(task, features=context, run_id=run_id)
+    timings: dict[str, list[float]] = {"plain": [], "learned": [], "lookup": []}
+    calls = {"plain": lambda: plain.plan(task), "learned": lambda: learner.plan(task, features=context, run_id=run_id),
+             "lookup": lambda: learner.learned_costs(task, features=context)}
+    for i in range(rounds):
+        for name in ("plain", "learned", "lookup") if i % 2 == 0 else ("learned", "plain", "lookup"):
+            t0 = time.perf_counter()
+            calls[name]()
+            timings[name].append((time.perf_counter() - t0) * 1000)
+    p, q = statistics.median(timings["plain"]), statistics.median(timings["learned"])
+    return Latency(rounds, round(p, 2), round(q, 2), round(q / p - 1.0, 4), round(cold, 2),
+                   round(statistics.median(timings["lookup"]), 3))
+
+
+# -- reporting --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class WindowRow:
+    first: int  # 1-based episode numbers, inclusive
+    last: int
+    success: dict[str, float]
+    expected: dict[str, float]
+
+
+def windows(evaluation: Evaluation) -> list[WindowRow]:
+    """Success rate and mean expected success of each arm per window of `evaluation.window` episodes (the last
+    window may be shorter)."""
+    rows = []
+    for first in range(0, evaluation.episodes, evaluation.window):
+        last = min(first + evaluation.window, evaluation.episodes)
+        success, expected = {}, {}
+        for arm in ARMS:
+            chunk = [o for o in evaluation.of(arm) if first <= o.episode < last]
+            success[arm] = sum(o.success for o in chunk) / len(chunk)
+            expected[arm] = sum(o.expected_success for o in chunk) / len(chunk)
+        rows.append(WindowRow(first + 1, last, success, expected))
+    return rows
+
+
+@dataclass
+class Verdict:
+    name: str
+    measured: float
+    target: str
+    met: bool
+    noise_free: float | None = None  # the same comparison on expected success
+
+
+def verdicts(evaluation: Evaluation) -> list[Verdict]:
+    """The issue's targets, on the final window (realised outcomes; expected success alongside)."""
+    final = windows(evaluation)[-1]
+    s, e = final.success, final.expected
+    ratio = s["learned"] / s["oracle"] if s["oracle"] else float("nan")
+    blind_fail, learned_fail = 1 - s["cost-blind"], 1 - s["learned"]
+    fail_ratio = learned_fail / blind_fail if blind_fail else float("inf")
+    e_fail_ratio = (1 - e["learned"]) / (1 - e["cost-blind"]) if e["cost-blind"] < 1 else float("inf")
+    out = [
+        Verdict(f"learned success / oracle success (episodes {final.first}-{final.last})", round(ratio, 3),
+                f">= {TARGET_SUCCESS_VS_ORACLE}", ratio >= TARGET_SUCCESS_VS_ORACLE,
+                round(e["learned"] / e["oracle"], 3) if e["oracle"] else None),
+        Verdict(f"learned failures / cost-blind failures (episodes {final.first}-{final.last})",
+                round(fail_ratio, 3), f"<= {TARGET_FAILURES_VS_BLIND}", fail_ratio <= TARGET_FAILURES_VS_BLIND,
+                round(e_fail_ratio, 3)),
+    ]  # fmt: skip
+    if evaluation.latency is not None:
+        overhead = evaluation.latency.overhead
+        out.append(Verdict("warm plan latency overhead of learned costs", overhead,
+                           f"<= {TARGET_LATENCY_OVERHEAD:.2f}", overhead <= TARGET_LATENCY_OVERHEAD))
+    return out
+
+
+def report(evaluation: Evaluation) -> str:
+    """The Markdown report: window table, totals, target verdicts, latency."""
+    lines = [
+        f"# Learning evaluation: {evaluation.episodes} episodes, retrain every {evaluation.retrain_every}, "
+        f"lambda {evaluation.lam}, seed {evaluation.seed}",
+        "",
+        f"Failure model parameters: {evaluation.model_params or 'library defaults'}.",
+        "",
+        "Success rate per window (realised; in parentheses the mean true success probability of the chosen plans).",
+        "No replanning: an episode fails at its first failed step.",
+        "",
+        "| episodes | " + " | ".join(ARMS) + " |",
+        "|---|" + "---|" * len(ARMS),
+    ]
+    for row in windows(evaluation):
+        cells = [f"{row.success[a]:.2f} ({row.expected[a]:.2f})" for a in ARMS]
+        lines.append(f"| {row.first}-{row.last} | " + " | ".join(cells) + " |")
+    lines += ["", "| whole run | " + " | ".join(ARMS) + " |", "|---|" + "---|" * len(ARMS)]
+    rows = {
+        "success rate": lambda os: sum(o.success for o in os) / len(os),
+        "expected success": lambda os: sum(o.expected_success for o in os) / len(os),
+        "mean base cost": lambda os: sum(o.base_cost for o in os) / len(os),
+        "median plan ms": lambda os: statistics.median(o.plan_ms for o in os),
+    }
+    for name, fn in rows.items():
+        lines.append(f"| {name} | " + " | ".join(f"{fn(evaluation.of(a)):.3f}" for a in ARMS) + " |")
+    lines += ["", "## Targets", ""]
+    for v in verdicts(evaluation):
+        extra = f" (on expected success: {v.noise_free})" if v.noise_free is not None else ""
+        lines.append(f"- {'MET' if v.met else 'MISSED'}: {v.name} = {v.measured} (target {v.target}){extra}")
+    final = windows(evaluation)[-1].success
+    if final["cost-blind"] < 1:
+        lines.append(f"- For reference, the oracle's failures / cost-blind failures in the same window: "
+                     f"{(1 - final['oracle']) / (1 - final['cost-blind']):.3f} (what the world allows).")
+    lat = evaluation.latency
+    if lat is not None:
+        lines += ["", f"Warm latency ({DOMAIN} size {LATENCY_TASK[0]} seed {LATENCY_TASK[1]}, median of "
+                  f"{lat.rounds}): without learned costs {lat.plain_ms} ms, with {lat.learned_ms} ms "
+                  f"({lat.overhead:+.1%}); cost lookup {lat.cost_lookup_warm_ms} ms warm, {lat.cost_lookup_cold_ms} ms right after a model reload."]
+    lines += ["", f"Model versions trained: {evaluation.model_versions}; retrain+reload median "
+              f"{statistics.median(evaluation.retrain_seconds) if evaluation.retrain_seconds else 0:.3f} s; "
+              f"wall time {evaluation.seconds} s."]
+    return "\n".join(lines) + "\n"
+
+
+def plot(evaluation: Evaluation, path: Path) -> None:
+    """Success rate per window (solid: realised, dashed: expected) for each arm, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = windows(evaluation)
+    x = [row.last for row in rows]
+    colours = {"cost-blind": "tab:red", "learned": "tab:blue", "oracle": "tab:green"}
+    fig, ax = plt.subplots(figsize=(8, 4.8), dpi=120)
+    for arm in ARMS:
+        ax.plot(x, [r.success[arm] for r in rows], marker="o", color=colours[arm], label=f"{arm}: realised")
+        ax.plot(x, [r.expected[arm] for r in rows], linestyle="--", color=colours[arm], alpha=0.7,
+                label=f"{arm}: expected")
+    ax.set_xlabel(f"episode (end of each window of {evaluation.window})")
+    ax.set_ylabel("success rate")
+    ax.set_ylim(0, 1.02)
+    ax.set_xticks(x)
+    ax.grid(alpha=0.3)
+    params = ", ".join(f"{k}={v:g}" if v is not None else f"{k}=None" for k, v in evaluation.model_params.items())
+    ax.set_title(f"Plan success with learned costs (retrain every {evaluation.retrain_every} episodes, "
+                 f"lambda={evaluation.lam:g}; model: {params or 'defaults'})", fontsize=10)
+    ax.legend(fontsize=8, ncol=3, loc="lower center")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def write_results(evaluation: Evaluation, out_dir: Path = RESULTS_DIR) -> dict[str, Path]:
+    """learning.md (the report), learning.png (the plot) and learning.json (every episode of every arm)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"md": out_dir / "learning.md", "png": out_dir / "learning.png", "json": out_dir / "learning.json"}
+    paths["md"].write_text(report(evaluation), encoding="utf-8")
+    plot(evaluation, paths["png"])
+    data = asdict(evaluation)
+    data["windows"] = [asdict(row) for row in windows(evaluation)]
+    data["verdicts"] = [asdict(v) for v in verdicts(evaluation)]
+    paths["json"].write_text(json.dumps(data, indent=1), encoding="utf-8")
+    return paths
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.learning_eval",
+        description="Simulated evaluation of learned action costs: episodes of the bundled tools domain in which "
+        "some grounded actions fail with hidden, situation-dependent probabilities. Three arms plan the same "
+        "episodes (cost-blind, learned from the arm's own traces, oracle with the true costs); each plan is "
+        "executed once in simulation without replanning. Prints a table of success rates per window and the "
+        "target verdicts; writes learning.md, learning.png and learning.json to --out.",
+        epilog="Example: python -m benchmarks.learning_eval --episodes 200 --retrain-every 10",
+    )
+    parser.add_argument("--episodes", type=int, default=200, help="episodes per arm (default 200)")
+    parser.add_argument("--retrain-every", type=int, default=10, metavar="K",
+                        help="retrain the learned arm's model every K episodes (default 10)")
+    parser.add_argument("--window", type=int, default=25, help="episodes per reported window (default 25)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for tasks, situations and step outcomes")
+    parser.add_argument("--lam", type=float, default=5.0,
+                        help="lambda of cost = base + lambda * -log(1 - p_fail), for learned and oracle (default 5)")
+    parser.add_argument("--latency-rounds", type=int, default=60,
+                        help="warm plan calls per configuration for the latency comparison (0: skip)")
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="output directory (default benchmarks/results)")
+    parser.add_argument("--traces", type=Path, default=None,
+                        help="trace store for the learned arm (replaced; default OUT/learning-traces.db)")
+    parser.add_argument("--model-param", action="append", default=[], metavar="NAME=VALUE",
+                        help="a FailureModel hyperparameter for the learned arm's retrains, e.g. transfer=0 or "
+                        "prior_beta=1.9 (repeatable; default: the library's defaults)")
+    args = parser.parse_args(argv)
+    model_params = {}
+    for item in args.model_param:
+        name, _, value = item.partition("=")
+        try:
+            model_params[name.strip()] = None if value.strip().lower() == "none" else float(value)
+        except ValueError:
+            parser.error(f"--model-param expects NAME=NUMBER (or NAME=none), got {item!r}")
+    from learning.model import FailureModel
+
+    unknown = sorted(set(model_params) - set(FailureModel().get_params()))
+    if unknown:
+        parser.error(f"--model-param: unknown FailureModel parameter(s) {', '.join(unknown)}; expected some of "
+                     + ", ".join(sorted(FailureModel().get_params())))
+    for name in ("episodes", "retrain_every", "window"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    evaluation = evaluate(
+        args.episodes, args.retrain_every, args.window, args.seed, args.lam,
+        traces=args.traces or args.out / "learning-traces.db", latency_rounds=args.latency_rounds,
+        model_params=model_params, progress=lambda line: print(line, file=sys.stderr, flush=True),
+    )  # fmt: skip
+    paths = write_results(evaluation, args.out)
+    print(report(evaluation), end="")
+    print(f"wrote {paths['md']}, {paths['png']}, {paths['json']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
