@@ -4,7 +4,9 @@ Tokens (each a sparse column with value 1 unless numeric):
 - `g:<args>`: the grounded action's identity (a specific road can be broken, not the roads it shares objects with);
 - `a<i>:<obj>`: the object in argument position i;  `o:<obj>`: the object in any position;
 - `t<i>:<type>`: the declared type in position i, when object types are given;
-- `f:<key>=<value>`: a string/bool feature, one-hot;  `n:<key>`: a numeric feature, its value as is.
+- `f:<key>=<value>`: a string/bool feature, one-hot;  `n:<key>`: a numeric feature, its value as is;
+- `a<i>:<obj>&f:<key>=<value>`: an argument in a situation, so that "this engine fails at peak hours" is not
+  spread over every engine at peak hours (a linear model cannot form that conjunction itself).
 
 Features are kept per action name (one model per action name), so the action name itself is not a token.
 """
@@ -44,3 +46,16 @@ def feature_tokens(features: Mapping[str, Any] | None) -> list[Token]:
         else:
             out.append((f"f:{key}={value}", 1.0))
     return out
+
+
+def interaction_tokens(args: tuple[str, ...], features: Mapping[str, Any] | None) -> list[str]:
+    """One token per (argument position and object, one-hot situation feature) pair."""
+    situation = [token for token, _ in feature_tokens(features) if token.startswith("f:")]
+    return [f"a{i}:{obj}&{token}" for token in situation for i, obj in enumerate(args)]
+
+
+def step_tokens(args: tuple[str, ...], features: Mapping[str, Any] | None,
+                object_types: Mapping[str, str] | None = None) -> list[Token]:
+    """Every token of one step: the grounded action, its situation, and the two combined."""
+    return ([(t, 1.0) for t in action_tokens(args, object_types)] + feature_tokens(features)
+            + [(t, 1.0) for t in interaction_tokens(args, features)])

@@ -75,8 +75,10 @@ def test_two_failures_do_not_condemn_an_action() -> None:
     odd = GroundAction("drive", ("t9", "q", "z"))
     two = FailureModel(calibrate_min_samples=None).fit(history + [rec(5000, odd, True), rec(5001, odd, True)])
     ten = FailureModel(calibrate_min_samples=None).fit(history + [rec(5000 + i, odd, True) for i in range(10)])
-    assert two.predict_proba([odd])[0] < 0.25
-    assert ten.predict_proba([odd])[0] > 0.4  # but evidence still counts
+    # Not condemned: two failures leave a new grounding well short of the ten-failure estimate (C trades the two:
+    # see FailureModel's docstring).
+    assert two.predict_proba([odd])[0] < 0.4
+    assert ten.predict_proba([odd])[0] > 0.6  # but evidence still counts
 
 
 def test_unknown_actions_get_the_optimistic_prior() -> None:
