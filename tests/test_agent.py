@@ -210,33 +210,24 @@ def test_demo_runs_and_shows_replanning_and_learning(capsys):
     assert "replan (failure" in out and "first news tool (fetch-archive)" in out
 
 
-class RecordingTracer:
-    """Stands in for the OpenTelemetry API, which is not installed here: records span names and attributes."""
+@pytest.fixture(scope="module")
+def span_exporter():
+    """The real OpenTelemetry SDK (a dev dependency) with an in-memory exporter on the global tracer."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    def __init__(self):
-        self.spans = []
-
-    def get_tracer(self, name):
-        return self
-
-    def start_as_current_span(self, name, attributes=None):
-        import contextlib
-
-        record = {"name": name, **(attributes or {})}
-        self.spans.append(record)
-
-        class Span:
-            def set_attribute(self, key, value):
-                record[key] = value
-
-        return contextlib.nullcontext(Span())
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    yield exporter
+    exporter.clear()
 
 
-def test_spans_when_opentelemetry_is_present(monkeypatch):
-    from portfolio import observability
-
-    tracer = RecordingTracer()
-    monkeypatch.setattr(observability, "_otel_trace", tracer)
+def test_spans_when_opentelemetry_is_present(span_exporter):
+    span_exporter.clear()
 
     @action(cost=1.0)
     def broken_news(person: Person) -> News:
@@ -244,9 +235,12 @@ def test_spans_when_opentelemetry_is_present(monkeypatch):
 
     with Agent([find_person, broken_news, fetch_news, write_up], warm=False) as agent:
         assert agent.run(UserInput("Ada Lovelace")).succeeded
-    names = [s["name"] for s in tracer.spans]
+    spans = sorted(span_exporter.get_finished_spans(), key=lambda s: s.start_time)
+    names = [s.name for s in spans]
     assert names == ["portfolio.run", "portfolio.plan", "portfolio.step", "portfolio.step", "portfolio.replan",
                      "portfolio.step", "portfolio.step"]
-    replan = tracer.spans[4]
+    run = spans[0]
+    assert all(s.parent is not None and s.parent.span_id == run.context.span_id for s in spans[1:])
+    replan = spans[4].attributes
     assert replan["trigger"] == "failure" and "no index" in replan["reason"] and replan["status"] == "solved"
-    assert tracer.spans[3]["outcome"] == "failure" and tracer.spans[3]["category"] == "knowledge"
+    assert spans[3].attributes["outcome"] == "failure" and spans[3].attributes["category"] == "knowledge"
