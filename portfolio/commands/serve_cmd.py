@@ -35,12 +35,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     mcp.set_defaults(func=run_mcp)
 
 
-def run_mcp(args: argparse.Namespace) -> int:
-    from portfolio.mcp_server import serve
+def open_planner(args: argparse.Namespace):
+    """The planner both servers share: the classical budget and, when given, the trace store. Raises the
+    trace store's errors (the callers turn them into exit code 2)."""
     from portfolio.planner import Planner
 
+    return Planner(budget_s=args.budget, traces=args.traces if args.traces_given else None)
+
+
+def run_mcp(args: argparse.Namespace) -> int:
+    from portfolio.mcp_server import serve
+
     try:
-        planner = Planner(budget_s=args.budget, traces=args.traces if args.traces_given else None)
+        planner = open_planner(args)
     except store_error_types() as error:
         return fail_bad_input(str(error))
     with planner:
@@ -49,11 +56,10 @@ def run_mcp(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from portfolio.planner import Planner
     from portfolio.service import make_server
 
     try:
-        planner = Planner(budget_s=args.budget, traces=args.traces if args.traces_given else None)
+        planner = open_planner(args)
     except store_error_types() as error:
         return fail_bad_input(str(error))
     with planner:
