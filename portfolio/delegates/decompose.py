@@ -18,10 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
-import shutil
-import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -29,9 +25,8 @@ from typing import Any, Sequence
 from domains.model import And, Atom, Formula, GroundAction, Not, Plan, State, Task
 from domains.pddl_writer import domain_to_pddl, formula_to_pddl, problem_to_pddl
 from domains.validate import holds, unmet_goals, validate_plan
-from portfolio.delegates.fast_downward import SEARCH_ALIASES
 from portfolio.results import Delegate, DelegateOutcome, PlanRequest, Status
-from portfolio.sas import SasTask, operator_action, sas_atom_name
+from portfolio.sas import SasTask, sas_atom_name
 
 log = logging.getLogger(__name__)
 
@@ -221,10 +216,9 @@ class SubgoalSolver:
         costs = request.grounded_costs([f"({name})" for name in sas.operator_names]) if request.has_costs else None
         text = dataclasses.replace(sas, goal=goal_section).render(
             init=init_values, costs=costs, excluded=request.excluded)
-        # Coverage is what a decomposer is for: unit-cost search unless learned costs must steer the plan.
-        fast_downward = self._fast_downward()
-        alias = fast_downward.cost_alias if costs else fast_downward.alias
-        return run_search(text, fast_downward.search or SEARCH_ALIASES[alias], deadline)
+        # Coverage is what a decomposer is for: the cost-aware search joins only when learned costs steer.
+        return self._fast_downward().search_sas(text, deadline, with_costs=bool(costs),
+                                                details={"via": "fast-downward (shared translation)"})
 
     # -- a sequence ---------------------------------------------------------------------------------------
     def solve_sequence(self, request: PlanRequest, subgoals: Sequence[Formula], deadline: float,
@@ -287,37 +281,3 @@ def relevant_facts(state: State, action: GroundAction, limit: int = 30) -> list[
     args = set(action.args)
     return [str(a) for a in sorted(state) if args & set(a.args)][:limit]
 
-
-def run_search(sas_text: str, search: str, deadline: float) -> DelegateOutcome:
-    """Run Fast Downward's search binary on `sas_text` in its own process group and directory, killed at
-    `deadline`. Exit codes as in Fast Downward's driver: 0 plan, 10/11 proven unsolvable, others errors."""
-    from portfolio.delegates.fast_downward import search_binary
-    from portfolio.workers import kill_group
-
-    workdir = tempfile.mkdtemp(prefix="portfolio-decompose-")
-    details: dict[str, Any] = {"via": "fast-downward (shared translation)"}
-    try:
-        with open(os.path.join(workdir, "stdout"), "wb") as output:
-            process = subprocess.Popen(
-                [str(search_binary()), "--search", search, "--internal-plan-file", os.path.join(workdir, "plan")],
-                stdin=subprocess.PIPE, stdout=output, stderr=subprocess.STDOUT, cwd=workdir,
-                start_new_session=True,
-            )
-        try:
-            process.communicate(sas_text.encode(), timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            kill_group(process)
-            return DelegateOutcome(Status.TIMEOUT, reason="budget expired during search", details=details)
-        except BrokenPipeError:
-            process.wait()
-        code = process.returncode
-        if code == 0:
-            with open(os.path.join(workdir, "plan")) as plan_file:
-                lines = [line.strip() for line in plan_file]
-            plan = [operator_action(line[1:-1]) for line in lines if line.startswith("(") and line.endswith(")")]
-            return DelegateOutcome(Status.SOLVED, plan=plan, details=details)
-        if code in (10, 11):
-            return DelegateOutcome(Status.UNSOLVABLE, reason="search proved the subgoal unreachable", details=details)
-        return DelegateOutcome(Status.ERROR, reason=f"search exited with code {code}", details=details)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)

@@ -177,10 +177,16 @@ class FastDownward:
         costs = None
         if request.has_costs:
             costs = request.grounded_costs([f"({name})" for name in translation.sas.operator_names])
-        with_costs = bool(costs) or task.has_action_costs()
-        aliases = [self.alias, self.cost_alias] if with_costs and not self.search else [self.alias]
         sas_text = translation.sas.render(init=init_values, costs=costs, excluded=request.excluded)
-        return self._search(sas_text, aliases, deadline, details)
+        return self.search_sas(sas_text, deadline, with_costs=bool(costs) or task.has_action_costs(),
+                               details=details)
+
+    def search_sas(self, sas_text: str, deadline: float, with_costs: bool = False,
+                   details: dict | None = None) -> DelegateOutcome:
+        """Search a SAS task (e.g. a cached translation with another goal or state swapped in) with this
+        delegate's configuration, pre-started processes and deadline handling."""
+        aliases = [self.alias, self.cost_alias] if with_costs and not self.search else [self.alias]
+        return self._search(sas_text, aliases, deadline, {} if details is None else details)
 
     def _search(self, sas_text: str, aliases: list[str], deadline: float, details: dict) -> DelegateOutcome:
         """Run one search per alias side by side (two cores: the cost-blind one for coverage, the cost-aware one
