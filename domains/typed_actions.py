@@ -20,6 +20,7 @@ import typing
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from domains.literals import parse_literal
 from domains.model import TRUE, ActionSchema, And, Atom, Domain, Effect, FunctionTerm, Predicate, Problem, Task
 from domains.pddl_writer import domain_to_pddl, problem_to_pddl
 
@@ -63,18 +64,6 @@ def type_name(t: Any) -> str:
 def fact(t: Any) -> Atom:
     """`(known-person)` for `Person`: the fact that an object of that type is on the blackboard."""
     return Atom("known-" + type_name(t))
-
-
-def parse_literal(text: str) -> tuple[Atom, bool]:
-    """`"(at a)"` -> (Atom("at", ("a",)), False); `"(not (at a))"` -> (..., True); `"ready"` -> Atom("ready")."""
-    body = text.strip()
-    negated = False
-    if body.startswith("(not") and body.endswith(")"):
-        body, negated = body[4:-1].strip(), True
-    parts = body.strip("()").split()
-    if not parts:
-        raise ValueError(f"empty literal {text!r}")
-    return Atom(parts[0].lower(), tuple(p.lower() for p in parts[1:])), negated
 
 
 @dataclass(frozen=True)

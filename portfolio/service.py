@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from domains.errors import TaskInputError
-from domains.model import Atom, Task
+from domains.literals import parse_ground_atoms
 from portfolio.planner import Planner
 
 log = logging.getLogger(__name__)
@@ -45,26 +45,6 @@ class BadRequest(Exception):
         self.kind = kind
 
 
-def parse_atoms(texts: list[str], task: Task) -> frozenset[Atom]:
-    """`["(on a b)", ...]` -> atoms, checked against the task's predicates and objects."""
-    atoms = set()
-    objects = task.objects()
-    for text in texts:
-        parts = text.strip().strip("()").lower().split()
-        if not parts:
-            raise BadRequest(f"empty atom in init: {text!r}")
-        predicate = task.domain.predicate(parts[0])
-        if predicate is None:
-            raise BadRequest(f"init atom {text!r} uses undefined predicate {parts[0]!r}", "UndefinedSymbolError")
-        if predicate.arity != len(parts) - 1:
-            raise BadRequest(f"init atom {text!r}: {parts[0]!r} expects {predicate.arity} argument(s)", "ArityError")
-        unknown = [p for p in parts[1:] if p not in objects]
-        if unknown:
-            raise BadRequest(f"init atom {text!r} mentions unknown object {unknown[0]!r}", "UndefinedSymbolError")
-        atoms.add(Atom(parts[0], tuple(parts[1:])))
-    return frozenset(atoms)
-
-
 def plan_request(planner: Planner, body: PlanBody) -> dict[str, Any]:
     """Handle one /v1/plan body: the library call behind the route."""
     from domains.json_task import task_from_json
@@ -76,7 +56,7 @@ def plan_request(planner: Planner, body: PlanBody) -> dict[str, Any]:
         task = parse_task(body.domain, body.problem, "request.domain", "request.problem")
     else:
         raise BadRequest('give "domain" and "problem" (PDDL texts) or "task" (a JSON task)')
-    init = parse_atoms(body.init, task) if body.init is not None else None
+    init = parse_ground_atoms(task, body.init) if body.init is not None else None
     result = planner.plan(task, init=init, excluded=body.excluded, critiques=body.critiques)
     return result.model_dump(mode="json")
 

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from domains.model import And, Atom, Formula, GroundAction, Not, Plan, State, Task
+from domains.model import And, Atom, Formula, GroundAction, Plan, State, Task
 from domains.pddl_writer import domain_to_pddl, formula_to_pddl, problem_to_pddl
 from domains.validate import holds, unmet_goals, validate_plan
 from portfolio.results import Delegate, DelegateOutcome, PlanRequest, Status
@@ -38,31 +38,6 @@ def subtask(task: Task, state: State, goal: Formula) -> Task:
     problem = dataclasses.replace(task.problem, init=frozenset(state), goal=goal)
     return Task(task.domain, problem, domain_pddl=task.domain_pddl or domain_to_pddl(task.domain),
                 problem_pddl=problem_to_pddl(problem))
-
-
-def parse_literal(task: Task, text: str) -> Formula:
-    """`"(on a b)"` or `"(not (clear a))"` as a ground literal of `task`; ValueError naming what is wrong (unknown
-    predicate, wrong arity, unknown object)."""
-    cleaned = " ".join(str(text).replace("(", " ( ").replace(")", " ) ").split()).lower()
-    tokens = cleaned.split()
-    negated = False
-    if tokens[:2] == ["(", "not"] and tokens[-2:] == [")", ")"]:
-        negated, tokens = True, tokens[2:-1]
-    if len(tokens) < 3 or tokens[0] != "(" or tokens[-1] != ")" or "(" in tokens[1:] or ")" in tokens[:-1]:
-        raise ValueError(f"{text!r} is not a ground atom like (on a b)")
-    name, args = tokens[1], tuple(tokens[2:-1])
-    predicate = task.domain.predicate(name)
-    if predicate is None:
-        known = ", ".join(sorted(p.name for p in task.domain.predicates))
-        raise ValueError(f"{text!r}: unknown predicate '{name}' (known: {known})")
-    if len(args) != predicate.arity:
-        raise ValueError(f"{text!r}: predicate '{name}' takes {predicate.arity} arguments, got {len(args)}")
-    objects = task.objects()
-    for arg in args:
-        if arg not in objects:
-            raise ValueError(f"{text!r}: unknown object '{arg}'")
-    atom = Atom(name, args)
-    return Not(atom) if negated else atom
 
 
 def conjunction(literals: Sequence[Formula]) -> Formula:

@@ -21,10 +21,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from domains.literals import parse_ground_literal as parse_literal
 from domains.model import Plan, Task
 from domains.pddl_writer import formula_to_pddl
 from domains.validate import validate_plan
-from portfolio.delegates.decompose import SubgoalSolver, conjunction, parse_literal, relevant_facts
+from portfolio.delegates.decompose import SubgoalSolver, conjunction, relevant_facts
 from portfolio.delegates.llm_client import LLMClient, LLMError, extract_json
 from portfolio.results import DelegateOutcome, PlanRequest, Status, parse_ground_action
 
