@@ -184,9 +184,10 @@ class Task:
     domain_pddl: str = field(default="", compare=False, repr=False)
     problem_pddl: str = field(default="", compare=False, repr=False)
 
-    @property
+    @cached_property
     def fingerprint(self) -> str:
-        """Content hash of the task as the planners see it: equal texts, equal fingerprint."""
+        """Content hash of the task as the planners see it: equal texts, equal fingerprint. Computed once per
+        task object: the planner keys caches and trace runs by it on every call."""
         digest = hashlib.sha256()
         digest.update(self.domain_pddl.encode())
         digest.update(b"\0")
