@@ -133,12 +133,9 @@ class _TaskExecutor:
 
 def classical_stages(budget_s: float = 1.0) -> list:
     """The agent's cascade: in-process exact search first, then Fast Downward and pyperplan, one 1 s tier."""
-    from portfolio.cascade import Tier
-    from portfolio.delegates.fast_downward import FastDownward
-    from portfolio.delegates.pyperplan import Pyperplan
-    from portfolio.delegates.typed_search import TypedSearch
+    from portfolio.planner import default_stages
 
-    return [Tier("classical", [TypedSearch(), FastDownward(), Pyperplan()], budget_s)]
+    return default_stages(("typed-search", "fast-downward", "pyperplan"), budget_s=budget_s)
 
 
 class Agent:
