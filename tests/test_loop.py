@@ -10,7 +10,7 @@ import pytest
 from domains.validate import validate_plan
 from domains.typed_actions import ReplanRequested, action, fact, replan_when
 from portfolio.agent import Agent
-from portfolio.failures import (
+from portfolio.agent.failures import (
     Category,
     Decision,
     Failure,
@@ -19,7 +19,7 @@ from portfolio.failures import (
     classify,
     decide,
 )
-from portfolio.loop import LoopConfig, divergence
+from portfolio.agent.loop import LoopConfig, divergence
 from portfolio.results import parse_ground_action
 from traces.store import TraceStore
 

@@ -14,7 +14,7 @@ from domains.load import load_task
 from domains.validate import validate_plan
 from portfolio.planner import Planner
 from portfolio.results import parse_ground_action
-from portfolio.service import make_server
+from portfolio.serve.http import make_server
 
 
 @pytest.fixture(scope="module")

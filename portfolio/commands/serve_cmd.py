@@ -1,4 +1,4 @@
-"""`portfolio serve`: the HTTP/JSON service (see `portfolio.service` for the routes)."""
+"""`portfolio serve`: the HTTP/JSON service (see `portfolio.serve.http` for the routes)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def open_planner(args: argparse.Namespace):
 
 
 def run_mcp(args: argparse.Namespace) -> int:
-    from portfolio.mcp_server import serve
+    from portfolio.serve.mcp_server import serve
 
     try:
         planner = open_planner(args)
@@ -56,7 +56,7 @@ def run_mcp(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from portfolio.service import make_server
+    from portfolio.serve.http import make_server
 
     try:
         planner = open_planner(args)

@@ -3,7 +3,7 @@
     result = run_loop(planner, task, init, executor, LoopConfig(trigger="progress"), store=store)
 
 Each iteration executes the next step of the current plan and observes the state the handler reports. Then:
-- a failure is classified (`portfolio.failures`): *persist* retries it with backoff, *refine* excludes the
+- a failure is classified (`portfolio.agent.failures`): *persist* retries it with backoff, *refine* excludes the
   grounded action from later plans of this run and adds a critique, *concede* ends the run;
 - the replan trigger decides whether to plan again now: `every-step`, `on-failure`, or `progress` (the mean,
   over the last `window` steps of the current generation, of the share of each step's expected effects that
@@ -27,8 +27,8 @@ from typing import Any, Callable, Iterable, Protocol
 from domains.model import Atom, GroundAction, State, Task
 from domains.typed_actions import ReplanRequested
 from domains.validate import applicable, apply, goal_reached
-from portfolio.failures import Critic, Decision, Failure, backoff_s, classify, critique, decide, describe
-from portfolio.observability import COUNTERS, Counters, emit, set_attributes, span
+from portfolio.agent.failures import Critic, Decision, Failure, backoff_s, classify, critique, decide, describe
+from portfolio.agent.observability import COUNTERS, Counters, emit, set_attributes, span
 
 TRIGGERS = ("every-step", "on-failure", "progress")
 VetoCheck = Callable[[GroundAction, State], "bool | str | None"]

@@ -18,7 +18,7 @@ the same cascade as everything else, led by the in-process exact search (`portfo
 so that replanning costs milliseconds; Fast Downward and pyperplan stay behind it for larger tasks and Fast
 Downward grounds the task for learned costs. Objects live on a blackboard keyed by type: a parameter of type
 `Person` receives the latest `Person` produced or given. `Agent.for_task` runs a PDDL task instead, with
-handlers bound to its action names. The loop itself is `portfolio.loop`.
+handlers bound to its action names. The loop itself is `portfolio.agent.loop`.
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ from domains.typed_actions import (
     replan_when,
     type_name,
 )
-from portfolio.failures import Critic, InfeasibleFailure, KnowledgeFailure, TransientFailure
-from portfolio.loop import LoopConfig, Observation, RunResult, VetoCheck, run_loop
-from portfolio.observability import Counters
+from portfolio.agent.failures import Critic, InfeasibleFailure, KnowledgeFailure, TransientFailure
+from portfolio.agent.loop import LoopConfig, Observation, RunResult, VetoCheck, run_loop
+from portfolio.agent.observability import Counters
 
 
 def _with(state: State, literals: Iterable[str]) -> State:

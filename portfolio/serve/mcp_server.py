@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from domains.errors import TaskInputError
 from portfolio.planner import Planner
-from portfolio.service import BadRequest, PlanBody, plan_request, record_steps
+from portfolio.serve.http import BadRequest, PlanBody, plan_request, record_steps
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,14 @@
+"""The agent API built on the engine: typed actions executed, observed and replanned.
+
+- `runtime`: `Agent`, the executors for typed Python actions and for PDDL handlers;
+- `loop`: the execute-observe-replan loop (triggers, hints, veto, critiques);
+- `failures`: failure classes, the persist / refine / concede decision, critiques;
+- `observability`: structured events, OpenTelemetry spans, counters.
+
+    from portfolio.agent import Agent, action
+"""
+
+from domains.typed_actions import ReplanRequested, action, replan_when
+from portfolio.agent.runtime import Agent, classical_stages
+
+__all__ = ["Agent", "ReplanRequested", "action", "classical_stages", "replan_when"]
