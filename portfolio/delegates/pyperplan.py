@@ -31,6 +31,8 @@ def _atoms_only(formula: Formula) -> bool:
 def strips_features(task: Task) -> list[str]:
     """What of `task` goes beyond STRIPS with types (empty when pyperplan can read it)."""
     found = []
+    if any(schema.precondition == TRUE for schema in task.domain.actions):
+        found.append("an action without a precondition (its parser requires one)")
     if not all(_atoms_only(schema.precondition) for schema in task.domain.actions):
         found.append("preconditions other than conjunctions of atoms")
     if any(e.condition != TRUE or e.parameters for schema in task.domain.actions for e in schema.effects):
