@@ -41,8 +41,9 @@ DECOMPOSER_BUDGET_S = 30.0
 
 @dataclass
 class Tier(Resource):
-    """Delegates that share one budget, tried in order within it; `shares` (one weight per delegate, default
-    equal) split the budget as the module docstring says."""
+    """Delegates that share one budget, tried in order within it; `shares` (one weight per delegate) split the
+    budget as the module docstring says. Without them each delegate gets the delegate catalog's share for its
+    name (Fast Downward 4, the LLM 2), or 1."""
 
     name: str
     delegates: list[Delegate]
@@ -57,7 +58,12 @@ class Tier(Resource):
                 raise ValueError(f"tier {self.name}: shares must be positive, got {list(self.shares)}")
 
     def share_of(self, index: int) -> float:
-        return 1.0 if self.shares is None else float(self.shares[index])
+        if self.shares is not None:
+            return float(self.shares[index])
+        from portfolio.delegates.registry import CATALOG  # the catalog builds tiers, so it imports this module
+
+        spec = CATALOG.get(self.delegates[index].name)
+        return spec.share if spec is not None else 1.0
 
     def close(self) -> None:
         for delegate in self.delegates:

@@ -32,7 +32,7 @@ def tools():
 
 @pytest.fixture(scope="module")
 def planner():
-    with Planner(["fast-downward", "pyperplan"]) as shared:
+    with Planner(["fast-downward", "pyperplan"], budget_s=10.0) as shared:  # exclusion, not speed, is tested
         yield shared
 
 

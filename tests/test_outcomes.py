@@ -175,7 +175,7 @@ def test_a_slow_first_delegate_leaves_the_second_its_share():
     with PortfolioDecomposition([Tier("classical", [FastDownward(), second], 1.0, shares=(3, 1))]) as cascade:
         result = cascade.solve(PlanRequest(task))
     assert result.attempts[0].status is Status.TIMEOUT
-    assert result.attempts[0].elapsed_ms < 900  # stopped at the end of its three quarters
+    assert result.attempts[0].elapsed_ms < 950  # stopped at the end of its three quarters (0.75 s), not 1 s
     assert second.slices and second.slices[0] >= 0.2  # a quarter of 1 s, less the time to stop the first
 
 

@@ -231,7 +231,8 @@ class FastDownward(Resource):
             code = codes.get(alias)
             tail = "" if code is None else _tail(Path(run.output_path))
             reasons.append(f"{label(alias)}: {fd_exitcodes.meaning(code)}" + (f": {tail}" if tail else ""))
-        return DelegateOutcome(verdict.status, reason="; ".join(reasons), details=details)
+        prefix = "budget expired during search: " if verdict.status is Status.TIMEOUT else ""
+        return DelegateOutcome(verdict.status, reason=prefix + "; ".join(reasons), details=details)
 
     def close(self) -> None:
         if self._worker is not None:
