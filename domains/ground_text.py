@@ -11,20 +11,22 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from domains.errors import PDDLSyntaxError
 from domains.model import GroundAction
 
 
 def parse_ground_action(text: str) -> GroundAction:
     """`"(pick-up a)"`, `"pick-up a"` or `"( PICK-UP a )"` -> GroundAction("pick-up", ("a",)).
-    ValueError for an empty action or nested parentheses."""
+    `PDDLSyntaxError` (a `TaskInputError`, so a ValueError: bad input, exit code 2, HTTP 400) for an empty
+    action or nested parentheses."""
     inner = str(text).strip()
     if inner.startswith("(") and inner.endswith(")"):
         inner = inner[1:-1]
     parts = inner.lower().split()
     if not parts:
-        raise ValueError(f"empty action {text!r}; expected a grounded action like (pick-up a)")
+        raise PDDLSyntaxError(f"empty action {text!r}; expected a grounded action like (pick-up a)")
     if any("(" in part or ")" in part for part in parts):
-        raise ValueError(f"{text!r} is not a grounded action like (pick-up a)")
+        raise PDDLSyntaxError(f"{text!r} is not a grounded action like (pick-up a)")
     return GroundAction(parts[0], tuple(parts[1:]))
 
 

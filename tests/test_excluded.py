@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -105,6 +106,12 @@ def test_excluded_over_http_in_both_spellings(planner, tools):
             with urllib.request.urlopen(request, timeout=30) as response:
                 result = json.loads(response.read())
             assert result["status"] == "solved" and ACTION not in result["plan"]
+        body["excluded"] = ["(pick-up (a))"]
+        request = urllib.request.Request(url, data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 400 and "not a grounded action" in json.loads(refused.value.read())["error"]
     finally:
         server.shutdown()
         server.server_close()
