@@ -187,3 +187,16 @@ def test_equal_shares_by_default_and_unused_time_goes_to_the_next():
     PortfolioDecomposition([Tier("t", [fast, second], 2.0)]).solve(PlanRequest(blocks))
     assert fast.slices[0] == pytest.approx(1.0, abs=0.05)
     assert second.slices[0] == pytest.approx(2.0, abs=0.05)  # the first returned at once: all of it is left
+
+
+def test_handing_the_task_to_a_search_that_does_not_read_stops_at_the_deadline():
+    from portfolio.delegates.fast_downward import _feed
+
+    stuck = subprocess.Popen(["sleep", "30"], stdin=subprocess.PIPE)  # never reads: the pipe fills up
+    try:
+        started = time.monotonic()
+        assert _feed(stuck, b"x" * (8 << 20), started + 0.3) is False
+        assert time.monotonic() - started < 0.6
+    finally:
+        stuck.kill()
+        stuck.wait()
