@@ -63,16 +63,17 @@ def test_cli_solves_the_four_action_task_after_pyperplan_gives_up(tmp_path):
 
 
 def test_unsupported_delegates_are_skipped_and_hold_no_share():
-    domain = IPC / "blocks" / "domain.pddl"
     adl = """(define (domain adl) (:requirements :adl) (:predicates (a) (b))
       (:action go :parameters () :precondition (not (a)) :effect (and (a) (when (a) (b)))))"""
     task = parse_task(adl, "(define (problem p) (:domain adl) (:init) (:goal (a)))", "adl.pddl", "p.pddl")
-    assert domain.exists()
     with PortfolioDecomposition([Tier("t", [Pyperplan(), FastDownward()], 5.0, shares=(100.0, 1.0))]) as cascade:
         result = cascade.solve(PlanRequest(task))
     first, second = result.attempts
     assert first.status is Status.UNSUPPORTED and "STRIPS" in first.reason and first.elapsed_ms == 0.0
     assert second.status is Status.SOLVED and validate_plan(task, result.actions()).ok
+    recording = Recording()
+    PortfolioDecomposition([Tier("t", [Pyperplan(), recording], 5.0, shares=(100.0, 1.0))]).solve(PlanRequest(task))
+    assert recording.slices[0] == pytest.approx(5.0, abs=0.1)  # the declined delegate's share is not reserved
 
 
 # -- Fast Downward's exit codes --------------------------------------------------------------------------------
