@@ -146,16 +146,22 @@ class Resource:
         self.close()
 
 
+STATUS_HELP = ("solved; unsolvable (proved by a complete method: the only status that stops the cascade); "
+               "incomplete (an incomplete search ran out of states: no verdict); unsupported (declined the task); "
+               "memout; timeout; error")
+
+
 class Attempt(BaseModel):
     delegate: str
-    status: Status
+    status: Status = Field(description=STATUS_HELP)
     elapsed_ms: float
     reason: str = ""
     details: dict[str, Any] = Field(default_factory=dict)
 
 
 class PlanResult(BaseModel):
-    status: Status
+    status: Status = Field(description="The call's outcome: " + STATUS_HELP + ". Without a plan or proof: the "
+                           "first of timeout, memout, incomplete, error, unsupported among the attempts")
     plan: list[str] = Field(default_factory=list, description='Grounded actions in PDDL form, e.g. "(pick-up a)"')
     cost: float | None = None
     delegate: str | None = None
