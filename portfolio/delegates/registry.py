@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from portfolio.cascade import CLASSICAL_BUDGET_S, DECOMPOSER_BUDGET_S, Stage, Tier
+if TYPE_CHECKING:
+    from portfolio.cascade import Stage, Tier
+
+# Imported by the CLI to build `--help`: only the builders below import the cascade (and the validator).
 
 CLASSICAL_TIER = "classical"
 DECOMPOSER_TIER = "decomposer"
@@ -96,7 +99,6 @@ DEFAULT_WITH_LLM = ("fast-downward", "pyperplan", "llm", "goal-agenda")
 CLASSICAL_ONLY = ("fast-downward", "pyperplan")
 AGENT_DELEGATES = ("typed-search", "fast-downward", "pyperplan")  # replanning in milliseconds first
 SOLVER_DELEGATES = ("fast-downward", "pyperplan")  # what may plan a decomposer's subgoals
-TIER_BUDGETS = {CLASSICAL_TIER: CLASSICAL_BUDGET_S, DECOMPOSER_TIER: DECOMPOSER_BUDGET_S}
 
 # Kept for callers of the former names.
 CLASSICAL_DELEGATES = tuple(n for n, s in CATALOG.items() if s.tier == CLASSICAL_TIER)
@@ -164,7 +166,7 @@ def tier_shares(names: Sequence[str], shares: Mapping[str, float] | None) -> tup
 
 
 def decomposer_tier(names: Sequence[str], classical_names: Sequence[str] = (), *,
-                    shares: Mapping[str, float] | None = None, **options: Any) -> Tier:
+                    shares: Mapping[str, float] | None = None, **options: Any) -> "Tier":
     """The decomposer tier: `names` in order, sharing `decomposer_budget_s` (default 30 s) by their shares and
     one subgoal solver: the classical tier's own delegates when given as `classical_delegates` (one translation
     cache for both tiers), else new ones built from `classical_names` (default: Fast Downward, then pyperplan)."""
@@ -173,6 +175,8 @@ def decomposer_tier(names: Sequence[str], classical_names: Sequence[str] = (), *
     if wrong:
         raise ValueError(f"{', '.join(wrong)} cannot run in the decomposer tier")
     shared = [d for d in options.pop("classical_delegates", None) or () if d.name in SOLVER_DELEGATES]
+    from portfolio.cascade import DECOMPOSER_BUDGET_S, Tier
+
     budget = options.get("decomposer_budget_s") or DECOMPOSER_BUDGET_S
     with contextlib.ExitStack() as cleanup:
         solver = _solver(classical_names, options, shared)
@@ -187,9 +191,9 @@ def decomposer_tier(names: Sequence[str], classical_names: Sequence[str] = (), *
     return tier
 
 
-def build_stages(names: Sequence[str] = DEFAULT_DELEGATES, budget_s: float = CLASSICAL_BUDGET_S, *,
-                 shares: Mapping[str, float] | None = None, **options: Any) -> list[Stage]:
-    """Classical delegates share one tier of `budget_s`; decomposers follow in a tier of their own
+def build_stages(names: Sequence[str] = DEFAULT_DELEGATES, budget_s: float | None = None, *,
+                 shares: Mapping[str, float] | None = None, **options: Any) -> list["Stage"]:
+    """Classical delegates share one tier of `budget_s` (default 1 s); decomposers follow in a tier of their own
     (`decomposer_budget_s`, default 30 s) and solve their subgoals with the same classical delegates. Names and
     required options are checked before anything starts; if building fails half-way, what was built is
     closed."""
@@ -197,6 +201,9 @@ def build_stages(names: Sequence[str] = DEFAULT_DELEGATES, budget_s: float = CLA
     tier_shares(names, shares)
     classical_names = [n for n in names if CATALOG[n].tier == CLASSICAL_TIER]
     others = [n for n in names if CATALOG[n].tier == DECOMPOSER_TIER]
+    from portfolio.cascade import CLASSICAL_BUDGET_S, Tier
+
+    budget_s = CLASSICAL_BUDGET_S if budget_s is None else budget_s
     stages: list[Stage] = []
     with contextlib.ExitStack() as cleanup:
         classical = []
