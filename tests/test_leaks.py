@@ -49,12 +49,18 @@ def error_paths(bad_store: str, tmp_path) -> dict[str, list[str]]:
     }
 
 
-def leftovers(root) -> tuple[list[str], dict, list[str]]:
+def snapshot() -> tuple[set[int], set[threading.Thread]]:
+    """Processes and threads alive now (other tests' fixtures may keep warm planners for the session)."""
+    return set(descendants()), {t for t in threading.enumerate() if t.name == "search-pool"}
+
+
+def leftovers(root, before) -> tuple[list[str], list[int], list[str]]:
+    """What was started since `before` and is still there: directories, child processes, pool threads."""
     deadline = time.monotonic() + 5  # killed processes take a moment to be reaped
     while True:
         dirs = sorted(p.name for p in root.glob("portfolio-*"))
-        children = descendants()
-        threads = [t.name for t in threading.enumerate() if t.name == "search-pool"]
+        children = sorted(set(descendants()) - before[0])
+        threads = [t.name for t in threading.enumerate() if t.name == "search-pool" and t not in before[1]]
         if not (dirs or children or threads) or time.monotonic() > deadline:
             return dirs, children, threads
         time.sleep(0.05)
@@ -63,17 +69,18 @@ def leftovers(root) -> tuple[list[str], dict, list[str]]:
 @pytest.mark.parametrize("case", ["llm without --llm-url", "unknown delegate", "bad --shares", "bad --traces",
                                   "bad task file", "costs with a bad store", "costs without a model"])
 def test_error_path_exits_2_and_leaves_nothing_behind(case, private_tmp, bad_store, capsys):
-    assert leftovers(private_tmp) == ([], {}, [])
+    before = snapshot()
     code = main(error_paths(bad_store, private_tmp)[case])
     captured = capsys.readouterr()
     assert code == 2, captured.err
     assert captured.err.startswith("portfolio: error:") and "Traceback" not in captured.err
-    assert leftovers(private_tmp) == ([], {}, [])
+    assert leftovers(private_tmp, before) == ([], [], [])
 
 
 def test_a_solved_plan_leaves_nothing_behind(private_tmp, capsys):
+    before = snapshot()
     assert main(["plan", *BLOCKS]) == 0
-    assert leftovers(private_tmp) == ([], {}, [])
+    assert leftovers(private_tmp, before) == ([], [], [])
 
 
 def test_as_a_process_no_directory_survives_the_error_paths(private_tmp, bad_store):
