@@ -25,7 +25,7 @@ async def main() -> dict:
     finally:
         session.close()
     for step in final["steps"]:
-        print(f"step   {step.action:14} {step.outcome:8} {step.error or ''}")
+        print(f"step   {step.action:14} {step.outcome:8} {step.error or ''}".rstrip())
     for replan in final["replans"]:
         print(f"replan after {replan['after']}: {' '.join(replan['plan'])} ({replan['ms']:.1f} ms)")
     print(f"status {final['status']}: {final['board'].objects['booking']}")

@@ -62,7 +62,7 @@ async def main(traces: str | None = None) -> dict:
                 for step in answer["plan"]:
                     board, report = await session.execute(board, step)
                     log["steps"].append(report)
-                    print(f"step   {report.action:14} {report.outcome:8} {report.error or ''}")
+                    print(f"step   {report.action:14} {report.outcome:8} {report.error or ''}".rstrip())
                     recorded = await call(client, "record_steps", {"steps": [{
                         "run_id": "mcp-example", "step": len(log["steps"]) - 1, "action": report.action.strip("()"),
                         "outcome": report.outcome, "error": report.error, "failure_category": report.category,

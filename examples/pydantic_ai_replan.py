@@ -46,7 +46,7 @@ async def main() -> PlannerTools:
     for plan in tools.plans:
         print(f"plan   {' '.join(plan)}")
     for report in tools.reports:
-        print(f"step   {report.action:14} {report.outcome:8} {report.error or ''}")
+        print(f"step   {report.action:14} {report.outcome:8} {report.error or ''}".rstrip())
     print(f"answer {answer.output!r}: {tools.output('booking')}")
     return tools
 

@@ -173,3 +173,25 @@ def test_replan_requested_is_recorded_with_outcome_replan_in_the_trace_store(tmp
     with TraceStore(tmp_path / "t.db") as store:
         outcomes = [(s.action, s.outcome) for s in store.iter_steps()]
     assert outcomes == [("fetch", "replan"), ("summarise", "success")]
+
+
+def test_pddl_agent_awaits_coroutine_handlers():
+    from domains.pddl import parse_task
+
+    domain = """(define (domain two) (:requirements :strips)
+      (:predicates (a) (done))
+      (:action first :parameters () :effect (a))
+      (:action finish :parameters () :precondition (a) :effect (done)))"""
+    task = parse_task(domain, "(define (problem p) (:domain two) (:init) (:goal (done)))")
+    seen = []
+
+    async def first():
+        await asyncio.sleep(0)
+        seen.append("first")
+
+    async def main():
+        with Agent.for_task(task, {"first": first, "finish": lambda: seen.append("finish")}, warm=False) as agent:
+            return await agent.arun()
+
+    result = asyncio.run(main())
+    assert result.succeeded and seen == ["first", "finish"]
