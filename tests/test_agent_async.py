@@ -195,3 +195,22 @@ def test_pddl_agent_awaits_coroutine_handlers():
 
     result = asyncio.run(main())
     assert result.succeeded and seen == ["first", "finish"]
+
+
+def test_an_async_veto_check_works_in_run_and_arun():
+    @action(goal=True, side_effects=True, cost=1.0)
+    async def wire(q: Query) -> Answer:
+        return Answer("wired")
+
+    @action(goal=True, cost=2.0)
+    def mail(q: Query) -> Answer:
+        return Answer("mailed")
+
+    async def check(step, state):
+        await asyncio.sleep(0)
+        return "no wires today" if step.name == "wire" else None
+
+    with Agent([wire, mail], goal=Answer, check=check, warm=False) as agent:
+        assert agent.run(Query("x")).output == Answer("mailed")
+        result = asyncio.run(agent.arun(Query("x")))
+    assert result.output == Answer("mailed") and "no wires today" in result.replans[0].reason

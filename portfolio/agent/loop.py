@@ -468,11 +468,13 @@ def run_loop(planner: Any, task: Task, init: Iterable[Atom], executor: Executor,
             return executor.execute(request.step, request.state, request.expected)
         if isinstance(request, _Sleep):
             return time.sleep(request.seconds)
+        if asyncio.iscoroutinefunction(request.fn):  # an async check or critic, outside any event loop
+            return asyncio.run(request.fn(*request.args))
         return request.fn(*request.args)
 
     with span("run", fingerprint=task.fingerprint, run_id=run_id):
         loop = run.run()
-        request, answer, error = None, None, None
+        answer, error = None, None
         while True:
             request, done = _resume(loop, answer, error)
             if done is not None:
@@ -514,7 +516,7 @@ async def arun_loop(planner: Any, task: Task, init: Iterable[Atom], executor: Ex
 
     with span("run", fingerprint=task.fingerprint, run_id=run_id):
         loop = run.run()
-        request, answer, error = None, None, None
+        answer, error = None, None
         while True:
             request, done = _resume(loop, answer, error)
             if done is not None:
