@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from domains.validate import validate_plan
+from portfolio.agent import action
 from portfolio.results import parse_ground_action
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -87,3 +89,31 @@ def test_mcp_example_plans_reports_and_replans_through_portfolio_mcp(examples, t
     with TraceStore(tmp_path / "server.db") as store:  # what the server recorded from record_steps
         assert [(s.action, s.outcome) for s in store.iter_steps()] == [
             ("find-flight", "failure"), ("find-train", "success"), ("book", "success")]
+
+
+@dataclass
+class City:
+    name: str
+
+
+@dataclass
+class Ticket:
+    route: str
+
+
+@action(goal=True)
+async def route(source: City, target: City) -> Ticket:
+    return Ticket(f"{source.name} -> {target.name}")
+
+
+def test_langgraph_graph_binds_named_inputs():
+    from portfolio.agent.adapters.langgraph import initial_state, planner_graph
+    from portfolio.agent.adapters.session import Session
+
+    session = Session([route], goal=Ticket)
+    try:
+        state = initial_state(session, source=City("Oslo"), target=City("Rome"))
+        final = asyncio.run(planner_graph(session).compile().ainvoke(state))
+    finally:
+        session.close()
+    assert final["status"] == "success" and final["board"].objects["ticket"] == Ticket("Oslo -> Rome")

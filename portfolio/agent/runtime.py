@@ -118,6 +118,17 @@ class _TypedExecutor:
                     facts.add(named_fact(name, cls))
         return facts
 
+    def put_inputs(self, inputs: Sequence[Any], named: Mapping[str, Any]) -> set[Atom]:
+        """Put `inputs` on the board by type and `named` ones also by name; the facts made true."""
+        facts: set[Atom] = set()
+        for name, value in [(None, v) for v in inputs] + list(named.items()):
+            made = self.put(value, name)
+            if not made:
+                raise ValueError(f"input {(name + '=') if name else ''}{value!r}: no action takes a "
+                                 f"{type(value).__name__} (known types: {', '.join(sorted(self.types))})")
+            facts |= made
+        return facts
+
     def arguments(self, spec: TypedAction) -> dict[str, Any]:
         return {param: self.named[param] if param in self.names else self.board[type_name(t)]
                 for param, t in spec.inputs}
@@ -350,14 +361,7 @@ class Agent:
                 raise ValueError("no goal: pass goal=SomeType or mark an action @action(goal=True)")
             names = known_names(self.actions, named)
             executor = _TypedExecutor(self.by_name, self.types, {}, names)
-            start_facts = {parse_literal(t)[0] for t in facts}
-            for name, value in [(None, v) for v in inputs] + list(named.items()):
-                made = executor.put(value, name)
-                if not made:
-                    raise ValueError(f"input {(name + '=') if name else ''}{value!r}: no action takes a "
-                                     f"{type(value).__name__} (known types: {', '.join(sorted(self.types))})")
-                start_facts |= made
-            start = frozenset(start_facts)
+            start = frozenset({parse_literal(t)[0] for t in facts} | executor.put_inputs(inputs, named))
             task = self.compiled(goal, start, named)
             goal_types = tuple(goal) if isinstance(goal, (tuple, list)) else (goal,)
         run_id = None

@@ -67,13 +67,8 @@ class Session:
 
     def start(self, *inputs: Any, **named: Any) -> Board:
         """The board for `inputs` (bound by type) and `named` inputs (bound by name)."""
-        executor = self._executor(Board())
-        facts: set[Atom] = set()
-        for name, value in [(None, v) for v in inputs] + list(named.items()):
-            made = executor.put(value, name)
-            if not made:
-                raise ValueError(f"input {value!r}: no action takes a {type(value).__name__}")
-            facts |= made
+        executor = self._executor(Board(named=dict(named)))  # the named inputs are known names from the start
+        facts = executor.put_inputs(inputs, named)
         return Board(dict(executor.board), dict(executor.named), frozenset(facts))
 
     def names(self, board: Board) -> frozenset[str]:
