@@ -222,19 +222,10 @@ class Planner:
             self._record(task, result, run_id)
         return result
 
-    async def aplan(
-        self,
-        task: Task,
-        *,
-        init: State | None = None,
-        excluded: Sequence[GroundAction | str] = (),
-        critiques: Sequence[str] = (),
-        features: dict | None = None,
-        run_id: str | None = None,
-    ) -> PlanResult:
-        """`plan` off the event loop (in a worker thread), for async runtimes; safe to await from many tasks."""
-        return await asyncio.to_thread(self.plan, task, init=init, excluded=excluded, critiques=critiques,
-                                       features=features, run_id=run_id)
+    async def aplan(self, task: Task, **options: Any) -> PlanResult:
+        """`plan(task, **options)` off the event loop (in a worker thread), for async runtimes; safe to await
+        from many tasks at once (module docstring)."""
+        return await asyncio.to_thread(self.plan, task, **options)
 
     def _record(self, task: Task, result: PlanResult, run_id: str | None) -> None:
         assert self._store is not None

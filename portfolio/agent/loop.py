@@ -474,15 +474,14 @@ def run_loop(planner: Any, task: Task, init: Iterable[Atom], executor: Executor,
 
     with span("run", fingerprint=task.fingerprint, run_id=run_id):
         loop = run.run()
-        answer, error = None, None
-        while True:
-            request, done = _resume(loop, answer, error)
-            if done is not None:
-                return done
+        request, done = _resume(loop, None, None)
+        while done is None:
             try:
                 answer, error = perform(request), None
             except Exception as raised:  # noqa: BLE001 - thrown back into the loop, which decides
                 answer, error = None, raised
+            request, done = _resume(loop, answer, error)
+        return done
 
 
 async def arun_loop(planner: Any, task: Task, init: Iterable[Atom], executor: Executor,
@@ -516,15 +515,14 @@ async def arun_loop(planner: Any, task: Task, init: Iterable[Atom], executor: Ex
 
     with span("run", fingerprint=task.fingerprint, run_id=run_id):
         loop = run.run()
-        answer, error = None, None
-        while True:
-            request, done = _resume(loop, answer, error)
-            if done is not None:
-                return done
+        request, done = _resume(loop, None, None)
+        while done is None:
             try:
                 answer, error = await perform(request), None
             except Exception as raised:  # noqa: BLE001 - thrown back into the loop, which decides
                 answer, error = None, raised
+            request, done = _resume(loop, answer, error)
+        return done
 
 
 __all__ = ["TRIGGERS", "Executor", "LoopConfig", "Observation", "Reflection", "Replan", "RunResult",
