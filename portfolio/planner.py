@@ -52,7 +52,8 @@ class Planner(Resource):
     """Plan tasks with the cascade; keep workers, translations and learned costs warm between calls.
 
     `delegates`: stages (`Tier`s or delegates), or delegate names; default: Fast Downward and pyperplan sharing
-    `budget_s` (1 s), then the goal-agenda decomposer with 30 s. `Planner(CLASSICAL_ONLY)` stops after 1 s.
+    `budget_s` (1 s, split 4:1), then the goal-agenda decomposer with 30 s. `Planner(CLASSICAL_ONLY)` stops after
+    1 s. The planner owns the stages it is given and closes them (also when its own set-up fails).
 
     `traces` (a path, default env `PORTFOLIO_TRACES`, or None) enables learned action costs from the latest
     model in that store and records every plan there; `cost_weight` is lambda in
