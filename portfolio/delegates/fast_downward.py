@@ -2,7 +2,9 @@
 
 This is the driver's translate -> search pipeline without the driver: the `fast-downward.py` script pays
 interpreter start-up and imports on every call, a long-lived delegate pays them once. Translations are cached
-by task content and re-used for replanning from a changed state and for other action costs (see `sas.py`).
+by task content and re-used for replanning from a changed state and for other action costs (see `sas.py`);
+with a `SasCache` (`portfolio.sas_cache`) they also survive the process: a task translated by any process
+before is read from disk instead (the attempt's `details["translation"]` says "disk").
 Both stages run in processes that are killed when the deadline passes, so the budget is hard; handing the SAS
 task to a search process is bounded by the same deadline.
 
@@ -21,13 +23,14 @@ import subprocess
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from domains.model import Atom, Task
 from portfolio.delegates import fd_exitcodes
 from portfolio.results import DelegateOutcome, PlanRequest, Resource, Status
 from portfolio.sas import SasTask, operator_action, parse_sas
+from portfolio.sas_cache import CachedTranslation, SasCache, cache_key
 from portfolio.workers import BudgetExpired, SearchProcessPool, WorkerCrashed, WorkerError, WorkerProcess, wait_any
 
 log = logging.getLogger(__name__)
@@ -71,6 +74,7 @@ class Translation:
     init: frozenset[Atom]  # the initial state this translation was made from
     sas: SasTask | None  # None when the translator proved the task unsolvable
     translate_ms: float
+    source: str = "translated"  # for this call: "translated", "memory" (this process) or "disk" (SasCache)
 
 
 def structure_key(task: Task) -> tuple:
@@ -93,6 +97,7 @@ class FastDownward(Resource):
         budget_s: float | None = None,
         cache_size: int = 64,
         name: str = "fast-downward",
+        disk_cache: SasCache | None = None,
     ) -> None:
         for wanted in (alias, cost_alias):
             if wanted not in SEARCH_ALIASES:
@@ -103,6 +108,7 @@ class FastDownward(Resource):
         self.search = search
         self.cost_alias = cost_alias
         self.cache_size = cache_size
+        self.disk_cache = disk_cache
         self._binary = str(search_binary())
         self._translations: OrderedDict[tuple, Translation] = OrderedDict()
         self._cache_lock = threading.Lock()
@@ -136,26 +142,48 @@ class FastDownward(Resource):
                 self._translations.move_to_end(key)
         if cached is not None and cached.sas is not None:
             if cached.init == init:
-                return cached, None
+                return replace(cached, source="memory"), None
             values = cached.sas.with_init(cached.init, init)
             if values is not None:
-                return cached, values
+                return replace(cached, source="memory"), values
         task = request.effective_task()
-        self.translations += 1
         start = time.monotonic()
-        answer = self._translator().call(
-            "translate", deadline, domain_pddl=task.domain_pddl, problem_pddl=task.problem_pddl
-        )
-        translation = Translation(
-            init=init,
-            sas=None if answer["unsolvable"] else parse_sas(answer["sas"]),
-            translate_ms=(time.monotonic() - start) * 1000,
-        )
+        disk_key = cache_key(task.domain_pddl, task.problem_pddl) if self.disk_cache is not None else ""
+        translation = self._from_disk(disk_key, init, start)
+        if translation is None:
+            self.translations += 1
+            answer = self._translator().call(
+                "translate", deadline, domain_pddl=task.domain_pddl, problem_pddl=task.problem_pddl
+            )
+            translation = Translation(
+                init=init,
+                sas=None if answer["unsolvable"] else parse_sas(answer["sas"]),
+                translate_ms=(time.monotonic() - start) * 1000,
+            )
+            if self.disk_cache is not None:
+                self.disk_cache.put(disk_key, CachedTranslation(answer["sas"], bool(answer["unsolvable"])))
         with self._cache_lock:
             self._translations[key] = translation
             while len(self._translations) > self.cache_size:
                 self._translations.popitem(last=False)
         return translation, None
+
+    def _from_disk(self, key: str, init: frozenset[Atom], start: float) -> Translation | None:
+        """The translation stored under `key` in the disk cache, or None (no cache, a miss, or an entry that
+        does not parse: that one is removed, so the fresh translation rewrites it)."""
+        if self.disk_cache is None:
+            return None
+        entry = self.disk_cache.get(key)
+        if entry is None:
+            return None
+        try:
+            sas = None if entry.unsolvable else parse_sas(entry.sas)
+        except (ValueError, IndexError) as error:
+            log.warning("translation cache entry %s does not parse (%s): translating again", key, error)
+            self.disk_cache.corrupt += 1
+            self.disk_cache.path(key).unlink(missing_ok=True)
+            return None
+        return Translation(init=init, sas=sas, translate_ms=(time.monotonic() - start) * 1000, source="disk")
 
     def grounded_actions(self, request: PlanRequest, deadline: float) -> list[str]:
         """Every grounded action the translator kept, in PDDL form: what learned costs are computed for."""
@@ -176,7 +204,8 @@ class FastDownward(Resource):
             return DelegateOutcome(Status.ERROR, reason=f"translator failed: {error}")
         except WorkerCrashed as error:
             return DelegateOutcome(Status.ERROR, reason=f"translator crashed: {error}")
-        details = {"translate_ms": round(translation.translate_ms, 3), "translation_reused": init_values is not None}
+        details = {"translate_ms": round(translation.translate_ms, 3), "translation": translation.source,
+                   "translation_reused": init_values is not None}
         if translation.sas is None:
             return DelegateOutcome(Status.UNSOLVABLE, reason="translator: goal not relaxed-reachable", details=details)
         costs = None
