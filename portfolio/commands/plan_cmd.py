@@ -68,6 +68,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "seq-opt-lmcut, seq-opt-bjolp; tasks with costs use lama-costs")
     parser.add_argument("--fd-search", default=None, metavar="STRING",
                         help="a raw Fast Downward --search string, overriding --fd-alias")
+    parser.add_argument("--fd-workers", type=int, default=None, metavar="N",
+                        help="searches Fast Downward runs at once on a unit-cost task after one translation: "
+                        "lama-first and N-1 diverse greedy searches, first plan wins (default: the cores this "
+                        "process may use; 1: lama-first alone; tasks with costs keep lama-first + lama-costs)")
     parser.add_argument("--cache-dir", default=None, metavar="DIR",
                         help="where Fast Downward translations are kept between runs, so a task planned before "
                         "skips translation (default: $XDG_CACHE_HOME/portfolio-planner, else "
@@ -87,6 +91,12 @@ def delegate_names(args: argparse.Namespace) -> list[str]:
     if args.delegates:
         return [name.strip() for name in args.delegates.split(",") if name.strip()]
     return list(default_names(with_llm=bool(args.llm_url)))
+
+
+def fd_workers(args: argparse.Namespace) -> int | None:
+    if args.fd_workers is not None and args.fd_workers < 1:
+        raise ValueError(f"--fd-workers: expected a positive number of searches, got {args.fd_workers}")
+    return args.fd_workers
 
 
 def translation_cache(args: argparse.Namespace):
@@ -135,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
             delegate_names(args), budget_s=args.budget, fd_alias=args.fd_alias, fd_search=args.fd_search,
             llm_url=args.llm_url, llm_model=args.llm_model, decomposer_budget_s=args.decomposer_budget,
             shares=parse_shares(args.shares), translation_cache=translation_cache(args),
+            fd_workers=fd_workers(args),
         )
     except ValueError as error:
         return fail_bad_input(str(error))

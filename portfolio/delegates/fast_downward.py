@@ -48,8 +48,20 @@ _LAMA_COSTS = (
     "cost_type=plusone),let(hff, eval_modify_costs(ff(),cost_type=plusone),"
     "eager_wastar([hff,hlm],preferred=[hff,hlm],w=3)))"
 )
+# Diverse satisficing searches raced beside lama-first on unit-cost tasks (one per core): they differ from it in
+# search (eager vs lazy) and heuristic (causal graph, context-enhanced additive, additive), the axes on which the
+# IPC 2011 Stone Soup portfolio's satisficing members differ, so a task that stalls one is less likely to stall
+# the others. In this order when fewer cores than configurations are available.
+_EAGER_FF_CG = "let(hff, ff(), let(hcg, cg(), eager_greedy([hff, hcg], preferred=[hff, hcg])))"
+_LAZY_CEA = "let(hcea, cea(), lazy_greedy([hcea], preferred=[hcea]))"
+_LAZY_ADD = "let(hadd, add(), lazy_greedy([hadd], preferred=[hadd]))"
+RACE_ALIASES = ("eager-ff-cg", "lazy-cea", "lazy-add")
+SATISFICING = frozenset({"lama-first", *RACE_ALIASES})
 SEARCH_ALIASES = {
     "lama-first": _LAMA_FIRST,
+    "eager-ff-cg": _EAGER_FF_CG,
+    "lazy-cea": _LAZY_CEA,
+    "lazy-add": _LAZY_ADD,
     "lama-costs": _LAMA_COSTS,
     "seq-opt-lmcut": "astar(lmcut())",
     "seq-opt-bjolp": "let(lmc, landmark_cost_partitioning(lm_reasonable_orders_hps(lm_merged([lm_rhw(),lm_hm(m=1)]))),"
@@ -83,9 +95,33 @@ def structure_key(task: Task) -> tuple:
     return (task.domain_pddl or task.domain, problem.objects, problem.numeric_init, problem.goal)
 
 
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which containers and `taskset` narrow)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def search_aliases(alias: str, cost_alias: str, with_costs: bool, workers: int) -> list[str]:
+    """The searches one call runs side by side. With costs: today's pair, the cost-blind `alias` for coverage
+    and the cost-aware `cost_alias` whose plan is preferred. Without: `alias` plus up to `workers - 1` of
+    `RACE_ALIASES`, first plan wins."""
+    if with_costs:
+        return list(dict.fromkeys([alias, cost_alias]))  # the same search twice would only race itself
+    if alias not in SATISFICING:
+        return [alias]  # an optimal configuration promised optimal plans: no satisficing search may win
+    others = [name for name in RACE_ALIASES if name != alias]
+    return [alias, *others[: max(0, workers - 1)]]
+
+
 class FastDownward(Resource):
     """Delegate running Fast Downward with `alias` (or a raw `search` string) on tasks with unit costs and
-    `cost_alias` on tasks with action costs or learned costs."""
+    `cost_alias` on tasks with action costs or learned costs.
+
+    `workers` (default: the cores available): on unit-cost tasks, after the one translation, `alias` and up to
+    `workers - 1` diverse searches (`RACE_ALIASES`) run at once; the first plan wins and the rest are killed.
+    `workers=1` runs `alias` alone. A raw `search` string always runs alone."""
 
     source = "classical"
 
@@ -98,7 +134,10 @@ class FastDownward(Resource):
         cache_size: int = 64,
         name: str = "fast-downward",
         disk_cache: SasCache | None = None,
+        workers: int | None = None,
     ) -> None:
+        if workers is not None and workers < 1:
+            raise ValueError(f"Fast Downward workers must be at least 1, got {workers}")
         for wanted in (alias, cost_alias):
             if wanted not in SEARCH_ALIASES:
                 raise ValueError(f"unknown Fast Downward alias {wanted!r}; known: {', '.join(SEARCH_ALIASES)}")
@@ -109,6 +148,7 @@ class FastDownward(Resource):
         self.cost_alias = cost_alias
         self.cache_size = cache_size
         self.disk_cache = disk_cache
+        self.workers = workers or available_cores()
         self._binary = str(search_binary())
         self._translations: OrderedDict[tuple, Translation] = OrderedDict()
         self._cache_lock = threading.Lock()
@@ -129,7 +169,8 @@ class FastDownward(Resource):
     def warm_up(self) -> None:
         """Start the translator worker and a search process now, so the first call does not pay for them."""
         self._translator()
-        self._searches.prestart(self._command(self.alias))
+        for alias in self._aliases(with_costs=False):
+            self._searches.prestart(self._command(alias))
 
     def translate(self, request: PlanRequest, deadline: float) -> tuple[Translation, tuple[int, ...] | None]:
         """The cached translation for the request's task and, when it was made from another initial state, the
@@ -219,16 +260,22 @@ class FastDownward(Resource):
                    details: dict | None = None) -> DelegateOutcome:
         """Search a SAS task (e.g. a cached translation with another goal or state swapped in) with this
         delegate's configuration, pre-started processes and deadline handling."""
-        aliases = [self.alias, self.cost_alias] if with_costs and not self.search else [self.alias]
-        aliases = list(dict.fromkeys(aliases))  # the same search twice would only race itself
-        return self._search(sas_text, aliases, deadline, {} if details is None else details)
+        aliases = self._aliases(with_costs)
+        race = not with_costs and len(aliases) > 1
+        return self._search(sas_text, aliases, deadline, {} if details is None else details, race=race)
 
-    def _search(self, sas_text: str, aliases: list[str], deadline: float, details: dict) -> DelegateOutcome:
-        """Run one search per alias side by side (two cores: the cost-blind one for coverage, the cost-aware one
-        for cheap plans). The last alias's plan is preferred; once an earlier one has a plan, the later ones get
-        a grace period of twice the time taken so far (at least 0.2 s) instead of the whole budget. A search
-        that exits without a plan never stops the others: only a plan from the last one, a proof, or the
-        deadline does."""
+    def _aliases(self, with_costs: bool) -> list[str]:
+        if self.search:
+            return [self.alias]
+        return search_aliases(self.alias, self.cost_alias, with_costs, self.workers)
+
+    def _search(self, sas_text: str, aliases: list[str], deadline: float, details: dict,
+                race: bool = False) -> DelegateOutcome:
+        """Run one search per alias side by side. `race`: the first plan wins and the others are killed. Else
+        (with costs: the cost-blind one for coverage, the cost-aware one for cheap plans) the last alias's plan
+        is preferred; once an earlier one has a plan, the later ones get a grace period of twice the time taken
+        so far (at least 0.2 s) instead of the whole budget. A search that exits without a plan never stops
+        the others: only a plan (from the last one, unless racing), a proof, or the deadline does."""
         started = time.monotonic()
         runs = [(alias, self._searches.take(self._command(alias))) for alias in aliases]
         try:
@@ -237,7 +284,7 @@ class FastDownward(Resource):
                 if not _feed(run.process, data, deadline):
                     return DelegateOutcome(Status.TIMEOUT, reason="budget expired while handing the task to the "
                                            "search", details=details)
-            codes = _wait(runs, deadline, started)
+            codes = _wait(runs, deadline, started, race=race)
             return self._outcome(runs, codes, details)
         finally:
             for _, run in runs:
@@ -270,10 +317,10 @@ class FastDownward(Resource):
         self._searches.close()
 
 
-def _wait(runs, deadline: float, started: float) -> dict[str, int | None]:
-    """Wait for the searches: until the last (preferred) one has a plan, one proves unsolvability, all have
-    exited, or the deadline (shortened to a grace period once an earlier one has a plan). Exit codes by alias;
-    None for those still running (killed by the caller)."""
+def _wait(runs, deadline: float, started: float, race: bool = False) -> dict[str, int | None]:
+    """Wait for the searches: until the last (preferred) one has a plan (any one, when racing), one proves
+    unsolvability, all have exited, or the deadline (shortened to a grace period once an earlier one has a
+    plan). Exit codes by alias; None for those still running (killed by the caller)."""
     preferred = runs[-1][0]
     finish_by = deadline
     codes: dict[str, int | None] = {}
@@ -282,6 +329,8 @@ def _wait(runs, deadline: float, started: float) -> dict[str, int | None]:
             if alias not in codes and run.process.poll() is not None:
                 codes[alias] = run.process.returncode
         if len(codes) == len(runs) or codes.get(preferred) in fd_exitcodes.PLAN_FOUND:
+            break
+        if race and any(code in fd_exitcodes.PLAN_FOUND for code in codes.values()):
             break
         if any(code in fd_exitcodes.PROVEN_UNSOLVABLE for code in codes.values()):
             break
