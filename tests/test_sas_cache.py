@@ -102,3 +102,23 @@ def test_least_recently_used_entries_go_first(tmp_path):
     cache.put("d", CachedTranslation("x" * 1000, False))
     assert cache.path("b").exists() and not cache.path("c").exists() and cache.path("d").exists()
     assert not list(tmp_path.glob(".tmp-*"))  # no temporary file left behind
+
+
+def test_concurrent_writers_and_readers_never_see_half_an_entry(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    body = "begin_version\n" + "x" * 200_000  # large enough that a non-atomic write would be seen half-done
+    seen = []
+
+    def worker(number: int) -> None:
+        cache = SasCache(tmp_path)  # one object per worker, as separate processes would have
+        for _ in range(30):
+            cache.put("shared", CachedTranslation(body, False))
+            entry = cache.get("shared")
+            seen.append(entry is not None and entry.sas == body)
+            assert cache.corrupt == 0
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(worker, range(4)))
+    assert all(seen) and len(seen) == 120
+    assert [p.name for p in tmp_path.iterdir()] == ["shared.sas"]
