@@ -16,6 +16,7 @@ from domains.model import (
     TRUE,
     ActionSchema,
     And,
+    Axiom,
     Atom,
     Cost,
     Domain,
@@ -104,6 +105,12 @@ def _action(schema: ActionSchema) -> str:
     return "\n".join(lines)
 
 
+def _axiom(axiom: Axiom) -> str:
+    params = _params(axiom.parameters)
+    head = f"({axiom.head.predicate}{' ' + params if params else ''})"
+    return f"  (:derived {head}\n    {formula_to_pddl(axiom.body)})"
+
+
 def domain_to_pddl(domain: Domain) -> str:
     """The domain as PDDL text; `parse_domain` of it gives back an equal `Domain`."""
     out = [f"(define (domain {domain.name})"]
@@ -124,6 +131,7 @@ def domain_to_pddl(domain: Domain) -> str:
             params = _params(function.parameters)
             out.append(f"    ({function.name}{' ' + params if params else ''}) - number")
         out.append("  )")
+    out.extend(_axiom(axiom) for axiom in domain.axioms)
     out.extend(_action(schema) for schema in domain.actions)
     out.append(")")
     return "\n".join(out) + "\n"

@@ -6,6 +6,10 @@ failure names the step, the grounded action and the exact literals that do not h
 Semantics are PDDL's: closed world; an action's effects (conditions of conditional effects included) are all
 evaluated in the state before the action; deletes are applied before adds, so an atom both deleted and added
 ends up true; quantifiers and forall-effects range over the objects of the parameter's type (subtypes included).
+Derived predicates (PDDL 2.2 axioms) are never stored in a state: before any condition is evaluated, the state is
+extended with every derived atom, stratum by stratum (`domains.features.axiom_strata`), each stratum to its least
+fixpoint with the earlier strata fixed, so negation only ever looks at completed strata. Tasks without axioms
+skip this entirely.
 
 This runs on the hot path, so each task is compiled once (schema preconditions and effects into closures, types
 into object sets) and the compiled form is cached per `Task` object for as long as the task lives.
@@ -19,6 +23,7 @@ from dataclasses import dataclass, field
 from itertools import product
 from typing import Callable, Collection, Mapping
 
+from domains.features import axiom_strata
 from domains.pddl_writer import formula_to_pddl
 from domains.model import (
     OBJECT,
@@ -37,6 +42,7 @@ from domains.model import (
     Plan,
     State,
     Task,
+    either_types,
 )
 
 Env = Mapping[str, str]
@@ -90,16 +96,47 @@ class _Schema:
 
 
 @dataclass
+class _Rule:
+    names: tuple[str, ...]  # head variables
+    domains: tuple[tuple[str, ...], ...]  # their objects
+    build: Builder
+    body: Test
+
+
+@dataclass
 class _Compiled:
     objects: dict[str, str]
     members: dict[str, frozenset[str]]  # type -> objects of that type or a subtype
     schemas: dict[str, _Schema]
     goal: Test
+    strata: list[list[_Rule]] = field(default_factory=list)  # derived predicates' rules, stratum by stratum
+
+    def closure(self, state: Collection[Atom]) -> Collection[Atom]:
+        """`state` plus every derived atom that holds in it (the state itself when there are no axioms)."""
+        if not self.strata:
+            return state
+        full = set(state)
+        for rules in self.strata:
+            changed = True
+            while changed:  # least fixpoint of this stratum; earlier strata are complete
+                changed = False
+                for rule in rules:
+                    for combo in product(*rule.domains):
+                        env = dict(zip(rule.names, combo))
+                        atom = rule.build(env)
+                        if atom not in full and rule.body(full, env):
+                            full.add(atom)
+                            changed = True
+        return full
 
     def of_type(self, type_name: str) -> frozenset[str]:
         found = self.members.get(type_name)
-        if found is None:  # an undeclared type: only objects declared with exactly that name
-            found = frozenset(o for o, t in self.objects.items() if t == type_name)
+        if found is None:
+            union = either_types(type_name)
+            if union is not None:
+                found = frozenset().union(*(self.of_type(member) for member in union))
+            else:  # an undeclared type: only objects declared with exactly that name
+                found = frozenset(o for o, t in self.objects.items() if t == type_name)
             self.members[type_name] = found
         return found
 
@@ -156,6 +193,12 @@ def _compile_task(task: Task) -> _Compiled:
             cost=_compile_cost(schema.cost, names, numeric, with_costs),
         )
     compiled.goal = _compile_formula(task.problem.goal, compiled)
+    rules: dict[str, list[_Rule]] = {}
+    for axiom in task.domain.axioms:
+        names, domains = _quantified(axiom.parameters, compiled)
+        rules.setdefault(axiom.head.predicate, []).append(
+            _Rule(names, domains, _builder(axiom.head), _compile_formula(axiom.body, compiled)))
+    compiled.strata = [[rule for p in stratum for rule in rules[p]] for stratum in axiom_strata(task.domain)]
     return compiled
 
 
@@ -290,7 +333,8 @@ def _failures(formula: Formula, state: Collection[Atom], env: Env, compiled: _Co
 
 def holds(formula: Formula, state: Collection[Atom], task: Task, binding: Env | None = None) -> bool:
     """True when `formula` holds in `state` (closed world) with free variables bound by `binding`."""
-    return _compile_formula(formula, _compiled(task))(state, binding or {})
+    compiled = _compiled(task)
+    return _compile_formula(formula, compiled)(compiled.closure(state), binding or {})
 
 
 def check_action(task: Task, action: GroundAction) -> str | None:
@@ -347,7 +391,7 @@ def applicable(task: Task, state: Collection[Atom], action: GroundAction) -> boo
     if _check(compiled, action)[1] is not None:
         return False
     schema = compiled.schemas[action.name]
-    return schema.precondition(state, _env(schema, action))
+    return schema.precondition(compiled.closure(state), _env(schema, action))
 
 
 def unsatisfied_preconditions(task: Task, state: Collection[Atom], action: GroundAction) -> list[str]:
@@ -356,6 +400,7 @@ def unsatisfied_preconditions(task: Task, state: Collection[Atom], action: Groun
     compiled = _compiled(task)
     schema = _schema_for(compiled, action)
     env = _env(schema, action)
+    state = compiled.closure(state)
     if schema.precondition(state, env):
         return []
     precondition = next(s for s in task.domain.actions if s.name == action.name).precondition
@@ -383,20 +428,22 @@ def apply(task: Task, state: State, action: GroundAction) -> State:
     Raises ValueError for an ill-formed action."""
     compiled = _compiled(task)
     schema = _schema_for(compiled, action)
-    adds, deletes = _effects(schema, state, _env(schema, action))
+    adds, deletes = _effects(schema, compiled.closure(state), _env(schema, action))
     return (state.difference(deletes)).union(adds)
 
 
 def unmet_goals(task: Task, state: Collection[Atom]) -> list[str]:
     """The grounded goal literals that do not hold in `state`; empty when the goal is reached."""
     compiled = _compiled(task)
+    state = compiled.closure(state)
     if compiled.goal(state, {}):
         return []
     return _failures(task.problem.goal, state, {}, compiled)
 
 
 def goal_reached(task: Task, state: Collection[Atom]) -> bool:
-    return _compiled(task).goal(state, {})
+    compiled = _compiled(task)
+    return compiled.goal(compiled.closure(state), {})
 
 
 def validate_plan(task: Task, plan: Plan, init: State | None = None) -> Validation:
@@ -411,20 +458,22 @@ def validate_plan(task: Task, plan: Plan, init: State | None = None) -> Validati
             return Validation(False, frozenset(state), cost, number, kind, f"step {number} {action}: {message}")
         schema = compiled.schemas[action.name]
         env = dict(zip(schema.names, action.args))
-        if not schema.precondition(state, env):
+        full = compiled.closure(state)
+        if not schema.precondition(full, env):
             precondition = next(s for s in task.domain.actions if s.name == action.name).precondition
-            missing = _failures(precondition, state, env, compiled)
+            missing = _failures(precondition, full, env, compiled)
             noun = "precondition" if len(missing) == 1 else "preconditions"
             verb = "does" if len(missing) == 1 else "do"
             text = f"step {number} {action}: {noun} {', '.join(missing)} {verb} not hold"
             return Validation(False, frozenset(state), cost, number, "precondition", text, missing)
-        adds, deletes = _effects(schema, state, env)
+        adds, deletes = _effects(schema, full, env)
         state.difference_update(deletes)
         state.update(adds)
         cost += schema.cost(action.args)
     final = frozenset(state)
-    if not compiled.goal(state, {}):
-        missing = _failures(task.problem.goal, state, {}, compiled)
+    full = compiled.closure(state)
+    if not compiled.goal(full, {}):
+        missing = _failures(task.problem.goal, full, {}, compiled)
         verb = "does" if len(missing) == 1 else "do"
         text = f"goal not reached after {len(plan)} step{'s' if len(plan) != 1 else ''}: {', '.join(missing)} {verb} not hold"
         return Validation(False, final, cost, None, "goal", text, missing)

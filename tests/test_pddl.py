@@ -242,11 +242,15 @@ def test_domain_name_mismatch() -> None:
 
 
 @pytest.mark.parametrize("text,line,word", [
-    (DOMAIN.replace("  (:action move", "  (:derived (clear ?x - block) (on ?x ?x))\n  (:action move"), 5, ":derived"),
+    (DOMAIN.replace("(clear ?x - block))", "(clear ?x - block) (free ?x - block))").replace(
+        "  (:action move", "  (:derived (free ?x - block) (not (free ?x)))\n  (:action move"), 5, "stratified"),
+    (DOMAIN.replace("  (:action move", "  (:derived (on ?x ?y - block) (clear ?x))\n  (:action move"), 5,
+     "changes derived predicate 'on'"),
     (DOMAIN.replace("(:action move", "(:durative-action move"), 5, ":durative-action"),
     (DOMAIN.replace("(not (clear ?y))", "(decrease (fuel) 1)"), 8, "decrease"),
     (DOMAIN.replace(":typing", ":typing :numeric-fluents"), 2, ":numeric-fluents"),
-    (DOMAIN.replace("(on ?x ?y - block)", "(on ?x - (either block object) ?y - block)"), 4, "either"),
+    (DOMAIN.replace(":parameters (?x ?y - block)", ":parameters (?x - (either block object) ?y - block)"), 6,
+     "'either' types are accepted in predicate declarations only"),
 ])
 def test_unsupported_features(text: str, line: int, word: str) -> None:
     error = _error(UnsupportedFeatureError, text)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from domains.model import Task
+from domains.model import STRIPS_FRAGMENT, Task
 from domains.pddl_writer import task_with_texts
 from portfolio.results import DelegateOutcome, PlanRequest, Status, parse_ground_action
 from portfolio.workers import BudgetExpired, WorkerCrashed, WorkerError, WorkerProcess
@@ -29,6 +29,11 @@ class Pyperplan:
     def solve(self, request: PlanRequest, deadline: float) -> DelegateOutcome:
         if request.excluded:
             return DelegateOutcome(Status.ERROR, reason="pyperplan cannot exclude grounded actions")
+        if not request.task.is_strips:
+            # pyperplan's parser reads STRIPS with typing only: decline at once rather than fail in the worker.
+            unsupported = sorted(request.task.requirements_used() - STRIPS_FRAGMENT)
+            return DelegateOutcome(Status.ERROR, reason="declined: pyperplan handles STRIPS only; the task uses "
+                                   + " ".join(unsupported))
         self.warm_up()
         assert self._worker is not None
         notes = []
