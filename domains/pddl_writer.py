@@ -80,7 +80,7 @@ def formula_to_pddl(formula: Formula, binding: Mapping[str, str] | None = None) 
     raise TypeError(f"not a formula: {formula!r}")
 
 
-def _effect(effect: Effect) -> str:
+def effect_to_pddl(effect: Effect) -> str:
     text = f"(not {effect.atom})" if effect.negated else str(effect.atom)
     if effect.condition != TRUE:
         text = f"(when {formula_to_pddl(effect.condition)} {text})"
@@ -98,7 +98,7 @@ def _action(schema: ActionSchema) -> str:
     lines = [f"  (:action {schema.name}", f"    :parameters ({_params(schema.parameters)})"]
     if schema.precondition != TRUE:
         lines.append(f"    :precondition {formula_to_pddl(schema.precondition)}")
-    parts = [_effect(e) for e in schema.effects]
+    parts = [effect_to_pddl(e) for e in schema.effects]
     if schema.cost is not None:
         parts.append(_cost(schema.cost))
     lines.append("    :effect (and " + " ".join(parts) + "))" if parts else "    :effect (and))")

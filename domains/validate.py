@@ -24,6 +24,7 @@ from itertools import product
 from typing import Callable, Collection, Mapping
 
 from domains.features import axiom_strata
+from domains.joins import IndexedState, Join, plan_join
 from domains.pddl_writer import formula_to_pddl
 from domains.model import (
     OBJECT,
@@ -97,10 +98,8 @@ class _Schema:
 
 @dataclass
 class _Rule:
-    names: tuple[str, ...]  # head variables
-    domains: tuple[tuple[str, ...], ...]  # their objects
+    bindings: Join  # every binding of the head's variables (and the body's existentials) that makes the body true
     build: Builder
-    body: Test
 
 
 @dataclass
@@ -115,18 +114,14 @@ class _Compiled:
         """`state` plus every derived atom that holds in it (the state itself when there are no axioms)."""
         if not self.strata:
             return state
-        full = set(state)
+        full = IndexedState(state)
         for rules in self.strata:
             changed = True
             while changed:  # least fixpoint of this stratum; earlier strata are complete
                 changed = False
                 for rule in rules:
-                    for combo in product(*rule.domains):
-                        env = dict(zip(rule.names, combo))
-                        atom = rule.build(env)
-                        if atom not in full and rule.body(full, env):
-                            full.add(atom)
-                            changed = True
+                    for env in rule.bindings(full, {}):
+                        changed |= full.add(rule.build(env))
         return full
 
     def of_type(self, type_name: str) -> frozenset[str]:
@@ -195,9 +190,8 @@ def _compile_task(task: Task) -> _Compiled:
     compiled.goal = _compile_formula(task.problem.goal, compiled)
     rules: dict[str, list[_Rule]] = {}
     for axiom in task.domain.axioms:
-        names, domains = _quantified(axiom.parameters, compiled)
         rules.setdefault(axiom.head.predicate, []).append(
-            _Rule(names, domains, _builder(axiom.head), _compile_formula(axiom.body, compiled)))
+            _Rule(_compile_join(axiom.parameters, axiom.body, compiled), _builder(axiom.head)))
     compiled.strata = [[rule for p in stratum for rule in rules[p]] for stratum in axiom_strata(task.domain)]
     return compiled
 
@@ -272,8 +266,14 @@ def _compile_formula(formula: Formula, compiled: _Compiled) -> Test:
         names, domains = _quantified(formula.parameters, compiled)
         body = _compile_formula(formula.body, compiled)
         want = isinstance(formula, Exists)
+        # On indexed states (tasks with derived predicates) the quantifier is a join: forall x: B is
+        # "no binding of x satisfies not B".
+        witness = _compile_join(formula.parameters, formula.body if want else _negate(formula.body), compiled)
 
         def quantifier(state: Collection[Atom], env: Env) -> bool:
+            if type(state) is IndexedState:
+                found = next(witness(state, env), None) is not None
+                return found if want else not found
             for combo in product(*domains):
                 if body(state, {**env, **dict(zip(names, combo))}) == want:
                     return want
@@ -281,6 +281,72 @@ def _compile_formula(formula: Formula, compiled: _Compiled) -> Test:
 
         return quantifier
     raise TypeError(f"not a formula: {formula!r}")
+
+
+def _negate(formula: Formula) -> Formula:
+    """not `formula`, with the negation pushed inside connectives and quantifiers (so a join finds atoms)."""
+    if isinstance(formula, Not):
+        return formula.arg
+    if isinstance(formula, And):
+        return Or(tuple(_negate(p) for p in formula.parts))
+    if isinstance(formula, Or):
+        return And(tuple(_negate(p) for p in formula.parts))
+    if isinstance(formula, Imply):
+        return And((formula.condition, _negate(formula.consequence)))
+    if isinstance(formula, Exists):
+        return Forall(formula.parameters, _negate(formula.body))
+    if isinstance(formula, Forall):
+        return Exists(formula.parameters, _negate(formula.body))
+    return Not(formula)
+
+
+def _variables(formula: Formula) -> set[str]:
+    """Every variable name mentioned in `formula` (bound inside it or not: an over-approximation is safe)."""
+    if isinstance(formula, Atom):
+        return {a for a in formula.args if a.startswith("?")}
+    if isinstance(formula, Equals):
+        return {a for a in (formula.left, formula.right) if a.startswith("?")}
+    if isinstance(formula, Not):
+        return _variables(formula.arg)
+    if isinstance(formula, (And, Or)):
+        return set().union(*(_variables(p) for p in formula.parts))
+    if isinstance(formula, Imply):
+        return _variables(formula.condition) | _variables(formula.consequence)
+    return {p.name for p in formula.parameters} | _variables(formula.body)
+
+
+def _conjuncts(parameters: tuple[Parameter, ...], body: Formula) -> tuple[list[Parameter], list[Formula]]:
+    """`exists params: body` as one flat conjunction: nested conjunctions flattened and nested existentials
+    lifted into the parameter list (when their variable names clash with nothing else)."""
+    params = list(parameters)
+    parts: list[Formula] = []
+    todo = [body]
+    while todo:
+        part = todo.pop(0)
+        if isinstance(part, And):
+            todo[:0] = list(part.parts)
+        elif isinstance(part, Exists):
+            names = {p.name for p in part.parameters}
+            others = set().union(*(_variables(p) for p in parts + todo))
+            if names & ({p.name for p in params} | others):
+                parts.append(part)
+            else:
+                params.extend(part.parameters)
+                todo.insert(0, part.body)
+        else:
+            parts.append(part)
+    return params, parts
+
+
+def _compile_join(parameters: tuple[Parameter, ...], body: Formula, compiled: _Compiled) -> Join:
+    params, parts = _conjuncts(parameters, body)
+    names = tuple(p.name for p in params)
+    wanted = set(names)
+    generators = [p for p in parts if isinstance(p, Atom)]
+    tests = [(frozenset(_variables(p) & wanted), _compile_formula(p, compiled)) for p in parts
+             if not isinstance(p, Atom)]
+    return plan_join(names, {p.name: compiled.of_type(p.type) for p in params},
+                     {p.name: compiled.domain(p.type) for p in params}, generators, tests)
 
 
 def _compile_effect(effect, compiled: _Compiled) -> _Effect:
