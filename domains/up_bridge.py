@@ -87,17 +87,9 @@ def up_validate(task: Task, plan: Plan) -> UpVerdict:
     text, which renames it, is tried after the user's); cost is the metric's value when the task has one."""
     from unified_planning.engines.plan_validator import SequentialPlanValidator
     from unified_planning.engines.results import ValidationResultStatus
-    from unified_planning.io import PDDLReader
     from unified_planning.plans import ActionInstance, SequentialPlan
 
-    problem, why = None, ""
-    for domain_text, problem_text in ((task.domain_pddl, task.problem_pddl),
-                                      (domain_to_pddl(task.domain), problem_to_pddl(task.problem))):
-        try:
-            problem = PDDLReader().parse_problem_string(domain_text, problem_text)
-            break
-        except Exception as error:  # noqa: BLE001 - UP raises many types for what it cannot read
-            why = f"{type(error).__name__}: {error}"
+    problem, why = _up_problem(task)
     if problem is None:
         return UpVerdict(None, f"unified-planning cannot read the task: {why}")
     actions = {a.name.lower(): a for a in problem.actions}
@@ -114,3 +106,27 @@ def up_validate(task: Task, plan: Plan) -> UpVerdict:
     costs = list((result.metric_evaluations or {}).values())
     cost = float(costs[0]) if costs else None
     return UpVerdict(result.status == ValidationResultStatus.VALID, messages, cost)
+
+
+_UP_PROBLEMS: dict[str, tuple[Any, str]] = {}
+
+
+def _up_problem(task: Task) -> tuple[Any, str]:
+    """UP's reading of the task (cached by fingerprint: reading costs up to 0.7 s), or (None, why not)."""
+    from unified_planning.io import PDDLReader
+
+    cached = _UP_PROBLEMS.get(task.fingerprint)
+    if cached is not None:
+        return cached
+    problem, why = None, ""
+    for domain_text, problem_text in ((task.domain_pddl, task.problem_pddl),
+                                      (domain_to_pddl(task.domain), problem_to_pddl(task.problem))):
+        try:
+            problem = PDDLReader().parse_problem_string(domain_text, problem_text)
+            break
+        except Exception as error:  # noqa: BLE001 - UP raises many types for what it cannot read
+            why = f"{type(error).__name__}: {error}"
+    if len(_UP_PROBLEMS) >= 16:
+        _UP_PROBLEMS.clear()
+    _UP_PROBLEMS[task.fingerprint] = (problem, why)
+    return problem, why

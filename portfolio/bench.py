@@ -189,6 +189,7 @@ class CoverageRow:
     planner: int
     driver: int
     invalid: int = 0  # planner plans the validator rejected (not counted as solved)
+    late: int = 0  # valid planner plans returned after the budget (not counted as solved, as the driver is killed)
 
 
 def coverage(ipc: Path, per_domain: int = 10, budget_s: float = 1.0,
@@ -206,15 +207,18 @@ def coverage(ipc: Path, per_domain: int = 10, budget_s: float = 1.0,
     rows = []
     with Planner(CLASSICAL_ONLY, budget_s=budget_s) as planner:
         for label, pairs in by_domain.items():
-            ours = theirs = invalid = 0
+            ours = theirs = invalid = late = 0
             for domain, problem in pairs:
                 task = load_task(domain, problem)
+                start = time.monotonic()
                 result = planner.plan(task)
+                in_time = time.monotonic() - start <= budget_s
                 if result.solved:
                     valid = validate_plan(task, result.actions()).ok
-                    ours += valid
+                    ours += valid and in_time
                     invalid += not valid
+                    late += valid and not in_time
                 theirs += run_driver(domain, problem, timeout=budget_s)[0]
-            rows.append(CoverageRow(label, len(pairs), ours, theirs, invalid))
+            rows.append(CoverageRow(label, len(pairs), ours, theirs, invalid, late))
             log.info("%s: planner %d, driver %d of %d", label, ours, theirs, len(pairs))
     return rows

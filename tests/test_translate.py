@@ -88,3 +88,20 @@ def test_benchmark_pairs_reads_folders_and_pairs_files(tmp_path: Path) -> None:
     bad.write_text("only-one-path\n")
     with pytest.raises(ValueError, match="pairs.txt:1: expected 'DOMAIN PROBLEM'"):
         benchmark_pairs(bad)
+
+
+def test_bench_coverage_takes_a_pairs_file(tmp_path: Path, capsys) -> None:
+    import json
+
+    from portfolio.cli import main
+
+    pairs = tmp_path / "pairs.txt"
+    blocks = SHARED / "ipc" / "blocks"
+    pairs.write_text(f"{blocks / 'domain.pddl'} {blocks / 'probBLOCKS-4-0.pddl'}\n"
+                     f"{blocks / 'domain.pddl'} {blocks / 'probBLOCKS-4-1.pddl'}\n")
+    assert main(["bench", "--ipc", str(pairs), "--coverage", "--budget", "5", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["coverage"] == [{"domain": "blocks", "tasks": 2, "planner": 2, "driver": 2, "invalid": 0,
+                                   "late": 0}]
+    assert main(["bench", "--ipc", str(pairs)]) == 2  # a pairs file has no latency instances
+    assert "only works with --coverage" in capsys.readouterr().err

@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
         cover = bench.coverage(args.ipc, per_domain=args.per_domain, budget_s=args.budget)
         report["coverage"] = [asdict(c) for c in cover]
         report["coverage_total"] = {"planner": sum(c.planner for c in cover), "driver": sum(c.driver for c in cover),
+                                    "invalid": sum(c.invalid for c in cover), "late": sum(c.late for c in cover),
                                     "tasks": sum(c.tasks for c in cover)}
     if args.json:
         print(json.dumps(report, indent=2))
@@ -77,9 +78,10 @@ def run(args: argparse.Namespace) -> int:
               f"median replan / first plan: {report['median_replan_ratio']:.2f}   "
               f"cold start: {report['cold_start_s']:.2f} s")
     if args.coverage:
-        print(f"\n{'domain':<26} {'tasks':>5} {'planner':>7} {'driver':>6}")
+        print(f"\n{'domain':<30} {'tasks':>5} {'planner':>7} {'driver':>6} {'invalid':>7} {'late':>4}")
         for c in report["coverage"]:
-            print(f"{c['domain']:<26} {c['tasks']:>5} {c['planner']:>7} {c['driver']:>6}")
+            print(f"{c['domain']:<30} {c['tasks']:>5} {c['planner']:>7} {c['driver']:>6} {c['invalid']:>7} "
+                  f"{c['late']:>4}")
         total = report["coverage_total"]
-        print(f"{'total':<26} {total['tasks']:>5} {total['planner']:>7} {total['driver']:>6}")
+        print(f"{'total':<30} {total['tasks']:>5} {total['planner']:>7} {total['driver']:>6}")
     return 0
