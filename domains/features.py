@@ -132,3 +132,41 @@ def axiom_strata(domain: Domain) -> list[list[str]]:
     for predicate in sorted(derived):
         strata[level[predicate]].append(predicate)
     return [stratum for stratum in strata if stratum]
+
+
+def axiom_order(domain: Domain) -> list[tuple[tuple[str, ...], bool]]:
+    """The derived predicates as strongly connected components of their dependency graph, each after every
+    component it depends on, with whether it is recursive (needs a fixpoint rather than one pass). In a
+    stratifiable domain no component contains a negative dependency, so this order also respects the strata."""
+    derived = domain.derived_predicates
+    uses: dict[str, set[str]] = {p: set() for p in derived}
+    for axiom in domain.axioms:
+        uses[axiom.head.predicate].update(u for u, _ in _dependencies(axiom.body, derived))
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    components: list[tuple[tuple[str, ...], bool]] = []
+
+    def visit(node: str) -> None:  # Tarjan: components come out dependencies first
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(uses[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            recursive = len(component) > 1 or node in uses[node]
+            components.append((tuple(sorted(component)), recursive))
+
+    for predicate in sorted(derived):
+        if predicate not in index:
+            visit(predicate)
+    return components

@@ -29,11 +29,13 @@ Test = Callable[[Collection[Atom], Env], bool]
 class IndexedState:
     """A set of atoms that also lists them by predicate; supports `in`, `len` and iteration like a set."""
 
-    __slots__ = ("atoms", "by_predicate")
+    __slots__ = ("atoms", "by_predicate", "_by_argument")
 
     def __init__(self, atoms: Iterable[Atom] = ()) -> None:
         self.atoms: set[Atom] = set()
         self.by_predicate: dict[str, list[Atom]] = defaultdict(list)
+        # (predicate, position) -> argument -> atoms; built on first use, kept up to date by `add`.
+        self._by_argument: dict[tuple[str, int], dict[str, list[Atom]]] = {}
         for atom in atoms:
             self.add(atom)
 
@@ -43,7 +45,22 @@ class IndexedState:
             return False
         self.atoms.add(atom)
         self.by_predicate[atom.predicate].append(atom)
+        if self._by_argument:
+            for position, value in enumerate(atom.args):
+                table = self._by_argument.get((atom.predicate, position))
+                if table is not None:
+                    table.setdefault(value, []).append(atom)
         return True
+
+    def with_argument(self, predicate: str, position: int, value: str) -> list[Atom]:
+        """The atoms of `predicate` whose argument at `position` is `value`."""
+        table = self._by_argument.get((predicate, position))
+        if table is None:
+            table = {}
+            for atom in self.by_predicate.get(predicate, ()):
+                table.setdefault(atom.args[position], []).append(atom)
+            self._by_argument[(predicate, position)] = table
+        return table.get(value, [])
 
     def __contains__(self, atom: object) -> bool:
         return atom in self.atoms
@@ -134,7 +151,13 @@ def _matches(pattern: Atom | None, state: IndexedState, env: dict[str, str], wan
     """Extensions of `env` binding the pattern's unbound variables to the arguments of a state atom."""
     assert pattern is not None
     args = pattern.args
-    for atom in state.by_predicate.get(pattern.predicate, ()):
+    candidates = state.by_predicate.get(pattern.predicate, ())
+    for position, want in enumerate(args):  # narrow down by the first argument already known, if any
+        known = env.get(want) if want.startswith("?") else want
+        if known is not None:
+            candidates = state.with_argument(pattern.predicate, position, known)
+            break
+    for atom in candidates:
         extended = env
         for want, got in zip(args, atom.args):
             value = extended.get(want)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from itertools import product
 from typing import Callable, Collection, Mapping
 
-from domains.features import axiom_strata
+from domains.features import axiom_order, axiom_strata
 from domains.joins import IndexedState, Join, plan_join
 from domains.pddl_writer import formula_to_pddl
 from domains.model import (
@@ -108,20 +108,23 @@ class _Compiled:
     members: dict[str, frozenset[str]]  # type -> objects of that type or a subtype
     schemas: dict[str, _Schema]
     goal: Test
-    strata: list[list[_Rule]] = field(default_factory=list)  # derived predicates' rules, stratum by stratum
+    # Derived predicates' rules, component by component (dependencies first), with whether the component is
+    # recursive: a non-recursive one is complete after one pass, a recursive one is iterated to its fixpoint.
+    strata: list[tuple[list[_Rule], bool]] = field(default_factory=list)
 
     def closure(self, state: Collection[Atom]) -> Collection[Atom]:
         """`state` plus every derived atom that holds in it (the state itself when there are no axioms)."""
         if not self.strata:
             return state
         full = IndexedState(state)
-        for rules in self.strata:
+        for rules, recursive in self.strata:
             changed = True
-            while changed:  # least fixpoint of this stratum; earlier strata are complete
+            while changed:  # least fixpoint of this component; the ones it depends on are complete
                 changed = False
                 for rule in rules:
                     for env in rule.bindings(full, {}):
                         changed |= full.add(rule.build(env))
+                changed &= recursive
         return full
 
     def of_type(self, type_name: str) -> frozenset[str]:
@@ -192,7 +195,9 @@ def _compile_task(task: Task) -> _Compiled:
     for axiom in task.domain.axioms:
         rules.setdefault(axiom.head.predicate, []).append(
             _Rule(_compile_join(axiom.parameters, axiom.body, compiled), _builder(axiom.head)))
-    compiled.strata = [[rule for p in stratum for rule in rules[p]] for stratum in axiom_strata(task.domain)]
+    axiom_strata(task.domain)  # raises on a domain that cannot be stratified (the reader refuses those first)
+    compiled.strata = [([rule for p in component for rule in rules[p]], recursive)
+                       for component, recursive in axiom_order(task.domain)]
     return compiled
 
 

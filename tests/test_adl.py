@@ -222,3 +222,19 @@ def test_joins_agree_with_plain_enumeration_on_random_states() -> None:
         state = frozenset(rng.sample(basic, rng.randint(0, 12))) | task.problem.init
         joined = compiled.closure(state)
         assert set(joined) == _naive_closure(task, state)
+
+
+def test_goal_agenda_plans_every_feature_task() -> None:
+    import time
+
+    from portfolio.delegates.goal_agenda import GoalAgenda
+    from portfolio.results import PlanRequest, Status
+
+    agenda = GoalAgenda()
+    try:
+        for name, (domain, problem) in CASES.items():
+            task = parse_task(domain, problem)
+            outcome = agenda.solve(PlanRequest(task), time.monotonic() + 20)
+            assert outcome.status is Status.SOLVED and validate_plan(task, outcome.plan).ok, (name, outcome)
+    finally:
+        agenda.close()
