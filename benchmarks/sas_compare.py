@@ -50,10 +50,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sources", nargs="*", type=Path, default=list(DEFAULT_SOURCES))
     parser.add_argument("--per-domain", type=int, default=1, help="problems per domain (default 1)")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per translation (default 120)")
     args = parser.parse_args()
     pairs = [p for source in args.sources for p in benchmark_pairs(source, args.per_domain)]
     verdicts = []
-    for name, verdict in compare(pairs):
+    for name, verdict in compare(pairs, args.timeout):
         print(f"{name:<60} {verdict}", flush=True)
         verdicts.append((name, verdict))
     bad = [v for v in verdicts if v[1] != "same"]
