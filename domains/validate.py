@@ -7,9 +7,10 @@ Semantics are PDDL's: closed world; an action's effects (conditions of condition
 evaluated in the state before the action; deletes are applied before adds, so an atom both deleted and added
 ends up true; quantifiers and forall-effects range over the objects of the parameter's type (subtypes included).
 Derived predicates (PDDL 2.2 axioms) are never stored in a state: before any condition is evaluated, the state is
-extended with every derived atom, stratum by stratum (`domains.features.axiom_strata`), each stratum to its least
-fixpoint with the earlier strata fixed, so negation only ever looks at completed strata. Tasks without axioms
-skip this entirely.
+extended with every derived atom: the derived predicates' dependency components in order (`domains.features.
+axiom_order`; the domain must stratify), each to its least fixpoint (one pass when not recursive) with the
+components it depends on complete, so a negation only ever looks at finished predicates. Tasks without axioms
+skip this entirely; with axioms, quantifiers are evaluated as joins on an indexed state (`domains.joins`).
 
 This runs on the hot path, so each task is compiled once (schema preconditions and effects into closures, types
 into object sets) and the compiled form is cached per `Task` object for as long as the task lives.
@@ -24,7 +25,7 @@ from itertools import product
 from typing import Callable, Collection, Mapping
 
 from domains.features import axiom_order, axiom_strata
-from domains.joins import IndexedState, Join, plan_join
+from domains.joins import IndexedState, Join, conjuncts, negate, plan_join, variables
 from domains.pddl_writer import formula_to_pddl
 from domains.model import (
     OBJECT,
@@ -273,7 +274,7 @@ def _compile_formula(formula: Formula, compiled: _Compiled) -> Test:
         want = isinstance(formula, Exists)
         # On indexed states (tasks with derived predicates) the quantifier is a join: forall x: B is
         # "no binding of x satisfies not B".
-        witness = _compile_join(formula.parameters, formula.body if want else _negate(formula.body), compiled)
+        witness = _compile_join(formula.parameters, formula.body if want else negate(formula.body), compiled)
 
         def quantifier(state: Collection[Atom], env: Env) -> bool:
             if type(state) is IndexedState:
@@ -288,67 +289,12 @@ def _compile_formula(formula: Formula, compiled: _Compiled) -> Test:
     raise TypeError(f"not a formula: {formula!r}")
 
 
-def _negate(formula: Formula) -> Formula:
-    """not `formula`, with the negation pushed inside connectives and quantifiers (so a join finds atoms)."""
-    if isinstance(formula, Not):
-        return formula.arg
-    if isinstance(formula, And):
-        return Or(tuple(_negate(p) for p in formula.parts))
-    if isinstance(formula, Or):
-        return And(tuple(_negate(p) for p in formula.parts))
-    if isinstance(formula, Imply):
-        return And((formula.condition, _negate(formula.consequence)))
-    if isinstance(formula, Exists):
-        return Forall(formula.parameters, _negate(formula.body))
-    if isinstance(formula, Forall):
-        return Exists(formula.parameters, _negate(formula.body))
-    return Not(formula)
-
-
-def _variables(formula: Formula) -> set[str]:
-    """Every variable name mentioned in `formula` (bound inside it or not: an over-approximation is safe)."""
-    if isinstance(formula, Atom):
-        return {a for a in formula.args if a.startswith("?")}
-    if isinstance(formula, Equals):
-        return {a for a in (formula.left, formula.right) if a.startswith("?")}
-    if isinstance(formula, Not):
-        return _variables(formula.arg)
-    if isinstance(formula, (And, Or)):
-        return set().union(*(_variables(p) for p in formula.parts))
-    if isinstance(formula, Imply):
-        return _variables(formula.condition) | _variables(formula.consequence)
-    return {p.name for p in formula.parameters} | _variables(formula.body)
-
-
-def _conjuncts(parameters: tuple[Parameter, ...], body: Formula) -> tuple[list[Parameter], list[Formula]]:
-    """`exists params: body` as one flat conjunction: nested conjunctions flattened and nested existentials
-    lifted into the parameter list (when their variable names clash with nothing else)."""
-    params = list(parameters)
-    parts: list[Formula] = []
-    todo = [body]
-    while todo:
-        part = todo.pop(0)
-        if isinstance(part, And):
-            todo[:0] = list(part.parts)
-        elif isinstance(part, Exists):
-            names = {p.name for p in part.parameters}
-            others = set().union(*(_variables(p) for p in parts + todo))
-            if names & ({p.name for p in params} | others):
-                parts.append(part)
-            else:
-                params.extend(part.parameters)
-                todo.insert(0, part.body)
-        else:
-            parts.append(part)
-    return params, parts
-
-
 def _compile_join(parameters: tuple[Parameter, ...], body: Formula, compiled: _Compiled) -> Join:
-    params, parts = _conjuncts(parameters, body)
+    params, parts = conjuncts(parameters, body)
     names = tuple(p.name for p in params)
     wanted = set(names)
     generators = [p for p in parts if isinstance(p, Atom)]
-    tests = [(frozenset(_variables(p) & wanted), _compile_formula(p, compiled)) for p in parts
+    tests = [(frozenset(variables(p) & wanted), _compile_formula(p, compiled)) for p in parts
              if not isinstance(p, Atom)]
     return plan_join(names, {p.name: compiled.of_type(p.type) for p in params},
                      {p.name: compiled.domain(p.type) for p in params}, generators, tests)
