@@ -5,8 +5,9 @@ declarations, negative/disjunctive/quantified preconditions, equality, condition
 effects, derived predicates, action costs from constants or static cost functions) into `domains.model`, as
 leniently as that translator reads it (case, comments, `?` starting a token, no `:requirements` at all) and as
 strictly where a mistake would change the task's meaning (arity, undeclared symbols). Numeric fluents beyond
-action costs and durative actions are refused with the file and line. It is a plain line-by-line tokenizer plus a stack-based s-expression builder: no regex per token
-and no unified-planning import, because it runs on the planning path and must cost milliseconds.
+action costs and durative actions are refused with the file and line. It is a plain line-by-line tokenizer plus
+a stack-based s-expression builder: no regex per token and no unified-planning import, because it runs on the
+planning path and must cost milliseconds.
 """
 
 from __future__ import annotations
@@ -385,7 +386,8 @@ def parse_domain(text: str, file: str | None = None) -> Domain:
             derived_lines.setdefault(axioms[-1].head.predicate, section.line)
         elif key in (":durative-action", ":process", ":event", ":constraints"):
             ctx.fail(UnsupportedFeatureError, f"'{key}' is not supported; expected a classical domain "
-                     "(:requirements, :types, :constants, :predicates, :functions, :action, :derived).", section, 0)
+                     "(:requirements, :types, :constants, :predicates, :functions, :action, :derived).",
+                     section, 0)
         else:
             ctx.fail(PDDLSyntaxError, f"unknown domain section '{key}'; expected :requirements, :types, "
                      ":constants, :predicates, :functions, :action or :derived.", section, 0)
