@@ -96,7 +96,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sources", nargs="*", type=Path, default=list(DEFAULT_SOURCES))
     parser.add_argument("--per-domain", type=int, default=5)
-    parser.add_argument("--budget", type=float, default=5.0, help="seconds per task (default 5: the plans, not the speed, are under test)")
+    parser.add_argument("--budget", type=float, default=5.0,
+                        help="seconds per task (default 5: the plans, not the speed, are under test)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     pairs = [p for source in args.sources for p in benchmark_pairs(source, args.per_domain)]
