@@ -113,8 +113,11 @@ _UP_PROBLEMS: dict[str, tuple[Any, str]] = {}
 
 def _up_problem(task: Task) -> tuple[Any, str]:
     """UP's reading of the task (cached by fingerprint: reading costs up to 0.7 s), or (None, why not)."""
+    from unified_planning.environment import get_environment
     from unified_planning.io import PDDLReader
 
+    # PDDL lets an action and an object share a name (floortile: `up`); UP refuses that unless told otherwise.
+    get_environment().error_used_name = False
     cached = _UP_PROBLEMS.get(task.fingerprint)
     if cached is not None:
         return cached
