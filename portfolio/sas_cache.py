@@ -2,8 +2,9 @@
 
 The in-memory cache of `FastDownward` dies with the process, so every cold `portfolio plan` and every new
 service worker pays translation again (most of a warm planning call). This cache is content-addressed: the key
-is a SHA-256 of the translator's version and the exact PDDL texts handed to it, so an entry can only ever be
-the translator's answer for that input, and a new translator release simply misses.
+is a SHA-256 of the translator's version (the Fast Downward wheel's, and a hash of `portfolio/translate.py`,
+the pipeline driving it) and the exact PDDL texts handed to it, so an entry can only ever be the translator's
+answer for that input, and a new translator release or pipeline change simply misses.
 
 Design choices, and why:
 - **Where**: `$XDG_CACHE_HOME/portfolio-planner`, else `~/.cache/portfolio-planner` (the XDG base directory
@@ -21,6 +22,7 @@ Design choices, and why:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import logging
@@ -42,12 +44,20 @@ def default_cache_dir() -> Path:
     return Path(base) / "portfolio-planner"
 
 
+@functools.lru_cache(maxsize=1)
 def translator_version() -> str:
-    """What the translator's output depends on besides its input: the Fast Downward wheel's version."""
+    """What the translator's output depends on besides its input: the Fast Downward wheel's version and the
+    source of the pipeline that drives it (`portfolio/translate.py`), so a change to either misses the cache."""
     try:
-        return "up-fast-downward " + importlib.metadata.version("up-fast-downward")
+        wheel = importlib.metadata.version("up-fast-downward")
     except importlib.metadata.PackageNotFoundError:  # pragma: no cover - then there is no translator either
-        return "up-fast-downward unknown"
+        wheel = "unknown"
+    pipeline = Path(__file__).with_name("translate.py")
+    try:
+        source = hashlib.sha256(pipeline.read_bytes()).hexdigest()[:16]
+    except OSError:  # pragma: no cover - an installation without it translates elsewhere
+        source = "none"
+    return f"up-fast-downward {wheel}; pipeline {source}"
 
 
 def cache_key(domain_pddl: str, problem_pddl: str, version: str | None = None) -> str:

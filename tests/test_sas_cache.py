@@ -122,3 +122,14 @@ def test_concurrent_writers_and_readers_never_see_half_an_entry(tmp_path):
         list(pool.map(worker, range(4)))
     assert all(seen) and len(seen) == 120
     assert [p.name for p in tmp_path.iterdir()] == ["shared.sas"]
+
+
+def test_the_key_depends_on_the_texts_and_the_translator_version():
+    from portfolio.sas_cache import translator_version
+
+    assert "up-fast-downward" in translator_version() and "pipeline" in translator_version()
+    base = cache_key("(define (domain d))", "(define (problem p))")
+    assert base == cache_key("(define (domain d))", "(define (problem p))")
+    assert base != cache_key("(define (domain d))", "(define (problem q))")
+    assert base != cache_key("(define (domain d))", "(define (problem p))", version="up-fast-downward 0.0")
+    assert cache_key("ab", "c") != cache_key("a", "bc")  # length-prefixed parts
