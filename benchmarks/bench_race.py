@@ -21,8 +21,7 @@ from pathlib import Path
 
 from domains.load import load_task
 from portfolio.bench import run_driver
-from portfolio.cascade import PortfolioDecomposition
-from portfolio.planner import CLASSICAL_ONLY, default_stages
+from portfolio.planner import CLASSICAL_ONLY, Planner, default_stages
 from portfolio.results import PlanRequest
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -40,15 +39,10 @@ def problems(root: Path, per_domain: int):
 def main(per_domain: int = 5, which: str = "ipc") -> None:
     roots = {"ipc": ["ipc"], "ipc-more": ["ipc-more"], "both": ["ipc", "ipc-more"]}[which]
     print(f"cores {len(os.sched_getaffinity(0))}, load average {os.getloadavg()[0]:.2f}", flush=True)
-    cascades = {name: PortfolioDecomposition(default_stages(CLASSICAL_ONLY, 1.0, **options))
-                for name, options in CONFIGS.items()}
+    planners = {name: Planner(default_stages(CLASSICAL_ONLY, 1.0, **options)) for name, options in CONFIGS.items()}
     solved: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     times: dict[str, dict[str, float]] = defaultdict(dict)
     try:
-        for cascade in cascades.values():
-            for stage in cascade.delegates:
-                for delegate in stage.delegates:
-                    delegate.warm_up()
         time.sleep(3)  # workers finish importing
         for root in roots:
             for domain, domain_path, problem in problems(SHARED / root, per_domain):
@@ -58,12 +52,12 @@ def main(per_domain: int = 5, which: str = "ipc") -> None:
                 except Exception as error:  # noqa: BLE001 - a reader gap counts as unsolved, and is shown
                     task, why = None, f"{type(error).__name__}"
                 line = [key]
-                for name, cascade in cascades.items():
+                for name, planner in planners.items():
                     if task is None:
                         line.append(f"{name}: unread ({why})")
                         continue
                     start = time.monotonic()
-                    result = cascade.solve(PlanRequest(task))
+                    result = planner.cascade.solve(PlanRequest(task))
                     elapsed = time.monotonic() - start
                     if result.solved:
                         solved[domain][name] += 1
@@ -78,8 +72,8 @@ def main(per_domain: int = 5, which: str = "ipc") -> None:
                 solved[domain]["tasks"] += 1
                 print(" | ".join(line), flush=True)
     finally:
-        for cascade in cascades.values():
-            cascade.close()
+        for planner in planners.values():
+            planner.close()
     names = [*CONFIGS, "driver"]
     totals = {name: sum(row[name] for row in solved.values()) for name in names}
     tasks = sum(row["tasks"] for row in solved.values())
