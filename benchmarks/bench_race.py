@@ -8,6 +8,11 @@ before) and with the default (the cores available), then the raw driver (`fast-d
 start-up included, killed at 1 s). Tasks our PDDL reader rejects count as unsolved for both planners (the raw
 driver still gets them). Targets (issue 11): coverage >= 1.1x the driver overall and >= it in every domain;
 median first-plan latency <= 0.5x the driver's on the tasks both solve.
+
+Measured 2026-11-30 (`5 both`, 230 tasks, 2 cores, load average ~9 from other sessions): race 121, lama-first
+alone 119, driver 116 (1.04x; no domain below the driver; median latency 0.19x the driver's on 116 tasks). The
+race won trucks p07, maintenance 000 (eager-ff-cg's plan), grid 02 and thoughtful 05, and lost thoughtful 03
+and 04 to lama-first alone: under load two searches share what one had.
 """
 
 from __future__ import annotations
