@@ -129,6 +129,7 @@ def plot_all(records: list[dict[str, Any]], planners: list[str], baseline: str, 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     results = task_results(records)
     budget = max((float(r.get("budget_s") or 1.0) for r in records), default=1.0)
@@ -142,6 +143,7 @@ def plot_all(records: list[dict[str, Any]], planners: list[str], baseline: str, 
     axes.set_xscale("log")
     axes.set_xlabel("time per task (s, log)")
     axes.set_ylabel("tasks solved")
+    axes.yaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set_title("Cactus plot: tasks solved within t")
     axes.grid(alpha=0.3)
     axes.legend(fontsize="small")
