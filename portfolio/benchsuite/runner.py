@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 KILL_MARGIN_S = 1.0  # past the planner's budget before its process group is killed (stopping takes time)
 SETUP_TIMEOUT_S = 60.0
+CONNECT_TIMEOUT_S = 30.0  # to reach a Dask scheduler
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -189,7 +190,7 @@ def dask_results(specs: list[RunSpec], address: str) -> Iterator[dict[str, Any]]
     from distributed import Client
     from distributed import as_completed as dask_completed
 
-    with Client(address, timeout="30s") as client:
+    with Client(address, timeout=CONNECT_TIMEOUT_S) as client:
         futures = [client.submit(execute, spec.model_dump(mode="json"), pure=False, priority=len(specs) - index,
                                  key=f"bench-{index}-{os.urandom(4).hex()}")
                    for index, spec in enumerate(specs)]
