@@ -46,6 +46,7 @@ class Outcome:
     setup_s: float | None = None
     translate_s: float | None = None
     search_s: float | None = None
+    delegate: str | None = None  # which delegate of a cascade solved it (the decomposer tier's share)
     reason: str = ""
 
 
@@ -164,7 +165,7 @@ def run_cascade(name: str, task, budget_s: float, decomposer_budget_s: float, re
         start = time.monotonic()
         result = planner.plan(task)
         elapsed = time.monotonic() - start
-    outcome = Outcome(result.status.value, list(result.plan), elapsed, setup)
+    outcome = Outcome(result.status.value, list(result.plan), elapsed, setup, delegate=result.delegate)
     for attempt in result.attempts:
         translate_ms = attempt.details.get("translate_ms")
         if attempt.delegate == "fast-downward" and translate_ms is not None:
