@@ -44,7 +44,8 @@ def live_marked(marker: str) -> int:
 def measure(seeds: int = 200, kill_after: int = 500, jobs: int = 2, out: Path | None = None) -> dict:
     out = out or Path(tempfile.mkdtemp(prefix="bench-resume-"))
     marker = uuid.uuid4().hex
-    command = [sys.executable, "-m", "portfolio.cli", "bench", "run", f"gen:blocksworld:sizes=1..5:seeds=0..{seeds - 1}",
+    suite = f"gen:blocksworld:sizes=1..5:seeds=0..{seeds - 1}"
+    command = [sys.executable, "-m", "portfolio.cli", "bench", "run", suite,
                "--planners", "typed-search", "--out", str(out), "--jobs", str(jobs), "--no-progress"]
     env = dict(os.environ, PYTHONPATH=str(ROOT), PORTFOLIO_BENCH_MARK=marker)
     path = runs_path(out)

@@ -101,6 +101,16 @@ def test_resume_skips_recorded_runs_and_reruns_a_torn_last_line(tmp_path):
     assert lines[:2] == first and [json.loads(l)["run_id"] for l in lines] == [s.run_id for s in specs]
 
 
+def test_resuming_with_another_budget_is_refused(tmp_path, capsys):
+    from portfolio.cli import main
+
+    argv = ["bench", "run", "gen:gripper:sizes=1", "--planners", "typed-search", "--no-progress", "--out",
+            str(tmp_path)]
+    assert main(argv) == 0
+    assert main(argv + ["--budget", "2"]) == 2
+    assert "was run with --budget 1.0 here, not 2.0" in capsys.readouterr().err
+
+
 def test_a_corrupt_line_in_the_middle_is_an_error_not_a_lost_run(tmp_path):
     path = runs_path(tmp_path)
     with RunLog(path) as log:

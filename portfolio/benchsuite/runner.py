@@ -39,7 +39,7 @@ from typing import Any, Iterable, Iterator
 from pydantic import BaseModel
 
 from portfolio.benchsuite.planners import hard_budget_s
-from portfolio.benchsuite.store import RunLog, done_ids, runs_path
+from portfolio.benchsuite.store import ResultsError, RunLog, read_runs, runs_path
 from portfolio.benchsuite.suites import TaskSpec
 
 log = logging.getLogger(__name__)
@@ -74,9 +74,15 @@ def plan_runs(tasks: Iterable[TaskSpec], planners: list[str], repeat: int = 1, b
 
 
 def pending_runs(specs: list[RunSpec], out_dir: Path) -> list[RunSpec]:
-    """The runs not yet in the results file (resume)."""
-    done = done_ids(runs_path(out_dir))
-    return [spec for spec in specs if spec.run_id not in done]
+    """The runs not yet in the results file (resume). A run recorded under another budget is not the same
+    run: that is a `ResultsError` (use another folder), not a silent skip."""
+    recorded = {r["run_id"]: r.get("budget_s") for r in read_runs(runs_path(out_dir))}
+    for spec in specs:
+        budget = recorded.get(spec.run_id, spec.budget_s)
+        if budget != spec.budget_s:
+            raise ResultsError(f"{spec.run_id} was run with --budget {budget} here, not {spec.budget_s}; "
+                               "give another --out for another budget", file=str(runs_path(out_dir)))
+    return [spec for spec in specs if spec.run_id not in recorded]
 
 
 # -- one run ---------------------------------------------------------------------------------------------------

@@ -51,10 +51,6 @@ def read_runs(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-def done_ids(path: Path) -> set[str]:
-    return {record["run_id"] for record in read_runs(path)}
-
-
 def _cut_torn_tail(path: Path) -> None:
     """Truncate the file after its last complete, decodable line."""
     data = path.read_bytes()
