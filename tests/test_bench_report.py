@@ -74,6 +74,9 @@ def test_report_files(results, capsys):
     text = (results / "report.md").read_text()
     assert "| gen-gripper | 3/3 | 3/3 |" in text and "| **total** | 4/4 | 4/4 |" in text
     assert "![cactus](cactus.png)" in text
+    solvers = report.solved_by(read_runs(runs_path(results)))
+    assert solvers["typed-search"] == {"typed-search": 8} and sum(solvers["classical"].values()) == 8
+    assert "## Solved runs by delegate" in text
     assert main(["bench", "report", str(results), "--baseline", "nope"]) == 2
     assert "baseline 'nope' has no runs here" in capsys.readouterr().err
 

@@ -216,11 +216,26 @@ def tables(records: list[dict[str, Any]], planners: list[str], baseline: str) ->
     latency_rows = [[r.planner, f"{r.solved}/{r.tasks}", _seconds(r.median_s), _seconds(r.p95_s),
                      "-" if r.ratio is None else f"{r.ratio:.2f}", str(r.common)]
                     for r in latency(records, baseline, planners)]
-    return [
+    found = [
         ("Coverage per domain (solved/tasks)", ["domain", *planners], coverage_rows),
         (f"Latency of solved tasks (time_s); ratio: median per-task time / {baseline}'s",
          ["planner", "solved", "median s", "p95 s", f"ratio to {baseline}", "tasks both solved"], latency_rows),
     ]
+    solvers = solved_by(records)
+    if solvers:
+        delegates = sorted({d for row in solvers.values() for d in row})
+        found.append(("Solved runs by delegate (which tier of a cascade solved them)", ["planner", *delegates],
+                      [[p] + [str(solvers[p].get(d, 0)) for d in delegates] for p in planners if p in solvers]))
+    return found
+
+
+def solved_by(records: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """planner -> delegate -> solved runs, for planners that say which delegate solved (Planner-based ones)."""
+    table: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for record in records:
+        if is_solved(record) and record.get("delegate"):
+            table[record["planner"]][record["delegate"]] += 1
+    return {p: dict(row) for p, row in table.items()}
 
 
 def markdown(report_tables, images: list[Path], summary: str) -> str:
