@@ -146,9 +146,13 @@ def execute(spec: RunSpec | dict) -> dict[str, Any]:
                                    start_new_session=True)
         try:
             assert process.stdin is not None
-            process.stdin.write(json.dumps(payload).encode())
-            process.stdin.close()
+            try:
+                process.stdin.write(json.dumps(payload).encode())
+                process.stdin.close()
+            except BrokenPipeError:  # it died at start-up; its stderr says why
+                pass
             result, ready_at, killed = _read_messages(process, spec, started)
+            ended = time.monotonic()
         finally:
             _kill_group(process.pid)  # whatever the run left behind in its group, before reaping its leader
             _, status, usage = os.wait4(process.pid, 0)
@@ -159,7 +163,7 @@ def execute(spec: RunSpec | dict) -> dict[str, Any]:
     if result is not None:
         record.update(result)
     elif killed and ready_at is not None:
-        record.update(status="timeout", time_s=round(time.monotonic() - ready_at, 6),
+        record.update(status="timeout", time_s=round(ended - ready_at, 6),
                       reason="killed at the hard budget")
     else:
         tail = (workdir / "stderr.txt").read_text(errors="replace").strip().splitlines()[-3:]
