@@ -18,24 +18,34 @@ from portfolio.benchsuite import runner, suites
 from portfolio.benchsuite.report import coverage
 from portfolio.benchsuite.store import read_runs, runs_path
 from portfolio.cli import main
-from tests.conftest import IPC, REPO, smallest_problems
+from tests.conftest import IPC, REPO
 from tests.test_bench_run import wait_gone
 
 distributed = pytest.importorskip("distributed")
 
 
+UNSOLVABLE = """(define (problem two-block-cycle) (:domain blocks)
+  (:objects a b) (:init (clear a) (clear b) (ontable a) (ontable b) (handempty))
+  (:goal (and (on a b) (on b a))))
+"""
+
+
 def ipc_pairs(path: Path) -> Path:
-    """Easy tasks of four IPC domains and parking's smallest, which needs seconds (a sure miss at 1 s)."""
+    """Easy tasks of four IPC domains, and a blocks task with no plan (a miss for every planner, whatever the
+    load: budgets are generous so the table does not depend on how busy the machine is)."""
     picked = [("blocks", "probBLOCKS-4-0.pddl"), ("gripper", "prob01.pddl"), ("miconic", "s1-0.pddl"),
-              ("logistics00", "probLOGISTICS-4-0.pddl"),
-              ("parking-sat11-strips", smallest_problems("parking-sat11-strips", 1)[0].name)]
-    path.write_text("".join(f"{IPC / d / 'domain.pddl'} {IPC / d / p}\n" for d, p in picked))
+              ("logistics00", "probLOGISTICS-4-0.pddl")]
+    lines = [f"{IPC / d / 'domain.pddl'} {IPC / d / p}\n" for d, p in picked]
+    (path.parent / "blocks-cycle").mkdir()
+    (path.parent / "blocks-cycle" / "cycle.pddl").write_text(UNSOLVABLE)
+    lines.append(f"{IPC / 'blocks' / 'domain.pddl'} blocks-cycle/cycle.pddl\n")
+    path.write_text("".join(lines))
     return path
 
 
 def test_local_cluster_and_local_pool_give_the_same_coverage(tmp_path):
     specs = runner.plan_runs(suites.read_suite(str(ipc_pairs(tmp_path / "pairs.txt"))),
-                             ["classical", "driver:lama-first"], budget_s=1.0)
+                             ["classical", "driver:lama-first"], budget_s=20.0)
     runner.run_experiment(specs, tmp_path / "local", jobs=2, progress=False)
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                                   dashboard_address=None) as cluster:
@@ -44,9 +54,10 @@ def test_local_cluster_and_local_pool_give_the_same_coverage(tmp_path):
     assert sorted(r["run_id"] for r in local) == sorted(r["run_id"] for r in dask) == sorted(s.run_id for s in specs)
     assert coverage(local) == coverage(dask)
     table = coverage(dask)
-    assert table["parking-sat11-strips"] == {"classical": (0, 1), "driver:lama-first": (0, 1)}
+    assert table["blocks-cycle"] == {"classical": (0, 1), "driver:lama-first": (0, 1)}
+    assert {r["status"] for r in dask if r["domain"] == "blocks-cycle"} == {"unsolvable"}
     assert all(row == {"classical": (1, 1), "driver:lama-first": (1, 1)} for d, row in table.items()
-               if d != "parking-sat11-strips")
+               if d != "blocks-cycle")
     assert all(r["valid"] for r in dask if r["status"] == "solved")
 
 
@@ -85,7 +96,7 @@ def test_scheduler_and_worker_as_separate_processes(tmp_path, capsys):
         with distributed.Client(address, timeout="30s") as client:
             client.wait_for_workers(1, timeout=60)
         suite = ["gen:gripper:sizes=1..4", "typed:research"]
-        common = ["--planners", "typed-search,classical", "--no-progress"]
+        common = ["--planners", "typed-search,classical", "--budget", "20", "--no-progress"]
         assert main(["bench", "run", *suite, *common, "--dask", address, "--out", str(tmp_path / "dask")]) == 0
         assert main(["bench", "run", *suite, *common, "--jobs", "2", "--out", str(tmp_path / "local")]) == 0
         out = capsys.readouterr().out
