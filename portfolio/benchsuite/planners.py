@@ -40,7 +40,7 @@ class PlannerError(ValueError):
 class Outcome:
     """What one planner did on one task, before validation."""
 
-    status: str  # solved, unsolvable, timeout, error
+    status: str  # a portfolio.results.Status value: solved, unsolvable, timeout, incomplete, memout, error...
     plan: list[str] = field(default_factory=list)  # grounded actions, PDDL form
     time_s: float | None = None
     setup_s: float | None = None
@@ -182,6 +182,8 @@ def run_driver(alias: str, domain_file: Path, problem_file: Path, budget_s: floa
     """One `fast-downward.py --alias ALIAS` run in `workdir`, its own process group killed at the budget."""
     from portfolio.bench import driver_script
     from portfolio.benchsuite.child import die_with_parent
+    from portfolio.delegates import fd_exitcodes
+    from portfolio.results import Status
 
     log = workdir / "driver.log"
     start = time.monotonic()
@@ -201,17 +203,17 @@ def run_driver(alias: str, domain_file: Path, problem_file: Path, budget_s: floa
     text = log.read_text(errors="replace")
     translate = _DONE.findall(text)
     search = _TOTAL.findall(text)
-    outcome = Outcome("error", time_s=elapsed, translate_s=float(translate[-1]) if translate else None,
+    status = fd_exitcodes.status_of(code)  # the driver's exit codes are Fast Downward's returncodes
+    outcome = Outcome(status.value, time_s=elapsed, translate_s=float(translate[-1]) if translate else None,
                       search_s=float(search[-1]) if search else None)
     plan_file = workdir / "sas_plan"
-    if code == 0 and plan_file.exists():
-        outcome.status = "solved"
+    if status is Status.SOLVED and plan_file.exists():
         outcome.plan = [line.strip() for line in plan_file.read_text().splitlines()
                         if line.strip() and not line.startswith(";")]
-    elif code in (10, 11, 12):  # driver/returncodes.py: unsolvable (translate / search / incomplete search)
-        outcome.status = "unsolvable"
-    else:
-        outcome.reason = f"driver exit code {code}: " + " | ".join(text.strip().splitlines()[-2:])
+    elif status is Status.SOLVED:
+        outcome.status, outcome.reason = Status.ERROR.value, f"driver exit code {code} but no sas_plan"
+    elif status is not Status.UNSOLVABLE:
+        outcome.reason = f"{fd_exitcodes.meaning(code)}: " + " | ".join(text.strip().splitlines()[-2:])
     return outcome
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from domains.errors import TaskInputError
+from portfolio.results import Resource
 
 RUNS_FILE = "runs.jsonl"
 
@@ -68,7 +69,7 @@ def _cut_torn_tail(path: Path) -> None:
             os.fsync(handle.fileno())
 
 
-class RunLog:
+class RunLog(Resource):
     """Append-only writer: one line per record, flushed and fsync'ed before `append` returns."""
 
     def __init__(self, path: Path) -> None:
@@ -85,10 +86,4 @@ class RunLog:
 
     def close(self) -> None:
         self._handle.close()
-
-    def __enter__(self) -> "RunLog":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
