@@ -35,11 +35,18 @@ def marked_processes(marker: str) -> list[int]:
     return found
 
 
-def wait_gone(marker: str, seconds: float = 10.0) -> list[int]:
+def wait_gone(marker: str, seconds: float = 10.0) -> list[str]:
+    """The command lines of marked processes still alive after `seconds` (empty: all gone)."""
     deadline = time.monotonic() + seconds
     while (left := marked_processes(marker)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    return left
+    lines = []
+    for pid in left:
+        try:
+            lines.append(f"{pid}: " + (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:
+            pass
+    return lines
 
 
 def test_runs_record_validated_properties(tmp_path):

@@ -131,16 +131,3 @@ def test_old_flags_still_mean_the_latency_table():
         assert args.func is bench_cmd.run_latency
         assert (args.ipc, args.coverage, args.per_domain, args.budget, args.rounds) == (IPC, True, 3, 1.0, 7)
 
-
-@pytest.mark.slow
-def test_old_spelling_still_prints_the_latency_table(capsys):
-    """`portfolio bench --ipc ...` without a subcommand: the table it printed before `bench run` existed."""
-    import json
-
-    assert main(["bench", "--ipc", str(IPC), "--rounds", "1", "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
-    from portfolio.bench import LATENCY_INSTANCES
-
-    assert len(report["latency"]) == sum(len(v) for v in LATENCY_INSTANCES.values())
-    assert all(row["driver_ms"] > 0 and row["first_plan_ms"] > 0 for row in report["latency"])
-    assert report["cold_start_s"] > 0 and "coverage" not in report

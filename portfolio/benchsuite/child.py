@@ -5,8 +5,8 @@ hard budget's clock) and `{"result": {...}}` at the end, one line each, on the o
 is pointed at stderr first, so anything a planner prints cannot corrupt the channel. The plan is validated here
 (`domains.validate`), outside the timed part, and only its length, cost and verdict travel back.
 
-The process dies with the runner thread that started it (PR_SET_PDEATHSIG on Linux), so a `kill -9` of the
-runner does not leave runs planning on.
+The process dies with the runner thread that started it (PR_SET_PDEATHSIG on Linux, and an exit at start-up if
+the runner died before that was set), so a `kill -9` of the runner does not leave runs planning on.
 """
 
 from __future__ import annotations
@@ -21,14 +21,18 @@ from pathlib import Path
 from typing import Any, TextIO
 
 _PR_SET_PDEATHSIG = 1
+PARENT_ENV = "PORTFOLIO_BENCH_PARENT"  # the runner's pid, set by runner.execute
 
 
-def die_with_parent() -> None:
-    """Best effort: ask Linux to SIGKILL this process when its parent thread exits."""
+def die_with_parent(parent: int | None = None) -> None:
+    """Best effort: ask Linux to SIGKILL this process when its parent thread exits. With `parent` (the pid that
+    started us), also exit now if it is already gone: it may have died before the request was made."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):  # pragma: no cover - not Linux
-        pass
+        return
+    if parent is not None and os.getppid() != parent:
+        os._exit(1)
 
 
 def send(channel: TextIO, message: dict[str, Any]) -> None:
@@ -82,7 +86,7 @@ def run(spec: dict[str, Any], channel: TextIO) -> dict[str, Any]:
 
 
 def main() -> int:
-    die_with_parent()
+    die_with_parent(int(os.environ.get(PARENT_ENV, "0")) or None)
     channel = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     sys.stdout = sys.stderr

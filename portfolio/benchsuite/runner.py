@@ -38,6 +38,7 @@ from typing import Any, Iterable, Iterator
 
 from pydantic import BaseModel
 
+from portfolio.benchsuite.child import PARENT_ENV
 from portfolio.benchsuite.planners import hard_budget_s
 from portfolio.benchsuite.store import ResultsError, RunLog, read_runs, runs_path
 from portfolio.benchsuite.suites import TaskSpec
@@ -92,6 +93,7 @@ def _child_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
     env.setdefault("OMP_NUM_THREADS", "1")
+    env[PARENT_ENV] = str(os.getpid())
     return env
 
 
