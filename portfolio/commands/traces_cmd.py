@@ -92,6 +92,8 @@ def run_export(args: argparse.Namespace) -> int:
             count = export_jsonl(store, args.output)
     except TraceStoreError as error:
         return fail_bad_input(str(error))
+    except BrokenPipeError:
+        raise  # stdout's reader went away: `portfolio.cli.main` exits 0 quietly
     except OSError as error:
         return fail_bad_input(f"{args.output}: cannot write the export ({error.strerror}).")
     if args.output:
