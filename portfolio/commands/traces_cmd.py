@@ -1,4 +1,5 @@
-"""`portfolio traces import|export|stats`: thin layers over `traces.TraceStore` and `traces.jsonl`."""
+"""`portfolio traces import|export|stats|backup|vacuum`: thin layers over `traces.TraceStore`, `traces.jsonl` and
+`traces.maintenance`."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="The trace store is one SQLite file of executed steps (and runs, plans, learned models). "
         "Several processes may write to it at once.",
     )  # fmt: skip
-    commands = parser.add_subparsers(dest="traces_command", metavar="{import,export,stats}")
+    commands = parser.add_subparsers(dest="traces_command", metavar="{import,export,stats,backup,vacuum}")
     commands.required = True
 
     imp = commands.add_parser(
@@ -57,6 +58,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     stats.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     add_traces_argument(stats)
     stats.set_defaults(func=run_stats)
+
+    backup = commands.add_parser(
+        "backup", help="copy the database to a new file, safely while others write",
+        description="Copy the trace database to DEST with SQLite's online backup API: one consistent snapshot, "
+        "taken while other processes keep writing. DEST must not exist yet. Never copy a live trace database "
+        "with cp: the newest commits may still be in its -wal file.",
+    )  # fmt: skip
+    backup.add_argument("dest", metavar="DEST", help="path of the new database file")
+    add_traces_argument(backup)
+    backup.set_defaults(func=run_backup)
+
+    vacuum = commands.add_parser(
+        "vacuum", help="compact the database file",
+        description="Rebuild the trace database without free pages (after `portfolio retrain --keep N` pruned "
+        "old models, say) and truncate its -wal file. Waits for other writers like any write.",
+    )  # fmt: skip
+    add_traces_argument(vacuum)
+    vacuum.set_defaults(func=run_vacuum)
 
 
 def _open(args: argparse.Namespace):
@@ -118,4 +137,30 @@ def run_stats(args: argparse.Namespace) -> int:
     for s in stats:
         mean = "-" if s.mean_duration_ms is None else f"{s.mean_duration_ms:.1f}"
         print(f"{s.action:<{width}}  {s.steps:>8}  {s.failure_rate:>12.3f}  {mean:>9}")
+    return 0
+
+
+def run_backup(args: argparse.Namespace) -> int:
+    from traces.errors import TraceStoreError
+    from traces.maintenance import backup
+
+    try:
+        with _open(args) as store:
+            size = backup(store, args.dest)
+    except TraceStoreError as error:
+        return fail_bad_input(str(error))
+    print(f"backed up {args.traces} to {args.dest} ({size / 1e6:.1f} MB)")
+    return 0
+
+
+def run_vacuum(args: argparse.Namespace) -> int:
+    from traces.errors import TraceStoreError
+    from traces.maintenance import vacuum
+
+    try:
+        with _open(args) as store:
+            before, after = vacuum(store)
+    except TraceStoreError as error:
+        return fail_bad_input(str(error))
+    print(f"vacuumed {args.traces}: {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB")
     return 0
