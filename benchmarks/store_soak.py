@@ -133,8 +133,9 @@ class SoakReport:
         return not self.errors and not self.lost and self.integrity == "ok"
 
 
-def soak(path: Path, iterations: int, *, steps: int = 20, keep_agents: int = 4, retrain_every: int = 3) -> SoakReport:
-    """Run the loop `iterations` times on the database at `path`; every failure is collected, not raised."""
+def soak(path: Path, iterations: int, *, steps: int = 10, keep: int = 6, retrain_every: int = 4) -> SoakReport:
+    """Run the loop `iterations` times on the database at `path`; every failure is collected, not raised. The
+    process keeps up to `keep` stores and `keep` agents open, retiring the oldest (a close among live users)."""
     from portfolio.agent import Agent
 
     report = SoakReport(iterations)
@@ -163,7 +164,9 @@ def soak(path: Path, iterations: int, *, steps: int = 20, keep_agents: int = 4, 
         for i in range(iterations):
             attempt("open store", lambda: stores.append(TraceStore(path)))
             attempt("open agent", lambda: agents.append(Agent([find_person, answer], traces=path, warm=False)))
-            if len(agents) > keep_agents:  # a pool retiring its oldest agent: a close among live users
+            if len(stores) > keep:  # a pool retiring its oldest members while the others stay open
+                attempt("close store", stores.pop(0).close)
+            if len(agents) > keep:
                 attempt("close agent", agents.pop(0).close)
             for k, store in enumerate(stores):
                 tag = f"store{k}-{i}"

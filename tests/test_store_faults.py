@@ -308,8 +308,15 @@ def unprivileged(*argv: str) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
-OPEN = "import sys\nfrom traces import TraceStore, TraceStoreError\ntry:\n    TraceStore(sys.argv[1]).close()\n" \
-       "    print('opened')\nexcept TraceStoreError as error:\n    print(type(error).__name__, error)\n"  # fmt: skip
+OPEN = textwrap.dedent("""
+    import sys
+    from traces import TraceStore, TraceStoreError
+    try:
+        TraceStore(sys.argv[1]).close()
+        print("opened")
+    except TraceStoreError as error:
+        print(type(error).__name__, error)
+""")
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """Errors of the trace store. Each `str()` is a one-paragraph user message naming the file and what was expected;
-the CLI maps every `TraceStoreError` to exit code 2."""
+the CLI maps every `TraceStoreError` to exit code 2. `translate` turns SQLite's own errors (by result code, e.g.
+SQLITE_NOTADB, SQLITE_CORRUPT, SQLITE_READONLY_DIRECTORY, SQLITE_FULL) into these."""
 
 from __future__ import annotations
 
@@ -78,8 +79,9 @@ def translate(path: str, error: sqlite3.Error) -> TraceStoreError:
         return _cannot_open(path, text)
     if name == "SQLITE_FULL" or name == "SQLITE_IOERR_WRITE" or "disk is full" in text:
         return DiskFullError(
-            f"{path}: a write failed ({text}; {name}): the disk is full or a file-size limit was reached. The "
-            "transaction was rolled back and nothing committed before it is lost: free some space and retry."
+            f"{path}: a write failed ({text}; {name}): the disk is full, a file-size limit was reached or the "
+            "device failed. The transaction was rolled back and nothing committed before it is lost: free some "
+            "space and retry."
         )
     return TraceStoreError(f"{path}: SQLite error: {text}.")
 
