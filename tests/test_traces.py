@@ -283,3 +283,7 @@ def test_step_chunks_are_fixed_at_the_call_while_others_append(tmp_path: Path) -
         rest = [row for chunk in chunks for row in chunk]
         assert [s for (s,) in first + rest] == list(range(25))
         assert len(list(store.iter_steps())) == 40
+        other.record_steps([step(i, action="fly" if i % 3 else "drive") for i in range(40, 70)])
+        flights = list(store.iter_step_chunks(("step", "action"), action="fly", chunk_size=7))
+        assert [len(c) for c in flights] == [7, 7, 6]
+        assert [s for c in flights for s, a in c] == [i for i in range(40, 70) if i % 3]

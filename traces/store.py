@@ -314,24 +314,32 @@ class TraceStore:
     ) -> Iterator[list[tuple]]:
         """Raw step rows (tuples of `columns`, in insertion order) in chunks: the fast path for learners that
         read millions of steps. JSON columns stay JSON text."""
+        if chunk_size < 1:
+            raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
         unknown = [c for c in columns if c not in STEP_COLUMNS and c != "id"]
         if unknown:
             raise ValueError(f"unknown step columns {unknown}; expected some of id, {', '.join(STEP_COLUMNS)}")
         # Keyset pages, each its own short query: no statement stays open between chunks (another thread may
         # write on the shared connection meanwhile, and an open read would hold back WAL checkpoints), and the
-        # upper bound fixes the set of steps at the call, as one long SELECT did.
+        # upper bound `last` fixes the set of steps at the call, as one long SELECT did. Each page's last id
+        # comes from an OFFSET probe on the primary key, not from an extra column on every row: measured on
+        # 300,000 steps, 5-10% slower than one long SELECT where an id column sliced off in Python was 35%.
         last = self._retry(lambda: self.db.execute("SELECT coalesce(max(id), 0) FROM steps").fetchone()[0])
-        select = ", ".join(columns)
         where = "id > ? AND id <= ?" + (" AND action = ?" if action is not None else "")
-        sql = f"SELECT {select}, id FROM steps WHERE {where} ORDER BY id LIMIT ?"
+        bound_sql = f"SELECT id FROM steps WHERE {where} ORDER BY id LIMIT 1 OFFSET ?"
+        page_sql = f"SELECT {', '.join(columns)} FROM steps WHERE {where} ORDER BY id"
         after = 0
-        while True:
-            params = [after, last, *([action] if action is not None else []), chunk_size]
-            rows = self._retry(lambda: self.db.conn.execute(sql, params).fetchall())
-            if not rows:
-                return
-            after = rows[-1][-1]
-            yield [row[:-1] for row in rows]
+        while after < last:
+            extra = [action] if action is not None else []
+
+            def page() -> tuple[int, list[tuple]]:
+                found = self.db.conn.execute(bound_sql, [after, last, *extra, chunk_size - 1]).fetchone()
+                bound = found[0] if found else last
+                return bound, self.db.conn.execute(page_sql, [after, bound, *extra]).fetchall()
+
+            after, rows = self._retry(page)
+            if rows:
+                yield rows
 
     def iter_steps(self, action: str | None = None) -> Iterator[StepRecord]:
         """Every recorded step (of one action name, if given) in insertion order."""
