@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import sys
+from typing import Any, Callable, TypeVar
 
 from portfolio.commands.common import add_traces_argument, fail_bad_input
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 EXIT_PARTIAL = 1  # import: good lines imported, some bad lines skipped (listed on stderr)
 
@@ -78,21 +81,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     vacuum.set_defaults(func=run_vacuum)
 
 
-def _open(args: argparse.Namespace):
+def store_errors_exit_2(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A trace store error anywhere in `command` is a one-paragraph message and exit code 2."""
+
+    @functools.wraps(command)
+    def run(args: argparse.Namespace) -> int:
+        from traces.errors import TraceStoreError
+
+        try:
+            return command(args)
+        except TraceStoreError as error:
+            return fail_bad_input(str(error))
+
+    return run
+
+
+def _on_store(args: argparse.Namespace, work: Callable[[Any], T]) -> T:
+    """`work(store)` on the --traces store, opened for it and closed after."""
     from traces.store import TraceStore
 
-    return TraceStore(args.traces)
+    with TraceStore(args.traces) as store:
+        return work(store)
 
 
+@store_errors_exit_2
 def run_import(args: argparse.Namespace) -> int:
-    from traces.errors import TraceStoreError
     from traces.jsonl import import_jsonl
 
-    try:
-        with _open(args) as store:
-            report = import_jsonl(store, args.file, strict=args.strict)
-    except TraceStoreError as error:
-        return fail_bad_input(str(error))
+    report = _on_store(args, lambda store: import_jsonl(store, args.file, strict=args.strict))
     print(f"imported {report.imported} step(s) from {args.file} into {args.traces}")
     if report.problems:
         for line, message in report.problems:
@@ -102,15 +118,12 @@ def run_import(args: argparse.Namespace) -> int:
     return 0
 
 
+@store_errors_exit_2
 def run_export(args: argparse.Namespace) -> int:
-    from traces.errors import TraceStoreError
     from traces.jsonl import export_jsonl
 
     try:
-        with _open(args) as store:
-            count = export_jsonl(store, args.output)
-    except TraceStoreError as error:
-        return fail_bad_input(str(error))
+        count = _on_store(args, lambda store: export_jsonl(store, args.output))
     except OSError as error:
         return fail_bad_input(f"{args.output}: cannot write the export ({error.strerror}).")
     if args.output:
@@ -118,14 +131,9 @@ def run_export(args: argparse.Namespace) -> int:
     return 0
 
 
+@store_errors_exit_2
 def run_stats(args: argparse.Namespace) -> int:
-    from traces.errors import TraceStoreError
-
-    try:
-        with _open(args) as store:
-            stats = store.stats()
-    except TraceStoreError as error:
-        return fail_bad_input(str(error))
+    stats = _on_store(args, lambda store: store.stats())
     if args.json:
         print(json.dumps([s.model_dump() for s in stats], indent=2))
         return 0
@@ -140,27 +148,19 @@ def run_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+@store_errors_exit_2
 def run_backup(args: argparse.Namespace) -> int:
-    from traces.errors import TraceStoreError
     from traces.maintenance import backup
 
-    try:
-        with _open(args) as store:
-            size = backup(store, args.dest)
-    except TraceStoreError as error:
-        return fail_bad_input(str(error))
+    size = _on_store(args, lambda store: backup(store, args.dest))
     print(f"backed up {args.traces} to {args.dest} ({size / 1e6:.1f} MB)")
     return 0
 
 
+@store_errors_exit_2
 def run_vacuum(args: argparse.Namespace) -> int:
-    from traces.errors import TraceStoreError
     from traces.maintenance import vacuum
 
-    try:
-        with _open(args) as store:
-            before, after = vacuum(store)
-    except TraceStoreError as error:
-        return fail_bad_input(str(error))
+    before, after = _on_store(args, vacuum)
     print(f"vacuumed {args.traces}: {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB")
     return 0
