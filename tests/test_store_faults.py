@@ -140,6 +140,17 @@ def test_threads_sharing_a_connection_never_undo_each_others_batches(tmp_path: P
     assert integrity(path) == "ok"
 
 
+def test_a_transaction_left_open_on_the_connection_is_neither_joined_nor_rolled_back(tmp_path: Path) -> None:
+    with TraceStore(tmp_path / "t.db") as store:
+        store.db.execute("BEGIN")
+        store.db.execute("INSERT INTO runs (id) VALUES ('mine')")
+        with pytest.raises(TraceStoreError, match="a transaction is already open"):
+            store.record_steps(batch("r", 3))
+        assert store.db.conn.in_transaction  # still the caller's, with its row
+        store.db.execute("COMMIT")
+        assert store.get_run("mine") is not None and store.count_steps() == 0
+
+
 # -- processes killed and starved ------------------------------------------------------------------------------
 
 

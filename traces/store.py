@@ -229,7 +229,10 @@ class TraceStore:
                 return result
             except BaseException:
                 if conn.in_transaction:  # ours: BEGIN above succeeded and the lock kept everyone else out
-                    conn.execute("ROLLBACK")
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error as error:  # keep the first error; SQLite rolls back on close anyway
+                        log.warning("trace store %s: rollback failed: %s", self.path, error)
                 raise
 
         return self._retry(attempt)
