@@ -3,12 +3,19 @@
 It owns the cascade and its warm workers, so set-up is paid once: translations are cached by task content,
 replanning from a changed state re-uses them, and (with a trace store) learned action costs are computed from
 the latest stored failure model and handed to the cost-aware delegates. Nothing trains here.
+
+One planner serves many threads and event loops at once: `await planner.aplan(...)` runs `plan` in a worker
+thread. The delegates guard their own warm state (Fast Downward's translation cache and process pools have
+locks; the in-process search keeps nothing but a grounding cache); the planner's lock guards what it shares:
+the trace store connection (one transaction at a time) and the learned-cost cache and model.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -101,6 +108,7 @@ class Planner:
         self._store = None
         self._model = None
         self._cost_cache: dict[tuple, dict] = {}
+        self._lock = threading.RLock()  # store writes, cost cache, model (see the module docstring)
         if self.traces_path is not None:
             self._open_traces()
         if warm:
@@ -145,8 +153,9 @@ class Planner:
             return
         from learning.retrain import load_latest
 
-        self._model = load_latest(self._store)
-        self._cost_cache.clear()
+        with self._lock:
+            self._model = load_latest(self._store)
+            self._cost_cache.clear()
 
     def learned_costs(self, task: Task, init: State | None = None, features: dict | None = None,
                       deadline: float | None = None) -> dict:
@@ -162,16 +171,17 @@ class Planner:
 
     def _costs_for(self, task: Task, grounded: Sequence[str], features: dict | None) -> dict:
         key = (task.fingerprint, tuple(sorted((features or {}).items())), len(grounded), hash(tuple(grounded)))
-        cached = self._cost_cache.get(key)
-        if cached is None:
-            from learning.costs import action_costs
-            from portfolio.results import parse_ground_action
+        with self._lock:
+            cached = self._cost_cache.get(key)
+            if cached is None:
+                from learning.costs import action_costs
+                from portfolio.results import parse_ground_action
 
-            actions = [parse_ground_action(text) for text in grounded]
-            cached = action_costs(self._model, task, actions, features=features, lam=self.cost_weight)
-            if len(self._cost_cache) > 256:
-                self._cost_cache.clear()
-            self._cost_cache[key] = cached
+                actions = [parse_ground_action(text) for text in grounded]
+                cached = action_costs(self._model, task, actions, features=features, lam=self.cost_weight)
+                if len(self._cost_cache) > 256:
+                    self._cost_cache.clear()
+                self._cost_cache[key] = cached
         return cached
 
     # -- planning -----------------------------------------------------------------------------------------
@@ -212,14 +222,20 @@ class Planner:
             self._record(task, result, run_id)
         return result
 
+    async def aplan(self, task: Task, **options: Any) -> PlanResult:
+        """`plan(task, **options)` off the event loop (in a worker thread), for async runtimes; safe to await
+        from many tasks at once (module docstring)."""
+        return await asyncio.to_thread(self.plan, task, **options)
+
     def _record(self, task: Task, result: PlanResult, run_id: str | None) -> None:
         assert self._store is not None
         from domains.pddl_writer import formula_to_pddl
 
-        if run_id is None:
-            run_id = self._store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal))
-        self._store.record_plan(run_id, result.delegate, [a.model_dump(mode="json") for a in result.attempts],
-                                result.elapsed_ms, result.plan)
+        with self._lock:  # one connection: transactions of concurrent callers must not interleave
+            if run_id is None:
+                run_id = self._store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal))
+            self._store.record_plan(run_id, result.delegate, [a.model_dump(mode="json") for a in result.attempts],
+                                    result.elapsed_ms, result.plan)
 
     def close(self) -> None:
         self.cascade.close()
