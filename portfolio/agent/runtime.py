@@ -234,9 +234,9 @@ def _running_loop() -> bool:
 
 def classical_stages(budget_s: float = 1.0) -> list:
     """The agent's cascade: in-process exact search first, then Fast Downward and pyperplan, one 1 s tier."""
-    from portfolio.planner import default_stages
+    from portfolio.planner import AGENT_DELEGATES, default_stages
 
-    return default_stages(("typed-search", "fast-downward", "pyperplan"), budget_s=budget_s)
+    return default_stages(AGENT_DELEGATES, budget_s=budget_s)
 
 
 class Agent:
