@@ -1,14 +1,18 @@
-"""What a failure model sees of one step: tokens for the grounded action and the step's own features.
+"""What the failure model's prior sees of one step: tokens for the grounded action and the step's own features.
 
 Tokens (each a sparse column with value 1 unless numeric):
-- `g:<args>`: the grounded action's identity (a specific road can be broken, not the roads it shares objects with);
-- `a<i>:<obj>`: the object in argument position i;  `o:<obj>`: the object in any position;
-- `t<i>:<type>`: the declared type in position i, when object types are given;
+- `g:<args>`: the grounded action's identity (for a seen grounding in a situation it was never seen in);
+- `a<i>:<obj>`: the object in argument position i (a bad tool wherever it is used);
+- `p<i><j>:<obj_i> <obj_j>`: an ordered pair of arguments (this tool on this host) and `u:<x> <y>` the same pair
+  unordered (the road between two places, whichever way it is driven);
+- `t<i>:<type>`: the declared type in position i, when object types are given to `fit`;
 - `f:<key>=<value>`: a string/bool feature, one-hot;  `n:<key>`: a numeric feature, its value as is;
 - `a<i>:<obj>&f:<key>=<value>`: an argument in a situation, so that "this engine fails at peak hours" is not
   spread over every engine at peak hours (a linear model cannot form that conjunction itself).
 
 Features are kept per action name (one model per action name), so the action name itself is not a token.
+`situation_key` is the part of the features that splits a grounding's own counts (categorical values only:
+numeric features would make every step its own cell).
 """
 
 from __future__ import annotations
@@ -20,12 +24,17 @@ Token = tuple[str, float]
 
 
 def action_tokens(args: tuple[str, ...], object_types: Mapping[str, str] | None = None) -> list[str]:
+    """Identity, per-position, pair and type tokens of a grounded action's arguments."""
     tokens = ["g:" + " ".join(args)]
     for i, obj in enumerate(args):
         tokens.append(f"a{i}:{obj}")
-        tokens.append(f"o:{obj}")
         if object_types is not None and obj in object_types:
             tokens.append(f"t{i}:{object_types[obj]}")
+    for i in range(len(args)):
+        for j in range(i + 1, len(args)):
+            x, y = args[i], args[j]
+            tokens.append(f"p{i}{j}:{x} {y}")
+            tokens.append(f"u:{min(x, y)} {max(x, y)}")
     return tokens
 
 
@@ -46,6 +55,12 @@ def feature_tokens(features: Mapping[str, Any] | None) -> list[Token]:
         else:
             out.append((f"f:{key}={value}", 1.0))
     return out
+
+
+def situation_key(features: Mapping[str, Any] | None) -> str:
+    """The categorical part of the features as one string ("" without any): a grounding's counts are kept per
+    (arguments, situation)."""
+    return "&".join(token for token, _ in feature_tokens(features) if token.startswith("f:"))
 
 
 def interaction_tokens(args: tuple[str, ...], features: Mapping[str, Any] | None) -> list[str]:

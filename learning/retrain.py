@@ -1,25 +1,25 @@
 """Offline training: read every step from the trace store in chunks, fit a `FailureModel`, measure it on a
 time-ordered hold-out, and store it as the next model version. Never called on the planning hot path.
 
-The model is stored as pickle bytes: load models only from trace databases you trust, as with any pickle.
+Models are stored as JSON data (`learning.storage`), never pickled: loading a model runs no code from the file.
 """
 
 from __future__ import annotations
 
 import logging
-import pickle
 import time
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from learning.model import FailureModel
+from learning.storage import FORMAT_NAME, FORMAT_VERSION, ModelFormatError, model_from_bytes, model_to_bytes
 from traces.errors import TraceStoreError
 from traces.store import TraceStore
 
 log = logging.getLogger(__name__)
 
-FORMAT = "portfolio-planner/failure-model/1"
+FORMAT = f"{FORMAT_NAME}/{FORMAT_VERSION}"
 
 
 class NoTrainingDataError(TraceStoreError, ValueError):
@@ -30,7 +30,8 @@ class ModelInfo(BaseModel):
     version: int
     created: str
     n_steps: int
-    actions: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per action: steps, failures")
+    actions: dict[str, dict[str, Any]] = Field(default_factory=dict,
+                                               description="per action: steps, failures, prior kind, strength m")
     metrics: dict[str, Any] = Field(default_factory=dict, description="held-out log loss, Brier, AUC")
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
     train_seconds: float = 0.0
@@ -51,7 +52,7 @@ def retrain(store: TraceStore, *, holdout_fraction: float = 0.2, chunk_size: int
     start = time.perf_counter()
     model = FailureModel(**params)
     chunks = store.iter_step_chunks(("action", "args", "features", "outcome"), chunk_size=chunk_size)
-    model.fit_rows(chunks, holdout_fraction=holdout_fraction)
+    model.fit_rows(chunks, holdout_fraction=holdout_fraction, total_rows=n)
     seconds = time.perf_counter() - start
     metadata = {
         "format": FORMAT,
@@ -62,7 +63,7 @@ def retrain(store: TraceStore, *, holdout_fraction: float = 0.2, chunk_size: int
         "train_seconds": round(seconds, 3),
     }
     metrics = dict(model.holdout_metrics_)
-    version = store.save_model(pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL), metadata, metrics)
+    version = store.save_model(model_to_bytes(model), metadata, metrics)
     stored = store.latest_model()
     created = stored.created if stored is not None and stored.version == version else ""
     log.info("trained failure model v%d on %d steps in %.1f s", version, model.n_steps_, seconds)
@@ -73,21 +74,14 @@ def retrain(store: TraceStore, *, holdout_fraction: float = 0.2, chunk_size: int
 
 
 def load_latest(store: TraceStore) -> FailureModel | None:
-    """The newest stored model, or None if none was trained yet (callers then plan with base costs)."""
+    """The newest stored model, or None if none was trained yet (callers then plan with base costs).
+    `ModelFormatError` for a model this release does not read (a pickle from an older release, damage)."""
     stored = store.latest_model()
     if stored is None:
         return None
-    if stored.metadata.get("format") != FORMAT:
-        raise TraceStoreError(
-            f"{store.path}: model version {stored.version} has format {stored.metadata.get('format')!r}; "
-            f"expected {FORMAT!r}. Run `portfolio retrain` to train a model this release can read."
-        )
-    try:
-        model = pickle.loads(stored.blob)
-    except Exception as error:  # a damaged or foreign blob: say so instead of a pickle traceback
-        raise TraceStoreError(
-            f"{store.path}: model version {stored.version} cannot be loaded ({error}); run `portfolio retrain`."
-        ) from error
-    if not isinstance(model, FailureModel):
-        raise TraceStoreError(f"{store.path}: model version {stored.version} is not a FailureModel.")
+    where = f"{store.path}: model version {stored.version}"
+    model = model_from_bytes(bytes(stored.blob), where)
+    if stored.metadata.get("format") not in (None, FORMAT):
+        raise ModelFormatError(f"{where} has format {stored.metadata.get('format')!r}; expected {FORMAT!r}. "
+                               "Run `portfolio retrain` to train a model this release can read.")
     return model

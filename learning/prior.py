@@ -1,0 +1,93 @@
+"""The prior model: a failure probability for any grounding, seen or not, from its tokens (`learning.features`).
+
+One L2 logistic regression per action name over sparse tokens: argument identities per position, ordered and
+unordered argument pairs, an argument in a situation, object types, the step's features. It is fit on aggregated
+counts (one weighted row per distinct step and outcome), so a million steps over a few thousand distinct steps
+cost a few thousand rows.
+
+Chosen over `HistGradientBoostingClassifier` with categorical features because (1) a pair of arguments is one
+token here, while trees need two splits on high-cardinality categoricals to isolate it and scikit-learn caps a
+categorical feature at 255 values (a world with 300 places cannot be encoded); (2) it is fit on weighted
+aggregated rows in milliseconds and predicted with dictionary lookups, which keeps learned costs inside the 10%
+latency budget; (3) its weights are plain numbers, stored as JSON. Measured on the benchmark's worlds
+(`python -m benchmarks.learning_worlds`): see the README's learned-costs section.
+
+`out_of_fold` gives each row a prediction from a model that never saw that grounding (folds grouped by the
+grounding's arguments): the shrinkage step needs a prior that is not already fit to the grounding's own counts,
+or it would count that evidence twice and fit too strong a prior.
+"""
+
+from __future__ import annotations
+
+import warnings
+import zlib
+from typing import Sequence
+
+import numpy as np
+from scipy import sparse
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+
+from learning.features import Token
+
+FOLDS = 3
+
+
+def design(rows: Sequence[Sequence[Token]], vocab: dict[str, int] | None = None) -> tuple[sparse.csr_matrix, dict]:
+    """Sparse design matrix of token rows; new tokens extend `vocab` (a fresh one when None)."""
+    vocab = {} if vocab is None else vocab
+    indptr, indices, values = [0], [], []
+    for tokens in rows:
+        for token, value in tokens:
+            col = vocab.get(token)
+            if col is None:
+                col = vocab[token] = len(vocab)
+            indices.append(col)
+            values.append(value)
+        indptr.append(len(indices))
+    matrix = sparse.csr_matrix((np.asarray(values, float), np.asarray(indices, np.int64), np.asarray(indptr)),
+                               shape=(len(rows), max(len(vocab), 1)))
+    return matrix, vocab
+
+
+def fit_logistic(X: sparse.csr_matrix, n: np.ndarray, f: np.ndarray, C: float, max_iter: int = 300
+                 ) -> LogisticRegression | None:
+    """Logistic regression on aggregated counts: each row twice, as a failure weighing f and a success weighing
+    n - f. None when only one outcome occurs (nothing to separate)."""
+    ok = n - f
+    if f.sum() <= 1e-12 or ok.sum() <= 1e-12:
+        return None
+    stacked = sparse.vstack([X, X]).tocsr()
+    y = np.concatenate([np.ones(len(n)), np.zeros(len(n))])
+    w = np.concatenate([f, ok])
+    keep = w > 1e-12
+    model = LogisticRegression(C=C, max_iter=max_iter)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(stacked[keep], y[keep], sample_weight=w[keep])
+    return model
+
+
+def fold_of(group: str) -> int:
+    return zlib.crc32(group.encode()) % FOLDS
+
+
+def out_of_fold(X: sparse.csr_matrix, n: np.ndarray, f: np.ndarray, groups: Sequence[str], C: float,
+                fallback: float, strength: float) -> np.ndarray:
+    """Each row's prediction by a model fit on the other folds (rows of one group share a fold). A fold whose
+    training part has one outcome only gets that part's failure rate smoothed towards `fallback` with
+    `strength` pseudo-steps."""
+    folds = np.array([fold_of(g) for g in groups])
+    q = np.full(len(n), fallback)
+    for k in range(FOLDS):
+        test = folds == k
+        if not test.any():
+            continue
+        train = ~test
+        model = fit_logistic(X[train], n[train], f[train], C) if train.any() else None
+        if model is None:
+            seen_n, seen_f = n[train].sum(), f[train].sum()
+            q[test] = (seen_f + strength * fallback) / (seen_n + strength)
+        else:
+            q[test] = model.predict_proba(X[test])[:, 1]
+    return q
