@@ -13,10 +13,10 @@ The benchmark (`python -m benchmarks.learning_worlds`) measures all three; `DEFA
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
-from scipy.special import betaincinv
+if TYPE_CHECKING:
+    import numpy as np
 
 Explore = Literal["mean", "thompson", "ucb"]
 EXPLORE_POLICIES: tuple[str, ...] = ("mean", "thompson", "ucb")
@@ -31,9 +31,11 @@ def check_explore(name: str) -> Explore:
     return name  # type: ignore[return-value]
 
 
-def explore_p_fail(mean: np.ndarray, concentration: np.ndarray, policy: Explore,
-                   rng: np.random.Generator | None = None) -> np.ndarray:
+def explore_p_fail(mean: "np.ndarray", concentration: "np.ndarray", policy: Explore,
+                   rng: "np.random.Generator | None" = None) -> "np.ndarray":
     """The p_fail to plan with for each grounding under `policy`."""
+    import numpy as np  # here, not at the top: the planner imports this module for the names alone
+
     check_explore(policy)
     mean = np.clip(np.asarray(mean, float), _EPS, 1.0 - _EPS)
     if policy == "mean" or len(mean) == 0:
@@ -42,4 +44,6 @@ def explore_p_fail(mean: np.ndarray, concentration: np.ndarray, policy: Explore,
     a, b = mean * c, (1.0 - mean) * c
     if policy == "thompson":
         return (rng or np.random.default_rng()).beta(a, b)
+    from scipy.special import betaincinv
+
     return betaincinv(a, b, UCB_QUANTILE)

@@ -18,8 +18,8 @@ optimistic `prior_mean` (0.05 over `prior_strength` pseudo-steps) stands in: an 
 `min_samples` steps, or with one outcome only, uses its smoothed leave-one-grounding-out rate as the prior.
 
 Object types: given to `fit` (`t<i>:<type>` tokens) they are learned directly. The trace store does not keep
-types, so at prediction the task's types also pool evidence: an object never seen in position i borrows the
-evidence-weighted mean weight of the seen objects of its type, so a new truck of a bad model starts pessimistic.
+types, so at prediction the task's types also pool evidence: an object never seen in position i gets the log-odds of its type's pooled failure
+rate there (over the action's rate) added to its prior score, so a new truck of a bad model starts pessimistic.
 
 `predict_posterior` returns each grounding's posterior mean and concentration (n_g + m pseudo-steps): what
 `learning.explore` samples from. Nothing here touches the database; prediction is dictionary lookups plus a
@@ -40,7 +40,7 @@ from sklearn.metrics import brier_score_loss, log_loss, roc_auc_score
 from domains.model import GroundAction
 from learning.counts import Counts
 from learning.features import situation_key, step_tokens
-from learning.prior import design, fit_logistic, out_of_fold
+from learning.prior import capped, design, fit_logistic, out_of_fold
 from learning.shrinkage import fit_strength, posterior
 from traces.records import StepRecord
 
@@ -57,7 +57,7 @@ class ActionModel:
     intercept: float = 0.0
     weights: dict[str, float] = field(default_factory=dict)
     cells: dict[str, list[float]] = field(default_factory=dict)  # cell -> [n_w, f_w, prior, steps, failures]
-    evidence: dict[str, float] = field(default_factory=dict)  # "a<i>:<obj>" -> weighted steps
+    evidence: dict[str, list[float]] = field(default_factory=dict)  # "a<i>:<obj>" -> weighted [steps, failures]
     n_steps: int = 0
     n_failures: int = 0
 
@@ -147,19 +147,20 @@ class FailureModel(BaseEstimator):
         n_w, f_w = stats[:, 0], stats[:, 1]
         steps, failures = int(stats[:, 2].sum()), int(stats[:, 3].sum())
         mu0, s0 = self.prior_mean, self.prior_strength
-        base_rate = (f_w.sum() + s0 * mu0) / (n_w.sum() + s0)
+        n_cap, f_cap = capped(n_w, f_w)  # the prior models groundings, not steps: see learning.prior
+        base_rate = (f_cap.sum() + s0 * mu0) / (n_cap.sum() + s0)
         groups = [" ".join(args) for args, _ in parsed]
         model = None
         if steps >= self.min_samples and 0 < failures < steps:
             X, vocab = design([step_tokens(args, features, object_types) for args, features in parsed])
-            model = fit_logistic(X, n_w, f_w, self.C)
+            model = fit_logistic(X, n_w, f_w, self.C, (mu0, s0))
         if model is not None:
             q = out_of_fold(X, n_w, f_w, groups, self.C, fallback=mu0, strength=s0)
             coef = model.coef_[0]
             weights = {t: float(coef[c]) for t, c in vocab.items() if c < len(coef) and coef[c] != 0.0}
             action = ActionModel("logistic", s0, float(base_rate), float(model.intercept_[0]), weights)
         else:
-            q = self._leave_one_out_rate(groups, n_w, f_w)
+            q = self._leave_one_out_rate(groups, n_cap, f_cap)
             action = ActionModel("rate", s0, float(base_rate))
         for (args, features), row, prior in zip(parsed, stats, q):
             cell = action.cells.setdefault(cell_key(args, features), [0.0, 0.0, 0.0, 0.0, 0.0])
@@ -170,7 +171,9 @@ class FailureModel(BaseEstimator):
             cell[4] += row[3]
             for i, obj in enumerate(args):
                 token = f"a{i}:{obj}"
-                action.evidence[token] = action.evidence.get(token, 0.0) + row[0]
+                seen = action.evidence.setdefault(token, [0.0, 0.0])
+                seen[0] += row[0]
+                seen[1] += row[1]
         for cell in action.cells.values():
             cell[2] = cell[2] / cell[0] if cell[0] > 0 else mu0
         cells = np.array(list(action.cells.values()), dtype=float).reshape(-1, 5)
@@ -234,17 +237,18 @@ class FailureModel(BaseEstimator):
             model = self.actions_.get(name)
             if model is None:
                 continue
-            n, f, q = np.zeros(len(positions)), np.zeros(len(positions)), np.empty(len(positions))
+            n, f, steps = np.zeros(len(positions)), np.zeros(len(positions)), np.zeros(len(positions))
+            q = np.empty(len(positions))
             pooled: dict[tuple[int, str], float] = {}
             for j, i in enumerate(positions):
                 args = actions[i].args
                 cell = model.cells.get(" ".join(args) + "|" + situation)
                 if cell is not None:
-                    n[j], f[j], q[j] = cell[0], cell[1], cell[2]
+                    n[j], f[j], q[j], steps[j] = cell[0], cell[1], cell[2], cell[3]
                 else:
                     q[j] = self._prior(model, args, features, object_types, by_type, pooled)
             mean[positions], concentration[positions] = posterior(n, f, q, model.strength, self.tolerance,
-                                                                  self.trust_steps)
+                                                                  self.trust_steps, steps)
         return mean, concentration
 
     def predict_proba(self, actions: Sequence[GroundAction], features: Mapping[str, Any] | None = None,
@@ -260,14 +264,42 @@ class FailureModel(BaseEstimator):
         get = model.weights.get
         score = model.intercept + sum(get(t, 0.0) * v for t, v in step_tokens(args, features, object_types))
         if object_types:
+            # An unseen object scores the intercept (an object of zero weight); one whose type was seen is better
+            # described by the action's rate plus its type's deviation from it, fading as its own evidence grows.
+            novelty = 0.0
             for i, obj in enumerate(args):
                 kind = object_types.get(obj)
                 if kind is None:
                     continue
                 if (i, kind) not in pooled:
-                    pooled[(i, kind)] = _type_weight(model, i, by_type.get(kind, ()))
-                score += pooled[(i, kind)] / (1.0 + model.evidence.get(f"a{i}:{obj}", 0.0))
+                    pooled[(i, kind)] = self._type_offset(model, i, by_type.get(kind, ()))
+                if pooled[(i, kind)] == 0.0:
+                    continue
+                own = model.evidence.get(f"a{i}:{obj}")
+                fade = 1.0 / (1.0 + (own[0] if own else 0.0))
+                score += pooled[(i, kind)] * fade
+                novelty = max(novelty, fade)
+            score += novelty * (_logit(model.base_rate) - model.intercept)
         return 1.0 / (1.0 + math.exp(-max(min(score, 500.0), -500.0)))
+
+    def _type_offset(self, model: ActionModel, position: int, siblings: Iterable[str]) -> float:
+        """Log-odds of the failure rate of a type's seen objects in one argument position (smoothed towards the
+        position's rate over all seen objects by `prior_strength` pseudo-steps) over that position's rate: what
+        an unseen object of that type adds to its prior score. 0 when the type is all that position has seen."""
+        steps = failures = 0.0
+        for obj in siblings:
+            seen = model.evidence.get(f"a{position}:{obj}")
+            if seen is not None:
+                steps += seen[0]
+                failures += seen[1]
+        prefix = f"a{position}:"
+        all_steps = sum(v[0] for k, v in model.evidence.items() if k.startswith(prefix))
+        all_failures = sum(v[1] for k, v in model.evidence.items() if k.startswith(prefix))
+        if steps <= 0 or all_steps - steps <= 1e-9:
+            return 0.0
+        s0 = self.prior_strength
+        rate = (all_failures + s0 * self.prior_mean) / (all_steps + s0)
+        return _logit((failures + s0 * rate) / (steps + s0)) - _logit(rate)
 
     def action_counts(self) -> dict[str, dict[str, Any]]:
         """Per action name: steps and failures seen, which prior was fit, and its strength m."""
@@ -284,13 +316,6 @@ def _objects_by_type(object_types: Mapping[str, str] | None) -> dict[str, list[s
     return out
 
 
-def _type_weight(model: ActionModel, position: int, siblings: Iterable[str]) -> float:
-    """Evidence-weighted mean weight of the seen objects of one type in one argument position."""
-    total = weighted = 0.0
-    for obj in siblings:
-        token = f"a{position}:{obj}"
-        evidence = model.evidence.get(token, 0.0)
-        if evidence > 0:
-            total += evidence
-            weighted += evidence * model.weights.get(token, 0.0)
-    return weighted / total if total > 0 else 0.0
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-6), 1.0 - 1e-6)
+    return math.log(p / (1.0 - p))

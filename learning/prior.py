@@ -3,7 +3,8 @@
 One L2 logistic regression per action name over sparse tokens: argument identities per position, ordered and
 unordered argument pairs, an argument in a situation, object types, the step's features. It is fit on aggregated
 counts (one weighted row per distinct step and outcome), so a million steps over a few thousand distinct steps
-cost a few thousand rows.
+cost a few thousand rows. An empty row of `prior_strength` pseudo-steps at the optimistic `prior_mean` anchors
+the intercept, so one bad grounding among few seen does not make every untried sibling look bad.
 
 Chosen over `HistGradientBoostingClassifier` with categorical features because (1) a pair of arguments is one
 token here, while trees need two splits on high-cardinality categoricals to isolate it and scikit-learn caps a
@@ -31,6 +32,10 @@ from sklearn.linear_model import LogisticRegression
 from learning.features import Token
 
 FOLDS = 3
+# The prior models the population of groundings, not of steps: one grounding tried 5,000 times must not set the
+# rate every untried grounding starts from, so a row weighs at most this many steps (its own counts still decide
+# its own estimate, in `learning.shrinkage`).
+CAP_STEPS = 10.0
 
 
 def design(rows: Sequence[Sequence[Token]], vocab: dict[str, int] | None = None) -> tuple[sparse.csr_matrix, dict]:
@@ -50,10 +55,20 @@ def design(rows: Sequence[Sequence[Token]], vocab: dict[str, int] | None = None)
     return matrix, vocab
 
 
-def fit_logistic(X: sparse.csr_matrix, n: np.ndarray, f: np.ndarray, C: float, max_iter: int = 300
-                 ) -> LogisticRegression | None:
+def capped(n: np.ndarray, f: np.ndarray, cap: float = CAP_STEPS) -> tuple[np.ndarray, np.ndarray]:
+    """Rows' counts scaled down to at most `cap` steps each, their failure rates kept."""
+    scale = np.minimum(1.0, cap / np.maximum(n, 1e-12))
+    return n * scale, f * scale
+
+
+def fit_logistic(X: sparse.csr_matrix, n: np.ndarray, f: np.ndarray, C: float, anchor: tuple[float, float],
+                 cap: float = CAP_STEPS, max_iter: int = 300) -> LogisticRegression | None:
     """Logistic regression on aggregated counts: each row twice, as a failure weighing f and a success weighing
-    n - f. None when only one outcome occurs (nothing to separate)."""
+    n - f, a row's weight capped at `cap` steps, plus an empty row of `anchor` = (rate, steps) pseudo-steps.
+    None when only one outcome occurs (nothing to separate)."""
+    n, f = capped(n, f, cap)
+    n, f = np.append(n, anchor[1]), np.append(f, anchor[0] * anchor[1])
+    X = sparse.vstack([X, sparse.csr_matrix((1, X.shape[1]))]).tocsr()
     ok = n - f
     if f.sum() <= 1e-12 or ok.sum() <= 1e-12:
         return None
@@ -84,7 +99,7 @@ def out_of_fold(X: sparse.csr_matrix, n: np.ndarray, f: np.ndarray, groups: Sequ
         if not test.any():
             continue
         train = ~test
-        model = fit_logistic(X[train], n[train], f[train], C) if train.any() else None
+        model = fit_logistic(X[train], n[train], f[train], C, (fallback, strength)) if train.any() else None
         if model is None:
             seen_n, seen_f = n[train].sum(), f[train].sum()
             q[test] = (seen_f + strength * fallback) / (seen_n + strength)

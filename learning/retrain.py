@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from learning.model import FailureModel
-from learning.storage import FORMAT_NAME, FORMAT_VERSION, ModelFormatError, model_from_bytes, model_to_bytes
 from traces.errors import TraceStoreError
-from traces.store import TraceStore
+
+if TYPE_CHECKING:  # scikit-learn loads when a model is fit or read, not when `learning` is imported
+    from learning.model import FailureModel
+    from traces.store import TraceStore
 
 log = logging.getLogger(__name__)
 
-FORMAT = f"{FORMAT_NAME}/{FORMAT_VERSION}"
+FORMAT = "portfolio-planner/failure-model/2"  # learning.storage's FORMAT_NAME and FORMAT_VERSION
 
 
 class NoTrainingDataError(TraceStoreError, ValueError):
@@ -37,12 +38,15 @@ class ModelInfo(BaseModel):
     train_seconds: float = 0.0
 
 
-def retrain(store: TraceStore, *, holdout_fraction: float = 0.2, chunk_size: int = 50_000, **params: Any) -> ModelInfo:
+def retrain(store: "TraceStore", *, holdout_fraction: float = 0.2, chunk_size: int = 50_000, **params: Any) -> ModelInfo:
     """Fit a `FailureModel(**params)` on every step in `store` (oldest first) and save it as the next version.
 
     The newest `holdout_fraction` of steps is held out first to measure log loss, Brier score and AUC of a model
     trained on the older steps; the stored model is then trained on all steps.
     """
+    from learning.model import FailureModel
+    from learning.storage import model_to_bytes
+
     n = store.count_steps()
     if n == 0:
         raise NoTrainingDataError(
@@ -73,9 +77,11 @@ def retrain(store: TraceStore, *, holdout_fraction: float = 0.2, chunk_size: int
     )  # fmt: skip
 
 
-def load_latest(store: TraceStore) -> FailureModel | None:
+def load_latest(store: "TraceStore") -> "FailureModel | None":
     """The newest stored model, or None if none was trained yet (callers then plan with base costs).
     `ModelFormatError` for a model this release does not read (a pickle from an older release, damage)."""
+    from learning.storage import ModelFormatError, model_from_bytes
+
     stored = store.latest_model()
     if stored is None:
         return None

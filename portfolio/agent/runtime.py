@@ -145,7 +145,8 @@ class Agent:
     `limits` are further `LoopConfig` fields (max_steps, max_replans, max_adaptations, max_seconds,
     max_retries, backoff_s, loop_limit). `check(step, state)` may veto a side-effecting action (return False or
     a reason); `critic(failure)` writes critiques (an LLM, say). `traces`: a trace store path for steps, plans
-    and learned costs; `planner`: bring your own `Planner` instead of the agent's.
+    and learned costs; `explore` how learned costs explore (`mean`, `thompson`, `ucb`; see `learning.explore`);
+    `planner`: bring your own `Planner` instead of the agent's.
     """
 
     def __init__(
@@ -161,6 +162,7 @@ class Agent:
         critic: Critic | None = None,
         features: dict | None = None,
         cost_weight: float | None = None,
+        explore: str | None = None,
         budget_s: float = 1.0,
         planner: Any = None,
         warm: bool = True,
@@ -182,7 +184,7 @@ class Agent:
             from portfolio.planner import Planner
 
             weight = {} if cost_weight is None else {"cost_weight": cost_weight}  # None: the Planner's default
-            planner = Planner(classical_stages(budget_s), traces=traces, warm=warm, **weight)
+            planner = Planner(classical_stages(budget_s), traces=traces, warm=warm, explore=explore, **weight)
         self.planner = planner
         self.store = None
         if traces is not None:

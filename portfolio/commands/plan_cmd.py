@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from portfolio.commands.common import add_traces_argument, fail_bad_input
+from portfolio.commands.situation import FeaturesError, add_features_arguments, parse_features
 
 DESCRIPTION = """\
 Plan one task. The classical tier (Fast Downward, then pyperplan) shares --budget seconds; if it runs out of
@@ -25,6 +26,7 @@ examples:
   portfolio plan domain.pddl problem.pddl --llm-url http://localhost:8000/v1 --llm-model qwen
   portfolio plan --task domains/examples/blocks-task.json
   portfolio plan domain.pddl problem.pddl --traces traces.db     # learned costs steer the plan
+  portfolio plan domain.pddl problem.pddl --traces traces.db --features hour=peak --explore mean
 
 exit codes: 0 solved, 1 no plan (unsolvable, or every delegate out of time), 2 bad input
 """
@@ -50,6 +52,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="a raw Fast Downward --search string, overriding --fd-alias")
     parser.add_argument("--json", action="store_true", help="print the PlanResult as JSON")
     add_traces_argument(parser, required=False)
+    add_features_arguments(parser)
+    parser.add_argument("--explore", choices=("mean", "thompson", "ucb"), default=None,
+                        help="how learned costs explore: thompson (default) samples each action's failure "
+                        "probability, so rarely tried alternatives get tried; ucb prices them optimistically; "
+                        "mean uses the estimate as is")
     parser.add_argument("--llm-url", default=None, metavar="URL",
                         help="OpenAI-compatible base URL ending in /v1 (key from PORTFOLIO_LLM_API_KEY)")
     parser.add_argument("--llm-model", default=None, metavar="NAME", help="model name for --llm-url")
@@ -75,6 +82,10 @@ def run(args: argparse.Namespace) -> int:
     if args.domain and not args.problem:
         return fail_bad_input("a PROBLEM file is needed after the DOMAIN file")
     try:
+        features = parse_features(args.features, args.features_json)
+    except FeaturesError as error:
+        return fail_bad_input(str(error))
+    try:
         stages = default_stages(
             delegate_names(args), budget_s=args.budget, fd_alias=args.fd_alias, fd_search=args.fd_search,
             llm_url=args.llm_url, llm_model=args.llm_model, decomposer_budget_s=args.decomposer_budget,
@@ -84,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     traces = args.traces if args.traces_given else None
     try:
         # The planner starts its worker processes now, so they warm up while the task is read.
-        planner = Planner(stages, budget_s=args.budget, traces=traces)
+        planner = Planner(stages, budget_s=args.budget, traces=traces, explore=args.explore)
     except Exception as error:  # noqa: BLE001
         from portfolio.commands.common import store_error_types
 
@@ -96,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
             task = load(args)
         except TaskInputError as error:
             return fail_bad_input(str(error))
-        result = planner.plan(task)
+        result = planner.plan(task, features=features or None)
     print_result(result, as_json=args.json)
     return 0 if result.solved else 1
 
