@@ -138,6 +138,7 @@ class FailureModel(BaseEstimator):
         return self
 
     def _fit_counts(self, counts: Counts, object_types: Mapping[str, str] | None) -> dict[str, ActionModel]:
+        self.__dict__.pop("_prior_memo", None)
         return {name: self._fit_action(table, object_types) for name, table in counts.cells.items()}
 
     def _fit_action(self, table: dict[tuple[str, str], list[float]],
@@ -233,6 +234,12 @@ class FailureModel(BaseEstimator):
             groups.setdefault(action.name, []).append(i)
         situation = situation_key(features)
         by_type = _objects_by_type(object_types)
+        # Priors of unseen groundings recur across tasks (same objects, other goals): memoised per model.
+        memo = self.__dict__.setdefault("_prior_memo", {})
+        if len(memo) > 200_000:
+            memo.clear()
+        context = (situation, tuple(sorted((features or {}).items(), key=str)),
+                   tuple(sorted(object_types.items())) if object_types else None)
         for name, positions in groups.items():
             model = self.actions_.get(name)
             if model is None:
@@ -246,7 +253,11 @@ class FailureModel(BaseEstimator):
                 if cell is not None:
                     n[j], f[j], q[j], steps[j] = cell[0], cell[1], cell[2], cell[3]
                 else:
-                    q[j] = self._prior(model, args, features, object_types, by_type, pooled)
+                    key = (name, args, context)
+                    prior = memo.get(key)
+                    if prior is None:
+                        prior = memo[key] = self._prior(model, args, features, object_types, by_type, pooled)
+                    q[j] = prior
             mean[positions], concentration[positions] = posterior(n, f, q, model.strength, self.tolerance,
                                                                   self.trust_steps, steps)
         return mean, concentration

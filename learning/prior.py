@@ -28,6 +28,7 @@ import numpy as np
 from scipy import sparse
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
+from threadpoolctl import threadpool_limits
 
 from learning.features import Token
 
@@ -76,8 +77,11 @@ def fit_logistic(X: sparse.csr_matrix, n: np.ndarray, f: np.ndarray, C: float, a
     y = np.concatenate([np.ones(len(n)), np.zeros(len(n))])
     w = np.concatenate([f, ok])
     keep = w > 1e-12
-    model = LogisticRegression(C=C, max_iter=max_iter)
-    with warnings.catch_warnings():
+    # liblinear: 3x faster than lbfgs on these small sparse problems (measured: 9 vs 30 ms for 400 rows x 600
+    # tokens); it penalises the intercept too, which intercept_scaling=10 makes 100x weaker. One BLAS thread:
+    # on a loaded 2-core machine a threaded fit of this size took 0.5 s instead of 0.03 s.
+    model = LogisticRegression(C=C, solver="liblinear", intercept_scaling=10.0, max_iter=max_iter)
+    with warnings.catch_warnings(), threadpool_limits(1):
         warnings.simplefilter("ignore", ConvergenceWarning)
         model.fit(stacked[keep], y[keep], sample_weight=w[keep])
     return model
