@@ -108,7 +108,7 @@ def execute(world: World, task, plan: Sequence[GroundAction], spec) -> list[tupl
 
 
 def run_world(world: World, episodes: int = 200, retrain_every: int = 10,
-              policies: Sequence[str] = POLICIES) -> WorldRun:
+              policies: Sequence[str] = POLICIES, model_params: dict | None = None) -> WorldRun:
     from domains.pddl_writer import formula_to_pddl
     from learning.retrain import retrain
     from portfolio.planner import Planner
@@ -141,7 +141,7 @@ def run_world(world: World, episodes: int = 200, retrain_every: int = 10,
                                for i, (s, failed) in enumerate(steps))
             store.end_run(run_id, "failure" if any(f for _, f in steps) else "success")
             if (index + 1) % retrain_every == 0 and store.count_steps():
-                retrain(store, holdout_fraction=0.0)
+                retrain(store, holdout_fraction=0.0, **(model_params or {}))
                 learner.reload_model()
         for arm in arms:
             result = results[arm]

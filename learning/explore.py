@@ -9,6 +9,13 @@
   untried grounding is priced as if it were as reliable as it plausibly is. Deterministic.
 
 The benchmark (`python -m benchmarks.learning_worlds`) measures all three; `DEFAULT_EXPLORE` is its pick.
+Measured on the tuning worlds (seeds 0-2 of seven types, 200 episodes, last 50, expected success over the
+oracle's, median): mean 0.95-1.00 on every type, thompson 0.92-1.00, ucb 0.92-1.00; failures relative to
+cost-blind on `pairs` 0.33 / 0.46 / 0.61 and on `costed` 0.19 / 0.34 / 0.24. Greedy wins because the prior is
+optimistic: an untried grounding is already priced at the prior of what it shares with tried ones (0.05 for
+nothing), so it gets tried whenever the known alternative is worse than that; Thompson's extra draws mostly
+re-try groundings already known bad. Thompson or UCB remain the choice when early estimates can be wrong in the
+pessimistic direction (a grounding written off after an unlucky start).
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ if TYPE_CHECKING:
 
 Explore = Literal["mean", "thompson", "ucb"]
 EXPLORE_POLICIES: tuple[str, ...] = ("mean", "thompson", "ucb")
-DEFAULT_EXPLORE: Explore = "thompson"
+DEFAULT_EXPLORE: Explore = "mean"
 UCB_QUANTILE = 0.1
 _EPS = 1e-6
 

@@ -54,9 +54,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_traces_argument(parser, required=False)
     add_features_arguments(parser)
     parser.add_argument("--explore", choices=("mean", "thompson", "ucb"), default=None,
-                        help="how learned costs explore: thompson (default) samples each action's failure "
-                        "probability, so rarely tried alternatives get tried; ucb prices them optimistically; "
-                        "mean uses the estimate as is")
+                        help="how learned costs explore: mean (default) plans with each action's estimated "
+                        "failure probability (untried actions start at an optimistic prior); thompson samples it "
+                        "per call, so rarely tried alternatives get tried; ucb prices them optimistically")
     parser.add_argument("--llm-url", default=None, metavar="URL",
                         help="OpenAI-compatible base URL ending in /v1 (key from PORTFOLIO_LLM_API_KEY)")
     parser.add_argument("--llm-model", default=None, metavar="NAME", help="model name for --llm-url")
