@@ -74,3 +74,49 @@ def step_tokens(args: tuple[str, ...], features: Mapping[str, Any] | None,
     """Every token of one step: the grounded action, its situation, and the two combined."""
     return ([(t, 1.0) for t in action_tokens(args, object_types)] + feature_tokens(features)
             + [(t, 1.0) for t in interaction_tokens(args, features)])
+
+
+class RowParser:
+    """Parses stored steps' JSON (arguments, features) into tokens, each distinct text once: a million steps
+    share a few thousand argument lists and feature sets, so this is what keeps retraining inside its budget.
+
+    `row(args_json, features_json)` -> (args, features, token parts, cell key "args|situation", grounding
+    "args"); the token parts (argument tokens, feature tokens, interaction tokens) are shared list objects, so
+    `learning.prior.design` maps each distinct part to columns once.
+    """
+
+    def __init__(self, object_types: Mapping[str, str] | None = None) -> None:
+        self.object_types = object_types
+        self._args: dict[str, tuple] = {}
+        self._features: dict[str, tuple] = {}
+        self._interactions: dict[tuple[str, str | None], list[Token]] = {}
+
+    def _parse_args(self, args_json: str) -> tuple:
+        import json
+
+        hit = self._args.get(args_json)
+        if hit is None:
+            args = tuple(json.loads(args_json))
+            hit = self._args[args_json] = (args, [(t, 1.0) for t in action_tokens(args, self.object_types)],
+                                           " ".join(args))
+        return hit
+
+    def _parse_features(self, features_json: str | None) -> tuple:
+        import json
+
+        hit = self._features.get(features_json)
+        if hit is None:
+            features = json.loads(features_json) if features_json not in (None, "", "{}", "null") else None
+            tokens = feature_tokens(features)
+            situation = [t for t, _ in tokens if t.startswith("f:")]
+            hit = self._features[features_json] = (features, tokens, situation, "&".join(situation))
+        return hit
+
+    def row(self, args_json: str, features_json: str | None) -> tuple:
+        args, args_tokens, grounding = self._parse_args(args_json)
+        features, tokens, situation, situation_text = self._parse_features(features_json)
+        interactions = self._interactions.get((args_json, situation_text))
+        if interactions is None:
+            interactions = self._interactions[(args_json, situation_text)] = [
+                (f"a{i}:{obj}&{s}", 1.0) for s in situation for i, obj in enumerate(args)]
+        return args, features, (args_tokens, tokens, interactions), grounding + "|" + situation_text, grounding

@@ -39,12 +39,17 @@ from sklearn.metrics import brier_score_loss, log_loss, roc_auc_score
 
 from domains.model import GroundAction
 from learning.counts import Counts
-from learning.features import situation_key, step_tokens
+from learning.features import RowParser, situation_key, step_tokens
 from learning.prior import capped, design, fit_logistic, out_of_fold
 from learning.shrinkage import fit_strength, posterior
 from traces.records import StepRecord
 
-RawRow = tuple[str, str, str, str]  # action, args JSON, features JSON, outcome: as stored in the steps table
+RawRow = tuple[str, str, str, str]
+# How many pseudo-steps of the position's rate smooth a type's pooled rate. Small, because the planner soon
+# avoids the siblings of a bad type, so they stop gathering steps: on the `type` worlds (seeds 0-2, 100
+# episodes), a new vehicle of the bad type (true 0.5) started at p_fail 0.24 (median) with 10 pseudo-steps,
+# 0.28 with 5 and 0.61 [0.47, 0.79] with 2.
+TYPE_PSEUDO_STEPS = 2.0  # action, args JSON, features JSON, outcome: as stored in the steps table
 
 
 @dataclass
@@ -60,16 +65,6 @@ class ActionModel:
     evidence: dict[str, list[float]] = field(default_factory=dict)  # "a<i>:<obj>" -> weighted [steps, failures]
     n_steps: int = 0
     n_failures: int = 0
-
-
-def cell_key(args: Sequence[str], features: Mapping[str, Any] | None) -> str:
-    return " ".join(args) + "|" + situation_key(features)
-
-
-def _parse(key: tuple[str, str]) -> tuple[tuple[str, ...], dict | None]:
-    args_json, features_json = key
-    features = json.loads(features_json) if features_json not in (None, "", "{}", "null") else None
-    return tuple(json.loads(args_json)), features
 
 
 class FailureModel(BaseEstimator):
@@ -130,30 +125,30 @@ class FailureModel(BaseEstimator):
                     acc[1] += failed
                 n += 1
         self.holdout_metrics_: dict[str, Any] = {}
+        parser = RowParser(object_types)
         if holdout and n >= 10 and newer:
-            self.actions_ = self._fit_counts(older.finish(), object_types)
-            self.holdout_metrics_ = self._score(newer, object_types)
-        self.actions_ = self._fit_counts(everything.finish(), object_types)
+            self.actions_ = self._fit_counts(older.finish(), parser)
+            self.holdout_metrics_ = self._score(newer, parser, object_types)
+        self.actions_ = self._fit_counts(everything.finish(), parser)
         self.n_steps_ = n
         return self
 
-    def _fit_counts(self, counts: Counts, object_types: Mapping[str, str] | None) -> dict[str, ActionModel]:
+    def _fit_counts(self, counts: Counts, parser: RowParser) -> dict[str, ActionModel]:
         self.__dict__.pop("_prior_memo", None)
-        return {name: self._fit_action(table, object_types) for name, table in counts.cells.items()}
+        return {name: self._fit_action(table, parser) for name, table in counts.cells.items()}
 
-    def _fit_action(self, table: dict[tuple[str, str], list[float]],
-                    object_types: Mapping[str, str] | None) -> ActionModel:
-        parsed = [_parse(key) for key in table]
+    def _fit_action(self, table: dict[tuple[str, str], list[float]], parser: RowParser) -> ActionModel:
+        parsed = [parser.row(*key) for key in table]
         stats = np.array(list(table.values()), dtype=float).reshape(-1, 4)
         n_w, f_w = stats[:, 0], stats[:, 1]
         steps, failures = int(stats[:, 2].sum()), int(stats[:, 3].sum())
         mu0, s0 = self.prior_mean, self.prior_strength
         n_cap, f_cap = capped(n_w, f_w)  # the prior models groundings, not steps: see learning.prior
         base_rate = (f_cap.sum() + s0 * mu0) / (n_cap.sum() + s0)
-        groups = [" ".join(args) for args, _ in parsed]
+        groups = [row[4] for row in parsed]
         model = None
         if steps >= self.min_samples and 0 < failures < steps:
-            X, vocab = design([step_tokens(args, features, object_types) for args, features in parsed])
+            X, vocab = design([row[2] for row in parsed])
             model = fit_logistic(X, n_w, f_w, self.C, (mu0, s0))
         if model is not None:
             q = out_of_fold(X, n_w, f_w, groups, self.C, fallback=mu0, strength=s0)
@@ -163,8 +158,8 @@ class FailureModel(BaseEstimator):
         else:
             q = self._leave_one_out_rate(groups, n_cap, f_cap)
             action = ActionModel("rate", s0, float(base_rate))
-        for (args, features), row, prior in zip(parsed, stats, q):
-            cell = action.cells.setdefault(cell_key(args, features), [0.0, 0.0, 0.0, 0.0, 0.0])
+        for (args, _features, _tokens, key, _group), row, prior in zip(parsed, stats, q):
+            cell = action.cells.setdefault(key, [0.0, 0.0, 0.0, 0.0, 0.0])
             cell[2] += prior * row[0]  # weight-averaged below: numeric features split a cell's rows
             cell[0] += row[0]
             cell[1] += row[1]
@@ -193,15 +188,22 @@ class FailureModel(BaseEstimator):
         mu0, s0 = self.prior_mean, self.prior_strength
         return np.array([(total_f - own_f[g] + s0 * mu0) / (total_n - own_n[g] + s0) for g in groups])
 
-    def _score(self, newer: dict[tuple[str, tuple[str, str]], list[int]],
+    def _score(self, newer: dict[tuple[str, tuple[str, str]], list[int]], parser: RowParser,
                object_types: Mapping[str, str] | None) -> dict[str, Any]:
-        """Log loss, Brier and AUC of the current model on the held-out (newest) steps."""
-        p, n, f = [], [], []
-        for (action, key), (steps, failures) in newer.items():
-            args, features = _parse(key)
-            p.append(float(self.predict_proba([GroundAction(action, args)], features, object_types)[0]))
-            n.append(steps)
-            f.append(failures)
+        """Log loss, Brier and AUC of the current model on the held-out (newest) steps: one prediction call per
+        situation, not per step."""
+        by_situation: dict[str | None, list] = {}
+        for (action, (args_json, features_json)), counts in newer.items():
+            by_situation.setdefault(features_json, []).append((action, args_json, counts))
+        p: list[float] = []
+        n: list[int] = []
+        f: list[int] = []
+        for features_json, items in by_situation.items():
+            features = parser.row(items[0][1], features_json)[1]
+            actions = [GroundAction(action, parser.row(args_json, features_json)[0]) for action, args_json, _ in items]
+            p.extend(self.predict_proba(actions, features, object_types).tolist())
+            n.extend(counts[0] for _, _, counts in items)
+            f.extend(counts[1] for _, _, counts in items)
         p_all = np.clip(np.array(p * 2), 1e-9, 1 - 1e-9)
         y = np.array([1] * len(p) + [0] * len(p))
         w = np.array(f + [a - b for a, b in zip(n, f)], dtype=float)
@@ -295,7 +297,7 @@ class FailureModel(BaseEstimator):
 
     def _type_offset(self, model: ActionModel, position: int, siblings: Iterable[str]) -> float:
         """Log-odds of the failure rate of a type's seen objects in one argument position (smoothed towards the
-        position's rate over all seen objects by `prior_strength` pseudo-steps) over that position's rate: what
+        position's rate over all seen objects by `TYPE_PSEUDO_STEPS`) over that position's rate: what
         an unseen object of that type adds to its prior score. 0 when the type is all that position has seen."""
         steps = failures = 0.0
         for obj in siblings:
@@ -310,7 +312,7 @@ class FailureModel(BaseEstimator):
             return 0.0
         s0 = self.prior_strength
         rate = (all_failures + s0 * self.prior_mean) / (all_steps + s0)
-        return _logit((failures + s0 * rate) / (steps + s0)) - _logit(rate)
+        return _logit((failures + TYPE_PSEUDO_STEPS * rate) / (steps + TYPE_PSEUDO_STEPS)) - _logit(rate)
 
     def action_counts(self) -> dict[str, dict[str, Any]]:
         """Per action name: steps and failures seen, which prior was fit, and its strength m."""

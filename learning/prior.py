@@ -39,17 +39,27 @@ FOLDS = 3
 CAP_STEPS = 10.0
 
 
-def design(rows: Sequence[Sequence[Token]], vocab: dict[str, int] | None = None) -> tuple[sparse.csr_matrix, dict]:
-    """Sparse design matrix of token rows; new tokens extend `vocab` (a fresh one when None)."""
+def design(rows: Sequence[Sequence[Sequence[Token]]], vocab: dict[str, int] | None = None
+           ) -> tuple[sparse.csr_matrix, dict]:
+    """Sparse design matrix of rows, each a sequence of token lists (parts) whose tokens are concatenated; new
+    tokens extend `vocab` (a fresh one when None). A part object seen before (`RowParser` shares them) is mapped
+    to columns once."""
     vocab = {} if vocab is None else vocab
     indptr, indices, values = [0], [], []
-    for tokens in rows:
-        for token, value in tokens:
-            col = vocab.get(token)
-            if col is None:
-                col = vocab[token] = len(vocab)
-            indices.append(col)
-            values.append(value)
+    seen: dict[int, tuple[list[int], list[float]]] = {}
+    for parts in rows:
+        for part in parts:
+            hit = seen.get(id(part))
+            if hit is None:
+                cols = []
+                for token, _ in part:
+                    col = vocab.get(token)
+                    if col is None:
+                        col = vocab[token] = len(vocab)
+                    cols.append(col)
+                hit = seen[id(part)] = (cols, [value for _, value in part])
+            indices.extend(hit[0])
+            values.extend(hit[1])
         indptr.append(len(indices))
     matrix = sparse.csr_matrix((np.asarray(values, float), np.asarray(indices, np.int64), np.asarray(indptr)),
                                shape=(len(rows), max(len(vocab), 1)))
