@@ -13,9 +13,11 @@ failure would condemn a grounding, above 50 a grounding that turns bad takes a h
 
 As n_g grows p_g tends to f_g / n_g whatever q_g says: the estimate is consistent. A bounded m alone would only
 get there slowly (m = 50 and 30 steps leave p_g over half way to the prior), so `posterior` also
-keeps p_g within `tolerance * (trust / steps_g)^2` of the grounding's own (recency-weighted) rate, counting
-recorded steps: 0.05 from `trust` = 30 steps on, wide open below (0.45 at 10 steps), so little evidence still
-shrinks freely.
+keeps p_g within `tolerance * (trust / n_g)^2` of the grounding's own recency-weighted rate: 0.05 from `trust`
+= 30 weighted steps on, wide open below (0.45 at 10), so little evidence still shrinks freely. The band counts
+weighted steps, not recorded ones: measured on 1,000,000 synthetic steps (125,000 per action name, half-life
+1,000), counting recorded steps pinned each grounding near a rate resting on under one weighted step, and the
+held-out log loss (0.40) was worse than predicting the base rate (0.33).
 """
 
 from __future__ import annotations
@@ -49,16 +51,15 @@ def fit_strength(n: np.ndarray, f: np.ndarray, q: np.ndarray, default: float) ->
 
 
 def posterior(n: np.ndarray, f: np.ndarray, q: np.ndarray, m: float, tolerance: float = 0.05,
-              trust: float = 30.0, steps: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+              trust: float = 30.0) -> tuple[np.ndarray, np.ndarray]:
     """Posterior mean p_fail and concentration (pseudo-steps, for sampling) of each grounding, from its
-    recency-weighted steps `n` and failures `f`; the band counts recorded `steps` (default: n)."""
+    recency-weighted steps `n` and failures `f`."""
     n, f, q = np.asarray(n, float), np.asarray(f, float), np.asarray(q, float)
-    steps = n if steps is None else np.asarray(steps, float)
     mean = (f + m * q) / (n + m)
-    seen = (n > 1e-9) & (steps > 0)
+    seen = n > 1e-9
     if seen.any():
         rate = np.divide(f, n, out=np.zeros_like(n), where=seen)
         band = np.full_like(n, np.inf)
-        band[seen] = tolerance * (trust / steps[seen]) ** 2
+        band[seen] = tolerance * (trust / n[seen]) ** 2
         mean = np.where(seen, np.clip(mean, rate - band, rate + band), mean)
     return np.clip(mean, 0.0, 1.0), n + m

@@ -19,8 +19,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     add_traces_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the model info as JSON")
-    parser.add_argument("--half-life", type=float, default=1000.0, metavar="STEPS",
-                        help="a step's weight halves every STEPS later steps of its action (default 1000)")
+    parser.add_argument("--half-life", type=float, default=5000.0, metavar="STEPS",
+                        help="a step's weight halves every STEPS later steps of its action (default 5000)")
     parser.add_argument("--prior-mean", type=float, default=0.05, metavar="P",
                         help="optimistic prior failure probability for little-seen actions (default 0.05)")
     parser.add_argument("--prior-strength", type=float, default=10.0, metavar="N",
