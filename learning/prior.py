@@ -10,8 +10,12 @@ Chosen over `HistGradientBoostingClassifier` with categorical features because (
 token here, while trees need two splits on high-cardinality categoricals to isolate it and scikit-learn caps a
 categorical feature at 255 values (a world with 300 places cannot be encoded); (2) it is fit on weighted
 aggregated rows in milliseconds and predicted with dictionary lookups, which keeps learned costs inside the 10%
-latency budget; (3) its weights are plain numbers, stored as JSON. Measured on the benchmark's worlds
-(`python -m benchmarks.learning_worlds`): see the README's learned-costs section.
+latency budget; (3) its weights are plain numbers, stored as JSON. Measured as the prior of groundings never
+seen (1,500 uniformly sampled steps of a generated world, a third of the groundings held out, 5 worlds; the HGB
+given vehicle, both places, the unordered pair, the weather and the type as categoricals): `groundings` worlds,
+held-out log loss 0.52 (LR) vs 0.63 (HGB), mean absolute error against the true rates 0.155 vs 0.147; `object`
+worlds 0.36 vs 0.34 and 0.059 vs 0.045. A draw on accuracy, so the structural reasons decide; the other types
+were not compared.
 
 `out_of_fold` gives each row a prediction from a model that never saw that grounding (folds grouped by the
 grounding's arguments): the shrinkage step needs a prior that is not already fit to the grounding's own counts,
