@@ -1,6 +1,6 @@
 """Learned costs on the competition's worlds: IPPC 2008 probabilistic domains (PPDDL, `../shared/ippc/`).
 
-    python -m benchmarks.ippc --domains blocksworld,ex-blocksworld-fixed --problems 2 --runs 20
+    python -m benchmarks.ippc --domains blocksworld,ex-blocksworld-fixed --problems 5 --runs 20     # ~3 min
 
 The planner gets a deterministic domain: each `(probabilistic p1 e1 p2 e2 ...)` is replaced by the action's
 intended outcome. When the probabilistic effect is the whole effect, the intended outcome is the first one listed
