@@ -59,7 +59,9 @@ class Planner(Resource):
     model in that store and records every plan there; `cost_weight` is lambda in
     `cost = base_cost + lambda * -log(1 - p_fail)`. The default 5 prices an action that fails 80% of the time
     (-log 0.2 = 1.6) at about 8 extra unit-cost steps, so a reliable detour of a few steps wins, and the
-    optimistic prior's p_fail of ~0.05 adds a uniform 0.26 per step.
+    optimistic prior's p_fail of ~0.05 adds a uniform 0.26 per step. `explore` prices each grounded action at its
+    posterior mean ("mean", the default, picked by the benchmark), a fresh Thompson draw per call ("thompson")
+    or an optimistic quantile ("ucb"); see `learning.explore`. `seed` makes the draws repeatable.
     """
 
     def __init__(
@@ -69,7 +71,14 @@ class Planner(Resource):
         traces: str | os.PathLike | None = None,
         cost_weight: float = 5.0,
         warm: bool = True,
+        explore: str | None = None,
+        seed: int | None = None,
     ) -> None:
+        from learning.explore import DEFAULT_EXPLORE, check_explore
+
+        self.explore = check_explore(explore or DEFAULT_EXPLORE)
+        self.seed = seed
+        self._rng = None  # numpy's Generator, made on the first draw
         if delegates is None or all(isinstance(d, str) for d in delegates):
             stages = default_stages(tuple(delegates or DEFAULT_DELEGATES), budget_s=budget_s)  # type: ignore[arg-type]
         else:
@@ -145,22 +154,34 @@ class Planner(Resource):
             return {}
         request = PlanRequest(task=task, init=init)
         grounded = fast_downward.grounded_actions(request, deadline or time.monotonic() + 60.0)
-        return self._costs_for(task, grounded, features)
+        return self._costs_for(task, grounded, features, "mean")
 
-    def _costs_for(self, task: Task, grounded: Sequence[str], features: dict | None) -> dict:
+    def _costs_for(self, task: Task, grounded: Sequence[str], features: dict | None, explore: str) -> dict:
+        """Costs under `explore`; the model's posteriors are cached per task, situation and grounding list, so
+        a Thompson draw per call costs one vectorised sample."""
+        from learning.costs import action_posteriors, priced
+
         key = (task.fingerprint, tuple(sorted((features or {}).items())), len(grounded), hash(tuple(grounded)))
         with self._lock:
             cached = self._cost_cache.get(key)
             if cached is None:
                 from domains.ground_text import parse_ground_action
-                from learning.costs import action_costs
 
                 actions = [parse_ground_action(text) for text in grounded]
-                cached = action_costs(self._model, task, actions, features=features, lam=self.cost_weight)
+                cached = action_posteriors(self._model, task, actions, features=features)
                 if len(self._cost_cache) > 256:
                     self._cost_cache.clear()
                 self._cost_cache[key] = cached
-        return cached
+            if explore == "mean":
+                costs = self._cost_cache.get((key, "mean"))
+                if costs is None:
+                    costs = self._cost_cache[(key, "mean")] = priced(cached, self.cost_weight)
+                return costs
+            if self._rng is None:
+                import numpy as np
+
+                self._rng = np.random.default_rng(self.seed)
+            return priced(cached, self.cost_weight, explore, self._rng)
 
     # -- planning -----------------------------------------------------------------------------------------
     def plan(
@@ -172,15 +193,20 @@ class Planner(Resource):
         critiques: Sequence[str] = (),
         features: dict | None = None,
         run_id: str | None = None,
+        explore: str | None = None,
     ) -> PlanResult:
-        """Plan `task` (from `init` when given). With a trace store: learned costs steer the plan, its predicted
+        """Plan `task` (from `init` when given). With a trace store: learned costs steer the plan (in the
+        situation `features` describes, exploring as `explore` says, default the planner's), its predicted
         success probability is reported, and the plan is recorded (under `run_id`, or a new run)."""
+        from learning.explore import check_explore
+
         start = time.monotonic()
         info: dict = {}
+        policy = check_explore(explore or self.explore)
 
         def cost_model(grounded: Sequence[str]) -> dict[str, float]:
             """Called by a delegate once it has grounded the task, inside its own budget."""
-            info.update(self._costs_for(task, grounded, features))
+            info.update(self._costs_for(task, grounded, features, policy))
             return {name: info[name].cost for name in grounded}
 
         request = PlanRequest(

@@ -1,7 +1,8 @@
 """HTTP/JSON service: one warm `Planner` behind a small JSON API, for runtimes in other languages.
 
     POST /v1/plan    {"domain": PDDL, "problem": PDDL} or {"task": <JSON task>}, optional "init" (atoms in PDDL
-                     form, to plan from another state), "excluded" (grounded actions), "critiques"
+                     form, to plan from another state), "excluded" (grounded actions), "critiques", "features"
+                     (the situation learned costs depend on), "explore" (mean, thompson, ucb)
                      -> 200 PlanResult; 400 {"error", "kind"} for bad input
     POST /v1/steps   {"steps": [StepRecord, ...]} -> 200 {"recorded": n} (needs a trace store)
     GET  /v1/health  -> 200 {"status": "ok"}
@@ -17,9 +18,9 @@ import logging
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from domains.errors import TaskInputError
 from domains.literals import parse_ground_atoms
@@ -37,6 +38,10 @@ class PlanBody(BaseModel):
     init: list[str] | None = None
     excluded: list[str] = []
     critiques: list[str] = []
+    features: dict[str, str | int | float | bool | None] = Field(
+        default_factory=dict, description='the situation learned costs depend on, e.g. {"weather": "rain"}')
+    explore: Literal["mean", "thompson", "ucb"] | None = Field(
+        default=None, description="how learned costs explore; default: the server's")
 
 
 class BadRequest(Exception):
@@ -57,7 +62,8 @@ def plan_request(planner: Planner, body: PlanBody) -> dict[str, Any]:
     else:
         raise BadRequest('give "domain" and "problem" (PDDL texts) or "task" (a JSON task)')
     init = parse_ground_atoms(task, body.init) if body.init is not None else None
-    result = planner.plan(task, init=init, excluded=body.excluded, critiques=body.critiques)
+    result = planner.plan(task, init=init, excluded=body.excluded, critiques=body.critiques,
+                          features=body.features or None, explore=body.explore)
     return result.model_dump(mode="json")
 
 

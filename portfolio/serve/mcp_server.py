@@ -28,7 +28,8 @@ TOOLS = [
         "name": "plan",
         "description": "Find a validated plan. Give PDDL `domain` and `problem` texts, or `task` (the JSON task "
         "format), optionally `init` (atoms like \"(on a b)\") to plan from another state, `excluded` grounded "
-        "actions and `critiques` of earlier failures. Returns the PlanResult as JSON.",
+        "actions, `critiques` of earlier failures, `features` (the situation learned costs depend on) and `explore` "
+        "(mean, thompson, ucb). Returns the PlanResult as JSON.",
         "inputSchema": PlanBody.model_json_schema(),
     },
     {
