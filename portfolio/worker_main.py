@@ -94,6 +94,8 @@ def serve(requests: BinaryIO, responses: BinaryIO) -> None:
             return
         try:
             result = {"ok": True, "value": HANDLERS[op](**kwargs)}
+        except MemoryError:  # over the memory cap: no traceback, it would need memory the frames still hold
+            result = {"ok": False, "error": "MemoryError: out of memory"}
         except BaseException as error:  # noqa: BLE001 - every failure goes back to the parent as data
             result = {
                 "ok": False,

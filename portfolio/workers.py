@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from portfolio import limits
 from portfolio.worker_main import HEADER, write_message
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,7 @@ class WorkerProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=limits.preexec(),  # memory cap (see portfolio.limits)
             bufsize=0,
         )
 
@@ -98,6 +100,11 @@ class WorkerProcess:
             except (BrokenPipeError, EOFError, WorkerCrashed) as error:
                 self._replace(process)
                 raise WorkerCrashed(f"worker process died: {error}") from error
+            except WorkerError as error:
+                if not limits.is_out_of_memory(str(error)):
+                    raise
+                self._replace(process)  # a process that hit its cap may be left in a bad state
+                raise WorkerError(f"{limits.OUT_OF_MEMORY} (limit {limits.limit_mb()} MB): {error}") from error
 
     def _receive(self, process: subprocess.Popen, deadline: float) -> Any:
         assert process.stdout is not None
@@ -114,7 +121,7 @@ class WorkerProcess:
                 raise BudgetExpired()
             chunk = os.read(fd, max(needed - len(buffer), 65536) if header_done else needed - len(buffer))
             if not chunk:
-                raise WorkerCrashed(f"exit code {process.poll()}")
+                raise WorkerCrashed(f"exit code {_exit_code(process)}")
             buffer += chunk
             if not header_done and len(buffer) >= HEADER.size:
                 (size,) = HEADER.unpack(bytes(buffer[: HEADER.size]))
@@ -172,7 +179,7 @@ class SearchProcessPool:
             process = subprocess.Popen(
                 [*command, "--internal-plan-file", plan_path],
                 stdin=subprocess.PIPE, stdout=output, stderr=subprocess.STDOUT, cwd=self._dir,
-                start_new_session=True,
+                start_new_session=True, preexec_fn=limits.preexec(),  # memory cap (see portfolio.limits)
             )
         return SearchRun(process, plan_path, output_path)
 
@@ -241,6 +248,14 @@ def _unlink(*paths: str) -> None:
             os.unlink(path)
         except FileNotFoundError:
             pass
+
+
+def _exit_code(process: subprocess.Popen) -> int | None:
+    """The exit code of a process that just closed its channel (it may need a moment to finish dying)."""
+    try:
+        return process.wait(timeout=1.0)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def wait_any(processes: list[subprocess.Popen], timeout: float) -> None:
