@@ -1,0 +1,256 @@
+"""`Service`: what the HTTP routes and the MCP tools call. One pool of planner workers, one trace store, the
+runs replanning needs and the background jobs; no HTTP in here.
+
+Trace-store writes from the server (executed steps) go through one connection behind one lock, on a thread,
+and commit before the answer is sent: a step acknowledged is in the store even if the server is killed the next
+moment. Plans are recorded by the workers on their own connections (SQLite serialises writers across
+processes). Retraining runs on a worker too (it is as CPU-heavy as planning) and bumps `model_version`, which
+every later plan call carries, so each worker reloads the model before its next plan.
+
+Runs for /v1/replan are remembered in memory (the task source of the `MAX_RUNS` most recent plans, and which
+worker planned it, since that worker's translation cache already holds the task): after a restart, plan again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import threading
+import time
+import uuid
+from typing import Any, Awaitable, Callable
+
+import anyio
+from pydantic import BaseModel, Field
+
+from portfolio.serve.metrics import Metrics
+from portfolio.serve.models import (
+    ActionInfo,
+    ActionsResponse,
+    BadRequest,
+    HealthResponse,
+    Job,
+    PlanBody,
+    PlanResponse,
+    ReplanBody,
+    RetrainBody,
+    StepsBody,
+    ValidateBody,
+    Verdict,
+)
+from portfolio.serve.pool import PlannerPool, QueueFull
+from portfolio.serve.worker import WorkerConfig
+
+log = logging.getLogger(__name__)
+
+MAX_RUNS = 1024
+MAX_JOBS = 1024
+CALL_GRACE_S = 15.0  # parsing, validation and recording on top of the planning budgets
+
+
+class NotFound(Exception):
+    pass
+
+
+class ServiceConfig(BaseModel):
+    workers: int = Field(ge=1)
+    queue: int = Field(ge=0)
+    budget_s: float = Field(gt=0)
+    max_budget_s: float = Field(gt=0)
+    decomposer_budget_s: float = Field(gt=0)
+    delegates: list[str]
+    traces: str | None = None
+    llm_url: str | None = None
+    llm_model: str | None = None
+    memory_limit_mb: int = Field(gt=0)
+
+
+class Service:
+    def __init__(self, config: ServiceConfig) -> None:
+        self.config = config
+        self.metrics = Metrics()
+        self.store = None
+        self._store_lock = threading.Lock()
+        self.model_version: int | None = None
+        self._model: tuple[int | None, Any] = (None, None)
+        if config.traces:
+            from traces.store import TraceStore
+
+            self.store = TraceStore(config.traces)
+            latest = self.store.latest_model()
+            self.model_version = latest.version if latest else None
+        self.pool: PlannerPool | None = None
+        self.runs: collections.OrderedDict[str, tuple[dict[str, Any], int]] = collections.OrderedDict()
+        self.jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()
+        self._tasks: set[asyncio.Task] = set()
+        self._threads = anyio.CapacityLimiter(4)  # validation and store reads: bounded, off the event loop
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        from portfolio import limits
+
+        limits.configure(self.config.memory_limit_mb)
+        worker = WorkerConfig(delegates=self.config.delegates, budget_s=self.config.budget_s,
+                              decomposer_budget_s=self.config.decomposer_budget_s, traces=self.config.traces,
+                              llm_url=self.config.llm_url, llm_model=self.config.llm_model,
+                              memory_limit_mb=self.config.memory_limit_mb)
+        self.pool = PlannerPool(worker, self.config.workers, self.config.queue,
+                                on_restart=lambda reason: self.metrics.worker_restarts.labels(reason).inc())
+
+    async def watch(self, period_s: float = 1.0) -> None:
+        """Replace workers that died while idle, and keep the queue gauges current."""
+        while True:
+            await asyncio.sleep(period_s)
+            if self.pool is not None and not self.pool.closed:
+                self.pool.replace_dead_idle()
+                self._gauges()
+
+    def close(self, grace_s: float = 1.0) -> None:
+        for task in self._tasks:
+            task.cancel()
+        if self.pool is not None:
+            self.pool.close(grace_s)
+        if self.store is not None:
+            with self._store_lock:
+                self.store.close()
+
+    def _gauges(self) -> None:
+        assert self.pool is not None
+        self.metrics.queue_depth.set(self.pool.queued)
+        self.metrics.busy_workers.set(self.pool.busy)
+
+    # -- planning -------------------------------------------------------------------------------------------
+    async def plan(self, body: PlanBody, prefer: int | None = None) -> PlanResponse:
+        assert self.pool is not None
+        budget = min(body.budget or self.config.budget_s, self.config.max_budget_s)
+        run_id = body.run_id or uuid.uuid4().hex
+        payload = body.model_dump(exclude={"wait"}) | {"budget": budget, "run_id": run_id}
+        timeout = budget + self.config.decomposer_budget_s + CALL_GRACE_S
+        self._gauges()
+        try:
+            index, answer = await self.pool.call("plan", timeout, prefer=prefer, body=payload,
+                                                 model_version=self.model_version)
+        finally:
+            self._gauges()
+        if "bad_input" in answer:
+            raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
+        self.metrics.observe_plan(answer["result"])
+        self._remember(run_id, body, index)
+        return PlanResponse.model_validate(answer["result"])
+
+    def _remember(self, run_id: str, body: PlanBody, worker: int) -> None:
+        source = body.model_dump(include={"domain", "problem", "task"})
+        self.runs[run_id] = (source, worker)
+        self.runs.move_to_end(run_id)
+        while len(self.runs) > MAX_RUNS:
+            self.runs.popitem(last=False)
+
+    def run_source(self, run_id: str) -> tuple[dict[str, Any], int]:
+        """The task source of a run this server planned, and the worker that planned it; NotFound if unknown."""
+        entry = self.runs.get(run_id)
+        if entry is None:
+            raise NotFound(f"unknown run {run_id!r}: this server remembers the tasks of its {MAX_RUNS} most "
+                           "recent plans since it started; send the task to /v1/plan again")
+        return entry
+
+    async def replan(self, body: ReplanBody) -> PlanResponse:
+        source, worker = self.run_source(body.run_id)
+        request = PlanBody(**source, init=body.state, excluded=body.excluded, critiques=body.critiques,
+                           features=body.features, budget=body.budget, run_id=body.run_id)
+        return await self.plan(request, prefer=worker)
+
+    # -- traces ---------------------------------------------------------------------------------------------
+    def need_store(self):
+        if self.store is None:
+            raise BadRequest("this server has no trace store: start it with --traces PATH")
+        return self.store
+
+    async def record_steps(self, body: StepsBody) -> int:
+        store = self.need_store()
+
+        def write() -> int:
+            with self._store_lock:
+                return store.record_steps(body.steps)
+
+        count = await anyio.to_thread.run_sync(write, limiter=self._threads)
+        self.metrics.steps_recorded.inc(count)
+        return count
+
+    async def actions(self) -> ActionsResponse:
+        store = self.need_store()
+
+        def read() -> ActionsResponse:
+            from domains.model import GroundAction
+            from learning.retrain import load_latest
+
+            with self._store_lock:
+                stats = store.stats()
+                if self._model[0] != self.model_version:
+                    self._model = (self.model_version, load_latest(store))
+            model = self._model[1]
+            p_fail = [None] * len(stats)
+            if model is not None and stats:
+                p_fail = [float(p) for p in model.predict_proba([GroundAction(s.action, ()) for s in stats])]
+            return ActionsResponse(model_version=self.model_version, actions=[
+                ActionInfo(**s.model_dump(), p_fail=p) for s, p in zip(stats, p_fail)])
+
+        return await anyio.to_thread.run_sync(read, limiter=self._threads)
+
+    async def retrain(self, body: RetrainBody) -> dict[str, Any]:
+        assert self.pool is not None
+        self.need_store()
+        params = dict(prior_alpha=body.prior_mean * body.prior_strength,
+                      prior_beta=(1.0 - body.prior_mean) * body.prior_strength, half_life_steps=body.half_life)
+        _, answer = await self.pool.call("retrain", 3600.0, **params)
+        if "bad_input" in answer:
+            raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
+        self.model_version = answer["result"]["version"]
+        return answer["result"]
+
+    # -- validation -----------------------------------------------------------------------------------------
+    async def validate(self, body: ValidateBody) -> Verdict:
+        from portfolio.serve.verdict import verdict_for
+
+        return await anyio.to_thread.run_sync(verdict_for, body, limiter=self._threads)
+
+    # -- jobs -----------------------------------------------------------------------------------------------
+    def submit(self, kind: str, work: Callable[[], Awaitable[BaseModel | dict]]) -> Job:
+        """Run `work` in the background as a job; refused at once (QueueFull) when it could only queue
+        beyond the limit, like a request that waits."""
+        assert self.pool is not None
+        if self.pool.busy >= self.pool.size and self.pool.queued >= self.pool.queue_limit:
+            raise QueueFull(f"all {self.pool.size} planner workers are busy and {self.pool.queued} requests are queued")
+        job = Job(id=uuid.uuid4().hex, kind=kind, status="running", created=time.time())
+        self.jobs[job.id] = job
+        while len(self.jobs) > MAX_JOBS:
+            self.jobs.popitem(last=False)
+
+        async def run() -> None:
+            try:
+                value = await work()
+                job.result = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+                job.status = "done"
+            except asyncio.CancelledError:
+                job.status, job.error = "failed", "cancelled: the server is shutting down"
+                raise
+            except Exception as error:  # noqa: BLE001 - the job reports it
+                job.status, job.error = "failed", f"{getattr(error, 'kind', type(error).__name__)}: {error}"
+            finally:
+                job.finished = time.time()
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return job
+
+    def job(self, job_id: str) -> Job:
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise NotFound(f"unknown job {job_id!r}")
+        return job
+
+    def health(self) -> HealthResponse:
+        assert self.pool is not None
+        return HealthResponse(workers=self.pool.size, busy=self.pool.busy, queued=self.pool.queued,
+                              traces=self.store is not None)
