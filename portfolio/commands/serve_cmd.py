@@ -139,11 +139,24 @@ def run(args: argparse.Namespace) -> int:
         sock = socket.create_server((args.host, args.port))
     except OSError as error:
         return fail_bad_input(f"cannot listen on {args.host}:{args.port}: {error.strerror}")
-    app = create_app(service, token=args.token, max_body_bytes=args.max_body * 1024 * 1024, host=args.host,
-                     drain_s=1.0)
+    app = create_app(service, token=args.token, max_body_bytes=args.max_body * 1024 * 1024, host=args.host)
     config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=args.drain, lifespan="on")
     host, port = sock.getsockname()[:2]
     print(f"serving on http://{host}:{port}/v1/ with {service.config.workers} planner workers "
           f"(Ctrl-C or SIGTERM to stop)", flush=True)
-    uvicorn.Server(config).run(sockets=[sock])
+    _server_class()(config).run(sockets=[sock])
     return 0
+
+
+def _server_class():
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn re-raises SIGTERM after its graceful shutdown (exit status -15); a service that drained and
+        stopped every worker has shut down as asked and exits 0."""
+
+        def handle_exit(self, sig, frame) -> None:
+            super().handle_exit(sig, frame)
+            self._captured_signals.clear()
+
+    return Server

@@ -15,7 +15,7 @@ that raises anything else is answered 500 too, never with a dropped connection.
 
 Auth and limits are plain ASGI middleware around the whole app, the MCP endpoint included: `Authorization:
 Bearer TOKEN` compared in constant time (`secrets.compare_digest`) on every path but /v1/health, and the body
-size checked from Content-Length and again while a chunked body streams in.
+size checked from Content-Length, or while a chunked body is read in before the app sees it.
 """
 
 from __future__ import annotations
@@ -59,10 +59,6 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 OPEN_PATHS = frozenset({"/v1/health"})
 ERRORS = {400: {"model": ErrorBody}, 401: {"model": ErrorBody}, 500: {"model": ErrorBody},
           503: {"model": ErrorBody}}
-
-
-class BodyTooLarge(Exception):
-    pass
 
 
 def _json_error(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -117,17 +113,35 @@ class Guard:
             await _send_json(send, 413, {"error": f"request body over {self.max_body_bytes} bytes",
                                          "kind": "BodyTooLarge"})
             return
-        received = 0
+        if b"chunked" in headers.get(b"transfer-encoding", b""):
+            await self._buffered(scope, receive, send)
+        else:  # the HTTP server holds the body to its Content-Length, checked above
+            await self.app(scope, receive, send)
 
-        async def limited_receive():
-            nonlocal received
+    async def _buffered(self, scope, receive, send) -> None:
+        """A chunked body (no Content-Length): read it up to the limit before the app sees it."""
+        body = bytearray()
+        while True:
             message = await receive()
-            received += len(message.get("body", b""))
-            if received > self.max_body_bytes:
-                raise BodyTooLarge(f"request body over {self.max_body_bytes} bytes")
-            return message
+            if message["type"] != "http.request":
+                return  # the client went away
+            body += message.get("body", b"")
+            if len(body) > self.max_body_bytes:
+                await _send_json(send, 413, {"error": f"request body over {self.max_body_bytes} bytes",
+                                             "kind": "BodyTooLarge"})
+                return
+            if not message.get("more_body"):
+                break
+        replayed = False
 
-        await self.app(scope, limited_receive, send)
+        async def replay():
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+        await self.app(scope, replay, send)
 
 
 def _pydantic_message(error: ValidationError | RequestValidationError) -> str:
@@ -162,10 +176,6 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def not_found(request: Request, error: NotFound) -> JSONResponse:
         return _json_error(404, str(error), "NotFound")
 
-    @app.exception_handler(BodyTooLarge)
-    async def too_large(request: Request, error: BodyTooLarge) -> JSONResponse:
-        return _json_error(413, str(error), "BodyTooLarge")
-
     @app.exception_handler(QueueFull)
     async def queue_full(request: Request, error: QueueFull) -> JSONResponse:
         return _json_error(503, str(error), "QueueFull", {"Retry-After": "1"})
@@ -198,7 +208,7 @@ def _job_response(job: Job) -> JSONResponse:
 
 
 def create_app(service: Service, token: str | None = None, max_body_bytes: int = MAX_BODY_BYTES,
-               host: str = "127.0.0.1", drain_s: float = 1.0):
+               host: str = "127.0.0.1", stop_s: float = 0.5):
     """The ASGI app: FastAPI routes plus the MCP endpoint, inside the `Guard` middleware. Starting it (the
     lifespan) starts the planner workers; stopping it stops them."""
     from portfolio.serve.mcp_server import build_mcp
@@ -216,7 +226,7 @@ def create_app(service: Service, token: str | None = None, max_body_bytes: int =
                 yield
         finally:
             watcher.cancel()
-            service.close(drain_s)
+            service.close(stop_s)
 
     app = FastAPI(title="portfolio-planner", version="0.1.0", lifespan=lifespan,
                   description="Validated plans from a pool of warm planners; learned action costs from traces.")

@@ -124,6 +124,7 @@ class Job(BaseModel):
 class HealthResponse(BaseModel):
     status: Literal["ok"] = "ok"
     workers: int
+    ready: int = Field(description="workers whose planner has started and answered")
     busy: int
     queued: int
     traces: bool

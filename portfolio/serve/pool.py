@@ -58,9 +58,11 @@ class PoolWorker(WorkerProcess):
         self.config_json = config.model_dump_json()
         self.index = index
         self.closing = False
+        self.ready = False  # has answered a call since it was (re)started
         super().__init__()
 
     def spawn(self) -> None:
+        self.ready = False
         if self.closing:
             self._process = None
             raise WorkerCrashed("the server is shutting down")
@@ -124,9 +126,29 @@ class PlannerPool:
         future = loop.run_in_executor(self._executor, self._blocking_call, worker, op, timeout_s, kwargs)
         # The worker goes back to the pool when the call is over, not when the request is cancelled (a client
         # that hangs up must not hand a busy worker to the next request).
-        future.add_done_callback(lambda _: self._release(worker))
+        future.add_done_callback(lambda done: self._finished(worker, done))
         value = await asyncio.shield(future)
         return worker.index, value
+
+    def _finished(self, worker: PoolWorker, done: asyncio.Future) -> None:
+        if not done.cancelled() and done.exception() is None:
+            worker.ready = True
+        self._release(worker)
+
+    async def warm_up(self) -> None:
+        """Ping every worker once, so `ready` counts the workers whose planner has started (a request that
+        comes first just waits for its worker in the same way)."""
+        async def ping(worker: PoolWorker) -> None:
+            try:
+                await self.call("ping", 120.0, prefer=worker.index)
+            except (PlannerFailed, QueueFull):
+                pass
+
+        await asyncio.gather(*(ping(w) for w in self.workers))
+
+    @property
+    def ready(self) -> int:
+        return sum(1 for w in self.workers if w.ready and w.alive)
 
     def _blocking_call(self, worker: PoolWorker, op: str, timeout_s: float, kwargs: dict[str, Any]) -> Any:
         try:

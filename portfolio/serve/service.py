@@ -88,9 +88,8 @@ class Service:
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> None:
-        from portfolio import limits
-
-        limits.configure(self.config.memory_limit_mb)
+        # The memory cap travels in the workers' configuration: each applies it in its own process, so
+        # the server's environment (a test's, say) is left alone.
         worker = WorkerConfig(delegates=self.config.delegates, budget_s=self.config.budget_s,
                               decomposer_budget_s=self.config.decomposer_budget_s, traces=self.config.traces,
                               llm_url=self.config.llm_url, llm_model=self.config.llm_model,
@@ -99,14 +98,16 @@ class Service:
                                 on_restart=lambda reason: self.metrics.worker_restarts.labels(reason).inc())
 
     async def watch(self, period_s: float = 1.0) -> None:
-        """Replace workers that died while idle, and keep the queue gauges current."""
+        """Warm the workers up, then replace workers that died while idle and keep the gauges current."""
+        assert self.pool is not None
+        await self.pool.warm_up()
         while True:
             await asyncio.sleep(period_s)
             if self.pool is not None and not self.pool.closed:
                 self.pool.replace_dead_idle()
                 self._gauges()
 
-    def close(self, grace_s: float = 1.0) -> None:
+    def close(self, grace_s: float = 0.5) -> None:
         for task in self._tasks:
             task.cancel()
         if self.pool is not None:
@@ -252,5 +253,5 @@ class Service:
 
     def health(self) -> HealthResponse:
         assert self.pool is not None
-        return HealthResponse(workers=self.pool.size, busy=self.pool.busy, queued=self.pool.queued,
+        return HealthResponse(workers=self.pool.size, ready=self.pool.ready, busy=self.pool.busy, queued=self.pool.queued,
                               traces=self.store is not None)
