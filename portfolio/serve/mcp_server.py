@@ -40,10 +40,17 @@ INSTRUCTIONS = (
 Atoms = Annotated[list[str] | None, Field(description='atoms like "(on a b)"')]
 
 
-def _explained(error: Exception) -> Exception:
-    """A tool error whose text names the error kind (PDDLSyntaxError, QueueFull, ...), as the HTTP body does."""
-    kind = getattr(error, "kind", type(error).__name__)
-    return ValueError(f"{kind}: {error}")
+def _anticipated() -> tuple[type[Exception], ...]:
+    """Failures the caller can act on; their text reaches the client. Anything else is a crash, which the SDK
+    reports without its text (and logs on the server)."""
+    from pydantic import ValidationError
+
+    from domains.errors import TaskInputError
+    from portfolio.serve.pool import PlannerFailed, QueueFull
+    from portfolio.serve.service import NotFound
+    from traces.errors import TraceStoreError
+
+    return (BadRequest, TaskInputError, ValidationError, NotFound, QueueFull, PlannerFailed, TraceStoreError)
 
 
 def build_mcp(service: Service):
@@ -51,11 +58,15 @@ def build_mcp(service: Service):
 
     mcp = MCPServer("portfolio-planner", version="0.1.0", instructions=INSTRUCTIONS)
 
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    anticipated = _anticipated()
+
     async def guarded(call):
         try:
             return await call
-        except Exception as error:  # noqa: BLE001 - every failure becomes an isError result with its reason
-            raise _explained(error) from error
+        except anticipated as error:  # an isError result naming the kind, as the HTTP error body does
+            raise ToolError(f"{getattr(error, 'kind', type(error).__name__)}: {error}") from error
 
     @mcp.tool(description="Find a validated plan for a task; returns the PlanResult (as `portfolio plan --json`) "
               "and a run_id for replan and record_steps.")
