@@ -124,6 +124,25 @@ def test_steps_are_recorded_and_actions_report_stats_and_p_fail_after_retraining
     assert client.post("/v1/plan", json=small_plan()).json()["success_probability"] is not None
 
 
+def test_concurrent_step_batches_and_plans_all_land(service):
+    """Batches posted at once from many clients, with plans being recorded by the workers meanwhile: every
+    acknowledged step is in the store (one server connection behind a lock, one transaction per batch)."""
+    import concurrent.futures
+
+    client, svc = service
+    before = svc.store.count_steps("grab")
+
+    def post(batch: int) -> int:
+        steps = [{"run_id": f"c{batch}", "step": i, "action": "grab", "outcome": "success"} for i in range(25)]
+        return client.post("/v1/steps", json={"steps": steps}).json()["recorded"]
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        plans = [pool.submit(client.post, "/v1/plan", json=small_plan()) for _ in range(4)]
+        recorded = sum(pool.map(post, range(40)))
+        assert all(p.result().json()["status"] == "solved" for p in plans)
+    assert recorded == 1000 and svc.store.count_steps("grab") - before == 1000
+
+
 def test_a_plan_submitted_without_waiting_is_a_job(service):
     client, _ = service
     answer = client.post("/v1/plan", json={**small_plan(), "wait": False})

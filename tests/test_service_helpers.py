@@ -22,6 +22,19 @@ PARKING_DOMAIN = (IPC / "parking-sat11-strips" / "domain.pddl").read_text()
 # The largest parking problem: its translation alone takes longer than any budget the tests give it.
 PARKING_HARD = max((IPC / "parking-sat11-strips").glob("pfile*.pddl"), key=lambda p: p.stat().st_size).read_text()
 
+BOOM_DOMAIN = """(define (domain boom) (:requirements :strips)
+  (:predicates (p ?x) (q ?a ?b ?c ?d ?e) (done))
+  (:action make :parameters (?a ?b ?c ?d ?e)
+    :precondition (and (p ?a) (p ?b) (p ?c) (p ?d) (p ?e)) :effect (q ?a ?b ?c ?d ?e))
+  (:action finish :parameters (?a) :precondition (q ?a ?a ?a ?a ?a) :effect (done)))"""
+
+
+def boom_problem(objects: int = 60) -> str:
+    """60^5 = 777 million groundings of `make`: the translator's grounding explodes."""
+    names = " ".join(f"o{i}" for i in range(objects))
+    init = " ".join(f"(p o{i})" for i in range(objects))
+    return f"(define (problem boom) (:domain boom) (:objects {names}) (:init {init}) (:goal (done)))"
+
 
 def small_plan() -> dict:
     return {"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4}

@@ -13,8 +13,10 @@ import psutil
 import pytest
 
 from test_service_helpers import (
+    BOOM_DOMAIN,
     BLOCKS_4,
     BLOCKS_DOMAIN,
+    boom_problem,
     config,
     long_plan,
     serve_in_thread,
@@ -23,20 +25,6 @@ from test_service_helpers import (
     validated,
     wait_for,
 )
-
-BOOM_DOMAIN = """(define (domain boom) (:requirements :strips)
-  (:predicates (p ?x) (q ?a ?b ?c ?d ?e) (done))
-  (:action make :parameters (?a ?b ?c ?d ?e)
-    :precondition (and (p ?a) (p ?b) (p ?c) (p ?d) (p ?e)) :effect (q ?a ?b ?c ?d ?e))
-  (:action finish :parameters (?a) :precondition (q ?a ?a ?a ?a ?a) :effect (done)))"""
-
-
-def boom_problem(objects: int = 60) -> str:
-    """60^5 = 777 million groundings of `make`: the translator's grounding explodes."""
-    names = " ".join(f"o{i}" for i in range(objects))
-    init = " ".join(f"(p o{i})" for i in range(objects))
-    return f"(define (problem boom) (:domain boom) (:objects {names}) (:init {init}) (:goal (done)))"
-
 
 @pytest.mark.slow
 def test_a_small_request_is_not_held_up_by_a_large_one_while_a_worker_is_free():
@@ -65,6 +53,9 @@ def test_a_full_queue_answers_503_with_retry_after_and_budgets_are_capped():
         assert large.result().json()["status"] == "timeout"
         assert time.monotonic() - start < 3.0 + 10.0, "the request's budget of 100 s was not capped at 3 s"
         assert queued.result().json()["status"] == "solved"  # the queued one was served, not dropped
+        metrics = httpx.get(url + "/metrics").text
+        assert 'portfolio_cascade_fallthroughs_total{delegate="fast-downward",status="timeout"} 1.0' in metrics
+        assert 'portfolio_requests_total{route="/v1/plan",status="503"} 1.0' in metrics
 
 
 def test_a_killed_worker_is_answered_500_with_the_reason_and_replaced():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 
 from portfolio.commands.common import add_traces_argument, fail_bad_input, store_error_types
 
@@ -145,7 +146,14 @@ def run(args: argparse.Namespace) -> int:
     print(f"serving on http://{host}:{port}/v1/ with {service.config.workers} planner workers "
           f"(Ctrl-C or SIGTERM to stop)", flush=True)
     _server_class()(config).run(sockets=[sock])
-    return 0
+    # Every worker and planner process is stopped and every write committed by now. Skip the interpreter's
+    # teardown of the heap (measured: 1.5 s with the MCP SDK and scikit-learn loaded on a loaded 2-core machine),
+    # which would otherwise push SIGTERM-to-exit past 5 s. Only the CLI ends this way; the app and service can be
+    # embedded.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(0)
 
 
 def _server_class():

@@ -7,7 +7,7 @@ moment. Plans are recorded by the workers on their own connections (SQLite seria
 processes). Retraining runs on a worker too (it is as CPU-heavy as planning) and bumps `model_version`, which
 every later plan call carries, so each worker reloads the model before its next plan.
 
-Runs for /v1/replan are remembered in memory (the task source of the `MAX_RUNS` most recent plans, and which
+Runs for /v1/replan are remembered in memory (the task source of recent plans, one copy per task, and which
 worker planned it, since that worker's translation cache already holds the task): after a restart, plan again.
 """
 
@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import hashlib
+import json
 import logging
 import threading
 import time
@@ -44,7 +46,8 @@ from portfolio.serve.worker import WorkerConfig
 
 log = logging.getLogger(__name__)
 
-MAX_RUNS = 1024
+MAX_RUNS = 4096
+MAX_SOURCES = 256  # task texts kept for replanning (a large PDDL problem is ~100 KB)
 MAX_JOBS = 1024
 CALL_GRACE_S = 15.0  # parsing, validation and recording on top of the planning budgets
 
@@ -81,7 +84,8 @@ class Service:
             latest = self.store.latest_model()
             self.model_version = latest.version if latest else None
         self.pool: PlannerPool | None = None
-        self.runs: collections.OrderedDict[str, tuple[dict[str, Any], int]] = collections.OrderedDict()
+        self.runs: collections.OrderedDict[str, tuple[str, int]] = collections.OrderedDict()
+        self._sources: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
         self.jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()
         self._tasks: set[asyncio.Task] = set()
         self._threads = anyio.CapacityLimiter(4)  # validation and store reads: bounded, off the event loop
@@ -141,19 +145,26 @@ class Service:
         return PlanResponse.model_validate(answer["result"])
 
     def _remember(self, run_id: str, body: PlanBody, worker: int) -> None:
+        """Keep the run's task source for /v1/replan; runs of one task share one copy of its text."""
         source = body.model_dump(include={"domain", "problem", "task"})
-        self.runs[run_id] = (source, worker)
+        key = hashlib.sha256(json.dumps(source, sort_keys=True).encode()).hexdigest()
+        self._sources[key] = source
+        self._sources.move_to_end(key)
+        self.runs[run_id] = (key, worker)
         self.runs.move_to_end(run_id)
         while len(self.runs) > MAX_RUNS:
             self.runs.popitem(last=False)
+        while len(self._sources) > MAX_SOURCES:
+            self._sources.popitem(last=False)
 
     def run_source(self, run_id: str) -> tuple[dict[str, Any], int]:
         """The task source of a run this server planned, and the worker that planned it; NotFound if unknown."""
         entry = self.runs.get(run_id)
-        if entry is None:
+        source = self._sources.get(entry[0]) if entry is not None else None
+        if entry is None or source is None:
             raise NotFound(f"unknown run {run_id!r}: this server remembers the tasks of its {MAX_RUNS} most "
-                           "recent plans since it started; send the task to /v1/plan again")
-        return entry
+                           f"recent plans (of {MAX_SOURCES} tasks) since it started; send the task to /v1/plan again")
+        return source, entry[1]
 
     async def replan(self, body: ReplanBody) -> PlanResponse:
         source, worker = self.run_source(body.run_id)
