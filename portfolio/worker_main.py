@@ -106,6 +106,9 @@ def serve(requests: BinaryIO, responses: BinaryIO) -> None:
 
 
 def main() -> None:
+    from portfolio.limits import die_with_parent_if_asked
+
+    die_with_parent_if_asked()
     responses = os.fdopen(os.dup(1), "wb")
     requests = os.fdopen(os.dup(0), "rb")
     os.dup2(2, 1)  # stray prints from planners go to stderr, never into the message channel

@@ -75,9 +75,9 @@ class WorkerProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=limits.preexec(),  # memory cap (see portfolio.limits)
             bufsize=0,
         )
+        limits.cap(self._process)  # memory cap (see portfolio.limits)
 
     @property
     def pid(self) -> int | None:
@@ -179,8 +179,9 @@ class SearchProcessPool:
             process = subprocess.Popen(
                 [*command, "--internal-plan-file", plan_path],
                 stdin=subprocess.PIPE, stdout=output, stderr=subprocess.STDOUT, cwd=self._dir,
-                start_new_session=True, preexec_fn=limits.preexec(),  # memory cap (see portfolio.limits)
+                start_new_session=True,
             )
+        limits.cap(process)  # memory cap (see portfolio.limits)
         return SearchRun(process, plan_path, output_path)
 
     def _do_chores(self) -> None:

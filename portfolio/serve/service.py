@@ -98,18 +98,19 @@ class Service:
                               decomposer_budget_s=self.config.decomposer_budget_s, traces=self.config.traces,
                               llm_url=self.config.llm_url, llm_model=self.config.llm_model,
                               memory_limit_mb=self.config.memory_limit_mb)
-        self.pool = PlannerPool(worker, self.config.workers, self.config.queue,
-                                on_restart=lambda reason: self.metrics.worker_restarts.labels(reason).inc())
+        pool = self.pool = PlannerPool(worker, self.config.workers, self.config.queue,
+                                       on_restart=lambda reason: self.metrics.worker_restarts.labels(reason).inc())
+        self.metrics.queue_depth.set_function(lambda: pool.queued)  # read when scraped
+        self.metrics.busy_workers.set_function(lambda: pool.busy)
 
     async def watch(self, period_s: float = 1.0) -> None:
-        """Warm the workers up, then replace workers that died while idle and keep the gauges current."""
+        """Warm the workers up, then replace workers that died while idle."""
         assert self.pool is not None
         await self.pool.warm_up()
         while True:
             await asyncio.sleep(period_s)
             if self.pool is not None and not self.pool.closed:
                 self.pool.replace_dead_idle()
-                self._gauges()
 
     def close(self, grace_s: float = 0.5) -> None:
         for task in self._tasks:
@@ -120,11 +121,6 @@ class Service:
             with self._store_lock:
                 self.store.close()
 
-    def _gauges(self) -> None:
-        assert self.pool is not None
-        self.metrics.queue_depth.set(self.pool.queued)
-        self.metrics.busy_workers.set(self.pool.busy)
-
     # -- planning -------------------------------------------------------------------------------------------
     async def plan(self, body: PlanBody, prefer: int | None = None) -> PlanResponse:
         assert self.pool is not None
@@ -132,12 +128,8 @@ class Service:
         run_id = body.run_id or uuid.uuid4().hex
         payload = body.model_dump(exclude={"wait"}) | {"budget": budget, "run_id": run_id}
         timeout = budget + self.config.decomposer_budget_s + CALL_GRACE_S
-        self._gauges()
-        try:
-            index, answer = await self.pool.call("plan", timeout, prefer=prefer, body=payload,
-                                                 model_version=self.model_version)
-        finally:
-            self._gauges()
+        index, answer = await self.pool.call("plan", timeout, prefer=prefer, body=payload,
+                                             model_version=self.model_version)
         if "bad_input" in answer:
             raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
         self.metrics.observe_plan(answer["result"])
