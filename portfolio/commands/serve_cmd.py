@@ -43,8 +43,9 @@ def _add_planner_arguments(parser: argparse.ArgumentParser, workers_default: int
                         help="cap on a request's own budget (default 30)")
     parser.add_argument("--decomposer-budget", type=float, default=30.0, metavar="S",
                         help="seconds for the decomposer tier (default 30)")
-    parser.add_argument("--delegates", default="fast-downward,pyperplan,goal-agenda", metavar="LIST",
-                        help="cascade order, as for `portfolio plan` (default: fast-downward,pyperplan,goal-agenda)")
+    parser.add_argument("--delegates", default=None, metavar="LIST",
+                        help="cascade order, as for `portfolio plan` (default: fast-downward,pyperplan,goal-agenda; "
+                        "with --llm-url: fast-downward,pyperplan,llm,goal-agenda)")
     parser.add_argument("--llm-url", default=None, metavar="URL", help="OpenAI-compatible base URL (see plan)")
     parser.add_argument("--llm-model", default=None, metavar="NAME", help="model name for --llm-url")
     parser.add_argument("--memory-limit", type=int, default=None, metavar="MB",
@@ -61,7 +62,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
     _add_planner_arguments(parser, workers_default=None)
     parser.add_argument("--token", default=os.environ.get("PORTFOLIO_TOKEN"), metavar="TOKEN",
-                        help="bearer token required on every route but /v1/health (default: $PORTFOLIO_TOKEN)")
+                        help="bearer token required on every route but /v1/health (default: $PORTFOLIO_TOKEN; "
+                        "prefer the variable, arguments show in `ps`)")
     parser.add_argument("--max-body", type=int, default=32, metavar="MB", help="request body limit (default 32)")
     parser.add_argument("--drain", type=float, default=3.0, metavar="S",
                         help="on SIGTERM, seconds in-flight requests may take to finish (default 3)")
@@ -81,12 +83,13 @@ def service_config(args: argparse.Namespace):
     from pydantic import ValidationError
 
     from portfolio import limits
+    from portfolio.commands.plan_cmd import delegate_names
     from portfolio.planner import CLASSICAL_DELEGATES, DECOMPOSER_DELEGATES
     from portfolio.serve.pool import default_workers
     from portfolio.serve.service import ServiceConfig
 
     workers = args.workers if args.workers is not None else default_workers()
-    delegates = [name.strip() for name in args.delegates.split(",") if name.strip()]
+    delegates = delegate_names(args)
     unknown = [n for n in delegates if n not in CLASSICAL_DELEGATES + DECOMPOSER_DELEGATES]
     if unknown or not delegates:
         raise ValueError(f"unknown delegate {unknown[0] if unknown else '(none)'!r}; expected a comma-separated "

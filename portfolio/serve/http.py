@@ -208,7 +208,7 @@ def _job_response(job: Job) -> JSONResponse:
 
 
 def create_app(service: Service, token: str | None = None, max_body_bytes: int = MAX_BODY_BYTES,
-               host: str = "127.0.0.1", stop_s: float = 0.5):
+               host: str = "127.0.0.1", stop_s: float = 1.0):
     """The ASGI app: FastAPI routes plus the MCP endpoint, inside the `Guard` middleware. Starting it (the
     lifespan) starts the planner workers; stopping it stops them."""
     from portfolio.serve.mcp_server import build_mcp

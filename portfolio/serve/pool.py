@@ -75,18 +75,26 @@ class PoolWorker(WorkerProcess):
     def alive(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
-    def stop(self, grace_s: float) -> None:
-        """Ask the worker to exit (end of its input), then kill its group after `grace_s`. Does not wait for an
-        in-flight call: that call then fails with WorkerCrashed and no replacement is started."""
+    def ask_to_stop(self) -> None:
+        """End the worker's input: an idle worker closes its planner (stopping its planner processes) and
+        exits. Does not wait, and starts no replacement from now on."""
         self.closing = True
+        process = self._process
+        if process is not None and process.stdin:
+            try:
+                process.stdin.close()
+            except OSError:
+                pass
+
+    def finish_stop(self, deadline: float) -> None:
+        """Wait for the worker to exit until `deadline` (a monotonic time), then kill its process group. A call
+        in flight then fails with WorkerCrashed."""
         process = self._process
         if process is None:
             return
         try:
-            if process.stdin:
-                process.stdin.close()
-            process.wait(timeout=grace_s)
-        except (OSError, subprocess.TimeoutExpired):
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
             pass
         kill_group(process)
 
@@ -213,11 +221,11 @@ class PlannerPool:
     def close(self, grace_s: float = 1.0) -> None:
         """Stop every worker (and, through them, every planner process). Bounded by about `grace_s`."""
         self.closed = True
-        for worker in self.workers:
-            worker.closing = True
+        for worker in self.workers:  # all at once: each gets the whole grace period to close its planner
+            worker.ask_to_stop()
         deadline = time.monotonic() + grace_s
         for worker in self.workers:
-            worker.stop(max(0.0, deadline - time.monotonic()))
+            worker.finish_stop(deadline)
         for waiter in self._waiters:
             if not waiter.done():
                 waiter.set_exception(PlannerFailed("the server is shutting down"))

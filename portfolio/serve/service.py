@@ -112,7 +112,7 @@ class Service:
             if self.pool is not None and not self.pool.closed:
                 self.pool.replace_dead_idle()
 
-    def close(self, grace_s: float = 0.5) -> None:
+    def close(self, grace_s: float = 1.0) -> None:
         for task in self._tasks:
             task.cancel()
         if self.pool is not None:
