@@ -86,14 +86,16 @@ def pyperplan_solve(domain_pddl: str, problem_pddl: str) -> dict[str, Any]:
 HANDLERS = {"translate": translate, "pyperplan": pyperplan_solve, "ping": lambda: {"pong": True}}
 
 
-def serve(requests: BinaryIO, responses: BinaryIO) -> None:
+def serve(requests: BinaryIO, responses: BinaryIO, handlers: dict | None = None) -> None:
+    """Answer requests until the input ends; `handlers` (op -> function) default to the planner ops above."""
+    handlers = HANDLERS if handlers is None else handlers
     while True:
         try:
             op, kwargs = read_message(requests)
         except EOFError:
             return
         try:
-            result = {"ok": True, "value": HANDLERS[op](**kwargs)}
+            result = {"ok": True, "value": handlers[op](**kwargs)}
         except MemoryError:  # over the memory cap: no traceback, it would need memory the frames still hold
             result = {"ok": False, "error": "MemoryError: out of memory"}
         except BaseException as error:  # noqa: BLE001 - every failure goes back to the parent as data

@@ -123,6 +123,15 @@ def test_steps_are_recorded_and_actions_report_stats_and_p_fail_after_retraining
     # the workers plan with the new model: success probabilities appear on plans
     assert client.post("/v1/plan", json=small_plan()).json()["success_probability"] is not None
 
+    # a model trained elsewhere on the same store (`portfolio retrain`) is noticed within a second or so
+    from learning.retrain import retrain
+    from traces.store import TraceStore
+
+    with TraceStore(svc.config.traces) as other:
+        newer = retrain(other).version
+    wait_for(lambda: client.get("/v1/actions").json()["model_version"] == newer, timeout=10,
+             what="the service to notice the new model")
+
 
 def test_concurrent_step_batches_and_plans_all_land(service):
     """Batches posted at once from many clients, with plans being recorded by the workers meanwhile: every

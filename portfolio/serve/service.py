@@ -104,13 +104,24 @@ class Service:
         self.metrics.busy_workers.set_function(lambda: pool.busy)
 
     async def watch(self, period_s: float = 1.0) -> None:
-        """Warm the workers up, then replace workers that died while idle."""
+        """Warm the workers up; then, every `period_s`, replace workers that died while idle and notice a model
+        trained elsewhere (`portfolio retrain` on the same store), which the workers then load."""
         assert self.pool is not None
         await self.pool.warm_up()
         while True:
             await asyncio.sleep(period_s)
             if self.pool is not None and not self.pool.closed:
                 self.pool.replace_dead_idle()
+            if self.store is not None:
+                version = await anyio.to_thread.run_sync(self._stored_model_version, limiter=self._threads)
+                if version is not None and version != self.model_version:
+                    self.model_version = version
+
+    def _stored_model_version(self) -> int | None:
+        """The newest model version in the store (one indexed query, no model blob read)."""
+        assert self.store is not None
+        with self._store_lock:
+            return self.store.db.execute("SELECT max(version) FROM models").fetchone()[0]
 
     def close(self, grace_s: float = 1.0) -> None:
         for task in self._tasks:

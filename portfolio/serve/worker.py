@@ -2,7 +2,7 @@
 
 Each worker is a process with its own warm `Planner` (cascade, translator worker, pre-started searches,
 translation cache) and its own connection to the trace store, answering one request at a time over the same
-length-prefixed pickle channel as `portfolio.worker_main`. Parsing and planning happen here, not in the server,
+length-prefixed pickle channel and request loop as `portfolio.worker_main`. Parsing and planning happen here, not in the server,
 so a task that explodes takes down (and costs the memory of) one worker, which the pool replaces.
 
 Ops: `plan` (a `PlanBody` as a dict -> {"result": PlanResult + run_id} or {"bad_input": {error, kind}}),
@@ -16,13 +16,12 @@ import inspect
 import logging
 import os
 import sys
-import traceback
 from typing import Any
 
 from pydantic import BaseModel
 
 from portfolio import limits
-from portfolio.worker_main import read_message, write_message
+from portfolio.worker_main import serve
 
 log = logging.getLogger(__name__)
 
@@ -123,30 +122,8 @@ class PlannerWorker:
         self.model_version = info.version
         return {"result": info.model_dump(mode="json")}
 
-    def handle(self, op: str, kwargs: dict[str, Any]) -> Any:
-        if op == "plan":
-            return self.plan(**kwargs)
-        if op == "retrain":
-            return self.retrain(**kwargs)
-        if op == "ping":
-            return {"pong": os.getpid()}
-        raise ValueError(f"unknown op {op!r}")
-
-
-def serve(worker: PlannerWorker, requests, responses) -> None:
-    while True:
-        try:
-            op, kwargs = read_message(requests)
-        except EOFError:
-            return
-        try:
-            answer = {"ok": True, "value": worker.handle(op, kwargs)}
-        except MemoryError:  # see worker_main: no traceback, the failed frames still hold the memory
-            answer = {"ok": False, "error": f"MemoryError: {limits.OUT_OF_MEMORY}"}
-        except Exception as error:  # noqa: BLE001 - goes back to the server as a 500 with its reason
-            answer = {"ok": False, "error": f"{type(error).__name__}: {error}",
-                      "traceback": traceback.format_exc(limit=8)}
-        write_message(responses, answer)
+    def handlers(self) -> dict[str, Any]:
+        return {"plan": self.plan, "retrain": self.retrain, "ping": lambda: {"pong": os.getpid()}}
 
 
 def main() -> None:
@@ -161,7 +138,7 @@ def main() -> None:
     limits.apply_to_self(config.memory_limit_mb + WORKER_HEADROOM_MB)
     worker = PlannerWorker(config)
     try:
-        serve(worker, requests, responses)
+        serve(requests, responses, worker.handlers())
     finally:
         worker.planner.close()
 
