@@ -65,8 +65,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="bearer token required on every route but /v1/health (default: $PORTFOLIO_TOKEN; "
                         "prefer the variable, arguments show in `ps`)")
     parser.add_argument("--max-body", type=int, default=32, metavar="MB", help="request body limit (default 32)")
-    parser.add_argument("--drain", type=float, default=3.0, metavar="S",
-                        help="on SIGTERM, seconds in-flight requests may take to finish (default 3)")
+    parser.add_argument("--drain", type=float, default=2.5, metavar="S",
+                        help="on SIGTERM, seconds in-flight requests may take to finish (default 2.5); the "
+                        "workers then get 1 s to stop, so the server exits within about S + 1.5 s")
     parser.set_defaults(func=run)
 
     mcp = subparsers.add_parser(
