@@ -162,7 +162,7 @@ def isolation(workers: int, probes: int, clients: int, long_s: float) -> dict:
 
 
 def shutdown(workers: int) -> dict:
-    process, url = start_server(workers, "--drain", "3")
+    process, url = start_server(workers)  # the default --drain
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         pool.submit(httpx.post, url + "/v1/plan", json=long_request(20.0), timeout=60)
         while httpx.get(url + "/v1/health").json()["busy"] < 1:
