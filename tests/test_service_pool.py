@@ -185,3 +185,32 @@ def test_bad_options_exit_2_with_a_message(args, message, capsys):
     assert main(["serve", "--port", "0", *args]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_a_worker_that_does_not_answer_in_time_is_replaced_and_the_call_fails_with_the_reason():
+    """The pool's own deadline (budgets + grace) is what keeps a hung worker from hanging its request."""
+    import asyncio
+
+    from portfolio.serve.pool import PlannerFailed, PlannerPool
+    from portfolio.serve.worker import WorkerConfig
+
+    restarts: list[str] = []
+    worker = WorkerConfig(delegates=["fast-downward"], budget_s=20.0, decomposer_budget_s=1.0,
+                          memory_limit_mb=4096)
+    pool = PlannerPool(worker, size=1, queue_limit=0, on_restart=restarts.append)
+
+    async def scenario() -> tuple[str, dict]:
+        await pool.warm_up()
+        first = pool.workers[0].pid
+        with pytest.raises(PlannerFailed) as failed:
+            await pool.call("plan", 1.0, body=long_plan(20.0))  # the worker would take 20 s: 1 s allowed
+        assert pool.workers[0].pid != first and pool.busy == 0
+        _, answer = await pool.call("plan", 60.0, body=small_plan())
+        return str(failed.value), answer
+
+    try:
+        message, answer = asyncio.run(scenario())
+    finally:
+        pool.close()
+    assert "did not answer within 1 s" in message and "replaced" in message
+    assert restarts == ["timeout"] and answer["result"]["status"] == "solved"
