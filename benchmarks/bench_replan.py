@@ -8,12 +8,15 @@ The domain: ten types in a chain, two alternative actions producing each (20 act
 taking two inputs. A "replan" is one `Planner.plan(task, init=state)` call from a mid-run state, exactly as the
 loop makes it (with a trace store: the plan is recorded and learned costs from a stored model are applied).
 Configurations: the agent's cascade (in-process exact search first) with and without a trace store and model,
-Fast Downward alone (pre-started search process, SAS translation re-used), and the whole loop with the
-`every-step` trigger (the replan times the loop itself measures).
+Fast Downward alone (pre-started search process, SAS translation re-used), the whole loop with the
+`every-step` trigger (the replan times the loop itself measures), the same loop under `Agent.arun` (planning in
+a worker thread via `Planner.aplan`: the thread hand-off is part of what is measured), and 100 async agents
+running at once on one shared planner (each replans around a failing action; every run must succeed).
 """
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 import tempfile
 import time
@@ -106,6 +109,39 @@ def loop_times(traces: str, rounds: int) -> list[float]:
     return times
 
 
+def async_loop_times(rounds: int) -> list[float]:
+    """`every-step` replans measured by the loop under `Agent.arun`, one agent at a time."""
+    from portfolio.agent import Agent
+
+    async def main() -> list[float]:
+        times: list[float] = []
+        with Agent(actions(fail={"a3"}), trigger="every-step", max_retries=0, max_replans=100) as agent:
+            for _ in range(rounds):
+                result = await agent.arun(TYPES[0](), goal=TYPES[-1])
+                assert result.succeeded
+                times.extend(r.ms for r in result.replans)
+        return times
+
+    return asyncio.run(main())
+
+
+def concurrent_agents(count: int = 100) -> tuple[float, list[float], int]:
+    """`count` agents (each with its own actions, a3 failing) run at once on one planner with the default
+    trigger: (wall ms, replan ms of every agent, runs that failed). Raises if any run raises."""
+    from portfolio.agent import Agent, classical_stages
+    from portfolio.planner import Planner
+
+    async def main() -> tuple[float, list[float], int]:
+        with Planner(classical_stages(), warm=True) as planner:
+            agents = [Agent(actions(fail={"a3"}), planner=planner, max_retries=0) for _ in range(count)]
+            started = time.perf_counter()
+            results = await asyncio.gather(*(a.arun(TYPES[0](), goal=TYPES[-1]) for a in agents))
+            wall = (time.perf_counter() - started) * 1000
+        return wall, [r.ms for res in results for r in res.replans], sum(not r.succeeded for r in results)
+
+    return asyncio.run(main())
+
+
 def summary(times: list[float]) -> tuple[float, float]:
     ordered = sorted(times)
     return statistics.median(ordered), ordered[int(0.9 * (len(ordered) - 1))]
@@ -144,6 +180,18 @@ def test_loop_replan_latency(benchmark, tmp_path):
     benchmark.extra_info.update(replans=len(times), median_ms=round(median, 3), p90_ms=round(p90, 3))
 
 
+def test_async_loop_replan_latency(benchmark):
+    times = benchmark.pedantic(lambda: async_loop_times(5), rounds=1, iterations=1)
+    median, p90 = summary(times)
+    benchmark.extra_info.update(replans=len(times), median_ms=round(median, 3), p90_ms=round(p90, 3))
+
+
+def test_concurrent_async_agents_on_one_planner(benchmark):
+    wall, times, failed = benchmark.pedantic(concurrent_agents, rounds=1, iterations=1)
+    assert failed == 0 and len(times) == 100  # one replan (around a3) per agent
+    benchmark.extra_info.update(wall_ms=round(wall, 1), replan_median_ms=round(summary(times)[0], 3))
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         for config in CONFIGS:
@@ -155,6 +203,14 @@ def main() -> None:
         median, p90 = summary(times)
         print(f"{'loop':14} every-step replans measured by the loop: median {median:6.2f} ms, p90 {p90:6.2f} ms "
               f"({len(times)} replans)")
+        times = async_loop_times(30)
+        median, p90 = summary(times)
+        print(f"{'async loop':14} every-step replans under Agent.arun: median {median:6.2f} ms, p90 {p90:6.2f} ms "
+              f"({len(times)} replans)")
+        wall, times, failed = concurrent_agents(100)
+        median, p90 = summary(times)
+        print(f"{'100 agents':14} at once on one planner: {wall:7.0f} ms wall, {failed} failed runs, replan median "
+              f"{median:6.2f} ms, p90 {p90:6.2f} ms ({len(times)} replans)")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,20 @@ alternatives the planner chooses between by cost (learned costs included).
 Extra facts can be declared for actions whose conditions are not types (`requires=`, `adds=`, `deletes=`): that
 is the explicit precondition/effect form for runtimes that think in facts rather than types.
 
+Named bindings. A parameter binds by type (the latest object of its type: one object per type, the default) or,
+when its name is a *known name*, by name and type: `def route(source: City, target: City)` with objects named
+`source` and `target` on the blackboard. Known names are the names actions give their outputs
+(`@action(outputs=["source"])`) and the names of inputs given by keyword. A named parameter's precondition is
+`(known-<name>_<type>)` (e.g. `(known-source_city)`: `_` cannot occur in a kebab name, so these facts never clash
+with type facts), a type-bound one's stays `(known-<type>)`; a named output makes both true. Named facts
+`@action(pre=["verified(doc)"], post=["sent(doc)", "not draft(doc)"])` are about the object a parameter (or, in
+`post`, a named output) binds: `verified(doc)` compiles to `(verified-<key>)` where key is `doc_document` when
+`doc` is a known name and `document` otherwise, so they follow the binding. Everything stays 0-ary, so the task
+stays tiny and the in-process exact search plans it in microseconds.
+
+Async: an `async def` action is a coroutine action (`TypedAction.is_async`); `@action(timeout=S)` (coroutine
+actions only: a running thread cannot be cancelled) bounds it. The runtime (`portfolio.agent.runtime`) awaits it.
+
 Pure: depends only on `domains`. The runtime that executes these actions lives in `portfolio.agent`.
 """
 
@@ -66,6 +80,38 @@ def fact(t: Any) -> Atom:
     return Atom("known-" + type_name(t))
 
 
+def named_fact(name: str, t: Any) -> Atom:
+    """`(known-source_city)`: an object of type `City` is on the blackboard under the name `source`."""
+    return Atom(f"known-{binding_key(name, t, (name,))}")
+
+
+def binding_key(name: str, t: Any, names: Iterable[str]) -> str:
+    """What parameter `name: t` binds: `<name>_<type>` when `name` is a known name, else `<type>`."""
+    return f"{kebab(name)}_{type_name(t)}" if name in names else type_name(t)
+
+
+_NAMED = re.compile(r"^\s*(not\s+|!)?([A-Za-z][\w-]*)\s*\(\s*([A-Za-z_]\w*)?\s*\)\s*$")
+
+
+def _condition(text: str, where: str, params: Mapping[str, Any], negation: bool) -> tuple[str, str | None, bool]:
+    """Read a pre/post entry: (predicate, the parameter or output it is about or None, negated). `verified(doc)`
+    names a parameter; a PDDL literal such as `(report-sent)` is taken as it is."""
+    match = _NAMED.match(text)
+    if match is None:
+        atom, negated = parse_literal(text)
+        if atom.args:
+            raise TypedActionError(f"{where}: condition {text!r} must be 0-ary, like (ready) or verified(doc)")
+        pred, about = atom.predicate, None
+    else:
+        negated, pred, about = bool(match.group(1)), kebab(match.group(2)), match.group(3)
+        if about is not None and about not in params:
+            raise TypedActionError(f"{where}: condition {text!r} is about '{about}', which is not one of "
+                                   f"{', '.join(params) or 'no parameters or named outputs'}")
+    if negated and not negation:
+        raise TypedActionError(f"{where}: precondition {text!r} cannot be negated (STRIPS: say what must hold)")
+    return pred, about, negated
+
+
 @dataclass(frozen=True)
 class TypedAction:
     """An action declared by a function. `inputs` maps parameter names to their types; `outputs` are the types
@@ -85,15 +131,50 @@ class TypedAction:
     deletes: tuple[str, ...] = ()
     replan_when: Callable[[Any], bool] | None = field(default=None, compare=False)
     replan_reason: str = ""
+    output_names: tuple[str | None, ...] = ()  # one per output, None: unnamed
+    pre: tuple[str, ...] = ()
+    post: tuple[str, ...] = ()
+    timeout: float | None = None
+    is_async: bool = False
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
 
-    def schema(self) -> ActionSchema:
-        pre = [fact(t) for _, t in self.inputs] + [parse_literal(r)[0] for r in self.requires]
+    def named_outputs(self) -> list[tuple[str, Any]]:
+        return [(n, t) for n, t in zip(self.output_names, self.outputs) if n is not None]
+
+    def input_keys(self, names: Iterable[str] = ()) -> list[str]:
+        """The binding key of each input (see `binding_key`)."""
+        names = frozenset(names)
+        return [binding_key(p, t, names) for p, t in self.inputs]
+
+    def conditions(self, names: Iterable[str] = ()) -> tuple[list[Atom], list[Atom], list[Atom]]:
+        """(preconditions, adds, deletes) of the declared facts (`requires`/`adds`/`deletes`, `pre`/`post`), with
+        named facts resolved against the known `names`."""
+        names = frozenset(names)
+        where = f"action {self.name}"
+        keys = {p: binding_key(p, t, names) for p, t in self.inputs}
+        keys.update({n: binding_key(n, t, names | {n}) for n, t in self.named_outputs()})
+
+        def atom(pred: str, about: str | None) -> Atom:
+            return Atom(pred if about is None else f"{pred}-{keys[about]}")
+
+        pre = [parse_literal(r)[0] for r in self.requires]
+        pre += [atom(p, a) for p, a, _ in (_condition(t, where, keys, False) for t in self.pre)]
+        adds = [parse_literal(a)[0] for a in self.adds]
+        deletes = [parse_literal(d)[0] for d in self.deletes]
+        for text in self.post:
+            pred, about, negated = _condition(text, where, keys, True)
+            (deletes if negated else adds).append(atom(pred, about))
+        return pre, adds, deletes
+
+    def schema(self, names: Iterable[str] = ()) -> ActionSchema:
+        names = frozenset(names)
+        required, adds, deletes = self.conditions(names)
+        pre = [Atom("known-" + key) for key in self.input_keys(names)] + required
         effects = [Effect(fact(t)) for t in self.outputs]
-        effects += [Effect(parse_literal(a)[0]) for a in self.adds]
-        effects += [Effect(parse_literal(d)[0], negated=True) for d in self.deletes]
+        effects += [Effect(named_fact(n, t)) for n, t in self.named_outputs()]
+        effects += [Effect(a) for a in adds] + [Effect(d, negated=True) for d in deletes]
         precondition = And(tuple(dict.fromkeys(pre))) if pre else TRUE
         return ActionSchema(self.name, (), precondition, tuple(effects), cost=float(self.cost))
 
@@ -119,10 +200,20 @@ def typed_action(
     requires: Sequence[str] = (),
     adds: Sequence[str] = (),
     deletes: Sequence[str] = (),
+    outputs: str | Sequence[str | None] | None = None,
+    pre: Sequence[str] = (),
+    post: Sequence[str] = (),
+    timeout: float | None = None,
 ) -> TypedAction:
     """Read a function's signature into a `TypedAction`: every parameter must be annotated with a class,
-    except parameters with a default value (settings the planner leaves alone) and *args/**kwargs."""
+    except parameters with a default value (settings the planner leaves alone) and *args/**kwargs.
+    `outputs` names what the action returns (one name per returned type); `pre`/`post` are named facts
+    (module docstring); `timeout` bounds a coroutine action in seconds."""
     where = f"action {getattr(fn, '__qualname__', fn)!s}"
+    is_async = inspect.iscoroutinefunction(fn)
+    if timeout is not None and not (is_async and timeout > 0):
+        raise TypedActionError(f"{where}: timeout needs an async def action and a number of seconds > 0 (a running "
+                               f"thread cannot be cancelled), got timeout={timeout!r}")
     if hint not in HINTS:
         raise TypedActionError(f"{where}: hint must be one of {', '.join(HINTS)}, got {hint!r}")
     if not cost >= 0:
@@ -142,12 +233,30 @@ def typed_action(
             )
         inputs.append((param.name, annotation))
     predicate, reason = getattr(fn, "__replan_when__", (None, ""))
-    return TypedAction(
-        name=name or kebab(fn.__name__), fn=fn, inputs=tuple(inputs),
-        outputs=_outputs(hints.get("return", inspect.Signature.empty), where), cost=float(cost), goal=goal,
+    returns = _outputs(hints.get("return", inspect.Signature.empty), where)
+    output_names = _output_names(outputs, returns, where)
+    made = TypedAction(
+        name=name or kebab(fn.__name__), fn=fn, inputs=tuple(inputs), outputs=returns, cost=float(cost), goal=goal,
         hint=hint, side_effects=side_effects, requires=tuple(requires), adds=tuple(adds), deletes=tuple(deletes),
-        replan_when=predicate, replan_reason=reason,
+        replan_when=predicate, replan_reason=reason, output_names=output_names, pre=tuple(pre), post=tuple(post),
+        timeout=timeout, is_async=is_async,
     )  # fmt: skip
+    made.conditions()  # every pre/post entry is checked now, where the action is declared
+    return made
+
+
+def _output_names(outputs: str | Sequence[str | None] | None, returns: tuple[Any, ...],
+                  where: str) -> tuple[str | None, ...]:
+    if outputs is None:
+        return ()
+    names = (outputs,) if isinstance(outputs, str) else tuple(outputs)
+    if len(names) != len(returns):
+        raise TypedActionError(f"{where}: outputs={list(names)} names {len(names)} values but the return type "
+                               f"declares {len(returns)}")
+    for n in names:
+        if n is not None and not (isinstance(n, str) and n.isidentifier()):
+            raise TypedActionError(f"{where}: output names must be identifiers like 'source', got {n!r}")
+    return names
 
 
 def action(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
@@ -183,18 +292,37 @@ def registered_types(actions: Sequence[TypedAction]) -> dict[str, Any]:
     return found
 
 
+def output_names(actions: Sequence[TypedAction]) -> dict[str, Any]:
+    """Name -> type of every named output; one name given to outputs of two types is an error (a name holds
+    one object)."""
+    found: dict[str, Any] = {}
+    for act in actions:
+        for name, t in act.named_outputs():
+            if found.setdefault(name, t) is not t:
+                raise TypedActionError(f"output name '{name}' is given to a {found[name].__name__} and a "
+                                       f"{t.__name__}; a name holds one object")
+    return found
+
+
+def known_names(actions: Sequence[TypedAction], inputs: Iterable[str] = ()) -> frozenset[str]:
+    """The names parameters bind by: named outputs plus the names of inputs given by keyword."""
+    return frozenset(output_names(actions)) | frozenset(inputs)
+
+
 def compile_actions(
-    actions: Sequence[TypedAction], goal: Sequence[Any], init: Iterable[Atom] = ()
+    actions: Sequence[TypedAction], goal: Sequence[Any], init: Iterable[Atom] = (), names: Iterable[str] = ()
 ) -> Task:
-    """The planning task of `actions`: facts `(known-<type>)` (plus declared extra facts), one parameterless
+    """The planning task of `actions`: facts `(known-<type>)` (plus named and declared facts), one parameterless
     schema per action with its cost, the goal that every type in `goal` (classes, type names or literal
-    strings such as "(report-sent)") is known, and `init` as the initial state."""
-    names = [a.name for a in actions]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
+    strings such as "(report-sent)") is known, and `init` as the initial state. `names`: the names of inputs
+    given by keyword (named outputs are added)."""
+    action_names = [a.name for a in actions]
+    duplicates = sorted({n for n in action_names if action_names.count(n) > 1})
     if duplicates:
         raise TypedActionError(f"action names must be unique; repeated: {', '.join(duplicates)}")
     registered_types(actions)
-    schemas = tuple(a.schema() for a in actions)
+    known = known_names(actions, names)
+    schemas = tuple(a.schema(known) for a in actions)
     goal_atoms = tuple(parse_literal(g)[0] if isinstance(g, str) and g.startswith("(") else fact(g) for g in goal)
     if not goal_atoms:
         raise TypedActionError("a goal is needed: pass goal=SomeType or mark an action @action(goal=True)")
@@ -230,9 +358,13 @@ __all__ = [
     "TypedAction",
     "TypedActionError",
     "action",
+    "binding_key",
     "compile_actions",
     "fact",
     "kebab",
+    "known_names",
+    "named_fact",
+    "output_names",
     "parse_literal",
     "registered_types",
     "replan_when",

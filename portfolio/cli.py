@@ -2,8 +2,10 @@
 
 Exit codes (like Fast Downward's driver, they mean something):
   0  solved / done
-  1  no plan: the task is unsolvable, or every delegate ran out of time or failed (the output says which)
-  2  bad input: missing or malformed file, unknown symbol, wrong arity, schema violation, unusable database
+  1  no plan; the status says why: unsolvable (proved by a complete method), incomplete (an incomplete search
+     found nothing), unsupported (no delegate takes the task), memout, timeout, error
+  2  bad input: missing or malformed file, unknown symbol, wrong arity, schema violation, unusable database,
+     unknown delegate or missing option; nothing is left running
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ examples:
   portfolio plan domain.pddl problem.pddl --traces traces.db   plan around actions that fail
   portfolio validate domain.pddl problem.pddl plan.txt         check a plan; say which step fails and why
 
-exit codes: 0 solved, 1 no plan (unsolvable or out of time), 2 bad input
+exit codes: 0 solved, 1 no plan (JSON "status": unsolvable, incomplete, unsupported, memout, timeout or
+error), 2 bad input
 """
 
 

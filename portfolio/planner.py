@@ -3,78 +3,57 @@
 It owns the cascade and its warm workers, so set-up is paid once: translations are cached by task content,
 replanning from a changed state re-uses them, and (with a trace store) learned action costs are computed from
 the latest stored failure model and handed to the cost-aware delegates. Nothing trains here.
+
+One planner serves many threads and event loops at once: `await planner.aplan(...)` runs `plan` in a worker
+thread. The delegates guard their own warm state (Fast Downward's translation cache and process pools have
+locks; the in-process search keeps nothing but a grounding cache); the planner's lock guards what it shares:
+the trace store connection (one transaction at a time) and the learned-cost cache and model.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from domains.ground_text import normalise_actions
 from domains.model import GroundAction, State, Task
 from portfolio.cascade import CLASSICAL_BUDGET_S, PortfolioDecomposition, Stage, Tier
 from portfolio.delegates.fast_downward import FastDownward
-from portfolio.delegates.pyperplan import Pyperplan
-from portfolio.results import PlanRequest, PlanResult
+from portfolio.delegates.registry import (  # noqa: F401 - the catalog's names, re-exported for callers
+    AGENT_DELEGATES,
+    CLASSICAL_DELEGATES,
+    CLASSICAL_ONLY,
+    DECOMPOSER_DELEGATES,
+    DEFAULT_DELEGATES,
+    build_stages,
+    make_delegate,
+)
+from portfolio.results import PlanRequest, PlanResult, Resource
 
 log = logging.getLogger(__name__)
-
-CLASSICAL_DELEGATES = ("fast-downward", "pyperplan", "typed-search")
-DECOMPOSER_DELEGATES = ("llm", "goal-agenda")
-DEFAULT_DELEGATES = ("fast-downward", "pyperplan", "goal-agenda")  # with an LLM configured, "llm" before the agenda
-CLASSICAL_ONLY = ("fast-downward", "pyperplan")
-
-
-def make_delegate(name: str, **options: Any):
-    """A delegate by its CLI name."""
-    if name == "fast-downward":
-        return FastDownward(
-            alias=options.get("fd_alias") or "lama-first",
-            search=options.get("fd_search"),
-        )
-    if name == "pyperplan":
-        return Pyperplan()
-    if name == "typed-search":
-        from portfolio.delegates.typed_search import TypedSearch
-
-        return TypedSearch()
-    if name not in DECOMPOSER_DELEGATES:
-        known = ", ".join(CLASSICAL_DELEGATES + DECOMPOSER_DELEGATES)
-        raise ValueError(f"unknown delegate {name!r}; expected a comma-separated list of: {known}")
-    from portfolio.delegates.registry import make_extra_delegate  # decomposer tier, loaded only when asked for
-
-    return make_extra_delegate(name, **options)
 
 
 def default_stages(
     names: Sequence[str] = DEFAULT_DELEGATES, budget_s: float = CLASSICAL_BUDGET_S, **options: Any
 ) -> list[Stage]:
-    """Classical delegates share one tier of `budget_s`; decomposers follow in a tier of their own
-    (`decomposer_budget_s`, default 30 s) and solve their subgoals with the same classical delegates, so both
-    tiers share one translator worker and one translation cache."""
-    for name in names:
-        if name not in CLASSICAL_DELEGATES + DECOMPOSER_DELEGATES:
-            make_delegate(name)  # raises the error that names the known delegates
-    classical = [make_delegate(n, **options) for n in names if n in CLASSICAL_DELEGATES]
-    stages: list[Stage] = []
-    if classical:
-        stages.append(Tier("classical", classical, budget_s))
-    others = [n for n in names if n not in CLASSICAL_DELEGATES]
-    if others:
-        from portfolio.delegates.registry import decomposer_tier
-
-        stages.append(decomposer_tier(others, classical_names=[n for n in names if n in CLASSICAL_DELEGATES],
-                                      classical_delegates=classical, **options))
-    return stages
+    """The cascade for delegate `names` (`portfolio.delegates.registry.build_stages`): classical delegates share
+    one tier of `budget_s`, decomposers follow in a tier of their own (`decomposer_budget_s`, default 30 s) and
+    solve their subgoals with the same classical delegates; `shares` (name -> weight) overrides the catalog's
+    split of each tier."""
+    return build_stages(names, budget_s, **options)
 
 
-class Planner:
+class Planner(Resource):
     """Plan tasks with the cascade; keep workers, translations and learned costs warm between calls.
 
     `delegates`: stages (`Tier`s or delegates), or delegate names; default: Fast Downward and pyperplan sharing
-    `budget_s` (1 s), then the goal-agenda decomposer with 30 s. `Planner(CLASSICAL_ONLY)` stops after 1 s.
+    `budget_s` (1 s, split 4:1), then the goal-agenda decomposer with 30 s. `Planner(CLASSICAL_ONLY)` stops after
+    1 s. The planner owns the stages it is given and closes them (also when its own set-up fails).
 
     `traces` (a path, default env `PORTFOLIO_TRACES`, or None) enables learned action costs from the latest
     model in that store and records every plan there; `cost_weight` is lambda in
@@ -95,18 +74,25 @@ class Planner:
             stages = default_stages(tuple(delegates or DEFAULT_DELEGATES), budget_s=budget_s)  # type: ignore[arg-type]
         else:
             stages = list(delegates)  # type: ignore[arg-type]
+        # The planner owns the stages from here on: if the rest of set-up fails (a bad trace store), it closes
+        # them, so no worker process or temporary directory outlives a failed constructor.
         self.cascade = PortfolioDecomposition(stages)
         self.cost_weight = cost_weight
         self.traces_path = Path(traces) if traces else None
         self._store = None
         self._model = None
         self._cost_cache: dict[tuple, dict] = {}
-        if self.traces_path is not None:
-            self._open_traces()
-        if warm:
-            for delegate in self._all_delegates():
-                if hasattr(delegate, "warm_up"):
-                    delegate.warm_up()
+        self._lock = threading.RLock()  # store writes, cost cache, model (see the module docstring)
+        try:
+            if self.traces_path is not None:
+                self._open_traces()
+            if warm:
+                for delegate in self._all_delegates():
+                    if hasattr(delegate, "warm_up"):
+                        delegate.warm_up()
+        except BaseException:
+            self.close()
+            raise
 
     def _all_delegates(self) -> list:
         found = []
@@ -145,8 +131,9 @@ class Planner:
             return
         from learning.retrain import load_latest
 
-        self._model = load_latest(self._store)
-        self._cost_cache.clear()
+        with self._lock:
+            self._model = load_latest(self._store)
+            self._cost_cache.clear()
 
     def learned_costs(self, task: Task, init: State | None = None, features: dict | None = None,
                       deadline: float | None = None) -> dict:
@@ -162,16 +149,17 @@ class Planner:
 
     def _costs_for(self, task: Task, grounded: Sequence[str], features: dict | None) -> dict:
         key = (task.fingerprint, tuple(sorted((features or {}).items())), len(grounded), hash(tuple(grounded)))
-        cached = self._cost_cache.get(key)
-        if cached is None:
-            from learning.costs import action_costs
-            from portfolio.results import parse_ground_action
+        with self._lock:
+            cached = self._cost_cache.get(key)
+            if cached is None:
+                from domains.ground_text import parse_ground_action
+                from learning.costs import action_costs
 
-            actions = [parse_ground_action(text) for text in grounded]
-            cached = action_costs(self._model, task, actions, features=features, lam=self.cost_weight)
-            if len(self._cost_cache) > 256:
-                self._cost_cache.clear()
-            self._cost_cache[key] = cached
+                actions = [parse_ground_action(text) for text in grounded]
+                cached = action_costs(self._model, task, actions, features=features, lam=self.cost_weight)
+                if len(self._cost_cache) > 256:
+                    self._cost_cache.clear()
+                self._cost_cache[key] = cached
         return cached
 
     # -- planning -----------------------------------------------------------------------------------------
@@ -199,7 +187,7 @@ class Planner:
             task=task,
             init=init,
             cost_model=cost_model if self._model is not None else None,
-            excluded=frozenset(str(a) for a in excluded),
+            excluded=normalise_actions(excluded),
             critiques=tuple(critiques),
         )
         result = self.cascade.solve(request)
@@ -212,22 +200,26 @@ class Planner:
             self._record(task, result, run_id)
         return result
 
+    async def aplan(self, task: Task, **options: Any) -> PlanResult:
+        """`plan(task, **options)` off the event loop (in a worker thread), for async runtimes; safe to await
+        from many tasks at once (module docstring)."""
+        return await asyncio.to_thread(self.plan, task, **options)
+
     def _record(self, task: Task, result: PlanResult, run_id: str | None) -> None:
         assert self._store is not None
         from domains.pddl_writer import formula_to_pddl
 
-        if run_id is None:
-            run_id = self._store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal))
-        self._store.record_plan(run_id, result.delegate, [a.model_dump(mode="json") for a in result.attempts],
-                                result.elapsed_ms, result.plan)
+        with self._lock:  # one connection: transactions of concurrent callers must not interleave
+            if run_id is None:
+                run_id = self._store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal))
+            self._store.record_plan(run_id, result.delegate, [a.model_dump(mode="json") for a in result.attempts],
+                                    result.elapsed_ms, result.plan)
 
     def close(self) -> None:
         self.cascade.close()
         if self._store is not None:
             self._store.close()
+            self._store = None
 
     def __enter__(self) -> "Planner":
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

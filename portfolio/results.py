@@ -2,6 +2,12 @@
 
 `PlanResult` and `Attempt` are pydantic models because they cross process and wire boundaries (CLI `--json`,
 HTTP, MCP); `PlanRequest` and `DelegateOutcome` stay plain dataclasses inside the process.
+
+Outcomes follow unified-planning's taxonomy (`PlanGenerationResultStatus`), because "no plan" means different
+things: only `unsolvable` is a proof (from a complete method: Fast Downward's translator or a search that
+reports exit code 11, an exhaustive search) and stops the cascade; `incomplete` is an incomplete method that
+ran out of search space (pyperplan's greedy search with helpful-action pruning, FD's exit code 12), which says
+nothing about the task. `unsupported` is a delegate declining a task it cannot read (`Delegate.supports`).
 """
 
 from __future__ import annotations
@@ -13,14 +19,33 @@ from typing import Any, Callable, Protocol, Sequence
 
 from pydantic import BaseModel, Field
 
+from domains.ground_text import ground_action_text, normalise_actions, normalise_keys
+from domains.ground_text import parse_ground_action  # noqa: F401 - re-exported; the one parser lives in domains
 from domains.model import GroundAction, Plan, State, Task
 
 
 class Status(str, Enum):
-    SOLVED = "solved"
-    UNSOLVABLE = "unsolvable"  # proven: no plan exists; stops the cascade
-    TIMEOUT = "timeout"
-    ERROR = "error"
+    """How an attempt (or a whole planning call) ended."""
+
+    SOLVED = "solved"  # a plan, checked by the validator
+    UNSOLVABLE = "unsolvable"  # proven by a complete method: no plan exists; stops the cascade
+    INCOMPLETE = "incomplete"  # an incomplete method exhausted its search space: no verdict
+    UNSUPPORTED = "unsupported"  # the delegate declined the task (features it cannot handle)
+    MEMOUT = "memout"  # out of memory, or a node limit
+    TIMEOUT = "timeout"  # the budget ran out
+    ERROR = "error"  # a crash, an invalid plan, an endpoint failure
+
+
+# Which status a planning call without a plan reports, from its attempts: the first of these any attempt had.
+# More time would have helped (timeout, memout) before "searched and found nothing" (incomplete) before
+# failures; `unsupported` only when every delegate declined.
+NO_PLAN_ORDER = (Status.TIMEOUT, Status.MEMOUT, Status.INCOMPLETE, Status.ERROR, Status.UNSUPPORTED)
+
+
+def no_plan_status(statuses: Sequence[Status]) -> Status:
+    """The status of a call whose attempts all ended without a plan or proof (`NO_PLAN_ORDER`)."""
+    present = set(statuses)
+    return next((status for status in NO_PLAN_ORDER if status in present), Status.ERROR)
 
 
 @dataclass(frozen=True)
@@ -40,6 +65,16 @@ class PlanRequest:
     cost_model: Callable[[Sequence[str]], dict[str, float]] | None = field(default=None, compare=False)
     excluded: frozenset[str] = frozenset()
     critiques: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # One spelling per action ("pick-up a", "(PICK-UP a)" -> "(pick-up a)"), so every comparison of
+        # excluded actions and cost keys with a delegate's grounded names is exact.
+        object.__setattr__(self, "excluded", normalise_actions(self.excluded))
+        if self.costs is not None:
+            object.__setattr__(self, "costs", normalise_keys(self.costs))
+
+    def is_excluded(self, action: GroundAction | str) -> bool:
+        return bool(self.excluded) and ground_action_text(action) in self.excluded
 
     def grounded_costs(self, grounded: Sequence[str]) -> dict[str, float] | None:
         """The costs to plan with, given the grounded actions (PDDL form) a delegate found: `costs` when set,
@@ -79,27 +114,54 @@ class Delegate(Protocol):
     """Anything that can try to solve a request before a deadline (a `time.monotonic()` value).
 
     A delegate must return by the deadline (give or take the time to stop what it started) and leave nothing
-    running; exceptions it raises count as its failure and the cascade moves on.
+    running; exceptions it raises count as its failure and the cascade moves on. `supports(task)` is asked
+    first and must be cheap (no grounding, no search): False records `unsupported` and moves on. `warm_up`
+    starts workers ahead of the first call; `close` stops everything the delegate started (delegates are
+    context managers through `Resource`). `source` says what kind of plan it makes (`PlanResult.source`).
     """
 
     name: str
-    budget_s: float | None  # its own budget; None: whatever its tier has left
+    budget_s: float | None  # its own budget; None: its share of its tier
+    source: str  # "classical", "llm" or "decomposition"
+
+    def supports(self, task: Task) -> bool: ...
+
+    def warm_up(self) -> None: ...
 
     def solve(self, request: PlanRequest, deadline: float) -> DelegateOutcome: ...
 
     def close(self) -> None: ...
 
 
+class Resource:
+    """Mixin for objects that own processes, threads or directories: `with X() as x:` closes them."""
+
+    def close(self) -> None:  # pragma: no cover - overridden
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+STATUS_HELP = ("solved; unsolvable (proved by a complete method: the only status that stops the cascade); "
+               "incomplete (an incomplete search ran out of states: no verdict); unsupported (declined the task); "
+               "memout; timeout; error")
+
+
 class Attempt(BaseModel):
     delegate: str
-    status: Status
+    status: Status = Field(description=STATUS_HELP)
     elapsed_ms: float
     reason: str = ""
     details: dict[str, Any] = Field(default_factory=dict)
 
 
 class PlanResult(BaseModel):
-    status: Status
+    status: Status = Field(description="The call's outcome: " + STATUS_HELP + ". Without a plan or proof: the "
+                           "first of timeout, memout, incomplete, error, unsupported among the attempts")
     plan: list[str] = Field(default_factory=list, description='Grounded actions in PDDL form, e.g. "(pick-up a)"')
     cost: float | None = None
     delegate: str | None = None
@@ -117,14 +179,6 @@ class PlanResult(BaseModel):
     def actions(self) -> Plan:
         """The plan as `GroundAction`s."""
         return [parse_ground_action(step) for step in self.plan]
-
-
-def parse_ground_action(text: str) -> GroundAction:
-    """`"(pick-up a)"` or `"pick-up a"` -> GroundAction("pick-up", ("a",)); names are lower-cased as in PDDL."""
-    parts = text.strip().strip("()").split()
-    if not parts:
-        raise ValueError(f"empty action {text!r}")
-    return GroundAction(parts[0].lower(), tuple(p.lower() for p in parts[1:]))
 
 
 def elapsed_ms_since(start: float) -> float:

@@ -16,7 +16,6 @@ import os
 import pickle
 import struct
 import sys
-import tempfile
 import traceback
 from typing import Any, BinaryIO
 
@@ -62,21 +61,24 @@ def translate(domain_pddl: str, problem_pddl: str) -> dict[str, Any]:
     return {"sas": out.getvalue(), "unsolvable": unsolvable}
 
 
-def pyperplan_solve(domain_pddl: str, problem_pddl: str) -> dict[str, Any]:
-    """pyperplan's greedy best-first search with hFF and preferred operators. Returns the plan as PDDL strings,
-    or `plan: None` when the search space was exhausted (the task is unsolvable)."""
-    from pyperplan import planner as pyperplan
+def pyperplan_solve(domain_pddl: str, problem_pddl: str, excluded: tuple[str, ...] = ()) -> dict[str, Any]:
+    """pyperplan's greedy best-first search with hFF and helpful-action pruning, through its public parser and
+    grounder (no temporary files). Operators named in `excluded` (PDDL form, lower case) are removed first.
+    Returns the plan as PDDL strings, or `plan: None` when the search space was exhausted. Helpful-action
+    pruning makes the search incomplete, so an exhausted space says nothing about the task: the delegate
+    reports `incomplete`, never `unsolvable`."""
+    from pyperplan.grounding import ground
     from pyperplan.heuristics.relaxation import hFFHeuristic
+    from pyperplan.pddl.parser import Parser
     from pyperplan.search import greedy_best_first_search
 
-    with tempfile.TemporaryDirectory(prefix="portfolio-pyperplan-") as tmp:
-        domain_file = os.path.join(tmp, "domain.pddl")
-        problem_file = os.path.join(tmp, "problem.pddl")
-        with open(domain_file, "w") as handle:
-            handle.write(domain_pddl)
-        with open(problem_file, "w") as handle:
-            handle.write(problem_pddl)
-        task = pyperplan._ground(pyperplan._parse(domain_file, problem_file))
+    parser = Parser(None)
+    parser.domInput, parser.probInput = domain_pddl, problem_pddl
+    problem = parser.parse_problem(parser.parse_domain(read_from_file=False), read_from_file=False)
+    task = ground(problem)
+    if excluded:
+        banned = set(excluded)
+        task.operators = [op for op in task.operators if op.name not in banned]
     solution = greedy_best_first_search(task, hFFHeuristic(task), use_relaxed_plan=True)
     if solution is None:
         return {"plan": None}

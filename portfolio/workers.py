@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from portfolio import limits
+from portfolio.results import Resource
 from portfolio.worker_main import HEADER, write_message
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ def kill_group(process: subprocess.Popen) -> None:
         log.warning("process %s did not die after SIGKILL", process.pid)
 
 
-class WorkerProcess:
+class WorkerProcess(Resource):
     """A long-lived `python -m portfolio.worker_main` answering one request at a time."""
 
     def __init__(self, preload: tuple[str, ...] = ()) -> None:
@@ -153,7 +154,7 @@ class SearchRun:
     output_path: str
 
 
-class SearchProcessPool:
+class SearchProcessPool(Resource):
     """Pre-started Fast Downward search processes, one per command line.
 
     The search binary spends milliseconds starting before it reads its task from stdin, and starting a process
@@ -233,6 +234,8 @@ class SearchProcessPool:
 
     def close(self) -> None:
         with self._lock:
+            if self._closed:
+                return
             self._closed = True
             runs = list(self._ready.values())
             self._ready.clear()

@@ -108,8 +108,9 @@ def test_typed_search_is_optimal_on_a_bundled_pddl_domain(planner):
 
 
 def test_typed_search_declines_large_tasks_and_searches_non_strips_ones():
-    assert TypedSearch(max_ground_actions=10).solve(PlanRequest(bundled_task("blocksworld", 6, 0)),
-                                                    float("inf")).status is Status.ERROR
+    small = TypedSearch(max_ground_actions=10)
+    assert not small.supports(bundled_task("blocksworld", 6, 0))
+    assert small.solve(PlanRequest(bundled_task("blocksworld", 6, 0)), float("inf")).status is Status.UNSUPPORTED
     domain = """(define (domain lights) (:requirements :strips :negative-preconditions)
       (:predicates (on) (done))
       (:action switch-on :parameters () :precondition (not (on)) :effect (on))

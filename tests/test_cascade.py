@@ -44,7 +44,7 @@ def blocks():
 def test_first_delegate_that_solves_wins_and_later_ones_are_not_tried(blocks):
     fd = FastDownward()
     later = Recording("later", DelegateOutcome(Status.ERROR, reason="should not run"))
-    cascade = PortfolioDecomposition([Tier("classical", [fd, later], 1.0)])
+    cascade = PortfolioDecomposition([Tier("classical", [fd, later], 5.0)])  # order is tested, not speed
     try:
         result = cascade.solve(PlanRequest(blocks))
     finally:
@@ -143,3 +143,16 @@ def test_every_attempt_has_status_time_and_reason(blocks):
     assert (first.delegate, first.status, first.reason) == ("failing", Status.ERROR, "no luck")
     assert all(a.elapsed_ms >= 0 for a in result.attempts)
     assert result.elapsed_ms >= sum(a.elapsed_ms for a in result.attempts) * 0.9
+
+
+def test_a_supports_check_that_raises_counts_as_declining(blocks):
+    class Broken(Recording):
+        def supports(self, task):
+            raise RuntimeError("cannot tell")
+
+    broken = Broken("broken", DelegateOutcome(Status.ERROR))
+    with PortfolioDecomposition([Tier("t", [broken, FastDownward()], 5.0)]) as cascade:
+        result = cascade.solve(PlanRequest(blocks))
+    assert (result.attempts[0].status, broken.calls) == (Status.UNSUPPORTED, [])
+    assert "cannot tell" in result.attempts[0].reason
+    assert result.solved and validate_plan(blocks, result.actions()).ok

@@ -18,7 +18,8 @@ from portfolio.delegates.pyperplan import Pyperplan
 from portfolio.planner import CLASSICAL_ONLY, Planner
 from portfolio.results import PlanRequest, Status
 
-SLOW_DOMAINS = {"parking-sat11-strips": 30.0}  # lama-first needs seconds even on the smallest problems
+# lama-first needs seconds even on the smallest parking problems: Fast Downward's 4/5 share of 37.5 s is 30 s.
+SLOW_DOMAINS = {"parking-sat11-strips": 37.5}
 
 
 @pytest.mark.parametrize("name", BUNDLED)
@@ -66,7 +67,8 @@ def test_timeout_within_budget_and_nothing_left_running():
         assert result.status is Status.TIMEOUT
         assert elapsed <= 1.2, elapsed
         assert result.attempts[0].status is Status.TIMEOUT
-        time.sleep(0.6)  # let the replacement worker finish importing
+        for worker in (fd._worker, planner.cascade.delegates[0].delegates[1]._worker):
+            worker.call("ping", time.monotonic() + 30)  # the replacement workers have finished importing
         alive = set(descendants())
         killed = before - alive
         assert killed, "the translator worker that ran out of time should have been killed"
@@ -82,6 +84,7 @@ def test_search_timeout_kills_the_search_process():
     fd = FastDownward(alias="seq-opt-lmcut")
     cascade = PortfolioDecomposition([Tier("classical", [fd], 1.0)])
     try:
+        fd.translate(PlanRequest(task), time.monotonic() + 60)  # cached: the 1 s below is all search
         started = time.monotonic()
         result = cascade.solve(PlanRequest(task))
         assert time.monotonic() - started <= 1.2
@@ -113,7 +116,7 @@ def test_pyperplan_timeout_kills_its_worker():
 
 def test_same_task_twice_translates_once_and_replan_from_changed_state_reuses_translation():
     task = bundled_task("blocksworld", 6, seed=4)
-    with Planner() as planner:
+    with Planner(CLASSICAL_ONLY, budget_s=10.0) as planner:  # caching is tested here, not speed
         fd = planner.fast_downward
         first = planner.plan(task)
         again = planner.plan(task)
@@ -132,7 +135,7 @@ def test_same_task_twice_translates_once_and_replan_from_changed_state_reuses_tr
 
 def test_replan_from_a_state_outside_the_translation_translates_again():
     task = bundled_task("blocksworld", 4, seed=5)
-    with Planner() as planner:
+    with Planner(CLASSICAL_ONLY, budget_s=10.0) as planner:  # caching is tested here, not speed
         fd = planner.fast_downward
         planner.plan(task)
         objects = sorted(task.objects())

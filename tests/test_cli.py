@@ -147,3 +147,19 @@ def test_help_teaches_exit_codes_and_examples():
     run = portfolio("plan", "--help")
     assert run.returncode == 0
     assert "exit codes" in run.stdout and "portfolio plan" in run.stdout
+
+
+def test_plan_help_is_built_from_the_delegate_catalog():
+    from portfolio.delegates.registry import CATALOG, DEFAULT_DELEGATES
+
+    import os
+
+    run = subprocess.run([sys.executable, "-m", "portfolio.cli", "plan", "--help"], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "COLUMNS": "2000"})  # no wrapping inside names
+    text = " ".join(run.stdout.split())
+    assert run.returncode == 0
+    assert f"default: {','.join(DEFAULT_DELEGATES)}" in text
+    for name, spec in CATALOG.items():
+        assert f"{name}: {' '.join(spec.summary.split())}" in text
+        assert f"{name}={spec.share:g}" in text
+    assert "unsolvable (proved by a complete method)" in text and "incomplete" in text

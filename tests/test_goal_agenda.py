@@ -93,7 +93,12 @@ def test_tier_budget_and_llm_share():
                            decomposer_budget_s=30)
     llm, fallback = both.delegates
     assert llm.source == "llm" and fallback.source == "decomposition"
-    assert llm.budget_s == pytest.approx(20.0) and fallback.budget_s is None  # the fallback keeps a third
+    # The split is configuration (the catalog's shares, overridable), not a constant: the fallback keeps a third.
+    assert both.shares == (2.0, 1.0) and llm.budget_s is None and fallback.budget_s is None
     both.close()
+    custom = decomposer_tier(["llm", "goal-agenda"], llm_url="http://127.0.0.1:9/v1", llm_model="m",
+                             shares={"llm": 1, "goal-agenda": 1})
+    assert custom.shares == (1.0, 1.0)
+    custom.close()
     with pytest.raises(ValueError, match="unknown delegate"):
         decomposer_tier(["goal-agendas"])

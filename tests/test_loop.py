@@ -191,7 +191,7 @@ def test_replan_requested_applies_updates_first():
         result = ag.run(Start(), goal=D)
     assert result.succeeded
     assert [s.action for s in result.steps] == ["(make-b)", "(make-d)"]  # C was given: make-c never ran
-    assert result.steps[0].outcome == "success" and "replan requested" in result.steps[0].error
+    assert result.steps[0].outcome == "replan" and "replan requested" in result.steps[0].error
     (replan,) = result.replans
     assert (replan.trigger, replan.reason) == ("requested", "a C came with the B")
     assert replan.plan == ["(make-d)"]

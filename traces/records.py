@@ -28,7 +28,7 @@ class StepRecord(BaseModel):
     step: int = Field(ge=0)
     action: str = Field(min_length=1)
     args: tuple[str, ...] = ()
-    outcome: Literal["success", "failure"]
+    outcome: Literal["success", "failure", "replan"]  # replan: the action ran and asked for a new plan
     error: str | None = None
     failure_category: str | None = None
     duration_ms: float | None = Field(default=None, ge=0)

@@ -1,9 +1,11 @@
 """The agent API built on the engine: typed actions executed, observed and replanned.
 
-- `runtime`: `Agent`, the executors for typed Python actions and for PDDL handlers;
-- `loop`: the execute-observe-replan loop (triggers, hints, veto, critiques);
+- `runtime`: `Agent` (`run` and `await arun`), the executors for typed Python actions and for PDDL handlers;
+- `loop`: the execute-observe-replan loop (triggers, hints, veto, critiques), with a sync and an async driver;
 - `failures`: failure classes, the persist / refine / concede decision, critiques;
-- `observability`: structured events, OpenTelemetry spans, counters.
+- `reflection`: pre- and post-step critics through the OpenAI-compatible LLM client;
+- `observability`: structured events, OpenTelemetry spans, counters;
+- `adapters`: the planner inside LangGraph graphs and pydantic-ai agents (extra `agents`).
 
     from portfolio.agent import Agent, action
 """

@@ -65,14 +65,19 @@ def set_attributes(current: Any, **attributes: Any) -> None:
 
 
 class Counters:
-    """Replans by reason (trigger) and steps by outcome, thread-safe; mirrored to OpenTelemetry when present."""
+    """Replans by reason (trigger) and steps by outcome, thread-safe.
 
-    def __init__(self) -> None:
+    `export=True` mirrors them to the OpenTelemetry instruments `portfolio.replans` / `portfolio.steps`. Only
+    the process-wide `COUNTERS` does: every event is counted there and in its agent's own `Counters`, and if
+    both wrote to the same instruments every event would be exported twice.
+    """
+
+    def __init__(self, export: bool = False) -> None:
         self._lock = threading.Lock()
         self.replans: Counter[str] = Counter()
         self.steps: Counter[str] = Counter()
         self._otel = None
-        if _otel_metrics is not None:
+        if export and _otel_metrics is not None:
             meter = _otel_metrics.get_meter("portfolio-planner")
             self._otel = (
                 meter.create_counter("portfolio.replans", description="replans by trigger"),
@@ -96,7 +101,7 @@ class Counters:
             return {"replans": dict(self.replans), "steps": dict(self.steps)}
 
 
-COUNTERS = Counters()  # process-wide totals; every agent also keeps its own
+COUNTERS = Counters(export=True)  # process-wide totals, exported; every agent also keeps its own
 
 
 __all__ = ["COUNTERS", "OTEL", "Counters", "emit", "set_attributes", "span"]

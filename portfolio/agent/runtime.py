@@ -17,13 +17,23 @@ Typed actions are compiled once per goal into a tiny planning task (`domains.typ
 the same cascade as everything else, led by the in-process exact search (`portfolio.delegates.typed_search`)
 so that replanning costs milliseconds; Fast Downward and pyperplan stay behind it for larger tasks and Fast
 Downward grounds the task for learned costs. Objects live on a blackboard keyed by type: a parameter of type
-`Person` receives the latest `Person` produced or given. `Agent.for_task` runs a PDDL task instead, with
-handlers bound to its action names. The loop itself is `portfolio.agent.loop`.
+`Person` receives the latest `Person` produced or given; objects given by keyword or produced by named outputs
+also live under their name, and a parameter whose name is such a name binds that object (`domains.typed_actions`
+explains the facts). `Agent.for_task` runs a PDDL task instead, with handlers bound to its action names. The
+loop itself is `portfolio.agent.loop`.
+
+Async: `await agent.arun(...)` runs the same loop on the event loop: coroutine actions are awaited (under their
+`timeout`, whose expiry cancels the coroutine and counts as a transient failure), plain functions run in a
+worker thread, planning runs in a worker thread (`Planner.aplan`), so many agents share one planner. `run()`
+also accepts coroutine actions outside an event loop (each one runs to completion in `asyncio.run`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import os
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from domains.model import Atom, GroundAction, State, Task
@@ -34,13 +44,15 @@ from domains.typed_actions import (
     action,
     compile_actions,
     fact,
+    known_names,
+    named_fact,
     parse_literal,
     registered_types,
     replan_when,
     type_name,
 )
 from portfolio.agent.failures import Critic, InfeasibleFailure, KnowledgeFailure, TransientFailure
-from portfolio.agent.loop import LoopConfig, Observation, RunResult, VetoCheck, run_loop
+from portfolio.agent.loop import LoopConfig, Observation, Reflection, RunResult, VetoCheck, arun_loop, run_loop
 from portfolio.agent.observability import Counters
 
 
@@ -53,11 +65,38 @@ def _with(state: State, literals: Iterable[str]) -> State:
     return frozenset((set(state) - deletes) | adds)
 
 
-class _TypedExecutor:
-    """Runs typed actions against a blackboard (type name -> latest object of that type)."""
+async def _awaited(fn: Callable[..., Any], args: tuple, kwargs: dict, timeout: float | None, what: str) -> Any:
+    """Await a coroutine function under `timeout` (its expiry cancels it: a transient failure); run a plain
+    function in a worker thread, so that it does not hold up the other agents on the event loop."""
+    if not inspect.iscoroutinefunction(fn):
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    if timeout is None:
+        return await fn(*args, **kwargs)
+    timer = asyncio.timeout(timeout)
+    try:
+        async with timer:
+            return await fn(*args, **kwargs)
+    except TimeoutError:
+        if timer.expired():  # our deadline cancelled it, rather than a TimeoutError of its own
+            raise TransientFailure(f"{what} timed out after {timeout:g} s (cancelled)") from None
+        raise
 
-    def __init__(self, actions: Mapping[str, TypedAction], types: Mapping[str, Any], board: dict[str, Any]):
-        self.actions, self.types, self.board = actions, types, board
+
+def _called(fn: Callable[..., Any], args: tuple, kwargs: dict, timeout: float | None, what: str) -> Any:
+    """Call `fn` from synchronous code; a coroutine function runs to completion in its own event loop."""
+    if not inspect.iscoroutinefunction(fn):
+        return fn(*args, **kwargs)
+    return asyncio.run(_awaited(fn, args, kwargs, timeout, what))
+
+
+class _TypedExecutor:
+    """Runs typed actions against a blackboard (type name -> latest object of that type; binding name -> object
+    for the known `names`)."""
+
+    def __init__(self, actions: Mapping[str, TypedAction], types: Mapping[str, Any], board: dict[str, Any],
+                 names: frozenset[str] = frozenset()):
+        self.actions, self.types, self.board, self.names = actions, types, board, names
+        self.named: dict[str, Any] = {}
 
     def hint(self, step: GroundAction) -> str:
         return self.actions[step.name].hint
@@ -65,29 +104,59 @@ class _TypedExecutor:
     def side_effects(self, step: GroundAction) -> bool:
         return self.actions[step.name].side_effects
 
-    def put(self, value: Any) -> set[Atom]:
-        """Put `value` on the board under every registered type it is an instance of; the facts made true."""
+    def put(self, value: Any, name: str | None = None) -> set[Atom]:
+        """Put `value` on the board under every registered type it is an instance of (and under `name`); the
+        facts made true."""
         facts = set()
-        for name, cls in self.types.items():
+        if name is not None:
+            self.named[name] = value
+        for key, cls in self.types.items():
             if isinstance(cls, type) and isinstance(value, cls):
-                self.board[name] = value
-                facts.add(fact(name))
+                self.board[key] = value
+                facts.add(fact(key))
+                if name is not None:
+                    facts.add(named_fact(name, cls))
         return facts
 
-    def execute(self, step: GroundAction, state: State, expected: State) -> Observation:
-        spec = self.actions[step.name]
-        output = spec.fn(**{param: self.board[type_name(t)] for param, t in spec.inputs})
+    def put_inputs(self, inputs: Sequence[Any], named: Mapping[str, Any]) -> set[Atom]:
+        """Put `inputs` on the board by type and `named` ones also by name; the facts made true."""
+        facts: set[Atom] = set()
+        for name, value in [(None, v) for v in inputs] + list(named.items()):
+            made = self.put(value, name)
+            if not made:
+                raise ValueError(f"input {(name + '=') if name else ''}{value!r}: no action takes a "
+                                 f"{type(value).__name__} (known types: {', '.join(sorted(self.types))})")
+            facts |= made
+        return facts
+
+    def arguments(self, spec: TypedAction) -> dict[str, Any]:
+        return {param: self.named[param] if param in self.names else self.board[type_name(t)]
+                for param, t in spec.inputs}
+
+    def observe(self, spec: TypedAction, output: Any, state: State) -> Observation:
         values = output if len(spec.outputs) > 1 and isinstance(output, tuple) else (output,)
+        names = spec.output_names or (None,) * len(spec.outputs)
         produced: set[Atom] = set()
-        for cls, value in zip(spec.outputs, values):
+        for cls, name, value in zip(spec.outputs, names, values):
             if value is None:
                 continue  # produced nothing: the expected effect is not observed (see divergence)
             if not isinstance(value, cls):
                 raise KnowledgeFailure(f"{spec.name} returned {type(value).__name__}, expected {cls.__name__}")
-            produced |= self.put(value)
-        observed = _with(frozenset(set(state) | produced), list(spec.adds) + [f"(not {d})" for d in spec.deletes])
+            produced |= self.put(value, name)
+        _, adds, deletes = spec.conditions(self.names)
+        observed = frozenset((set(state) | produced | set(adds)) - (set(deletes) - set(adds)))
         ask = spec.replan_when is not None and bool(spec.replan_when(output))
         return Observation(observed, output, spec.replan_reason if ask else None)
+
+    def execute(self, step: GroundAction, state: State, expected: State) -> Observation:
+        spec = self.actions[step.name]
+        output = _called(spec.fn, (), self.arguments(spec), spec.timeout, str(step))
+        return self.observe(spec, output, state)
+
+    async def aexecute(self, step: GroundAction, state: State, expected: State) -> Observation:
+        spec = self.actions[step.name]
+        output = await _awaited(spec.fn, (), self.arguments(spec), spec.timeout, str(step))
+        return self.observe(spec, output, state)
 
     def apply_updates(self, state: State, updates: Any) -> State:
         if updates is None:
@@ -95,6 +164,13 @@ class _TypedExecutor:
         if isinstance(updates, Mapping):
             current = set(state)
             for key, value in updates.items():
+                if isinstance(key, str) and key in self.names:  # a binding name
+                    old = self.named.pop(key, None)
+                    current -= {named_fact(key, cls) for cls in self.types.values()
+                                if isinstance(cls, type) and isinstance(old, cls)}
+                    if value is not None:
+                        current |= self.put(value, key)
+                    continue
                 name = type_name(key)
                 if value is None:
                     self.board.pop(name, None)
@@ -121,21 +197,46 @@ class _TaskExecutor:
     def side_effects(self, step: GroundAction) -> bool:
         return step.name in self.effects
 
+    def observe(self, answer: Any, state: State, expected: State) -> Observation:
+        return Observation(expected, None) if answer is None else Observation(_with(state, answer), answer)
+
     def execute(self, step: GroundAction, state: State, expected: State) -> Observation:
-        answer = self.handlers[step.name](*step.args)
-        if answer is None:
-            return Observation(expected, None)
-        return Observation(_with(state, answer), answer)
+        answer = _called(self.handlers[step.name], step.args, {}, None, str(step))
+        return self.observe(answer, state, expected)
+
+    async def aexecute(self, step: GroundAction, state: State, expected: State) -> Observation:
+        answer = await _awaited(self.handlers[step.name], step.args, {}, None, str(step))
+        return self.observe(answer, state, expected)
 
     def apply_updates(self, state: State, updates: Any) -> State:
         return state if updates is None else _with(state, updates)
 
 
+@dataclass
+class _Prepared:
+    """One run, ready for the loop."""
+
+    task: Task
+    start: State
+    executor: Any
+    goal_types: tuple
+    run_id: str | None
+    options: dict
+
+
+def _running_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def classical_stages(budget_s: float = 1.0) -> list:
     """The agent's cascade: in-process exact search first, then Fast Downward and pyperplan, one 1 s tier."""
-    from portfolio.planner import default_stages
+    from portfolio.planner import AGENT_DELEGATES, default_stages
 
-    return default_stages(("typed-search", "fast-downward", "pyperplan"), budget_s=budget_s)
+    return default_stages(AGENT_DELEGATES, budget_s=budget_s)
 
 
 class Agent:
@@ -144,8 +245,10 @@ class Agent:
     `trigger` (`every-step`, `on-failure`, `progress`), `window` and `threshold` choose when to replan;
     `limits` are further `LoopConfig` fields (max_steps, max_replans, max_adaptations, max_seconds,
     max_retries, backoff_s, loop_limit). `check(step, state)` may veto a side-effecting action (return False or
-    a reason); `critic(failure)` writes critiques (an LLM, say). `traces`: a trace store path for steps, plans
-    and learned costs; `planner`: bring your own `Planner` instead of the agent's.
+    a reason); `critic(failure)` writes critiques (an LLM, say); `reflection` (e.g.
+    `portfolio.agent.reflection.LLMReflection`) vetoes side-effecting steps before and checks every step after
+    execution (off by default). `traces`: a trace store path for steps, plans and learned costs; `planner`:
+    bring your own `Planner` (one planner can serve many agents, also concurrently under `arun`).
     """
 
     def __init__(
@@ -159,6 +262,7 @@ class Agent:
         threshold: float = 0.3,
         check: VetoCheck | None = None,
         critic: Critic | None = None,
+        reflection: Reflection | None = None,
         features: dict | None = None,
         cost_weight: float | None = None,
         budget_s: float = 1.0,
@@ -172,7 +276,7 @@ class Agent:
         goals = [t for a in self.actions if a.goal for t in a.outputs]
         self.goal = goal if goal is not None else (goals[0] if goals else None)
         self.config = LoopConfig(trigger=trigger, window=window, threshold=threshold, **limits)
-        self.check, self.critic, self.features = check, critic, features
+        self.check, self.critic, self.features, self.reflection = check, critic, features, reflection
         self.counters = Counters()
         self.task: Task | None = None  # set by for_task
         self._handlers: _TaskExecutor | None = None
@@ -209,23 +313,45 @@ class Agent:
         agent._handlers = _TaskExecutor(handlers, dict(hints or {}), side_effects)
         return agent
 
-    def compiled(self, goal: Any, init: frozenset[Atom]) -> Task:
-        """The task of this agent's typed actions for `goal` (cached: one translation per goal and start)."""
+    def compiled(self, goal: Any, init: frozenset[Atom], names: Iterable[str] = ()) -> Task:
+        """The task of this agent's typed actions for `goal` (cached: one translation per goal, start and
+        keyword-input names)."""
         goals = tuple(goal) if isinstance(goal, (tuple, list)) else (goal,)
-        key = (tuple(type_name(g) if not (isinstance(g, str) and g.startswith("(")) else g for g in goals), init)
+        names = frozenset(names)
+        key = (tuple(type_name(g) if not (isinstance(g, str) and g.startswith("(")) else g for g in goals), init,
+               names)
         task = self._tasks.get(key)
         if task is None:
-            task = self._tasks[key] = compile_actions(self.actions, goals, init)
+            task = self._tasks[key] = compile_actions(self.actions, goals, init, names)
         return task
 
     def run(self, *inputs: Any, goal: Any = None, facts: Iterable[str] = (), features: dict | None = None,
-            init: Iterable[str] | None = None) -> RunResult:
+            init: Iterable[str] | None = None, **named: Any) -> RunResult:
         """Reach `goal` (a type, tuple of types or literal strings; default: the goal action's output) from the
-        `inputs` objects and extra `facts`. For a PDDL agent, `init` literals replace the task's initial state.
+        `inputs` objects (bound by type), the `named` ones (bound by name, e.g. `source=City("Oslo")`) and extra
+        `facts`. For a PDDL agent, `init` literals replace the task's initial state.
         Returns the `RunResult` (output: the goal object, steps, replans, status and reason)."""
+        if any(a.is_async for a in self.actions) and _running_loop():
+            raise RuntimeError("this agent has async actions and an event loop is running: use `await agent.arun()`")
+        run = self._prepare(inputs, named, goal, facts, features, init)
+        result = run_loop(self.planner, run.task, run.start, run.executor, self.config, **run.options)
+        return self._finish(run, result)
+
+    async def arun(self, *inputs: Any, goal: Any = None, facts: Iterable[str] = (), features: dict | None = None,
+                   init: Iterable[str] | None = None, **named: Any) -> RunResult:
+        """`run` on the event loop (module docstring): `await agent.arun(source=City("Oslo"), goal=Ticket)`."""
+        run = self._prepare(inputs, named, goal, facts, features, init)
+        result = await arun_loop(self.planner, run.task, run.start, run.executor, self.config, **run.options)
+        return self._finish(run, result)
+
+    def _prepare(self, inputs: Sequence[Any], named: Mapping[str, Any], goal: Any, facts: Iterable[str],
+                 features: dict | None, init: Iterable[str] | None) -> "_Prepared":
         features = features if features is not None else self.features
+        executor: Any
         if self.task is not None:
             assert self._handlers is not None
+            if named:
+                raise ValueError(f"a PDDL agent takes no named inputs (got {', '.join(named)}); pass init=[...]")
             task, executor = self.task, self._handlers
             start = task.problem.init if init is None else frozenset(parse_literal(t)[0] for t in init)
             goal_types: tuple = ()
@@ -233,30 +359,26 @@ class Agent:
             goal = goal if goal is not None else self.goal
             if goal is None:
                 raise ValueError("no goal: pass goal=SomeType or mark an action @action(goal=True)")
-            board: dict[str, Any] = {}
-            executor = _TypedExecutor(self.by_name, self.types, board)
-            start_facts = {parse_literal(t)[0] for t in facts}
-            for value in inputs:
-                made = executor.put(value)
-                if not made:
-                    raise ValueError(f"input {value!r}: no action takes a {type(value).__name__} "
-                                     f"(known types: {', '.join(sorted(self.types))})")
-                start_facts |= made
-            start = frozenset(start_facts)
-            task = self.compiled(goal, start)
+            names = known_names(self.actions, named)
+            executor = _TypedExecutor(self.by_name, self.types, {}, names)
+            start = frozenset({parse_literal(t)[0] for t in facts} | executor.put_inputs(inputs, named))
+            task = self.compiled(goal, start, named)
             goal_types = tuple(goal) if isinstance(goal, (tuple, list)) else (goal,)
         run_id = None
         if self.store is not None:
             from domains.pddl_writer import formula_to_pddl
 
             run_id = self.store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal))
-        result = run_loop(self.planner, task, start, executor, self.config, store=self.store, run_id=run_id,
-                          features=features, critic=self.critic, check=self.check, counters=self.counters)
-        if goal_types and result.succeeded:
-            found = [executor.board.get(type_name(g)) for g in goal_types if not str(g).startswith("(")]
+        options = dict(store=self.store, run_id=run_id, features=features, critic=self.critic, check=self.check,
+                       counters=self.counters, reflection=self.reflection)
+        return _Prepared(task, start, executor, goal_types, run_id, options)
+
+    def _finish(self, run: "_Prepared", result: RunResult) -> RunResult:
+        if run.goal_types and result.succeeded:
+            found = [run.executor.board.get(type_name(g)) for g in run.goal_types if not str(g).startswith("(")]
             result.output = found[0] if len(found) == 1 else tuple(found)
-        if self.store is not None and run_id is not None:
-            self.store.end_run(run_id, "success" if result.succeeded else "conceded")
+        if self.store is not None and run.run_id is not None:
+            self.store.end_run(run.run_id, "success" if result.succeeded else "conceded")
         return result
 
     def learn(self):

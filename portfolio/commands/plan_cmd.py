@@ -6,15 +6,20 @@ import argparse
 import sys
 
 from portfolio.commands.common import add_traces_argument, fail_bad_input
+from portfolio.delegates.registry import CATALOG, default_names, help_text
 
 DESCRIPTION = """\
 Plan one task. The classical tier (Fast Downward, then pyperplan) shares --budget seconds; if it runs out of
 time or fails, the decomposer tier (the LLM with --llm-url, then the goal agenda) gets --decomposer-budget
-seconds. `--delegates fast-downward,pyperplan` stops after the classical tier. Every plan printed has been
-checked by the validator.
+seconds. Within a tier each delegate gets the time left x its share / the shares still to run (--shares), so
+a slow first delegate cannot starve the next. `--delegates fast-downward,pyperplan` stops after the
+classical tier. Only a proof of unsolvability stops the cascade early. Every plan printed has been checked by
+the validator.
 
 Plain output is a plan file: one action per line in PDDL form, then comment lines (;) with the cost, the
-delegate that solved it, and every attempt with its status and time.
+delegate that solved it, and every attempt with its status and time. Statuses (the JSON "status" field, for
+the call and for each attempt): solved; unsolvable (proved by a complete method); incomplete (an incomplete
+search ran out of states: no verdict); unsupported (the delegate declined the task); memout; timeout; error.
 """
 
 EPILOG = """\
@@ -26,8 +31,19 @@ examples:
   portfolio plan --task domains/examples/blocks-task.json
   portfolio plan domain.pddl problem.pddl --traces traces.db     # learned costs steer the plan
 
-exit codes: 0 solved, 1 no plan (unsolvable, or every delegate out of time), 2 bad input
+exit codes: 0 solved; 1 no plan (status unsolvable, incomplete, unsupported, memout, timeout or error: the
+output says which); 2 bad input (nothing is left running)
 """
+
+
+VERDICTS = {
+    "unsolvable": "the task is unsolvable (proved)",
+    "timeout": "every delegate ran out of time",
+    "memout": "delegates ran out of memory",
+    "incomplete": "the searches that ran are incomplete and found nothing (no proof either way)",
+    "unsupported": "no delegate supports this task",
+    "error": "every delegate failed",
+}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,8 +57,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--budget", type=float, default=1.0, metavar="S",
                         help="seconds for the classical tier, all delegates together (default: 1.0)")
     parser.add_argument("--delegates", default=None, metavar="LIST",
-                        help="comma-separated delegates in cascade order, from fast-downward, pyperplan, typed-search (exact, in-process, tiny tasks), llm, goal-agenda (default: fast-downward,pyperplan,goal-agenda; "
-                        "with --llm-url: fast-downward,pyperplan,llm,goal-agenda)")
+                        help=f"comma-separated delegates in cascade order (default: {','.join(default_names())}; "
+                        f"with --llm-url: {','.join(default_names(with_llm=True))}). {help_text()}")
+    parser.add_argument("--shares", default=None, metavar="NAME=W,...",
+                        help="weights that split each tier's budget (default: "
+                        + ",".join(f"{n}={s.share:g}" for n, s in CATALOG.items()) + ")")
     parser.add_argument("--fd-alias", default="lama-first", metavar="NAME",
                         help="Fast Downward configuration for unit-cost tasks: lama-first (default), "
                         "seq-opt-lmcut, seq-opt-bjolp; tasks with costs use lama-costs")
@@ -61,13 +80,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def delegate_names(args: argparse.Namespace) -> list[str]:
     if args.delegates:
         return [name.strip() for name in args.delegates.split(",") if name.strip()]
-    if args.llm_url:
-        return ["fast-downward", "pyperplan", "llm", "goal-agenda"]
-    return ["fast-downward", "pyperplan", "goal-agenda"]
+    return list(default_names(with_llm=bool(args.llm_url)))
+
+
+def parse_shares(text: str | None) -> dict[str, float]:
+    """`"fast-downward=3,pyperplan=1"` -> {"fast-downward": 3.0, "pyperplan": 1.0}; ValueError when malformed."""
+    shares: dict[str, float] = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        name, sep, weight = item.partition("=")
+        try:
+            value = float(weight) if sep else float("nan")
+        except ValueError:
+            value = float("nan")
+        if not value > 0:
+            raise ValueError(f"--shares: expected NAME=WEIGHT with a positive weight, got {item.strip()!r}")
+        shares[name.strip()] = value
+    return shares
 
 
 def run(args: argparse.Namespace) -> int:
     from domains.errors import TaskInputError
+    from portfolio.commands.common import store_error_types
     from portfolio.planner import Planner, default_stages
 
     if bool(args.task) == bool(args.domain):
@@ -75,9 +110,12 @@ def run(args: argparse.Namespace) -> int:
     if args.domain and not args.problem:
         return fail_bad_input("a PROBLEM file is needed after the DOMAIN file")
     try:
+        # Names, options and shares are checked before any process starts; a failure half-way closes what
+        # was built, and the Planner closes its stages if the trace store cannot be opened.
         stages = default_stages(
             delegate_names(args), budget_s=args.budget, fd_alias=args.fd_alias, fd_search=args.fd_search,
             llm_url=args.llm_url, llm_model=args.llm_model, decomposer_budget_s=args.decomposer_budget,
+            shares=parse_shares(args.shares),
         )
     except ValueError as error:
         return fail_bad_input(str(error))
@@ -85,12 +123,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         # The planner starts its worker processes now, so they warm up while the task is read.
         planner = Planner(stages, budget_s=args.budget, traces=traces)
-    except Exception as error:  # noqa: BLE001
-        from portfolio.commands.common import store_error_types
-
-        if isinstance(error, store_error_types()):
-            return fail_bad_input(str(error))
-        raise
+    except store_error_types() as error:
+        return fail_bad_input(str(error))
     with planner:
         try:
             task = load(args)
@@ -122,9 +156,7 @@ def print_result(result, as_json: bool) -> None:
         if result.success_probability is not None:
             out.write(f"; success probability = {result.success_probability:.3f}\n")
     else:
-        verdict = {"unsolvable": "no plan: the task is unsolvable",
-                   "timeout": "no plan: every delegate ran out of time",
-                   "error": "no plan: every delegate failed"}[result.status.value]
+        verdict = "no plan: " + VERDICTS[result.status.value]
         out.write(f"; {verdict}\n")
     for attempt in result.attempts:
         reason = f" ({attempt.reason})" if attempt.reason else ""

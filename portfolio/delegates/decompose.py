@@ -25,12 +25,14 @@ from typing import Any, Sequence
 from domains.model import And, Atom, Formula, GroundAction, Plan, State, Task
 from domains.pddl_writer import domain_to_pddl, formula_to_pddl, problem_to_pddl
 from domains.validate import holds, unmet_goals, validate_plan
-from portfolio.results import Delegate, DelegateOutcome, PlanRequest, Status
+from portfolio.results import Delegate, DelegateOutcome, PlanRequest, Resource, Status
 from portfolio.sas import SasTask, sas_atom_name
 
 log = logging.getLogger(__name__)
 
 CLASSICAL = ("fast-downward", "pyperplan")
+# Outcomes after which no other classical planner is tried on a subgoal: a plan, a proof, or no time left.
+_SETTLED = (Status.SOLVED, Status.UNSOLVABLE, Status.TIMEOUT)
 
 
 def subtask(task: Task, state: State, goal: Formula) -> Task:
@@ -70,10 +72,11 @@ class SequenceResult:
     steps: list[dict[str, Any]] = field(default_factory=list)
 
 
-class SubgoalSolver:
+class SubgoalSolver(Resource):
     """Plans subgoals with classical delegates: `delegates` when given (not owned), else its own Fast Downward
-    and pyperplan (owned, closed by `close`). Pyperplan only runs when Fast Downward errs, never after a
-    timeout, as the deadline is shared."""
+    and pyperplan from the delegate catalog (owned, closed by `close`). Pyperplan only runs when Fast Downward
+    fails without a verdict (error, unsupported, incomplete, memout), never after a timeout or a proof, as the
+    deadline is shared."""
 
     def __init__(
         self,
@@ -90,18 +93,10 @@ class SubgoalSolver:
     @property
     def delegates(self) -> list[Delegate]:
         if self._delegates is None:
-            made: list[Delegate] = []
-            for name in self._names:
-                if name == "fast-downward":
-                    from portfolio.delegates.fast_downward import FastDownward
+            from portfolio.delegates.registry import CATALOG
 
-                    made.append(FastDownward(alias=self._options["alias"], search=self._options["search"],
-                                             name="fast-downward"))
-                else:
-                    from portfolio.delegates.pyperplan import Pyperplan
-
-                    made.append(Pyperplan())
-            self._delegates = made
+            options = {"fd_alias": self._options["alias"], "fd_search": self._options["search"]}
+            self._delegates = [CATALOG[name].factory(options, None) for name in self._names]
         return self._delegates
 
     def _fast_downward(self):
@@ -147,18 +142,20 @@ class SubgoalSolver:
         outcome = None
         if translation is not None and translation.sas is not None and time.monotonic() < deadline:
             outcome = self._search_sas(request, translation, state, goal, deadline)
-        if outcome is None or outcome.status is Status.ERROR:
+        if outcome is None or outcome.status not in _SETTLED:
             sub = PlanRequest(task=subtask(task, state, goal), costs=request.costs, cost_model=request.cost_model,
                               excluded=request.excluded)
             for delegate in self.delegates:
                 if time.monotonic() >= deadline:
                     break
+                if hasattr(delegate, "supports") and not delegate.supports(sub.task):
+                    continue
                 try:
                     outcome = delegate.solve(sub, deadline)
                 except Exception as error:  # noqa: BLE001 - a failing planner is a failed subgoal, not a crash
                     outcome = DelegateOutcome(Status.ERROR, reason=f"{delegate.name}: {type(error).__name__}: {error}")
                 outcome.details.setdefault("via", delegate.name)
-                if outcome.status is not Status.ERROR:
+                if outcome.status in _SETTLED:
                     break
         if outcome is None:
             return DelegateOutcome(Status.TIMEOUT, reason="budget used up")
@@ -227,7 +224,7 @@ class SubgoalSolver:
             if final.failed_step is not None:
                 critique = f"the concatenated plan is invalid: {final.message}"
             return SequenceResult(Status.ERROR, None, final.final_state, len(subgoals), critique, steps)
-        banned = [str(a) for a in plan if str(a) in request.excluded]
+        banned = [str(a) for a in plan if request.is_excluded(a)]
         if banned:
             return SequenceResult(Status.ERROR, None, final.final_state, len(subgoals),
                                   f"the plan uses the excluded action {banned[0]}", steps)

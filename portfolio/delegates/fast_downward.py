@@ -3,13 +3,20 @@
 This is the driver's translate -> search pipeline without the driver: the `fast-downward.py` script pays
 interpreter start-up and imports on every call, a long-lived delegate pays them once. Translations are cached
 by task content and re-used for replanning from a changed state and for other action costs (see `sas.py`).
-Both stages run in processes that are killed when the deadline passes, so the budget is hard.
+Both stages run in processes that are killed when the deadline passes, so the budget is hard; handing the SAS
+task to a search process is bounded by the same deadline.
+
+Exit codes go through `fd_exitcodes` (named as in Fast Downward's driver): when several searches run side by
+side, one `aggregate` over the ones that ran decides the outcome, and a search that fails early never cuts
+short another one that is still working.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import logging
+import os
+import select
 import subprocess
 import threading
 import time
@@ -18,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from domains.model import Atom, Task
-from portfolio.results import DelegateOutcome, PlanRequest, Status
+from portfolio.delegates import fd_exitcodes
+from portfolio.results import DelegateOutcome, PlanRequest, Resource, Status
 from portfolio.sas import SasTask, operator_action, parse_sas
 from portfolio.workers import BudgetExpired, SearchProcessPool, WorkerCrashed, WorkerError, WorkerProcess, wait_any
 
@@ -43,15 +51,6 @@ SEARCH_ALIASES = {
     "seq-opt-lmcut": "astar(lmcut())",
     "seq-opt-bjolp": "let(lmc, landmark_cost_partitioning(lm_reasonable_orders_hps(lm_merged([lm_rhw(),lm_hm(m=1)]))),"
     "astar(lmc,lazy_evaluator=lmc))",
-}
-# Exit codes of the search binary (Fast Downward's driver/returncodes.py).
-_UNSOLVABLE_CODES = {10, 11}
-_EXIT_REASONS = {
-    12: "search space exhausted by an incomplete search",
-    22: "search ran out of memory",
-    32: "search critical error",
-    33: "search input error",
-    34: "configuration not supported for this task",
 }
 
 
@@ -80,9 +79,11 @@ def structure_key(task: Task) -> tuple:
     return (task.domain_pddl or task.domain, problem.objects, problem.numeric_init, problem.goal)
 
 
-class FastDownward:
+class FastDownward(Resource):
     """Delegate running Fast Downward with `alias` (or a raw `search` string) on tasks with unit costs and
     `cost_alias` on tasks with action costs or learned costs."""
+
+    source = "classical"
 
     def __init__(
         self,
@@ -114,6 +115,10 @@ class FastDownward:
         if self._worker is None:
             self._worker = WorkerProcess(preload=("translate",))
         return self._worker
+
+    def supports(self, task: Task) -> bool:
+        """Everything the task model reads: the translator takes ADL, costs and more than this project parses."""
+        return True
 
     def warm_up(self) -> None:
         """Start the translator worker and a search process now, so the first call does not pay for them."""
@@ -186,54 +191,48 @@ class FastDownward:
         """Search a SAS task (e.g. a cached translation with another goal or state swapped in) with this
         delegate's configuration, pre-started processes and deadline handling."""
         aliases = [self.alias, self.cost_alias] if with_costs and not self.search else [self.alias]
+        aliases = list(dict.fromkeys(aliases))  # the same search twice would only race itself
         return self._search(sas_text, aliases, deadline, {} if details is None else details)
 
     def _search(self, sas_text: str, aliases: list[str], deadline: float, details: dict) -> DelegateOutcome:
         """Run one search per alias side by side (two cores: the cost-blind one for coverage, the cost-aware one
         for cheap plans). The last alias's plan is preferred; once an earlier one has a plan, the later ones get
-        a grace period of twice the time taken so far (at least 0.2 s) instead of the whole budget."""
+        a grace period of twice the time taken so far (at least 0.2 s) instead of the whole budget. A search
+        that exits without a plan never stops the others: only a plan from the last one, a proof, or the
+        deadline does."""
         started = time.monotonic()
         runs = [(alias, self._searches.take(self._command(alias))) for alias in aliases]
         try:
+            data = sas_text.encode()
             for _, run in runs:
-                _feed(run.process, sas_text)
-            finish_by = deadline
-            codes: dict[str, int] = {}
-            while len(codes) < len(runs):
-                for alias, run in runs:
-                    if alias not in codes and run.process.poll() is not None:
-                        codes[alias] = run.process.returncode
-                if aliases[-1] in codes or len(codes) == len(runs):
-                    break
-                now = time.monotonic()
-                if any(code == 0 for code in codes.values()):
-                    finish_by = min(finish_by, now + max(0.2, 2 * (now - started)))
-                if now >= finish_by:
-                    break
-                wait_any([run.process for alias, run in runs if alias not in codes], finish_by - now)
+                if not _feed(run.process, data, deadline):
+                    return DelegateOutcome(Status.TIMEOUT, reason="budget expired while handing the task to the "
+                                           "search", details=details)
+            codes = _wait(runs, deadline, started)
             return self._outcome(runs, codes, details)
         finally:
             for _, run in runs:
                 self._searches.release(run)
 
-    def _outcome(self, runs, codes: dict[str, int], details: dict) -> DelegateOutcome:
-        for alias, run in reversed(runs):
-            if codes.get(alias) == 0:
-                details["search"] = "custom" if self.search else alias
-                return DelegateOutcome(Status.SOLVED, plan=_read_plan(Path(run.plan_path)), details=details)
-        for alias, _ in runs:
-            if codes.get(alias) in _UNSOLVABLE_CODES:
-                details["search"] = alias
-                return DelegateOutcome(Status.UNSOLVABLE, reason="search proved the task unsolvable", details=details)
-        failures = []
+    def _outcome(self, runs, codes: dict[str, int | None], details: dict) -> DelegateOutcome:
+        """One verdict over the searches that ran (`fd_exitcodes.aggregate`)."""
+        label = (lambda alias: "custom") if self.search else (lambda alias: alias)
+        details["searches"] = {label(alias): fd_exitcodes.meaning(code) for alias, code in codes.items()}
+        verdict = fd_exitcodes.aggregate(codes)
+        if verdict.status is Status.SOLVED:
+            plan_path = dict(runs)[verdict.search].plan_path
+            details["search"] = label(verdict.search)
+            return DelegateOutcome(Status.SOLVED, plan=_read_plan(Path(plan_path)), details=details)
+        if verdict.status is Status.UNSOLVABLE:
+            details["search"] = label(verdict.search)
+            return DelegateOutcome(Status.UNSOLVABLE, reason="search proved the task unsolvable", details=details)
+        reasons = []
         for alias, run in runs:
             code = codes.get(alias)
-            if code is not None:
-                reason = _EXIT_REASONS.get(code, f"search exited with code {code}")
-                failures.append(f"{alias}: {reason}: {_tail(Path(run.output_path))}")
-        if len(failures) == len(runs):
-            return DelegateOutcome(Status.ERROR, reason="; ".join(failures), details=details)
-        return DelegateOutcome(Status.TIMEOUT, reason="budget expired during search", details=details)
+            tail = "" if code is None else _tail(Path(run.output_path))
+            reasons.append(f"{label(alias)}: {fd_exitcodes.meaning(code)}" + (f": {tail}" if tail else ""))
+        prefix = "budget expired during search: " if verdict.status is Status.TIMEOUT else ""
+        return DelegateOutcome(verdict.status, reason=prefix + "; ".join(reasons), details=details)
 
     def close(self) -> None:
         if self._worker is not None:
@@ -242,15 +241,58 @@ class FastDownward:
         self._searches.close()
 
 
-def _feed(process: subprocess.Popen, text: str) -> None:
-    """Hand the task to a waiting search process. The search reads all of its input before it starts, so this
-    does not block for long; a process that died early just gets a closed pipe."""
+def _wait(runs, deadline: float, started: float) -> dict[str, int | None]:
+    """Wait for the searches: until the last (preferred) one has a plan, one proves unsolvability, all have
+    exited, or the deadline (shortened to a grace period once an earlier one has a plan). Exit codes by alias;
+    None for those still running (killed by the caller)."""
+    preferred = runs[-1][0]
+    finish_by = deadline
+    codes: dict[str, int | None] = {}
+    while True:
+        for alias, run in runs:
+            if alias not in codes and run.process.poll() is not None:
+                codes[alias] = run.process.returncode
+        if len(codes) == len(runs) or codes.get(preferred) in fd_exitcodes.PLAN_FOUND:
+            break
+        if any(code in fd_exitcodes.PROVEN_UNSOLVABLE for code in codes.values()):
+            break
+        now = time.monotonic()
+        if any(code in fd_exitcodes.PLAN_FOUND for code in codes.values()):
+            finish_by = min(finish_by, now + max(0.2, 2 * (now - started)))
+        if now >= finish_by:
+            break
+        wait_any([run.process for alias, run in runs if alias not in codes], finish_by - now)
+    return {alias: codes.get(alias) for alias, _ in runs}
+
+
+def _feed(process: subprocess.Popen, data: bytes, deadline: float) -> bool:
+    """Hand the task to a waiting search process before `deadline`; False when the deadline came first (a
+    search that does not read its input must not hold the caller). A process that died early just gets a
+    closed pipe: its exit code says why."""
     assert process.stdin is not None
+    fd = process.stdin.fileno()
+    os.set_blocking(fd, False)
+    view = memoryview(data)
     try:
-        process.stdin.write(text.encode())
-        process.stdin.close()
+        while view:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            _, writable, _ = select.select([], [fd], [], remaining)
+            if not writable:
+                return False
+            try:
+                view = view[os.write(fd, view[:1 << 16]):]
+            except BlockingIOError:
+                continue
+        return True
     except BrokenPipeError:
-        pass
+        return True
+    finally:
+        try:
+            process.stdin.close()
+        except OSError:
+            pass
 
 
 def _read_plan(path: Path):

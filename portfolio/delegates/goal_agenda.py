@@ -22,7 +22,8 @@ from typing import Any, Sequence
 
 from domains.model import And, Atom, Formula
 from portfolio.delegates.decompose import SubgoalSolver, conjunction
-from portfolio.results import DelegateOutcome, PlanRequest, Status
+from domains.model import Task
+from portfolio.results import DelegateOutcome, PlanRequest, Resource, Status
 from portfolio.sas import SasTask, sas_atom_name
 
 log = logging.getLogger(__name__)
@@ -210,10 +211,12 @@ def _condensed_order(goals: list[Fact], before: dict[Fact, set[Fact]], rank) -> 
     return order
 
 
-class GoalAgenda:
+class GoalAgenda(Resource):
     """Decomposer delegate without an LLM: goal agenda, then the full goal with the rest of the budget.
 
     `agenda_share` is the part of the budget (after translation) the agenda may use before the fallback starts.
+    It runs in the caller's process; its relaxed-reachability loops check the deadline, and its searches run
+    in Fast Downward's killable processes.
     """
 
     source = "decomposition"
@@ -224,6 +227,9 @@ class GoalAgenda:
         self.budget_s = budget_s
         self.agenda_share = agenda_share
         self.solver = solver or SubgoalSolver()
+
+    def supports(self, task: Task) -> bool:
+        return True
 
     def warm_up(self) -> None:
         self.solver.warm_up()

@@ -27,7 +27,7 @@ from domains.pddl_writer import formula_to_pddl
 from domains.validate import validate_plan
 from portfolio.delegates.decompose import SubgoalSolver, conjunction, relevant_facts
 from portfolio.delegates.llm_client import LLMClient, LLMError, extract_json
-from portfolio.results import DelegateOutcome, PlanRequest, Status, parse_ground_action
+from portfolio.results import DelegateOutcome, PlanRequest, Resource, Status, parse_ground_action
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class _Round:
     critique: str
 
 
-class LLMDelegate:
+class LLMDelegate(Resource):
     """Decomposer-tier delegate backed by an OpenAI-compatible chat endpoint.
 
     `repair_rounds` bounds the critique-and-retry rounds per mode; `subgoal_share` is the part of the budget the
@@ -85,6 +85,9 @@ class LLMDelegate:
         self.repair_rounds = repair_rounds
         self.modes = modes
         self.subgoal_share = subgoal_share
+
+    def supports(self, task: Task) -> bool:
+        return True
 
     def warm_up(self) -> None:
         self.solver.warm_up()
@@ -234,7 +237,7 @@ def check_plan_answer(request: PlanRequest, content: str) -> _Round:
             critique += f". Facts about its arguments before step {validation.failed_step}: " + (
                 " ".join(facts) if facts else "none")
         return _Round(None, critique)
-    banned = [str(step) for step in plan if str(step) in request.excluded]
+    banned = [str(step) for step in plan if request.is_excluded(step)]
     if banned:
         return _Round(None, f"the plan uses {banned[0]}, which must not be used")
     return _Round(plan, "")

@@ -22,6 +22,8 @@ from typing import Any
 
 import httpx
 
+from portfolio.results import Resource
+
 log = logging.getLogger(__name__)
 
 API_KEY_ENV = "PORTFOLIO_LLM_API_KEY"
@@ -48,7 +50,7 @@ class LLMReply:
     attempts: int = 1  # HTTP requests made for this reply (retries included)
 
 
-class LLMClient:
+class LLMClient(Resource):
     """Chat completions against `base_url` (ending in /v1) with `model`.
 
     `max_retries` bounds retries after 5xx answers and rate limits; each retry still has to fit in the deadline.

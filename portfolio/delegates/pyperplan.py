@@ -1,34 +1,67 @@
 """The pyperplan delegate: greedy best-first search with hFF, in a killable worker process.
 
-pyperplan is called as a library (the same engine up-pyperplan wraps) rather than through unified-planning:
-importing unified-planning takes ~2.5 s, more than the classical tier's whole budget. pyperplan ignores action
-costs and runs no timer of its own; the worker process is what makes the budget hard.
+pyperplan is called as a library (the same engine up-pyperplan wraps, through its public parser and grounder)
+rather than through unified-planning: importing unified-planning takes ~2.5 s, more than the classical tier's
+whole budget. pyperplan ignores action costs and runs no timer of its own; the worker process is what makes
+the budget hard.
+
+Its search prunes to helpful actions, which makes it incomplete: when it runs out of states the attempt is
+`incomplete` and the cascade goes on (a task where the only plan starts with an action the relaxed plan does not
+use is solvable, yet pyperplan finds nothing). It reads STRIPS with types only; `supports` declines anything
+else before any time is spent.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from domains.model import Task
+from domains.model import TRUE, And, Atom, Formula, Task
 from domains.pddl_writer import task_with_texts
-from portfolio.results import DelegateOutcome, PlanRequest, Status, parse_ground_action
+from portfolio.results import DelegateOutcome, PlanRequest, Resource, Status, parse_ground_action
 from portfolio.workers import BudgetExpired, WorkerCrashed, WorkerError, WorkerProcess
 
 
-class Pyperplan:
+def _atoms_only(formula: Formula) -> bool:
+    """True for TRUE, an atom, or a conjunction of atoms (what pyperplan's parser reads)."""
+    if formula == TRUE or isinstance(formula, Atom):
+        return True
+    return isinstance(formula, And) and all(isinstance(part, Atom) for part in formula.parts)
+
+
+def strips_features(task: Task) -> list[str]:
+    """What of `task` goes beyond STRIPS with types (empty when pyperplan can read it)."""
+    found = []
+    if any(schema.precondition == TRUE for schema in task.domain.actions):
+        found.append("an action without a precondition (its parser requires one)")
+    if not all(_atoms_only(schema.precondition) for schema in task.domain.actions):
+        found.append("preconditions other than conjunctions of atoms")
+    if any(e.condition != TRUE or e.parameters for schema in task.domain.actions for e in schema.effects):
+        found.append("conditional or universal effects")
+    if not _atoms_only(task.problem.goal):
+        found.append("a goal other than a conjunction of atoms")
+    return found
+
+
+class Pyperplan(Resource):
+    source = "classical"
+
     def __init__(self, budget_s: float | None = None, name: str = "pyperplan") -> None:
         self.name = name
         self.budget_s = budget_s
         self._worker: WorkerProcess | None = None
         self._cost_free: dict[str, Task] = {}
 
+    def supports(self, task: Task) -> bool:
+        return not strips_features(task)
+
+    def decline_reason(self, task: Task) -> str:
+        return "pyperplan reads STRIPS with types only; this task has " + ", ".join(strips_features(task))
+
     def warm_up(self) -> None:
         if self._worker is None:
             self._worker = WorkerProcess(preload=("pyperplan",))
 
     def solve(self, request: PlanRequest, deadline: float) -> DelegateOutcome:
-        if request.excluded:
-            return DelegateOutcome(Status.ERROR, reason="pyperplan cannot exclude grounded actions")
         self.warm_up()
         assert self._worker is not None
         notes = []
@@ -38,13 +71,15 @@ class Pyperplan:
         if task.has_action_costs():
             task = self._without_costs(task)
         try:
-            answer = self._worker.call("pyperplan", deadline, domain_pddl=task.domain_pddl, problem_pddl=task.problem_pddl)
+            answer = self._worker.call("pyperplan", deadline, domain_pddl=task.domain_pddl,
+                                       problem_pddl=task.problem_pddl, excluded=tuple(sorted(request.excluded)))
         except BudgetExpired:
             return DelegateOutcome(Status.TIMEOUT, reason="budget expired (pyperplan worker killed)")
         except (WorkerError, WorkerCrashed) as error:
             return DelegateOutcome(Status.ERROR, reason=f"pyperplan failed: {error}")
         if answer["plan"] is None:
-            return DelegateOutcome(Status.UNSOLVABLE, reason="pyperplan exhausted the search space")
+            return DelegateOutcome(Status.INCOMPLETE, reason="pyperplan's search (helpful actions only) exhausted "
+                                   "its search space; that proves nothing")
         plan = [parse_ground_action(step) for step in answer["plan"]]
         return DelegateOutcome(Status.SOLVED, plan=plan, reason="; ".join(notes))
 

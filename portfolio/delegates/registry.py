@@ -1,67 +1,220 @@
-"""The decomposer tier's delegates by CLI name: `llm` (LLM decomposition, validated and repaired) and
-`goal-agenda` (the embedded non-LLM decomposer).
+"""The delegate catalog: every delegate by name, with its factory, tier, source, options and share.
 
-Loaded only when a cascade asks for one of them, so the classical path never imports httpx. The delegates of one
-tier share one `SubgoalSolver` (one Fast Downward translator worker, one translation per task).
+One table, from which everything else is built: the CLI's `--delegates` choices, defaults and help text
+(`portfolio.commands.plan_cmd`), `Planner`'s default cascade (the service uses it), the agent's cascade, and
+`build_stages`, which turns a list of names into tiers. A new delegate is one entry here.
+
+Factories import their module only when called, so the classical path never imports httpx. The decomposer
+tier's delegates share one `SubgoalSolver`, which plans subgoals with the classical tier's own delegates when
+there are any (one translator worker, one translation cache for both tiers).
+
+Shares split a tier's budget (see `portfolio.cascade`): Fast Downward 4 to pyperplan's 1 gives Fast Downward
+0.8 s of the default 1 s and pyperplan at least 0.2 s (all of it when Fast Downward fails fast); the LLM 2 to the
+goal agenda's 1 leaves the non-LLM fallback at least a third of the decomposer tier.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import contextlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from portfolio.cascade import DECOMPOSER_BUDGET_S, Tier
-from portfolio.delegates.decompose import CLASSICAL, SubgoalSolver
+if TYPE_CHECKING:
+    from portfolio.cascade import Stage, Tier
 
-EXTRA_DELEGATES = ("llm", "goal-agenda")
+# Imported by the CLI to build `--help`: only the builders below import the cascade (and the validator).
+
+CLASSICAL_TIER = "classical"
+DECOMPOSER_TIER = "decomposer"
 
 
-def make_extra_delegate(name: str, *, solver: SubgoalSolver | None = None, **options: Any):
-    """A decomposer-tier delegate. Options: llm_url, llm_model, llm_api_key (default env PORTFOLIO_LLM_API_KEY),
-    repair_rounds, classical_names, fd_alias, fd_search, decomposer_budget_s (unused here: the tier's budget)."""
-    if name not in EXTRA_DELEGATES:
-        known = ", ".join((*CLASSICAL, *EXTRA_DELEGATES))
-        raise ValueError(f"unknown delegate {name!r}; known delegates: {known}")
-    if solver is None:
-        solver = SubgoalSolver(
-            classical=options.get("classical_names") or CLASSICAL,
-            fd_alias=options.get("fd_alias"),
-            fd_search=options.get("fd_search"),
-        )
-    if name == "goal-agenda":
-        from portfolio.delegates.goal_agenda import GoalAgenda
+@dataclass(frozen=True)
+class DelegateSpec:
+    """One catalog entry. `factory(options, solver)` makes the delegate (`solver`: the decomposer tier's shared
+    `SubgoalSolver`, None for classical delegates); `options` are the keyword options it reads; `required`
+    maps options it cannot do without to the message that says so."""
 
-        return GoalAgenda(solver=solver)
-    url, model = options.get("llm_url"), options.get("llm_model")
-    if not url:
-        raise ValueError("the llm delegate needs --llm-url (an OpenAI-compatible base URL ending in /v1)")
-    if not model:
-        raise ValueError("the llm delegate needs --llm-model (the model name the server knows)")
+    name: str
+    factory: Callable[[Mapping[str, Any], Any], Any]
+    tier: str
+    source: str
+    summary: str
+    share: float = 1.0
+    options: tuple[str, ...] = ()
+    required: tuple[tuple[str, str], ...] = ()
+
+
+def _fast_downward(options: Mapping[str, Any], solver: Any):
+    from portfolio.delegates.fast_downward import FastDownward
+
+    return FastDownward(alias=options.get("fd_alias") or "lama-first", search=options.get("fd_search"))
+
+
+def _pyperplan(options: Mapping[str, Any], solver: Any):
+    from portfolio.delegates.pyperplan import Pyperplan
+
+    return Pyperplan()
+
+
+def _typed_search(options: Mapping[str, Any], solver: Any):
+    from portfolio.delegates.typed_search import TypedSearch
+
+    return TypedSearch()
+
+
+def _goal_agenda(options: Mapping[str, Any], solver: Any):
+    from portfolio.delegates.goal_agenda import GoalAgenda
+
+    return GoalAgenda(solver=solver)
+
+
+def _llm(options: Mapping[str, Any], solver: Any):
     from portfolio.delegates.llm import LLMDelegate
     from portfolio.delegates.llm_client import LLMClient
 
-    client = LLMClient(url, model, api_key=options.get("llm_api_key"))
+    client = LLMClient(options["llm_url"], options["llm_model"], api_key=options.get("llm_api_key"))
     return LLMDelegate(client, solver=solver, repair_rounds=options.get("repair_rounds", 3))
 
 
-def decomposer_tier(names: Sequence[str], classical_names: Sequence[str] = (), **options: Any) -> Tier:
-    """The decomposer tier: `names` in order, sharing `decomposer_budget_s` (default 30 s) and one subgoal
-    solver: the classical tier's own delegates when given as `classical_delegates` (one translation cache for
-    both tiers), else new ones built from `classical_names` (default: Fast Downward, then pyperplan)."""
+CATALOG: dict[str, DelegateSpec] = {spec.name: spec for spec in (
+    DelegateSpec("fast-downward", _fast_downward, CLASSICAL_TIER, "classical", share=4.0,
+                 options=("fd_alias", "fd_search"),
+                 summary="Fast Downward (translator worker + search processes, killed at the deadline)"),
+    DelegateSpec("pyperplan", _pyperplan, CLASSICAL_TIER, "classical",
+                 summary="pyperplan greedy search, STRIPS only (worker process, killed at the deadline)"),
+    DelegateSpec("typed-search", _typed_search, CLASSICAL_TIER, "classical",
+                 summary="exact in-process A* for tiny tasks (agent actions); declines larger ones"),
+    DelegateSpec("llm", _llm, DECOMPOSER_TIER, "llm", share=2.0,
+                 options=("llm_url", "llm_model", "llm_api_key", "repair_rounds"),
+                 required=(("llm_url", "the llm delegate needs --llm-url (an OpenAI-compatible base URL ending "
+                                       "in /v1)"),
+                           ("llm_model", "the llm delegate needs --llm-model (the model name the server knows)")),
+                 summary="LLM decomposition and plans, validated and repaired (needs --llm-url, --llm-model)"),
+    DelegateSpec("goal-agenda", _goal_agenda, DECOMPOSER_TIER, "decomposition",
+                 summary="goal-agenda decomposer (no LLM): the goal a part at a time, then the whole goal"),
+)}
+
+DEFAULT_DELEGATES = ("fast-downward", "pyperplan", "goal-agenda")
+DEFAULT_WITH_LLM = ("fast-downward", "pyperplan", "llm", "goal-agenda")
+CLASSICAL_ONLY = ("fast-downward", "pyperplan")
+AGENT_DELEGATES = ("typed-search", "fast-downward", "pyperplan")  # replanning in milliseconds first
+SOLVER_DELEGATES = ("fast-downward", "pyperplan")  # what may plan a decomposer's subgoals
+
+# Kept for callers of the former names.
+CLASSICAL_DELEGATES = tuple(n for n, s in CATALOG.items() if s.tier == CLASSICAL_TIER)
+DECOMPOSER_DELEGATES = EXTRA_DELEGATES = tuple(n for n, s in CATALOG.items() if s.tier == DECOMPOSER_TIER)
+
+
+def default_names(with_llm: bool = False) -> tuple[str, ...]:
+    return DEFAULT_WITH_LLM if with_llm else DEFAULT_DELEGATES
+
+
+def check_names(names: Sequence[str], **options: Any) -> None:
+    """ValueError naming the problem for an unknown delegate or a missing required option, before anything is
+    started (so a bad command line leaves no process behind)."""
     for name in names:
-        if name not in EXTRA_DELEGATES:
-            make_extra_delegate(name)  # raises the unknown-name error
-    shared = [d for d in options.pop("classical_delegates", None) or () if d.name in CLASSICAL]
-    solver = SubgoalSolver(
-        classical=[n for n in classical_names if n in CLASSICAL] or CLASSICAL,
-        fd_alias=options.get("fd_alias"),
-        fd_search=options.get("fd_search"),
-        delegates=shared or None,
-    )
+        spec = CATALOG.get(name)
+        if spec is None:
+            raise ValueError(f"unknown delegate {name!r}; expected a comma-separated list of: {', '.join(CATALOG)}")
+        for option, message in spec.required:
+            if not options.get(option):
+                raise ValueError(message)
+
+
+def help_text() -> str:
+    """One line per delegate, for `--help`."""
+    return "; ".join(f"{name}: {spec.summary}" for name, spec in CATALOG.items())
+
+
+def make_delegate(name: str, *, solver: Any = None, **options: Any):
+    """One delegate by catalog name (decomposers get their own `SubgoalSolver` unless given one)."""
+    check_names([name], **options)
+    spec = CATALOG[name]
+    if spec.tier == DECOMPOSER_TIER and solver is None:
+        solver = _solver(options.get("classical_names") or (), options, shared=None)
+    return spec.factory(options, solver)
+
+
+def make_extra_delegate(name: str, *, solver: Any = None, **options: Any):
+    """A decomposer-tier delegate (the former entry point; `make_delegate` takes every name)."""
+    if name in CATALOG and CATALOG[name].tier != DECOMPOSER_TIER:
+        raise ValueError(f"{name!r} is not a decomposer-tier delegate; those are: {', '.join(DECOMPOSER_DELEGATES)}")
+    return make_delegate(name, solver=solver, **options)
+
+
+def _solver(classical_names: Sequence[str], options: Mapping[str, Any], shared: Sequence[Any] | None):
+    """The decomposers' subgoal solver. Decomposition is built on Fast Downward's translation (the goal agenda
+    orders goals on it, subgoals are searched on it), so the solver always has Fast Downward: the classical
+    tier's own delegates when they include it (shared, not owned), else its own."""
+    from portfolio.delegates.decompose import SubgoalSolver
+
+    if shared and any(d.name == "fast-downward" for d in shared):
+        names, delegates = [d.name for d in shared], list(shared)
+    else:
+        names, delegates = ["fast-downward", *(n for n in classical_names if n in SOLVER_DELEGATES)], None
+    return SubgoalSolver(classical=list(dict.fromkeys(names)), fd_alias=options.get("fd_alias"),
+                         fd_search=options.get("fd_search"), delegates=delegates)
+
+
+def tier_shares(names: Sequence[str], shares: Mapping[str, float] | None) -> tuple[float, ...]:
+    """Each delegate's share: `shares[name]` when given, else the catalog's."""
+    shares = shares or {}
+    unknown = sorted(set(shares) - set(CATALOG))
+    if unknown:
+        raise ValueError(f"shares for unknown delegate(s) {', '.join(unknown)}; known: {', '.join(CATALOG)}")
+    return tuple(float(shares.get(name, CATALOG[name].share)) for name in names)
+
+
+def decomposer_tier(names: Sequence[str], classical_names: Sequence[str] = (), *,
+                    shares: Mapping[str, float] | None = None, **options: Any) -> "Tier":
+    """The decomposer tier: `names` in order, sharing `decomposer_budget_s` (default 30 s) by their shares and
+    one subgoal solver: the classical tier's own delegates when given as `classical_delegates` (one translation
+    cache for both tiers), else new ones built from `classical_names` (default: Fast Downward, then pyperplan)."""
+    check_names(names, **options)
+    wrong = [n for n in names if CATALOG[n].tier != DECOMPOSER_TIER]
+    if wrong:
+        raise ValueError(f"{', '.join(wrong)} cannot run in the decomposer tier")
+    shared = [d for d in options.pop("classical_delegates", None) or () if d.name in SOLVER_DELEGATES]
+    from portfolio.cascade import DECOMPOSER_BUDGET_S, Tier
+
     budget = options.get("decomposer_budget_s") or DECOMPOSER_BUDGET_S
-    delegates = [make_extra_delegate(name, solver=solver, **options) for name in names]
-    if "llm" in names and "goal-agenda" in names:
-        # The LLM must leave the fallback some of the tier: the goal agenda gets at least a third of it.
-        for delegate in delegates:
-            if delegate.name == "llm":
-                delegate.budget_s = budget * 2 / 3
-    return Tier("decomposer", delegates, budget_s=budget)
+    with contextlib.ExitStack() as cleanup:
+        solver = _solver(classical_names, options, shared)
+        cleanup.callback(solver.close)
+        delegates = []
+        for name in names:
+            delegate = CATALOG[name].factory(options, solver)
+            cleanup.callback(delegate.close)
+            delegates.append(delegate)
+        tier = Tier(DECOMPOSER_TIER, delegates, budget_s=budget, shares=tier_shares(names, shares))
+        cleanup.pop_all()  # built: the tier owns them now
+    return tier
+
+
+def build_stages(names: Sequence[str] = DEFAULT_DELEGATES, budget_s: float | None = None, *,
+                 shares: Mapping[str, float] | None = None, **options: Any) -> list["Stage"]:
+    """Classical delegates share one tier of `budget_s` (default 1 s); decomposers follow in a tier of their own
+    (`decomposer_budget_s`, default 30 s) and solve their subgoals with the same classical delegates. Names and
+    required options are checked before anything starts; if building fails half-way, what was built is
+    closed."""
+    check_names(names, **options)
+    tier_shares(names, shares)
+    classical_names = [n for n in names if CATALOG[n].tier == CLASSICAL_TIER]
+    others = [n for n in names if CATALOG[n].tier == DECOMPOSER_TIER]
+    from portfolio.cascade import CLASSICAL_BUDGET_S, Tier
+
+    budget_s = CLASSICAL_BUDGET_S if budget_s is None else budget_s
+    stages: list[Stage] = []
+    with contextlib.ExitStack() as cleanup:
+        classical = []
+        for name in classical_names:
+            delegate = CATALOG[name].factory(options, None)
+            cleanup.callback(delegate.close)
+            classical.append(delegate)
+        if classical:
+            stages.append(Tier(CLASSICAL_TIER, classical, budget_s, shares=tier_shares(classical_names, shares)))
+        if others:
+            stages.append(decomposer_tier(others, classical_names=classical_names, classical_delegates=classical,
+                                          shares=shares, **options))
+        cleanup.pop_all()
+    return stages

@@ -6,8 +6,10 @@ compiled from typed actions have a handful of facts and parameterless actions, s
 is cheaper than any hand-off. This delegate grounds the task (once per task object), and when it has at most
 `max_ground_actions` grounded actions runs A* with the admissible h_max heuristic on bitmask states (STRIPS
 tasks) or uniform-cost search through the validator's simulator (anything else), under the deadline and a node
-cap. Larger tasks are declined in microseconds and the cascade moves on to Fast Downward. Its plans are
-validated by the cascade like everyone else's; exhausting the reachable states proves the task unsolvable.
+cap. Larger tasks are declined by `supports` in microseconds (`unsupported`) and the cascade moves on to Fast
+Downward. It runs in the caller's process: the deadline is checked every 64 expansions (A*) or every expansion
+(uniform-cost), and the node cap reports `memout`. Its plans are validated by the cascade like everyone else's;
+exhausting the reachable states (h_max only prunes true dead ends) proves the task unsolvable.
 
 Costs: `request.costs` (learned costs) when given, else the task's own costs. Excluded actions are never used.
 """
@@ -23,7 +25,7 @@ from typing import Any
 
 from domains.model import TRUE, And, Atom, GroundAction, Task, action_cost
 from domains.validate import applicable, apply, goal_reached
-from portfolio.results import DelegateOutcome, PlanRequest, Status
+from portfolio.results import DelegateOutcome, PlanRequest, Resource, Status
 
 _INF = float("inf")
 
@@ -95,7 +97,7 @@ def ground(task: Task, limit: int) -> _Ground | None:
                    tuple(add_bits), goal)
 
 
-class TypedSearch:
+class TypedSearch(Resource):
     """Exact in-process search for tiny tasks (see the module docstring)."""
 
     source = "classical"
@@ -117,14 +119,23 @@ class TypedSearch:
         self._cache[key] = (weakref.ref(task, lambda _ref, key=key: self._cache.pop(key, None)), grounded)
         return grounded
 
+    def supports(self, task: Task) -> bool:
+        """Tiny tasks only: grounding stops counting past `max_ground_actions` (and is cached for `solve`)."""
+        return self._ground(task) is not None
+
+    def decline_reason(self, task: Task) -> str:
+        return f"more than {self.max_ground_actions} grounded actions (left to the next delegate)"
+
+    def warm_up(self) -> None:
+        """Nothing to start: it runs in the caller's process."""
+
     def solve(self, request: PlanRequest, deadline: float) -> DelegateOutcome:
         grounded = self._ground(request.task)
         if grounded is None:
-            return DelegateOutcome(Status.ERROR, reason=f"declined: more than {self.max_ground_actions} grounded "
-                                                        "actions (left to the next delegate)")
+            return DelegateOutcome(Status.UNSUPPORTED, reason=self.decline_reason(request.task))
         costs = request.grounded_costs(grounded.names) or {}
         task = request.task
-        usable = [i for i, name in enumerate(grounded.names) if name not in request.excluded]
+        usable = [i for i, name in enumerate(grounded.names) if not request.is_excluded(name)]
         cost = [_INF] * len(grounded.actions)
         for i in usable:
             cost[i] = costs.get(grounded.names[i], action_cost(task, grounded.actions[i]))
@@ -172,7 +183,7 @@ class TypedSearch:
                 return self._solved(g, parent, state, start, expanded)
             expanded += 1
             if expanded > self.max_nodes or (expanded & 63 == 0 and time.monotonic() > deadline):
-                return DelegateOutcome(Status.TIMEOUT, reason=f"gave up after {expanded} nodes")
+                return self._gave_up(expanded)
             for i in usable:
                 if state & pre[i] != pre[i]:
                     continue
@@ -189,6 +200,11 @@ class TypedSearch:
                     heapq.heappush(frontier, (new_cost + h, next(counter), new_cost, nxt))
         return DelegateOutcome(Status.UNSOLVABLE, reason=f"no plan: {expanded} reachable states exhausted",
                                details={"expanded": expanded})
+
+    def _gave_up(self, expanded: int) -> DelegateOutcome:
+        if expanded > self.max_nodes:
+            return DelegateOutcome(Status.MEMOUT, reason=f"node limit ({self.max_nodes}) reached")
+        return DelegateOutcome(Status.TIMEOUT, reason=f"budget expired after {expanded} nodes")
 
     def _solved(self, g: _Ground, parent: dict[int, tuple[int, int]], state: int, start: int,
                 expanded: int) -> DelegateOutcome:
@@ -221,7 +237,7 @@ class TypedSearch:
                 return DelegateOutcome(Status.SOLVED, plan=steps[::-1], details={"expanded": expanded})
             expanded += 1
             if expanded > self.max_nodes or time.monotonic() > deadline:
-                return DelegateOutcome(Status.TIMEOUT, reason=f"gave up after {expanded} nodes")
+                return self._gave_up(expanded)
             for i in usable:
                 if not applicable(task, state, g.actions[i]):
                     continue

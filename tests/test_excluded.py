@@ -1,0 +1,117 @@
+"""Grounded actions are compared in one normal form: `excluded` works in every spelling, from Python and HTTP,
+for every delegate."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from domains.bundled import bundled_task
+from domains.ground_text import ground_action_text, parse_ground_action
+from domains.model import GroundAction
+from domains.pddl_writer import domain_to_pddl, problem_to_pddl
+from domains.validate import validate_plan
+from portfolio.delegates.pyperplan import Pyperplan
+from portfolio.delegates.typed_search import TypedSearch
+from portfolio.planner import Planner
+from portfolio.results import PlanRequest, Status
+
+SPELLINGS = ["web-search job1 pricing web-basic", "(web-search job1 pricing web-basic)",
+             "( WEB-SEARCH  job1 Pricing web-basic )", GroundAction("web-search", ("job1", "pricing", "web-basic"))]
+ACTION = "(web-search job1 pricing web-basic)"
+
+
+@pytest.fixture(scope="module")
+def tools():
+    return bundled_task("tools", 3, seed=1)
+
+
+@pytest.fixture(scope="module")
+def planner():
+    with Planner(["fast-downward", "pyperplan"], budget_s=10.0) as shared:  # exclusion, not speed, is tested
+        yield shared
+
+
+def test_one_parser_one_printer():
+    assert ground_action_text("pick-up a") == ground_action_text("(PICK-UP  A)") == "(pick-up a)"
+    assert ground_action_text(GroundAction("Pick-Up", ("A",))) == "(pick-up a)"
+    assert parse_ground_action("(noop)") == GroundAction("noop", ())
+    for bad in ["", "()", "(a (b))"]:
+        with pytest.raises(ValueError):
+            parse_ground_action(bad)
+
+
+def test_the_request_keeps_one_spelling():
+    request = PlanRequest(task=None, excluded=frozenset(SPELLINGS[:3]), costs={"Drive T1 A B": 2.0})
+    assert request.excluded == {ACTION}
+    assert request.costs == {"(drive t1 a b)": 2.0}
+    assert request.is_excluded(GroundAction("web-search", ("job1", "pricing", "web-basic")))
+
+
+def test_the_unexcluded_plan_uses_the_action(planner, tools):
+    assert ACTION in planner.plan(tools).plan
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS, ids=["bare", "pddl", "shouted", "ground-action"])
+def test_excluded_in_any_spelling_is_never_used(planner, tools, spelling):
+    result = planner.plan(tools, excluded=[spelling])
+    assert result.solved and ACTION not in result.plan
+    assert validate_plan(tools, result.actions()).ok
+
+
+def test_typed_search_honours_the_bare_spelling(tools):
+    with TypedSearch(max_ground_actions=10_000) as search:
+        assert search.supports(tools)
+        outcome = search.solve(PlanRequest(tools, excluded=frozenset({SPELLINGS[0]})), time.monotonic() + 10)
+    assert outcome.status is Status.SOLVED
+    assert ACTION not in [str(step) for step in outcome.plan]
+
+
+def test_pyperplan_removes_excluded_operators_before_searching():
+    from domains.pddl import parse_task
+
+    domain = """(define (domain two) (:requirements :strips) (:predicates (s) (g))
+      (:action a :parameters () :precondition (s) :effect (g))
+      (:action b :parameters () :precondition (s) :effect (g)))"""
+    task = parse_task(domain, "(define (problem p) (:domain two) (:init (s)) (:goal (g)))", "two.pddl", "p.pddl")
+    with Pyperplan() as pyperplan:
+        plans = {name: pyperplan.solve(PlanRequest(task, excluded=frozenset({name})), time.monotonic() + 10).plan
+                 for name in ("a", "(B)")}
+    assert plans == {"a": [GroundAction("b")], "(B)": [GroundAction("a")]}
+
+
+def test_pyperplan_declines_what_its_parser_cannot_read(tools):
+    with Pyperplan() as pyperplan:
+        assert not pyperplan.supports(tools)
+        assert "without a precondition" in pyperplan.decline_reason(tools)
+
+
+def test_excluded_over_http_in_both_spellings(planner, tools):
+    from portfolio.serve.http import make_server
+
+    server = make_server(planner, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1/plan"
+    try:
+        for spelling in SPELLINGS[:2]:
+            body = {"domain": domain_to_pddl(tools.domain), "problem": problem_to_pddl(tools.problem),
+                    "excluded": [spelling]}
+            request = urllib.request.Request(url, data=json.dumps(body).encode(),
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=30) as response:
+                result = json.loads(response.read())
+            assert result["status"] == "solved" and ACTION not in result["plan"]
+        body["excluded"] = ["(pick-up (a))"]
+        request = urllib.request.Request(url, data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 400 and "not a grounded action" in json.loads(refused.value.read())["error"]
+    finally:
+        server.shutdown()
+        server.server_close()
