@@ -46,6 +46,10 @@ class WorkerError(Exception):
         self.traceback_text = traceback_text
 
 
+class OutOfMemory(WorkerError):
+    """The code the worker ran went over the memory cap (`portfolio.limits`); the worker was replaced."""
+
+
 def kill_group(process: subprocess.Popen) -> None:
     """SIGKILL the process group led by `process` and reap the leader."""
     try:
@@ -105,7 +109,7 @@ class WorkerProcess(Resource):
                 if not limits.is_out_of_memory(str(error)):
                     raise
                 self._replace(process)  # a process that hit its cap may be left in a bad state
-                raise WorkerError(f"{limits.OUT_OF_MEMORY} (limit {limits.limit_mb()} MB): {error}") from error
+                raise OutOfMemory(f"{limits.OUT_OF_MEMORY} (limit {limits.limit_mb()} MB)") from error
 
     def _receive(self, process: subprocess.Popen, deadline: float) -> Any:
         assert process.stdout is not None
