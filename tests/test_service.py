@@ -70,6 +70,7 @@ def test_replan_from_the_observed_state_of_a_run(service):
     ({}, "BadRequest"),
     ({"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4, "init": ["(floating a)"]}, "UndefinedSymbolError"),
     ({"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4, "budget": -1}, "SchemaError"),
+    ({"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4, "excluded": ["(pick-up (a))"]}, "PDDLSyntaxError"),
 ])
 def test_bad_input_is_a_400_with_a_message_and_kind(service, body, kind):
     client, _ = service

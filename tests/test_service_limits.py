@@ -44,7 +44,7 @@ def test_the_cli_reports_out_of_memory_and_the_cascade_goes_on(tmp_path):
         [sys.executable, "-m", "portfolio.cli", "plan", str(tmp_path / "d.pddl"), str(tmp_path / "p.pddl"),
          "--budget", "60", "--delegates", "fast-downward,pyperplan"],
         capture_output=True, text=True, timeout=120, cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO), "PORTFOLIO_MEMORY_LIMIT_MB": "250"})
+        env={**os.environ, "PYTHONPATH": str(REPO), "PORTFOLIO_MEMORY_LIMIT_MB": "150"})
     assert run.returncode == 1, run.stderr
-    assert "attempt fast-downward: memout" in run.stdout and "out of memory (limit 250 MB)" in run.stdout
+    assert "attempt fast-downward: memout" in run.stdout and "out of memory (limit 150 MB)" in run.stdout
     assert "attempt pyperplan:" in run.stdout

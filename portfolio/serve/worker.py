@@ -70,12 +70,12 @@ class PlannerWorker:
         try:
             task = load_task(request)
             init = parse_ground_atoms(task, request.init) if request.init is not None else None
+            run_id = self._run(task, request.run_id)
+            options = {k: v for k, v in request.model_dump().items() if k in self.plan_options and v is not None}
+            with self._budget(request.budget):  # the planner reads `excluded` & co. too: bad spellings are 400s
+                result = self.planner.plan(task, init=init, run_id=run_id, **options)
         except (TaskInputError, BadRequest) as error:
             return {"bad_input": {"error": str(error), "kind": getattr(error, "kind", type(error).__name__)}}
-        run_id = self._run(task, request.run_id)
-        options = {k: v for k, v in request.model_dump().items() if k in self.plan_options and v is not None}
-        with self._budget(request.budget):
-            result = self.planner.plan(task, init=init, run_id=run_id, **options)
         return {"result": {**result.model_dump(mode="json"), "run_id": request.run_id}}
 
     def _run(self, task, run_id: str | None) -> str | None:
