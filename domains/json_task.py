@@ -1,40 +1,45 @@
 """A JSON task format for agent runtimes that do not speak PDDL.
 
-A task is typed objects, predicates, STRIPS-style actions (precondition literals, add and delete lists, an
-optional cost), an initial state and a goal; literals are written as in PDDL (`"(on ?x ?y)"`,
-`"(not (clear ?x))"`). The file is checked by a pydantic model (the schema `portfolio schema task` prints), then
-every literal goes through the same checks as PDDL, so an unknown predicate is an `UndefinedSymbolError` here too.
-The resulting `Task` gets its PDDL texts from the writer.
+A task is typed objects, predicates, actions (preconditions, add and delete lists, richer `effects`, an optional
+cost), derived predicates, an initial state and a goal. Conditions and effects are written as in PDDL: a
+precondition or goal entry is any PDDL condition (`"(on ?x ?y)"`, `"(not (clear ?x))"`,
+`"(forall (?b - block) (clear ?b))"`), an `effects` entry any PDDL effect (`"(when (clear ?y) (on ?x ?y))"`,
+`"(forall (?b - block) (not (on ?b ?x)))"`); a predicate argument may be typed `"(either a b)"`. That is the
+fragment Fast Downward accepts, less numeric functions (costs are constants here). The file is checked by a
+pydantic model (the schema `portfolio schema task` prints), then every string goes through the same reader and
+checks as PDDL, so an unknown predicate is an `UndefinedSymbolError` here too. The resulting `Task` gets its PDDL
+texts (and `:requirements`, from what the task really uses) from the writer.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from domains.errors import SchemaError, TaskInputError, UnsupportedFeatureError
+from domains.errors import ArityError, SchemaError, TaskInputError, UndefinedSymbolError, UnsupportedFeatureError
 from domains.model import (
+    EITHER,
     OBJECT,
     TRUE,
     ActionSchema,
     And,
     Atom,
+    Axiom,
     Domain,
     Effect,
-    Equals,
     Formula,
     FunctionTerm,
-    Not,
     Parameter,
     Predicate,
     Problem,
     Task,
 )
-from domains.pddl import TOTAL_COST, _atom, _Ctx, _formula
+from domains.pddl import TOTAL_COST, _atom, _check_axioms, _Ctx, _effects, _formula
 from domains.sexpr import SList, read_sexpr
-from domains.pddl_writer import formula_to_pddl, task_with_texts
+from domains.pddl_writer import effect_to_pddl, formula_to_pddl, task_with_texts
 
 
 class _Strict(BaseModel):
@@ -65,10 +70,19 @@ class JsonAction(_Strict):
     name: str
     parameters: list[JsonParameter] = Field(default_factory=list)
     preconditions: list[str] = Field(default_factory=list,
-                                     description="Literals that must hold, e.g. '(on ?x ?y)' or '(not (clear ?x))'.")
+                                     description="Conditions that must hold, e.g. '(on ?x ?y)', '(not (clear ?x))' "
+                                     "or any PDDL condition ('(or ...)', '(exists (?b - block) ...)').")
     add: list[str] = Field(default_factory=list, description="Atoms the action makes true, e.g. '(holding ?x)'.")
     delete: list[str] = Field(default_factory=list, description="Atoms the action makes false.")
+    effects: list[str] = Field(default_factory=list, description="Other PDDL effects: conditional "
+                               "'(when <condition> <effect>)' and universal '(forall (<variables>) <effect>)'.")
     cost: float | None = Field(None, ge=0, description="Non-negative action cost; omit for unit-cost tasks.")
+
+
+class JsonDerived(_Strict):
+    name: str = Field(description="The derived predicate (declared in 'predicates' too).")
+    parameters: list[JsonParameter] = Field(default_factory=list)
+    condition: str = Field(description="PDDL condition under which the predicate holds, over the parameters.")
 
 
 class JsonTask(_Strict):
@@ -80,8 +94,10 @@ class JsonTask(_Strict):
     objects: list[JsonObject] = Field(default_factory=list)
     predicates: list[JsonPredicate]
     actions: list[JsonAction]
+    derived: list[JsonDerived] = Field(default_factory=list, description="Derived predicates (axioms): rules "
+                                       "computed in every state, never set by actions.")
     init: list[str] = Field(default_factory=list, description="Atoms true in the initial state, e.g. '(on a b)'.")
-    goal: list[str] = Field(description="Literals that must hold at the end.")
+    goal: list[str] = Field(description="Conditions that must hold at the end (any PDDL condition).")
 
 
 def task_json_schema() -> dict[str, Any]:
@@ -108,27 +124,37 @@ def _schema_message(error: ValidationError) -> str:
     return "the JSON task does not match the task schema: " + "; ".join(problems) + "."
 
 
+def _one_expression(text: str) -> SList:
+    root = read_sexpr(text)
+    if len(root) != 1 or not isinstance(root[0], SList) or not root[0]:
+        raise SchemaError(f"expected one parenthesised literal such as '(on a b)', got {text!r}.")
+    return root
+
+
 def _literal(ctx: _Ctx, text: str, scope: dict[str, str], where: str, atom_only: bool = False) -> Formula:
-    """Parse one literal string with the PDDL checks; errors name the JSON field instead of a line."""
+    """Parse one condition string with the PDDL checks; errors name the JSON field instead of a line."""
     try:
-        root = read_sexpr(text)
-        if len(root) != 1 or not isinstance(root[0], SList) or not root[0]:
-            raise SchemaError(f"expected one parenthesised literal such as '(on a b)', got {text!r}.")
+        root = _one_expression(text)
         if atom_only:
             return _atom(ctx, root[0], scope, where)
         formula = _formula(ctx, root, 0, scope, where)
     except TaskInputError as error:
         raise type(error)(f"{where}: {error.message} (in {text!r})", file=ctx.file) from None
-    if not _is_literal(formula):
-        raise UnsupportedFeatureError(f"{where}: expected an atom, an equality '(= ?x ?y)' or the 'not' of one, "
-                                      f"got {text!r}; use PDDL for richer conditions.", file=ctx.file)
     return formula
 
 
-def _is_literal(formula: Formula) -> bool:
-    if isinstance(formula, Not):
-        formula = formula.arg
-    return isinstance(formula, (Atom, Equals))
+def _effect_list(ctx: _Ctx, text: str, scope: dict[str, str], where: str) -> list[Effect]:
+    """Parse one PDDL effect string (conditional, universal) into model effects."""
+    out: list[Effect] = []
+    costs: list[Any] = []
+    try:
+        _effects(ctx, _one_expression(text), 0, scope, where, (), TRUE, out, costs)
+    except TaskInputError as error:
+        raise type(error)(f"{where}: {error.message} (in {text!r})", file=ctx.file) from None
+    if costs:
+        raise UnsupportedFeatureError(f"{where}: give the action's cost in its 'cost' field, not as an effect "
+                                      f"(in {text!r}).", file=ctx.file)
+    return out
 
 
 def _conjunction(parts: list[Formula]) -> Formula:
@@ -170,27 +196,55 @@ def _build(spec: JsonTask, file: str | None) -> Task:
     _check_types(ctx, [(f"objects[{i}].type", o.type) for i, o in enumerate(spec.objects)])
     predicates = []
     for i, p in enumerate(spec.predicates):
-        _check_types(ctx, [(f"predicates[{i}].parameters[{j}]", t) for j, t in enumerate(p.parameters)])
+        types_used = [_either_type(ctx, f"predicates[{i}].parameters[{j}]", t) for j, t in enumerate(p.parameters)]
         ctx.predicates[p.name] = len(p.parameters)
-        predicates.append(Predicate(p.name, tuple(Parameter(f"?x{j}", t) for j, t in enumerate(p.parameters))))
+        predicates.append(Predicate(p.name, tuple(Parameter(f"?x{j}", t) for j, t in enumerate(types_used))))
     actions = [_action(ctx, i, a) for i, a in enumerate(spec.actions)]
+    axioms = [_derived(ctx, i, d) for i, d in enumerate(spec.derived)]
     ctx.objects = {o.name: o.type for o in spec.objects}
     init = frozenset(_literal(ctx, s, {}, f"init[{i}]", atom_only=True) for i, s in enumerate(spec.init))
     goal = _conjunction([_literal(ctx, s, {}, f"goal[{i}]") for i, s in enumerate(spec.goal)])
     costs = any(a.cost is not None for a in spec.actions)
-    requirements = [":strips"] + ([":typing"] if types or any(o.type != OBJECT for o in spec.objects) else [])
-    conditions = [part for a in actions for part in a.precondition.parts] + list(goal.parts)  # type: ignore
-    if any(isinstance(part, Not) for part in conditions):
-        requirements.append(":negative-preconditions")
-    if any(isinstance(part, Equals) or isinstance(part, Not) and isinstance(part.arg, Equals) for part in conditions):
-        requirements.append(":equality")
-    if costs:
-        requirements.append(":action-costs")
-    domain = Domain(spec.domain, tuple(requirements), types, (), tuple(predicates),
-                    (Predicate(TOTAL_COST),) if costs else (), tuple(actions))
+    domain = Domain(spec.domain, (), types, (), tuple(predicates),
+                    (Predicate(TOTAL_COST),) if costs else (), tuple(actions), tuple(axioms))
     problem = Problem(spec.name, spec.domain, tuple((o.name, o.type) for o in spec.objects), init,
                       ((FunctionTerm(TOTAL_COST), 0.0),) if costs else (), goal, costs)
-    return task_with_texts(domain, problem)
+    try:
+        _check_axioms(ctx, domain, {a.head.predicate: 0 for a in axioms})
+    except TaskInputError as error:
+        raise type(error)(f"derived: {error.message}", file=file) from None
+    used = Task(domain, problem).requirements_used() - {"either"}
+    requirements = (":strips",) + tuple(sorted(used - {":strips"}))
+    return task_with_texts(dataclasses.replace(domain, requirements=requirements), problem)
+
+
+def _either_type(ctx: _Ctx, where: str, type_name: str) -> str:
+    """A predicate argument type: a declared type, or '(either a b)' of declared types (normalised)."""
+    if type_name.startswith("("):
+        root = read_sexpr(type_name)
+        inner = root[0] if len(root) == 1 and isinstance(root[0], SList) else None
+        if not inner or inner[0] != EITHER or any(isinstance(t, SList) for t in inner[1:]) or len(inner) < 2:
+            raise SchemaError(f"{where}: expected a type name or '(either <type> ...)', got {type_name!r}.",
+                              file=ctx.file)
+        _check_types(ctx, [(where, t) for t in inner[1:]])
+        return "(" + " ".join(inner) + ")"
+    _check_types(ctx, [(where, type_name)])
+    return type_name
+
+
+def _derived(ctx: _Ctx, index: int, rule: JsonDerived) -> Axiom:
+    where = f"derived[{index}]"
+    _check_types(ctx, [(f"{where}.parameters[{j}].type", p.type) for j, p in enumerate(rule.parameters)])
+    arity = ctx.predicates.get(rule.name)
+    if arity is None:
+        raise UndefinedSymbolError(f"{where}.name: derived predicate '{rule.name}' is not declared in 'predicates'.",
+                                   file=ctx.file)
+    if arity != len(rule.parameters):
+        raise ArityError(f"{where}.parameters: predicate '{rule.name}' expects {arity} argument(s), got "
+                         f"{len(rule.parameters)}.", file=ctx.file)
+    params = tuple(Parameter(p.name, p.type) for p in rule.parameters)
+    body = _literal(ctx, rule.condition, {p.name: p.type for p in params}, f"{where}.condition")
+    return Axiom(Atom(rule.name, tuple(p.name for p in params)), params, body)
 
 
 def _check_types(ctx: _Ctx, uses: list[tuple[str, str]]) -> None:
@@ -210,28 +264,32 @@ def _action(ctx: _Ctx, index: int, action: JsonAction) -> ActionSchema:
                for j, s in enumerate(action.delete)]
     effects += [Effect(_literal(ctx, s, scope, f"{where}.add[{j}]", atom_only=True))  # type: ignore[arg-type]
                 for j, s in enumerate(action.add)]
+    for j, text in enumerate(action.effects):
+        effects += _effect_list(ctx, text, scope, f"{where}.effects[{j}]")
     params = tuple(Parameter(p.name, p.type) for p in action.parameters)
     return ActionSchema(action.name, params, _conjunction(pre), tuple(effects), action.cost)
 
 
 def task_to_json(task: Task) -> str:
-    """Write a STRIPS task (literal preconditions and goal, plain add/delete effects, constant costs) as JSON;
-    anything richer raises `UnsupportedFeatureError`."""
+    """Write a task as JSON: everything but domain constants and function-valued costs (numeric fluents), which
+    raise `UnsupportedFeatureError`."""
     domain, problem = task.domain, task.problem
     if domain.constants:
         raise UnsupportedFeatureError("the JSON task format has no domain constants; use PDDL for this task.")
     actions = []
     for schema in domain.actions:
-        effects = schema.effects
-        if any(e.condition != TRUE or e.parameters for e in effects) or isinstance(schema.cost, FunctionTerm):
-            raise UnsupportedFeatureError(f"action '{schema.name}' has conditional, quantified or "
-                                          "function-valued effects; the JSON format is STRIPS only.")
+        if isinstance(schema.cost, FunctionTerm):
+            raise UnsupportedFeatureError(f"action '{schema.name}' takes its cost from a numeric function; the "
+                                          "JSON format has constant costs only.")
+        plain = [e for e in schema.effects if e.condition == TRUE and not e.parameters]
+        richer = [e for e in schema.effects if not (e.condition == TRUE and not e.parameters)]
         actions.append({
             "name": schema.name,
             "parameters": [{"name": p.name, "type": p.type} for p in schema.parameters],
-            "preconditions": _literals(schema.precondition, f"the precondition of '{schema.name}'"),
-            "add": [str(e.atom) for e in effects if not e.negated],
-            "delete": [str(e.atom) for e in effects if e.negated],
+            "preconditions": _parts(schema.precondition),
+            "add": [str(e.atom) for e in plain if not e.negated],
+            "delete": [str(e.atom) for e in plain if e.negated],
+            **({"effects": [effect_to_pddl(e) for e in richer]} if richer else {}),
             **({"cost": schema.cost} if schema.cost is not None else {}),
         })
     data = {
@@ -241,18 +299,16 @@ def task_to_json(task: Task) -> str:
         "objects": [{"name": o, "type": t} for o, t in problem.objects],
         "predicates": [{"name": p.name, "parameters": [x.type for x in p.parameters]} for p in domain.predicates],
         "actions": actions,
+        **({"derived": [{"name": a.head.predicate,
+                         "parameters": [{"name": p.name, "type": p.type} for p in a.parameters],
+                         "condition": formula_to_pddl(a.body)} for a in domain.axioms]} if domain.axioms else {}),
         "init": [str(a) for a in sorted(problem.init)],
-        "goal": _literals(problem.goal, "the goal"),
+        "goal": _parts(problem.goal),
     }
     return json.dumps(data, indent=2) + "\n"
 
 
-def _literals(formula: Formula, what: str) -> list[str]:
+def _parts(formula: Formula) -> list[str]:
+    """A condition as the list of its conjuncts (the JSON lists are conjunctions)."""
     parts = formula.parts if isinstance(formula, And) else (formula,)
-    result = []
-    for part in parts:
-        if _is_literal(part):
-            result.append(formula_to_pddl(part))
-        else:
-            raise UnsupportedFeatureError(f"{what} is not a conjunction of literals; the JSON format is STRIPS only.")
-    return result
+    return [formula_to_pddl(part) for part in parts]

@@ -1,7 +1,9 @@
 """The planning task model every other part of the project speaks.
 
-A `Task` is a lifted PDDL domain plus one problem: typed objects, predicates, action schemas with
-preconditions, (conditional, quantified) effects and costs, an initial state and a goal. PDDL files, the JSON
+A `Task` is a lifted PDDL domain plus one problem: typed objects, predicates, derived predicates (axioms), action
+schemas with preconditions, (conditional, quantified) effects and costs, an initial state and a goal. This is the
+fragment Fast Downward's translator accepts; `Task.requirements_used` says which parts of it a task really uses, so
+a planner that handles less (pyperplan: STRIPS only) can decline a task instead of failing on it. PDDL files, the JSON
 task format and unified-planning `Problem` objects are all read into this model; the validator simulates plans
 on it; the PDDL writer turns it back into text for the planners.
 
@@ -16,6 +18,14 @@ from functools import cached_property
 from typing import Union
 
 OBJECT = "object"
+EITHER = "either"
+
+
+def either_types(type_name: str) -> tuple[str, ...] | None:
+    """The member types of an `(either a b)` type (kept in the model as that text), None for a plain type."""
+    if type_name.startswith("(" + EITHER):
+        return tuple(type_name[1:-1].split()[1:])
+    return None
 
 
 @dataclass(frozen=True, order=True)
@@ -113,6 +123,16 @@ class ActionSchema:
 
 
 @dataclass(frozen=True)
+class Axiom:
+    """A derived predicate's rule (`:derived`): `head` (its arguments are `parameters`) holds in every state
+    where `body` holds. Derived atoms are never in a state: they are computed from it (see `domains.validate`)."""
+
+    head: Atom
+    parameters: tuple[Parameter, ...]
+    body: Formula
+
+
+@dataclass(frozen=True)
 class Predicate:
     name: str
     parameters: tuple[Parameter, ...] = ()
@@ -131,6 +151,11 @@ class Domain:
     predicates: tuple[Predicate, ...] = ()
     functions: tuple[Predicate, ...] = ()  # numeric fluents, used for costs only
     actions: tuple[ActionSchema, ...] = ()
+    axioms: tuple[Axiom, ...] = ()
+
+    @property
+    def derived_predicates(self) -> frozenset[str]:
+        return frozenset(axiom.head.predicate for axiom in self.axioms)
 
     def action(self, name: str) -> ActionSchema | None:
         for schema in self.actions:
@@ -211,7 +236,11 @@ class Task:
         return dict(self.domain.types)
 
     def is_of_type(self, obj: str, wanted: str) -> bool:
-        """True when `obj` is declared of type `wanted` or of one of its subtypes."""
+        """True when `obj` is declared of type `wanted` or of one of its subtypes (of one of the members of an
+        `(either ...)` type)."""
+        members = either_types(wanted)
+        if members is not None:
+            return any(self.is_of_type(obj, member) for member in members)
         if wanted == OBJECT:
             return obj in self._objects
         parents = dict(self.domain.types)
@@ -233,6 +262,32 @@ class Task:
     @cached_property
     def _has_action_costs(self) -> bool:
         return any(schema.cost is not None for schema in self.domain.actions)
+
+    def requirements_used(self) -> frozenset[str]:
+        """The PDDL requirements this task really uses (whatever its `:requirements` declares), by their PDDL
+        names: `:strips`, `:typing`, `:negative-preconditions`, `:disjunctive-preconditions`, `:equality`,
+        `:existential-preconditions`, `:universal-preconditions`, `:conditional-effects`, `:derived-predicates`,
+        `:action-costs`; plus `either` when a predicate declares an `(either ...)` argument type."""
+        return self._requirements_used
+
+    @cached_property
+    def _requirements_used(self) -> frozenset[str]:
+        from domains.features import requirements_used  # the walk over formulas lives with its tests
+
+        return requirements_used(self)
+
+    @property
+    def is_strips(self) -> bool:
+        """True when the task is STRIPS (typing and action costs allowed): positive conjunctive preconditions and
+        goal, plain add and delete effects, no derived predicates."""
+        return self._requirements_used <= STRIPS_FRAGMENT
+
+    @property
+    def has_axioms(self) -> bool:
+        return bool(self.domain.axioms)
+
+
+STRIPS_FRAGMENT = frozenset({":strips", ":typing", ":action-costs"})
 
 
 def action_cost(task: Task, action: GroundAction) -> float:

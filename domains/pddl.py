@@ -1,9 +1,13 @@
 """A PDDL reader that remembers where every token came from, so bad input gets `file:line: what was expected`.
 
-It reads the classical fragment the project models (STRIPS, typing, negative/disjunctive/quantified
-preconditions, equality, conditional effects, action costs from constants or static cost functions) into
-`domains.model`. It is a plain line-by-line tokenizer plus a stack-based s-expression builder: no regex per token
-and no unified-planning import, because it runs on the planning path and must cost milliseconds.
+It reads the classical fragment Fast Downward's translator accepts (STRIPS, typing with `either` in predicate
+declarations, negative/disjunctive/quantified preconditions, equality, conditional and universally quantified
+effects, derived predicates, action costs from constants or static cost functions) into `domains.model`, as
+leniently as that translator reads it (case, comments, `?` starting a token, no `:requirements` at all) and as
+strictly where a mistake would change the task's meaning (arity, undeclared symbols). Numeric fluents beyond
+action costs and durative actions are refused with the file and line. It is a plain line-by-line tokenizer plus
+a stack-based s-expression builder: no regex per token and no unified-planning import, because it runs on the
+planning path and must cost milliseconds.
 """
 
 from __future__ import annotations
@@ -13,10 +17,13 @@ from typing import NoReturn
 
 from domains.errors import ArityError, PDDLSyntaxError, UndefinedSymbolError, UnsupportedFeatureError
 from domains.sexpr import SList, new_list, read_sexpr
+from domains.features import axiom_strata
 from domains.model import (
+    EITHER,
     OBJECT,
     TRUE,
     ActionSchema,
+    Axiom,
     And,
     Atom,
     Cost,
@@ -36,10 +43,11 @@ from domains.model import (
     Task,
 )
 
+# Exactly the requirement labels Fast Downward's translator accepts (pddl/tasks.py REQUIREMENT_LABELS).
 SUPPORTED_REQUIREMENTS = frozenset({
-    ":strips", ":typing", ":negative-preconditions", ":disjunctive-preconditions", ":equality",
-    ":existential-preconditions", ":universal-preconditions", ":quantified-preconditions",
-    ":conditional-effects", ":adl", ":action-costs",
+    ":strips", ":adl", ":typing", ":negation", ":equality", ":negative-preconditions",
+    ":disjunctive-preconditions", ":existential-preconditions", ":universal-preconditions",
+    ":quantified-preconditions", ":conditional-effects", ":derived-predicates", ":action-costs",
 })
 TOTAL_COST = "total-cost"
 _NUMERIC_EFFECTS = frozenset({"decrease", "assign", "scale-up", "scale-down"})
@@ -102,9 +110,10 @@ def _define(ctx: _Ctx, root: SList, kind: str) -> tuple[SList, str]:
     return top, _expect_name(ctx, header, 1, f"the {kind} name")
 
 
-def _typed_list(ctx: _Ctx, items: SList, start: int, what: str, check_types: bool = True
-                ) -> list[tuple[str, str, int]]:
-    """`a b - t c` -> [(a, t, line), (b, t, line), (c, object, line)]."""
+def _typed_list(ctx: _Ctx, items: SList, start: int, what: str, check_types: bool = True,
+                either_allowed: bool = False) -> list[tuple[str, str, int]]:
+    """`a b - t c` -> [(a, t, line), (b, t, line), (c, object, line)]. An `(either t1 t2)` type (allowed where
+    Fast Downward allows it: predicate declarations) is kept as the text `(either t1 t2)`."""
     result: list[tuple[str, str, int]] = []
     pending: list[tuple[str, int]] = []
     i = start
@@ -119,11 +128,11 @@ def _typed_list(ctx: _Ctx, items: SList, start: int, what: str, check_types: boo
                 ctx.fail(PDDLSyntaxError, "expected a type name after '-'.", items, i)
             type_name = items[i + 1]
             if isinstance(type_name, SList):
-                if type_name and type_name[0] == "either":
-                    ctx.fail(UnsupportedFeatureError, "'either' types are not supported; declare a common "
-                             "supertype instead.", items, i + 1)
-                ctx.fail(PDDLSyntaxError, "expected a type name after '-'.", items, i + 1)
-            if check_types and type_name not in ctx.types:
+                if type_name and type_name[0] == EITHER:
+                    type_name = _either(ctx, items, i + 1, either_allowed)
+                else:
+                    ctx.fail(PDDLSyntaxError, "expected a type name after '-'.", items, i + 1)
+            elif check_types and type_name not in ctx.types:
                 ctx.fail(UndefinedSymbolError, f"undefined type '{type_name}'; declared types are: "
                          f"{', '.join(sorted(ctx.types))}.", items, i + 1)
             result.extend((name, type_name, line) for name, line in pending)
@@ -136,10 +145,29 @@ def _typed_list(ctx: _Ctx, items: SList, start: int, what: str, check_types: boo
     return result
 
 
-def _parameters(ctx: _Ctx, items: SList, what: str, scope: dict[str, str] | None = None) -> tuple[Parameter, ...]:
+def _either(ctx: _Ctx, items: SList, index: int, allowed: bool) -> str:
+    """`(either t1 t2)` -> "(either t1 t2)", its member types checked."""
+    expr = items[index]
+    if not allowed:
+        ctx.fail(UnsupportedFeatureError, "'either' types are accepted in predicate declarations only (as in "
+                 "Fast Downward); declare a common supertype here instead.", items, index)
+    members = []
+    for i in range(1, len(expr)):
+        member = _expect_name(ctx, expr, i, "a type name inside 'either'")
+        if member not in ctx.types:
+            ctx.fail(UndefinedSymbolError, f"undefined type '{member}' in 'either'; declared types are: "
+                     f"{', '.join(sorted(ctx.types))}.", expr, i)
+        members.append(member)
+    if not members:
+        ctx.fail(PDDLSyntaxError, "expected at least one type name in '(either ...)'.", items, index)
+    return "(" + " ".join((EITHER, *members)) + ")"
+
+
+def _parameters(ctx: _Ctx, items: SList, what: str, scope: dict[str, str] | None = None,
+                either_allowed: bool = False) -> tuple[Parameter, ...]:
     params = []
     seen = set(scope or ())
-    for name, type_name, line in _typed_list(ctx, items, 0, "variable"):
+    for name, type_name, line in _typed_list(ctx, items, 0, "variable", either_allowed=either_allowed):
         if not name.startswith("?"):
             ctx.fail_at(PDDLSyntaxError, f"expected a variable starting with '?' in {what}, got '{name}'.", line)
         if name in seen and scope is None:
@@ -321,6 +349,8 @@ def parse_domain(text: str, file: str | None = None) -> Domain:
     predicates: list[Predicate] = []
     functions: list[Predicate] = []
     actions: list[ActionSchema] = []
+    axioms: list[Axiom] = []
+    derived_lines: dict[str, int] = {}
     for index in range(2, len(top)):
         section = _expect_list(ctx, top, index, "a domain section such as '(:predicates ...)'")
         key = section[0] if section and isinstance(section[0], str) else ""
@@ -343,21 +373,65 @@ def parse_domain(text: str, file: str | None = None) -> Domain:
             for i in range(1, len(section)):
                 decl = _expect_list(ctx, section, i, "a predicate declaration '(name ?x ...)'")
                 pname = _expect_name(ctx, decl, 0, "a predicate name")
-                params = distinct_parameters(_parameters(ctx, _slice(decl, 1), f"predicate '{pname}'", {}))
+                params = distinct_parameters(_parameters(ctx, _slice(decl, 1), f"predicate '{pname}'", {},
+                                                         either_allowed=True))
                 ctx.predicates[pname] = len(params)
                 predicates.append(Predicate(pname, params))
         elif key == ":functions":
             functions.extend(_functions(ctx, section))
         elif key == ":action":
             actions.append(_action(ctx, section))
-        elif key in (":derived", ":durative-action", ":process", ":event", ":constraints"):
+        elif key == ":derived":
+            axioms.append(_axiom(ctx, section))
+            derived_lines.setdefault(axioms[-1].head.predicate, section.line)
+        elif key in (":durative-action", ":process", ":event", ":constraints"):
             ctx.fail(UnsupportedFeatureError, f"'{key}' is not supported; expected a classical domain "
-                     "(:requirements, :types, :constants, :predicates, :functions, :action).", section, 0)
+                     "(:requirements, :types, :constants, :predicates, :functions, :action, :derived).",
+                     section, 0)
         else:
             ctx.fail(PDDLSyntaxError, f"unknown domain section '{key}'; expected :requirements, :types, "
-                     ":constants, :predicates, :functions or :action.", section, 0)
-    return Domain(name, requirements, tuple(types), tuple(constants), tuple(predicates), tuple(functions),
-                  tuple(actions))
+                     ":constants, :predicates, :functions, :action or :derived.", section, 0)
+    domain = Domain(name, requirements, tuple(types), tuple(constants), tuple(predicates), tuple(functions),
+                    tuple(actions), tuple(axioms))
+    _check_axioms(ctx, domain, derived_lines)
+    return domain
+
+
+def _axiom(ctx: _Ctx, section: SList) -> Axiom:
+    """`(:derived (p ?x - t ...) <condition>)`: the head's predicate must be declared in :predicates."""
+    if len(section) != 3:
+        ctx.fail(PDDLSyntaxError, "expected '(:derived (<predicate> <variables>) <condition>)'.", section, 0)
+    head = _expect_list(ctx, section, 1, "the derived predicate '(<predicate> <variables>)'")
+    pname = _expect_name(ctx, head, 0, "a derived predicate name")
+    where = f"derived predicate '{pname}'"
+    params = _parameters(ctx, _slice(head, 1), where)
+    arity = ctx.predicates.get(pname)
+    if arity is None:
+        ctx.fail(UndefinedSymbolError, f"{where} is not declared in :predicates; expected it there too.", head, 0)
+    if arity != len(params):
+        ctx.fail(ArityError, f"{where}: predicate '{pname}' expects {arity} argument(s), got {len(params)}.",
+                 head, 0)
+    scope = {p.name: p.type for p in params}
+    body = _formula(ctx, section, 2, scope, f"the condition of {where}")
+    return Axiom(Atom(pname, tuple(p.name for p in params)), params, body)
+
+
+def _check_axioms(ctx: _Ctx, domain: Domain, lines: dict[str, int]) -> None:
+    """Derived predicates are computed, never set: no action may change one, and they must stratify."""
+    derived = domain.derived_predicates
+    if not derived:
+        return
+    for schema in domain.actions:
+        for effect in schema.effects:
+            if effect.atom.predicate in derived:
+                ctx.fail_at(UnsupportedFeatureError, f"action '{schema.name}' changes derived predicate "
+                            f"'{effect.atom.predicate}'; derived predicates are computed by their :derived rules "
+                            "and cannot be effects.", lines[effect.atom.predicate])
+    try:
+        axiom_strata(domain)
+    except ValueError as error:
+        predicate = str(error).split("'")[1]
+        ctx.fail_at(UnsupportedFeatureError, f"{error}.", lines[predicate])
 
 
 def _slice(items: SList, start: int) -> SList:

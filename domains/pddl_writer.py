@@ -16,6 +16,7 @@ from domains.model import (
     TRUE,
     ActionSchema,
     And,
+    Axiom,
     Atom,
     Cost,
     Domain,
@@ -79,7 +80,7 @@ def formula_to_pddl(formula: Formula, binding: Mapping[str, str] | None = None) 
     raise TypeError(f"not a formula: {formula!r}")
 
 
-def _effect(effect: Effect) -> str:
+def effect_to_pddl(effect: Effect) -> str:
     text = f"(not {effect.atom})" if effect.negated else str(effect.atom)
     if effect.condition != TRUE:
         text = f"(when {formula_to_pddl(effect.condition)} {text})"
@@ -97,11 +98,17 @@ def _action(schema: ActionSchema) -> str:
     lines = [f"  (:action {schema.name}", f"    :parameters ({_params(schema.parameters)})"]
     if schema.precondition != TRUE:
         lines.append(f"    :precondition {formula_to_pddl(schema.precondition)}")
-    parts = [_effect(e) for e in schema.effects]
+    parts = [effect_to_pddl(e) for e in schema.effects]
     if schema.cost is not None:
         parts.append(_cost(schema.cost))
     lines.append("    :effect (and " + " ".join(parts) + "))" if parts else "    :effect (and))")
     return "\n".join(lines)
+
+
+def _axiom(axiom: Axiom) -> str:
+    params = _params(axiom.parameters)
+    head = f"({axiom.head.predicate}{' ' + params if params else ''})"
+    return f"  (:derived {head}\n    {formula_to_pddl(axiom.body)})"
 
 
 def domain_to_pddl(domain: Domain) -> str:
@@ -124,6 +131,7 @@ def domain_to_pddl(domain: Domain) -> str:
             params = _params(function.parameters)
             out.append(f"    ({function.name}{' ' + params if params else ''}) - number")
         out.append("  )")
+    out.extend(_axiom(axiom) for axiom in domain.axioms)
     out.extend(_action(schema) for schema in domain.actions)
     out.append(")")
     return "\n".join(out) + "\n"

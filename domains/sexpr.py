@@ -23,7 +23,8 @@ def new_list(line: int) -> SList:
 
 def read_sexpr(text: str, file: str | None = None) -> SList:
     """Tokenize and nest `text`; returns a root list holding the top-level expressions. Names are lower-cased
-    because PDDL is case-insensitive."""
+    because PDDL is case-insensitive; `;` starts a comment; as in Fast Downward's tokenizer, `?` always starts a
+    new token (`(at?x)` reads as `(at ?x)`)."""
     root = new_list(1)
     stack = [root]
     current, lines = root, root.lines
@@ -32,6 +33,8 @@ def read_sexpr(text: str, file: str | None = None) -> SList:
             raw = raw.split(";", 1)[0]
         if "(" in raw or ")" in raw:
             raw = raw.replace("(", " ( ").replace(")", " ) ")
+        if "?" in raw:  # as Fast Downward's tokenizer: a variable starts a token, so `(aircraft?a)` is 2 tokens
+            raw = raw.replace("?", " ?")
         for token in raw.split():
             if token == "(":
                 node = new_list(lineno)

@@ -6,6 +6,11 @@ failure names the step, the grounded action and the exact literals that do not h
 Semantics are PDDL's: closed world; an action's effects (conditions of conditional effects included) are all
 evaluated in the state before the action; deletes are applied before adds, so an atom both deleted and added
 ends up true; quantifiers and forall-effects range over the objects of the parameter's type (subtypes included).
+Derived predicates (PDDL 2.2 axioms) are never stored in a state: before any condition is evaluated, the state is
+extended with every derived atom: the derived predicates' dependency components in order (`domains.features.
+axiom_order`; the domain must stratify), each to its least fixpoint (one pass when not recursive) with the
+components it depends on complete, so a negation only ever looks at finished predicates. Tasks without axioms
+skip this entirely; with axioms, quantifiers are evaluated as joins on an indexed state (`domains.joins`).
 
 This runs on the hot path, so each task is compiled once (schema preconditions and effects into closures, types
 into object sets) and the compiled form is cached per `Task` object for as long as the task lives.
@@ -19,6 +24,8 @@ from dataclasses import dataclass, field
 from itertools import product
 from typing import Callable, Collection, Mapping
 
+from domains.features import axiom_order, axiom_strata
+from domains.joins import IndexedState, Join, conjuncts, negate, plan_join, variables
 from domains.pddl_writer import formula_to_pddl
 from domains.model import (
     OBJECT,
@@ -37,6 +44,7 @@ from domains.model import (
     Plan,
     State,
     Task,
+    either_types,
 )
 
 Env = Mapping[str, str]
@@ -90,16 +98,44 @@ class _Schema:
 
 
 @dataclass
+class _Rule:
+    bindings: Join  # every binding of the head's variables (and the body's existentials) that makes the body true
+    build: Builder
+
+
+@dataclass
 class _Compiled:
     objects: dict[str, str]
     members: dict[str, frozenset[str]]  # type -> objects of that type or a subtype
     schemas: dict[str, _Schema]
     goal: Test
+    # Derived predicates' rules, component by component (dependencies first), with whether the component is
+    # recursive: a non-recursive one is complete after one pass, a recursive one is iterated to its fixpoint.
+    strata: list[tuple[list[_Rule], bool]] = field(default_factory=list)
+
+    def closure(self, state: Collection[Atom]) -> Collection[Atom]:
+        """`state` plus every derived atom that holds in it (the state itself when there are no axioms)."""
+        if not self.strata:
+            return state
+        full = IndexedState(state)
+        for rules, recursive in self.strata:
+            changed = True
+            while changed:  # least fixpoint of this component; the ones it depends on are complete
+                changed = False
+                for rule in rules:
+                    for env in rule.bindings(full, {}):
+                        changed |= full.add(rule.build(env))
+                changed &= recursive
+        return full
 
     def of_type(self, type_name: str) -> frozenset[str]:
         found = self.members.get(type_name)
-        if found is None:  # an undeclared type: only objects declared with exactly that name
-            found = frozenset(o for o, t in self.objects.items() if t == type_name)
+        if found is None:
+            union = either_types(type_name)
+            if union is not None:
+                found = frozenset().union(*(self.of_type(member) for member in union))
+            else:  # an undeclared type: only objects declared with exactly that name
+                found = frozenset(o for o, t in self.objects.items() if t == type_name)
             self.members[type_name] = found
         return found
 
@@ -156,6 +192,13 @@ def _compile_task(task: Task) -> _Compiled:
             cost=_compile_cost(schema.cost, names, numeric, with_costs),
         )
     compiled.goal = _compile_formula(task.problem.goal, compiled)
+    rules: dict[str, list[_Rule]] = {}
+    for axiom in task.domain.axioms:
+        rules.setdefault(axiom.head.predicate, []).append(
+            _Rule(_compile_join(axiom.parameters, axiom.body, compiled), _builder(axiom.head)))
+    axiom_strata(task.domain)  # raises on a domain that cannot be stratified (the reader refuses those first)
+    compiled.strata = [([rule for p in component for rule in rules[p]], recursive)
+                       for component, recursive in axiom_order(task.domain)]
     return compiled
 
 
@@ -229,8 +272,14 @@ def _compile_formula(formula: Formula, compiled: _Compiled) -> Test:
         names, domains = _quantified(formula.parameters, compiled)
         body = _compile_formula(formula.body, compiled)
         want = isinstance(formula, Exists)
+        # On indexed states (tasks with derived predicates) the quantifier is a join: forall x: B is
+        # "no binding of x satisfies not B".
+        witness = _compile_join(formula.parameters, formula.body if want else negate(formula.body), compiled)
 
         def quantifier(state: Collection[Atom], env: Env) -> bool:
+            if type(state) is IndexedState:
+                found = next(witness(state, env), None) is not None
+                return found if want else not found
             for combo in product(*domains):
                 if body(state, {**env, **dict(zip(names, combo))}) == want:
                     return want
@@ -238,6 +287,17 @@ def _compile_formula(formula: Formula, compiled: _Compiled) -> Test:
 
         return quantifier
     raise TypeError(f"not a formula: {formula!r}")
+
+
+def _compile_join(parameters: tuple[Parameter, ...], body: Formula, compiled: _Compiled) -> Join:
+    params, parts = conjuncts(parameters, body)
+    names = tuple(p.name for p in params)
+    wanted = set(names)
+    generators = [p for p in parts if isinstance(p, Atom)]
+    tests = [(frozenset(variables(p) & wanted), _compile_formula(p, compiled)) for p in parts
+             if not isinstance(p, Atom)]
+    return plan_join(names, {p.name: compiled.of_type(p.type) for p in params},
+                     {p.name: compiled.domain(p.type) for p in params}, generators, tests)
 
 
 def _compile_effect(effect, compiled: _Compiled) -> _Effect:
@@ -290,7 +350,8 @@ def _failures(formula: Formula, state: Collection[Atom], env: Env, compiled: _Co
 
 def holds(formula: Formula, state: Collection[Atom], task: Task, binding: Env | None = None) -> bool:
     """True when `formula` holds in `state` (closed world) with free variables bound by `binding`."""
-    return _compile_formula(formula, _compiled(task))(state, binding or {})
+    compiled = _compiled(task)
+    return _compile_formula(formula, compiled)(compiled.closure(state), binding or {})
 
 
 def check_action(task: Task, action: GroundAction) -> str | None:
@@ -347,7 +408,7 @@ def applicable(task: Task, state: Collection[Atom], action: GroundAction) -> boo
     if _check(compiled, action)[1] is not None:
         return False
     schema = compiled.schemas[action.name]
-    return schema.precondition(state, _env(schema, action))
+    return schema.precondition(compiled.closure(state), _env(schema, action))
 
 
 def unsatisfied_preconditions(task: Task, state: Collection[Atom], action: GroundAction) -> list[str]:
@@ -356,6 +417,7 @@ def unsatisfied_preconditions(task: Task, state: Collection[Atom], action: Groun
     compiled = _compiled(task)
     schema = _schema_for(compiled, action)
     env = _env(schema, action)
+    state = compiled.closure(state)
     if schema.precondition(state, env):
         return []
     precondition = next(s for s in task.domain.actions if s.name == action.name).precondition
@@ -383,20 +445,22 @@ def apply(task: Task, state: State, action: GroundAction) -> State:
     Raises ValueError for an ill-formed action."""
     compiled = _compiled(task)
     schema = _schema_for(compiled, action)
-    adds, deletes = _effects(schema, state, _env(schema, action))
+    adds, deletes = _effects(schema, compiled.closure(state), _env(schema, action))
     return (state.difference(deletes)).union(adds)
 
 
 def unmet_goals(task: Task, state: Collection[Atom]) -> list[str]:
     """The grounded goal literals that do not hold in `state`; empty when the goal is reached."""
     compiled = _compiled(task)
+    state = compiled.closure(state)
     if compiled.goal(state, {}):
         return []
     return _failures(task.problem.goal, state, {}, compiled)
 
 
 def goal_reached(task: Task, state: Collection[Atom]) -> bool:
-    return _compiled(task).goal(state, {})
+    compiled = _compiled(task)
+    return compiled.goal(compiled.closure(state), {})
 
 
 def validate_plan(task: Task, plan: Plan, init: State | None = None) -> Validation:
@@ -411,20 +475,22 @@ def validate_plan(task: Task, plan: Plan, init: State | None = None) -> Validati
             return Validation(False, frozenset(state), cost, number, kind, f"step {number} {action}: {message}")
         schema = compiled.schemas[action.name]
         env = dict(zip(schema.names, action.args))
-        if not schema.precondition(state, env):
+        full = compiled.closure(state)
+        if not schema.precondition(full, env):
             precondition = next(s for s in task.domain.actions if s.name == action.name).precondition
-            missing = _failures(precondition, state, env, compiled)
+            missing = _failures(precondition, full, env, compiled)
             noun = "precondition" if len(missing) == 1 else "preconditions"
             verb = "does" if len(missing) == 1 else "do"
             text = f"step {number} {action}: {noun} {', '.join(missing)} {verb} not hold"
             return Validation(False, frozenset(state), cost, number, "precondition", text, missing)
-        adds, deletes = _effects(schema, state, env)
+        adds, deletes = _effects(schema, full, env)
         state.difference_update(deletes)
         state.update(adds)
         cost += schema.cost(action.args)
     final = frozenset(state)
-    if not compiled.goal(state, {}):
-        missing = _failures(task.problem.goal, state, {}, compiled)
+    full = compiled.closure(state)
+    if not compiled.goal(full, {}):
+        missing = _failures(task.problem.goal, full, {}, compiled)
         verb = "does" if len(missing) == 1 else "do"
         text = f"goal not reached after {len(plan)} step{'s' if len(plan) != 1 else ''}: {', '.join(missing)} {verb} not hold"
         return Validation(False, final, cost, None, "goal", text, missing)

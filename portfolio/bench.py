@@ -23,7 +23,7 @@ from typing import Callable, Iterable
 
 from domains.load import load_task
 from domains.model import Task
-from domains.validate import apply
+from domains.validate import apply, validate_plan
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,54 @@ def run_driver(domain: Path, problem: Path, timeout: float | None = None) -> tup
     elapsed = time.monotonic() - start
     shutil.rmtree(workdir, ignore_errors=True)
     return solved, elapsed
+
+
+def driver_translate(domain: Path, problem: Path, timeout: float | None = None) -> str | None:
+    """The SAS text the raw driver's translator writes (`fast-downward.py --translate`), or None when it failed
+    or ran out of time."""
+    workdir = tempfile.mkdtemp(prefix="portfolio-driver-")
+    try:
+        process = subprocess.run(
+            [sys.executable, str(driver_script()), "--translate", str(Path(domain).resolve()),
+             str(Path(problem).resolve())],
+            cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout,
+        )
+        output = Path(workdir) / "output.sas"
+        return output.read_text() if process.returncode == 0 and output.exists() else None
+    except subprocess.TimeoutExpired:
+        return None
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def benchmark_pairs(source: Path, per_domain: int | None = None) -> list[tuple[str, Path, Path]]:
+    """(domain label, domain file, problem file) triples from a benchmark folder or a `pairs.txt`.
+
+    A folder holds one sub-folder per domain with a `domain.pddl` and problem files: the `per_domain` smallest
+    problems (by file size, then name) are taken. A `pairs.txt` lists `DOMAIN PROBLEM` paths relative to its own
+    folder, one pair a line (domains with one domain file per problem need it); the first `per_domain` pairs of
+    each domain folder are taken, in file order."""
+    source = Path(source)
+    triples: list[tuple[str, Path, Path]] = []
+    if source.is_file():
+        counts: dict[str, int] = {}
+        for number, line in enumerate(source.read_text().splitlines(), 1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            parts = line.split()
+            if len(parts) != 2:
+                raise ValueError(f"{source}:{number}: expected 'DOMAIN PROBLEM', got {line!r}")
+            domain, problem = source.parent / parts[0], source.parent / parts[1]
+            label = problem.parent.name
+            if per_domain is None or counts.get(label, 0) < per_domain:
+                counts[label] = counts.get(label, 0) + 1
+                triples.append((label, domain, problem))
+        return triples
+    for folder in sorted(p for p in source.iterdir() if (p / "domain.pddl").exists()):
+        problems = sorted((p for p in folder.glob("*.pddl") if p.name != "domain.pddl"),
+                          key=lambda p: (p.stat().st_size, p.name))[:per_domain]
+        triples.extend((folder.name, folder / "domain.pddl", problem) for problem in problems)
+    return triples
 
 
 def median_seconds(call: Callable[[], object], rounds: int) -> float:
@@ -140,24 +188,37 @@ class CoverageRow:
     tasks: int
     planner: int
     driver: int
+    invalid: int = 0  # planner plans the validator rejected (not counted as solved)
+    late: int = 0  # valid planner plans returned after the budget (not counted as solved, as the driver is killed)
 
 
 def coverage(ipc: Path, per_domain: int = 10, budget_s: float = 1.0,
              domains: Iterable[str] | None = None) -> list[CoverageRow]:
     """Tasks solved within `budget_s` by the warm Planner (classical tier) and by the raw driver (its whole
-    run, start-up included, killed at the budget): the `per_domain` smallest problems of each domain."""
+    run, start-up included, killed at the budget): the `per_domain` smallest problems of each domain of a
+    benchmark folder, or the pairs of a `pairs.txt` (see `benchmark_pairs`)."""
     from portfolio.planner import CLASSICAL_ONLY, Planner
 
+    wanted = set(domains) if domains is not None else None
+    by_domain: dict[str, list[tuple[Path, Path]]] = {}
+    for label, domain, problem in benchmark_pairs(ipc, per_domain):
+        if wanted is None or label in wanted:
+            by_domain.setdefault(label, []).append((domain, problem))
     rows = []
     with Planner(CLASSICAL_ONLY, budget_s=budget_s) as planner:
-        for domain in sorted(domains or (p.name for p in ipc.iterdir() if (p / "domain.pddl").exists())):
-            problems = sorted((p for p in (ipc / domain).glob("*.pddl") if p.name != "domain.pddl"),
-                              key=lambda p: (p.stat().st_size, p.name))[:per_domain]
-            ours = theirs = 0
-            for problem in problems:
-                task = load_task(ipc / domain / "domain.pddl", problem)
-                ours += planner.plan(task).solved
-                theirs += run_driver(ipc / domain / "domain.pddl", problem, timeout=budget_s)[0]
-            rows.append(CoverageRow(domain, len(problems), ours, theirs))
-            log.info("%s: planner %d, driver %d of %d", domain, ours, theirs, len(problems))
+        for label, pairs in by_domain.items():
+            ours = theirs = invalid = late = 0
+            for domain, problem in pairs:
+                task = load_task(domain, problem)
+                start = time.monotonic()
+                result = planner.plan(task)
+                in_time = time.monotonic() - start <= budget_s
+                if result.solved:
+                    valid = validate_plan(task, result.actions()).ok
+                    ours += valid and in_time
+                    invalid += not valid
+                    late += valid and not in_time
+                theirs += run_driver(domain, problem, timeout=budget_s)[0]
+            rows.append(CoverageRow(label, len(pairs), ours, theirs, invalid, late))
+            log.info("%s: planner %d, driver %d of %d", label, ours, theirs, len(pairs))
     return rows

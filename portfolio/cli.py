@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 EXIT_SOLVED = 0
@@ -76,9 +77,22 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_BAD_INPUT
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # inside the try: a reader that went away is noticed here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
     except KeyboardInterrupt:
         return 130
+
+
+def _reader_gone() -> int:
+    """The output pipe closed (`portfolio costs ... | head`): exit 0 quietly, like `cat`. stdout is pointed at
+    /dev/null so that Python's final flush of what is still buffered does not raise again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_SOLVED
 
 
 if __name__ == "__main__":

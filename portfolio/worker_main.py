@@ -10,8 +10,6 @@ at stderr before anything else runs, because the translator and pyperplan print 
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import pickle
 import struct
@@ -40,25 +38,11 @@ def write_message(stream: BinaryIO, message: Any) -> None:
 
 
 def translate(domain_pddl: str, problem_pddl: str) -> dict[str, Any]:
-    """Fast Downward's translator, in-process: PDDL texts -> SAS text, plus whether it proved unsolvability."""
-    from fast_downward.translate import main as translator
-    from fast_downward.translate import options
-    from fast_downward.translate.pddl_parser import lisp_parser, parsing_functions
+    """Fast Downward's translate pipeline (see `portfolio.translate`): SAS text and whether the translator
+    proved the task unsolvable."""
+    from portfolio.translate import translate as run_translator
 
-    if options.options is None:
-        options.set_options(["domain.pddl", "problem.pddl"])
-    log = io.StringIO()
-    with contextlib.redirect_stdout(log):
-        parsed = parsing_functions.parse_task(
-            lisp_parser.parse_nested_list(io.StringIO(domain_pddl)),
-            lisp_parser.parse_nested_list(io.StringIO(problem_pddl)),
-        )
-        sas_task = translator.pddl_to_sas(parsed)
-    out = io.StringIO()
-    sas_task.output(out)
-    text = log.getvalue()
-    unsolvable = "Generating unsolvable task" in text
-    return {"sas": out.getvalue(), "unsolvable": unsolvable}
+    return run_translator(domain_pddl, problem_pddl).as_dict()
 
 
 def pyperplan_solve(domain_pddl: str, problem_pddl: str, excluded: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -120,6 +104,8 @@ def main() -> None:
     preload = sys.argv[1:]
     if "translate" in preload:
         import fast_downward.translate.main  # noqa: F401 - warm the import before the first request
+        import fast_downward.translate.normalize  # noqa: F401
+        import portfolio.translate  # noqa: F401
     if "pyperplan" in preload:
         import pyperplan.planner  # noqa: F401
     serve(requests, responses)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,64 @@ def test_empty_literal_is_a_schema_error() -> None:
     data["init"][2] = "()"
     with pytest.raises(SchemaError, match=r"init\[2\].*expected one parenthesised literal"):
         task_from_json(json.dumps(data))
+
+
+# -- the fragment Fast Downward accepts, in JSON ---------------------------------------------------------------
+@pytest.mark.parametrize("name", ["either", "axioms", "quantified"])
+def test_adl_tasks_convert_to_json_and_back(planner, name: str) -> None:
+    from domains.pddl import parse_task
+    from domains.validate import validate_plan
+    from test_adl import CASES
+
+    task = parse_task(*CASES[name])
+    back = task_from_json(task_to_json(task))
+
+    def meaning(schema):  # JSON lists conjunctions and puts deletes before adds: compare what they mean
+        parts = schema.precondition.parts if isinstance(schema.precondition, And) else (schema.precondition,)
+        return schema.name, schema.parameters, parts, frozenset(schema.effects), schema.cost
+
+    assert [meaning(a) for a in back.domain.actions] == [meaning(a) for a in task.domain.actions]
+    assert back.domain.axioms == task.domain.axioms
+    assert back.problem == task.problem
+    assert [p.type for p in back.domain.predicates[0].parameters] == [
+        p.type for p in task.domain.predicates[0].parameters]
+    assert back.requirements_used() <= set(back.domain.requirements) | {"either"}
+    result = planner.plan(back)
+    assert result.solved and validate_plan(task, result.actions()).ok
+
+
+def _lamps() -> dict:
+    return {
+        "types": [{"name": "lamp"}],
+        "objects": [{"name": "l1", "type": "lamp"}, {"name": "l2", "type": "lamp"}],
+        "predicates": [{"name": "on", "parameters": ["lamp"]}, {"name": "bright", "parameters": []},
+                       {"name": "done", "parameters": ["(either lamp)"]}],
+        "actions": [{"name": "switch-all", "effects": ["(forall (?l - lamp) (when (not (on ?l)) (on ?l)))"]}],
+        "derived": [{"name": "bright", "condition": "(forall (?l - lamp) (on ?l))"}],
+        "goal": ["(bright)"],
+    }
+
+
+def test_json_effects_and_derived_predicates_plan(planner) -> None:
+    from domains.validate import validate_plan
+
+    task = task_from_json(json.dumps(_lamps()))
+    assert {":derived-predicates", ":conditional-effects", ":universal-preconditions"} <= set(
+        task.domain.requirements)
+    result = planner.plan(task)
+    assert result.solved and [str(a) for a in result.actions()] == ["(switch-all)"]
+    assert validate_plan(task, result.actions()).ok
+
+
+@pytest.mark.parametrize("mutate,error,where", [
+    (lambda d: d["derived"][0].update(name="dim"), UndefinedSymbolError, "derived[0].name"),
+    (lambda d: d["actions"][0]["effects"].append("(increase (total-cost) 1)"), UnsupportedFeatureError,
+     "actions[0].effects[1]"),
+    (lambda d: d["actions"][0]["effects"].append("(bright)"), UnsupportedFeatureError, "derived predicate 'bright'"),
+    (lambda d: d["predicates"][2].update(parameters=["(either lamp bulb)"]), SchemaError, "predicates[2]"),
+])
+def test_json_rich_parts_are_checked(mutate, error: type, where: str) -> None:
+    data = _lamps()
+    mutate(data)
+    with pytest.raises(error, match=re.escape(where)):
+        task_from_json(json.dumps(data), "task.json")

@@ -242,11 +242,15 @@ def test_domain_name_mismatch() -> None:
 
 
 @pytest.mark.parametrize("text,line,word", [
-    (DOMAIN.replace("  (:action move", "  (:derived (clear ?x - block) (on ?x ?x))\n  (:action move"), 5, ":derived"),
+    (DOMAIN.replace("(clear ?x - block))", "(clear ?x - block) (free ?x - block))").replace(
+        "  (:action move", "  (:derived (free ?x - block) (not (free ?x)))\n  (:action move"), 5, "stratified"),
+    (DOMAIN.replace("  (:action move", "  (:derived (on ?x ?y - block) (clear ?x))\n  (:action move"), 5,
+     "changes derived predicate 'on'"),
     (DOMAIN.replace("(:action move", "(:durative-action move"), 5, ":durative-action"),
     (DOMAIN.replace("(not (clear ?y))", "(decrease (fuel) 1)"), 8, "decrease"),
     (DOMAIN.replace(":typing", ":typing :numeric-fluents"), 2, ":numeric-fluents"),
-    (DOMAIN.replace("(on ?x ?y - block)", "(on ?x - (either block object) ?y - block)"), 4, "either"),
+    (DOMAIN.replace(":parameters (?x ?y - block)", ":parameters (?x - (either block object) ?y - block)"), 6,
+     "'either' types are accepted in predicate declarations only"),
 ])
 def test_unsupported_features(text: str, line: int, word: str) -> None:
     error = _error(UnsupportedFeatureError, text)
@@ -263,3 +267,41 @@ def test_missing_file_is_task_input_error(tmp_path: Path) -> None:
 def test_list_where_a_name_belongs_is_a_syntax_error() -> None:
     error = _error(PDDLSyntaxError, DOMAIN.replace("(and (clear ?x) (clear ?y))", "(and ((clear ?x)) (clear ?y))"))
     assert (error.file, error.line) == ("dom.pddl", 7) and "expected a predicate name" in str(error)
+
+
+# -- lenient where Fast Downward's reader is lenient ----------------------------------------------------------
+LENIENT_DOMAIN = """; a comment before the definition
+(DEFINE (DOMAIN Planes)            ; upper case everywhere, no :requirements at all
+  (:types aircraft place)
+  (:predicates (at?a - aircraft ?p - place) (Ready?a - aircraft))   ; '?' right after a name
+  (:action FLY :parameters (?a - aircraft ?from?to - place)
+    :precondition (and (AT?a ?from) (ready ?a))
+    :effect (and (at ?a?to) (not (at ?a ?from)))))
+"""
+LENIENT_PROBLEM = """(define (problem P1) (:domain PLANES)
+  (:objects A1 - aircraft Home Away - place)
+  (:init (at a1 home) (READY A1)) ; comment
+  (:goal (AT a1 AWAY)))
+"""
+
+
+def test_question_mark_starts_a_variable_even_after_a_name() -> None:
+    task = parse_task(LENIENT_DOMAIN, LENIENT_PROBLEM)
+    assert [p.name for p in task.domain.predicates] == ["at", "ready"]
+    fly = task.domain.action("fly")
+    assert fly is not None and [p.name for p in fly.parameters] == ["?a", "?from", "?to"]
+    assert Atom("at", ("a1", "home")) in task.problem.init and task.domain.requirements == ()
+
+
+def test_lenient_task_is_planned_like_the_driver_plans_it(planner) -> None:
+    from domains.validate import validate_plan
+
+    task = parse_task(LENIENT_DOMAIN, LENIENT_PROBLEM)
+    result = planner.plan(task)
+    assert result.solved and validate_plan(task, result.actions()).ok
+    assert [str(a) for a in result.actions()] == ["(fly a1 home away)"]
+
+
+def test_still_strict_on_arity_with_glued_variables() -> None:
+    error = _error(ArityError, LENIENT_DOMAIN.replace("(ready ?a))", "(ready ?a?from))"))
+    assert (error.file, error.line) == ("dom.pddl", 6) and "expects 1 argument(s), got 2" in str(error)

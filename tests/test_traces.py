@@ -241,3 +241,49 @@ def test_jsonl_binary_file_is_refused(tmp_path: Path) -> None:
     src.write_bytes(b"\xff\xfe\x00garbage")
     with TraceStore(tmp_path / "t.db") as store, pytest.raises(TraceImportError, match="not UTF-8"):
         import_jsonl(store, src)
+
+
+def test_prune_models_keeps_the_newest_versions(tmp_path: Path) -> None:
+    with TraceStore(tmp_path / "t.db") as store:
+        for n in range(5):
+            store.save_model(b"m%d" % n, {}, {})
+        assert store.prune_models(2) == 3 and store.prune_models(2) == 0
+        assert store.latest_model().version == 5
+        assert [v for (v,) in store.db.execute("SELECT version FROM models ORDER BY version")] == [4, 5]
+        assert store.save_model(b"next", {}, {}) == 6  # versions keep counting up
+        with pytest.raises(ValueError, match="at least 1"):
+            store.prune_models(0)
+
+
+def test_backup_while_another_process_writes_is_one_consistent_snapshot(tmp_path: Path) -> None:
+    from traces import backup
+
+    path = tmp_path / "t.db"
+    proc = _writer(path, "b", 10_000_000, 1000)
+    while int(proc.stdout.readline() or 0) < 5000:
+        pass
+    with TraceStore(path) as store:
+        size = backup(store, tmp_path / "copy.db")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    with TraceStore(tmp_path / "copy.db") as copy:
+        assert copy.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        count = copy.count_steps()
+        assert count >= 5000 and count % 1000 == 0  # whole batches, taken mid-stream
+        pages, page_size = (copy.db.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_count", "page_size"))
+        assert size == pages * page_size
+
+
+def test_step_chunks_are_fixed_at_the_call_while_others_append(tmp_path: Path) -> None:
+    with TraceStore(tmp_path / "t.db") as store, TraceStore(tmp_path / "t.db") as other:
+        store.record_steps([step(i) for i in range(25)])
+        chunks = store.iter_step_chunks(("step",), chunk_size=10)
+        first = next(chunks)
+        other.record_steps([step(i) for i in range(25, 40)])  # lands between chunks
+        rest = [row for chunk in chunks for row in chunk]
+        assert [s for (s,) in first + rest] == list(range(25))
+        assert len(list(store.iter_steps())) == 40
+        other.record_steps([step(i, action="fly" if i % 3 else "drive") for i in range(40, 70)])
+        flights = list(store.iter_step_chunks(("step", "action"), action="fly", chunk_size=7))
+        assert [len(c) for c in flights] == [7, 7, 6]
+        assert [s for c in flights for s, a in c] == [i for i in range(40, 70) if i % 3]

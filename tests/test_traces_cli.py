@@ -105,3 +105,36 @@ def test_retrain_prints_version_and_metrics(tmp_path: Path, capsys: pytest.Captu
     assert run("retrain", "--traces", db) == 0
     assert "model version 2: 400 steps" in capsys.readouterr().out
     assert run("retrain", "--traces", db, "--prior-mean", "1.5") == 2
+
+
+def test_backup_and_vacuum(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from traces import TraceStore
+
+    db, copy = str(tmp_path / "t.db"), tmp_path / "copy.db"
+    lines = [json.dumps(LINE | {"step": i}) for i in range(50)]
+    assert run("traces", "import", write(tmp_path / "in.jsonl", lines), "--traces", db) == 0
+    assert run("traces", "backup", str(copy), "--traces", db) == 0
+    assert f"backed up {db} to {copy}" in capsys.readouterr().out
+    with TraceStore(copy) as store:
+        assert store.count_steps() == 50 and store.db.journal_mode == "wal"
+    assert run("traces", "backup", str(copy), "--traces", db) == 2  # never overwrites
+    err = capsys.readouterr().err
+    assert "copy.db: already exists" in err and "Traceback" not in err
+    assert run("traces", "vacuum", "--traces", db) == 0
+    assert f"vacuumed {db}:" in capsys.readouterr().out
+
+
+def test_retrain_keep_prunes_old_model_versions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from traces import TraceStore
+
+    db = str(tmp_path / "t.db")
+    lines = [json.dumps(LINE | {"step": i, "outcome": "failure" if i % 3 == 0 else "success"}) for i in range(60)]
+    assert run("traces", "import", write(tmp_path / "in.jsonl", lines), "--traces", db) == 0
+    for _ in range(3):
+        assert run("retrain", "--traces", db) == 0
+    assert run("retrain", "--traces", db, "--keep", "2") == 0
+    assert "pruned 2 old model version(s), kept the newest 2" in capsys.readouterr().out
+    with TraceStore(db) as store:
+        assert [v for (v,) in store.db.execute("SELECT version FROM models ORDER BY version")] == [3, 4]
+    assert run("retrain", "--traces", db, "--keep", "0") == 2
+    assert "--keep must be at least 1" in capsys.readouterr().err

@@ -6,16 +6,22 @@ processes at once. Depends on nothing else in this project.
     store.record_steps([StepRecord(run_id=run, step=0, action="drive", args=("t1", "a", "b"), outcome="success")])
     store.end_run(run, "success")
     store.stats()
+
+Every store on one file in one process shares one connection (`traces.connection` explains why nothing else
+may open the file); `backup` and `vacuum` are the maintenance calls behind `portfolio traces backup|vacuum`.
 """
 
 from traces.errors import (
     CorruptDatabaseError,
     DatabaseLockedError,
+    DiskFullError,
+    ReadOnlyDatabaseError,
     SchemaVersionError,
     TraceImportError,
     TraceStoreError,
 )
 from traces.jsonl import ImportReport, export_jsonl, import_jsonl
+from traces.maintenance import backup, vacuum
 from traces.records import ActionStats, RunRecord, StepRecord, StoredModel
 from traces.schema import SCHEMA_VERSION
 from traces.store import TraceStore, default_path
@@ -25,7 +31,9 @@ __all__ = [
     "ActionStats",
     "CorruptDatabaseError",
     "DatabaseLockedError",
+    "DiskFullError",
     "ImportReport",
+    "ReadOnlyDatabaseError",
     "RunRecord",
     "SchemaVersionError",
     "StepRecord",
@@ -33,7 +41,9 @@ __all__ = [
     "TraceImportError",
     "TraceStore",
     "TraceStoreError",
+    "backup",
     "default_path",
     "export_jsonl",
     "import_jsonl",
+    "vacuum",
 ]

@@ -1,7 +1,11 @@
 """Errors of the trace store. Each `str()` is a one-paragraph user message naming the file and what was expected;
-the CLI maps every `TraceStoreError` to exit code 2."""
+the CLI maps every `TraceStoreError` to exit code 2. `translate` turns SQLite's own errors (by result code, e.g.
+SQLITE_NOTADB, SQLITE_CORRUPT, SQLITE_READONLY_DIRECTORY, SQLITE_FULL) into these."""
 
 from __future__ import annotations
+
+import os
+import sqlite3
 
 
 class TraceStoreError(Exception):
@@ -18,6 +22,14 @@ class SchemaVersionError(TraceStoreError):
 
 class DatabaseLockedError(TraceStoreError):
     """Other writers held the database lock for longer than every retry allowed."""
+
+
+class ReadOnlyDatabaseError(TraceStoreError):
+    """The database file, or the directory SQLite must create its -wal and -shm files in, is not writable."""
+
+
+class DiskFullError(TraceStoreError):
+    """A write failed for want of space (a full disk or a file-size limit); the transaction was rolled back."""
 
 
 class TraceImportError(TraceStoreError, ValueError):
@@ -37,3 +49,52 @@ class TraceImportError(TraceStoreError, ValueError):
             "Each line must be one JSON object with run_id, step, action, args and outcome "
             '("success" or "failure").'
         )
+
+
+def _error_name(error: sqlite3.Error) -> str:
+    return getattr(error, "sqlite_errorname", None) or ""
+
+
+def translate(path: str, error: sqlite3.Error) -> TraceStoreError:
+    """SQLite's own error about the file at `path` as one of ours. The file itself is never opened to find out
+    (see `traces.connection`): SQLite's result code says what is wrong, a stat of the directory says why."""
+    name, text = _error_name(error), str(error)
+    if name == "SQLITE_NOTADB" or "not a database" in text:
+        return CorruptDatabaseError(
+            f"{path}: not an SQLite database (SQLite says: {text}). Expected a portfolio-planner trace "
+            "database: pass another --traces path, or move this file away to start a new one."
+        )
+    if name.startswith("SQLITE_CORRUPT") or "malformed" in text:
+        return CorruptDatabaseError(
+            f"{path}: the SQLite database is damaged ({text}). Expected a readable portfolio-planner trace "
+            "database: restore a backup or move the file away (the .db-wal file beside it belongs to it)."
+        )
+    if name.startswith("SQLITE_READONLY") or "readonly" in text:
+        return ReadOnlyDatabaseError(
+            f"{path}: the trace database is read-only ({text}; {name or 'SQLITE_READONLY'}). The store must write "
+            "the file and create its -wal and -shm files beside it: make the file and its directory writable, "
+            "or pass another --traces path."
+        )
+    if name.startswith("SQLITE_CANTOPEN") or "unable to open" in text:
+        return _cannot_open(path, text)
+    if name == "SQLITE_FULL" or name == "SQLITE_IOERR_WRITE" or "disk is full" in text:
+        return DiskFullError(
+            f"{path}: a write failed ({text}; {name}): the disk is full, a file-size limit was reached or the "
+            "device failed. The transaction was rolled back and nothing committed before it is lost: free some "
+            "space and retry."
+        )
+    return TraceStoreError(f"{path}: SQLite error: {text}.")
+
+
+def _cannot_open(path: str, text: str) -> TraceStoreError:
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        return CorruptDatabaseError(f"{path}: is a directory; expected an SQLite trace database file.")
+    if not os.path.isdir(folder):
+        return TraceStoreError(f"{path}: cannot open ({text}): the directory {folder} does not exist.")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return ReadOnlyDatabaseError(
+            f"{path}: cannot open ({text}): the directory {folder} is not writable, and SQLite must create the "
+            "database and its -wal and -shm files there. Make it writable or pass another --traces path."
+        )
+    return TraceStoreError(f"{path}: cannot open the trace database ({text}).")

@@ -13,8 +13,6 @@ import sqlite_utils
 
 from traces.errors import SchemaVersionError
 
-SQLITE_HEADER = b"SQLite format 3\x00"
-
 
 def _v1(db: sqlite_utils.Database) -> None:
     db["runs"].create(

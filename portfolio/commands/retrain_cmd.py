@@ -22,6 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="optimistic prior failure probability for little-seen actions (default 0.05)")
     parser.add_argument("--prior-strength", type=float, default=10.0, metavar="N",
                         help="how many pseudo-steps the prior weighs (default 10)")
+    parser.add_argument("--keep", type=int, metavar="N",
+                        help="then delete all but the newest N model versions (default: keep all)")
     parser.set_defaults(func=run)
 
 
@@ -30,6 +32,8 @@ def run(args: argparse.Namespace) -> int:
     from traces.errors import TraceStoreError
     from traces.store import TraceStore
 
+    if args.keep is not None and args.keep < 1:
+        return fail_bad_input(f"--keep must be at least 1 (the planner loads the newest model), got {args.keep}.")
     if not 0.0 < args.prior_mean < 1.0 or args.prior_strength <= 0 or args.half_life <= 0:
         return fail_bad_input(
             "--prior-mean must be between 0 and 1 (exclusive), --prior-strength and --half-life positive."
@@ -42,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with TraceStore(args.traces) as store:
             info = retrain(store, **params)
+            pruned = store.prune_models(args.keep) if args.keep is not None else 0
     except TraceStoreError as error:
         return fail_bad_input(str(error))
     if args.json:
@@ -50,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
     metrics = info.metrics
     print(f"model version {info.version}: {info.n_steps} steps, {len(info.actions)} action(s), "
           f"trained in {info.train_seconds:.1f} s")
+    if pruned:
+        print(f"pruned {pruned} old model version(s), kept the newest {args.keep}")
     if metrics:
         auc = "n/a" if metrics.get("auc") is None else f"{metrics['auc']:.3f}"
         print(f"held-out ({metrics['heldout_steps']} newest steps): log loss {metrics['log_loss']:.4f}, "

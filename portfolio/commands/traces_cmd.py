@@ -1,15 +1,19 @@
-"""`portfolio traces import|export|stats`: thin layers over `traces.TraceStore` and `traces.jsonl`."""
+"""`portfolio traces import|export|stats|backup|vacuum`: thin layers over `traces.TraceStore`, `traces.jsonl` and
+`traces.maintenance`."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import sys
+from typing import Any, Callable, TypeVar
 
 from portfolio.commands.common import add_traces_argument, fail_bad_input
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 EXIT_PARTIAL = 1  # import: good lines imported, some bad lines skipped (listed on stderr)
 
@@ -25,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="The trace store is one SQLite file of executed steps (and runs, plans, learned models). "
         "Several processes may write to it at once.",
     )  # fmt: skip
-    commands = parser.add_subparsers(dest="traces_command", metavar="{import,export,stats}")
+    commands = parser.add_subparsers(dest="traces_command", metavar="{import,export,stats,backup,vacuum}")
     commands.required = True
 
     imp = commands.add_parser(
@@ -58,22 +62,53 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_traces_argument(stats)
     stats.set_defaults(func=run_stats)
 
+    backup = commands.add_parser(
+        "backup", help="copy the database to a new file, safely while others write",
+        description="Copy the trace database to DEST with SQLite's online backup API: one consistent snapshot, "
+        "taken while other processes keep writing. DEST must not exist yet. Never copy a live trace database "
+        "with cp: the newest commits may still be in its -wal file.",
+    )  # fmt: skip
+    backup.add_argument("dest", metavar="DEST", help="path of the new database file")
+    add_traces_argument(backup)
+    backup.set_defaults(func=run_backup)
 
-def _open(args: argparse.Namespace):
+    vacuum = commands.add_parser(
+        "vacuum", help="compact the database file",
+        description="Rebuild the trace database without free pages (after `portfolio retrain --keep N` pruned "
+        "old models, say) and truncate its -wal file. Waits for other writers like any write.",
+    )  # fmt: skip
+    add_traces_argument(vacuum)
+    vacuum.set_defaults(func=run_vacuum)
+
+
+def store_errors_exit_2(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A trace store error anywhere in `command` is a one-paragraph message and exit code 2."""
+
+    @functools.wraps(command)
+    def run(args: argparse.Namespace) -> int:
+        from traces.errors import TraceStoreError
+
+        try:
+            return command(args)
+        except TraceStoreError as error:
+            return fail_bad_input(str(error))
+
+    return run
+
+
+def _on_store(args: argparse.Namespace, work: Callable[[Any], T]) -> T:
+    """`work(store)` on the --traces store, opened for it and closed after."""
     from traces.store import TraceStore
 
-    return TraceStore(args.traces)
+    with TraceStore(args.traces) as store:
+        return work(store)
 
 
+@store_errors_exit_2
 def run_import(args: argparse.Namespace) -> int:
-    from traces.errors import TraceStoreError
     from traces.jsonl import import_jsonl
 
-    try:
-        with _open(args) as store:
-            report = import_jsonl(store, args.file, strict=args.strict)
-    except TraceStoreError as error:
-        return fail_bad_input(str(error))
+    report = _on_store(args, lambda store: import_jsonl(store, args.file, strict=args.strict))
     print(f"imported {report.imported} step(s) from {args.file} into {args.traces}")
     if report.problems:
         for line, message in report.problems:
@@ -83,15 +118,14 @@ def run_import(args: argparse.Namespace) -> int:
     return 0
 
 
+@store_errors_exit_2
 def run_export(args: argparse.Namespace) -> int:
-    from traces.errors import TraceStoreError
     from traces.jsonl import export_jsonl
 
     try:
-        with _open(args) as store:
-            count = export_jsonl(store, args.output)
-    except TraceStoreError as error:
-        return fail_bad_input(str(error))
+        count = _on_store(args, lambda store: export_jsonl(store, args.output))
+    except BrokenPipeError:
+        raise  # stdout's reader went away: `portfolio.cli.main` exits 0 quietly
     except OSError as error:
         return fail_bad_input(f"{args.output}: cannot write the export ({error.strerror}).")
     if args.output:
@@ -99,14 +133,9 @@ def run_export(args: argparse.Namespace) -> int:
     return 0
 
 
+@store_errors_exit_2
 def run_stats(args: argparse.Namespace) -> int:
-    from traces.errors import TraceStoreError
-
-    try:
-        with _open(args) as store:
-            stats = store.stats()
-    except TraceStoreError as error:
-        return fail_bad_input(str(error))
+    stats = _on_store(args, lambda store: store.stats())
     if args.json:
         print(json.dumps([s.model_dump() for s in stats], indent=2))
         return 0
@@ -118,4 +147,22 @@ def run_stats(args: argparse.Namespace) -> int:
     for s in stats:
         mean = "-" if s.mean_duration_ms is None else f"{s.mean_duration_ms:.1f}"
         print(f"{s.action:<{width}}  {s.steps:>8}  {s.failure_rate:>12.3f}  {mean:>9}")
+    return 0
+
+
+@store_errors_exit_2
+def run_backup(args: argparse.Namespace) -> int:
+    from traces.maintenance import backup
+
+    size = _on_store(args, lambda store: backup(store, args.dest))
+    print(f"backed up {args.traces} to {args.dest} ({size / 1e6:.1f} MB)")
+    return 0
+
+
+@store_errors_exit_2
+def run_vacuum(args: argparse.Namespace) -> int:
+    from traces.maintenance import vacuum
+
+    before, after = _on_store(args, vacuum)
+    print(f"vacuumed {args.traces}: {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB")
     return 0

@@ -242,7 +242,10 @@ class GoalAgenda(Resource):
         task = request.task
         goal = task.problem.goal
         parts = goal.parts if isinstance(goal, And) else (goal,)
-        atoms = [p for p in parts if isinstance(p, Atom)]
+        # Derived atoms are set by axioms, which the relaxed operators below do not model: only basic goal
+        # atoms are ordered (the last subgoal is the whole goal anyway).
+        derived = task.domain.derived_predicates
+        atoms = [p for p in parts if isinstance(p, Atom) and p.predicate not in derived]
         if translation is None or translation.sas is None or len(atoms) < 2:
             return [goal]
         sas: SasTask = translation.sas

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from domains.model import TRUE, And, Atom, Formula, Task
+from domains.model import STRIPS_FRAGMENT, TRUE, And, Atom, Formula, Task
 from domains.pddl_writer import task_with_texts
 from portfolio.results import DelegateOutcome, PlanRequest, Resource, Status, parse_ground_action
 from portfolio.workers import BudgetExpired, OutOfMemory, WorkerCrashed, WorkerError, WorkerProcess
@@ -30,7 +30,7 @@ def _atoms_only(formula: Formula) -> bool:
 
 def strips_features(task: Task) -> list[str]:
     """What of `task` goes beyond STRIPS with types (empty when pyperplan can read it)."""
-    found = []
+    found = [f"requirement {name}" for name in sorted(task.requirements_used() - STRIPS_FRAGMENT)]
     if any(schema.precondition == TRUE for schema in task.domain.actions):
         found.append("an action without a precondition (its parser requires one)")
     if not all(_atoms_only(schema.precondition) for schema in task.domain.actions):

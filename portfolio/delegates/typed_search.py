@@ -70,7 +70,8 @@ def ground(task: Task, limit: int) -> _Ground | None:
             return None
         actions.extend(GroundAction(schema.name, combo) for combo in itertools.product(*domains))
     names = tuple(str(a) for a in actions)
-    strips = all(
+    # Derived predicates are computed, never stored in a state: only the simulator handles them.
+    strips = task.is_strips and all(
         _conjunction(s.precondition) is not None or s.precondition == TRUE for s in task.domain.actions
     ) and all(e.condition == TRUE and not e.parameters for s in task.domain.actions for e in s.effects)
     goal_atoms = _conjunction(task.problem.goal)

@@ -1,0 +1,66 @@
+"""The warm translator worker's SAS output against the raw driver's `--translate` output, task by task.
+
+    PYTHONPATH=. python benchmarks/sas_compare.py [--per-domain 1] [SOURCE ...]
+
+SOURCE is a benchmark folder or a pairs.txt (default: ../shared/ipc and ../shared/ipc-more/pairs.txt). Every
+task is translated by one warm worker process (the same `WorkerProcess` the Fast Downward delegate uses, so tasks
+run one after another in one translator and any global state it leaks would show) and by a fresh
+`fast-downward.py --translate`; the two SAS texts must be byte-identical. Prints one line per task and exits 1 on
+any difference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+from portfolio.bench import benchmark_pairs, driver_translate
+from portfolio.workers import WorkerProcess
+
+DEFAULT_SOURCES = (Path("../shared/ipc"), Path("../shared/ipc-more/pairs.txt"))
+
+
+def compare(pairs: list[tuple[str, Path, Path]], timeout_s: float = 120.0) -> Iterator[tuple[str, str]]:
+    """(task, verdict) per pair, as each is done: 'same', 'DIFFERENT', or why one side produced nothing."""
+    worker = WorkerProcess(preload=("translate",))
+    try:
+        for label, domain, problem in pairs:
+            name = f"{label}/{problem.name}"
+            deadline = time.monotonic() + timeout_s
+            try:
+                ours = worker.call("translate", deadline, domain_pddl=domain.read_text(errors="replace"),
+                                   problem_pddl=problem.read_text(errors="replace"))["sas"]
+            except Exception as error:  # noqa: BLE001 - reported per task
+                ours, why = None, f"worker: {type(error).__name__}: {str(error)[:120]}"
+            theirs = driver_translate(domain, problem, timeout=timeout_s)
+            if ours is None:
+                yield name, why
+            elif theirs is None:
+                yield name, "driver produced no SAS file"
+            else:
+                yield name, "same" if ours == theirs else "DIFFERENT"
+    finally:
+        worker.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sources", nargs="*", type=Path, default=list(DEFAULT_SOURCES))
+    parser.add_argument("--per-domain", type=int, default=1, help="problems per domain (default 1)")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per translation (default 120)")
+    args = parser.parse_args()
+    pairs = [p for source in args.sources for p in benchmark_pairs(source, args.per_domain)]
+    verdicts = []
+    for name, verdict in compare(pairs, args.timeout):
+        print(f"{name:<60} {verdict}", flush=True)
+        verdicts.append((name, verdict))
+    bad = [v for v in verdicts if v[1] != "same"]
+    print(f"{len(verdicts) - len(bad)} of {len(verdicts)} identical")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

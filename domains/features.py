@@ -1,0 +1,172 @@
+"""Which parts of PDDL a task uses, and the stratification of its derived predicates.
+
+Planners differ in what they accept: Fast Downward takes the whole classical fragment the model holds, pyperplan
+only STRIPS with typing. `requirements_used` reads what the task really uses (a domain may declare `:adl` and use
+none of it, or use negation without declaring anything), so a delegate can decline in microseconds instead of
+failing inside a worker.
+
+Derived predicates are evaluated stratum by stratum (PDDL 2.2): a predicate that depends on another through a
+negation must come in a later stratum, and a cycle through negation has no meaning. `axiom_strata` computes the
+strata once per domain; the reader refuses unstratifiable domains with a message.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from domains.model import (
+    OBJECT,
+    TRUE,
+    And,
+    Atom,
+    Domain,
+    Equals,
+    Exists,
+    Forall,
+    Formula,
+    Imply,
+    Not,
+    Or,
+    Task,
+    either_types,
+)
+
+
+def _formula_features(formula: Formula, positive: bool = True) -> Iterator[str]:
+    if isinstance(formula, Atom):
+        if not positive:
+            yield ":negative-preconditions"
+    elif isinstance(formula, Not):
+        yield from _formula_features(formula.arg, not positive)
+    elif isinstance(formula, And):
+        if not positive and len(formula.parts) > 1:
+            yield ":disjunctive-preconditions"
+        for part in formula.parts:
+            yield from _formula_features(part, positive)
+    elif isinstance(formula, Or):
+        if positive and len(formula.parts) > 1:
+            yield ":disjunctive-preconditions"
+        for part in formula.parts:
+            yield from _formula_features(part, positive)
+    elif isinstance(formula, Imply):
+        yield ":disjunctive-preconditions"
+        yield from _formula_features(formula.condition, not positive)
+        yield from _formula_features(formula.consequence, positive)
+    elif isinstance(formula, Equals):
+        yield ":equality"
+        if not positive:
+            yield ":negative-preconditions"
+    elif isinstance(formula, (Exists, Forall)):
+        existential = isinstance(formula, Exists) == positive
+        yield ":existential-preconditions" if existential else ":universal-preconditions"
+        yield from _formula_features(formula.body, positive)
+
+
+def requirements_used(task: Task) -> frozenset[str]:
+    """See `Task.requirements_used`."""
+    domain, problem = task.domain, task.problem
+    used = {":strips"}
+    typed = [t for _, t in (*domain.constants, *problem.objects)] + [
+        p.type for schema in domain.actions for p in schema.parameters]
+    if domain.types or any(t != OBJECT for t in typed):
+        used.add(":typing")
+    if any(either_types(p.type) for predicate in domain.predicates for p in predicate.parameters):
+        used.add("either")
+    for schema in domain.actions:
+        used.update(_formula_features(schema.precondition))
+        for effect in schema.effects:
+            if effect.condition != TRUE or effect.parameters:
+                used.add(":conditional-effects")
+                used.update(_formula_features(effect.condition))
+        if schema.cost is not None:
+            used.add(":action-costs")
+    used.update(_formula_features(problem.goal))
+    if domain.axioms:
+        used.add(":derived-predicates")
+        for axiom in domain.axioms:
+            used.update(_formula_features(axiom.body))
+    return frozenset(used)
+
+
+def _dependencies(formula: Formula, derived: frozenset[str], positive: bool = True) -> Iterator[tuple[str, bool]]:
+    """(derived predicate, occurs positively) for every derived atom in `formula`."""
+    if isinstance(formula, Atom):
+        if formula.predicate in derived:
+            yield formula.predicate, positive
+    elif isinstance(formula, Not):
+        yield from _dependencies(formula.arg, derived, not positive)
+    elif isinstance(formula, (And, Or)):
+        for part in formula.parts:
+            yield from _dependencies(part, derived, positive)
+    elif isinstance(formula, Imply):
+        yield from _dependencies(formula.condition, derived, not positive)
+        yield from _dependencies(formula.consequence, derived, positive)
+    elif isinstance(formula, (Exists, Forall)):
+        yield from _dependencies(formula.body, derived, positive)
+
+
+def axiom_strata(domain: Domain) -> list[list[str]]:
+    """The derived predicates in strata: every predicate a rule depends on positively is in the same or an
+    earlier stratum, negatively in an earlier one. Raises ValueError naming a predicate on a cycle through
+    negation (no stratification exists)."""
+    derived = domain.derived_predicates
+    positive: dict[str, set[str]] = {p: set() for p in derived}
+    negative: dict[str, set[str]] = {p: set() for p in derived}
+    for axiom in domain.axioms:
+        for used, polarity in _dependencies(axiom.body, derived):
+            (positive if polarity else negative)[axiom.head.predicate].add(used)
+    level = {p: 0 for p in derived}
+    # Bellman-Ford style relaxation: levels only rise; reaching |derived| means a cycle through negation.
+    for _ in range(len(derived) + 2):
+        changed = False
+        for head in sorted(derived):
+            want = max([level[u] for u in positive[head]] + [level[u] + 1 for u in negative[head]], default=0)
+            if want > level[head]:
+                if want >= len(derived):  # a valid stratum is at most len(derived) - 1
+                    raise ValueError(f"derived predicate '{head}' depends on its own negation; the derived "
+                                     "predicates cannot be stratified")
+                level[head], changed = want, True
+        if not changed:
+            break
+    strata: list[list[str]] = [[] for _ in range(max(level.values(), default=-1) + 1)]
+    for predicate in sorted(derived):
+        strata[level[predicate]].append(predicate)
+    return [stratum for stratum in strata if stratum]
+
+
+def axiom_order(domain: Domain) -> list[tuple[tuple[str, ...], bool]]:
+    """The derived predicates as strongly connected components of their dependency graph, each after every
+    component it depends on, with whether it is recursive (needs a fixpoint rather than one pass). In a
+    stratifiable domain no component contains a negative dependency, so this order also respects the strata."""
+    derived = domain.derived_predicates
+    uses: dict[str, set[str]] = {p: set() for p in derived}
+    for axiom in domain.axioms:
+        uses[axiom.head.predicate].update(u for u, _ in _dependencies(axiom.body, derived))
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    components: list[tuple[tuple[str, ...], bool]] = []
+
+    def visit(node: str) -> None:  # Tarjan: components come out dependencies first
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(uses[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            recursive = len(component) > 1 or node in uses[node]
+            components.append((tuple(sorted(component)), recursive))
+
+    for predicate in sorted(derived):
+        if predicate not in index:
+            visit(predicate)
+    return components

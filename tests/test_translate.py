@@ -1,0 +1,107 @@
+"""The warm translator worker is Fast Downward's translate pipeline: same SAS text as the driver's `--translate`,
+task after task in one process, and unsolvability read from the translator's result.
+
+The full comparison (one problem of every domain of ../shared/ipc and ../shared/ipc-more) is
+`benchmarks/sas_compare.py`; here a representative subset runs through one warm worker: ADL (quantifiers,
+conditional effects), derived predicates, action costs, plain STRIPS between them.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from portfolio.bench import benchmark_pairs, driver_translate
+from portfolio.translate import translate
+from portfolio.workers import WorkerProcess
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+SUBSET = [  # (folder, domain file, problem file) under ../shared
+    ("ipc-more", "miconic-fulladl/domain.pddl", "miconic-fulladl/f1-0.pddl"),  # ADL: forall, exists, when
+    ("ipc-more", "philosophers/domain.pddl", "philosophers/p01-phil2.pddl"),  # derived predicates
+    ("ipc", "blocks/domain.pddl", "blocks/probBLOCKS-4-0.pddl"),
+    ("ipc-more", "assembly/domain.pddl", "assembly/prob01.pddl"),  # ADL
+    ("ipc", "elevators-sat08-strips/domain.pddl", "elevators-sat08-strips/p01.pddl"),  # action costs
+    ("ipc-more", "optical-telegraphs/domain.pddl", "optical-telegraphs/p01-opt2.pddl"),  # derived predicates
+]
+pytestmark = pytest.mark.skipif(not (SHARED / "ipc-more").is_dir(), reason="../shared/ipc-more not available")
+
+
+def test_warm_worker_sas_equals_the_drivers_translate_output() -> None:
+    worker = WorkerProcess(preload=("translate",))
+    try:
+        for folder, domain, problem in SUBSET:
+            domain_path, problem_path = SHARED / folder / domain, SHARED / folder / problem
+            ours = worker.call("translate", time.monotonic() + 60, domain_pddl=domain_path.read_text(),
+                               problem_pddl=problem_path.read_text())
+            theirs = driver_translate(domain_path, problem_path, timeout=60)
+            assert theirs is not None, f"the driver did not translate {problem}"
+            assert ours["sas"] == theirs, f"SAS differs from the driver's on {problem}"
+            assert ours["unsolvable"] is False
+    finally:
+        worker.close()
+
+
+UNREACHABLE_GOAL = ("""(define (domain d) (:predicates (p) (q))
+  (:action a :parameters () :precondition (p) :effect (q)))""",
+                    """(define (problem x) (:domain d) (:init) (:goal (q)))""")
+
+
+def test_unsolvable_is_read_from_the_translators_result() -> None:
+    result = translate(*UNREACHABLE_GOAL)
+    assert result.unsolvable
+    solvable = translate(UNREACHABLE_GOAL[0], UNREACHABLE_GOAL[1].replace("(:init)", "(:init (p))"))
+    assert not solvable.unsolvable and "begin_operator" in solvable.sas
+
+
+def test_goal_true_in_init_is_not_unsolvable() -> None:
+    # The translator simplifies this to its trivially *solvable* task: no operators either, but the goal holds.
+    result = translate(UNREACHABLE_GOAL[0], UNREACHABLE_GOAL[1].replace("(:init)", "(:init (q))"))
+    assert not result.unsolvable
+
+
+def test_translator_state_does_not_leak_between_tasks() -> None:
+    from fast_downward.translate import main as translator
+    from fast_downward.translate import options
+
+    options.set_options(["d.pddl", "p.pddl", "--keep-unimportant-variables"])  # what a previous caller left
+    translator.simplified_effect_condition_counter = 99
+    domain, problem = (SHARED / "ipc-more" / SUBSET[0][1]), (SHARED / "ipc-more" / SUBSET[0][2])
+    result = translate(domain.read_text(), problem.read_text())
+    assert options.options.filter_unimportant_vars is True
+    assert f"\n{translator.simplified_effect_condition_counter} effect conditions simplified" in result.log
+    assert result.sas == driver_translate(domain, problem, timeout=60)
+
+
+def test_benchmark_pairs_reads_folders_and_pairs_files(tmp_path: Path) -> None:
+    pairs = benchmark_pairs(SHARED / "ipc-more" / "pairs.txt", per_domain=5)
+    domains = {label for label, _, _ in pairs}
+    assert len(domains) == 38 and len(pairs) == 190
+    psr = [(d.name, p.name) for label, d, p in pairs if label == "psr-small"]
+    assert psr[0] == ("p01-domain.pddl", "p01-s2-n1-l2-f50.pddl")
+    smallest = benchmark_pairs(SHARED / "ipc", per_domain=2)
+    blocks = [p.stat().st_size for label, _, p in smallest if label == "blocks"]
+    assert len(blocks) == 2 and blocks == sorted(blocks)
+    bad = tmp_path / "pairs.txt"
+    bad.write_text("only-one-path\n")
+    with pytest.raises(ValueError, match="pairs.txt:1: expected 'DOMAIN PROBLEM'"):
+        benchmark_pairs(bad)
+
+
+def test_bench_coverage_takes_a_pairs_file(tmp_path: Path, capsys) -> None:
+    import json
+
+    from portfolio.cli import main
+
+    pairs = tmp_path / "pairs.txt"
+    blocks = SHARED / "ipc" / "blocks"
+    pairs.write_text(f"{blocks / 'domain.pddl'} {blocks / 'probBLOCKS-4-0.pddl'}\n"
+                     f"{blocks / 'domain.pddl'} {blocks / 'probBLOCKS-4-1.pddl'}\n")
+    assert main(["bench", "--ipc", str(pairs), "--coverage", "--budget", "5", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["coverage"] == [{"domain": "blocks", "tasks": 2, "planner": 2, "driver": 2, "invalid": 0,
+                                   "late": 0}]
+    assert main(["bench", "--ipc", str(pairs)]) == 2  # a pairs file has no latency instances
+    assert "only works with --coverage" in capsys.readouterr().err

@@ -1,0 +1,95 @@
+"""One SQLite connection per database file per process, shared by every `TraceStore` on that file.
+
+Why a registry, and why nothing else in this project may open the database file (sqlite.org, "How To Corrupt
+An SQLite Database File", section 2.2, "Posix advisory locks canceled by a separate thread doing close()"):
+
+- SQLite on unix coordinates processes with POSIX advisory locks (fcntl). Those locks belong to the *process*
+  and the file (inode), not to a file descriptor: when the process closes *any* descriptor of the file, the
+  kernel drops *every* lock the process holds on it, including the locks of connections that are still open.
+- SQLite's unix VFS knows this quirk and works around it for its own connections (it tracks open files per
+  inode and defers closing their descriptors), so several connections and threads going through the SQLite
+  library are safe. The damage comes only from code that bypasses SQLite: a plain `open()`, `read()` and
+  `close()` of the database file - as `TraceStore` once did to check the header.
+- In WAL mode every live connection holds a SHARED lock on the database file; that is how other processes
+  know it is alive. With the lock silently dropped, the next process to close its connection believes it is
+  the last one, checkpoints, and deletes the -wal and -shm files under the live connections: later writes fail
+  with "disk I/O error" or go to an unlinked WAL nobody reads (issue 9 measured 10 failed runs in 12), which
+  is also a documented route to a corrupt database.
+
+So: the database file is touched only through SQLite (bad files are recognised from SQLite's own errors), and
+a process keeps one connection per file: `acquire` hands the same `SharedConnection` to every `TraceStore`,
+`Planner` and `Agent` on that file (keyed by the real path, so `./t.db` and a symlink to it are one) and
+`release` closes it when the last user is done. Several threads may share it (the HTTP service does):
+`SharedConnection.lock` serialises whole transactions, so one caller can never commit, see or roll back
+another's half-done batch. A forked child forgets the connections it inherited without closing them - SQLite
+connections must not cross `fork()`, and closing them in the child could checkpoint under the parent.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+_registry: dict[str, "SharedConnection"] = {}
+_registry_lock = threading.Lock()
+
+
+@dataclass(eq=False)
+class SharedConnection:
+    """A connection and the lock every user holds while it runs one operation or transaction on it."""
+
+    key: str
+    conn: sqlite3.Connection
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    users: int = 0
+    busy_timeout_ms: int | None = None  # the value last set on the connection (stores may differ)
+    checked: bool = False  # opened, schema checked and found writable by its first user
+    pid: int = field(default_factory=os.getpid)  # the process that opened it (see `release`)
+
+
+def database_key(path: str | os.PathLike[str]) -> str:
+    """The registry key of a database path: its real absolute path (a stat of the path, never an open)."""
+    return os.path.realpath(os.path.abspath(os.fspath(path)))
+
+
+def acquire(path: str | os.PathLike[str], connect: Callable[[str], sqlite3.Connection]) -> SharedConnection:
+    """The process's connection to the database at `path`, opened with `connect(path)` for its first user."""
+    key = database_key(path)
+    with _registry_lock:
+        shared = _registry.get(key)
+        if shared is None:
+            shared = _registry[key] = SharedConnection(key, connect(os.fspath(path)))
+        shared.users += 1
+        return shared
+
+
+def release(shared: SharedConnection) -> None:
+    """One user fewer; the last one closes the connection (through SQLite, which keeps the locks right)."""
+    if shared.pid != os.getpid():
+        return  # inherited across fork(): the parent owns it
+    with _registry_lock:
+        shared.users -= 1
+        if shared.users > 0:
+            return
+        if _registry.get(shared.key) is shared:
+            del _registry[shared.key]
+    with shared.lock:  # a thread still inside an operation finishes it first
+        shared.conn.close()
+
+
+def open_connections() -> dict[str, int]:
+    """Real path -> number of users, for every database this process has open (for tests and diagnostics)."""
+    with _registry_lock:
+        return {key: shared.users for key, shared in _registry.items()}
+
+
+def _forget_after_fork() -> None:
+    global _registry_lock
+    _registry.clear()  # never close an inherited connection: its locks and WAL belong to the parent
+    _registry_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
