@@ -1,4 +1,8 @@
-"""`portfolio bench`: planner latency and coverage side by side with the raw Fast Downward driver."""
+"""`portfolio bench`: benchmark planners on suites of tasks (run, report) and the classic latency table.
+
+`bench run` and `bench report` are thin layers over `portfolio.benchsuite`; `bench latency` (and `bench` with
+its old flags and no subcommand, for compatibility) over `portfolio.bench`.
+"""
 
 from __future__ import annotations
 
@@ -12,32 +16,171 @@ from portfolio.commands.common import fail_bad_input
 
 EPILOG = """\
 examples:
-  portfolio bench --ipc ../shared/ipc                       latency table (warm first plan, replan, driver)
-  portfolio bench --ipc ../shared/ipc --coverage --per-domain 10   plus coverage within 1 s per domain
-  portfolio bench --ipc ../shared/ipc-more/pairs.txt --coverage --per-domain 5
-                                           coverage only, on the DOMAIN PROBLEM pairs a pairs.txt lists
+  portfolio bench run gen:logistics:sizes=2..20 --planners cascade,driver:lama-first --out results/
+  portfolio bench run ../shared/ipc --per-domain 10 --planners classical,driver:lama-first,up:pyperplan \\
+      --budget 1 --out results/    # interrupted? run the same command again: finished runs are skipped
+  portfolio bench run ../shared/ipc-more/pairs.txt --planners cascade --dask tcp://scheduler:8786 --out r/
+  portfolio bench report results/ --baseline driver:lama-first   # report.md, report.html, *.png
+  portfolio bench latency --ipc ../shared/ipc   latency table: warm first plan, replan, raw driver
+  portfolio bench --ipc ../shared/ipc --coverage --per-domain 10   (the same, old spelling, plus coverage)
+  portfolio bench --ipc ../shared/ipc-more/pairs.txt --coverage --per-domain 5   coverage only, on a pairs.txt
+"""
+
+RUN_EPILOG = """\
+SUITE is one of:
+  DIR                         a domain folder (domain.pddl + problems) or a folder of them (../shared/ipc)
+  FILE                        a pairs file: DOMAIN PROBLEM per line, relative to the file (ipc-more/pairs.txt)
+  gen:NAME:sizes=A..B[:seeds=C..D]   a bundled generator sweep: gen:logistics:sizes=2..20
+  typed:research | typed:MODULE:FACTORY   a typed-agent scenario (typed actions compiled to a task)
+  latency                     the instances of the old latency table, under --ipc
+
+PLANNERS (comma-separated): cascade, classical (Fast Downward + pyperplan), cascade:A+B, a delegate by name
+(fast-downward, pyperplan, typed-search, goal-agenda), driver:ALIAS (the raw Fast Downward driver, e.g.
+driver:lama-first), up:ENGINE (an installed unified-planning engine: up:pyperplan, up:fast-downward).
+
+Each run is a process of its own (own process group, killed at its budget) and appends one JSON line to
+OUT/runs.jsonl (status, wall_s, time_s, setup_s, translate_s, search_s, plan_length, plan_cost, valid,
+peak_mem_kb, size). Runs already in the file are skipped, so an interrupted experiment resumes.
+
+examples:
+  portfolio bench run gen:blocksworld:sizes=2..8:seeds=0..4 --planners typed-search,cascade --out r/
+  portfolio bench run ../shared/ipc --per-domain 3 --planners classical,driver:lama-first --repeat 3 --out r/
+  portfolio bench run ../shared/ipc --planners classical --dask tcp://127.0.0.1:8786 --out r/
 """
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "bench", help="measure latency and coverage against the raw Fast Downward driver",
-        description="Time the warm Planner (first plan of a task; replan from a changed state) next to "
-        "`fast-downward.py --alias lama-first` on the same IPC instances in the same run, and the cold start of "
-        "`portfolio plan`. With --coverage, count tasks solved within --budget by both.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--ipc", type=Path, default=Path("../shared/ipc"), help="IPC benchmark folder, or a pairs.txt "
-                        "(one 'DOMAIN PROBLEM' pair a line, relative to its folder; coverage only)")
+def _add_latency_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ipc", type=Path, default=Path("../shared/ipc"), help="IPC benchmark folder, or a "
+                        "pairs.txt (one 'DOMAIN PROBLEM' pair a line, relative to its folder; coverage only)")
     parser.add_argument("--rounds", type=int, default=7, help="rounds per measurement (median; default 7)")
     parser.add_argument("--coverage", action="store_true", help="also measure coverage within --budget")
     parser.add_argument("--per-domain", type=int, default=10, help="smallest problems per domain (default 10)")
     parser.add_argument("--budget", type=float, default=1.0, help="seconds per task for --coverage")
     parser.add_argument("--json", action="store_true", help="print results as JSON")
-    parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "bench", help="benchmark planners: run suites, report tables and plots, latency against the driver",
+        description="Benchmark planners. `bench run` runs planners on suites of tasks (each run in its own "
+        "process, resumable, locally or on a Dask cluster); `bench report` writes Markdown/HTML tables and PNG "
+        "plots; `bench latency` (or `bench` with no subcommand) prints the warm Planner's latency next to "
+        "`fast-downward.py --alias lama-first`.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_latency_arguments(parser)
+    parser.set_defaults(func=run_latency)
+    commands = parser.add_subparsers(dest="bench_command", metavar="{run,report,latency}")
+
+    run = commands.add_parser(
+        "run", help="run planners on suites; results appended to OUT/runs.jsonl",
+        description="Run every planner on every task of the suites, --repeat times, interleaved across "
+        "planners, each run under its own hard budget.", epilog=RUN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("suites", nargs="+", metavar="SUITE", help="what to plan (see below)")
+    run.add_argument("--planners", required=True, help="comma-separated planners (see below)")
+    run.add_argument("--out", type=Path, required=True, help="results folder (created; resumed if it has runs)")
+    run.add_argument("--budget", type=float, default=1.0, help="seconds per run for the planner (default 1)")
+    run.add_argument("--decomposer-budget", type=float, default=30.0,
+                     help="seconds for the decomposer tier of cascade / goal-agenda planners (default 30)")
+    run.add_argument("--repeat", type=int, default=1, help="runs per (task, planner) (default 1)")
+    run.add_argument("--per-domain", type=int, default=None, help="only the K smallest problems of each domain")
+    run.add_argument("--ipc", type=Path, default=Path("../shared/ipc"), help="IPC folder for the `latency` suite")
+    run.add_argument("--jobs", type=int, default=None, help="runs at a time locally (default: the cores)")
+    run.add_argument("--dask", metavar="ADDRESS", default=None,
+                     help="run on this Dask scheduler (tcp://host:8786) instead of locally")
+    run.add_argument("--setup-timeout", type=float, default=60.0,
+                     help="seconds a run may take to start before it is killed (default 60)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.set_defaults(func=run_suites)
+
+    report = commands.add_parser(
+        "report", help="write report.md, report.html and PNG plots for a results folder",
+        description="Coverage per domain, median/p95 latency and ratios to a baseline planner; a cactus plot, "
+        "latency against task size, and a scatter of each planner against the baseline.")
+    report.add_argument("dir", type=Path, metavar="DIR", help="results folder of `bench run`")
+    report.add_argument("--baseline", default=None, help="planner the ratios are to (default: the first)")
+    report.set_defaults(func=run_report)
+
+    latency = commands.add_parser(
+        "latency", help="latency (and coverage) of the warm Planner next to the raw driver",
+        description="Time the warm Planner (first plan of a task; replan from a changed state) next to "
+        "`fast-downward.py --alias lama-first` on the same IPC instances in the same run, and the cold start of "
+        "`portfolio plan`. With --coverage, count tasks solved within --budget by both.")
+    _add_latency_arguments(latency)
+    latency.set_defaults(func=run_latency)
+
+
+# -- bench run / report ----------------------------------------------------------------------------------------
+
+
+def run_suites(args: argparse.Namespace) -> int:
+    from domains.errors import TaskInputError
+    from portfolio.benchsuite import report, runner, suites
+    from portfolio.benchsuite.store import read_runs, runs_path
+    from portfolio.benchsuite.planners import PlannerError, parse_planners
+
+    for name, value, low in (("--budget", args.budget, 0), ("--decomposer-budget", args.decomposer_budget, 0),
+                             ("--setup-timeout", args.setup_timeout, 0)):
+        if not value > low:
+            return fail_bad_input(f"{name} must be > 0, got {value}")
+    for name, value in (("--repeat", args.repeat), ("--jobs", args.jobs), ("--per-domain", args.per_domain)):
+        if value is not None and value < 1:
+            return fail_bad_input(f"{name} must be >= 1, got {value}")
+    try:
+        planners = parse_planners(args.planners)
+        tasks = suites.read_suites(args.suites, args.per_domain, args.ipc)
+    except (PlannerError, TaskInputError) as error:
+        return fail_bad_input(str(error))
+    specs = runner.plan_runs(tasks, planners, args.repeat, args.budget, args.decomposer_budget, args.setup_timeout)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / report.EXPERIMENT_FILE).write_text(json.dumps(
+        {"suites": args.suites, "planners": planners, "budget_s": args.budget, "repeat": args.repeat,
+         "per_domain": args.per_domain, "decomposer_budget_s": args.decomposer_budget}, indent=1))
+    try:
+        counts = runner.run_experiment(specs, args.out, jobs=args.jobs, dask_address=args.dask,
+                                       progress=not args.no_progress)
+    except TaskInputError as error:
+        return fail_bad_input(str(error))
+    except (OSError, TimeoutError) as error:
+        if args.dask:
+            return fail_bad_input(f"cannot use the Dask scheduler at {args.dask}: {error}")
+        raise
+    print(f"{counts['ran']} runs done, {counts['skipped']} already in {args.out / 'runs.jsonl'}, "
+          f"{counts['total']} in the experiment")
+    print_coverage(report.coverage(read_runs(runs_path(args.out))), planners)
+    print(f"report: portfolio bench report {args.out}")
+    return 0
+
+
+def print_coverage(table: dict[str, dict[str, tuple[int, int]]], planners: list[str]) -> None:
+    width = max([len("domain")] + [len(d) for d in table]) + 1
+    cells = [max(len(p), 7) for p in planners]
+    print(f"{'domain':<{width}}" + "".join(f" {p:>{w}}" for p, w in zip(planners, cells)))
+    for domain, row in table.items():
+        print(f"{domain:<{width}}" + "".join(
+            f" {(f'{row[p][0]}/{row[p][1]}' if p in row else '-'):>{w}}" for p, w in zip(planners, cells)))
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from portfolio.benchsuite.report import write_report
+    from portfolio.benchsuite.store import ResultsError
+
+    if not args.dir.is_dir():
+        return fail_bad_input(f"{args.dir}: no such results folder")
+    try:
+        paths = write_report(args.dir, args.baseline)
+    except ResultsError as error:
+        return fail_bad_input(str(error))
+    for kind, path in paths.items():
+        print(f"{kind:<24} {path}")
+    return 0
+
+
+# -- bench latency (the old `portfolio bench`) ------------------------------------------------------------------
+
+
+def run_latency(args: argparse.Namespace) -> int:
     from portfolio import bench
 
     if args.ipc.is_file():
@@ -85,3 +228,5 @@ def run(args: argparse.Namespace) -> int:
         total = report["coverage_total"]
         print(f"{'total':<30} {total['tasks']:>5} {total['planner']:>7} {total['driver']:>6}")
     return 0
+
+run = run_latency  # the old entry point's name

@@ -1,0 +1,104 @@
+"""One run's process: `python -m portfolio.benchsuite.child` (started by `runner.execute`, never by hand).
+
+Reads a `RunSpec` as JSON on stdin; writes `{"ready": true}` when set-up is done (the runner then starts the
+hard budget's clock) and `{"result": {...}}` at the end, one line each, on the original stdout. File descriptor 1
+is pointed at stderr first, so anything a planner prints cannot corrupt the channel. The plan is validated here
+(`domains.validate`), outside the timed part, and only its length, cost and verdict travel back.
+
+The process dies with the runner thread that started it (PR_SET_PDEATHSIG on Linux, and an exit at start-up if
+the runner died before that was set), so a `kill -9` of the runner does not leave runs planning on.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, TextIO
+
+_PR_SET_PDEATHSIG = 1
+PARENT_ENV = "PORTFOLIO_BENCH_PARENT"  # the runner's pid, set by runner.execute
+
+
+def die_with_parent(parent: int | None = None) -> None:
+    """Best effort: ask Linux to SIGKILL this process when its parent thread exits. With `parent` (the pid that
+    started us), also exit now if it is already gone: it may have died before the request was made."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        return
+    if parent is not None and os.getppid() != parent:
+        os._exit(1)
+
+
+def send(channel: TextIO, message: dict[str, Any]) -> None:
+    channel.write(json.dumps(message) + "\n")
+    channel.flush()
+
+
+def validate(task, plan: list[str]) -> dict[str, Any]:
+    from domains.validate import validate_plan
+    from portfolio.results import parse_ground_action
+
+    try:
+        verdict = validate_plan(task, [parse_ground_action(step) for step in plan])
+    except ValueError as error:
+        return {"valid": False, "invalid_reason": str(error)}
+    fields: dict[str, Any] = {"valid": verdict.ok, "plan_cost": verdict.cost if verdict.ok else None}
+    if not verdict.ok:
+        fields["invalid_reason"] = verdict.message
+    return fields
+
+
+def run(spec: dict[str, Any], channel: TextIO) -> dict[str, Any]:
+    from portfolio.benchsuite import planners, suites
+
+    task_spec = suites.TaskSpec.model_validate(spec["task"])
+    workdir = Path(spec["workdir"])
+    record: dict[str, Any] = {}
+    try:
+        task = suites.load(task_spec)
+    except Exception as error:  # the planner may still read what our parser cannot (validity then unknown)
+        task = None
+        record["load_error"] = f"{type(error).__name__}: {error}"
+    if task is not None:
+        record["size"] = len(task.problem.objects) + len(task.domain.constants)
+    if task is None and not spec["planner"].startswith(("driver:", "up:")):
+        record.update(status="error", reason=record["load_error"])
+        return record
+    domain_file, problem_file = suites.files(task_spec, task, workdir) if task is not None else (
+        Path(task_spec.domain_file or ""), Path(task_spec.problem_file or ""))
+    outcome = planners.run_planner(
+        spec["planner"], task, domain_file, problem_file, spec["budget_s"], spec["decomposer_budget_s"], workdir,
+        ready=lambda: send(channel, {"ready": True}))
+    record.update(planners.outcome_fields(outcome))
+    if outcome.status == "solved":
+        record["plan_length"] = len(outcome.plan)
+        if task is not None:
+            record.update(validate(task, outcome.plan))
+        else:
+            record["valid"] = None
+    return record
+
+
+def main() -> int:
+    die_with_parent(int(os.environ.get(PARENT_ENV, "0")) or None)
+    channel = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    spec = json.loads(sys.stdin.read())
+    try:
+        record = run(spec, channel)
+    except Exception as error:
+        traceback.print_exc()
+        record = {"status": "error", "reason": f"{type(error).__name__}: {error}"}
+    send(channel, {"result": record})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

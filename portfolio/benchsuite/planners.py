@@ -1,0 +1,258 @@
+"""Planners: what `--planners` names, and how one of them plans one task inside a run's process.
+
+    cascade               this project's default cascade (Fast Downward, pyperplan; then the goal-agenda
+                          decomposer tier with --decomposer-budget)
+    classical             the classical tier alone (Fast Downward, pyperplan), as the old coverage table ran it
+    cascade:A+B           a cascade of the named delegates (`cascade:typed-search+fast-downward`)
+    DELEGATE              one delegate alone, by its CLI name: fast-downward, pyperplan, typed-search, goal-agenda
+    driver:ALIAS          the raw Fast Downward driver (`fast-downward.py --alias ALIAS`, the wheel's script)
+    up:ENGINE             a unified-planning OneshotPlanner engine that is installed (up:pyperplan, up:fast-downward)
+
+What is timed. Every planner pays its set-up outside `time_s` and inside `wall_s` (the run's whole process):
+the Planner-based ones build a `Planner` and plan a two-block task once first (workers started, imports done;
+the translation cache emptied after), so `time_s` is the first plan of this task by a warm planner, the number
+the old latency table reported; the driver's `time_s` is its whole run (interpreter, translator process, search
+process: what a user of the driver pays every time); unified-planning's `time_s` is `solve()` alone, with the
+import (~2 s) and the PDDL parse in `setup_s`. `translate_s`/`search_s` come from the delegate's details or the
+driver's log, where known.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+CASCADE_PLANNERS = ("cascade", "classical")
+
+
+class PlannerError(ValueError):
+    """A --planners entry that names no planner (the message lists the forms that exist)."""
+
+
+@dataclass
+class Outcome:
+    """What one planner did on one task, before validation."""
+
+    status: str  # a portfolio.results.Status value: solved, unsolvable, timeout, incomplete, memout, error...
+    plan: list[str] = field(default_factory=list)  # grounded actions, PDDL form
+    time_s: float | None = None
+    setup_s: float | None = None
+    translate_s: float | None = None
+    search_s: float | None = None
+    delegate: str | None = None  # which delegate of a cascade solved it (the decomposer tier's share)
+    reason: str = ""
+
+
+def _delegate_names() -> tuple[str, ...]:
+    from portfolio.planner import CLASSICAL_DELEGATES, DECOMPOSER_DELEGATES
+
+    return CLASSICAL_DELEGATES + DECOMPOSER_DELEGATES
+
+
+def cascade_names(name: str) -> tuple[str, ...] | None:
+    """The delegate names a Planner-based planner stands for; None for driver: and up: planners."""
+    from portfolio.planner import CLASSICAL_ONLY, DEFAULT_DELEGATES
+
+    if name == "cascade":
+        return DEFAULT_DELEGATES
+    if name == "classical":
+        return CLASSICAL_ONLY
+    if name.startswith("cascade:"):
+        return tuple(n for n in name.split(":", 1)[1].split("+") if n)
+    if name in _delegate_names():
+        return (name,)
+    return None
+
+
+def check_planner(name: str) -> str:
+    """`name` if it names a planner here, else PlannerError. up: engines are checked against the installed ones
+    (this imports unified-planning, ~2 s, only when an up: planner is asked for)."""
+    known = ("cascade, classical, cascade:A+B, " + ", ".join(_delegate_names())
+             + ", driver:ALIAS, up:ENGINE")
+    names = cascade_names(name)
+    if names is not None:
+        unknown = [n for n in names if n not in _delegate_names()]
+        if unknown or not names:
+            raise PlannerError(f"unknown delegate {', '.join(unknown) or '(none)'} in planner {name!r}; "
+                               f"delegates: {', '.join(_delegate_names())}")
+        return name
+    if name.startswith("driver:"):  # the driver checks the alias itself (a bad one: every run an error)
+        if not re.fullmatch(r"[a-z0-9-]+", name.split(":", 1)[1]):
+            raise PlannerError(f"planner {name!r}: expected driver:ALIAS, e.g. driver:lama-first")
+        return name
+    if name.startswith("up:"):
+        engines = up_engines()
+        if name[3:] not in engines:
+            raise PlannerError(f"planner {name!r}: no unified-planning OneshotPlanner engine {name[3:]!r}; "
+                               f"installed: {', '.join(engines) or 'none'}")
+        return name
+    raise PlannerError(f"unknown planner {name!r}; expected one of: {known}")
+
+
+def parse_planners(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise PlannerError("--planners is empty; expected e.g. cascade,driver:lama-first")
+    if len(set(names)) != len(names):
+        raise PlannerError(f"--planners names a planner twice: {text}")
+    return [check_planner(n) for n in names]
+
+
+def up_engines() -> list[str]:
+    """unified-planning engines that can solve a classical task in one shot."""
+    try:
+        from unified_planning.engines.mixins.oneshot_planner import OneshotPlannerMixin
+        from unified_planning.environment import get_environment
+    except ImportError:
+        return []
+    factory = get_environment().factory
+    found = []
+    for name in factory.engines:
+        try:
+            engine = factory.engine(name)
+        except Exception:  # an engine whose optional dependency is missing
+            continue
+        if issubclass(engine, OneshotPlannerMixin) and "[" not in name:
+            found.append(name)
+    return found
+
+
+def hard_budget_s(name: str, budget_s: float, decomposer_budget_s: float) -> float:
+    """How long the planning part of a run may take before its process group is killed: the planner's own
+    budget, plus the decomposer tier's when the planner has one."""
+    names = cascade_names(name) or ()
+    from portfolio.planner import DECOMPOSER_DELEGATES
+
+    return budget_s + (decomposer_budget_s if any(n in DECOMPOSER_DELEGATES for n in names) else 0.0)
+
+
+# -- running, inside a run's process -----------------------------------------------------------------------------
+
+
+def run_planner(name: str, task, domain_file: Path, problem_file: Path, budget_s: float,
+                decomposer_budget_s: float, workdir: Path, ready: Callable[[], None]) -> Outcome:
+    """Plan `task` with planner `name`; call `ready()` when set-up is done and the timed part starts."""
+    if name.startswith("driver:"):
+        ready()
+        return run_driver(name.split(":", 1)[1], domain_file, problem_file, budget_s, workdir)
+    if name.startswith("up:"):
+        return run_up(name[3:], domain_file, problem_file, budget_s, workdir, ready)
+    return run_cascade(name, task, budget_s, decomposer_budget_s, ready)
+
+
+def run_cascade(name: str, task, budget_s: float, decomposer_budget_s: float, ready: Callable[[], None]) -> Outcome:
+    from domains.bundled import bundled_task
+    from portfolio.planner import Planner, default_stages
+
+    started = time.monotonic()
+    stages = default_stages(cascade_names(name) or (), budget_s=budget_s, decomposer_budget_s=decomposer_budget_s)
+    with Planner(stages, budget_s=budget_s) as planner:
+        planner.plan(bundled_task("blocksworld", 2))  # workers up, imports done: time the warm planner...
+        for delegate in planner._all_delegates():  # ...on its first plan of this task, as the old latency table
+            if hasattr(delegate, "_translations"):
+                delegate._translations.clear()
+        setup = time.monotonic() - started
+        ready()
+        start = time.monotonic()
+        result = planner.plan(task)
+        elapsed = time.monotonic() - start
+    outcome = Outcome(result.status.value, list(result.plan), elapsed, setup, delegate=result.delegate)
+    for attempt in result.attempts:
+        translate_ms = attempt.details.get("translate_ms")
+        if attempt.delegate == "fast-downward" and translate_ms is not None:
+            outcome.translate_s = round(translate_ms / 1000, 6)
+            outcome.search_s = round(max(0.0, attempt.elapsed_ms - translate_ms) / 1000, 6)
+    if not result.solved:
+        outcome.reason = "; ".join(f"{a.delegate}: {a.status.value} {a.reason}".strip() for a in result.attempts)
+    return outcome
+
+
+_DONE = re.compile(r"^Done! \[[\d.]+s CPU, ([\d.]+)s wall-clock\]", re.M)
+_TOTAL = re.compile(r"\] Total time: ([\d.]+)s", re.M)
+
+
+def run_driver(alias: str, domain_file: Path, problem_file: Path, budget_s: float, workdir: Path) -> Outcome:
+    """One `fast-downward.py --alias ALIAS` run in `workdir`, its own process group killed at the budget."""
+    from portfolio.bench import driver_script
+    from portfolio.benchsuite.child import die_with_parent
+    from portfolio.delegates import fd_exitcodes
+    from portfolio.results import Status
+
+    log = workdir / "driver.log"
+    start = time.monotonic()
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, str(driver_script()), "--alias", alias, str(domain_file.resolve()),
+             str(problem_file.resolve())],
+            cwd=workdir, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            preexec_fn=die_with_parent)
+        try:
+            code = process.wait(timeout=budget_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            return Outcome("timeout", time_s=time.monotonic() - start, reason=f"killed at {budget_s} s")
+    elapsed = time.monotonic() - start
+    text = log.read_text(errors="replace")
+    translate = _DONE.findall(text)
+    search = _TOTAL.findall(text)
+    status = fd_exitcodes.status_of(code)  # the driver's exit codes are Fast Downward's returncodes
+    outcome = Outcome(status.value, time_s=elapsed, translate_s=float(translate[-1]) if translate else None,
+                      search_s=float(search[-1]) if search else None)
+    plan_file = workdir / "sas_plan"
+    if status is Status.SOLVED and plan_file.exists():
+        outcome.plan = [line.strip() for line in plan_file.read_text().splitlines()
+                        if line.strip() and not line.startswith(";")]
+    elif status is Status.SOLVED:
+        outcome.status, outcome.reason = Status.ERROR.value, f"driver exit code {code} but no sas_plan"
+    elif status is not Status.UNSOLVABLE:
+        outcome.reason = f"{fd_exitcodes.meaning(code)}: " + " | ".join(text.strip().splitlines()[-2:])
+    return outcome
+
+
+def run_up(engine: str, domain_file: Path, problem_file: Path, budget_s: float, workdir: Path,
+           ready: Callable[[], None]) -> Outcome:
+    """unified-planning's OneshotPlanner(name=ENGINE).solve(timeout=budget), in `workdir` (its Fast Downward
+    writes output.sas into the current folder)."""
+    started = time.monotonic()
+    os.chdir(workdir)
+    import unified_planning.engines.results as results
+    from unified_planning.io import PDDLReader
+    from unified_planning.shortcuts import OneshotPlanner, get_environment
+
+    get_environment().credits_stream = None
+    try:
+        problem = PDDLReader().parse_problem(str(domain_file), str(problem_file))
+    except Exception as error:  # UP rejects some files other parsers accept (FIELD-NOTES: logistics00)
+        return Outcome("error", setup_s=time.monotonic() - started, reason=f"unified-planning parser: {error}")
+    with OneshotPlanner(name=engine) as planner:
+        setup = time.monotonic() - started
+        ready()
+        start = time.monotonic()
+        try:
+            result = planner.solve(problem, timeout=budget_s)
+        except Exception as error:
+            return Outcome("error", time_s=time.monotonic() - start, setup_s=setup, reason=f"{engine}: {error}")
+        elapsed = time.monotonic() - start
+    status = result.status
+    kinds = results.PlanGenerationResultStatus
+    if status in (kinds.SOLVED_SATISFICING, kinds.SOLVED_OPTIMALLY):
+        plan = [f"({a.action.name} {' '.join(str(p) for p in a.actual_parameters)})".replace(" )", ")")
+                for a in result.plan.actions]
+        return Outcome("solved", plan, elapsed, setup)
+    if status in (kinds.UNSOLVABLE_PROVEN, kinds.UNSOLVABLE_INCOMPLETELY):
+        return Outcome("unsolvable", time_s=elapsed, setup_s=setup)
+    if status == kinds.TIMEOUT:
+        return Outcome("timeout", time_s=elapsed, setup_s=setup)
+    return Outcome("error", time_s=elapsed, setup_s=setup, reason=f"{engine}: {status.name}")
+
+
+def outcome_fields(outcome: Outcome) -> dict[str, Any]:
+    return {k: v for k, v in vars(outcome).items() if k != "plan"}
