@@ -14,8 +14,6 @@ from domains.bundled import bundled_task, write_instance
 from domains.validate import validate_plan
 from learning import retrain
 from portfolio.cli import main
-from portfolio.planner import Planner
-from portfolio.serve.http import PlanBody, plan_request
 from traces.records import StepRecord
 from traces.store import TraceStore
 
@@ -77,15 +75,20 @@ def test_bad_situation_input_is_exit_2(tmp_path, capsys, args, message):
 
 
 def test_http_plan_request_passes_features_and_explore(peak_store):
+    import httpx
+
+    from test_service_helpers import config, serve_in_thread
+
     task = bundled_task("tools", 1, 0)
-    with Planner(["fast-downward", "pyperplan"], budget_s=10.0, traces=peak_store) as planner:
-        body = {"domain": task.domain_pddl, "problem": task.problem_pddl, "explore": "mean"}
-        peak = plan_request(planner, PlanBody.model_validate(body | {"features": {"hour": "peak"}}))
-        off = plan_request(planner, PlanBody.model_validate(body | {"features": {"hour": "off-peak"}}))
+    body = {"domain": task.domain_pddl, "problem": task.problem_pddl, "explore": "mean", "budget": 10}
+    service = config(traces=str(peak_store), delegates=["fast-downward", "pyperplan"], max_budget_s=10.0)
+    with serve_in_thread(service) as (url, _):
+        peak = httpx.post(f"{url}/v1/plan", json=body | {"features": {"hour": "peak"}}, timeout=60).json()
+        off = httpx.post(f"{url}/v1/plan", json=body | {"features": {"hour": "off-peak"}}, timeout=60).json()
+        bad = httpx.post(f"{url}/v1/plan", json=body | {"explore": "greedy"}, timeout=60)
     assert RISKY not in peak["plan"] and RISKY in off["plan"]
     assert validate_plan(task, [planner_step(s) for s in peak["plan"]]).ok
-    with pytest.raises(ValueError, match="explore"):
-        PlanBody.model_validate(body | {"explore": "greedy"})
+    assert bad.status_code == 400 and "explore" in bad.text
 
 
 def planner_step(text: str):
