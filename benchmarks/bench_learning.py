@@ -1,6 +1,6 @@
-"""Learned costs in a simulated world where some grounded actions fail with hidden, situation-dependent
-probabilities (`make bench`, never `make test`). One 200-episode run of three arms (cost-blind, learned,
-oracle); see benchmarks/learning_eval.py for the world and the protocol.
+"""Learned costs in simulated worlds where some grounded actions fail with hidden probabilities (`make bench`,
+never `make test`). One 200-episode run of three arms (cost-blind, learned, oracle) in the tools world (see
+benchmarks/learning_eval.py), and the family of generated worlds (benchmarks/learning_worlds.py).
 
 Targets (reported, not asserted): in the final window of 25 episodes the learned arm's success rate is >= 95% of
 the oracle's and its failures <= half of the cost-blind arm's; learned costs add <= 10% to warm plan latency.
@@ -46,3 +46,13 @@ def test_learning_200_episodes(benchmark) -> None:
         info["latency"] = asdict(evaluation.latency)
     info["model_versions"] = evaluation.model_versions
     assert len(evaluation.outcomes) == 3 * 200 and all(o.solved for o in evaluation.outcomes)
+
+
+def test_learning_worlds(benchmark) -> None:
+    """The family of generated worlds (benchmarks/learning_worlds.py) at the default exploration policy, 20
+    held-out worlds per type: writes benchmarks/results/learning-worlds.{md,json,png}; its wall time is the
+    benchmark. The three policies side by side: `python -m benchmarks.learning_worlds --seeds 5`."""
+    from benchmarks.learning_worlds import main
+
+    code = benchmark.pedantic(lambda: main(["--policies", "mean"]), rounds=1, iterations=1)
+    assert code == 0

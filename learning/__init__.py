@@ -2,23 +2,32 @@
 
     info = retrain(TraceStore("traces.db"))            # offline, stores model version info.version
     model = load_latest(store)                        # None before the first retrain
-    costs = action_costs(model, task, grounded_actions, features={"weather": "rain"})
+    costs = action_costs(model, task, grounded_actions, features={"weather": "rain"}, explore="thompson")
 
-Depends on `traces` and `domains`, never on `portfolio`.
+Depends on `traces` and `domains`, never on `portfolio`. Names are imported on first use (PEP 562), so that
+`learning.explore`'s policy names cost the planner no scikit-learn import when it has no model.
 """
 
-from learning.costs import ActionCost, action_costs, plan_success_probability, risk_cost
-from learning.model import FailureModel
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Eager (and cheap: scikit-learn loads inside): binds `learning.retrain` to the function, not the submodule.
 from learning.retrain import ModelInfo, NoTrainingDataError, load_latest, retrain
 
-__all__ = [
-    "ActionCost",
-    "FailureModel",
-    "ModelInfo",
-    "NoTrainingDataError",
-    "action_costs",
-    "load_latest",
-    "plan_success_probability",
-    "retrain",
-    "risk_cost",
-]
+_WHERE = {
+    "ActionCost": "costs", "action_costs": "costs", "action_posteriors": "costs",
+    "plan_success_probability": "costs", "priced": "costs", "risk_cost": "costs",
+    "DEFAULT_EXPLORE": "explore", "EXPLORE_POLICIES": "explore", "explore_p_fail": "explore",
+    "FailureModel": "model",
+    "ModelFormatError": "storage", "model_from_bytes": "storage", "model_to_bytes": "storage",
+}  # fmt: skip
+
+__all__ = sorted([*_WHERE, "ModelInfo", "NoTrainingDataError", "load_latest", "retrain"])
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'learning' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"learning.{_WHERE[name]}"), name)

@@ -6,8 +6,10 @@ Since -log(1 - p) summed over a plan is -log of the plan's probability that ever
 0 (or lam large) the cheapest plan is the most likely to succeed: the determinization of FF-Replan and its
 family. With base costs the planner trades plan cost against risk, `lam` setting the rate (cost units per nat).
 
-Nothing here trains: `action_costs` only calls `FailureModel.predict_proba`, one vectorised call for all
-actions, so it can run on the planning hot path.
+Nothing here trains: `action_posteriors` calls `FailureModel.predict_posterior` once for all actions (cache it
+per task and situation), and `priced` turns posteriors into costs under an exploration policy
+(`learning.explore`): p_fail reported is always the posterior mean, the cost is priced at the policy's p_fail
+(the mean, a Thompson draw fresh per call, or an optimistic quantile).
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
+import numpy as np
+
 from domains.model import GroundAction, Task, action_cost
+from learning.explore import Explore, explore_p_fail
 from learning.model import FailureModel
 
 # p_fail is clipped below 1 so that a cost is always finite: "very risky" must still be plannable when it is
@@ -36,27 +41,55 @@ def risk_cost(p_fail: float, lam: float = 1.0) -> float:
     return lam * -math.log1p(-min(max(p_fail, 0.0), MAX_P_FAIL))
 
 
+@dataclass(frozen=True)
+class Posteriors:
+    """Per grounded action (PDDL form, in order): base cost, posterior mean p_fail and concentration."""
+
+    keys: tuple[str, ...]
+    base: np.ndarray
+    mean: np.ndarray
+    concentration: np.ndarray
+
+
+def action_posteriors(model: FailureModel | None, task: Task, actions: Sequence[GroundAction],
+                      features: Mapping[str, Any] | None = None) -> Posteriors:
+    """What the model believes of each action; `model=None` (nothing learned yet): p_fail 0, the task's costs.
+    Object types come from the task."""
+    base = np.array([action_cost(task, a) for a in actions], dtype=float)
+    if model is None:
+        mean, concentration = np.zeros(len(actions)), np.full(len(actions), np.inf)
+    else:
+        mean, concentration = model.predict_posterior(actions, features, object_types=task.objects())
+    return Posteriors(tuple(str(a) for a in actions), base, np.clip(mean, 0.0, MAX_P_FAIL), concentration)
+
+
+def priced(posteriors: Posteriors, lam: float = 1.0, explore: Explore = "mean",
+           rng: np.random.Generator | None = None) -> dict[str, ActionCost]:
+    """Cost of each action under an exploration policy, keyed by its PDDL form."""
+    if explore == "mean" or not np.isfinite(posteriors.concentration).all():
+        p_plan = posteriors.mean
+    else:
+        p_plan = explore_p_fail(posteriors.mean, posteriors.concentration, explore, rng)
+    risk = -lam * np.log1p(-np.clip(p_plan, 0.0, MAX_P_FAIL))
+    cost = posteriors.base + risk
+    return {key: ActionCost(base_cost=float(b), p_fail=float(p), cost=float(c))
+            for key, b, p, c in zip(posteriors.keys, posteriors.base, posteriors.mean, cost)}
+
+
 def action_costs(
     model: FailureModel | None,
     task: Task,
     actions: Sequence[GroundAction],
     features: Mapping[str, Any] | None = None,
     lam: float = 1.0,
+    explore: Explore = "mean",
+    rng: np.random.Generator | None = None,
 ) -> dict[str, ActionCost]:
     """Cost of each grounded action, keyed by its PDDL form (`"(drive t1 a b)"`, as `PlanRequest.costs`).
 
     `model=None` (nothing learned yet) gives p_fail 0 and the task's own costs. Object types come from the task.
     """
-    if model is None:
-        p = [0.0] * len(actions)
-    else:
-        p = model.predict_proba(actions, features, object_types=task.objects()).tolist()
-    out: dict[str, ActionCost] = {}
-    for action, p_fail in zip(actions, p):
-        base = action_cost(task, action)
-        p_fail = min(max(float(p_fail), 0.0), MAX_P_FAIL)
-        out[str(action)] = ActionCost(base_cost=base, p_fail=p_fail, cost=base + risk_cost(p_fail, lam))
-    return out
+    return priced(action_posteriors(model, task, actions, features), lam, explore, rng)
 
 
 def _key(step: GroundAction | str) -> str:

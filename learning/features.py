@@ -1,14 +1,18 @@
-"""What a failure model sees of one step: tokens for the grounded action and the step's own features.
+"""What the failure model's prior sees of one step: tokens for the grounded action and the step's own features.
 
 Tokens (each a sparse column with value 1 unless numeric):
-- `g:<args>`: the grounded action's identity (a specific road can be broken, not the roads it shares objects with);
-- `a<i>:<obj>`: the object in argument position i;  `o:<obj>`: the object in any position;
-- `t<i>:<type>`: the declared type in position i, when object types are given;
+- `g:<args>`: the grounded action's identity (for a seen grounding in a situation it was never seen in);
+- `a<i>:<obj>`: the object in argument position i (a bad tool wherever it is used);
+- `p<i><j>:<obj_i> <obj_j>`: an ordered pair of arguments (this tool on this host) and `u:<x> <y>` the same pair
+  unordered (the road between two places, whichever way it is driven);
+- `t<i>:<type>`: the declared type in position i, when object types are given to `fit`;
 - `f:<key>=<value>`: a string/bool feature, one-hot;  `n:<key>`: a numeric feature, its value as is;
 - `a<i>:<obj>&f:<key>=<value>`: an argument in a situation, so that "this engine fails at peak hours" is not
   spread over every engine at peak hours (a linear model cannot form that conjunction itself).
 
 Features are kept per action name (one model per action name), so the action name itself is not a token.
+`situation_key` is the part of the features that splits a grounding's own counts (categorical values only:
+numeric features would make every step its own cell).
 """
 
 from __future__ import annotations
@@ -20,12 +24,17 @@ Token = tuple[str, float]
 
 
 def action_tokens(args: tuple[str, ...], object_types: Mapping[str, str] | None = None) -> list[str]:
+    """Identity, per-position, pair and type tokens of a grounded action's arguments."""
     tokens = ["g:" + " ".join(args)]
     for i, obj in enumerate(args):
         tokens.append(f"a{i}:{obj}")
-        tokens.append(f"o:{obj}")
         if object_types is not None and obj in object_types:
             tokens.append(f"t{i}:{object_types[obj]}")
+    for i in range(len(args)):
+        for j in range(i + 1, len(args)):
+            x, y = args[i], args[j]
+            tokens.append(f"p{i}{j}:{x} {y}")
+            tokens.append(f"u:{min(x, y)} {max(x, y)}")
     return tokens
 
 
@@ -48,6 +57,12 @@ def feature_tokens(features: Mapping[str, Any] | None) -> list[Token]:
     return out
 
 
+def situation_key(features: Mapping[str, Any] | None) -> str:
+    """The categorical part of the features as one string ("" without any): a grounding's counts are kept per
+    (arguments, situation)."""
+    return "&".join(token for token, _ in feature_tokens(features) if token.startswith("f:"))
+
+
 def interaction_tokens(args: tuple[str, ...], features: Mapping[str, Any] | None) -> list[str]:
     """One token per (argument position and object, one-hot situation feature) pair."""
     situation = [token for token, _ in feature_tokens(features) if token.startswith("f:")]
@@ -59,3 +74,49 @@ def step_tokens(args: tuple[str, ...], features: Mapping[str, Any] | None,
     """Every token of one step: the grounded action, its situation, and the two combined."""
     return ([(t, 1.0) for t in action_tokens(args, object_types)] + feature_tokens(features)
             + [(t, 1.0) for t in interaction_tokens(args, features)])
+
+
+class RowParser:
+    """Parses stored steps' JSON (arguments, features) into tokens, each distinct text once: a million steps
+    share a few thousand argument lists and feature sets, so this is what keeps retraining inside its budget.
+
+    `row(args_json, features_json)` -> (args, features, token parts, cell key "args|situation", grounding
+    "args"); the token parts (argument tokens, feature tokens, interaction tokens) are shared list objects, so
+    `learning.prior.design` maps each distinct part to columns once.
+    """
+
+    def __init__(self, object_types: Mapping[str, str] | None = None) -> None:
+        self.object_types = object_types
+        self._args: dict[str, tuple] = {}
+        self._features: dict[str, tuple] = {}
+        self._interactions: dict[tuple[str, str | None], list[Token]] = {}
+
+    def _parse_args(self, args_json: str) -> tuple:
+        import json
+
+        hit = self._args.get(args_json)
+        if hit is None:
+            args = tuple(json.loads(args_json))
+            hit = self._args[args_json] = (args, [(t, 1.0) for t in action_tokens(args, self.object_types)],
+                                           " ".join(args))
+        return hit
+
+    def _parse_features(self, features_json: str | None) -> tuple:
+        import json
+
+        hit = self._features.get(features_json)
+        if hit is None:
+            features = json.loads(features_json) if features_json not in (None, "", "{}", "null") else None
+            tokens = feature_tokens(features)
+            situation = [t for t, _ in tokens if t.startswith("f:")]
+            hit = self._features[features_json] = (features, tokens, situation, "&".join(situation))
+        return hit
+
+    def row(self, args_json: str, features_json: str | None) -> tuple:
+        args, args_tokens, grounding = self._parse_args(args_json)
+        features, tokens, situation, situation_text = self._parse_features(features_json)
+        interactions = self._interactions.get((args_json, situation_text))
+        if interactions is None:
+            interactions = self._interactions[(args_json, situation_text)] = [
+                (f"a{i}:{obj}&{s}", 1.0) for s in situation for i, obj in enumerate(args)]
+        return args, features, (args_tokens, tokens, interactions), grounding + "|" + situation_text, grounding

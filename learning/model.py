@@ -1,332 +1,336 @@
 """`FailureModel`: per action name, the probability that a grounded action fails, learned from executed steps.
 
-For each action name the model fits a logistic regression over sparse tokens (argument identities and
-positions, object types, the step's features; see `learning.features`), Platt-calibrated by cross-validation
-when there is enough data, and blends it with an optimistic Beta prior:
+Two levels, per action name (empirical Bayes; see `learning.shrinkage` and `learning.prior`):
 
-    p_fail = (N * p_classifier + prior_alpha) / (N + prior_alpha + prior_beta)
-    N = n_grounding + transfer * (n_action - n_grounding)
+    p_fail(g) = (f_g + m * prior(g)) / (n_g + m)
 
-where n_grounding is the recency-weighted number of steps of that very grounded action and n_action that of its
-action name. Evidence is mostly the grounding's own: a search engine that failed 50 times says little about
-another engine nobody tried, which keeps the optimistic prior (and so the agent keeps trying the alternative);
-`transfer` lets a fraction of the siblings' evidence through. With few samples p_fail stays near the prior
-mean (0.05 by default), so an action seen failing twice is not condemned forever (the CaseHub peer never tries an
-action again once it is expensive; an optimistic prior keeps exploring). Below `min_samples`, or when only one
-outcome was ever seen, the classifier is the action name's weighted failure rate, i.e. p_fail is the Beta
-posterior mean. Recency: a step's weight halves every `half_life_steps` later steps of the same action name, so
-a repaired action recovers after a run of successes; `half_life_steps=None` weighs all history equally.
+- f_g, n_g: recency-weighted failures and steps of grounding g in its situation (the categorical features);
+  a step's weight halves every `half_life_steps` later steps of the same action name (`learning.counts`);
+- prior(g): a logistic model over argument, pair, type and situation tokens, so a grounding never tried gets the
+  failure rate of what it shares with those that were (the same tool elsewhere, the same road driven the other
+  way, a sibling of the same type). For a grounding with counts, its out-of-fold prediction (a model that did
+  not see it), so its own evidence is not counted twice;
+- m: the prior's strength, fit per action name by beta-binomial marginal likelihood.
 
-Nothing here touches the database or trains at predict time: `predict_proba` uses compiled per-action weight
-tables and is plain dictionary lookups plus one vectorised sigmoid per action name.
+Consistent: as a grounding's evidence grows, p_fail tends to its own observed (recency-weighted) rate whatever
+the prior says, and from `trust_steps` steps on it stays within `tolerance` of it. With little data the
+optimistic `prior_mean` (0.05 over `prior_strength` pseudo-steps) stands in: an action name with fewer than
+`min_samples` steps, or with one outcome only, uses its smoothed leave-one-grounding-out rate as the prior.
+
+Object types: given to `fit` (`t<i>:<type>` tokens) they are learned directly. The trace store does not keep
+types, so at prediction the task's types also pool evidence: an object never seen in position i gets the log-odds of its type's pooled failure
+rate there (over the action's rate) added to its prior score, so a new truck of a bad model starts pessimistic.
+
+`predict_posterior` returns each grounding's posterior mean and concentration (n_g + m pseudo-steps): what
+`learning.explore` samples from. Nothing here touches the database; prediction is dictionary lookups plus a
+vectorised sigmoid. Models are stored as JSON (`learning.storage`), never pickled.
 """
 
 from __future__ import annotations
 
 import json
-import warnings
-from array import array
+import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
-from scipy import sparse
 from sklearn.base import BaseEstimator
-from sklearn.calibration import CalibratedClassifierCV
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import StratifiedKFold
 from sklearn.metrics import brier_score_loss, log_loss, roc_auc_score
 
 from domains.model import GroundAction
-from learning.features import action_tokens, feature_tokens, interaction_tokens, step_tokens
+from learning.counts import Counts
+from learning.features import RowParser, situation_key, step_tokens
+from learning.prior import capped, design, fit_logistic, out_of_fold
+from learning.shrinkage import fit_strength, posterior
 from traces.records import StepRecord
 
-RawRow = tuple[str, str, str, str]  # action, args JSON, features JSON, outcome: as stored in the steps table
+RawRow = tuple[str, str, str, str]
+# How many pseudo-steps of the position's rate smooth a type's pooled rate. Small, because the planner soon
+# avoids the siblings of a bad type, so they stop gathering steps: on the `type` worlds (seeds 0-2, 100
+# episodes), a new vehicle of the bad type (true 0.5) started at p_fail 0.24 (median) with 10 pseudo-steps,
+# 0.28 with 5 and 0.61 [0.47, 0.79] with 2.
+TYPE_PSEUDO_STEPS = 2.0  # action, args JSON, features JSON, outcome: as stored in the steps table
 
 
 @dataclass
-class _ActionData:
-    """The design matrix of one action name, built row by row in compact arrays."""
+class ActionModel:
+    """What prediction needs for one action name (all plain data: stored as JSON)."""
 
-    vocab: dict[str, int] = field(default_factory=dict)
-    indptr: array = field(default_factory=lambda: array("q", [0]))
-    indices: array = field(default_factory=lambda: array("i"))
-    values: array = field(default_factory=lambda: array("d"))
-    y: array = field(default_factory=lambda: array("b"))
-    order: array = field(default_factory=lambda: array("q"))  # global row number: the time axis
-    cache: dict[Any, tuple[list[int], list[float]]] = field(default_factory=dict)
-
-    def columns(self, tokens: Sequence[tuple[str, float]]) -> tuple[list[int], list[float]]:
-        cols, vals = [], []
-        vocab = self.vocab
-        for token, value in tokens:
-            col = vocab.get(token)
-            if col is None:
-                col = vocab[token] = len(vocab)
-            cols.append(col)
-            vals.append(value)
-        return cols, vals
-
-    def add(self, cols: list[int], vals: list[float], failed: bool, order: int) -> None:
-        self.indices.extend(cols)
-        self.values.extend(vals)
-        self.indptr.append(len(self.indices))
-        self.y.append(1 if failed else 0)
-        self.order.append(order)
-
-    def matrix(self) -> sparse.csr_matrix:
-        return sparse.csr_matrix(
-            (np.frombuffer(self.values, dtype=np.float64), np.frombuffer(self.indices, dtype=np.int32),
-             np.frombuffer(self.indptr, dtype=np.int64)),
-            shape=(len(self.y), max(len(self.vocab), 1)),
-        )  # fmt: skip
-
-
-@dataclass
-class _Compiled:
-    """What prediction needs for one action name."""
-
-    weights: dict[str, float]  # token -> logistic coefficient (zeros left out)
-    intercept: float
-    calib_a: float  # Platt: p = 1 / (1 + exp(a * score + b)); identity is a=-1, b=0
-    calib_b: float
-    n_eff: float  # recency-weighted steps
-    fail_eff: float  # recency-weighted failures
-    grounding_eff: dict[str, float]  # "g:<args>" token -> recency-weighted steps of that grounding
-    n_steps: int
-    n_failures: int
-    kind: str  # "beta", "logistic" or "logistic+sigmoid"
-
-
-def _recency_weights(n: int, half_life: float | None) -> np.ndarray:
-    if half_life is None or n == 0:
-        return np.ones(n)
-    age = np.arange(n - 1, -1, -1, dtype=np.float64)  # the newest step has age 0
-    return np.power(0.5, age / float(half_life))
+    kind: str  # "logistic": the prior is the token model; "rate": the action's smoothed failure rate
+    strength: float  # m
+    base_rate: float
+    intercept: float = 0.0
+    weights: dict[str, float] = field(default_factory=dict)
+    cells: dict[str, list[float]] = field(default_factory=dict)  # cell -> [n_w, f_w, prior, steps, failures]
+    evidence: dict[str, list[float]] = field(default_factory=dict)  # "a<i>:<obj>" -> weighted [steps, failures]
+    n_steps: int = 0
+    n_failures: int = 0
 
 
 class FailureModel(BaseEstimator):
     """Probability that a grounded action fails, per action name (see the module docstring).
 
-    prior_alpha, prior_beta: the optimistic Beta prior (mean alpha / (alpha + beta), default 0.05; its weight is
-        alpha + beta pseudo-steps).
-    min_samples: steps of an action name below which only the Beta posterior is used.
     half_life_steps: a step's weight halves every this many later steps of the same action name; None: no decay.
-    C, max_iter: logistic regression's inverse L2 strength and iteration cap. The L2 penalty is a Gaussian prior
-        on each token's weight. A trade-off, measured: a new grounding (new objects) failing twice among 3,000
-        sibling steps gets p_fail 0.13 / 0.36 / 0.66 at C = 0.1 / 0.3 / 1 (ten failures: 0.54 / 0.75 / 0.86);
-        on the evaluation benchmark (`python -m benchmarks.learning_eval`, seeds 0-2) C=0.1 reaches only 93-95%
-        of the oracle's expected success in the last window, C=0.3 reaches 93-96% and halves cost-blind failures.
-    transfer: the share of an action name's other groundings' evidence that counts for a grounding (0: each
-        grounding learns alone; 1: all groundings of a name share their evidence).
-    calibrate_min_samples: Platt-calibrate (shuffled 3-fold CalibratedClassifierCV) from this many steps of an
-        action name, if each outcome occurs at least 20 times; None: never. Kept high because with few steps per
-        grounding the held-out folds see unseen tokens and the fitted sigmoid flattens real signal (measured: 10
-        failures in a row of one grounding came out at p_fail 0.003 calibrated, 0.58 uncalibrated).
+        5000: the consistency band counts weighted steps, so a short half-life leaves every grounding of a busy
+        action little evidence (the issue's example, 40 steps of each of 30 groundings, is 27 weighted steps
+        each at 1000 and misses the 0.05 band; 37 at 5000); on the drift worlds 150, 300 and 1000 did alike.
+    prior_mean, prior_strength: the optimistic prior for action names with little data (mean, pseudo-steps);
+        prior_strength is also m for an action name with fewer than three groundings seen.
+    min_samples: steps of an action name below which the prior is its smoothed rate, not the token model.
+    C: the token model's inverse L2 strength (per weighted step).
+    tolerance, trust_steps: from trust_steps weighted steps of a grounding on, p_fail stays within tolerance of
+        its own observed rate (the consistency guarantee; see `learning.shrinkage`).
     """
 
-    def __init__(
-        self,
-        prior_alpha: float = 0.5,
-        prior_beta: float = 9.5,
-        min_samples: int = 20,
-        half_life_steps: float | None = 1000.0,
-        C: float = 0.3,
-        max_iter: int = 200,
-        calibrate_min_samples: int | None = 20_000,
-        transfer: float = 0.1,
-    ) -> None:
-        self.prior_alpha = prior_alpha
-        self.prior_beta = prior_beta
-        self.min_samples = min_samples
+    def __init__(self, half_life_steps: float | None = 5000.0, prior_mean: float = 0.05,
+                 prior_strength: float = 10.0, min_samples: int = 20, C: float = 1.0, tolerance: float = 0.05,
+                 trust_steps: float = 30.0) -> None:
         self.half_life_steps = half_life_steps
+        self.prior_mean = prior_mean
+        self.prior_strength = prior_strength
+        self.min_samples = min_samples
         self.C = C
-        self.max_iter = max_iter
-        self.calibrate_min_samples = calibrate_min_samples
-        self.transfer = transfer
+        self.tolerance = tolerance
+        self.trust_steps = trust_steps
 
     # -- fitting ---------------------------------------------------------------------------------------------------
 
-    def fit(
-        self,
-        records: Iterable[StepRecord],
-        object_types: Mapping[str, str] | None = None,
-        holdout_fraction: float = 0.0,
-    ) -> "FailureModel":
-        """Fit on steps in time order (oldest first). With `holdout_fraction` > 0 the newest fraction of steps is
-        first held out to measure `holdout_metrics_` (log loss, Brier, AUC) of a model fit on the rest; the final
-        model is then fit on everything."""
-        data: dict[str, _ActionData] = {}
-        n = 0
-        for n, record in enumerate(records, start=1):
-            table = data.get(record.action) or data.setdefault(record.action, _ActionData())
-            tokens = step_tokens(record.args, record.features, object_types)
-            table.add(*table.columns(tokens), record.failed, n - 1)
-        return self._fit_data(data, n, holdout_fraction)
+    def fit(self, records: Iterable[StepRecord], object_types: Mapping[str, str] | None = None,
+            holdout_fraction: float = 0.0) -> "FailureModel":
+        """Fit on steps in time order (oldest first); see `fit_rows`."""
+        rows = [(r.action, json.dumps(list(r.args), separators=(",", ":")),
+                 json.dumps(r.features, separators=(",", ":"), sort_keys=True), r.outcome) for r in records]
+        return self.fit_rows([rows], holdout_fraction, total_rows=len(rows), object_types=object_types)
 
-    def fit_rows(self, chunks: Iterable[Sequence[RawRow]], holdout_fraction: float = 0.0) -> "FailureModel":
+    def fit_rows(self, chunks: Iterable[Sequence[RawRow]], holdout_fraction: float = 0.0,
+                 total_rows: int | None = None, object_types: Mapping[str, str] | None = None) -> "FailureModel":
         """Fit on raw `steps` rows (action, args JSON, features JSON, outcome) in chunks, oldest first: the
-        streaming path `learning.retrain` uses for millions of steps. Identical rows are featurised once."""
-        data: dict[str, _ActionData] = {}
+        streaming path `learning.retrain` uses for millions of steps. With `holdout_fraction` > 0 the newest
+        fraction of steps (of `total_rows`) also measures `holdout_metrics_` (log loss, Brier, AUC) of a model
+        fit on the older ones; the model kept is fit on everything."""
+        holdout = 0.0 < holdout_fraction < 1.0
+        if holdout and total_rows is None:
+            chunks = [[row for chunk in chunks for row in chunk]]
+            total_rows = len(chunks[0])
+        cutoff = int((total_rows or 0) * (1.0 - holdout_fraction)) if holdout else -1
+        everything, older = Counts(self.half_life_steps), Counts(self.half_life_steps)
+        newer: dict[tuple[str, tuple[str, str]], list[int]] = {}
         n = 0
         for chunk in chunks:
             for action, args_json, features_json, outcome in chunk:
-                table = data.get(action)
-                if table is None:
-                    table = data[action] = _ActionData()
-                key = (args_json, features_json)
-                hit = table.cache.get(key)
-                if hit is None:
-                    args = tuple(json.loads(args_json))
-                    features = json.loads(features_json) if features_json not in (None, "{}") else None
-                    tokens = step_tokens(args, features)
-                    hit = table.columns(tokens)
-                    if len(table.cache) < 200_000:  # bounded: numeric features make most rows unique
-                        table.cache[key] = hit
-                table.add(hit[0], hit[1], outcome == "failure", n)
+                key, failed = (args_json, features_json or "{}"), outcome == "failure"
+                everything.add(action, key, failed)
+                if n < cutoff:
+                    older.add(action, key, failed)
+                elif holdout:
+                    acc = newer.setdefault((action, key), [0, 0])
+                    acc[0] += 1
+                    acc[1] += failed
                 n += 1
-        return self._fit_data(data, n, holdout_fraction)
-
-    def _fit_data(self, data: dict[str, _ActionData], n_rows: int, holdout_fraction: float) -> "FailureModel":
         self.holdout_metrics_: dict[str, Any] = {}
-        if 0.0 < holdout_fraction < 1.0 and n_rows >= 10:
-            cutoff = int(n_rows * (1.0 - holdout_fraction))
-            self.holdout_metrics_ = self._holdout(data, cutoff)
-        self.actions_: dict[str, _Compiled] = {}
-        for name, table in data.items():
-            X, y = table.matrix(), np.frombuffer(table.y, dtype=np.int8).astype(np.int64)
-            self.actions_[name] = self._fit_action(X, y, table.vocab)[0]
-        self.n_steps_ = n_rows
-        for table in data.values():
-            table.cache.clear()
+        parser = RowParser(object_types)
+        if holdout and n >= 10 and newer:
+            self.actions_ = self._fit_counts(older.finish(), parser)
+            self.holdout_metrics_ = self._score(newer, parser, object_types)
+        self.actions_ = self._fit_counts(everything.finish(), parser)
+        self.n_steps_ = n
         return self
 
-    def _fit_action(
-        self, X: sparse.csr_matrix, y: np.ndarray, vocab: Mapping[str, int]
-    ) -> tuple[_Compiled, np.ndarray | None]:
-        n, failures = len(y), int(y.sum())
-        w = _recency_weights(n, self.half_life_steps)
-        n_eff, fail_eff = float(w.sum()), float(w @ y) if n else 0.0
-        grounding_cols = {token: col for token, col in vocab.items() if token.startswith("g:") and col < X.shape[1]}
-        per_column = X.T @ w if n else np.zeros(X.shape[1])
-        grounding_eff = {token: float(per_column[col]) for token, col in grounding_cols.items()}
-        base = dict(n_eff=n_eff, fail_eff=fail_eff, n_steps=n, n_failures=failures, grounding_eff=grounding_eff)
-        if n < self.min_samples or failures in (0, n):
-            return _Compiled({}, 0.0, -1.0, 0.0, kind="beta", **base), None
-        lr = LogisticRegression(C=self.C, max_iter=self.max_iter)
-        a, b, kind = -1.0, 0.0, "logistic"
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            enough = self.calibrate_min_samples is not None and n >= self.calibrate_min_samples
-            if enough and min(failures, n - failures) >= 20:
-                folds = StratifiedKFold(n_splits=3, shuffle=True, random_state=0)
-                calibrated = CalibratedClassifierCV(lr, method="sigmoid", cv=folds, ensemble=False)
-                calibrated.fit(X, y, sample_weight=w)
-                inner = calibrated.calibrated_classifiers_[0]
-                lr = inner.estimator
-                a, b, kind = float(inner.calibrators[0].a_), float(inner.calibrators[0].b_), "logistic+sigmoid"
-            else:
-                lr.fit(X, y, sample_weight=w)
-        coef = lr.coef_[0]
-        weights = {token: float(coef[col]) for token, col in vocab.items() if col < len(coef) and coef[col] != 0.0}
-        return _Compiled(weights, float(lr.intercept_[0]), a, b, kind=kind, **base), coef
+    def _fit_counts(self, counts: Counts, parser: RowParser) -> dict[str, ActionModel]:
+        self.__dict__.pop("_prior_memo", None)
+        return {name: self._fit_action(table, parser) for name, table in counts.cells.items()}
 
-    def _evidence(self, compiled: _Compiled, grounding_tokens: Sequence[str] | None) -> np.ndarray | float:
-        """N in the blend: the grounding's own weighted steps plus `transfer` of its siblings'."""
-        if grounding_tokens is None:
-            return compiled.n_eff
-        own = np.array([compiled.grounding_eff.get(token, 0.0) for token in grounding_tokens])
-        return own + self.transfer * (compiled.n_eff - own)
+    def _fit_action(self, table: dict[tuple[str, str], list[float]], parser: RowParser) -> ActionModel:
+        parsed = [parser.row(*key) for key in table]
+        stats = np.array(list(table.values()), dtype=float).reshape(-1, 4)
+        n_w, f_w = stats[:, 0], stats[:, 1]
+        steps, failures = int(stats[:, 2].sum()), int(stats[:, 3].sum())
+        mu0, s0 = self.prior_mean, self.prior_strength
+        n_cap, f_cap = capped(n_w, f_w)  # the prior models groundings, not steps: see learning.prior
+        base_rate = (f_cap.sum() + s0 * mu0) / (n_cap.sum() + s0)
+        groups = [row[4] for row in parsed]
+        model = None
+        if steps >= self.min_samples and 0 < failures < steps:
+            X, vocab = design([row[2] for row in parsed])
+            model = fit_logistic(X, n_w, f_w, self.C, (mu0, s0))
+        if model is not None:
+            q = out_of_fold(X, n_w, f_w, groups, self.C, fallback=mu0, strength=s0)
+            coef = model.coef_[0]
+            weights = {t: float(coef[c]) for t, c in vocab.items() if c < len(coef) and coef[c] != 0.0}
+            action = ActionModel("logistic", s0, float(base_rate), float(model.intercept_[0]), weights)
+        else:
+            q = self._leave_one_out_rate(groups, n_cap, f_cap)
+            action = ActionModel("rate", s0, float(base_rate))
+        for (args, _features, _tokens, key, _group), row, prior in zip(parsed, stats, q):
+            cell = action.cells.setdefault(key, [0.0, 0.0, 0.0, 0.0, 0.0])
+            cell[2] += prior * row[0]  # weight-averaged below: numeric features split a cell's rows
+            cell[0] += row[0]
+            cell[1] += row[1]
+            cell[3] += row[2]
+            cell[4] += row[3]
+            for i, obj in enumerate(args):
+                token = f"a{i}:{obj}"
+                seen = action.evidence.setdefault(token, [0.0, 0.0])
+                seen[0] += row[0]
+                seen[1] += row[1]
+        for cell in action.cells.values():
+            cell[2] = cell[2] / cell[0] if cell[0] > 0 else mu0
+        cells = np.array(list(action.cells.values()), dtype=float).reshape(-1, 5)
+        action.strength = fit_strength(cells[:, 0], cells[:, 1], cells[:, 2], default=s0)
+        action.n_steps, action.n_failures = steps, failures
+        return action
 
-    def _blend(
-        self, compiled: _Compiled, p_classifier: np.ndarray | float, evidence: np.ndarray | float | None = None
-    ) -> np.ndarray | float:
-        n = compiled.n_eff if evidence is None else evidence
-        return (n * p_classifier + self.prior_alpha) / (n + self.prior_alpha + self.prior_beta)
+    def _leave_one_out_rate(self, groups: Sequence[str], n_w: np.ndarray, f_w: np.ndarray) -> np.ndarray:
+        """Each grounding's prior when there is no token model: the other groundings' smoothed failure rate."""
+        own_n: dict[str, float] = {}
+        own_f: dict[str, float] = {}
+        for group, n, f in zip(groups, n_w, f_w):
+            own_n[group] = own_n.get(group, 0.0) + n
+            own_f[group] = own_f.get(group, 0.0) + f
+        total_n, total_f = n_w.sum(), f_w.sum()
+        mu0, s0 = self.prior_mean, self.prior_strength
+        return np.array([(total_f - own_f[g] + s0 * mu0) / (total_n - own_n[g] + s0) for g in groups])
 
-    def _classifier_proba(self, compiled: _Compiled, scores: np.ndarray) -> np.ndarray:
-        if compiled.kind == "beta":
-            rate = compiled.fail_eff / compiled.n_eff if compiled.n_eff > 0 else 0.0
-            return np.full(len(scores), rate)
-        return 1.0 / (1.0 + np.exp(np.clip(compiled.calib_a * scores + compiled.calib_b, -500, 500)))
-
-    def _holdout(self, data: dict[str, _ActionData], cutoff: int) -> dict[str, Any]:
-        """Fit on rows before `cutoff` (time order), predict the rest: honest metrics for a model of the past."""
-        y_true: list[np.ndarray] = []
-        p_pred: list[np.ndarray] = []
-        for table in data.values():
-            order = np.frombuffer(table.order, dtype=np.int64)
-            train, test = order < cutoff, order >= cutoff
-            if not test.any():
-                continue
-            X = table.matrix()
-            y = np.frombuffer(table.y, dtype=np.int8).astype(np.int64)
-            if train.any():
-                compiled, coef = self._fit_action(X[train], y[train], table.vocab)
-            else:
-                compiled, coef = _Compiled({}, 0.0, -1.0, 0.0, 0.0, 0.0, {}, 0, 0, "beta"), None
-            scores = X[test] @ coef + compiled.intercept if coef is not None else np.zeros(int(test.sum()))
-            p_pred.append(self._blend(compiled, self._classifier_proba(compiled, scores)))
-            y_true.append(y[test])
-        if not y_true:
-            return {}
-        y_all, p_all = np.concatenate(y_true), np.clip(np.concatenate(p_pred), 1e-9, 1 - 1e-9)
+    def _score(self, newer: dict[tuple[str, tuple[str, str]], list[int]], parser: RowParser,
+               object_types: Mapping[str, str] | None) -> dict[str, Any]:
+        """Log loss, Brier and AUC of the current model on the held-out (newest) steps: one prediction call per
+        situation, not per step."""
+        by_situation: dict[str | None, list] = {}
+        for (action, (args_json, features_json)), counts in newer.items():
+            by_situation.setdefault(features_json, []).append((action, args_json, counts))
+        p: list[float] = []
+        n: list[int] = []
+        f: list[int] = []
+        for features_json, items in by_situation.items():
+            features = parser.row(items[0][1], features_json)[1]
+            actions = [GroundAction(action, parser.row(args_json, features_json)[0]) for action, args_json, _ in items]
+            p.extend(self.predict_proba(actions, features, object_types).tolist())
+            n.extend(counts[0] for _, _, counts in items)
+            f.extend(counts[1] for _, _, counts in items)
+        p_all = np.clip(np.array(p * 2), 1e-9, 1 - 1e-9)
+        y = np.array([1] * len(p) + [0] * len(p))
+        w = np.array(f + [a - b for a, b in zip(n, f)], dtype=float)
+        keep = w > 0
+        y, p_all, w = y[keep], p_all[keep], w[keep]
         metrics: dict[str, Any] = {
-            "heldout_steps": int(len(y_all)),
-            "heldout_failure_rate": float(y_all.mean()),
-            "log_loss": float(log_loss(y_all, p_all, labels=[0, 1])),
-            "brier": float(brier_score_loss(y_all, p_all)),
-            "auc": None,
-        }
-        if 0 < y_all.sum() < len(y_all):
-            metrics["auc"] = float(roc_auc_score(y_all, p_all))
+            "heldout_steps": int(sum(n)), "heldout_failure_rate": float(sum(f) / max(sum(n), 1)),
+            "log_loss": float(log_loss(y, p_all, sample_weight=w, labels=[0, 1])),
+            "brier": float(brier_score_loss(y, p_all, sample_weight=w)), "auc": None,
+        }  # fmt: skip
+        if 0 < y.sum() < len(y):
+            metrics["auc"] = float(roc_auc_score(y, p_all, sample_weight=w))
         return metrics
 
     # -- prediction ------------------------------------------------------------------------------------------------
 
-    @property
-    def prior_mean(self) -> float:
-        return self.prior_alpha / (self.prior_alpha + self.prior_beta)
-
-    def predict_proba(
-        self,
-        actions: Sequence[GroundAction],
-        features: Mapping[str, Any] | None = None,
-        object_types: Mapping[str, str] | None = None,
-    ) -> np.ndarray:
-        """p_fail for each grounded action (a 1-D array in the order given) in a situation described by
-        `features` (the same keys the runtime reports with its steps). Unknown action names get the prior mean."""
+    def _check_fitted(self) -> None:
         if not hasattr(self, "actions_"):
             raise RuntimeError("FailureModel is not fitted: call fit() or learning.retrain.load_latest() first")
-        out = np.full(len(actions), self.prior_mean)
+
+    def predict_posterior(self, actions: Sequence[GroundAction], features: Mapping[str, Any] | None = None,
+                          object_types: Mapping[str, str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean p_fail and concentration (pseudo-steps) of each grounded action (1-D arrays in the
+        order given) in a situation described by `features`. Unknown action names get the optimistic prior."""
+        self._check_fitted()
+        mean = np.full(len(actions), float(self.prior_mean))
+        concentration = np.full(len(actions), float(self.prior_strength))
         groups: dict[str, list[int]] = {}
         for i, action in enumerate(actions):
             groups.setdefault(action.name, []).append(i)
-        extra = feature_tokens(features)
+        situation = situation_key(features)
+        by_type = _objects_by_type(object_types)
+        # Priors of unseen groundings recur across tasks (same objects, other goals): memoised per model.
+        memo = self.__dict__.setdefault("_prior_memo", {})
+        if len(memo) > 200_000:
+            memo.clear()
+        context = (situation, tuple(sorted((features or {}).items(), key=str)),
+                   tuple(sorted(object_types.items())) if object_types else None)
         for name, positions in groups.items():
-            compiled = self.actions_.get(name)
-            if compiled is None:
+            model = self.actions_.get(name)
+            if model is None:
                 continue
-            evidence = self._evidence(compiled, ["g:" + " ".join(actions[i].args) for i in positions])
-            if compiled.kind == "beta":
-                out[positions] = self._blend(compiled, self._classifier_proba(compiled, np.zeros(1))[0], evidence)
-                continue
-            weights = compiled.weights
-            get = weights.get
-            base = compiled.intercept + sum(get(token, 0.0) * value for token, value in extra)
-            scores = np.empty(len(positions))
+            n, f, q = np.zeros(len(positions)), np.zeros(len(positions)), np.empty(len(positions))
+            pooled: dict[tuple[int, str], float] = {}
             for j, i in enumerate(positions):
                 args = actions[i].args
-                scores[j] = base + sum(get(t, 0.0) for t in action_tokens(args, object_types)) + sum(
-                    get(t, 0.0) for t in interaction_tokens(args, features))
-            out[positions] = self._blend(compiled, self._classifier_proba(compiled, scores), evidence)
-        return out
+                cell = model.cells.get(" ".join(args) + "|" + situation)
+                if cell is not None:
+                    n[j], f[j], q[j] = cell[0], cell[1], cell[2]
+                else:
+                    key = (name, args, context)
+                    prior = memo.get(key)
+                    if prior is None:
+                        prior = memo[key] = self._prior(model, args, features, object_types, by_type, pooled)
+                    q[j] = prior
+            mean[positions], concentration[positions] = posterior(n, f, q, model.strength, self.tolerance,
+                                                                  self.trust_steps)
+        return mean, concentration
+
+    def predict_proba(self, actions: Sequence[GroundAction], features: Mapping[str, Any] | None = None,
+                      object_types: Mapping[str, str] | None = None) -> np.ndarray:
+        """Posterior mean p_fail of each grounded action (a 1-D array in the order given)."""
+        return self.predict_posterior(actions, features, object_types)[0]
+
+    def _prior(self, model: ActionModel, args: tuple[str, ...], features: Mapping[str, Any] | None,
+               object_types: Mapping[str, str] | None, by_type: dict[str, list[str]],
+               pooled: dict[tuple[int, str], float]) -> float:
+        if model.kind != "logistic":
+            return model.base_rate
+        get = model.weights.get
+        score = model.intercept + sum(get(t, 0.0) * v for t, v in step_tokens(args, features, object_types))
+        if object_types:
+            # An unseen object scores the intercept (an object of zero weight); one whose type was seen is better
+            # described by the action's rate plus its type's deviation from it, fading as its own evidence grows.
+            novelty = 0.0
+            for i, obj in enumerate(args):
+                kind = object_types.get(obj)
+                if kind is None:
+                    continue
+                if (i, kind) not in pooled:
+                    pooled[(i, kind)] = self._type_offset(model, i, by_type.get(kind, ()))
+                if pooled[(i, kind)] == 0.0:
+                    continue
+                own = model.evidence.get(f"a{i}:{obj}")
+                fade = 1.0 / (1.0 + (own[0] if own else 0.0))
+                score += pooled[(i, kind)] * fade
+                novelty = max(novelty, fade)
+            score += novelty * (_logit(model.base_rate) - model.intercept)
+        return 1.0 / (1.0 + math.exp(-max(min(score, 500.0), -500.0)))
+
+    def _type_offset(self, model: ActionModel, position: int, siblings: Iterable[str]) -> float:
+        """Log-odds of the failure rate of a type's seen objects in one argument position (smoothed towards the
+        position's rate over all seen objects by `TYPE_PSEUDO_STEPS`) over that position's rate: what
+        an unseen object of that type adds to its prior score. 0 when the type is all that position has seen."""
+        steps = failures = 0.0
+        for obj in siblings:
+            seen = model.evidence.get(f"a{position}:{obj}")
+            if seen is not None:
+                steps += seen[0]
+                failures += seen[1]
+        prefix = f"a{position}:"
+        all_steps = sum(v[0] for k, v in model.evidence.items() if k.startswith(prefix))
+        all_failures = sum(v[1] for k, v in model.evidence.items() if k.startswith(prefix))
+        if steps <= 0 or all_steps - steps <= 1e-9:
+            return 0.0
+        s0 = self.prior_strength
+        rate = (all_failures + s0 * self.prior_mean) / (all_steps + s0)
+        return _logit((failures + TYPE_PSEUDO_STEPS * rate) / (steps + TYPE_PSEUDO_STEPS)) - _logit(rate)
 
     def action_counts(self) -> dict[str, dict[str, Any]]:
-        """Per action name: steps and failures seen, and which estimator was fit."""
+        """Per action name: steps and failures seen, which prior was fit, and its strength m."""
         return {
-            name: {"steps": c.n_steps, "failures": c.n_failures, "kind": c.kind}
-            for name, c in sorted(getattr(self, "actions_", {}).items())
+            name: {"steps": a.n_steps, "failures": a.n_failures, "kind": a.kind, "strength": round(a.strength, 3)}
+            for name, a in sorted(getattr(self, "actions_", {}).items())
         }
 
+
+def _objects_by_type(object_types: Mapping[str, str] | None) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for obj, kind in (object_types or {}).items():
+        out.setdefault(kind, []).append(obj)
+    return out
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-6), 1.0 - 1e-6)
+    return math.log(p / (1.0 - p))

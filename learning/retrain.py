@@ -1,25 +1,26 @@
 """Offline training: read every step from the trace store in chunks, fit a `FailureModel`, measure it on a
 time-ordered hold-out, and store it as the next model version. Never called on the planning hot path.
 
-The model is stored as pickle bytes: load models only from trace databases you trust, as with any pickle.
+Models are stored as JSON data (`learning.storage`), never pickled: loading a model runs no code from the file.
 """
 
 from __future__ import annotations
 
 import logging
-import pickle
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from learning.model import FailureModel
 from traces.errors import TraceStoreError
-from traces.store import TraceStore
+
+if TYPE_CHECKING:  # scikit-learn loads when a model is fit or read, not when `learning` is imported
+    from learning.model import FailureModel
+    from traces.store import TraceStore
 
 log = logging.getLogger(__name__)
 
-FORMAT = "portfolio-planner/failure-model/1"
+FORMAT = "portfolio-planner/failure-model/2"  # learning.storage's FORMAT_NAME and FORMAT_VERSION
 
 
 class NoTrainingDataError(TraceStoreError, ValueError):
@@ -30,18 +31,22 @@ class ModelInfo(BaseModel):
     version: int
     created: str
     n_steps: int
-    actions: dict[str, dict[str, Any]] = Field(default_factory=dict, description="per action: steps, failures")
+    actions: dict[str, dict[str, Any]] = Field(default_factory=dict,
+                                               description="per action: steps, failures, prior kind, strength m")
     metrics: dict[str, Any] = Field(default_factory=dict, description="held-out log loss, Brier, AUC")
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
     train_seconds: float = 0.0
 
 
-def retrain(store: TraceStore, *, holdout_fraction: float = 0.2, chunk_size: int = 50_000, **params: Any) -> ModelInfo:
+def retrain(store: "TraceStore", *, holdout_fraction: float = 0.2, chunk_size: int = 50_000, **params: Any) -> ModelInfo:
     """Fit a `FailureModel(**params)` on every step in `store` (oldest first) and save it as the next version.
 
     The newest `holdout_fraction` of steps is held out first to measure log loss, Brier score and AUC of a model
     trained on the older steps; the stored model is then trained on all steps.
     """
+    from learning.model import FailureModel
+    from learning.storage import model_to_bytes
+
     n = store.count_steps()
     if n == 0:
         raise NoTrainingDataError(
@@ -51,7 +56,7 @@ def retrain(store: TraceStore, *, holdout_fraction: float = 0.2, chunk_size: int
     start = time.perf_counter()
     model = FailureModel(**params)
     chunks = store.iter_step_chunks(("action", "args", "features", "outcome"), chunk_size=chunk_size)
-    model.fit_rows(chunks, holdout_fraction=holdout_fraction)
+    model.fit_rows(chunks, holdout_fraction=holdout_fraction, total_rows=n)
     seconds = time.perf_counter() - start
     metadata = {
         "format": FORMAT,
@@ -62,7 +67,7 @@ def retrain(store: TraceStore, *, holdout_fraction: float = 0.2, chunk_size: int
         "train_seconds": round(seconds, 3),
     }
     metrics = dict(model.holdout_metrics_)
-    version = store.save_model(pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL), metadata, metrics)
+    version = store.save_model(model_to_bytes(model), metadata, metrics)
     stored = store.latest_model()
     created = stored.created if stored is not None and stored.version == version else ""
     log.info("trained failure model v%d on %d steps in %.1f s", version, model.n_steps_, seconds)
@@ -72,22 +77,17 @@ def retrain(store: TraceStore, *, holdout_fraction: float = 0.2, chunk_size: int
     )  # fmt: skip
 
 
-def load_latest(store: TraceStore) -> FailureModel | None:
-    """The newest stored model, or None if none was trained yet (callers then plan with base costs)."""
+def load_latest(store: "TraceStore") -> "FailureModel | None":
+    """The newest stored model, or None if none was trained yet (callers then plan with base costs).
+    `ModelFormatError` for a model this release does not read (a pickle from an older release, damage)."""
+    from learning.storage import ModelFormatError, model_from_bytes
+
     stored = store.latest_model()
     if stored is None:
         return None
-    if stored.metadata.get("format") != FORMAT:
-        raise TraceStoreError(
-            f"{store.path}: model version {stored.version} has format {stored.metadata.get('format')!r}; "
-            f"expected {FORMAT!r}. Run `portfolio retrain` to train a model this release can read."
-        )
-    try:
-        model = pickle.loads(stored.blob)
-    except Exception as error:  # a damaged or foreign blob: say so instead of a pickle traceback
-        raise TraceStoreError(
-            f"{store.path}: model version {stored.version} cannot be loaded ({error}); run `portfolio retrain`."
-        ) from error
-    if not isinstance(model, FailureModel):
-        raise TraceStoreError(f"{store.path}: model version {stored.version} is not a FailureModel.")
+    where = f"{store.path}: model version {stored.version}"
+    model = model_from_bytes(bytes(stored.blob), where)
+    if stored.metadata.get("format") not in (None, FORMAT):
+        raise ModelFormatError(f"{where} has format {stored.metadata.get('format')!r}; expected {FORMAT!r}. "
+                               "Run `portfolio retrain` to train a model this release can read.")
     return model

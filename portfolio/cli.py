@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "portfolio.commands.generate_cmd",
     "portfolio.commands.bench_cmd",
     "portfolio.commands.serve_cmd",
+    "portfolio.commands.validate_cmd",
 )
 
 EPILOG = """\
@@ -39,6 +40,7 @@ examples:
   portfolio traces import steps.jsonl                record executed steps
   portfolio retrain                                  fit failure models from the traces
   portfolio plan domain.pddl problem.pddl --traces traces.db   plan around actions that fail
+  portfolio validate domain.pddl problem.pddl plan.txt         check a plan; say which step fails and why
 
 exit codes: 0 solved, 1 no plan (JSON "status": unsolvable, incomplete, unsupported, memout, timeout or
 error), 2 bad input

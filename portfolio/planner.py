@@ -12,7 +12,8 @@ the trace store connection (one transaction at a time) and the learned-cost cach
 **Plan reuse.** A replan whose caller passes the rest of the plan it is executing (`previous_plan`) first asks
 whether that suffix still works: valid from the observed state (the validator simulates it), free of excluded
 actions, made under the same cost model (`PlanResult.cost_model`: the task's own costs, or learned costs of one
-model generation). If so it is returned at once as `delegate: "plan-reuse"`: a simulation of a few steps instead
+model generation, exploration policy and situation; never under Thompson sampling, which draws new costs on
+every call). If so it is returned at once as `delegate: "plan-reuse"`: a simulation of a few steps instead
 of a translation and a search process. When the state is not one the plan predicted, later suffixes are tried
 too (an action the plan still needed may have happened anyway); otherwise the cascade plans again. The result
 is the same plan the cascade would have kept executing, so reuse never changes what the agent does when the
@@ -22,6 +23,7 @@ world behaves as predicted; it only stops paying for the question.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import threading
@@ -89,7 +91,9 @@ class Planner(Resource):
     model in that store and records every plan there; `cost_weight` is lambda in
     `cost = base_cost + lambda * -log(1 - p_fail)`. The default 5 prices an action that fails 80% of the time
     (-log 0.2 = 1.6) at about 8 extra unit-cost steps, so a reliable detour of a few steps wins, and the
-    optimistic prior's p_fail of ~0.05 adds a uniform 0.26 per step.
+    optimistic prior's p_fail of ~0.05 adds a uniform 0.26 per step. `explore` prices each grounded action at its
+    posterior mean ("mean", the default, picked by the benchmark), a fresh Thompson draw per call ("thompson")
+    or an optimistic quantile ("ucb"); see `learning.explore`. `seed` makes the draws repeatable.
     """
 
     def __init__(
@@ -99,7 +103,14 @@ class Planner(Resource):
         traces: str | os.PathLike | None = None,
         cost_weight: float = 5.0,
         warm: bool = True,
+        explore: str | None = None,
+        seed: int | None = None,
     ) -> None:
+        from learning.explore import DEFAULT_EXPLORE, check_explore
+
+        self.explore = check_explore(explore or DEFAULT_EXPLORE)
+        self.seed = seed
+        self._rng = None  # numpy's Generator, made on the first draw
         if delegates is None or all(isinstance(d, str) for d in delegates):
             stages = default_stages(tuple(delegates or DEFAULT_DELEGATES), budget_s=budget_s)  # type: ignore[arg-type]
         else:
@@ -167,10 +178,15 @@ class Planner(Resource):
             self._cost_cache.clear()
             self._model_generation += 1
 
-    @property
-    def cost_model(self) -> str:
-        """Which costs plans are made under now: "task", or "learned:<generation>" with a failure model."""
-        return TASK_COSTS if self._model is None else f"learned:{self._model_generation}"
+    def cost_model_for(self, explore: str, features: dict | None) -> str | None:
+        """Which costs a call makes plans under: "task", or "learned:<generation>:<policy>:<situation>" with a
+        failure model; None when no two calls share them (Thompson sampling draws fresh costs every call)."""
+        if self._model is None:
+            return TASK_COSTS
+        if explore == "thompson":
+            return None
+        situation = hashlib.sha256(repr(sorted((features or {}).items())).encode()).hexdigest()[:12]
+        return f"learned:{self._model_generation}:{explore}:{situation}"
 
     def learned_costs(self, task: Task, init: State | None = None, features: dict | None = None,
                       deadline: float | None = None) -> dict:
@@ -182,22 +198,34 @@ class Planner(Resource):
             return {}
         request = PlanRequest(task=task, init=init)
         grounded = fast_downward.grounded_actions(request, deadline or time.monotonic() + 60.0)
-        return self._costs_for(task, grounded, features)
+        return self._costs_for(task, grounded, features, "mean")
 
-    def _costs_for(self, task: Task, grounded: Sequence[str], features: dict | None) -> dict:
+    def _costs_for(self, task: Task, grounded: Sequence[str], features: dict | None, explore: str) -> dict:
+        """Costs under `explore`; the model's posteriors are cached per task, situation and grounding list, so
+        a Thompson draw per call costs one vectorised sample."""
+        from learning.costs import action_posteriors, priced
+
         key = (task.fingerprint, tuple(sorted((features or {}).items())), len(grounded), hash(tuple(grounded)))
         with self._lock:
             cached = self._cost_cache.get(key)
             if cached is None:
                 from domains.ground_text import parse_ground_action
-                from learning.costs import action_costs
 
                 actions = [parse_ground_action(text) for text in grounded]
-                cached = action_costs(self._model, task, actions, features=features, lam=self.cost_weight)
+                cached = action_posteriors(self._model, task, actions, features=features)
                 if len(self._cost_cache) > 256:
                     self._cost_cache.clear()
                 self._cost_cache[key] = cached
-        return cached
+            if explore == "mean":
+                costs = self._cost_cache.get((key, "mean"))
+                if costs is None:
+                    costs = self._cost_cache[(key, "mean")] = priced(cached, self.cost_weight)
+                return costs
+            if self._rng is None:
+                import numpy as np
+
+                self._rng = np.random.default_rng(self.seed)
+            return priced(cached, self.cost_weight, explore, self._rng)
 
     # -- planning -----------------------------------------------------------------------------------------
     def plan(
@@ -209,18 +237,24 @@ class Planner(Resource):
         critiques: Sequence[str] = (),
         features: dict | None = None,
         run_id: str | None = None,
+        explore: str | None = None,
         previous_plan: Sequence[GroundAction | str] = (),
         previous_cost_model: str | None = None,
     ) -> PlanResult:
-        """Plan `task` (from `init` when given). With a trace store: learned costs steer the plan, its predicted
+        """Plan `task` (from `init` when given). With a trace store: learned costs steer the plan (in the
+        situation `features` describes, exploring as `explore` says, default the planner's), its predicted
         success probability is reported, and the plan is recorded (under `run_id`, or a new run).
 
         `previous_plan`: the steps of the current plan not executed yet; when they (or a later suffix) are still
         valid from `init`, avoid `excluded`, and `previous_cost_model` (the `cost_model` of the result they came
-        from; None: the caller vouches) is this planner's, they are returned as `delegate: "plan-reuse"` without
+        from; None: the caller vouches) is this call's, they are returned as `delegate: "plan-reuse"` without
         planning (module docstring)."""
+        from learning.explore import check_explore
+
         start = time.monotonic()
-        reused = self._reuse(task, init, previous_plan, excluded, previous_cost_model, start)
+        policy = check_explore(explore or self.explore)
+        cost_model_name = self.cost_model_for(policy, features)
+        reused = self._reuse(task, init, previous_plan, excluded, previous_cost_model, cost_model_name, start)
         if reused is not None:
             if self._store is not None:
                 self._record(task, reused, run_id)
@@ -229,7 +263,7 @@ class Planner(Resource):
 
         def cost_model(grounded: Sequence[str]) -> dict[str, float]:
             """Called by a delegate once it has grounded the task, inside its own budget."""
-            info.update(self._costs_for(task, grounded, features))
+            info.update(self._costs_for(task, grounded, features, policy))
             return {name: info[name].cost for name in grounded}
 
         request = PlanRequest(
@@ -245,18 +279,17 @@ class Planner(Resource):
 
             result.success_probability = plan_success_probability(info, result.actions())
         result.elapsed_ms = round((time.monotonic() - start) * 1000, 3)
-        result.cost_model = self.cost_model
+        result.cost_model = cost_model_name
         if self._store is not None:
             self._record(task, result, run_id)
         return result
 
     def _reuse(self, task: Task, init: State | None, previous: Sequence[GroundAction | str],
-               excluded: Sequence[GroundAction | str], previous_cost_model: str | None,
+               excluded: Sequence[GroundAction | str], previous_cost_model: str | None, cost_model: str | None,
                start: float) -> PlanResult | None:
         """The plan-reuse result, or None when the previous plan cannot be kept (module docstring)."""
-        if not previous:
+        if not previous or cost_model is None:
             return None
-        cost_model = self.cost_model
         if previous_cost_model is not None and previous_cost_model != cost_model:
             return None
         state = task.problem.init if init is None else frozenset(init)

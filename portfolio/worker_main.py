@@ -72,14 +72,18 @@ def pyperplan_solve(domain_pddl: str, problem_pddl: str, excluded: tuple[str, ..
 HANDLERS = {"translate": translate, "pyperplan": pyperplan_solve, "ping": lambda: {"pong": True}}
 
 
-def serve(requests: BinaryIO, responses: BinaryIO) -> None:
+def serve(requests: BinaryIO, responses: BinaryIO, handlers: dict | None = None) -> None:
+    """Answer requests until the input ends; `handlers` (op -> function) default to the planner ops above."""
+    handlers = HANDLERS if handlers is None else handlers
     while True:
         try:
             op, kwargs = read_message(requests)
         except EOFError:
             return
         try:
-            result = {"ok": True, "value": HANDLERS[op](**kwargs)}
+            result = {"ok": True, "value": handlers[op](**kwargs)}
+        except MemoryError:  # over the memory cap: no traceback, it would need memory the frames still hold
+            result = {"ok": False, "error": "MemoryError: out of memory"}
         except BaseException as error:  # noqa: BLE001 - every failure goes back to the parent as data
             result = {
                 "ok": False,
@@ -90,6 +94,9 @@ def serve(requests: BinaryIO, responses: BinaryIO) -> None:
 
 
 def main() -> None:
+    from portfolio.limits import die_with_parent_if_asked
+
+    die_with_parent_if_asked()
     responses = os.fdopen(os.dup(1), "wb")
     requests = os.fdopen(os.dup(0), "rb")
     os.dup2(2, 1)  # stray prints from planners go to stderr, never into the message channel

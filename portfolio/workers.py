@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from portfolio import limits
 from portfolio.results import Resource
 from portfolio.worker_main import HEADER, write_message
 
@@ -43,6 +44,10 @@ class WorkerError(Exception):
     def __init__(self, message: str, traceback_text: str = "") -> None:
         super().__init__(message)
         self.traceback_text = traceback_text
+
+
+class OutOfMemory(WorkerError):
+    """The code the worker ran went over the memory cap (`portfolio.limits`); the worker was replaced."""
 
 
 def kill_group(process: subprocess.Popen) -> None:
@@ -77,6 +82,7 @@ class WorkerProcess(Resource):
             start_new_session=True,
             bufsize=0,
         )
+        limits.cap(self._process)  # memory cap (see portfolio.limits)
 
     @property
     def pid(self) -> int | None:
@@ -99,6 +105,11 @@ class WorkerProcess(Resource):
             except (BrokenPipeError, EOFError, WorkerCrashed) as error:
                 self._replace(process)
                 raise WorkerCrashed(f"worker process died: {error}") from error
+            except WorkerError as error:
+                if not limits.is_out_of_memory(str(error)):
+                    raise
+                self._replace(process)  # a process that hit its cap may be left in a bad state
+                raise OutOfMemory(f"{limits.OUT_OF_MEMORY} (limit {limits.limit_mb()} MB)") from error
 
     def _receive(self, process: subprocess.Popen, deadline: float) -> Any:
         assert process.stdout is not None
@@ -115,7 +126,7 @@ class WorkerProcess(Resource):
                 raise BudgetExpired()
             chunk = os.read(fd, max(needed - len(buffer), 65536) if header_done else needed - len(buffer))
             if not chunk:
-                raise WorkerCrashed(f"exit code {process.poll()}")
+                raise WorkerCrashed(f"exit code {_exit_code(process)}")
             buffer += chunk
             if not header_done and len(buffer) >= HEADER.size:
                 (size,) = HEADER.unpack(bytes(buffer[: HEADER.size]))
@@ -175,6 +186,7 @@ class SearchProcessPool(Resource):
                 stdin=subprocess.PIPE, stdout=output, stderr=subprocess.STDOUT, cwd=self._dir,
                 start_new_session=True,
             )
+        limits.cap(process)  # memory cap (see portfolio.limits)
         return SearchRun(process, plan_path, output_path)
 
     def _do_chores(self) -> None:
@@ -244,6 +256,14 @@ def _unlink(*paths: str) -> None:
             os.unlink(path)
         except FileNotFoundError:
             pass
+
+
+def _exit_code(process: subprocess.Popen) -> int | None:
+    """The exit code of a process that just closed its channel (it may need a moment to finish dying)."""
+    try:
+        return process.wait(timeout=1.0)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def wait_any(processes: list[subprocess.Popen], timeout: float) -> None:

@@ -3,11 +3,7 @@ for every delegate."""
 
 from __future__ import annotations
 
-import json
-import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
@@ -91,27 +87,15 @@ def test_pyperplan_declines_what_its_parser_cannot_read(tools):
         assert "without a precondition" in pyperplan.decline_reason(tools)
 
 
-def test_excluded_over_http_in_both_spellings(planner, tools):
-    from portfolio.serve.http import make_server
+def test_excluded_over_http_in_both_spellings(tools):
+    import httpx
 
-    server = make_server(planner, "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/v1/plan"
-    try:
+    from test_service_helpers import config, serve_in_thread
+
+    with serve_in_thread(config(delegates=["fast-downward", "pyperplan", "goal-agenda"])) as (url, _):
+        body = {"domain": domain_to_pddl(tools.domain), "problem": problem_to_pddl(tools.problem)}
         for spelling in SPELLINGS[:2]:
-            body = {"domain": domain_to_pddl(tools.domain), "problem": problem_to_pddl(tools.problem),
-                    "excluded": [spelling]}
-            request = urllib.request.Request(url, data=json.dumps(body).encode(),
-                                             headers={"Content-Type": "application/json"})
-            with urllib.request.urlopen(request, timeout=30) as response:
-                result = json.loads(response.read())
+            result = httpx.post(url + "/v1/plan", json={**body, "excluded": [spelling]}, timeout=60).json()
             assert result["status"] == "solved" and ACTION not in result["plan"]
-        body["excluded"] = ["(pick-up (a))"]
-        request = urllib.request.Request(url, data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"})
-        with pytest.raises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(request, timeout=30)
-        assert refused.value.code == 400 and "not a grounded action" in json.loads(refused.value.read())["error"]
-    finally:
-        server.shutdown()
-        server.server_close()
+        refused = httpx.post(url + "/v1/plan", json={**body, "excluded": ["(pick-up (a))"]}, timeout=60)
+        assert refused.status_code == 400 and "not a grounded action" in refused.json()["error"]

@@ -1,38 +1,135 @@
-"""`portfolio mcp` as an MCP client sees it: a real subprocess speaking JSON-RPC over stdio."""
+"""The MCP tools as a real client sees them: the official SDK's stdio client session against `portfolio mcp`, and
+its streamable HTTP client against /mcp on the HTTP service (behind the token)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
-from conftest import IPC
+import anyio
+import pytest
+
+from conftest import REPO
+from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, serve_in_thread, validated
+
+TOOLS = {"plan", "replan", "validate", "record_steps", "action_stats"}
+STATE = ["(clear a)", "(on a b)", "(ontable b)", "(clear c)", "(ontable c)", "(clear d)", "(ontable d)",
+         "(handempty)"]
 
 
-def test_mcp_handshake_list_and_plan_call():
-    domain = (IPC / "blocks" / "domain.pddl").read_text()
-    problem = (IPC / "blocks" / "probBLOCKS-4-0.pddl").read_text()
+def server_parameters(traces):
+    from mcp.client.stdio import StdioServerParameters
+
+    return StdioServerParameters(
+        command=sys.executable, cwd=REPO, env={"PYTHONPATH": str(REPO)},
+        args=["-m", "portfolio.cli", "mcp", "--delegates", "fast-downward,pyperplan", "--traces", str(traces)],
+    )
+
+
+async def exercise(session) -> dict:
+    """List the tools and call each one; return what the assertions need."""
+    await session.initialize()
+    listing = (await session.list_tools()).tools
+    out: dict = {"tools": {tool.name: tool for tool in listing}}
+    out["plan"] = await session.call_tool("plan", {"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4})
+    run_id = out["plan"].structured_content["run_id"]
+    out["replan"] = await session.call_tool("replan", {"run_id": run_id, "state": STATE})
+    out["bad"] = await session.call_tool("plan", {"domain": "(define (domain", "problem": BLOCKS_4})
+    out["validate"] = await session.call_tool("validate", {"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4,
+                                                           "plan": ["(pick-up b)", "(pick-up c)"]})
+    steps = [{"run_id": run_id, "step": i, "action": "pick-up", "args": ["b"], "outcome": "success"}
+             for i in range(3)]
+    out["steps"] = await session.call_tool("record_steps", {"steps": steps})
+    out["stats"] = await session.call_tool("action_stats", {})
+    return out
+
+
+def check(out: dict) -> None:
+    from domains.model import Atom
+
+    tools = out["tools"]
+    assert set(tools) == TOOLS
+    for tool in tools.values():
+        assert tool.output_schema and tool.output_schema["type"] == "object", tool.name
+        assert tool.input_schema["type"] == "object" and tool.description
+    assert set(tools["plan"].input_schema["properties"]) >= {"domain", "problem", "task", "init", "budget"}
+    plan = out["plan"]
+    assert not plan.is_error and plan.structured_content["status"] == "solved"
+    assert json.loads(plan.content[0].text) == plan.structured_content  # text for text-only clients
+    assert validated(BLOCKS_DOMAIN, BLOCKS_4, plan.structured_content["plan"])
+    replan = out["replan"].structured_content
+    state = frozenset(Atom(a.strip("()").split()[0], tuple(a.strip("()").split()[1:])) for a in STATE)
+    assert replan["status"] == "solved" and validated(BLOCKS_DOMAIN, BLOCKS_4, replan["plan"], init=state)
+    assert out["bad"].is_error and "PDDLSyntaxError" in out["bad"].content[0].text
+    verdict = out["validate"].structured_content
+    assert verdict["valid"] is False and verdict["failed_step"] == 2 and "(handempty)" in verdict["missing"]
+    assert out["steps"].structured_content == {"recorded": 3}
+    rows = {row["action"]: row for row in out["stats"].structured_content["actions"]}
+    assert rows["pick-up"]["steps"] == 3
+
+
+def test_stdio_client_session_against_portfolio_mcp(tmp_path):
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    async def main() -> dict:
+        with open(os.devnull, "w") as quiet:
+            async with stdio_client(server_parameters(tmp_path / "t.db"), errlog=quiet) as (read, write):
+                async with ClientSession(read, write) as session:
+                    return await exercise(session)
+
+    check(anyio.run(main))
+
+
+def test_streamable_http_client_behind_the_token(tmp_path):
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async def main(url: str, token: str) -> dict:
+        async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http:
+            async with streamable_http_client(url + "/mcp", http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    return await exercise(session)
+
+    with serve_in_thread(config(traces=str(tmp_path / "t.db")), token="tok") as (url, _):
+        check(anyio.run(main, url, "tok"))
+        with pytest.raises(Exception):  # wrong token: 401, the session never opens
+            anyio.run(main, url, "wrong")
+
+
+def test_a_malformed_message_does_not_end_the_stdio_server(tmp_path):
+    """Raw JSON-RPC: tools/call whose params is not an object, then garbage, then a valid request."""
     messages = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-         "params": {"protocolVersion": "2025-06-18", "clientInfo": {"name": "test", "version": "0"}}},
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-        {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-         "params": {"name": "plan", "arguments": {"domain": domain, "problem": problem}}},
-        {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
-         "params": {"name": "plan", "arguments": {"domain": "(define (domain", "problem": problem}}},
-        {"jsonrpc": "2.0", "id": 5, "method": "no/such"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": "not an object"},
+        "this is not JSON",
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
     ]
-    run = subprocess.run([sys.executable, "-m", "portfolio.cli", "mcp"], input="\n".join(map(json.dumps, messages)),
-                         capture_output=True, text=True, timeout=60)
-    assert run.returncode == 0, run.stderr
-    responses = {r["id"]: r for r in map(json.loads, run.stdout.splitlines())}
-    assert set(responses) == {1, 2, 3, 4, 5}  # the notification got no answer
-    assert responses[1]["result"]["protocolVersion"] == "2025-06-18"
-    assert {t["name"] for t in responses[2]["result"]["tools"]} == {"plan", "record_steps"}
-    solved = responses[3]["result"]
-    assert solved["isError"] is False
-    assert json.loads(solved["content"][0]["text"])["status"] == "solved"
-    broken = responses[4]["result"]
-    assert broken["isError"] is True and "PDDLSyntaxError" in broken["content"][0]["text"]
-    assert responses[5]["error"]["code"] == -32601
+    lines = "\n".join(m if isinstance(m, str) else json.dumps(m) for m in messages) + "\n"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "portfolio.cli", "mcp", "--delegates", "fast-downward", "--traces",
+         str(tmp_path / "t.db")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert process.stdin and process.stdout
+        process.stdin.write(lines)
+        process.stdin.flush()
+        answers = {}
+        while 3 not in answers:
+            line = process.stdout.readline()
+            assert line, "the server ended"
+            message = json.loads(line)
+            if "id" in message:
+                answers[message["id"]] = message
+        assert 2 not in answers or "error" in answers[2]  # the SDK (2.3.0) drops it without an answer
+        assert {tool["name"] for tool in answers[3]["result"]["tools"]} == TOOLS
+        assert process.poll() is None
+    finally:
+        process.stdin.close()
+        process.wait(timeout=15)
+    assert process.returncode == 0

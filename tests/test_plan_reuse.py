@@ -114,3 +114,16 @@ def _applicable(task, state):
             action = parse_ground_action(f"({schema.name} {' '.join(args)})")
             if applicable(task, state, action):
                 yield action
+
+
+def test_the_cost_model_names_what_the_costs_depend_on(planner):
+    assert planner.cost_model_for("mean", None) == "task"  # no failure model: the task's own costs
+    planner._model = object()  # a loaded failure model, as far as the name is concerned
+    try:
+        mean = planner.cost_model_for("mean", {"site": "a"})
+        assert mean.startswith("learned:") and mean == planner.cost_model_for("mean", {"site": "a"})
+        assert mean != planner.cost_model_for("mean", {"site": "b"})  # another situation, other costs
+        assert mean != planner.cost_model_for("ucb", {"site": "a"})
+        assert planner.cost_model_for("thompson", {"site": "a"}) is None  # fresh draws: never reused
+    finally:
+        planner._model = None

@@ -1,68 +1,66 @@
-"""The HTTP/JSON service over real HTTP on 127.0.0.1: plans, bad input as 400s, step recording."""
+"""The HTTP service over real HTTP (httpx against uvicorn on a free 127.0.0.1 port, real planner workers, real
+SQLite): plans, replans, the validator as a critic, steps, jobs, retraining, OpenAPI, metrics, error bodies."""
 
 from __future__ import annotations
 
 import json
-import threading
-import urllib.error
-import urllib.request
 
+import httpx
 import pytest
 
-from conftest import IPC
-from domains.load import load_task
-from domains.validate import validate_plan
-from portfolio.planner import Planner
-from portfolio.results import parse_ground_action
-from portfolio.serve.http import make_server
+from domains.model import Atom
+from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, serve_in_thread, small_plan, validated, wait_for
 
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory):
-    planner = Planner(traces=tmp_path_factory.mktemp("svc") / "traces.db")
-    server = make_server(planner, "127.0.0.1", 0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", planner
-    server.shutdown()
-    server.server_close()
-    planner.close()
+    traces = tmp_path_factory.mktemp("svc") / "traces.db"
+    with serve_in_thread(config(workers=2, traces=str(traces))) as (url, svc):
+        with httpx.Client(base_url=url, timeout=60) as client:
+            yield client, svc
 
 
-def post(url: str, body) -> tuple[int, dict]:
-    data = body if isinstance(body, bytes) else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
+STATE = ["(clear a)", "(on a b)", "(ontable b)", "(clear c)", "(ontable c)", "(clear d)", "(ontable d)",
+         "(handempty)"]
+
+
+def atoms(texts):
+    return frozenset(Atom(t.strip("()").split()[0], tuple(t.strip("()").split()[1:])) for t in texts)
 
 
 def test_plan_pddl_texts_and_from_another_state(service):
-    url, _ = service
-    domain, problem = IPC / "blocks" / "domain.pddl", IPC / "blocks" / "probBLOCKS-4-0.pddl"
-    status, result = post(url + "/v1/plan", {"domain": domain.read_text(), "problem": problem.read_text()})
-    assert status == 200 and result["status"] == "solved"
-    task = load_task(domain, problem)
-    plan = [parse_ground_action(step) for step in result["plan"]]
-    assert validate_plan(task, plan).ok
-    init = ["(clear a)", "(on a b)", "(ontable b)", "(clear c)", "(ontable c)", "(clear d)", "(ontable d)",
-            "(handempty)"]
-    status, replan = post(url + "/v1/plan", {"domain": domain.read_text(), "problem": problem.read_text(),
-                                             "init": init})
-    assert status == 200 and replan["status"] == "solved"
-    from domains.model import Atom
-
-    state = frozenset(Atom(a.strip("()").split()[0], tuple(a.strip("()").split()[1:])) for a in init)
-    assert validate_plan(task, [parse_ground_action(s) for s in replan["plan"]], init=state).ok
+    client, _ = service
+    answer = client.post("/v1/plan", json=small_plan())
+    assert answer.status_code == 200
+    result = answer.json()
+    assert result["status"] == "solved" and result["run_id"]
+    assert validated(BLOCKS_DOMAIN, BLOCKS_4, result["plan"])
+    replan = client.post("/v1/plan", json={**small_plan(), "init": STATE}).json()
+    assert replan["status"] == "solved"
+    assert validated(BLOCKS_DOMAIN, BLOCKS_4, replan["plan"], init=atoms(STATE))
 
 
-def test_plan_json_task(service):
-    url, _ = service
+def test_plan_json_task_keeps_the_cli_json_shape(service):
+    from portfolio.results import PlanResult
+
+    client, _ = service
     task = json.loads(open("domains/examples/blocks-task.json").read())
-    status, result = post(url + "/v1/plan", {"task": task})
-    assert status == 200 and result["status"] == "solved"
+    result = client.post("/v1/plan", json={"task": task}).json()
+    assert result["status"] == "solved"
+    assert set(PlanResult.model_fields) | {"run_id"} == set(result)
+
+
+def test_replan_from_the_observed_state_of_a_run(service):
+    client, svc = service
+    first = client.post("/v1/plan", json=small_plan()).json()
+    answer = client.post("/v1/replan", json={"run_id": first["run_id"], "state": STATE})
+    assert answer.status_code == 200
+    replan = answer.json()
+    assert replan["run_id"] == first["run_id"] and replan["status"] == "solved"
+    assert validated(BLOCKS_DOMAIN, BLOCKS_4, replan["plan"], init=atoms(STATE))
+    assert len(svc.store.plans(first["run_id"])) == 2  # both plans recorded under the run
+    missing = client.post("/v1/replan", json={"run_id": "no-such-run", "state": STATE})
+    assert missing.status_code == 404 and missing.json()["kind"] == "NotFound"
 
 
 @pytest.mark.parametrize("body, kind", [
@@ -70,23 +68,153 @@ def test_plan_json_task(service):
     ({"domain": "(define (domain d)", "problem": "(define (problem p))"}, "PDDLSyntaxError"),
     ({"task": {"objects": 3}}, "SchemaError"),
     ({}, "BadRequest"),
-    ({"domain": (IPC / "blocks" / "domain.pddl").read_text(),
-      "problem": (IPC / "blocks" / "probBLOCKS-4-0.pddl").read_text(), "init": ["(floating a)"]},
-     "UndefinedSymbolError"),
+    ({"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4, "init": ["(floating a)"]}, "UndefinedSymbolError"),
+    ({"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4, "budget": -1}, "SchemaError"),
+    ({"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4, "excluded": ["(pick-up (a))"]}, "PDDLSyntaxError"),
 ])
 def test_bad_input_is_a_400_with_a_message_and_kind(service, body, kind):
-    url, _ = service
-    status, payload = post(url + "/v1/plan", body)
-    assert status == 400
+    client, _ = service
+    if isinstance(body, bytes):
+        answer = client.post("/v1/plan", content=body, headers={"Content-Type": "application/json"})
+    else:
+        answer = client.post("/v1/plan", json=body)
+    assert answer.status_code == 400
+    payload = answer.json()
     assert payload["kind"] == kind and payload["error"]
 
 
-def test_steps_are_recorded_in_the_trace_store(service):
-    url, planner = service
-    steps = [{"run_id": "svc", "step": i, "action": "drive", "args": ["t1", "a", "b"], "outcome": "success"}
-             for i in range(3)]
-    status, payload = post(url + "/v1/steps", {"steps": steps})
-    assert status == 200 and payload == {"recorded": 3}
-    assert planner.store.count_steps("drive") == 3
-    status, payload = post(url + "/v1/steps", {"steps": [{"run_id": "svc"}]})
-    assert status == 400 and payload["kind"] == "SchemaError"
+def test_validate_gives_the_verdict_and_a_precise_critique(service):
+    client, _ = service
+    good = ["(pick-up b)", "(stack b a)", "(pick-up c)", "(stack c b)", "(pick-up d)", "(stack d c)"]
+    verdict = client.post("/v1/validate", json={**small_plan(), "plan": good}).json()
+    assert verdict["valid"] is True and verdict["steps"] == 6 and verdict["cost"] == 6
+    bad = client.post("/v1/validate", json={**small_plan(), "plan": ["(pick-up b)", "(pick-up c)"]}).json()
+    assert bad["valid"] is False and bad["failed_step"] == 2 and bad["problem"] == "precondition"
+    assert "(handempty)" in bad["missing"] and "step 2" in bad["message"]
+    short = client.post("/v1/validate", json={**small_plan(), "plan": good[:2]}).json()
+    assert short["valid"] is False and short["problem"] == "goal" and short["failed_step"] is None
+    garbled = client.post("/v1/validate", json={**small_plan(), "plan": ["(pick-up b"]})
+    assert garbled.status_code == 400 and garbled.json()["kind"] == "PlanSyntaxError"
+
+
+def test_steps_are_recorded_and_actions_report_stats_and_p_fail_after_retraining(service):
+    client, svc = service
+    steps = [{"run_id": "svc", "step": i, "action": "drive", "args": ["t1", "a", "b"],
+              "outcome": "failure" if i % 2 else "success"} for i in range(20)]
+    steps += [{"run_id": "svc", "step": 20 + i, "action": "walk", "args": ["a", "b"], "outcome": "success"}
+              for i in range(20)]
+    answer = client.post("/v1/steps", json={"steps": steps})
+    assert answer.status_code == 200 and answer.json() == {"recorded": 40}
+    assert svc.store.count_steps("drive") == 20
+    bad = client.post("/v1/steps", json={"steps": [{"run_id": "svc"}]})
+    assert bad.status_code == 400 and bad.json()["kind"] == "SchemaError"
+
+    job = client.post("/v1/retrain", json={})
+    assert job.status_code == 202 and job.headers["location"] == f"/v1/jobs/{job.json()['id']}"
+    wait_for(lambda: client.get(job.headers["location"]).json()["status"] != "running", what="retrain job")
+    done = client.get(job.headers["location"]).json()
+    assert done["status"] == "done", done
+    assert done["result"]["version"] >= 1
+
+    listing = client.get("/v1/actions").json()
+    assert listing["model_version"] == done["result"]["version"]
+    by_name = {row["action"]: row for row in listing["actions"]}
+    assert by_name["drive"]["failures"] == 10 and by_name["walk"]["failures"] == 0
+    assert by_name["drive"]["p_fail"] > by_name["walk"]["p_fail"]
+    # the workers plan with the new model: success probabilities appear on plans
+    assert client.post("/v1/plan", json=small_plan()).json()["success_probability"] is not None
+
+    # a model trained elsewhere on the same store (`portfolio retrain`) is noticed within a second or so
+    from learning.retrain import retrain
+    from traces.store import TraceStore
+
+    with TraceStore(svc.config.traces) as other:
+        newer = retrain(other).version
+    wait_for(lambda: client.get("/v1/actions").json()["model_version"] == newer, timeout=10,
+             what="the service to notice the new model")
+
+
+def test_concurrent_step_batches_and_plans_all_land(service):
+    """Batches posted at once from many clients, with plans being recorded by the workers meanwhile: every
+    acknowledged step is in the store (one server connection behind a lock, one transaction per batch)."""
+    import concurrent.futures
+
+    client, svc = service
+    before = svc.store.count_steps("grab")
+
+    def post(batch: int) -> int:
+        steps = [{"run_id": f"c{batch}", "step": i, "action": "grab", "outcome": "success"} for i in range(25)]
+        return client.post("/v1/steps", json={"steps": steps}).json()["recorded"]
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        plans = [pool.submit(client.post, "/v1/plan", json=small_plan()) for _ in range(4)]
+        recorded = sum(pool.map(post, range(40)))
+        assert all(p.result().json()["status"] == "solved" for p in plans)
+    assert recorded == 1000 and svc.store.count_steps("grab") - before == 1000
+
+
+def test_a_plan_submitted_without_waiting_is_a_job(service):
+    client, _ = service
+    answer = client.post("/v1/plan", json={**small_plan(), "wait": False})
+    assert answer.status_code == 202
+    location = answer.headers["location"]
+    wait_for(lambda: client.get(location).json()["status"] != "running", what="plan job")
+    job = client.get(location).json()
+    assert job["status"] == "done" and job["kind"] == "plan"
+    assert job["result"]["status"] == "solved" and validated(BLOCKS_DOMAIN, BLOCKS_4, job["result"]["plan"])
+    assert client.get("/v1/jobs/nope").status_code == 404
+
+
+def test_openapi_document_and_docs(service):
+    client, _ = service
+    document = client.get("/openapi.json").json()
+    for route in ("/v1/plan", "/v1/replan", "/v1/validate", "/v1/steps", "/v1/actions", "/v1/retrain",
+                  "/v1/jobs/{job_id}", "/v1/health"):
+        assert route in document["paths"], route
+    assert "PlanBody" in document["components"]["schemas"]
+    assert client.get("/docs").status_code == 200
+
+
+def test_metrics_count_requests_plans_and_steps(service):
+    client, _ = service
+    client.post("/v1/plan", json=small_plan())
+    client.post("/v1/steps", json={"steps": [{"run_id": "m", "step": 0, "action": "walk", "outcome": "success"}]})
+    text = client.get("/metrics").text
+    assert 'portfolio_requests_total{route="/v1/plan",status="200"}' in text
+    assert 'portfolio_plan_seconds_count{delegate="fast-downward",outcome="solved"}' in text
+    assert "portfolio_steps_recorded_total" in text and "portfolio_queue_depth" in text
+    steps = float(next(line.split()[-1] for line in text.splitlines()
+                       if line.startswith("portfolio_steps_recorded_total")))
+    assert steps >= 1
+
+
+def test_a_trace_store_error_is_a_json_answer_not_a_dropped_connection(service, monkeypatch):
+    from traces.errors import DatabaseLockedError
+
+    client, svc = service
+
+    def locked(records):
+        raise DatabaseLockedError("database is locked after 10 retries")
+
+    monkeypatch.setattr(svc.store, "record_steps", locked)
+    answer = client.post("/v1/steps", json={"steps": [{"run_id": "x", "step": 0, "action": "a",
+                                                       "outcome": "success"}]})
+    assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
+    assert answer.json()["kind"] == "DatabaseLockedError"
+
+    def broken():
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(svc.store, "stats", broken)
+    answer = client.get("/v1/actions")
+    assert answer.status_code == 500 and answer.json()["kind"] == "InternalError"
+    assert "disk on fire" in answer.json()["error"]
+
+
+def test_no_route_and_no_store_answers(service):
+    client, _ = service
+    assert client.get("/v1/nothing").json()["kind"] == "NotFound"
+    with serve_in_thread(config(traces=None)) as (url, _):
+        answer = httpx.post(url + "/v1/steps", json={"steps": []}, timeout=30)
+        assert answer.status_code == 400 and "--traces" in answer.json()["error"]
+

@@ -247,7 +247,8 @@ class Agent:
     max_retries, backoff_s, loop_limit). `check(step, state)` may veto a side-effecting action (return False or
     a reason); `critic(failure)` writes critiques (an LLM, say); `reflection` (e.g.
     `portfolio.agent.reflection.LLMReflection`) vetoes side-effecting steps before and checks every step after
-    execution (off by default). `traces`: a trace store path for steps, plans and learned costs; `planner`:
+    execution (off by default). `traces`: a trace store path for steps, plans and learned costs; `explore`
+    how learned costs explore (`mean`, `thompson`, `ucb`; see `learning.explore`); `planner`:
     bring your own `Planner` (one planner can serve many agents, also concurrently under `arun`).
     """
 
@@ -265,6 +266,7 @@ class Agent:
         reflection: Reflection | None = None,
         features: dict | None = None,
         cost_weight: float | None = None,
+        explore: str | None = None,
         budget_s: float = 1.0,
         planner: Any = None,
         warm: bool = True,
@@ -286,7 +288,7 @@ class Agent:
             from portfolio.planner import Planner
 
             weight = {} if cost_weight is None else {"cost_weight": cost_weight}  # None: the Planner's default
-            planner = Planner(classical_stages(budget_s), traces=traces, warm=warm, **weight)
+            planner = Planner(classical_stages(budget_s), traces=traces, warm=warm, explore=explore, **weight)
         self.planner = planner
         self.store = None
         if traces is not None:

@@ -6,13 +6,16 @@ import argparse
 import json
 
 from portfolio.commands.common import add_traces_argument, fail_bad_input, store_error_types
+from portfolio.commands.situation import FeaturesError, add_features_arguments, parse_features
 
 EPILOG = """\
 example:
   portfolio costs domain.pddl problem.pddl --traces traces.db --json
+  portfolio costs domain.pddl problem.pddl --traces traces.db --features hour=peak region=eu
 
 cost = base cost + lambda * -log(1 - p_fail): summed over a plan, the risk term is -log of the probability
-that every step succeeds, so the cheapest plan trades cost against the chance of failing.
+that every step succeeds, so the cheapest plan trades cost against the chance of failing. p_fail is the
+posterior mean in the situation --features describes (what `plan --explore mean` plans with).
 """
 
 
@@ -26,6 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("domain", help="PDDL domain file")
     parser.add_argument("problem", help="PDDL problem file")
     add_traces_argument(parser)
+    add_features_arguments(parser)
     parser.add_argument("--weight", type=float, default=5.0, metavar="LAMBDA",
                         help="lambda, the price of risk in cost units per nat (default: 5)")
     parser.add_argument("--json", action="store_true", help="print a JSON list")
@@ -39,16 +43,17 @@ def run(args: argparse.Namespace) -> int:
     from portfolio.planner import Planner
 
     try:
+        features = parse_features(args.features, args.features_json)
         task = load_task(args.domain, args.problem)
         planner = Planner([FastDownward()], traces=args.traces, cost_weight=args.weight, warm=False)
-    except TaskInputError as error:
+    except (TaskInputError, FeaturesError) as error:
         return fail_bad_input(str(error))
     except store_error_types() as error:
         return fail_bad_input(str(error))
     with planner:
         if planner.model is None:
             return fail_bad_input(f"{args.traces} holds no trained model yet; run `portfolio retrain` first")
-        costs = planner.learned_costs(task)
+        costs = planner.learned_costs(task, features=features or None)
     rows = [{"action": name, "base_cost": c.base_cost, "p_fail": round(c.p_fail, 6), "cost": round(c.cost, 6)}
             for name, c in sorted(costs.items(), key=lambda item: (-item[1].p_fail, item[0]))]
     if args.json:

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from portfolio.commands.common import add_traces_argument, fail_bad_input
+from portfolio.commands.situation import FeaturesError, add_features_arguments, parse_features
 from portfolio.delegates.registry import CATALOG, default_names, help_text
 
 DESCRIPTION = """\
@@ -30,6 +31,7 @@ examples:
   portfolio plan domain.pddl problem.pddl --llm-url http://localhost:8000/v1 --llm-model qwen
   portfolio plan --task domains/examples/blocks-task.json
   portfolio plan domain.pddl problem.pddl --traces traces.db     # learned costs steer the plan
+  portfolio plan domain.pddl problem.pddl --traces traces.db --features hour=peak --explore mean
   portfolio plan domain.pddl problem.pddl --no-cache              # translate even if translated before
 
 exit codes: 0 solved; 1 no plan (status unsolvable, incomplete, unsupported, memout, timeout or error: the
@@ -79,6 +81,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write the translation cache")
     parser.add_argument("--json", action="store_true", help="print the PlanResult as JSON")
     add_traces_argument(parser, required=False)
+    add_features_arguments(parser)
+    parser.add_argument("--explore", choices=("mean", "thompson", "ucb"), default=None,
+                        help="how learned costs explore: mean (default) plans with each action's estimated "
+                        "failure probability (untried actions start at an optimistic prior); thompson samples it "
+                        "per call, so rarely tried alternatives get tried; ucb prices them optimistically")
     parser.add_argument("--llm-url", default=None, metavar="URL",
                         help="OpenAI-compatible base URL ending in /v1 (key from PORTFOLIO_LLM_API_KEY)")
     parser.add_argument("--llm-model", default=None, metavar="NAME", help="model name for --llm-url")
@@ -139,6 +146,10 @@ def run(args: argparse.Namespace) -> int:
     if args.domain and not args.problem:
         return fail_bad_input("a PROBLEM file is needed after the DOMAIN file")
     try:
+        features = parse_features(args.features, args.features_json)
+    except FeaturesError as error:
+        return fail_bad_input(str(error))
+    try:
         # Names, options and shares are checked before any process starts; a failure half-way closes what
         # was built, and the Planner closes its stages if the trace store cannot be opened.
         stages = default_stages(
@@ -152,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
     traces = args.traces if args.traces_given else None
     try:
         # The planner starts its worker processes now, so they warm up while the task is read.
-        planner = Planner(stages, budget_s=args.budget, traces=traces)
+        planner = Planner(stages, budget_s=args.budget, traces=traces, explore=args.explore)
     except store_error_types() as error:
         return fail_bad_input(str(error))
     with planner:
@@ -160,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
             task = load(args)
         except TaskInputError as error:
             return fail_bad_input(str(error))
-        result = planner.plan(task)
+        result = planner.plan(task, features=features or None)
     print_result(result, as_json=args.json)
     return 0 if result.solved else 1
 

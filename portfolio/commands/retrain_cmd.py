@@ -11,17 +11,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "retrain", help="learn which actions fail from the trace store",
         description="Fit a per-action failure model on every stored step (newest steps weigh most), measure it "
-        "on the newest 20% of steps held out, and store it as the next model version. The planner's learned "
-        "costs use the latest version: cost = base cost + lam * -log(1 - p_fail).",
+        "on the newest 20% of steps held out, and store it as the next model version (as JSON data). Each "
+        "grounded action's failure rate is shrunk towards a prior learned from what it shares with others "
+        "(objects, pairs of arguments, the situation), by a strength m fit per action; with 30 steps or more it "
+        "stays within 0.05 of its own observed rate. The planner's learned costs use the latest version: "
+        "cost = base cost + lam * -log(1 - p_fail).",
     )  # fmt: skip
     add_traces_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the model info as JSON")
-    parser.add_argument("--half-life", type=float, default=1000.0, metavar="STEPS",
-                        help="a step's weight halves every STEPS later steps of its action (default 1000)")
+    parser.add_argument("--half-life", type=float, default=5000.0, metavar="STEPS",
+                        help="a step's weight halves every STEPS later steps of its action (default 5000)")
     parser.add_argument("--prior-mean", type=float, default=0.05, metavar="P",
                         help="optimistic prior failure probability for little-seen actions (default 0.05)")
     parser.add_argument("--prior-strength", type=float, default=10.0, metavar="N",
-                        help="how many pseudo-steps the prior weighs (default 10)")
+                        help="how many pseudo-steps the prior weighs for an action with few groundings "
+                        "seen (default 10; otherwise m is fit from the data)")
     parser.add_argument("--keep", type=int, metavar="N",
                         help="then delete all but the newest N model versions (default: keep all)")
     parser.set_defaults(func=run)
@@ -38,11 +42,7 @@ def run(args: argparse.Namespace) -> int:
         return fail_bad_input(
             "--prior-mean must be between 0 and 1 (exclusive), --prior-strength and --half-life positive."
         )
-    params = dict(
-        prior_alpha=args.prior_mean * args.prior_strength,
-        prior_beta=(1.0 - args.prior_mean) * args.prior_strength,
-        half_life_steps=args.half_life,
-    )
+    params = dict(prior_mean=args.prior_mean, prior_strength=args.prior_strength, half_life_steps=args.half_life)
     try:
         with TraceStore(args.traces) as store:
             info = retrain(store, **params)
@@ -62,5 +62,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"held-out ({metrics['heldout_steps']} newest steps): log loss {metrics['log_loss']:.4f}, "
               f"Brier {metrics['brier']:.4f}, AUC {auc}")
     for name, counts in info.actions.items():
-        print(f"  {name}: {counts['steps']} steps, {counts['failures']} failures ({counts['kind']})")
+        print(f"  {name}: {counts['steps']} steps, {counts['failures']} failures "
+              f"({counts['kind']} prior, strength m = {counts['strength']:g})")
     return 0

@@ -31,7 +31,9 @@ from portfolio.delegates import fd_exitcodes
 from portfolio.results import DelegateOutcome, PlanRequest, Resource, Status
 from portfolio.sas import SasTask, operator_action, parse_sas
 from portfolio.sas_cache import CachedTranslation, SasCache, cache_key
-from portfolio.workers import BudgetExpired, SearchProcessPool, WorkerCrashed, WorkerError, WorkerProcess, wait_any
+from portfolio.workers import (
+    BudgetExpired, OutOfMemory, SearchProcessPool, WorkerCrashed, WorkerError, WorkerProcess, wait_any,
+)
 
 log = logging.getLogger(__name__)
 
@@ -241,6 +243,8 @@ class FastDownward(Resource):
             translation, init_values = self.translate(request, deadline)
         except BudgetExpired:
             return DelegateOutcome(Status.TIMEOUT, reason="budget expired during translation")
+        except OutOfMemory as error:
+            return DelegateOutcome(Status.MEMOUT, reason=f"translator: {error}")
         except WorkerError as error:
             return DelegateOutcome(Status.ERROR, reason=f"translator failed: {error}")
         except WorkerCrashed as error:

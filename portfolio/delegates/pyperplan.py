@@ -18,7 +18,7 @@ from dataclasses import replace
 from domains.model import STRIPS_FRAGMENT, TRUE, And, Atom, Formula, Task
 from domains.pddl_writer import task_with_texts
 from portfolio.results import DelegateOutcome, PlanRequest, Resource, Status, parse_ground_action
-from portfolio.workers import BudgetExpired, WorkerCrashed, WorkerError, WorkerProcess
+from portfolio.workers import BudgetExpired, OutOfMemory, WorkerCrashed, WorkerError, WorkerProcess
 
 
 def _atoms_only(formula: Formula) -> bool:
@@ -75,6 +75,8 @@ class Pyperplan(Resource):
                                        problem_pddl=task.problem_pddl, excluded=tuple(sorted(request.excluded)))
         except BudgetExpired:
             return DelegateOutcome(Status.TIMEOUT, reason="budget expired (pyperplan worker killed)")
+        except OutOfMemory as error:
+            return DelegateOutcome(Status.MEMOUT, reason=f"pyperplan: {error}")
         except (WorkerError, WorkerCrashed) as error:
             return DelegateOutcome(Status.ERROR, reason=f"pyperplan failed: {error}")
         if answer["plan"] is None:

@@ -1,101 +1,139 @@
-"""MCP server over stdio: the planner as tools for LLM agents (`portfolio mcp`).
+"""The planner as MCP tools, with the official MCP Python SDK (`mcp.server.mcpserver.MCPServer`).
 
-JSON-RPC 2.0, one message per line on stdin/stdout, logs on stderr only. A tool-only server needs four methods
-(initialize, notifications/initialized, tools/list, tools/call; ping is answered too), so it is written here
-rather than pulling in an SDK. Tools: `plan` and `record_steps`, the same library calls as the HTTP routes.
-A tool failure (bad PDDL, say) is an `isError` result with the message; a protocol failure is a JSON-RPC error.
+Tools: `plan`, `replan`, `validate`, `record_steps`, `action_stats`. Each declares an input schema (from its
+parameters) and an output schema (from its pydantic return model), and answers with structured content plus
+the same JSON as text for clients that only read text. They call the same `Service` as the HTTP routes, so a
+tool call takes a worker from the same pool, obeys the same queue limit and writes the same trace store.
+
+Transports: stdio (`portfolio mcp`, one planner worker by default) and streamable HTTP, mounted at `/mcp` on
+the HTTP service behind the same bearer token. A failed call (bad PDDL, unknown run, full queue) is a tool
+result with `isError` and the message; malformed JSON-RPC is the SDK's to answer and does not end the server.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import sys
-from typing import Any, TextIO
+from typing import Annotated, Any
 
-from pydantic import ValidationError
+from pydantic import Field
 
-from domains.errors import TaskInputError
-from portfolio.planner import Planner
-from portfolio.serve.http import BadRequest, PlanBody, plan_request, record_steps
+from portfolio.serve.models import (
+    ActionsResponse,
+    BadRequest,
+    PlanBody,
+    PlanResponse,
+    ReplanBody,
+    StepsBody,
+    StepsResponse,
+    ValidateBody,
+    Verdict,
+)
+from portfolio.serve.service import Service
+from traces.records import StepRecord
 
-log = logging.getLogger(__name__)
+INSTRUCTIONS = (
+    "A planner for agent runtimes. `plan` a task (PDDL domain+problem texts or a JSON task) to get a validated "
+    "plan and a run_id; execute it, `record_steps` as they happen, `replan` from the observed state when a step "
+    "fails. `validate` checks a plan you wrote yourself and says precisely which step fails and why. "
+    "`action_stats` shows which actions fail how often."
+)
 
-PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
-
-TOOLS = [
-    {
-        "name": "plan",
-        "description": "Find a validated plan. Give PDDL `domain` and `problem` texts, or `task` (the JSON task "
-        "format), optionally `init` (atoms like \"(on a b)\") to plan from another state, `excluded` grounded "
-        "actions and `critiques` of earlier failures. Returns the PlanResult as JSON.",
-        "inputSchema": PlanBody.model_json_schema(),
-    },
-    {
-        "name": "record_steps",
-        "description": "Record executed plan steps in the trace store (learned costs come from them). "
-        "`steps`: a list of step records (run_id, step, action, args, outcome, ...).",
-        "inputSchema": {"type": "object", "properties": {"steps": {"type": "array", "items": {"type": "object"}}},
-                        "required": ["steps"]},
-    },
-]
+Atoms = Annotated[list[str] | None, Field(description='atoms like "(on a b)"')]
 
 
-def handle(planner: Planner, message: dict[str, Any]) -> dict[str, Any] | None:
-    """One JSON-RPC message in, its response out (None for notifications)."""
-    method, ident = message.get("method"), message.get("id")
-    if ident is None:
-        return None  # a notification, e.g. notifications/initialized
-    params = message.get("params") or {}
-    if method == "initialize":
-        asked = params.get("protocolVersion")
-        version = asked if asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0]
-        result: dict[str, Any] = {
-            "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": False}},
-            "serverInfo": {"name": "portfolio-planner", "version": "0.1.0"},
-        }
-    elif method == "ping":
-        result = {}
-    elif method == "tools/list":
-        result = {"tools": TOOLS}
-    elif method == "tools/call":
-        result = call_tool(planner, params.get("name"), params.get("arguments") or {})
-    else:
-        return {"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": f"unknown method {method!r}"}}
-    return {"jsonrpc": "2.0", "id": ident, "result": result}
+def _anticipated() -> tuple[type[Exception], ...]:
+    """Failures the caller can act on; their text reaches the client. Anything else is a crash, which the SDK
+    reports without its text (and logs on the server)."""
+    from pydantic import ValidationError
+
+    from domains.errors import TaskInputError
+    from portfolio.serve.pool import PlannerFailed, QueueFull
+    from portfolio.serve.service import NotFound
+    from traces.errors import TraceStoreError
+
+    return (BadRequest, TaskInputError, ValidationError, NotFound, QueueFull, PlannerFailed, TraceStoreError)
 
 
-def call_tool(planner: Planner, name: str | None, arguments: dict[str, Any]) -> dict[str, Any]:
-    try:
-        if name == "plan":
-            payload: Any = plan_request(planner, PlanBody.model_validate(arguments))
-        elif name == "record_steps":
-            payload = {"recorded": record_steps(planner, arguments)}
-        else:
-            return _text(f"unknown tool {name!r}; tools: plan, record_steps", error=True)
-    except (TaskInputError, BadRequest, ValidationError) as error:
-        return _text(f"{type(error).__name__}: {error}", error=True)
-    return _text(json.dumps(payload))
+def build_mcp(service: Service):
+    from mcp.server.mcpserver import MCPServer
 
+    mcp = MCPServer("portfolio-planner", version="0.1.0", instructions=INSTRUCTIONS)
 
-def _text(text: str, error: bool = False) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": text}], "isError": error}
+    from mcp.server.mcpserver.exceptions import ToolError
 
+    anticipated = _anticipated()
 
-def serve(planner: Planner, stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> None:
-    for line in stdin:
-        if not line.strip():
-            continue
+    async def guarded(call):
         try:
-            message = json.loads(line)
-        except json.JSONDecodeError as error:
-            response: dict[str, Any] | None = {
-                "jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": f"parse error: {error.msg}"},
-            }
-        else:
-            response = handle(planner, message) if isinstance(message, dict) else {
-                "jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "expected a JSON object"}}
-        if response is not None:
-            stdout.write(json.dumps(response) + "\n")
-            stdout.flush()
+            return await call
+        except anticipated as error:  # an isError result naming the kind, as the HTTP error body does
+            raise ToolError(f"{getattr(error, 'kind', type(error).__name__)}: {error}") from error
+
+    @mcp.tool(description="Find a validated plan for a task; returns the PlanResult (as `portfolio plan --json`) "
+              "and a run_id for replan and record_steps.")
+    async def plan(
+        domain: Annotated[str | None, Field(description="PDDL domain text")] = None,
+        problem: Annotated[str | None, Field(description="PDDL problem text")] = None,
+        task: Annotated[dict[str, Any] | None, Field(description="a JSON task instead of PDDL texts")] = None,
+        init: Atoms = None,
+        excluded: Annotated[list[str] | None, Field(description="grounded actions no plan may use")] = None,
+        critiques: Annotated[list[str] | None, Field(description="why earlier plans failed")] = None,
+        features: Annotated[dict[str, Any] | None, Field(description="the situation, for learned costs")] = None,
+        budget: Annotated[float | None, Field(gt=0, description="classical tier seconds")] = None,
+        run_id: Annotated[str | None, Field(description="record the plan under this run")] = None,
+    ) -> PlanResponse:
+        body = PlanBody(domain=domain, problem=problem, task=task, init=init, excluded=excluded or [],
+                        critiques=critiques or [], features=features, budget=budget, run_id=run_id)
+        return await guarded(service.plan(body))
+
+    @mcp.tool(description="Plan again for an earlier run from the state the runtime observed (every true atom).")
+    async def replan(
+        run_id: Annotated[str, Field(description="the run_id a plan call returned")],
+        state: Annotated[list[str], Field(description='the observed state: atoms like "(on a b)"')],
+        excluded: Annotated[list[str] | None, Field(description="grounded actions no plan may use")] = None,
+        critiques: Annotated[list[str] | None, Field(description="why earlier plans failed")] = None,
+        features: Annotated[dict[str, Any] | None, Field(description="the situation, for learned costs")] = None,
+        budget: Annotated[float | None, Field(gt=0, description="classical tier seconds")] = None,
+    ) -> PlanResponse:
+        body = ReplanBody(run_id=run_id, state=state, excluded=excluded or [], critiques=critiques or [],
+                          features=features, budget=budget)
+        return await guarded(service.replan(body))
+
+    @mcp.tool(description="Check a plan against a task with the validator: valid or not, the failing step "
+              "(1-based), the kind of problem and the literals that did not hold.")
+    async def validate(
+        plan: Annotated[list[str], Field(description='grounded actions in order, like "(pick-up a)"')],
+        domain: Annotated[str | None, Field(description="PDDL domain text")] = None,
+        problem: Annotated[str | None, Field(description="PDDL problem text")] = None,
+        task: Annotated[dict[str, Any] | None, Field(description="a JSON task instead of PDDL texts")] = None,
+        init: Atoms = None,
+    ) -> Verdict:
+        return await guarded(service.validate(ValidateBody(domain=domain, problem=problem, task=task, plan=plan,
+                                                           init=init)))
+
+    @mcp.tool(description="Record executed plan steps in the trace store (learned costs come from them).")
+    async def record_steps(steps: list[StepRecord]) -> StepsResponse:
+        return StepsResponse(recorded=await guarded(service.record_steps(StepsBody(steps=steps))))
+
+    @mcp.tool(description="Per action name: steps run, failures, failure rate, mean duration and the current "
+              "predicted failure probability.")
+    async def action_stats() -> ActionsResponse:
+        return await guarded(service.actions())
+
+    return mcp
+
+
+async def serve_stdio(service: Service) -> None:
+    """`portfolio mcp`: start the workers, serve MCP on stdin/stdout until the client closes it, stop them."""
+    import asyncio
+
+    mcp = build_mcp(service)
+    service.start()
+    watcher = asyncio.get_running_loop().create_task(service.watch())
+    try:
+        await mcp.run_stdio_async()
+    finally:
+        watcher.cancel()
+        service.close()
+
+
+__all__ = ["BadRequest", "build_mcp", "serve_stdio"]

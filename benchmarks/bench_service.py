@@ -1,0 +1,211 @@
+"""A bounded load benchmark of `portfolio serve` on loopback (never part of `make test`).
+
+    python -m benchmarks.bench_service                       # the three targets, numbers printed
+    python -m benchmarks.bench_service --requests 400        # shorter
+    pytest benchmarks/bench_service.py --benchmark-only      # one short round under pytest-benchmark
+
+1. Throughput: 16 concurrent clients (threads with keep-alive httpx clients) send `--requests` small plan
+   requests (blocks, 4 blocks, PDDL texts) to a server with 1 worker, then to one with `--workers` (default:
+   the cores available). Reported: errors, p50/p99 latency, requests/s, and the scaling ratio
+   throughput(N) / (N x throughput(1)); target >= 0.8.
+2. Isolation: with N workers, small requests from `--probe-clients` clients, first alone, then while one
+   request that takes `--long-seconds` (the largest parking problem with that budget) is in flight. Target:
+   p99 with it <= 2 x p99 without it.
+3. Shutdown: SIGTERM with a request in flight; seconds to exit, exit code, processes left. Target <= 5 s.
+
+The clients run on the same machine as the server and its workers: on a 2-core machine they compete for the
+same cores, so the numbers are a floor for what a separate client machine would see. Report the load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+IPC = REPO.parent / "shared" / "ipc"
+SMALL = {"domain": (IPC / "blocks" / "domain.pddl").read_text(),
+         "problem": (IPC / "blocks" / "probBLOCKS-4-0.pddl").read_text()}
+PARKING = IPC / "parking-sat11-strips"
+
+
+def long_request(seconds: float) -> dict:
+    problem = max(PARKING.glob("pfile*.pddl"), key=lambda p: p.stat().st_size)
+    return {"domain": (PARKING / "domain.pddl").read_text(), "problem": problem.read_text(), "budget": seconds}
+
+
+def start_server(workers: int, *extra: str) -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "portfolio.cli", "serve", "--port", "0", "--workers", str(workers),
+         "--delegates", "fast-downward,pyperplan", "--queue", "1000", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert process.stdout is not None
+    url = process.stdout.readline().split()[2].removesuffix("/v1/")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            health = httpx.get(url + "/v1/health", timeout=5).json()
+            if health["ready"] == health["workers"]:
+                return process, url
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("server did not become ready")
+
+
+def stop_server(process: subprocess.Popen) -> tuple[float, int, int]:
+    """SIGTERM; (seconds to exit, exit code, processes of its family still running a second after exit).
+    Zombies are not counted: they have ended, and wait for PID 1 to reap them (slow on this machine)."""
+    family = psutil.Process(process.pid).children(recursive=True)
+    start = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    code = process.wait(timeout=60)
+    took = time.monotonic() - start
+    _, alive = psutil.wait_procs(family, timeout=1)
+    running = 0
+    for child in alive:
+        try:
+            running += child.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            pass
+    return took, code, running
+
+
+def load(url: str, requests: int, clients: int, stop: threading.Event | None = None) -> dict:
+    """`requests` small plans from `clients` threads (or until `stop` is set); latencies and errors."""
+    latencies: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    remaining = [requests]
+
+    def client() -> None:
+        with httpx.Client(base_url=url, timeout=120) as http:
+            while True:
+                with lock:
+                    if remaining[0] <= 0 or (stop is not None and stop.is_set()):
+                        return
+                    remaining[0] -= 1
+                start = time.perf_counter()
+                try:
+                    answer = http.post("/v1/plan", json=SMALL)
+                    ok = answer.status_code == 200 and answer.json()["status"] == "solved"
+                    problem = "" if ok else f"{answer.status_code} {answer.text[:120]}"
+                except httpx.HTTPError as error:
+                    problem = f"{type(error).__name__}: {error}"
+                took = time.perf_counter() - start
+                with lock:
+                    (errors.append(problem) if problem else latencies.append(took))
+
+    start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+        for future in [pool.submit(client) for _ in range(clients)]:
+            future.result()
+    wall = time.perf_counter() - start
+    return summary(latencies, errors, wall)
+
+
+def summary(latencies: list[float], errors: list[str], wall: float) -> dict:
+    ordered = sorted(latencies)
+
+    def pct(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else float("nan")
+
+    return {"ok": len(latencies), "errors": len(errors), "first_error": errors[0] if errors else "",
+            "p50_ms": round(pct(0.50), 1), "p99_ms": round(pct(0.99), 1),
+            "mean_ms": round(statistics.fmean(ordered) * 1000, 1) if ordered else float("nan"),
+            "throughput_rps": round(len(latencies) / wall, 1), "wall_s": round(wall, 1)}
+
+
+def throughput(workers: int, requests: int, clients: int) -> dict:
+    process, url = start_server(workers)
+    try:
+        load(url, 2 * clients, clients)  # warm the translation caches of every worker
+        return load(url, requests, clients)
+    finally:
+        stop_server(process)
+
+
+def isolation(workers: int, probes: int, clients: int, long_s: float) -> dict:
+    process, url = start_server(workers, "--max-budget", str(long_s + 5))
+    try:
+        load(url, 2 * clients, clients)
+        alone = load(url, probes, clients)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            big = pool.submit(httpx.post, url + "/v1/plan", json=long_request(long_s), timeout=long_s + 120)
+            while httpx.get(url + "/v1/health").json()["busy"] < 1:
+                time.sleep(0.01)
+            started = time.monotonic()
+            beside = load(url, probes, clients)
+            in_flight = not big.done()
+            big_status = big.result().json().get("status")
+            big_seconds = time.monotonic() - started
+        return {"alone": alone, "beside_long": beside, "long_still_running_when_probes_ended": in_flight,
+                "long_status": big_status, "long_s_after_probes_started": round(big_seconds, 1),
+                "p99_ratio": round(beside["p99_ms"] / alone["p99_ms"], 2)}
+    finally:
+        stop_server(process)
+
+
+def shutdown(workers: int) -> dict:
+    process, url = start_server(workers)  # the default --drain
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(httpx.post, url + "/v1/plan", json=long_request(20.0), timeout=60)
+        while httpx.get(url + "/v1/health").json()["busy"] < 1:
+            time.sleep(0.01)
+        took, code, left = stop_server(process)
+    return {"sigterm_to_exit_s": round(took, 2), "exit_code": code, "processes_left_running": left}
+
+
+def main(argv: list[str] | None = None) -> None:
+    from portfolio.serve.pool import default_workers
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, default=default_workers())
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--probes", type=int, default=300, help="small requests per isolation phase")
+    parser.add_argument("--probe-clients", type=int, default=4)
+    parser.add_argument("--long-seconds", type=float, default=30.0)
+    args = parser.parse_args(argv)
+    print(f"load average before: {os.getloadavg()}", flush=True)
+    one = throughput(1, args.requests, args.clients)
+    print(f"1 worker : {one}", flush=True)
+    many = throughput(args.workers, args.requests, args.clients)
+    print(f"{args.workers} workers: {many}", flush=True)
+    ratio = many["throughput_rps"] / (args.workers * one["throughput_rps"])
+    print(f"scaling: {many['throughput_rps']} / ({args.workers} x {one['throughput_rps']}) = {ratio:.2f} "
+          f"(target >= 0.8)", flush=True)
+    print(f"isolation: {isolation(args.workers, args.probes, args.probe_clients, args.long_seconds)} "
+          "(target p99_ratio <= 2)", flush=True)
+    print(f"shutdown: {shutdown(args.workers)} (target <= 5 s, 0 left)", flush=True)
+    print(f"load average after: {os.getloadavg()}", flush=True)
+
+
+def test_service_throughput_short(benchmark):
+    """One short round (200 requests, 2 workers) for `make bench`."""
+    process, url = start_server(2)
+    try:
+        load(url, 16, 16)
+        result = benchmark.pedantic(lambda: load(url, 200, 16), rounds=1, iterations=1)
+        assert result["errors"] == 0, result["first_error"]
+    finally:
+        stop_server(process)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""A procedurally generated family of worlds in which grounded actions fail with hidden probabilities.
+
+    world = make_world("pairs", seed=3)        # one world of a type; the seed picks its size, graph and faults
+    spec = world.episode(17)                    # origin, destination and situation of episode 17
+    task = world.task(spec)                     # a planning task (domains.model.Task)
+    p = world.p_fail(step, spec)                # the hidden probability that a grounded step fails
+
+The routes domain: vehicles start at the origin; one is chosen (`choose ?v`), drives along roads
+(`drive ?v ?from ?to`) and `arrive`s at the destination. Plans differ in the vehicle and the route, so which
+grounded drives fail decides which plan is best. Sizes: 5 places and 2 vehicles, 7 and 3, 9 and 3 (the seed
+picks one), a ring of roads plus n/3 random chords (so there is always a way round), every road both ways. Every step reports the situation
+`{"weather": "sun" | "rain"}` (drawn per episode) as its features, whatever the world's faults depend on.
+
+World types (`KINDS`), each a different shape of what fails (everything else fails 2% of the time):
+- `groundings`: a few random grounded drives fail 50-90%, with no structure to learn from;
+- `object`: one vehicle fails 50% wherever it drives;
+- `pairs`: a few roads fail 70% for every vehicle, both ways (an argument pair);
+- `situation`: one vehicle fails 75% in the rain only;
+- `drift`: two roads turn bad (80%) at episode 60 and are repaired at episode 130;
+- `type`: every vehicle of the subtype `van-a` fails 50%; at episode 100 a new van-a and a new van-b join;
+- `costed`: drives cost the road's length (the task's own action costs) and a few grounded drives fail 70%;
+- `tools`: the old evaluation world (`benchmarks/learning_eval.py`: bundled `tools` tasks, situation-dependent
+  faults), kept as one type.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from domains.model import GroundAction, Task
+
+KINDS = ("groundings", "object", "pairs", "situation", "drift", "type", "costed", "tools")
+SIZES = ((5, 2), (7, 3), (9, 3))  # (places, vehicles)
+DEFAULT_P = 0.02
+WEATHER = ("sun", "rain")
+NEW_VEHICLES_AT = 100  # `type` worlds: episode from which two new vehicles are in every task
+DRIFT = (60, 130)  # `drift` worlds: episodes [bad from, repaired at)
+
+DOMAIN = """(define (domain routes)
+  (:requirements :strips :typing{costs_req})
+  (:types place vehicle - object van-a van-b - vehicle)
+  (:predicates (at ?v - vehicle ?p - place) (road ?a - place ?b - place) (free) (using ?v - vehicle)
+               (dest ?p - place) (done))
+  {functions}
+  (:action choose :parameters (?v - vehicle) :precondition (free)
+    :effect (and (using ?v) (not (free)){unit}))
+  (:action drive :parameters (?v - vehicle ?a - place ?b - place)
+    :precondition (and (using ?v) (at ?v ?a) (road ?a ?b))
+    :effect (and (at ?v ?b) (not (at ?v ?a)){drive_cost}))
+  (:action arrive :parameters (?v - vehicle ?p - place) :precondition (and (using ?v) (at ?v ?p) (dest ?p))
+    :effect (and (done){unit})))
+"""
+
+
+@dataclass(frozen=True)
+class Episode:
+    index: int
+    origin: str
+    dest: str
+    context: dict[str, str]
+    task_seed: int = 0  # `tools` worlds: the bundled task's (size, seed)
+    size: int = 0
+
+
+@dataclass
+class World:
+    kind: str
+    seed: int
+    places: tuple[str, ...]
+    vehicles: dict[str, str]  # name -> type
+    roads: frozenset[tuple[str, str]]
+    lengths: dict[frozenset, int] | None = None
+    bad: dict = field(default_factory=dict)  # what fails: grounded drives, vehicles, roads, ...
+    _tasks: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}-{self.seed}"
+
+    # -- episodes -------------------------------------------------------------------------------------------------
+    def episode(self, index: int) -> Episode:
+        rng = random.Random(f"{self.name}:episode:{index}")
+        context = {"weather": rng.choice(WEATHER)}
+        if self.kind == "tools":
+            return Episode(index, "", "", context | {"hour": rng.choice(("peak", "off-peak")),
+                                                     "region": rng.choice(("eu", "us"))},
+                           rng.randrange(10), rng.choice((2, 3, 4)))
+        origin, dest = rng.sample(self.places, 2)
+        return Episode(index, origin, dest, context)
+
+    def vehicles_at(self, index: int) -> dict[str, str]:
+        if self.kind == "type" and index < NEW_VEHICLES_AT:
+            return {v: t for v, t in self.vehicles.items() if v not in self.bad["new"]}
+        return self.vehicles
+
+    def task(self, spec: Episode) -> Task:
+        if self.kind == "tools":
+            from domains.bundled import bundled_task
+
+            return bundled_task("tools", spec.size, spec.task_seed)
+        vehicles = self.vehicles_at(spec.index)
+        key = (spec.origin, spec.dest, tuple(vehicles))
+        if key not in self._tasks:
+            self._tasks[key] = _routes_task(self, spec.origin, spec.dest, vehicles)
+        return self._tasks[key]
+
+    # -- the hidden truth -----------------------------------------------------------------------------------------
+    def p_fail(self, step: GroundAction, spec: Episode) -> float:
+        if self.kind == "tools":
+            from benchmarks.learning_eval import true_p_fail
+
+            return true_p_fail(step, spec.context)
+        if step.name != "drive":
+            return 0.0
+        v, a, b = step.args
+        bad = self.bad
+        if self.kind in ("groundings", "costed"):
+            return bad["drives"].get((v, a, b), DEFAULT_P)
+        if self.kind == "object":
+            return 0.5 if v == bad["vehicle"] else DEFAULT_P
+        if self.kind == "pairs":
+            return 0.7 if frozenset((a, b)) in bad["roads"] else DEFAULT_P
+        if self.kind == "situation":
+            return 0.75 if v == bad["vehicle"] and spec.context["weather"] == "rain" else DEFAULT_P
+        if self.kind == "drift":
+            on = DRIFT[0] <= spec.index < DRIFT[1]
+            return 0.8 if on and frozenset((a, b)) in bad["roads"] else DEFAULT_P
+        if self.kind == "type":
+            return 0.5 if self.vehicles.get(v) == "van-a" else DEFAULT_P
+        raise ValueError(f"unknown world kind {self.kind!r}")
+
+
+def _routes_task(world: World, origin: str, dest: str, vehicles: Mapping[str, str]) -> Task:
+    from domains.pddl import parse_task
+
+    costs = world.lengths is not None
+    domain = DOMAIN.format(
+        costs_req=" :action-costs" if costs else "",
+        functions="(:functions (total-cost) - number (length ?a - place ?b - place) - number)" if costs else "",
+        unit=" (increase (total-cost) 1)" if costs else "",
+        drive_cost=" (increase (total-cost) (length ?a ?b))" if costs else "",
+    )
+    objects = " ".join(world.places) + " - place " + " ".join(f"{v} - {t}" for v, t in vehicles.items())
+    init = ["(free)", f"(dest {dest})"] + [f"(at {v} {origin})" for v in vehicles]
+    init += [f"(road {a} {b})" for a, b in sorted(world.roads)]
+    if costs:
+        init += ["(= (total-cost) 0)"] + [f"(= (length {a} {b}) {world.lengths[frozenset((a, b))]})"
+                                          for a, b in sorted(world.roads)]
+    metric = "(:metric minimize (total-cost))" if costs else ""
+    problem = (f"(define (problem {world.name}-{origin}-{dest}) (:domain routes) (:objects {objects})\n"
+               f"  (:init {' '.join(init)})\n  (:goal (done)) {metric})")
+    return parse_task(domain, problem, f"{world.name}.domain", f"{world.name}.problem")
+
+
+def _graph(rng: random.Random, n: int) -> frozenset[tuple[str, str]]:
+    places = [f"p{i}" for i in range(n)]
+    edges = {frozenset((places[i], places[(i + 1) % n])) for i in range(n)}
+    while len(edges) < n + n // 3:
+        a, b = rng.sample(places, 2)
+        edges.add(frozenset((a, b)))
+    return frozenset((a, b) for edge in edges for a in edge for b in edge if a != b)
+
+
+@functools.lru_cache(maxsize=None)
+def make_world(kind: str, seed: int) -> World:
+    """The world of type `kind` generated from `seed` (the same world for the same pair)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown world kind {kind!r}; expected one of {', '.join(KINDS)}")
+    rng = random.Random(f"world:{kind}:{seed}")
+    n_places, n_vehicles = SIZES[seed % len(SIZES)]
+    places = tuple(f"p{i}" for i in range(n_places))
+    roads = _graph(rng, n_places)
+    edges = sorted({frozenset(r) for r in roads}, key=sorted)
+    vehicles = {f"v{i}": "van-b" for i in range(n_vehicles)}
+    bad: dict = {}
+    lengths = None
+    if kind in ("groundings", "costed"):
+        drives = [(v, a, b) for v in vehicles for a, b in sorted(roads)]
+        chosen = rng.sample(drives, max(2, len(drives) // 8))
+        bad["drives"] = {d: (rng.uniform(0.5, 0.9) if kind == "groundings" else 0.7) for d in chosen}
+        if kind == "costed":
+            lengths = {edge: rng.randint(1, 3) for edge in edges}
+    elif kind in ("object", "situation"):
+        bad["vehicle"] = rng.choice(sorted(vehicles))
+    elif kind in ("pairs", "drift"):
+        bad["roads"] = frozenset(rng.sample(edges, 2 if kind == "drift" else max(2, len(edges) // 5)))
+    elif kind == "type":
+        names = sorted(vehicles)
+        for i, v in enumerate(names):
+            vehicles[v] = "van-a" if i % 2 == 0 else "van-b"
+        vehicles["v8"], vehicles["v9"] = "van-a", "van-b"
+        bad["new"] = ("v8", "v9")
+    return World(kind, seed, places if kind != "tools" else (), vehicles, roads, lengths, bad)

@@ -1,0 +1,65 @@
+"""Empirical-Bayes shrinkage of each grounding's own failure counts towards a prior prediction.
+
+For a grounding g (in one situation) with recency-weighted steps n_g and failures f_g, and a prior prediction
+q_g from a model that never saw g's own steps:
+
+    p_g = (f_g + m * q_g) / (n_g + m)
+
+the posterior mean of a Beta(m q_g, m (1 - q_g)) prior. m, the prior's strength in pseudo-steps, is fitted per
+action name by maximising the beta-binomial marginal likelihood of every grounding's counts: groundings that
+all agree with their prior predictions give a large m (pool strongly), groundings that scatter far from them
+a small m (trust each grounding's own counts). Bounded to [`MIN_STRENGTH`, `MAX_STRENGTH`]: below 1 a single
+failure would condemn a grounding, above 50 a grounding that turns bad takes a hundred steps to show it.
+
+As n_g grows p_g tends to f_g / n_g whatever q_g says: the estimate is consistent. A bounded m alone would only
+get there slowly (m = 50 and 30 steps leave p_g over half way to the prior), so `posterior` also
+keeps p_g within `tolerance * (trust / n_g)^2` of the grounding's own recency-weighted rate: 0.05 from `trust`
+= 30 weighted steps on, wide open below (0.45 at 10), so little evidence still shrinks freely. The band counts
+weighted steps, not recorded ones: measured on 1,000,000 synthetic steps (125,000 per action name, half-life
+1,000), counting recorded steps pinned each grounding near a rate resting on under one weighted step, and the
+held-out log loss (0.40) was worse than predicting the base rate (0.33).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+from scipy.special import betaln
+
+MIN_STRENGTH = 1.0
+MAX_STRENGTH = 50.0
+_Q_CLIP = 1e-4
+
+
+def fit_strength(n: np.ndarray, f: np.ndarray, q: np.ndarray, default: float) -> float:
+    """m maximising sum_g log BetaBinomial(f_g | n_g, m q_g, m (1 - q_g)) (the binomial coefficients do not
+    depend on m). Fewer than three groundings with evidence cannot tell spread from noise: `default` then."""
+    keep = n > 1e-9
+    if int(keep.sum()) < 3:
+        return float(default)
+    n, f = n[keep], np.minimum(f[keep], n[keep])
+    q = np.clip(q[keep], _Q_CLIP, 1.0 - _Q_CLIP)
+
+    def negative_log_likelihood(log_m: float) -> float:
+        m = np.exp(log_m)
+        a, b = m * q, m * (1.0 - q)
+        return -float(np.sum(betaln(f + a, n - f + b) - betaln(a, b)))
+
+    found = minimize_scalar(negative_log_likelihood, bounds=(np.log(MIN_STRENGTH), np.log(MAX_STRENGTH)),
+                            method="bounded", options={"xatol": 1e-3})
+    return float(np.exp(found.x))
+
+
+def posterior(n: np.ndarray, f: np.ndarray, q: np.ndarray, m: float, tolerance: float = 0.05,
+              trust: float = 30.0) -> tuple[np.ndarray, np.ndarray]:
+    """Posterior mean p_fail and concentration (pseudo-steps, for sampling) of each grounding, from its
+    recency-weighted steps `n` and failures `f`."""
+    n, f, q = np.asarray(n, float), np.asarray(f, float), np.asarray(q, float)
+    mean = (f + m * q) / (n + m)
+    seen = n > 1e-9
+    if seen.any():
+        rate = np.divide(f, n, out=np.zeros_like(n), where=seen)
+        band = np.full_like(n, np.inf)
+        band[seen] = tolerance * (trust / n[seen]) ** 2
+        mean = np.where(seen, np.clip(mean, rate - band, rate + band), mean)
+    return np.clip(mean, 0.0, 1.0), n + m

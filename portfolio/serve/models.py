@@ -1,0 +1,150 @@
+"""The service's wire models: what /v1/* and the MCP tools take and return (pydantic, so FastAPI and the MCP SDK
+publish their JSON Schemas).
+
+Plan results keep the shape of `portfolio plan --json` (`PlanResult`); the service only adds `run_id`, the key
+for /v1/replan and for steps. `PlanBody` is meant to grow: every field that `Planner.plan` also takes by name
+(`features`, `explore`, ...) is handed to it unchanged by the planner worker, so a new
+planning option needs one field here and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from portfolio.results import PlanResult
+from traces.records import ActionStats, StepRecord
+
+JobStatus = Literal["running", "done", "failed"]
+
+
+class BadRequest(Exception):
+    """Input the service cannot use: answered 400 with the message and `kind`."""
+
+    def __init__(self, message: str, kind: str = "BadRequest") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class TaskSource(BaseModel):
+    """A task: PDDL `domain` and `problem` texts, or `task` in the JSON task format (`portfolio schema task`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    domain: str | None = Field(default=None, description="PDDL domain text")
+    problem: str | None = Field(default=None, description="PDDL problem text")
+    task: dict[str, Any] | None = Field(default=None, description="a JSON task instead of PDDL texts")
+
+
+class PlanBody(TaskSource):
+    init: list[str] | None = Field(default=None, description='plan from this state: atoms like "(on a b)"')
+    excluded: list[str] = Field(default_factory=list, description="grounded actions no plan may use")
+    critiques: list[str] = Field(default_factory=list, description="reasons earlier plans failed (for an LLM)")
+    features: dict[str, Any] | None = Field(default=None, description="the situation, for learned costs")
+    explore: Literal["mean", "thompson", "ucb"] | None = Field(
+        default=None, description="how learned costs explore (mean, thompson, ucb); default: the server's")
+    budget: float | None = Field(default=None, gt=0, description="classical tier seconds (capped by the server)")
+    run_id: str | None = Field(default=None, min_length=1, description="record the plan under this run")
+    wait: bool = Field(default=True, description="false: answer 202 with a job id at once")
+
+
+class ReplanBody(BaseModel):
+    """Plan again for the task of an earlier run, from the state the runtime observed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str = Field(min_length=1, description="the run_id of an earlier /v1/plan answer")
+    state: list[str] = Field(description='the observed state: every true atom, like "(on a b)"')
+    excluded: list[str] = Field(default_factory=list)
+    critiques: list[str] = Field(default_factory=list)
+    features: dict[str, Any] | None = None
+    explore: Literal["mean", "thompson", "ucb"] | None = None
+    budget: float | None = Field(default=None, gt=0)
+    wait: bool = True
+
+
+class PlanResponse(PlanResult):
+    run_id: str | None = Field(default=None, description="pass to /v1/replan and with the executed steps")
+
+
+class StepsBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    steps: list[StepRecord]
+
+
+class StepsResponse(BaseModel):
+    recorded: int
+
+
+class ValidateBody(TaskSource):
+    plan: list[str] = Field(description='grounded actions in order, like "(pick-up a)"')
+    init: list[str] | None = Field(default=None, description="check from this state instead of the task's")
+
+
+class Verdict(BaseModel):
+    """The validator's verdict. `failed_step` is 1-based; `problem` is one of unknown-action, wrong-arity,
+    unknown-object, wrong-type, precondition, goal; `missing` lists the literals that did not hold."""
+
+    valid: bool
+    steps: int
+    cost: float
+    failed_step: int | None = None
+    problem: str = ""
+    message: str = ""
+    missing: list[str] = Field(default_factory=list)
+
+
+class ActionInfo(ActionStats):
+    p_fail: float | None = Field(default=None, description="failure probability under the latest model")
+
+
+class ActionsResponse(BaseModel):
+    model_version: int | None = None
+    actions: list[ActionInfo]
+
+
+class RetrainBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    half_life: float = Field(default=1000.0, gt=0)
+    prior_mean: float = Field(default=0.05, gt=0, lt=1)
+    prior_strength: float = Field(default=10.0, gt=0)
+
+
+class Job(BaseModel):
+    id: str
+    kind: Literal["plan", "replan", "retrain"]
+    status: JobStatus = "running"
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    created: float
+    finished: float | None = None
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok"] = "ok"
+    workers: int
+    ready: int = Field(description="workers whose planner has started and answered")
+    busy: int
+    queued: int
+    traces: bool
+
+
+class ErrorBody(BaseModel):
+    error: str
+    kind: str
+
+
+def load_task(source: TaskSource):
+    """The `domains.model.Task` a request names; raises `TaskInputError` (bad PDDL or JSON) or `BadRequest`."""
+    from domains.json_task import task_from_json
+    from domains.pddl import parse_task
+
+    if source.task is not None:
+        return task_from_json(json.dumps(source.task), "request.task")
+    if source.domain and source.problem:
+        return parse_task(source.domain, source.problem, "request.domain", "request.problem")
+    raise BadRequest('give "domain" and "problem" (PDDL texts) or "task" (a JSON task)')

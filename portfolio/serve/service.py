@@ -1,0 +1,271 @@
+"""`Service`: what the HTTP routes and the MCP tools call. One pool of planner workers, one trace store, the
+runs replanning needs and the background jobs; no HTTP in here.
+
+Trace-store writes from the server (executed steps) go through one connection behind one lock, on a thread,
+and commit before the answer is sent: a step acknowledged is in the store even if the server is killed the next
+moment. Plans are recorded by the workers on their own connections (SQLite serialises writers across
+processes). Retraining runs on a worker too (it is as CPU-heavy as planning) and bumps `model_version`, which
+every later plan call carries, so each worker reloads the model before its next plan.
+
+Runs for /v1/replan are remembered in memory (the task source of recent plans, one copy per task, and which
+worker planned it, since that worker's translation cache already holds the task): after a restart, plan again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hashlib
+import json
+import logging
+import threading
+import time
+import uuid
+from typing import Any, Awaitable, Callable
+
+import anyio
+from pydantic import BaseModel, Field
+
+from portfolio.serve.metrics import Metrics
+from portfolio.serve.models import (
+    ActionInfo,
+    ActionsResponse,
+    BadRequest,
+    HealthResponse,
+    Job,
+    PlanBody,
+    PlanResponse,
+    ReplanBody,
+    RetrainBody,
+    StepsBody,
+    ValidateBody,
+    Verdict,
+)
+from portfolio.serve.pool import PlannerPool, QueueFull
+from portfolio.serve.worker import WorkerConfig
+
+log = logging.getLogger(__name__)
+
+MAX_RUNS = 4096
+MAX_SOURCES = 256  # task texts kept for replanning (a large PDDL problem is ~100 KB)
+MAX_JOBS = 1024
+CALL_GRACE_S = 15.0  # parsing, validation and recording on top of the planning budgets
+
+
+class NotFound(Exception):
+    pass
+
+
+class ServiceConfig(BaseModel):
+    workers: int = Field(ge=1)
+    queue: int = Field(ge=0)
+    budget_s: float = Field(gt=0)
+    max_budget_s: float = Field(gt=0)
+    decomposer_budget_s: float = Field(gt=0)
+    delegates: list[str]
+    traces: str | None = None
+    llm_url: str | None = None
+    llm_model: str | None = None
+    memory_limit_mb: int = Field(gt=0)
+
+
+class Service:
+    def __init__(self, config: ServiceConfig) -> None:
+        self.config = config
+        self.metrics = Metrics()
+        self.store = None
+        self._store_lock = threading.Lock()
+        self.model_version: int | None = None
+        self._model: tuple[int | None, Any] = (None, None)
+        if config.traces:
+            from traces.store import TraceStore
+
+            self.store = TraceStore(config.traces)
+            latest = self.store.latest_model()
+            self.model_version = latest.version if latest else None
+        self.pool: PlannerPool | None = None
+        self.runs: collections.OrderedDict[str, tuple[str, int]] = collections.OrderedDict()
+        self._sources: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
+        self.jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()
+        self._tasks: set[asyncio.Task] = set()
+        self._threads = anyio.CapacityLimiter(4)  # validation and store reads: bounded, off the event loop
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        # The memory cap travels in the workers' configuration: each applies it in its own process, so
+        # the server's environment (a test's, say) is left alone.
+        worker = WorkerConfig(delegates=self.config.delegates, budget_s=self.config.budget_s,
+                              decomposer_budget_s=self.config.decomposer_budget_s, traces=self.config.traces,
+                              llm_url=self.config.llm_url, llm_model=self.config.llm_model,
+                              memory_limit_mb=self.config.memory_limit_mb)
+        pool = self.pool = PlannerPool(worker, self.config.workers, self.config.queue,
+                                       on_restart=lambda reason: self.metrics.worker_restarts.labels(reason).inc())
+        self.metrics.queue_depth.set_function(lambda: pool.queued)  # read when scraped
+        self.metrics.busy_workers.set_function(lambda: pool.busy)
+
+    async def watch(self, period_s: float = 1.0) -> None:
+        """Warm the workers up; then, every `period_s`, replace workers that died while idle and notice a model
+        trained elsewhere (`portfolio retrain` on the same store), which the workers then load."""
+        assert self.pool is not None
+        await self.pool.warm_up()
+        while True:
+            await asyncio.sleep(period_s)
+            if self.pool is not None and not self.pool.closed:
+                self.pool.replace_dead_idle()
+            if self.store is not None:
+                version = await anyio.to_thread.run_sync(self._stored_model_version, limiter=self._threads)
+                if version is not None and version != self.model_version:
+                    self.model_version = version
+
+    def _stored_model_version(self) -> int | None:
+        """The newest model version in the store (one indexed query, no model blob read)."""
+        assert self.store is not None
+        with self._store_lock:
+            return self.store.db.execute("SELECT max(version) FROM models").fetchone()[0]
+
+    def close(self, grace_s: float = 1.0) -> None:
+        for task in self._tasks:
+            task.cancel()
+        if self.pool is not None:
+            self.pool.close(grace_s)
+        if self.store is not None:
+            with self._store_lock:
+                self.store.close()
+
+    # -- planning -------------------------------------------------------------------------------------------
+    async def plan(self, body: PlanBody, prefer: int | None = None) -> PlanResponse:
+        assert self.pool is not None
+        budget = min(body.budget or self.config.budget_s, self.config.max_budget_s)
+        run_id = body.run_id or uuid.uuid4().hex
+        payload = body.model_dump(exclude={"wait"}) | {"budget": budget, "run_id": run_id}
+        timeout = budget + self.config.decomposer_budget_s + CALL_GRACE_S
+        index, answer = await self.pool.call("plan", timeout, prefer=prefer, body=payload,
+                                             model_version=self.model_version)
+        if "bad_input" in answer:
+            raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
+        self.metrics.observe_plan(answer["result"])
+        self._remember(run_id, body, index)
+        return PlanResponse.model_validate(answer["result"])
+
+    def _remember(self, run_id: str, body: PlanBody, worker: int) -> None:
+        """Keep the run's task source for /v1/replan; runs of one task share one copy of its text."""
+        source = body.model_dump(include={"domain", "problem", "task"})
+        key = hashlib.sha256(json.dumps(source, sort_keys=True).encode()).hexdigest()
+        self._sources[key] = source
+        self._sources.move_to_end(key)
+        self.runs[run_id] = (key, worker)
+        self.runs.move_to_end(run_id)
+        while len(self.runs) > MAX_RUNS:
+            self.runs.popitem(last=False)
+        while len(self._sources) > MAX_SOURCES:
+            self._sources.popitem(last=False)
+
+    def run_source(self, run_id: str) -> tuple[dict[str, Any], int]:
+        """The task source of a run this server planned, and the worker that planned it; NotFound if unknown."""
+        entry = self.runs.get(run_id)
+        source = self._sources.get(entry[0]) if entry is not None else None
+        if entry is None or source is None:
+            raise NotFound(f"unknown run {run_id!r}: this server remembers the tasks of its {MAX_RUNS} most "
+                           f"recent plans (of {MAX_SOURCES} tasks) since it started; send the task to /v1/plan again")
+        return source, entry[1]
+
+    async def replan(self, body: ReplanBody) -> PlanResponse:
+        source, worker = self.run_source(body.run_id)
+        request = PlanBody(**source, init=body.state, excluded=body.excluded, critiques=body.critiques,
+                           features=body.features, budget=body.budget, run_id=body.run_id)
+        return await self.plan(request, prefer=worker)
+
+    # -- traces ---------------------------------------------------------------------------------------------
+    def need_store(self):
+        if self.store is None:
+            raise BadRequest("this server has no trace store: start it with --traces PATH")
+        return self.store
+
+    async def record_steps(self, body: StepsBody) -> int:
+        store = self.need_store()
+
+        def write() -> int:
+            with self._store_lock:
+                return store.record_steps(body.steps)
+
+        count = await anyio.to_thread.run_sync(write, limiter=self._threads)
+        self.metrics.steps_recorded.inc(count)
+        return count
+
+    async def actions(self) -> ActionsResponse:
+        store = self.need_store()
+
+        def read() -> ActionsResponse:
+            from domains.model import GroundAction
+            from learning.retrain import load_latest
+
+            with self._store_lock:
+                stats = store.stats()
+                if self._model[0] != self.model_version:
+                    self._model = (self.model_version, load_latest(store))
+            model = self._model[1]
+            p_fail = [None] * len(stats)
+            if model is not None and stats:
+                p_fail = [float(p) for p in model.predict_proba([GroundAction(s.action, ()) for s in stats])]
+            return ActionsResponse(model_version=self.model_version, actions=[
+                ActionInfo(**s.model_dump(), p_fail=p) for s, p in zip(stats, p_fail)])
+
+        return await anyio.to_thread.run_sync(read, limiter=self._threads)
+
+    async def retrain(self, body: RetrainBody) -> dict[str, Any]:
+        assert self.pool is not None
+        self.need_store()
+        params = dict(prior_alpha=body.prior_mean * body.prior_strength,
+                      prior_beta=(1.0 - body.prior_mean) * body.prior_strength, half_life_steps=body.half_life)
+        _, answer = await self.pool.call("retrain", 3600.0, **params)
+        if "bad_input" in answer:
+            raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
+        self.model_version = answer["result"]["version"]
+        return answer["result"]
+
+    # -- validation -----------------------------------------------------------------------------------------
+    async def validate(self, body: ValidateBody) -> Verdict:
+        from portfolio.serve.verdict import verdict_for
+
+        return await anyio.to_thread.run_sync(verdict_for, body, limiter=self._threads)
+
+    # -- jobs -----------------------------------------------------------------------------------------------
+    def submit(self, kind: str, work: Callable[[], Awaitable[BaseModel | dict]]) -> Job:
+        """Run `work` in the background as a job; refused at once (QueueFull) when it could only queue
+        beyond the limit, like a request that waits."""
+        assert self.pool is not None
+        if self.pool.busy >= self.pool.size and self.pool.queued >= self.pool.queue_limit:
+            raise QueueFull(f"all {self.pool.size} planner workers are busy and {self.pool.queued} requests are queued")
+        job = Job(id=uuid.uuid4().hex, kind=kind, status="running", created=time.time())
+        self.jobs[job.id] = job
+        while len(self.jobs) > MAX_JOBS:
+            self.jobs.popitem(last=False)
+
+        async def run() -> None:
+            try:
+                value = await work()
+                job.result = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+                job.status = "done"
+            except asyncio.CancelledError:
+                job.status, job.error = "failed", "cancelled: the server is shutting down"
+                raise
+            except Exception as error:  # noqa: BLE001 - the job reports it
+                job.status, job.error = "failed", f"{getattr(error, 'kind', type(error).__name__)}: {error}"
+            finally:
+                job.finished = time.time()
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return job
+
+    def job(self, job_id: str) -> Job:
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise NotFound(f"unknown job {job_id!r}")
+        return job
+
+    def health(self) -> HealthResponse:
+        assert self.pool is not None
+        return HealthResponse(workers=self.pool.size, ready=self.pool.ready, busy=self.pool.busy, queued=self.pool.queued,
+                              traces=self.store is not None)

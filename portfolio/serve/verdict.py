@@ -1,0 +1,46 @@
+"""The validator as a critic: task + plan -> `Verdict` (valid or not, which step, why, what was missing).
+
+Runtimes that plan with their own LLM want exactly this check (LLM-Modulo: a sound external validator with
+back-prompting). Used by `POST /v1/validate`, the MCP tool `validate` and `portfolio validate`.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from domains.model import Task
+from portfolio.results import parse_ground_action
+from portfolio.serve.models import BadRequest, ValidateBody, Verdict, load_task
+
+
+def parse_plan_lines(lines: Sequence[str], where: str = "plan") -> list:
+    """Grounded actions from plan lines: `(pick-up a)` or `pick-up a`; blank lines and `;` comments skipped
+    (the format `portfolio plan` prints and Fast Downward writes)."""
+    steps = []
+    for number, line in enumerate(lines, start=1):
+        text = line.split(";", 1)[0].strip()
+        if not text:
+            continue
+        if text.count("(") != text.count(")") or text.count("(") > 1:
+            raise BadRequest(f"{where} line {number}: expected one action like (pick-up a), got {line.strip()!r}",
+                             "PlanSyntaxError")
+        steps.append(parse_ground_action(text))
+    return steps
+
+
+def verdict(task: Task, steps: list, init=None) -> Verdict:
+    from domains.validate import validate_plan
+
+    checked = validate_plan(task, steps, init=init)
+    return Verdict(valid=checked.ok, steps=len(steps), cost=checked.cost, failed_step=checked.failed_step,
+                   problem=checked.problem, message=checked.message or "the plan is valid",
+                   missing=list(checked.missing))
+
+
+def verdict_for(body: ValidateBody) -> Verdict:
+    """The verdict on a request body; raises `BadRequest` / `TaskInputError` for input it cannot read."""
+    from domains.literals import parse_ground_atoms
+
+    task = load_task(body)
+    init = parse_ground_atoms(task, body.init) if body.init is not None else None
+    return verdict(task, parse_plan_lines(body.plan), init)

@@ -1,0 +1,147 @@
+"""One planner worker of the service: `python -m portfolio.serve.worker CONFIG_JSON`.
+
+Each worker is a process with its own warm `Planner` (cascade, translator worker, pre-started searches,
+translation cache) and its own connection to the trace store, answering one request at a time over the same
+length-prefixed pickle channel and request loop as `portfolio.worker_main`. Parsing and planning happen here, not in the server,
+so a task that explodes takes down (and costs the memory of) one worker, which the pool replaces.
+
+Ops: `plan` (a `PlanBody` as a dict -> {"result": PlanResult + run_id} or {"bad_input": {error, kind}}),
+`retrain` (fit and store the next failure model), `ping`. The server sends the latest model version with
+every plan; a worker behind it reloads the model first, so a retrain reaches every worker without a broadcast.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import sys
+from typing import Any
+
+from pydantic import BaseModel
+
+from portfolio import limits
+from portfolio.worker_main import serve
+
+log = logging.getLogger(__name__)
+
+# What a worker needs on top of the planner's own libraries, in MB of address space (measured: ~450 MB mapped
+# by a warm worker with numpy and scikit-learn loaded, most of it never touched).
+WORKER_HEADROOM_MB = 1024
+
+
+class WorkerConfig(BaseModel):
+    delegates: list[str]
+    budget_s: float
+    decomposer_budget_s: float
+    traces: str | None = None
+    llm_url: str | None = None
+    llm_model: str | None = None
+    memory_limit_mb: int
+
+
+class PlannerWorker:
+    """The worker's state: the planner and the model version it has loaded."""
+
+    def __init__(self, config: WorkerConfig) -> None:
+        from portfolio.planner import Planner, default_stages
+
+        self.config = config
+        stages = default_stages(config.delegates, budget_s=config.budget_s, llm_url=config.llm_url,
+                                llm_model=config.llm_model, decomposer_budget_s=config.decomposer_budget_s)
+        self.planner = Planner(stages, budget_s=config.budget_s, traces=config.traces)
+        self.model_version = self._stored_version()
+        self.plan_options = set(inspect.signature(self.planner.plan).parameters) - {"task", "init", "run_id"}
+
+    def _stored_version(self) -> int | None:
+        store = self.planner.store
+        latest = store.latest_model() if store is not None else None
+        return latest.version if latest is not None else None
+
+    def plan(self, body: dict[str, Any], model_version: int | None = None) -> dict[str, Any]:
+        from domains.errors import TaskInputError
+        from domains.literals import parse_ground_atoms
+        from portfolio.serve.models import BadRequest, PlanBody, load_task
+
+        if model_version is not None and model_version != self.model_version:
+            self.planner.reload_model()
+            self.model_version = model_version
+        request = PlanBody.model_validate(body)
+        try:
+            task = load_task(request)
+            init = parse_ground_atoms(task, request.init) if request.init is not None else None
+            run_id = self._run(task, request.run_id)
+            options = {k: v for k, v in request.model_dump().items() if k in self.plan_options and v is not None}
+            with self._budget(request.budget):  # the planner reads `excluded` & co. too: bad spellings are 400s
+                result = self.planner.plan(task, init=init, run_id=run_id, **options)
+        except (TaskInputError, BadRequest) as error:
+            return {"bad_input": {"error": str(error), "kind": getattr(error, "kind", type(error).__name__)}}
+        return {"result": {**result.model_dump(mode="json"), "run_id": request.run_id}}
+
+    def _run(self, task, run_id: str | None) -> str | None:
+        """The run the plan is recorded under: created with the server's id on first use."""
+        store = self.planner.store
+        if store is None or run_id is None:
+            return None
+        if store.get_run(run_id) is None:
+            from domains.pddl_writer import formula_to_pddl
+
+            store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal), run_id=run_id)
+        return run_id
+
+    def _budget(self, budget: float | None):
+        """The classical tier's budget for one call (the server has already capped it)."""
+        from contextlib import contextmanager
+
+        from portfolio.cascade import Tier
+
+        @contextmanager
+        def scope():
+            tiers = [s for s in self.planner.cascade.delegates if isinstance(s, Tier) and s.name == "classical"]
+            saved = [t.budget_s for t in tiers]
+            if budget is not None:
+                for tier in tiers:
+                    tier.budget_s = budget
+            try:
+                yield
+            finally:
+                for tier, value in zip(tiers, saved):
+                    tier.budget_s = value
+
+        return scope()
+
+    def retrain(self, **params: Any) -> dict[str, Any]:
+        from learning.retrain import retrain
+
+        store = self.planner.store
+        if store is None:
+            return {"bad_input": {"error": "this server has no trace store: start it with --traces PATH",
+                                  "kind": "BadRequest"}}
+        info = retrain(store, **params)
+        self.planner.reload_model()
+        self.model_version = info.version
+        return {"result": info.model_dump(mode="json")}
+
+    def handlers(self) -> dict[str, Any]:
+        return {"plan": self.plan, "retrain": self.retrain, "ping": lambda: {"pong": os.getpid()}}
+
+
+def main() -> None:
+    responses = os.fdopen(os.dup(1), "wb")
+    requests = os.fdopen(os.dup(0), "rb")
+    os.dup2(2, 1)  # stray prints go to stderr, never into the channel
+    sys.stdout = sys.stderr
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s worker %(process)d %(name)s: %(message)s")
+    config = WorkerConfig.model_validate_json(sys.argv[1])
+    limits.die_with_parent()  # a killed server leaves no worker behind (and the worker's children follow it)
+    limits.configure(config.memory_limit_mb, kill_with_parent=True)
+    limits.apply_to_self(config.memory_limit_mb + WORKER_HEADROOM_MB)
+    worker = PlannerWorker(config)
+    try:
+        serve(requests, responses, worker.handlers())
+    finally:
+        worker.planner.close()
+
+
+if __name__ == "__main__":
+    main()

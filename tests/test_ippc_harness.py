@@ -1,0 +1,53 @@
+"""The IPPC harness (benchmarks/ippc.py) determinizes PPDDL as documented and its simulator samples outcomes
+with the domain's probabilities. Reads ../shared/ippc by path; the planning arms run in the benchmark."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from benchmarks.ippc import IPPC_DIR, clean_problem, determinize, simulate  # noqa: E402
+from domains.model import GroundAction  # noqa: E402
+from domains.pddl import parse_task  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not IPPC_DIR.exists(), reason="../shared/ippc is not there")
+
+
+def load(domain: str, problem: str = "p01.pddl"):
+    det = determinize((IPPC_DIR / domain / "domain.pddl").read_text())
+    text = clean_problem((IPPC_DIR / domain / problem).read_text())
+    return det, parse_task(det.planning_domain, text), parse_task(det.simulation_domain, text)
+
+
+def test_intended_outcomes():
+    det, task, sim = load("blocksworld")
+    assert det.p_intended("pick-tower") == pytest.approx(0.1)  # its listed outcome is its purpose
+    assert det.p_intended("pick-up") == pytest.approx(0.75) and det.p_intended("put-down") == 1.0
+    assert {a.name for a in task.domain.actions} == {"pick-up", "pick-up-from-table", "put-on-block", "put-down",
+                                                      "pick-tower", "put-tower-on-block", "put-tower-down"}
+    assert task.problem.goal is not None and "pick-tower--o1" in {a.name for a in sim.domain.actions}
+    exploding, _, _ = load("ex-blocksworld-fixed")
+    assert exploding.p_intended("put-down") == pytest.approx(0.6)  # a side effect: nothing happening is intended
+
+
+def test_simulator_samples_the_domains_probabilities():
+    det, task, sim = load("blocksworld")
+    state = task.problem.init
+    clear = sorted(a.args[0] for a in state if a.predicate == "clear")
+    below = {a.args[0]: a.args[1] for a in state if a.predicate == "on"}
+    top = next(b for b in clear if b in below)
+    step = GroundAction("pick-up", (top, below[top]))
+    rng = random.Random(0)
+    outcomes = [simulate(det, sim, state, step, rng) for _ in range(2000)]
+    intended = [ok for _, ok in outcomes]
+    assert abs(sum(intended) / len(intended) - 0.75) < 0.04
+    held = next(s for s, ok in outcomes if ok)
+    dropped = next(s for s, ok in outcomes if not ok)
+    assert any(a.predicate == "holding" for a in held) and not any(a.predicate == "holding" for a in dropped)

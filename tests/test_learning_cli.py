@@ -1,0 +1,107 @@
+"""The situation reaches the planner everywhere: `--features` / `--features-json` on `plan` and `costs`, and
+`features` / `explore` on the HTTP (and so MCP) plan request; bad input is exit 2 with a message; an old
+pickled model is refused with what to do."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import pickle
+
+import pytest
+
+from domains.bundled import bundled_task, write_instance
+from domains.validate import validate_plan
+from learning import retrain
+from portfolio.cli import main
+from traces.records import StepRecord
+from traces.store import TraceStore
+
+RISKY = "(web-search job1 competitors web-basic)"
+
+
+@pytest.fixture(scope="module")
+def peak_store(tmp_path_factory):
+    """The cheap engine fails 9 times in 10 at peak hours and never off-peak."""
+    path = tmp_path_factory.mktemp("features") / "traces.db"
+    with TraceStore(path) as store:
+        store.record_steps(
+            StepRecord(run_id=f"r{i}", step=0, action="web-search", args=("job1", "competitors", "web-basic"),
+                       outcome="failure" if hour == "peak" and i % 10 else "success", features={"hour": hour})
+            for i in range(80) for hour in ("peak", "off-peak"))
+        retrain(store)
+    return path
+
+
+def costs_rows(capsys, *args) -> dict[str, dict]:
+    assert main(["costs", *args, "--json"]) == 0
+    return {row["action"]: row for row in json.loads(capsys.readouterr().out)}
+
+
+def test_costs_and_plan_take_the_situation(peak_store, tmp_path, capsys):
+    domain, problem = map(str, write_instance("tools", 1, 0, tmp_path))
+    peak = costs_rows(capsys, domain, problem, "--traces", str(peak_store), "--features", "hour=peak")
+    off = costs_rows(capsys, domain, problem, "--traces", str(peak_store), "--features", "hour=off-peak")
+    assert set(peak[RISKY]) == {"action", "base_cost", "p_fail", "cost"}  # the fields `costs --json` keeps
+    assert peak[RISKY]["p_fail"] > 0.7 and off[RISKY]["p_fail"] < 0.1
+    situation = tmp_path / "peak.json"
+    situation.write_text('{"hour": "peak"}')
+    from_file = costs_rows(capsys, domain, problem, "--traces", str(peak_store), "--features-json", str(situation))
+    assert from_file[RISKY]["p_fail"] == peak[RISKY]["p_fail"]
+
+    plans = {}
+    for hour in ("peak", "off-peak"):
+        assert main(["plan", domain, problem, "--traces", str(peak_store), "--features", f"hour={hour}",
+                     "--explore", "mean", "--delegates", "fast-downward,pyperplan", "--budget", "10", "--json"]) == 0
+        plans[hour] = json.loads(capsys.readouterr().out)["plan"]
+    assert RISKY not in plans["peak"] and RISKY in plans["off-peak"]  # off-peak the cheap engine is fine
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--features", "hour"], "expected KEY=VALUE"),
+    (["--features-json", "missing.json"], "cannot read"),
+    (["--explore", "greedy"], None),  # argparse's own message, exit 2
+])
+def test_bad_situation_input_is_exit_2(tmp_path, capsys, args, message):
+    domain, problem = map(str, write_instance("tools", 1, 0, tmp_path))
+    with pytest.raises(SystemExit) if message is None else contextlib.nullcontext():
+        assert main(["plan", domain, problem, *args]) == 2
+    if message is not None:
+        assert message in capsys.readouterr().err
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text('["not", "an", "object"]')
+    assert main(["costs", domain, problem, "--traces", str(tmp_path / "t.db"), "--features-json", str(bad_json)]) == 2
+    assert "expected a JSON object" in capsys.readouterr().err
+
+
+def test_http_plan_request_passes_features_and_explore(peak_store):
+    import httpx
+
+    from test_service_helpers import config, serve_in_thread
+
+    task = bundled_task("tools", 1, 0)
+    body = {"domain": task.domain_pddl, "problem": task.problem_pddl, "explore": "mean", "budget": 10}
+    service = config(traces=str(peak_store), delegates=["fast-downward", "pyperplan"], max_budget_s=10.0)
+    with serve_in_thread(service) as (url, _):
+        peak = httpx.post(f"{url}/v1/plan", json=body | {"features": {"hour": "peak"}}, timeout=60).json()
+        off = httpx.post(f"{url}/v1/plan", json=body | {"features": {"hour": "off-peak"}}, timeout=60).json()
+        bad = httpx.post(f"{url}/v1/plan", json=body | {"explore": "greedy"}, timeout=60)
+    assert RISKY not in peak["plan"] and RISKY in off["plan"]
+    assert validate_plan(task, [planner_step(s) for s in peak["plan"]]).ok
+    assert bad.status_code == 400 and "explore" in bad.text
+
+
+def planner_step(text: str):
+    from portfolio.results import parse_ground_action
+
+    return parse_ground_action(text)
+
+
+def test_a_pickled_model_is_refused_with_the_fix(tmp_path, capsys):
+    path = tmp_path / "old.db"
+    with TraceStore(path) as store:
+        store.save_model(pickle.dumps({"a": "model"}), {"format": "portfolio-planner/failure-model/1"}, {})
+    domain, problem = map(str, write_instance("tools", 1, 0, tmp_path))
+    assert main(["costs", domain, problem, "--traces", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "pickle" in err and "portfolio retrain" in err and "Traceback" not in err

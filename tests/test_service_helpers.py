@@ -1,0 +1,129 @@
+"""Helpers for the service tests (no tests here): a real uvicorn server on a free loopback port, in a thread,
+and a `portfolio serve` subprocess for the lifecycle tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from conftest import IPC, REPO
+
+BLOCKS_DOMAIN = (IPC / "blocks" / "domain.pddl").read_text()
+BLOCKS_4 = (IPC / "blocks" / "probBLOCKS-4-0.pddl").read_text()
+PARKING_DOMAIN = (IPC / "parking-sat11-strips" / "domain.pddl").read_text()
+# The largest parking problem: its translation alone takes longer than any budget the tests give it.
+PARKING_HARD = max((IPC / "parking-sat11-strips").glob("pfile*.pddl"), key=lambda p: p.stat().st_size).read_text()
+
+BOOM_DOMAIN = """(define (domain boom) (:requirements :strips)
+  (:predicates (p ?x) (q ?a ?b ?c ?d ?e) (done))
+  (:action make :parameters (?a ?b ?c ?d ?e)
+    :precondition (and (p ?a) (p ?b) (p ?c) (p ?d) (p ?e)) :effect (q ?a ?b ?c ?d ?e))
+  (:action finish :parameters (?a) :precondition (q ?a ?a ?a ?a ?a) :effect (done)))"""
+
+
+def boom_problem(objects: int = 60) -> str:
+    """60^5 = 777 million groundings of `make`: the translator's grounding explodes."""
+    names = " ".join(f"o{i}" for i in range(objects))
+    init = " ".join(f"(p o{i})" for i in range(objects))
+    return f"(define (problem boom) (:domain boom) (:objects {names}) (:init {init}) (:goal (done)))"
+
+
+def small_plan() -> dict:
+    return {"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4}
+
+
+def long_plan(budget: float) -> dict:
+    """A request that keeps a worker busy for about `budget` seconds and then times out."""
+    return {"domain": PARKING_DOMAIN, "problem": PARKING_HARD, "budget": budget}
+
+
+def config(**overrides):
+    from portfolio.serve.service import ServiceConfig
+
+    values = dict(workers=1, queue=8, budget_s=1.0, max_budget_s=30.0, decomposer_budget_s=5.0,
+                  delegates=["fast-downward", "pyperplan"], traces=None, memory_limit_mb=4096)
+    values.update(overrides)
+    return ServiceConfig(**values)
+
+
+@contextlib.contextmanager
+def serve_in_thread(service_config, token: str | None = None, max_body_bytes: int = 32 * 1024 * 1024):
+    """Yield (base URL, Service) for a uvicorn server running the app on a free 127.0.0.1 port."""
+    import uvicorn
+
+    from portfolio.serve.http import create_app
+    from portfolio.serve.service import Service
+
+    service = Service(service_config)
+    app = create_app(service, token=token, max_body_bytes=max_body_bytes)
+    sock = socket.create_server(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "server did not start"
+        time.sleep(0.02)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    try:
+        wait_healthy(url)
+        yield url, service
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+        sock.close()
+
+
+def start_cli_server(*args: str, env: dict | None = None) -> tuple[subprocess.Popen, str]:
+    """`portfolio serve --port 0 ARGS` as a subprocess; returns it and its base URL once it answers."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "portfolio.cli", "serve", "--port", "0", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert line.startswith("serving on "), line + (process.stderr.read() if process.poll() is not None else "")
+    url = line.split()[2].removesuffix("/v1/")
+    wait_healthy(url)
+    return process, url
+
+
+def wait_healthy(url: str, timeout: float = 60.0) -> None:
+    """Until every planner worker has started."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            health = httpx.get(url + "/v1/health", timeout=2)
+            if health.status_code == 200 and health.json()["ready"] == health.json()["workers"]:
+                return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, "server never became healthy"
+        time.sleep(0.05)
+
+
+def wait_for(condition, timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def validated(task_domain: str, task_problem: str, plan: list[str], init=None) -> bool:
+    from domains.pddl import parse_task
+    from domains.validate import validate_plan
+    from portfolio.results import parse_ground_action
+
+    task = parse_task(task_domain, task_problem, "domain", "problem")
+    return validate_plan(task, [parse_ground_action(s) for s in plan], init=init).ok
+
+

@@ -1,0 +1,50 @@
+"""Memory caps outside the service: every planner process the library starts (translator and pyperplan
+workers, Fast Downward searches) runs under RLIMIT_AS, and exceeding it is an "out of memory" attempt."""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import time
+
+from conftest import REPO
+from test_service_helpers import BOOM_DOMAIN, boom_problem
+
+
+def address_space_limit(pid: int) -> int:
+    soft, _ = resource.prlimit(pid, resource.RLIMIT_AS)
+    return soft
+
+
+def test_every_planner_process_is_started_under_the_cap(monkeypatch):
+    from portfolio.planner import Planner
+
+    monkeypatch.setenv("PORTFOLIO_MEMORY_LIMIT_MB", "777")
+    with Planner(("fast-downward", "pyperplan")) as planner:
+        fd = planner.fast_downward
+        searches = fd._searches
+        searches.prestart(fd._command(fd.alias))
+        pids = [fd._translator().pid, planner._all_delegates()[1]._worker.pid]
+        deadline = time.monotonic() + 10
+        while not searches._ready and time.monotonic() < deadline:
+            time.sleep(0.01)
+        pids += [run.process.pid for run in searches._ready.values()]
+        assert len(pids) == 3
+        for pid in pids:
+            assert address_space_limit(pid) == 777 * 1024 * 1024, pid
+    assert address_space_limit(os.getpid()) != 777 * 1024 * 1024  # the caller itself is left alone
+
+
+def test_the_cli_reports_out_of_memory_and_the_cascade_goes_on(tmp_path):
+    (tmp_path / "d.pddl").write_text(BOOM_DOMAIN)
+    (tmp_path / "p.pddl").write_text(boom_problem())
+    run = subprocess.run(
+        [sys.executable, "-m", "portfolio.cli", "plan", str(tmp_path / "d.pddl"), str(tmp_path / "p.pddl"),
+         "--budget", "60", "--delegates", "fast-downward,pyperplan"],
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), "PORTFOLIO_MEMORY_LIMIT_MB": "150"})
+    assert run.returncode == 1, run.stderr
+    assert "attempt fast-downward: memout" in run.stdout and "out of memory (limit 150 MB)" in run.stdout
+    assert "attempt pyperplan:" in run.stdout
