@@ -109,7 +109,7 @@ class ActionsResponse(BaseModel):
 class RetrainBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    half_life: float = Field(default=1000.0, gt=0)
+    half_life: float = Field(default=5000.0, gt=0, description="steps after which a step's weight halves")
     prior_mean: float = Field(default=0.05, gt=0, lt=1)
     prior_strength: float = Field(default=10.0, gt=0)
 

@@ -215,8 +215,8 @@ class Service:
     async def retrain(self, body: RetrainBody) -> dict[str, Any]:
         assert self.pool is not None
         self.need_store()
-        params = dict(prior_alpha=body.prior_mean * body.prior_strength,
-                      prior_beta=(1.0 - body.prior_mean) * body.prior_strength, half_life_steps=body.half_life)
+        # the same parameters as `portfolio retrain` (learning.FailureModel's own names)
+        params = dict(prior_mean=body.prior_mean, prior_strength=body.prior_strength, half_life_steps=body.half_life)
         _, answer = await self.pool.call("retrain", 3600.0, **params)
         if "bad_input" in answer:
             raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
