@@ -8,11 +8,22 @@ One planner serves many threads and event loops at once: `await planner.aplan(..
 thread. The delegates guard their own warm state (Fast Downward's translation cache and process pools have
 locks; the in-process search keeps nothing but a grounding cache); the planner's lock guards what it shares:
 the trace store connection (one transaction at a time) and the learned-cost cache and model.
+
+**Plan reuse.** A replan whose caller passes the rest of the plan it is executing (`previous_plan`) first asks
+whether that suffix still works: valid from the observed state (the validator simulates it), free of excluded
+actions, made under the same cost model (`PlanResult.cost_model`: the task's own costs, or learned costs of one
+model generation, exploration policy and situation; never under Thompson sampling, which draws new costs on
+every call). If so it is returned at once as `delegate: "plan-reuse"`: a simulation of a few steps instead
+of a translation and a search process. When the state is not one the plan predicted, later suffixes are tried
+too (an action the plan still needed may have happened anyway); otherwise the cascade plans again. The result
+is the same plan the cascade would have kept executing, so reuse never changes what the agent does when the
+world behaves as predicted; it only stops paying for the question.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import threading
@@ -21,7 +32,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from domains.ground_text import normalise_actions
-from domains.model import GroundAction, State, Task
+from domains.ground_text import parse_ground_action
+from domains.model import GroundAction, Plan, State, Task, plan_cost
+from domains.validate import validate_plan
 from portfolio.cascade import CLASSICAL_BUDGET_S, PortfolioDecomposition, Stage, Tier
 from portfolio.delegates.fast_downward import FastDownward
 from portfolio.delegates.registry import (  # noqa: F401 - the catalog's names, re-exported for callers
@@ -33,9 +46,28 @@ from portfolio.delegates.registry import (  # noqa: F401 - the catalog's names, 
     build_stages,
     make_delegate,
 )
-from portfolio.results import PlanRequest, PlanResult, Resource
+from portfolio.results import Attempt, PlanRequest, PlanResult, Resource, Status, elapsed_ms_since
 
 log = logging.getLogger(__name__)
+
+REUSE_DELEGATE = "plan-reuse"
+TASK_COSTS = "task"  # `PlanResult.cost_model` without learned costs: the task's own action costs
+
+
+def reusable_suffix(task: Task, init: State, steps: Sequence[GroundAction | str],
+                    excluded: frozenset[str] = frozenset()) -> tuple[int, Plan] | None:
+    """(offset, suffix): the longest suffix `steps[offset:]` that is valid from `init` and uses no excluded
+    action, or None. Offset 0 is the common case (the state is the one the plan predicted); later offsets
+    cover an action that happened without the plan (its effect is already there). A suffix is only
+    simulated when its first step is not excluded, and excluded steps rule out every suffix that holds them."""
+    actions = [parse_ground_action(s) if isinstance(s, str) else s for s in steps]
+    if not actions:
+        return None
+    last_banned = max((i for i, a in enumerate(actions) if excluded and str(a) in excluded), default=-1)
+    for offset in range(last_banned + 1, len(actions)):
+        if validate_plan(task, actions[offset:], init=init).ok:  # unknown actions fail validation, not raise
+            return offset, actions[offset:]
+    return None
 
 
 def default_stages(
@@ -91,6 +123,7 @@ class Planner(Resource):
         self._store = None
         self._model = None
         self._cost_cache: dict[tuple, dict] = {}
+        self._model_generation = 0  # bumped on every model (re)load: plans made under another one are not reused
         self._lock = threading.RLock()  # store writes, cost cache, model (see the module docstring)
         try:
             if self.traces_path is not None:
@@ -143,6 +176,17 @@ class Planner(Resource):
         with self._lock:
             self._model = load_latest(self._store)
             self._cost_cache.clear()
+            self._model_generation += 1
+
+    def cost_model_for(self, explore: str, features: dict | None) -> str | None:
+        """Which costs a call makes plans under: "task", or "learned:<generation>:<policy>:<situation>" with a
+        failure model; None when no two calls share them (Thompson sampling draws fresh costs every call)."""
+        if self._model is None:
+            return TASK_COSTS
+        if explore == "thompson":
+            return None
+        situation = hashlib.sha256(repr(sorted((features or {}).items())).encode()).hexdigest()[:12]
+        return f"learned:{self._model_generation}:{explore}:{situation}"
 
     def learned_costs(self, task: Task, init: State | None = None, features: dict | None = None,
                       deadline: float | None = None) -> dict:
@@ -194,15 +238,28 @@ class Planner(Resource):
         features: dict | None = None,
         run_id: str | None = None,
         explore: str | None = None,
+        previous_plan: Sequence[GroundAction | str] = (),
+        previous_cost_model: str | None = None,
     ) -> PlanResult:
         """Plan `task` (from `init` when given). With a trace store: learned costs steer the plan (in the
         situation `features` describes, exploring as `explore` says, default the planner's), its predicted
-        success probability is reported, and the plan is recorded (under `run_id`, or a new run)."""
+        success probability is reported, and the plan is recorded (under `run_id`, or a new run).
+
+        `previous_plan`: the steps of the current plan not executed yet; when they (or a later suffix) are still
+        valid from `init`, avoid `excluded`, and `previous_cost_model` (the `cost_model` of the result they came
+        from; None: the caller vouches) is this call's, they are returned as `delegate: "plan-reuse"` without
+        planning (module docstring)."""
         from learning.explore import check_explore
 
         start = time.monotonic()
-        info: dict = {}
         policy = check_explore(explore or self.explore)
+        cost_model_name = self.cost_model_for(policy, features)
+        reused = self._reuse(task, init, previous_plan, excluded, previous_cost_model, cost_model_name, start)
+        if reused is not None:
+            if self._store is not None:
+                self._record(task, reused, run_id)
+            return reused
+        info: dict = {}
 
         def cost_model(grounded: Sequence[str]) -> dict[str, float]:
             """Called by a delegate once it has grounded the task, inside its own budget."""
@@ -222,9 +279,31 @@ class Planner(Resource):
 
             result.success_probability = plan_success_probability(info, result.actions())
         result.elapsed_ms = round((time.monotonic() - start) * 1000, 3)
+        result.cost_model = cost_model_name
         if self._store is not None:
             self._record(task, result, run_id)
         return result
+
+    def _reuse(self, task: Task, init: State | None, previous: Sequence[GroundAction | str],
+               excluded: Sequence[GroundAction | str], previous_cost_model: str | None, cost_model: str | None,
+               start: float) -> PlanResult | None:
+        """The plan-reuse result, or None when the previous plan cannot be kept (module docstring)."""
+        if not previous or cost_model is None:
+            return None
+        if previous_cost_model is not None and previous_cost_model != cost_model:
+            return None
+        state = task.problem.init if init is None else frozenset(init)
+        found = reusable_suffix(task, state, previous, normalise_actions(excluded))
+        if found is None:
+            return None
+        offset, suffix = found
+        ms = elapsed_ms_since(start)
+        attempt = Attempt(delegate=REUSE_DELEGATE, status=Status.SOLVED, elapsed_ms=ms,
+                          reason=f"the previous plan's steps {offset + 1}..{len(previous)} are still valid",
+                          details={"offset": offset, "previous_length": len(previous)})
+        return PlanResult(status=Status.SOLVED, plan=[str(step) for step in suffix], cost=plan_cost(task, suffix),
+                          delegate=REUSE_DELEGATE, attempts=[attempt], elapsed_ms=ms, source="classical",
+                          cost_model=cost_model)
 
     async def aplan(self, task: Task, **options: Any) -> PlanResult:
         """`plan(task, **options)` off the event loop (in a worker thread), for async runtimes; safe to await

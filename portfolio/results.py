@@ -171,6 +171,9 @@ class PlanResult(BaseModel):
         default=None, description="Predicted probability that every step succeeds (with learned costs)"
     )
     source: str | None = Field(default=None, description='"classical", "llm" or "decomposition"')
+    cost_model: str | None = Field(default=None, description='The costs the plan was made under: "task" (the '
+                                   'task\'s own) or "learned:<generation>"; a replan reuses a plan only under '
+                                   'the same one')
 
     @property
     def solved(self) -> bool:

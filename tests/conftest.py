@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+
+# `portfolio plan` keeps translations in the user's cache directory by default: tests (and the CLI processes
+# they start, which inherit the environment) use a throw-away one instead, never the user's.
+_CACHE_HOME = tempfile.mkdtemp(prefix="portfolio-test-cache-")
+os.environ["XDG_CACHE_HOME"] = _CACHE_HOME
+atexit.register(shutil.rmtree, _CACHE_HOME, ignore_errors=True)
 
 REPO = Path(__file__).resolve().parents[1]
 IPC = REPO.parent / "shared" / "ipc"

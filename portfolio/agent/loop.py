@@ -29,6 +29,7 @@ against milliseconds of planning).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -52,6 +53,10 @@ from portfolio.agent.failures import (
 from portfolio.agent.observability import COUNTERS, Counters, emit, set_attributes, span
 
 TRIGGERS = ("every-step", "on-failure", "progress")
+# Replans that offer the planner the rest of the current plan to keep (`Planner.plan(previous_plan=...)`): the
+# ones a schedule or a drift measure asked for. After a failure, a replan request or an invalid plan the world
+# has said the plan is wrong, so the planner plans again from scratch.
+REUSE_TRIGGERS = ("every-step", "progress", "hint")
 VetoCheck = Callable[[GroundAction, State], "bool | str | None"]
 
 
@@ -194,6 +199,15 @@ def divergence(before: State, expected: State, observed: State) -> tuple[float, 
         before, observed)
 
 
+def _accepts(planner: Any, name: str) -> bool:
+    """Whether `planner.plan` takes keyword `name` (runtimes may bring their own planner object)."""
+    try:
+        parameters = inspect.signature(planner.plan).parameters
+    except (AttributeError, TypeError, ValueError):
+        return False
+    return name in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+
+
 class _Run:
     """The state of one run of the loop; `run_loop` is its only user."""
 
@@ -215,6 +229,8 @@ class _Run:
         self.excluded: list[str] = []
         self.seen: Counter[tuple[State, str]] = Counter()
         self.output: Any = None
+        self.cost_model: str | None = None  # of the plan being executed (`PlanResult.cost_model`)
+        self.offers_reuse = _accepts(planner, "previous_plan")
 
     # -- planning ------------------------------------------------------------------------------------------
     def make_plan(self, trigger: str, reason: str) -> Generator[Any, Any, None]:
@@ -224,12 +240,16 @@ class _Run:
             self.divergences = []
         started = time.monotonic()
         with span("plan" if initial else "replan", trigger=trigger, reason=reason, generation=self.generation) as s:
-            result = yield _Plan(self.task, dict(init=self.state, excluded=list(self.excluded),
-                                                 critiques=list(self.result.critiques), features=self.features,
-                                                 run_id=self.run_id))
+            options = dict(init=self.state, excluded=list(self.excluded), critiques=list(self.result.critiques),
+                           features=self.features, run_id=self.run_id)
+            if trigger in REUSE_TRIGGERS and self.plan and self.offers_reuse:
+                options.update(previous_plan=[str(a) for a in self.plan[self.index:]],
+                               previous_cost_model=self.cost_model)
+            result = yield _Plan(self.task, options)
             set_attributes(s, status=result.status.value, delegate=result.delegate, length=len(result.plan))
         ms = round((time.monotonic() - started) * 1000, 3)
         self.plan = result.actions() if result.solved else None
+        self.cost_model = getattr(result, "cost_model", None)
         self.index = 0
         self.result.plans.append(list(result.plan))
         after = self.result.steps[-1].step if self.result.steps else None

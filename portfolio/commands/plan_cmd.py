@@ -32,6 +32,7 @@ examples:
   portfolio plan --task domains/examples/blocks-task.json
   portfolio plan domain.pddl problem.pddl --traces traces.db     # learned costs steer the plan
   portfolio plan domain.pddl problem.pddl --traces traces.db --features hour=peak --explore mean
+  portfolio plan domain.pddl problem.pddl --no-cache              # translate even if translated before
 
 exit codes: 0 solved; 1 no plan (status unsolvable, incomplete, unsupported, memout, timeout or error: the
 output says which); 2 bad input (nothing is left running)
@@ -69,6 +70,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "seq-opt-lmcut, seq-opt-bjolp; tasks with costs use lama-costs")
     parser.add_argument("--fd-search", default=None, metavar="STRING",
                         help="a raw Fast Downward --search string, overriding --fd-alias")
+    parser.add_argument("--fd-workers", type=int, default=None, metavar="N",
+                        help="searches Fast Downward runs at once on a unit-cost task after one translation: "
+                        "lama-first and N-1 diverse greedy searches, first plan wins (default: the cores this "
+                        "process may use; 1: lama-first alone; tasks with costs keep lama-first + lama-costs)")
+    parser.add_argument("--cache-dir", default=None, metavar="DIR",
+                        help="where Fast Downward translations are kept between runs, so a task planned before "
+                        "skips translation (default: $XDG_CACHE_HOME/portfolio-planner, else "
+                        "~/.cache/portfolio-planner; at most 256 MiB, least recently used go first)")
+    parser.add_argument("--no-cache", action="store_true", help="neither read nor write the translation cache")
     parser.add_argument("--json", action="store_true", help="print the PlanResult as JSON")
     add_traces_argument(parser, required=False)
     add_features_arguments(parser)
@@ -88,6 +98,25 @@ def delegate_names(args: argparse.Namespace) -> list[str]:
     if args.delegates:
         return [name.strip() for name in args.delegates.split(",") if name.strip()]
     return list(default_names(with_llm=bool(args.llm_url)))
+
+
+def fd_workers(args: argparse.Namespace) -> int | None:
+    if args.fd_workers is not None and args.fd_workers < 1:
+        raise ValueError(f"--fd-workers: expected a positive number of searches, got {args.fd_workers}")
+    return args.fd_workers
+
+
+def translation_cache(args: argparse.Namespace):
+    """The on-disk translation cache `--cache-dir`/`--no-cache` ask for (`portfolio.sas_cache`), or None."""
+    if args.no_cache:
+        return None
+    from pathlib import Path
+
+    from portfolio.sas_cache import SasCache
+
+    if args.cache_dir and Path(args.cache_dir).exists() and not Path(args.cache_dir).is_dir():
+        raise ValueError(f"--cache-dir {args.cache_dir}: expected a directory, found a file")
+    return SasCache(args.cache_dir)
 
 
 def parse_shares(text: str | None) -> dict[str, float]:
@@ -126,7 +155,8 @@ def run(args: argparse.Namespace) -> int:
         stages = default_stages(
             delegate_names(args), budget_s=args.budget, fd_alias=args.fd_alias, fd_search=args.fd_search,
             llm_url=args.llm_url, llm_model=args.llm_model, decomposer_budget_s=args.decomposer_budget,
-            shares=parse_shares(args.shares),
+            shares=parse_shares(args.shares), translation_cache=translation_cache(args),
+            fd_workers=fd_workers(args),
         )
     except ValueError as error:
         return fail_bad_input(str(error))

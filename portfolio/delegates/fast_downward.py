@@ -2,7 +2,9 @@
 
 This is the driver's translate -> search pipeline without the driver: the `fast-downward.py` script pays
 interpreter start-up and imports on every call, a long-lived delegate pays them once. Translations are cached
-by task content and re-used for replanning from a changed state and for other action costs (see `sas.py`).
+by task content and re-used for replanning from a changed state and for other action costs (see `sas.py`);
+with a `SasCache` (`portfolio.sas_cache`) they also survive the process: a task translated by any process
+before is read from disk instead (the attempt's `details["translation"]` says "disk").
 Both stages run in processes that are killed when the deadline passes, so the budget is hard; handing the SAS
 task to a search process is bounded by the same deadline.
 
@@ -21,13 +23,14 @@ import subprocess
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from domains.model import Atom, Task
 from portfolio.delegates import fd_exitcodes
 from portfolio.results import DelegateOutcome, PlanRequest, Resource, Status
 from portfolio.sas import SasTask, operator_action, parse_sas
+from portfolio.sas_cache import CachedTranslation, SasCache, cache_key
 from portfolio.workers import (
     BudgetExpired, OutOfMemory, SearchProcessPool, WorkerCrashed, WorkerError, WorkerProcess, wait_any,
 )
@@ -47,8 +50,20 @@ _LAMA_COSTS = (
     "cost_type=plusone),let(hff, eval_modify_costs(ff(),cost_type=plusone),"
     "eager_wastar([hff,hlm],preferred=[hff,hlm],w=3)))"
 )
+# Diverse satisficing searches raced beside lama-first on unit-cost tasks (one per core): they differ from it in
+# search (eager vs lazy) and heuristic (causal graph, context-enhanced additive, additive), the axes on which the
+# IPC 2011 Stone Soup portfolio's satisficing members differ, so a task that stalls one is less likely to stall
+# the others. In this order when fewer cores than configurations are available.
+_EAGER_FF_CG = "let(hff, ff(), let(hcg, cg(), eager_greedy([hff, hcg], preferred=[hff, hcg])))"
+_LAZY_CEA = "let(hcea, cea(), lazy_greedy([hcea], preferred=[hcea]))"
+_LAZY_ADD = "let(hadd, add(), lazy_greedy([hadd], preferred=[hadd]))"
+RACE_ALIASES = ("eager-ff-cg", "lazy-cea", "lazy-add")
+SATISFICING = frozenset({"lama-first", *RACE_ALIASES})
 SEARCH_ALIASES = {
     "lama-first": _LAMA_FIRST,
+    "eager-ff-cg": _EAGER_FF_CG,
+    "lazy-cea": _LAZY_CEA,
+    "lazy-add": _LAZY_ADD,
     "lama-costs": _LAMA_COSTS,
     "seq-opt-lmcut": "astar(lmcut())",
     "seq-opt-bjolp": "let(lmc, landmark_cost_partitioning(lm_reasonable_orders_hps(lm_merged([lm_rhw(),lm_hm(m=1)]))),"
@@ -73,6 +88,7 @@ class Translation:
     init: frozenset[Atom]  # the initial state this translation was made from
     sas: SasTask | None  # None when the translator proved the task unsolvable
     translate_ms: float
+    source: str = "translated"  # for this call: "translated", "memory" (this process) or "disk" (SasCache)
 
 
 def structure_key(task: Task) -> tuple:
@@ -81,9 +97,33 @@ def structure_key(task: Task) -> tuple:
     return (task.domain_pddl or task.domain, problem.objects, problem.numeric_init, problem.goal)
 
 
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which containers and `taskset` narrow)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def search_aliases(alias: str, cost_alias: str, with_costs: bool, workers: int) -> list[str]:
+    """The searches one call runs side by side. With costs: today's pair, the cost-blind `alias` for coverage
+    and the cost-aware `cost_alias` whose plan is preferred. Without: `alias` plus up to `workers - 1` of
+    `RACE_ALIASES`, first plan wins."""
+    if with_costs:
+        return list(dict.fromkeys([alias, cost_alias]))  # the same search twice would only race itself
+    if alias not in SATISFICING:
+        return [alias]  # an optimal configuration promised optimal plans: no satisficing search may win
+    others = [name for name in RACE_ALIASES if name != alias]
+    return [alias, *others[: max(0, workers - 1)]]
+
+
 class FastDownward(Resource):
     """Delegate running Fast Downward with `alias` (or a raw `search` string) on tasks with unit costs and
-    `cost_alias` on tasks with action costs or learned costs."""
+    `cost_alias` on tasks with action costs or learned costs.
+
+    `workers` (default: the cores available): on unit-cost tasks, after the one translation, `alias` and up to
+    `workers - 1` diverse searches (`RACE_ALIASES`) run at once; the first plan wins and the rest are killed.
+    `workers=1` runs `alias` alone. A raw `search` string always runs alone."""
 
     source = "classical"
 
@@ -95,7 +135,11 @@ class FastDownward(Resource):
         budget_s: float | None = None,
         cache_size: int = 64,
         name: str = "fast-downward",
+        disk_cache: SasCache | None = None,
+        workers: int | None = None,
     ) -> None:
+        if workers is not None and workers < 1:
+            raise ValueError(f"Fast Downward workers must be at least 1, got {workers}")
         for wanted in (alias, cost_alias):
             if wanted not in SEARCH_ALIASES:
                 raise ValueError(f"unknown Fast Downward alias {wanted!r}; known: {', '.join(SEARCH_ALIASES)}")
@@ -105,6 +149,8 @@ class FastDownward(Resource):
         self.search = search
         self.cost_alias = cost_alias
         self.cache_size = cache_size
+        self.disk_cache = disk_cache
+        self.workers = workers or available_cores()
         self._binary = str(search_binary())
         self._translations: OrderedDict[tuple, Translation] = OrderedDict()
         self._cache_lock = threading.Lock()
@@ -125,7 +171,8 @@ class FastDownward(Resource):
     def warm_up(self) -> None:
         """Start the translator worker and a search process now, so the first call does not pay for them."""
         self._translator()
-        self._searches.prestart(self._command(self.alias))
+        for alias in self._aliases(with_costs=False):
+            self._searches.prestart(self._command(alias))
 
     def translate(self, request: PlanRequest, deadline: float) -> tuple[Translation, tuple[int, ...] | None]:
         """The cached translation for the request's task and, when it was made from another initial state, the
@@ -138,26 +185,48 @@ class FastDownward(Resource):
                 self._translations.move_to_end(key)
         if cached is not None and cached.sas is not None:
             if cached.init == init:
-                return cached, None
+                return replace(cached, source="memory"), None
             values = cached.sas.with_init(cached.init, init)
             if values is not None:
-                return cached, values
+                return replace(cached, source="memory"), values
         task = request.effective_task()
-        self.translations += 1
         start = time.monotonic()
-        answer = self._translator().call(
-            "translate", deadline, domain_pddl=task.domain_pddl, problem_pddl=task.problem_pddl
-        )
-        translation = Translation(
-            init=init,
-            sas=None if answer["unsolvable"] else parse_sas(answer["sas"]),
-            translate_ms=(time.monotonic() - start) * 1000,
-        )
+        disk_key = cache_key(task.domain_pddl, task.problem_pddl) if self.disk_cache is not None else ""
+        translation = self._from_disk(disk_key, init, start)
+        if translation is None:
+            self.translations += 1
+            answer = self._translator().call(
+                "translate", deadline, domain_pddl=task.domain_pddl, problem_pddl=task.problem_pddl
+            )
+            translation = Translation(
+                init=init,
+                sas=None if answer["unsolvable"] else parse_sas(answer["sas"]),
+                translate_ms=(time.monotonic() - start) * 1000,
+            )
+            if self.disk_cache is not None:
+                self.disk_cache.put(disk_key, CachedTranslation(answer["sas"], bool(answer["unsolvable"])))
         with self._cache_lock:
             self._translations[key] = translation
             while len(self._translations) > self.cache_size:
                 self._translations.popitem(last=False)
         return translation, None
+
+    def _from_disk(self, key: str, init: frozenset[Atom], start: float) -> Translation | None:
+        """The translation stored under `key` in the disk cache, or None (no cache, a miss, or an entry that
+        does not parse: that one is removed, so the fresh translation rewrites it)."""
+        if self.disk_cache is None:
+            return None
+        entry = self.disk_cache.get(key)
+        if entry is None:
+            return None
+        try:
+            sas = None if entry.unsolvable else parse_sas(entry.sas)
+        except (ValueError, IndexError) as error:
+            log.warning("translation cache entry %s does not parse (%s): translating again", key, error)
+            self.disk_cache.corrupt += 1
+            self.disk_cache.path(key).unlink(missing_ok=True)
+            return None
+        return Translation(init=init, sas=sas, translate_ms=(time.monotonic() - start) * 1000, source="disk")
 
     def grounded_actions(self, request: PlanRequest, deadline: float) -> list[str]:
         """Every grounded action the translator kept, in PDDL form: what learned costs are computed for."""
@@ -180,7 +249,8 @@ class FastDownward(Resource):
             return DelegateOutcome(Status.ERROR, reason=f"translator failed: {error}")
         except WorkerCrashed as error:
             return DelegateOutcome(Status.ERROR, reason=f"translator crashed: {error}")
-        details = {"translate_ms": round(translation.translate_ms, 3), "translation_reused": init_values is not None}
+        details = {"translate_ms": round(translation.translate_ms, 3), "translation": translation.source,
+                   "translation_reused": init_values is not None}
         if translation.sas is None:
             return DelegateOutcome(Status.UNSOLVABLE, reason="translator: goal not relaxed-reachable", details=details)
         costs = None
@@ -194,16 +264,22 @@ class FastDownward(Resource):
                    details: dict | None = None) -> DelegateOutcome:
         """Search a SAS task (e.g. a cached translation with another goal or state swapped in) with this
         delegate's configuration, pre-started processes and deadline handling."""
-        aliases = [self.alias, self.cost_alias] if with_costs and not self.search else [self.alias]
-        aliases = list(dict.fromkeys(aliases))  # the same search twice would only race itself
-        return self._search(sas_text, aliases, deadline, {} if details is None else details)
+        aliases = self._aliases(with_costs)
+        race = not with_costs and len(aliases) > 1
+        return self._search(sas_text, aliases, deadline, {} if details is None else details, race=race)
 
-    def _search(self, sas_text: str, aliases: list[str], deadline: float, details: dict) -> DelegateOutcome:
-        """Run one search per alias side by side (two cores: the cost-blind one for coverage, the cost-aware one
-        for cheap plans). The last alias's plan is preferred; once an earlier one has a plan, the later ones get
-        a grace period of twice the time taken so far (at least 0.2 s) instead of the whole budget. A search
-        that exits without a plan never stops the others: only a plan from the last one, a proof, or the
-        deadline does."""
+    def _aliases(self, with_costs: bool) -> list[str]:
+        if self.search:
+            return [self.alias]
+        return search_aliases(self.alias, self.cost_alias, with_costs, self.workers)
+
+    def _search(self, sas_text: str, aliases: list[str], deadline: float, details: dict,
+                race: bool = False) -> DelegateOutcome:
+        """Run one search per alias side by side. `race`: the first plan wins and the others are killed. Else
+        (with costs: the cost-blind one for coverage, the cost-aware one for cheap plans) the last alias's plan
+        is preferred; once an earlier one has a plan, the later ones get a grace period of twice the time taken
+        so far (at least 0.2 s) instead of the whole budget. A search that exits without a plan never stops
+        the others: only a plan (from the last one, unless racing), a proof, or the deadline does."""
         started = time.monotonic()
         runs = [(alias, self._searches.take(self._command(alias))) for alias in aliases]
         try:
@@ -212,7 +288,7 @@ class FastDownward(Resource):
                 if not _feed(run.process, data, deadline):
                     return DelegateOutcome(Status.TIMEOUT, reason="budget expired while handing the task to the "
                                            "search", details=details)
-            codes = _wait(runs, deadline, started)
+            codes = _wait(runs, deadline, started, race=race)
             return self._outcome(runs, codes, details)
         finally:
             for _, run in runs:
@@ -245,10 +321,10 @@ class FastDownward(Resource):
         self._searches.close()
 
 
-def _wait(runs, deadline: float, started: float) -> dict[str, int | None]:
-    """Wait for the searches: until the last (preferred) one has a plan, one proves unsolvability, all have
-    exited, or the deadline (shortened to a grace period once an earlier one has a plan). Exit codes by alias;
-    None for those still running (killed by the caller)."""
+def _wait(runs, deadline: float, started: float, race: bool = False) -> dict[str, int | None]:
+    """Wait for the searches: until the last (preferred) one has a plan (any one, when racing), one proves
+    unsolvability, all have exited, or the deadline (shortened to a grace period once an earlier one has a
+    plan). Exit codes by alias; None for those still running (killed by the caller)."""
     preferred = runs[-1][0]
     finish_by = deadline
     codes: dict[str, int | None] = {}
@@ -257,6 +333,8 @@ def _wait(runs, deadline: float, started: float) -> dict[str, int | None]:
             if alias not in codes and run.process.poll() is not None:
                 codes[alias] = run.process.returncode
         if len(codes) == len(runs) or codes.get(preferred) in fd_exitcodes.PLAN_FOUND:
+            break
+        if race and any(code in fd_exitcodes.PLAN_FOUND for code in codes.values()):
             break
         if any(code in fd_exitcodes.PROVEN_UNSOLVABLE for code in codes.values()):
             break

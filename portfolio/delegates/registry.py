@@ -47,7 +47,8 @@ class DelegateSpec:
 def _fast_downward(options: Mapping[str, Any], solver: Any):
     from portfolio.delegates.fast_downward import FastDownward
 
-    return FastDownward(alias=options.get("fd_alias") or "lama-first", search=options.get("fd_search"))
+    return FastDownward(alias=options.get("fd_alias") or "lama-first", search=options.get("fd_search"),
+                        disk_cache=options.get("translation_cache"), workers=options.get("fd_workers"))
 
 
 def _pyperplan(options: Mapping[str, Any], solver: Any):
@@ -78,7 +79,7 @@ def _llm(options: Mapping[str, Any], solver: Any):
 
 CATALOG: dict[str, DelegateSpec] = {spec.name: spec for spec in (
     DelegateSpec("fast-downward", _fast_downward, CLASSICAL_TIER, "classical", share=4.0,
-                 options=("fd_alias", "fd_search"),
+                 options=("fd_alias", "fd_search", "translation_cache", "fd_workers"),
                  summary="Fast Downward (translator worker + search processes, killed at the deadline)"),
     DelegateSpec("pyperplan", _pyperplan, CLASSICAL_TIER, "classical",
                  summary="pyperplan greedy search, STRIPS only (worker process, killed at the deadline)"),

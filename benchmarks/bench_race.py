@@ -1,0 +1,97 @@
+"""Coverage and latency within 1 s: Fast Downward racing diverse searches (one per core) vs lama-first alone vs
+the raw driver, interleaved task by task so machine load hits all three alike.
+
+    PYTHONPATH=. python -m benchmarks.bench_race [per_domain] [ipc|ipc-more|both]   # defaults: 5, ipc
+
+Each task: the warm classical tier (Fast Downward + pyperplan, 1 s) with `fd_workers=1` (lama-first alone, as
+before) and with the default (the cores available), then the raw driver (`fast-downward.py --alias lama-first`,
+start-up included, killed at 1 s). Tasks our PDDL reader rejects count as unsolved for both planners (the raw
+driver still gets them). Targets (issue 11): coverage >= 1.1x the driver overall and >= it in every domain;
+median first-plan latency <= 0.5x the driver's on the tasks both solve.
+
+Measured 2026-11-30 (`5 both`, 230 tasks, 2 cores, load average ~9 from other sessions): race 121, lama-first
+alone 119, driver 116 (1.04x; no domain below the driver; median latency 0.19x the driver's on 116 tasks). The
+race won trucks p07, maintenance 000 (eager-ff-cg's plan), grid 02 and thoughtful 05, and lost thoughtful 03
+and 04 to lama-first alone: under load two searches share what one had.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from domains.load import load_task
+from portfolio.bench import run_driver
+from portfolio.planner import CLASSICAL_ONLY, Planner, default_stages
+from portfolio.results import PlanRequest
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+CONFIGS = {"lama-alone": {"fd_workers": 1}, "race": {}}
+
+
+def problems(root: Path, per_domain: int):
+    for domain in sorted(p for p in root.iterdir() if (p / "domain.pddl").exists()):
+        found = sorted((p for p in domain.glob("*.pddl") if p.name != "domain.pddl"),
+                       key=lambda p: (p.stat().st_size, p.name))[:per_domain]
+        for problem in found:
+            yield domain.name, domain / "domain.pddl", problem
+
+
+def main(per_domain: int = 5, which: str = "ipc") -> None:
+    roots = {"ipc": ["ipc"], "ipc-more": ["ipc-more"], "both": ["ipc", "ipc-more"]}[which]
+    print(f"cores {len(os.sched_getaffinity(0))}, load average {os.getloadavg()[0]:.2f}", flush=True)
+    planners = {name: Planner(default_stages(CLASSICAL_ONLY, 1.0, **options)) for name, options in CONFIGS.items()}
+    solved: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    times: dict[str, dict[str, float]] = defaultdict(dict)
+    try:
+        time.sleep(3)  # workers finish importing
+        for root in roots:
+            for domain, domain_path, problem in problems(SHARED / root, per_domain):
+                key = f"{domain}/{problem.name}"
+                try:
+                    task = load_task(domain_path, problem)
+                except Exception as error:  # noqa: BLE001 - a reader gap counts as unsolved, and is shown
+                    task, why = None, f"{type(error).__name__}"
+                line = [key]
+                for name, planner in planners.items():
+                    if task is None:
+                        line.append(f"{name}: unread ({why})")
+                        continue
+                    start = time.monotonic()
+                    result = planner.cascade.solve(PlanRequest(task))
+                    elapsed = time.monotonic() - start
+                    if result.solved:
+                        solved[domain][name] += 1
+                        times[key][name] = elapsed
+                    search = result.attempts[0].details.get("search", "") if result.attempts else ""
+                    line.append(f"{name}: {result.status.value} {result.delegate or ''}/{search} {elapsed * 1000:.0f}")
+                ok, elapsed = run_driver(domain_path, problem, timeout=1.0)
+                if ok:
+                    solved[domain]["driver"] += 1
+                    times[key]["driver"] = elapsed
+                line.append(f"driver: {'solved' if ok else 'no'} {elapsed * 1000:.0f}")
+                solved[domain]["tasks"] += 1
+                print(" | ".join(line), flush=True)
+    finally:
+        for planner in planners.values():
+            planner.close()
+    names = [*CONFIGS, "driver"]
+    totals = {name: sum(row[name] for row in solved.values()) for name in names}
+    tasks = sum(row["tasks"] for row in solved.values())
+    print(f"coverage of {tasks}: " + ", ".join(f"{n} {totals[n]}" for n in names))
+    for name in CONFIGS:
+        worse = [d for d, row in solved.items() if row[name] < row["driver"]]
+        both = [t for t in times.values() if name in t and "driver" in t]
+        ratio = statistics.median(t[name] / t["driver"] for t in both) if both else float("nan")
+        print(f"{name}: {totals[name] / max(1, totals['driver']):.2f}x the driver's coverage; domains below the "
+              f"driver: {', '.join(worse) or 'none'}; median latency {ratio:.2f}x the driver on {len(both)} "
+              f"tasks both solve")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 5, sys.argv[2] if len(sys.argv) > 2 else "ipc")

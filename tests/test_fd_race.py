@@ -1,0 +1,71 @@
+"""Parallel configurations in Fast Downward's tier: one translation, diverse searches at once, first plan wins,
+the losers killed; tasks with costs keep the cost-aware pair; optimal configurations run alone."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import IPC
+from domains.bundled import bundled_task
+from domains.load import load_task
+from domains.validate import validate_plan
+from portfolio.delegates.fast_downward import RACE_ALIASES, FastDownward, available_cores, search_aliases
+from portfolio.results import PlanRequest, Status
+
+
+def test_which_searches_run():
+    assert search_aliases("lama-first", "lama-costs", False, 1) == ["lama-first"]
+    assert search_aliases("lama-first", "lama-costs", False, 2) == ["lama-first", RACE_ALIASES[0]]
+    assert search_aliases("lama-first", "lama-costs", False, 64) == ["lama-first", *RACE_ALIASES]
+    assert search_aliases("lama-first", "lama-costs", True, 4) == ["lama-first", "lama-costs"]
+    assert search_aliases("seq-opt-lmcut", "lama-costs", False, 4) == ["seq-opt-lmcut"]
+    assert FastDownward().workers == available_cores() == len(os.sched_getaffinity(0))
+    with pytest.raises(ValueError, match="at least 1"):
+        FastDownward(workers=0)
+
+
+@pytest.mark.parametrize("alias", RACE_ALIASES)
+def test_every_raced_configuration_plans_on_its_own(alias):
+    task = bundled_task("blocksworld", 5, seed=2)
+    with FastDownward(alias=alias, workers=1) as fd:
+        outcome = fd.solve(PlanRequest(task=task), time.monotonic() + 30)
+    assert outcome.status is Status.SOLVED and outcome.details["search"] == alias
+    assert validate_plan(task, outcome.plan).ok
+
+
+def test_the_first_plan_wins_and_no_search_is_left_running():
+    task = load_task(IPC / "logistics00" / "domain.pddl", IPC / "logistics00" / "probLOGISTICS-6-0.pddl")
+    with FastDownward(workers=3) as fd:
+        taken = []
+        take = fd._searches.take
+        fd._searches.take = lambda command: taken.append(take(command)) or taken[-1]
+        outcome = fd.solve(PlanRequest(task=task), time.monotonic() + 30)
+        assert outcome.status is Status.SOLVED and validate_plan(task, outcome.plan).ok
+        assert list(outcome.details["searches"]) == ["lama-first", *RACE_ALIASES[:2]]
+        assert outcome.details["searches"][outcome.details["search"]] == "plan found"
+        assert len(taken) == 3
+        for run in taken:  # winners exited, losers were killed and reaped: none is still a process
+            assert run.process.returncode is not None
+            with pytest.raises(ProcessLookupError):
+                os.kill(run.process.pid, 0)
+        assert fd.translations == 1
+
+
+def test_tasks_with_costs_keep_the_cost_aware_pair():
+    task = bundled_task("tools", 3, seed=1)
+    assert task.has_action_costs()
+    with FastDownward(workers=4) as fd:
+        outcome = fd.solve(PlanRequest(task=task), time.monotonic() + 30)
+    assert outcome.status is Status.SOLVED and set(outcome.details["searches"]) == {"lama-first", "lama-costs"}
+
+
+def test_cli_rejects_a_worker_count_below_one():
+    run = subprocess.run([sys.executable, "-m", "portfolio.cli", "plan", str(IPC / "blocks" / "domain.pddl"),
+                          str(IPC / "blocks" / "probBLOCKS-4-0.pddl"), "--fd-workers", "0"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "--fd-workers" in run.stderr and "Traceback" not in run.stderr

@@ -1,0 +1,129 @@
+"""Replans that keep the current plan: a state the plan predicted gets the rest of the plan back as
+`plan-reuse`; a perturbed state, an excluded step or another cost model gets a real, validated replan."""
+
+from __future__ import annotations
+
+import pytest
+
+from domains.bundled import bundled_task
+from domains.validate import applicable, apply, validate_plan
+from portfolio.planner import REUSE_DELEGATE, Planner, reusable_suffix
+from portfolio.results import parse_ground_action
+
+
+@pytest.fixture(scope="module")
+def blocks():
+    return bundled_task("blocksworld", 5, seed=3)
+
+
+@pytest.fixture(scope="module")
+def planner():
+    with Planner(["fast-downward", "pyperplan"], budget_s=10.0) as shared:  # reuse, not speed, is tested
+        yield shared
+
+
+@pytest.fixture(scope="module")
+def first(planner, blocks):
+    result = planner.plan(blocks)
+    assert result.solved and len(result.plan) >= 3 and result.cost_model == "task"
+    return result
+
+
+def run(task, steps):
+    state = task.problem.init
+    for step in steps:
+        state = apply(task, state, step)
+    return state
+
+
+def test_a_predicted_state_gets_the_rest_of_the_plan_back(planner, blocks, first):
+    actions = first.actions()
+    state = run(blocks, actions[:2])
+    result = planner.plan(blocks, init=state, previous_plan=first.plan[2:], previous_cost_model=first.cost_model)
+    assert result.delegate == REUSE_DELEGATE and result.solved
+    assert result.plan == first.plan[2:]
+    assert [a.delegate for a in result.attempts] == [REUSE_DELEGATE]
+    assert validate_plan(blocks, result.actions(), init=state).ok
+    assert result.cost == len(first.plan) - 2  # unit costs
+
+
+def test_a_perturbed_state_gets_a_real_replan(planner, blocks, first):
+    actions = first.actions()
+    state = run(blocks, actions[:1])
+    # Another applicable action than the plan's next one, executed instead of it.
+    other = next(a for a in _applicable(blocks, state) if a != actions[1])
+    perturbed = apply(blocks, state, other)
+    assert reusable_suffix(blocks, perturbed, actions[1:]) is None  # the premise: the rest no longer works
+    result = planner.plan(blocks, init=perturbed, previous_plan=first.plan[1:])
+    assert result.solved and result.delegate != REUSE_DELEGATE
+    assert validate_plan(blocks, result.actions(), init=perturbed).ok
+
+
+def test_an_excluded_step_or_another_cost_model_forces_a_replan(planner, blocks, first):
+    state = run(blocks, first.actions()[:1])
+    banned = first.plan[-1]
+    result = planner.plan(blocks, init=state, previous_plan=first.plan[1:], excluded=[banned])
+    assert result.delegate != REUSE_DELEGATE and banned not in result.plan
+    if result.solved:
+        assert validate_plan(blocks, result.actions(), init=state).ok
+    other = planner.plan(blocks, init=state, previous_plan=first.plan[1:], previous_cost_model="learned:7")
+    assert other.solved and other.delegate != REUSE_DELEGATE
+
+
+def test_a_later_suffix_is_reused_when_a_step_happened_anyway(blocks, first):
+    actions = first.actions()
+    state = run(blocks, actions[:2])  # the world did step 2 as well
+    assert reusable_suffix(blocks, state, actions[1:]) == (1, actions[2:])
+    assert reusable_suffix(blocks, state, [parse_ground_action("(fly b1 b2)")]) is None  # unknown action
+    assert reusable_suffix(blocks, state, []) is None
+
+
+def test_the_agent_loop_offers_the_rest_of_the_plan_on_scheduled_replans_only():
+    from portfolio.agent import Agent, classical_stages
+    from tests.test_loop import D, SpyPlanner, Start, chain
+
+    class Recording(SpyPlanner):
+        def __init__(self, planner):
+            super().__init__(planner)
+            self.calls = []
+
+        def plan(self, task, **kwargs):
+            result = super().plan(task, **kwargs)
+            self.calls.append((bool(kwargs.get("previous_plan")), result.delegate))
+            return result
+
+    with Planner(classical_stages(), warm=False) as real:
+        spy = Recording(real)
+        with Agent(chain(), planner=spy, trigger="every-step", backoff_s=0.0) as ag:
+            result = ag.run(Start(), goal=D)
+        assert result.succeeded
+        assert spy.calls == [(False, spy.calls[0][1]), (True, REUSE_DELEGATE), (True, REUSE_DELEGATE)]
+
+        failing = Recording(real)  # on-failure: the world said the plan was wrong, so no reuse is offered
+        with Agent(chain(make_c=LookupError("no index")), planner=failing, backoff_s=0.0) as ag:
+            ag.run(Start(), goal=D)
+        assert len(failing.calls) >= 2 and all(offered is False for offered, _ in failing.calls)
+
+
+def _applicable(task, state):
+    from itertools import product
+
+    objects = sorted(name for name, _ in task.problem.objects)
+    for schema in task.domain.actions:
+        for args in product(objects, repeat=len(schema.parameters)):
+            action = parse_ground_action(f"({schema.name} {' '.join(args)})")
+            if applicable(task, state, action):
+                yield action
+
+
+def test_the_cost_model_names_what_the_costs_depend_on(planner):
+    assert planner.cost_model_for("mean", None) == "task"  # no failure model: the task's own costs
+    planner._model = object()  # a loaded failure model, as far as the name is concerned
+    try:
+        mean = planner.cost_model_for("mean", {"site": "a"})
+        assert mean.startswith("learned:") and mean == planner.cost_model_for("mean", {"site": "a"})
+        assert mean != planner.cost_model_for("mean", {"site": "b"})  # another situation, other costs
+        assert mean != planner.cost_model_for("ucb", {"site": "a"})
+        assert planner.cost_model_for("thompson", {"site": "a"}) is None  # fresh draws: never reused
+    finally:
+        planner._model = None

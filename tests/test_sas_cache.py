@@ -1,0 +1,135 @@
+"""The on-disk translation cache: a second cold `portfolio plan` skips translation, corrupt entries are ignored
+and rewritten, the size bound evicts the least recently used, and nothing touches the user's cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from conftest import IPC
+from domains.load import load_task
+from domains.validate import validate_plan
+from portfolio.delegates.fast_downward import FastDownward
+from portfolio.results import PlanRequest, Status, parse_ground_action
+from portfolio.sas_cache import CachedTranslation, SasCache, cache_key, default_cache_dir
+
+DOMAIN = IPC / "blocks" / "domain.pddl"
+PROBLEM = IPC / "blocks" / "probBLOCKS-4-0.pddl"
+
+
+def plan_cli(*args, env=None) -> dict:
+    run = subprocess.run([sys.executable, "-m", "portfolio.cli", "plan", str(DOMAIN), str(PROBLEM), "--json",
+                          "--delegates", "fast-downward", "--budget", "10", *map(str, args)],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert validate_plan(load_task(DOMAIN, PROBLEM), [parse_ground_action(s) for s in result["plan"]]).ok
+    return result
+
+
+def translation(result: dict) -> str:
+    return result["attempts"][-1]["details"]["translation"]
+
+
+def test_a_second_cold_run_skips_translation_and_a_corrupt_entry_is_rewritten(tmp_path):
+    cache = tmp_path / "cache"
+    assert translation(plan_cli("--cache-dir", cache)) == "translated"
+    entries = list(cache.glob("*.sas"))
+    assert len(entries) == 1
+    assert translation(plan_cli("--cache-dir", cache)) == "disk"  # a new process: nothing in memory
+
+    entries[0].write_bytes(entries[0].read_bytes()[:-200])  # truncated, as by a crash mid-copy
+    assert translation(plan_cli("--cache-dir", cache)) == "translated"
+    assert translation(plan_cli("--cache-dir", cache)) == "disk"  # rewritten whole
+
+    assert translation(plan_cli("--cache-dir", cache, "--no-cache")) == "translated"
+
+
+def test_the_default_directory_follows_xdg_and_the_cli_uses_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert default_cache_dir() == tmp_path / "portfolio-planner"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert default_cache_dir() == tmp_path.home() / ".cache" / "portfolio-planner"
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    plan_cli(env=env)
+    assert len(list((tmp_path / "portfolio-planner").glob("*.sas"))) == 1
+
+
+def test_a_file_as_cache_dir_is_bad_input(tmp_path):
+    file = tmp_path / "file"
+    file.write_text("x")
+    run = subprocess.run([sys.executable, "-m", "portfolio.cli", "plan", str(DOMAIN), str(PROBLEM),
+                          "--cache-dir", str(file)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "expected a directory" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_the_delegate_reads_what_another_instance_wrote(tmp_path):
+    task = load_task(DOMAIN, PROBLEM)
+    with FastDownward(disk_cache=SasCache(tmp_path)) as first:
+        outcome = first.solve(PlanRequest(task=task), time.monotonic() + 30)
+        assert outcome.status is Status.SOLVED and outcome.details["translation"] == "translated"
+    cache = SasCache(tmp_path)
+    with FastDownward(disk_cache=cache) as second:
+        outcome = second.solve(PlanRequest(task=task), time.monotonic() + 30)
+        assert outcome.status is Status.SOLVED and outcome.details["translation"] == "disk"
+        assert second.translations == 0 and cache.hits == 1
+        assert validate_plan(task, outcome.plan).ok
+        again = second.solve(PlanRequest(task=task), time.monotonic() + 30)  # now kept in memory as well
+        assert again.details["translation"] == "memory" and cache.hits == 1
+
+
+def test_an_entry_with_a_good_checksum_but_bad_sas_is_dropped(tmp_path):
+    task = load_task(DOMAIN, PROBLEM)
+    cache = SasCache(tmp_path)
+    cache.put(cache_key(task.domain_pddl, task.problem_pddl), CachedTranslation("not a SAS task", False))
+    with FastDownward(disk_cache=cache) as delegate:
+        outcome = delegate.solve(PlanRequest(task=task), time.monotonic() + 30)
+    assert outcome.status is Status.SOLVED and outcome.details["translation"] == "translated"
+    assert cache.corrupt == 1 and cache.get(cache_key(task.domain_pddl, task.problem_pddl)).sas.startswith(
+        "begin_version")
+
+
+def test_least_recently_used_entries_go_first(tmp_path):
+    cache = SasCache(tmp_path, max_bytes=2500)
+    for number, key in enumerate("abc"):
+        cache.put(key, CachedTranslation("x" * 1000, False))
+        os.utime(cache.path(key), (1000 + number, 1000 + number))
+    assert not cache.path("a").exists()  # three of ~1.1 KB do not fit in 2.5 KB: the oldest went
+    assert cache.get("b") is not None  # touched: now the newest
+    cache.put("d", CachedTranslation("x" * 1000, False))
+    assert cache.path("b").exists() and not cache.path("c").exists() and cache.path("d").exists()
+    assert not list(tmp_path.glob(".tmp-*"))  # no temporary file left behind
+
+
+def test_concurrent_writers_and_readers_never_see_half_an_entry(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    body = "begin_version\n" + "x" * 200_000  # large enough that a non-atomic write would be seen half-done
+    seen = []
+
+    def worker(number: int) -> None:
+        cache = SasCache(tmp_path)  # one object per worker, as separate processes would have
+        for _ in range(30):
+            cache.put("shared", CachedTranslation(body, False))
+            entry = cache.get("shared")
+            seen.append(entry is not None and entry.sas == body)
+            assert cache.corrupt == 0
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(worker, range(4)))
+    assert all(seen) and len(seen) == 120
+    assert [p.name for p in tmp_path.iterdir()] == ["shared.sas"]
+
+
+def test_the_key_depends_on_the_texts_and_the_translator_version():
+    from portfolio.sas_cache import translator_version
+
+    assert "up-fast-downward" in translator_version() and "pipeline" in translator_version()
+    base = cache_key("(define (domain d))", "(define (problem p))")
+    assert base == cache_key("(define (domain d))", "(define (problem p))")
+    assert base != cache_key("(define (domain d))", "(define (problem q))")
+    assert base != cache_key("(define (domain d))", "(define (problem p))", version="up-fast-downward 0.0")
+    assert cache_key("ab", "c") != cache_key("a", "bc")  # length-prefixed parts
