@@ -12,6 +12,7 @@ import httpx
 import psutil
 import pytest
 
+from portfolio.serve.pool import default_workers
 from test_service_helpers import (
     BOOM_DOMAIN,
     BLOCKS_4,
@@ -215,3 +216,20 @@ def test_a_worker_that_does_not_answer_in_time_is_replaced_and_the_call_fails_wi
         pool.close()
     assert "did not answer within 1 s" in message and "replaced" in message
     assert restarts == ["timeout"] and answer["result"]["status"] == "solved"
+
+
+def test_workers_share_the_disk_translation_cache_and_race_no_more_searches_than_their_cores(tmp_path):
+    cache = tmp_path / "cache"
+    with serve_in_thread(config(workers=2, cache_dir=str(cache))) as (url, service):
+        # two workers on the cores this process has: each races cores // 2 searches (at least one), so the
+        # pool never puts two searches of one request on a core another worker is planning on
+        assert service.pool.config.fd_workers == max(1, default_workers() // 2)
+        first = httpx.post(f"{url}/v1/plan", json=small_plan(), timeout=60).json()
+        assert first["status"] == "solved" and validated(BLOCKS_DOMAIN, BLOCKS_4, first["plan"])
+        assert list(cache.glob("*")), "the worker wrote its translation to the shared cache"
+    # a new server (new workers, nothing warm) reads the translation from disk instead of translating again
+    with serve_in_thread(config(workers=1, cache_dir=str(cache))) as (url, _):
+        again = httpx.post(f"{url}/v1/plan", json=small_plan(), timeout=60).json()
+    fd = [a for a in again["attempts"] if a["delegate"] == "fast-downward"]
+    assert fd and fd[0]["details"]["translation"] == "disk"
+    assert validated(BLOCKS_DOMAIN, BLOCKS_4, again["plan"])

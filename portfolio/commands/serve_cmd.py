@@ -51,6 +51,12 @@ def _add_planner_arguments(parser: argparse.ArgumentParser, workers_default: int
     parser.add_argument("--memory-limit", type=int, default=None, metavar="MB",
                         help="address-space cap for every planner process (default: half the machine's memory "
                         "shared among the workers)")
+    parser.add_argument("--fd-workers", type=int, default=None, metavar="N",
+                        help="searches each worker races per task (default: the cores a worker has to itself, "
+                        "at least 1; see `portfolio plan --fd-workers`)")
+    parser.add_argument("--cache-dir", default=None, metavar="DIR",
+                        help="on-disk translation cache the workers share (default: as `portfolio plan`)")
+    parser.add_argument("--no-cache", action="store_true", help="workers neither read nor write the cache")
     add_traces_argument(parser, required=False)
 
 
@@ -101,6 +107,7 @@ def service_config(args: argparse.Namespace):
             decomposer_budget_s=args.decomposer_budget, delegates=delegates,
             traces=args.traces if args.traces_given else None, llm_url=args.llm_url, llm_model=args.llm_model,
             memory_limit_mb=args.memory_limit or limits.default_limit_mb(workers),
+            fd_workers=args.fd_workers, cache_dir=args.cache_dir, translation_cache=not args.no_cache,
         )
     except ValidationError as error:
         first = error.errors()[0]

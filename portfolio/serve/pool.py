@@ -109,6 +109,7 @@ class PlannerPool:
             raise ValueError("a pool needs at least one worker")
         if queue_limit < 0:
             raise ValueError("the queue limit cannot be negative")
+        self.config = config
         self.size = size
         self.queue_limit = queue_limit
         self.on_restart = on_restart

@@ -41,7 +41,7 @@ from portfolio.serve.models import (
     ValidateBody,
     Verdict,
 )
-from portfolio.serve.pool import PlannerPool, QueueFull
+from portfolio.serve.pool import PlannerPool, QueueFull, default_workers
 from portfolio.serve.worker import WorkerConfig
 
 log = logging.getLogger(__name__)
@@ -67,6 +67,11 @@ class ServiceConfig(BaseModel):
     llm_url: str | None = None
     llm_model: str | None = None
     memory_limit_mb: int = Field(gt=0)
+    # The pool already plans one request per core; a worker that also raced several searches per request would
+    # put two searches on each core. Default: the cores each worker has to itself, at least one.
+    fd_workers: int | None = Field(default=None, ge=1)
+    cache_dir: str | None = None  # the on-disk translation cache the workers share (None: the user's default)
+    translation_cache: bool = True
 
 
 class Service:
@@ -97,7 +102,9 @@ class Service:
         worker = WorkerConfig(delegates=self.config.delegates, budget_s=self.config.budget_s,
                               decomposer_budget_s=self.config.decomposer_budget_s, traces=self.config.traces,
                               llm_url=self.config.llm_url, llm_model=self.config.llm_model,
-                              memory_limit_mb=self.config.memory_limit_mb)
+                              memory_limit_mb=self.config.memory_limit_mb,
+                              fd_workers=self.config.fd_workers or max(1, default_workers() // self.config.workers),
+                              cache_dir=self.config.cache_dir, translation_cache=self.config.translation_cache)
         pool = self.pool = PlannerPool(worker, self.config.workers, self.config.queue,
                                        on_restart=lambda reason: self.metrics.worker_restarts.labels(reason).inc())
         self.metrics.queue_depth.set_function(lambda: pool.queued)  # read when scraped

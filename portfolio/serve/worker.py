@@ -38,6 +38,9 @@ class WorkerConfig(BaseModel):
     llm_url: str | None = None
     llm_model: str | None = None
     memory_limit_mb: int
+    fd_workers: int = 1
+    cache_dir: str | None = None
+    translation_cache: bool = True
 
 
 class PlannerWorker:
@@ -47,8 +50,13 @@ class PlannerWorker:
         from portfolio.planner import Planner, default_stages
 
         self.config = config
+        from portfolio.sas_cache import SasCache
+
+        # Workers share the on-disk translation cache: a task one worker translated, any other reads.
+        cache = SasCache(config.cache_dir) if config.translation_cache else None
         stages = default_stages(config.delegates, budget_s=config.budget_s, llm_url=config.llm_url,
-                                llm_model=config.llm_model, decomposer_budget_s=config.decomposer_budget_s)
+                                llm_model=config.llm_model, decomposer_budget_s=config.decomposer_budget_s,
+                                fd_workers=config.fd_workers, translation_cache=cache)
         self.planner = Planner(stages, budget_s=config.budget_s, traces=config.traces)
         self.model_version = self._stored_version()
         self.plan_options = set(inspect.signature(self.planner.plan).parameters) - {"task", "init", "run_id"}
