@@ -36,6 +36,7 @@ import random
 import statistics
 import sys
 import time
+import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -120,7 +121,7 @@ def run_world(world: World, episodes: int = 200, retrain_every: int = 10,
     warm = world.kind == "tools"
     plain = Planner(_stages(world), warm=warm)
     learners = {p: Planner(_stages(world), traces=":memory:", explore=p, cost_weight=LAM, warm=warm,
-                           seed=hash((world.name, p)) % 2**32) for p in policies}
+                           seed=zlib.crc32(f"{world.name}:{p}".encode())) for p in policies}
     arms = ["cost-blind", *(f"learned-{p}" for p in policies), "oracle"]
     for arm in arms:
         out.success[arm], out.expected[arm] = [], []

@@ -19,7 +19,9 @@ from portfolio.results import DelegateOutcome, PlanRequest, Status
 
 
 def _facts(state, predicate: str) -> list[tuple[str, ...]]:
-    return [atom.args for atom in state if atom.predicate == predicate]
+    # sorted: a state is a set, whose order follows Python's per-process string hashing; ties between equal-cost
+    # routes must not depend on it, or two runs of one seeded world differ
+    return sorted(atom.args for atom in state if atom.predicate == predicate)
 
 
 class RouteSearch:
