@@ -4,7 +4,9 @@ This is the driver's translate -> search pipeline without the driver: the `fast-
 interpreter start-up and imports on every call, a long-lived delegate pays them once. Translations are cached
 by task content and re-used for replanning from a changed state and for other action costs (see `sas.py`);
 with a `SasCache` (`portfolio.sas_cache`) they also survive the process: a task translated by any process
-before is read from disk instead (the attempt's `details["translation"]` says "disk").
+before is read from disk instead (the attempt's `details["translation"]` says "disk"). A replan on a small unit-cost
+task (translation reused, init rewritten) is first searched in this process (`portfolio.sas_search`, no process:
+`details["search"]` says "in-process"); when that finds nothing, the process search runs in what is left.
 Both stages run in processes that are killed when the deadline passes, so the budget is hard; handing the SAS
 task to a search process is bounded by the same deadline.
 
@@ -78,7 +80,7 @@ SEARCH_ALIASES = {
 # 9-12 ms (`benchmarks.bench_reuse`); at 156-180 operators (logistics00 8-0, depot p02) it took 21-28 ms, slower
 # than the process, since hFF costs O(operators) per state in Python. 120 sits between the two.
 INPROCESS_MAX_OPERATORS = 120
-# The share of the budget the in-process search may use before the process search gets the rest.
+# The in-process search stops after this long (or at the deadline): the process search gets what is left.
 INPROCESS_BUDGET_S = 0.1
 INPROCESS_NODE_CAP = 20_000
 
