@@ -4,7 +4,9 @@ This is the driver's translate -> search pipeline without the driver: the `fast-
 interpreter start-up and imports on every call, a long-lived delegate pays them once. Translations are cached
 by task content and re-used for replanning from a changed state and for other action costs (see `sas.py`);
 with a `SasCache` (`portfolio.sas_cache`) they also survive the process: a task translated by any process
-before is read from disk instead (the attempt's `details["translation"]` says "disk").
+before is read from disk instead (the attempt's `details["translation"]` says "disk"). A replan on a small unit-cost
+task (translation reused, init rewritten) is first searched in this process (`portfolio.sas_search`, no process:
+`details["search"]` says "in-process"); when that finds nothing, the process search runs in what is left.
 Both stages run in processes that are killed when the deadline passes, so the budget is hard; handing the SAS
 task to a search process is bounded by the same deadline.
 
@@ -31,6 +33,7 @@ from portfolio.delegates import fd_exitcodes
 from portfolio.results import DelegateOutcome, PlanRequest, Resource, Status
 from portfolio.sas import SasTask, operator_action, parse_sas
 from portfolio.sas_cache import CachedTranslation, SasCache, cache_key
+from portfolio.sas_search import compile_task, greedy_search
 from portfolio.workers import (
     BudgetExpired, OutOfMemory, SearchProcessPool, WorkerCrashed, WorkerError, WorkerProcess, wait_any,
 )
@@ -69,6 +72,17 @@ SEARCH_ALIASES = {
     "seq-opt-bjolp": "let(lmc, landmark_cost_partitioning(lm_reasonable_orders_hps(lm_merged([lm_rhw(),lm_hm(m=1)]))),"
     "astar(lmc,lazy_evaluator=lmc))",
 }
+
+
+# In-process search on replans (`portfolio.sas_search`): only for tasks with at most this many operators. Measured
+# on 2 cores, from the initial state: pure-Python GBFS+hFF solves the IPC tasks of `portfolio.bench` (4-72
+# operators) in 0.1-7 ms plus ~0.5 ms to compile, where a whole perturbed replan through a `downward` process took
+# 9-12 ms (`benchmarks.bench_reuse`); at 156-180 operators (logistics00 8-0, depot p02) it took 21-28 ms, slower
+# than the process, since hFF costs O(operators) per state in Python. 120 sits between the two.
+INPROCESS_MAX_OPERATORS = 120
+# The in-process search stops after this long (or at the deadline): the process search gets what is left.
+INPROCESS_BUDGET_S = 0.1
+INPROCESS_NODE_CAP = 20_000
 
 
 def search_binary() -> Path:
@@ -156,6 +170,8 @@ class FastDownward(Resource):
         self._cache_lock = threading.Lock()
         self._worker: WorkerProcess | None = None
         self._searches = SearchProcessPool()
+        self.inprocess_max_operators = INPROCESS_MAX_OPERATORS
+        self.inprocess_node_cap = INPROCESS_NODE_CAP
         self.translations = 0  # translator runs so far: what the cache saves is visible
 
     # -- translation ------------------------------------------------------------------------------------
@@ -256,9 +272,35 @@ class FastDownward(Resource):
         costs = None
         if request.has_costs:
             costs = request.grounded_costs([f"({name})" for name in translation.sas.operator_names])
+        if init_values is not None and not costs and not task.has_action_costs():
+            solved = self._search_in_process(translation.sas, init_values, request.excluded, deadline, details)
+            if solved is not None:
+                return solved
         sas_text = translation.sas.render(init=init_values, costs=costs, excluded=request.excluded)
         return self.search_sas(sas_text, deadline, with_costs=bool(costs) or task.has_action_costs(),
                                details=details)
+
+    def _search_in_process(self, sas: SasTask, init: tuple[int, ...], excluded: frozenset[str], deadline: float,
+                           details: dict) -> DelegateOutcome | None:
+        """A replan on a small unit-cost task (translation reused, init rewritten): GBFS+hFF in this process, no
+        search process. The plan, or None (after recording why in `details["in_process"]`) so the process search
+        runs within what is left of the budget. Only for satisficing configurations: an optimal one promised
+        optimal plans."""
+        if self.search or self.alias not in SATISFICING or len(sas.operators) > self.inprocess_max_operators:
+            return None
+        started = time.monotonic()
+        problem = compile_task(sas, excluded)
+        if problem is None:
+            details["in_process"] = {"status": "unsupported", "reason": "axioms"}
+            return None
+        result = greedy_search(problem, init, min(deadline, started + INPROCESS_BUDGET_S),
+                               node_cap=self.inprocess_node_cap)
+        details["in_process"] = {"status": result.status.value, "expanded": result.expanded,
+                                 "ms": round((time.monotonic() - started) * 1000, 3)}
+        if result.status is not Status.SOLVED or result.plan is None:
+            return None
+        details["search"] = "in-process"
+        return DelegateOutcome(Status.SOLVED, plan=[operator_action(name) for name in result.plan], details=details)
 
     def search_sas(self, sas_text: str, deadline: float, with_costs: bool = False,
                    details: dict | None = None) -> DelegateOutcome:
