@@ -50,14 +50,53 @@ class OutOfMemory(WorkerError):
     """The code the worker ran went over the memory cap (`portfolio.limits`); the worker was replaced."""
 
 
+def descendants(pid: int) -> list[int]:
+    """The pids of every live process below `pid` (children, their children, ...), read from /proc; empty where
+    /proc is missing. Read before killing: once `pid` dies its children are re-parented and the link is gone."""
+    parents: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # pragma: no cover - not Linux
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ')'
+                ppid = int(stat.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # the process ended while we looked
+        parents.setdefault(ppid, []).append(int(entry))
+    found, frontier = [], [pid]
+    while frontier:
+        children = parents.get(frontier.pop(), [])
+        found += children
+        frontier += children
+    return found
+
+
 def kill_group(process: subprocess.Popen) -> None:
-    """SIGKILL the process group led by `process` and reap the leader."""
+    """SIGKILL the process group led by `process`, and every process below it, and reap the leader.
+
+    The group alone is not enough: a process that plans (a service's planner worker) starts its own killable
+    workers and searches in process groups of their own, so that each can be killed at its deadline; killing the
+    planner's group would leave them running until their own deadlines (measured: a search still running after
+    the server had exited on SIGTERM)."""
+    below = descendants(process.pid)
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
     except PermissionError:  # pragma: no cover - group already gone and pid reused
         process.kill()
+    for pid in below:
+        for kill in (os.killpg, os.kill):  # the group where it leads one, else the process
+            try:
+                kill(pid, signal.SIGKILL)
+                break
+            except (ProcessLookupError, PermissionError):
+                continue
     try:
         process.wait(timeout=5)
     except subprocess.TimeoutExpired:  # pragma: no cover
