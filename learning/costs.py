@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from domains.ground_text import ground_action_text
 from domains.model import GroundAction, Task, action_cost
 from learning.explore import Explore, explore_p_fail
 from learning.model import FailureModel
@@ -92,18 +93,12 @@ def action_costs(
     return priced(action_posteriors(model, task, actions, features), lam, explore, rng)
 
 
-def _key(step: GroundAction | str) -> str:
-    if isinstance(step, GroundAction):
-        return str(step)
-    return "(" + " ".join(step.strip().strip("()").lower().split()) + ")"
-
-
 def plan_success_probability(costs: Mapping[str, ActionCost], plan: Iterable[GroundAction | str]) -> float:
     """Probability that every step of `plan` succeeds: the product of (1 - p_fail), assuming independent steps.
     Steps may be `GroundAction`s or PDDL strings; a step without a cost entry raises KeyError."""
     probability = 1.0
     for step in plan:
-        key = _key(step)
+        key = ground_action_text(step)  # the one normal form (domains.ground_text)
         if key not in costs:
             raise KeyError(f"no learned cost for {key}: compute action_costs() for every action of the plan")
         probability *= 1.0 - costs[key].p_fail

@@ -90,14 +90,10 @@ def benchmark_pairs(source: Path, per_domain: int | None = None) -> list[tuple[s
     source = Path(source)
     triples: list[tuple[str, Path, Path]] = []
     if source.is_file():
+        from portfolio.benchsuite.suites import read_pairs  # the one pairs.txt reader (file:line errors)
+
         counts: dict[str, int] = {}
-        for number, line in enumerate(source.read_text().splitlines(), 1):
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
-            parts = line.split()
-            if len(parts) != 2:
-                raise ValueError(f"{source}:{number}: expected 'DOMAIN PROBLEM', got {line!r}")
-            domain, problem = source.parent / parts[0], source.parent / parts[1]
+        for domain, problem in read_pairs(source):
             label = problem.parent.name
             if per_domain is None or counts.get(label, 0) < per_domain:
                 counts[label] = counts.get(label, 0) + 1
