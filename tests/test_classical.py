@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import descendants, ipc_domains, load_ipc, smallest_problems
+from conftest import descendants, hardest_parking, ipc_domains, load_ipc, smallest_problems
 from domains.bundled import BUNDLED, bundled_task
 from domains.model import plan_cost
 from domains.validate import apply, validate_plan
@@ -57,7 +57,7 @@ def _cpu_seconds(pids) -> float:
 
 
 def test_timeout_within_budget_and_nothing_left_running():
-    task = load_ipc("parking-sat11-strips", smallest_problems("parking-sat11-strips", 1)[0])
+    task = load_ipc("parking-sat11-strips", hardest_parking())
     with Planner(CLASSICAL_ONLY) as planner:
         fd = planner.fast_downward
         before = set(descendants())

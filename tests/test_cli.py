@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import IPC, smallest_problems
+from conftest import IPC, hardest_parking
 from domains.load import load_task
 from domains.validate import validate_plan
 
@@ -54,7 +54,7 @@ def test_json_task_file_is_planned():
 
 
 def test_timeout_exits_1_and_says_out_of_time():
-    problem = smallest_problems("parking-sat11-strips", 1)[0]
+    problem = hardest_parking()
     run = portfolio("plan", IPC / "parking-sat11-strips" / "domain.pddl", problem,
                     "--delegates", "fast-downward,pyperplan")
     assert run.returncode == 1

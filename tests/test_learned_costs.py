@@ -120,14 +120,14 @@ def test_learned_costs_stay_inside_the_budget(tmp_path):
     seconds still times out on time with a model loaded."""
     import time
 
-    from conftest import load_ipc, smallest_problems
+    from conftest import hardest_parking, load_ipc
     from portfolio.planner import CLASSICAL_ONLY
 
     store_path = tmp_path / "traces.db"
     with TraceStore(store_path) as store:
         record(store, "drive", ("t1", "a", "b"), flaky(5, 3), "r1")
         retrain(store)
-    task = load_ipc("parking-sat11-strips", smallest_problems("parking-sat11-strips", 1)[0])
+    task = load_ipc("parking-sat11-strips", hardest_parking())
     with Planner(CLASSICAL_ONLY, traces=store_path) as planner:
         assert planner.model is not None
         started = time.monotonic()

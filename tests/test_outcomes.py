@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import IPC, smallest_problems
+from conftest import IPC, hardest_parking
 from domains.pddl import parse_task
 from domains.validate import validate_plan
 from portfolio.cascade import PortfolioDecomposition, Tier, share_deadline
@@ -169,7 +169,7 @@ def test_share_deadline_splits_what_is_left_by_the_shares_still_to_run():
 def test_a_slow_first_delegate_leaves_the_second_its_share():
     """Fast Downward cannot translate parking in 1 s; before shares it used the whole tier and pyperplan got
     0.0 ms. With shares 3:1 the second delegate still gets a quarter of the tier."""
-    problem = smallest_problems("parking-sat11-strips", 1)[0]
+    problem = hardest_parking()
     domain = IPC / "parking-sat11-strips" / "domain.pddl"
     task = parse_task(domain.read_text(), problem.read_text(), str(domain), str(problem))
     second = Recording()
