@@ -63,6 +63,9 @@ class ActionModel:
     weights: dict[str, float] = field(default_factory=dict)
     cells: dict[str, list[float]] = field(default_factory=dict)  # cell -> [n_w, f_w, prior, steps, failures]
     evidence: dict[str, list[float]] = field(default_factory=dict)  # "a<i>:<obj>" -> weighted [steps, failures]
+    # grounding "args" -> [n_w, f_w, the prior's mean prediction over its cells]: what a situation it was never
+    # seen in borrows from its record in the others
+    groundings: dict[str, list[float]] = field(default_factory=dict)
     n_steps: int = 0
     n_failures: int = 0
 
@@ -175,8 +178,20 @@ class FailureModel(BaseEstimator):
                 seen[1] += row[1]
         for cell in action.cells.values():
             cell[2] = cell[2] / cell[0] if cell[0] > 0 else mu0
+        full = model.predict_proba(X)[:, 1] if model is not None else np.full(len(parsed), base_rate)
+        for (_args, _features, _tokens, _key, group), row, predicted in zip(parsed, stats, full):
+            seen = action.groundings.setdefault(group, [0.0, 0.0, 0.0])
+            seen[0] += row[0]
+            seen[1] += row[1]
+            seen[2] += predicted * row[0]
+        for seen in action.groundings.values():
+            seen[2] = seen[2] / seen[0] if seen[0] > 0 else mu0
         cells = np.array(list(action.cells.values()), dtype=float).reshape(-1, 5)
-        action.strength = fit_strength(cells[:, 0], cells[:, 1], cells[:, 2], default=s0)
+        strength = fit_strength(cells[:, 0], cells[:, 1], cells[:, 2], default=s0)
+        if _borrow_across_situations(action.cells, strength):
+            cells = np.array(list(action.cells.values()), dtype=float).reshape(-1, 5)
+            strength = fit_strength(cells[:, 0], cells[:, 1], cells[:, 2], default=s0)
+        action.strength = strength
         action.n_steps, action.n_failures = steps, failures
         return action
 
@@ -260,7 +275,11 @@ class FailureModel(BaseEstimator):
                     key = (name, args, context)
                     prior = memo.get(key)
                     if prior is None:
-                        prior = memo[key] = self._prior(model, args, features, object_types, by_type, pooled)
+                        prior = self._prior(model, args, features, object_types, by_type, pooled)
+                        seen = model.groundings.get(" ".join(args))
+                        if seen is not None:
+                            prior = _shifted(prior, grounding_offset(seen[0], seen[1], seen[2], model.strength))
+                        memo[key] = prior
                     q[j] = prior
             mean[positions], concentration[positions] = posterior(n, f, q, model.strength, self.tolerance,
                                                                   self.trust_steps)
@@ -340,3 +359,40 @@ def _objects_by_type(object_types: Mapping[str, str] | None) -> dict[str, list[s
 def _logit(p: float) -> float:
     p = min(max(p, 1e-6), 1.0 - 1e-6)
     return math.log(p / (1.0 - p))
+
+
+def grounding_offset(n: float, f: float, expected: float, strength: float) -> float:
+    """How far (log-odds) a grounding's record elsewhere, shrunk towards what the prior expected there
+    (`strength` pseudo-steps), lies from that expectation: what its prior in another situation is shifted by."""
+    if n <= 1e-9:
+        return 0.0
+    return _logit((f + strength * expected) / (n + strength)) - _logit(expected)
+
+
+def _shifted(p: float, offset: float) -> float:
+    return 1.0 / (1.0 + math.exp(-max(min(_logit(p) + offset, 500.0), -500.0)))
+
+
+def _borrow_across_situations(cells: dict[str, list[float]], strength: float) -> bool:
+    """Shift each cell's out-of-fold prior by its grounding's record in its other situations
+    (`grounding_offset`), in place: the prior never saw the grounding, so a drive that failed 5 of 7 times in
+    the sun would otherwise start in the rain at the rate of drives in general. True if any cell moved."""
+    by_grounding: dict[str, list[list[float]]] = {}
+    for key, cell in cells.items():
+        by_grounding.setdefault(key.partition("|")[0], []).append(cell)
+    shifts = []
+    for group in by_grounding.values():
+        if len(group) < 2:
+            continue
+        n_all = sum(c[0] for c in group)
+        f_all = sum(c[1] for c in group)
+        q_all = sum(c[0] * c[2] for c in group)
+        for cell in group:
+            n_other = n_all - cell[0]
+            if n_other <= 1e-9:
+                continue
+            expected = (q_all - cell[0] * cell[2]) / n_other
+            shifts.append((cell, grounding_offset(n_other, f_all - cell[1], expected, strength)))
+    for cell, offset in shifts:  # after all offsets are computed: each from the others' original priors
+        cell[2] = _shifted(cell[2], offset)
+    return bool(shifts)
