@@ -60,13 +60,15 @@ class TaskRecord:
 def observations(plans: Iterable[Any]) -> dict[str, dict[str, TaskRecord]]:
     """domain -> task fingerprint -> `TaskRecord`, from recorded plans (`traces.selection.DomainPlan`). Reads
     the Fast Downward attempts that raced configurations: the winner solved at the attempt's time, the others
-    had no plan by then. Attempts without a race (in-process replans, translation failures) say nothing."""
+    had no plan by then. Attempts without a race (in-process replans, translation failures) and those of tasks
+    with action costs (which always race the cost-aware pair, never a selection) say nothing."""
     found: dict[str, dict[str, TaskRecord]] = {}
     for plan in plans:
         for attempt in plan.attempts:
             details = attempt.get("details") or {}
             searches = details.get("searches")
-            if attempt.get("delegate") != DELEGATE or not isinstance(searches, dict) or not searches:
+            if attempt.get("delegate") != DELEGATE or not isinstance(searches, dict) or not searches \
+                    or details.get("costs"):
                 continue
             seconds = float(attempt.get("elapsed_ms") or 0.0) / 1000.0
             winner = details.get("search") if attempt.get("status") == "solved" else None
@@ -95,16 +97,17 @@ def _set_time(record: TaskRecord, chosen: Sequence[str], unsolved_factor: float)
 
 def greedy_order(records: Sequence[TaskRecord], configs: Sequence[str], weights: Sequence[float],
                  unsolved_factor: float) -> list[str]:
-    """Configurations in the order a greedy race-builder adds them (module docstring); ties keep `configs`'
-    order."""
-    order: list[str] = []
+    """Configurations in the order a greedy race-builder adds them (module docstring). Ties (common once one
+    configuration solved everything first) go to the better configuration on its own, then to `configs`' order:
+    the second of a race is then the best stand-in for the first, should it stall on the next task."""
     total = sum(weights) or 1.0
-    while len(order) < len(configs):
-        def cost(config: str) -> float:
-            chosen = [*order, config]
-            return sum(w * _set_time(r, chosen, unsolved_factor) for r, w in zip(records, weights)) / total
 
-        order.append(min((c for c in configs if c not in order), key=cost))
+    def cost(chosen: Sequence[str]) -> float:
+        return sum(w * _set_time(r, chosen, unsolved_factor) for r, w in zip(records, weights)) / total
+
+    order: list[str] = []
+    while len(order) < len(configs):
+        order.append(min((c for c in configs if c not in order), key=lambda c: (cost([*order, c]), cost([c]))))
     return order
 
 

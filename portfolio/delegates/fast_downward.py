@@ -327,7 +327,10 @@ class FastDownward(Resource):
         handling."""
         aliases = self._aliases(with_costs, order)
         race = not with_costs and len(aliases) > 1
-        return self._search(sas_text, aliases, deadline, {} if details is None else details, race=race)
+        details = {} if details is None else details
+        if with_costs:
+            details["costs"] = True  # the cost-aware pair ran: no evidence for configuration selection
+        return self._search(sas_text, aliases, deadline, details, race=race)
 
     def _aliases(self, with_costs: bool, order: Sequence[str] | None = None) -> list[str]:
         if self.search:

@@ -1,0 +1,169 @@
+"""Learned configuration selection vs the fixed order, per domain of `../shared/ipc` and `../shared/ipc-more`.
+
+    PYTHONPATH=. python -m benchmarks.bench_selection [--per-domain 6] [--budget 5] [--roots ipc,ipc-more]
+                                                      [--domains a,b] [--traces FILE]
+
+Per domain, `per_domain` problems spread over its size-sorted list (every other one of the smallest
+2 x per_domain) are split alternately: the 1st, 3rd, 5th... are recorded, the 2nd, 4th, 6th... are held back,
+so both halves span the same sizes. Recording runs each satisficing configuration alone (`fd_alias=X,
+fd_workers=1`, exploration: the trace then says how long every configuration takes, not only a race's winner)
+through a `Planner(traces=...)`, as an agent runtime would. Then `learning.selection.retrain_selection` fits the
+model (default parameters, never tuned on these numbers), and on each held-back problem the fixed order
+(`Planner()`: lama-first + eager-ff-cg on 2 cores) and the learned selection (`Planner(traces=...)`) plan in
+turn, alternating which goes first, with the same classical budget (Fast Downward alone, `budget` seconds).
+Time to first plan is the planner's `elapsed_ms` (translation included); an unsolved problem counts the whole
+budget. A domain where no configuration solved a recorded problem is skipped (nothing to learn; both would run
+the fixed order), and so is one with action costs (the cost-aware pair races there, selected or not). `ipc` domains were looked at while writing the selection model; `ipc-more` ones are held out.
+
+Prints per domain the race the model chose and both means, then per root and overall: the ratio of mean times
+(target: learned <= 0.8x fixed), the median and quartiles of per-domain ratios, coverage, and the load average
+before and after (2 cores shared with other sessions: times are noisy, domains where both race the same pair
+show the noise floor).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from domains.load import load_task
+from learning.selection import retrain_selection
+from portfolio.delegates.fast_downward import SATISFICING, search_aliases
+from portfolio.planner import Planner, default_stages
+from traces.store import TraceStore
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+CONFIGS = ("lama-first", "eager-ff-cg", "lazy-cea", "lazy-add")
+FIXED = search_aliases("lama-first", "lama-costs", False, 2)
+
+
+def pick(domain: Path, per_domain: int) -> list[Path]:
+    """`per_domain` problems spread over the domain's smallest 2 x per_domain (by file size)."""
+    found = sorted((p for p in domain.glob("*.pddl") if p.name != "domain.pddl"), key=lambda p: (p.stat().st_size,
+                                                                                                  p.name))
+    window = found[: 2 * per_domain]
+    if len(window) <= per_domain:
+        return window
+    step = len(window) / per_domain
+    return [window[int(i * step)] for i in range(per_domain)]
+
+
+def plan_seconds(planner: Planner, task, budget: float) -> tuple[float, bool, str | None]:
+    result = planner.plan(task)
+    search = next((a.details.get("search") for a in result.attempts if a.details.get("search")), None)
+    return (result.elapsed_ms / 1000 if result.solved else budget), result.solved, search
+
+
+def record(traces: str, tasks: list, budget: float) -> int:
+    """Each configuration alone on each recorded task; how many tasks some configuration solved."""
+    solved = set()
+    for config in CONFIGS:
+        stages = default_stages(["fast-downward"], budget, fd_alias=config, fd_workers=1)
+        with Planner(stages, traces=traces) as planner:
+            for index, task in enumerate(tasks):
+                if plan_seconds(planner, task, budget)[1]:
+                    solved.add(index)
+    return len(solved)
+
+
+def load_all(problems: list[Path], domain_file: Path) -> list:
+    tasks = []
+    for problem in problems:
+        try:
+            tasks.append(load_task(domain_file, problem))
+        except Exception:  # noqa: BLE001 - a reader gap leaves the problem out, for both planners alike
+            pass
+    return tasks
+
+
+def run_domain(domain: Path, per_domain: int, budget: float, traces: str) -> dict | None:
+    tasks = load_all(pick(domain, per_domain), domain / "domain.pddl")
+    recorded, held = tasks[0::2], tasks[1::2]
+    if any(task.has_action_costs() for task in tasks):
+        return None  # the cost-aware pair always races on tasks with costs: selection does not apply
+    if len(recorded) < 3 or not held or record(traces, recorded, budget) == 0:
+        return None
+    with TraceStore(traces) as store:
+        retrain_selection(store)
+    stages = lambda: default_stages(["fast-downward"], budget)  # noqa: E731
+    rows = []
+    with Planner(stages()) as fixed, Planner(stages(), traces=traces) as learned:
+        chosen = learned.selection.predict(held[0].domain_fingerprint) if learned.selection else None
+        for index, task in enumerate(held):
+            order = [("fixed", fixed), ("learned", learned)]
+            results = dict((name, plan_seconds(p, task, budget)) for name, p in (order if index % 2 == 0
+                                                                                 else order[::-1]))
+            rows.append(results)
+    return {"chosen": (chosen or FIXED)[:2], "rows": rows}
+
+
+def summary(label: str, results: dict[str, dict]) -> None:
+    rows = [row for r in results.values() for row in r["rows"]]
+    if not rows:
+        print(f"{label}: no domain measured")
+        return
+    fixed = [row["fixed"][0] for row in rows]
+    learned = [row["learned"][0] for row in rows]
+    ratios = sorted(statistics.mean(row["learned"][0] for row in r["rows"]) /
+                    statistics.mean(row["fixed"][0] for row in r["rows"]) for r in results.values())
+    quartiles = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else ratios * 3
+    same = sum(1 for r in results.values() if sorted(r["chosen"]) == sorted(FIXED))
+    print(f"{label}: {len(results)} domains, {len(rows)} held-back problems; mean time to first plan fixed "
+          f"{statistics.mean(fixed):.3f} s, learned {statistics.mean(learned):.3f} s, ratio "
+          f"{statistics.mean(learned) / statistics.mean(fixed):.2f}; per-domain ratio median "
+          f"{statistics.median(ratios):.2f} (quartiles {quartiles[0]:.2f}-{quartiles[2]:.2f}, range "
+          f"{ratios[0]:.2f}-{ratios[-1]:.2f}); solved fixed {sum(row['fixed'][1] for row in rows)}, learned "
+          f"{sum(row['learned'][1] for row in rows)}; {same} domains raced the fixed pair")
+    other = [r for r in results.values() if sorted(r["chosen"]) != sorted(FIXED)]
+    if other:
+        f = [row["fixed"][0] for r in other for row in r["rows"]]
+        g = [row["learned"][0] for r in other for row in r["rows"]]
+        print(f"  on the {len(other)} domains where the learned pair differs: fixed {statistics.mean(f):.3f} s, "
+              f"learned {statistics.mean(g):.3f} s, ratio {statistics.mean(g) / statistics.mean(f):.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--per-domain", type=int, default=6)
+    parser.add_argument("--budget", type=float, default=5.0)
+    parser.add_argument("--roots", default="ipc,ipc-more")
+    parser.add_argument("--domains", default="", help="only these domains (comma-separated names)")
+    parser.add_argument("--traces", default=None, help="trace file (default: a fresh temporary one)")
+    args = parser.parse_args()
+    assert set(CONFIGS) == SATISFICING
+    traces = args.traces or os.path.join(tempfile.mkdtemp(prefix="bench-selection-"), "traces.db")
+    only = {d for d in args.domains.split(",") if d}
+    print(f"cores {len(os.sched_getaffinity(0))}, load average {os.getloadavg()[0]:.2f}, budget {args.budget} s, "
+          f"{args.per_domain} problems per domain, traces {traces}", flush=True)
+    start = time.monotonic()
+    by_root: dict[str, dict[str, dict]] = {}
+    for root in args.roots.split(","):
+        by_root[root] = {}
+        for domain in sorted(p for p in (SHARED / root).iterdir() if (p / "domain.pddl").exists()):
+            if only and domain.name not in only:
+                continue
+            result = run_domain(domain, args.per_domain, args.budget, traces)
+            if result is None:
+                print(f"{root}/{domain.name}: skipped (action costs, too few readable problems, or none solved "
+                      "when recorded)",
+                      flush=True)
+                continue
+            by_root[root][domain.name] = result
+            f = statistics.mean(row["fixed"][0] for row in result["rows"])
+            g = statistics.mean(row["learned"][0] for row in result["rows"])
+            per_task = " ".join(f"{row['fixed'][0]:.2f}/{row['learned'][0]:.2f}({row['learned'][2]})"
+                                for row in result["rows"])
+            print(f"{root}/{domain.name}: race {'+'.join(result['chosen'])}; fixed {f:.3f} s, learned {g:.3f} s, "
+                  f"ratio {g / f:.2f}; fixed/learned(winner) {per_task}; load {os.getloadavg()[0]:.2f}", flush=True)
+    for root, results in by_root.items():
+        summary(root, results)
+    summary("overall", {f"{root}/{name}": r for root, results in by_root.items() for name, r in results.items()})
+    print(f"took {time.monotonic() - start:.0f} s, load average {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
