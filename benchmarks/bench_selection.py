@@ -1,16 +1,17 @@
 """Learned configuration selection vs the fixed order, per domain of `../shared/ipc` and `../shared/ipc-more`.
 
-    PYTHONPATH=. python -m benchmarks.bench_selection [--per-domain 6] [--budget 5] [--roots ipc,ipc-more]
+    PYTHONPATH=. python -m benchmarks.bench_selection [--per-domain 8] [--budget 5] [--roots ipc,ipc-more]
                                                       [--domains a,b] [--traces FILE]
 
-Per domain, `per_domain` problems spread over its size-sorted list (every other one of the smallest
-2 x per_domain) are split alternately: the 1st, 3rd, 5th... are recorded, the 2nd, 4th, 6th... are held back,
+Per domain, `per_domain` problems spread evenly over the smallest 3 x per_domain of its size-sorted list are
+split alternately: the 1st, 3rd, 5th... are recorded, the 2nd, 4th, 6th... are held back,
 so both halves span the same sizes. Recording runs each satisficing configuration alone (`fd_alias=X,
 fd_workers=1`, exploration: the trace then says how long every configuration takes, not only a race's winner)
 through a `Planner(traces=...)`, as an agent runtime would. Then `learning.selection.retrain_selection` fits the
 model (default parameters, never tuned on these numbers), and on each held-back problem the fixed order
 (`Planner()`: lama-first + eager-ff-cg on 2 cores) and the learned selection (`Planner(traces=...)`) plan in
-turn, alternating which goes first, with the same classical budget (Fast Downward alone, `budget` seconds).
+turn (each warmed by one untimed call on a recorded problem), alternating which goes first, with the same
+classical budget (Fast Downward alone, `budget` seconds).
 Time to first plan is the planner's `elapsed_ms` (translation included); an unsolved problem counts the whole
 budget. A domain where no configuration solved a recorded problem is skipped (nothing to learn; both would run
 the fixed order), and so is one with action costs (the cost-aware pair races there, selected or not). `ipc` domains were looked at while writing the selection model; `ipc-more` ones are held out.
@@ -34,6 +35,7 @@ from domains.load import load_task
 from learning.selection import retrain_selection
 from portfolio.delegates.fast_downward import SATISFICING, search_aliases
 from portfolio.planner import Planner, default_stages
+from portfolio.results import PlanRequest
 from traces.store import TraceStore
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -42,10 +44,10 @@ FIXED = search_aliases("lama-first", "lama-costs", False, 2)
 
 
 def pick(domain: Path, per_domain: int) -> list[Path]:
-    """`per_domain` problems spread over the domain's smallest 2 x per_domain (by file size)."""
+    """`per_domain` problems spread over the domain's smallest 3 x per_domain (by file size)."""
     found = sorted((p for p in domain.glob("*.pddl") if p.name != "domain.pddl"), key=lambda p: (p.stat().st_size,
                                                                                                   p.name))
-    window = found[: 2 * per_domain]
+    window = found[: 3 * per_domain]
     if len(window) <= per_domain:
         return window
     step = len(window) / per_domain
@@ -58,12 +60,20 @@ def plan_seconds(planner: Planner, task, budget: float) -> tuple[float, bool, st
     return (result.elapsed_ms / 1000 if result.solved else budget), result.solved, search
 
 
-def record(traces: str, tasks: list, budget: float) -> int:
+def warm(planner: Planner, task, budget: float) -> None:
+    """One untimed, unrecorded call on a task that is not measured afterwards (no translation cached for the
+    measured ones): a new planner's first call also pays its workers' imports, which would favour whichever
+    planner goes second."""
+    planner.cascade.solve(PlanRequest(task=task))
+
+
+def record(traces: str, tasks: list, spare, budget: float) -> int:
     """Each configuration alone on each recorded task; how many tasks some configuration solved."""
     solved = set()
     for config in CONFIGS:
         stages = default_stages(["fast-downward"], budget, fd_alias=config, fd_workers=1)
         with Planner(stages, traces=traces) as planner:
+            warm(planner, spare, budget)
             for index, task in enumerate(tasks):
                 if plan_seconds(planner, task, budget)[1]:
                     solved.add(index)
@@ -85,13 +95,15 @@ def run_domain(domain: Path, per_domain: int, budget: float, traces: str) -> dic
     recorded, held = tasks[0::2], tasks[1::2]
     if any(task.has_action_costs() for task in tasks):
         return None  # the cost-aware pair always races on tasks with costs: selection does not apply
-    if len(recorded) < 3 or not held or record(traces, recorded, budget) == 0:
+    if len(recorded) < 3 or not held or record(traces, recorded, held[-1], budget) == 0:
         return None
     with TraceStore(traces) as store:
         retrain_selection(store)
     stages = lambda: default_stages(["fast-downward"], budget)  # noqa: E731
     rows = []
     with Planner(stages()) as fixed, Planner(stages(), traces=traces) as learned:
+        warm(fixed, recorded[0], budget)
+        warm(learned, recorded[0], budget)
         chosen = learned.selection.predict(held[0].domain_fingerprint) if learned.selection else None
         for index, task in enumerate(held):
             order = [("fixed", fixed), ("learned", learned)]
@@ -128,7 +140,7 @@ def summary(label: str, results: dict[str, dict]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--per-domain", type=int, default=6)
+    parser.add_argument("--per-domain", type=int, default=8)
     parser.add_argument("--budget", type=float, default=5.0)
     parser.add_argument("--roots", default="ipc,ipc-more")
     parser.add_argument("--domains", default="", help="only these domains (comma-separated names)")
