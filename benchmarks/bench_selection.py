@@ -14,7 +14,8 @@ turn (each warmed by one untimed call on a recorded problem), alternating which 
 classical budget (Fast Downward alone, `budget` seconds).
 Time to first plan is the planner's `elapsed_ms` (translation included); an unsolved problem counts the whole
 budget. A domain where no configuration solved a recorded problem is skipped (nothing to learn; both would run
-the fixed order), and so is one with action costs (the cost-aware pair races there, selected or not). `ipc` domains were looked at while writing the selection model; `ipc-more` ones are held out.
+the fixed order), and so is one with action costs (the cost-aware pair races there, selected or not). `ipc`
+domains were looked at while writing the selection model; `ipc-more` ones are held out.
 
 Prints per domain the race the model chose and both means, then per root and overall: the ratio of mean times
 (target: learned <= 0.8x fixed), the median and quartiles of per-domain ratios, coverage, and the load average

@@ -173,6 +173,10 @@ def test_retrain_cli_fits_selection_without_steps(tmp_path, capsys):
     assert "selection model version 1: 1 domain(s)" in out and "domain abc: 3 tasks -> race lazy-cea, lama-first" in out
     assert cli(["retrain", "--traces", str(db), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["selection"]["domains"]["abc"]["ranking"][0] == "lazy-cea"
+    assert cli(["retrain", "--traces", str(db), "--keep", "1"]) == 0
+    capsys.readouterr()
+    with TraceStore(db) as store:
+        assert [v for (v,) in store.db.execute("SELECT version FROM selection_models")] == [3]
     assert cli(["retrain", "--traces", str(db), "--min-tasks", "4"]) == 2  # no steps, and too few tasks
     err = capsys.readouterr().err
     assert "no steps" in err and "configuration selection" in err and "Traceback" not in err

@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--min-tasks", type=int, default=3, metavar="N",
                         help="recorded tasks a domain needs before its searches are selected (default 3)")
     parser.add_argument("--keep", type=int, metavar="N",
-                        help="then delete all but the newest N model versions (default: keep all)")
+                        help="then delete all but the newest N model versions, of each kind (default: keep all)")
     parser.set_defaults(func=run)
 
 
@@ -45,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from learning.retrain import NoTrainingDataError, retrain
     from learning.selection import retrain_selection
     from traces.errors import TraceStoreError
+    from traces.selection import prune_selection_models
     from traces.store import TraceStore
 
     if args.keep is not None and args.keep < 1:
@@ -67,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
                 return fail_bad_input(f"{no_steps} No plans recorded with their domain either (`portfolio plan "
                                       "--traces FILE` records them), so no configuration selection to fit.")
             pruned = store.prune_models(args.keep) if args.keep is not None and info is not None else 0
+            if args.keep is not None:
+                prune_selection_models(store, args.keep)
     except TraceStoreError as error:
         return fail_bad_input(str(error))
     if args.json:
