@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import tempfile
 import time
@@ -114,6 +115,17 @@ def run_domain(domain: Path, per_domain: int, budget: float, traces: str) -> dic
     return {"chosen": (chosen or FIXED)[:2], "rows": rows}
 
 
+def bootstrap_ratio(fixed: list[float], learned: list[float], rounds: int = 2000) -> tuple[float, float]:
+    """5th and 95th percentile of mean(learned) / mean(fixed) over problems resampled with replacement."""
+    rng = random.Random(0)
+    ratios = []
+    for _ in range(rounds):
+        picks = [rng.randrange(len(fixed)) for _ in fixed]
+        ratios.append(sum(learned[i] for i in picks) / sum(fixed[i] for i in picks))
+    ratios.sort()
+    return ratios[int(0.05 * rounds)], ratios[int(0.95 * rounds) - 1]
+
+
 def summary(label: str, results: dict[str, dict]) -> None:
     rows = [row for r in results.values() for row in r["rows"]]
     if not rows:
@@ -131,6 +143,8 @@ def summary(label: str, results: dict[str, dict]) -> None:
           f"{statistics.median(ratios):.2f} (quartiles {quartiles[0]:.2f}-{quartiles[2]:.2f}, range "
           f"{ratios[0]:.2f}-{ratios[-1]:.2f}); solved fixed {sum(row['fixed'][1] for row in rows)}, learned "
           f"{sum(row['learned'][1] for row in rows)}; {same} domains raced the fixed pair")
+    low, high = bootstrap_ratio(fixed, learned)
+    print(f"  ratio of means, 90% bootstrap interval over problems: {low:.2f}-{high:.2f}")
     either = [row for row in rows if row["fixed"][1] or row["learned"][1]]
     if either:
         f = statistics.mean(row["fixed"][0] for row in either)
