@@ -1,6 +1,7 @@
 """Learned configuration selection vs the fixed order, per domain of `../shared/ipc` and `../shared/ipc-more`.
 
-    PYTHONPATH=. python -m benchmarks.bench_selection [--per-domain 8] [--budget 5] [--roots ipc,ipc-more]
+    PYTHONPATH=. python -m benchmarks.bench_selection [--per-domain 8] [--budget 5] [--repeats 3]
+                                                      [--roots ipc,ipc-more]
                                                       [--domains a,b] [--traces FILE]
 
 Per domain, `per_domain` problems spread evenly over the smallest 3 x per_domain of its size-sorted list are
@@ -10,8 +11,9 @@ fd_workers=1`, exploration: the trace then says how long every configuration tak
 through a `Planner(traces=...)`, as an agent runtime would. Then `learning.selection.retrain_selection` fits the
 model (default parameters, never tuned on these numbers), and on each held-back problem the fixed order
 (`Planner()`: lama-first + eager-ff-cg on 2 cores) and the learned selection (`Planner(traces=...)`) plan in
-turn (each warmed by one untimed call on a recorded problem), alternating which goes first, with the same
-classical budget (Fast Downward alone, `budget` seconds).
+turn (each warmed by one untimed call on a recorded problem), `repeats` times each, alternating which goes
+first (once only when neither solved it), with the same classical budget (Fast Downward alone, `budget`
+seconds); a problem's time is the median.
 Time to first plan is the planner's `elapsed_ms` (translation included); an unsolved problem counts the whole
 budget. A domain where no configuration solved a recorded problem is skipped (nothing to learn; both would run
 the fixed order), and so is one with action costs (the cost-aware pair races there, selected or not). `ipc`
@@ -92,7 +94,23 @@ def load_all(problems: list[Path], domain_file: Path) -> list:
     return tasks
 
 
-def run_domain(domain: Path, per_domain: int, budget: float, traces: str) -> dict | None:
+def measure(planners: list[tuple[str, Planner]], task, budget: float, repeats: int, first: int) -> dict:
+    """Each planner `repeats` times on `task`, alternating which goes first; per planner the median time, whether
+    any call solved it, and the last winning search. Translations are forgotten before every call (the
+    delegate's in-memory cache; these planners have no disk cache), so every call pays translation as a first
+    plan does."""
+    times: dict[str, list] = {name: [] for name, _ in planners}
+    for r in range(repeats):
+        for name, planner in planners if (first + r) % 2 == 0 else planners[::-1]:
+            planner.fast_downward._translations.clear()
+            times[name].append(plan_seconds(planner, task, budget))
+        if not any(ok for runs in times.values() for _, ok, _ in runs):
+            break  # neither solved it within the budget: repeating would only cost budgets
+    return {name: (statistics.median(t for t, _, _ in runs), any(ok for _, ok, _ in runs),
+                   next((w for _, _, w in reversed(runs) if w), None)) for name, runs in times.items()}
+
+
+def run_domain(domain: Path, per_domain: int, budget: float, traces: str, repeats: int = 1) -> dict | None:
     tasks = load_all(pick(domain, per_domain), domain / "domain.pddl")
     recorded, held = tasks[0::2], tasks[1::2]
     if any(task.has_action_costs() for task in tasks):
@@ -108,10 +126,7 @@ def run_domain(domain: Path, per_domain: int, budget: float, traces: str) -> dic
         warm(learned, recorded[0], budget)
         chosen = learned.selection.predict(held[0].domain_fingerprint) if learned.selection else None
         for index, task in enumerate(held):
-            order = [("fixed", fixed), ("learned", learned)]
-            results = dict((name, plan_seconds(p, task, budget)) for name, p in (order if index % 2 == 0
-                                                                                 else order[::-1]))
-            rows.append(results)
+            rows.append(measure([("fixed", fixed), ("learned", learned)], task, budget, repeats, index))
     return {"chosen": (chosen or FIXED)[:2], "rows": rows}
 
 
@@ -163,6 +178,7 @@ def main() -> None:
     parser.add_argument("--per-domain", type=int, default=8)
     parser.add_argument("--budget", type=float, default=5.0)
     parser.add_argument("--roots", default="ipc,ipc-more")
+    parser.add_argument("--repeats", type=int, default=3, help="calls per planner and held-back problem (median)")
     parser.add_argument("--domains", default="", help="only these domains (comma-separated names)")
     parser.add_argument("--traces", default=None, help="trace file (default: a fresh temporary one)")
     args = parser.parse_args()
@@ -170,7 +186,7 @@ def main() -> None:
     traces = args.traces or os.path.join(tempfile.mkdtemp(prefix="bench-selection-"), "traces.db")
     only = {d for d in args.domains.split(",") if d}
     print(f"cores {len(os.sched_getaffinity(0))}, load average {os.getloadavg()[0]:.2f}, budget {args.budget} s, "
-          f"{args.per_domain} problems per domain, traces {traces}", flush=True)
+          f"{args.per_domain} problems per domain, {args.repeats} repeats, traces {traces}", flush=True)
     start = time.monotonic()
     by_root: dict[str, dict[str, dict]] = {}
     for root in args.roots.split(","):
@@ -178,7 +194,7 @@ def main() -> None:
         for domain in sorted(p for p in (SHARED / root).iterdir() if (p / "domain.pddl").exists()):
             if only and domain.name not in only:
                 continue
-            result = run_domain(domain, args.per_domain, args.budget, traces)
+            result = run_domain(domain, args.per_domain, args.budget, traces, args.repeats)
             if result is None:
                 print(f"{root}/{domain.name}: skipped (action costs, too few readable problems, or none solved "
                       "when recorded)",
