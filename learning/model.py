@@ -63,6 +63,9 @@ class ActionModel:
     weights: dict[str, float] = field(default_factory=dict)
     cells: dict[str, list[float]] = field(default_factory=dict)  # cell -> [n_w, f_w, prior, steps, failures]
     evidence: dict[str, list[float]] = field(default_factory=dict)  # "a<i>:<obj>" -> weighted [steps, failures]
+    # grounding "args" -> [n_w, f_w, the prior's mean prediction over its cells]: what a situation it was never
+    # seen in borrows from its record in the others
+    groundings: dict[str, list[float]] = field(default_factory=dict)
     n_steps: int = 0
     n_failures: int = 0
 
@@ -175,8 +178,20 @@ class FailureModel(BaseEstimator):
                 seen[1] += row[1]
         for cell in action.cells.values():
             cell[2] = cell[2] / cell[0] if cell[0] > 0 else mu0
+        full = model.predict_proba(X)[:, 1] if model is not None else np.full(len(parsed), base_rate)
+        for (_args, _features, _tokens, _key, group), row, predicted in zip(parsed, stats, full):
+            seen = action.groundings.setdefault(group, [0.0, 0.0, 0.0])
+            seen[0] += row[0]
+            seen[1] += row[1]
+            seen[2] += predicted * row[0]
+        for seen in action.groundings.values():
+            seen[2] = seen[2] / seen[0] if seen[0] > 0 else mu0
         cells = np.array(list(action.cells.values()), dtype=float).reshape(-1, 5)
-        action.strength = fit_strength(cells[:, 0], cells[:, 1], cells[:, 2], default=s0)
+        strength = fit_strength(cells[:, 0], cells[:, 1], cells[:, 2], default=s0)
+        if _borrow_across_situations(action.cells, strength):
+            cells = np.array(list(action.cells.values()), dtype=float).reshape(-1, 5)
+            strength = fit_strength(cells[:, 0], cells[:, 1], cells[:, 2], default=s0)
+        action.strength = strength
         action.n_steps, action.n_failures = steps, failures
         return action
 
@@ -250,7 +265,7 @@ class FailureModel(BaseEstimator):
             if model is None:
                 continue
             n, f, q = np.zeros(len(positions)), np.zeros(len(positions)), np.empty(len(positions))
-            pooled: dict[tuple[int, str], float] = {}
+            pooled: dict[tuple[int, str], tuple[float, float]] = {}
             for j, i in enumerate(positions):
                 args = actions[i].args
                 cell = model.cells.get(" ".join(args) + "|" + situation)
@@ -260,7 +275,11 @@ class FailureModel(BaseEstimator):
                     key = (name, args, context)
                     prior = memo.get(key)
                     if prior is None:
-                        prior = memo[key] = self._prior(model, args, features, object_types, by_type, pooled)
+                        prior = self._prior(model, args, features, object_types, by_type, pooled)
+                        seen = model.groundings.get(" ".join(args))
+                        if seen is not None:
+                            prior = _shifted(prior, grounding_offset(seen[0], seen[1], seen[2], model.strength))
+                        memo[key] = prior
                     q[j] = prior
             mean[positions], concentration[positions] = posterior(n, f, q, model.strength, self.tolerance,
                                                                   self.trust_steps)
@@ -273,34 +292,40 @@ class FailureModel(BaseEstimator):
 
     def _prior(self, model: ActionModel, args: tuple[str, ...], features: Mapping[str, Any] | None,
                object_types: Mapping[str, str] | None, by_type: dict[str, list[str]],
-               pooled: dict[tuple[int, str], float]) -> float:
+               pooled: dict[tuple[int, str], tuple[float, float]]) -> float:
         if model.kind != "logistic":
             return model.base_rate
         get = model.weights.get
         score = model.intercept + sum(get(t, 0.0) * v for t, v in step_tokens(args, features, object_types))
         if object_types:
             # An unseen object scores the intercept (an object of zero weight); one whose type was seen is better
-            # described by the action's rate plus its type's deviation from it, fading as its own evidence grows.
-            novelty = 0.0
+            # described by its position's failure rate plus its type's deviation from it, fading as its own
+            # evidence grows. Both from the same (uncapped) evidence, so for a new object they add up to its
+            # type's rate: the action's capped base rate here overshot it by up to 0.26 (a bad type among
+            # many steps of good objects, whose capped rows inflate the base rate).
+            novelty, anchor = 0.0, 0.0
             for i, obj in enumerate(args):
                 kind = object_types.get(obj)
                 if kind is None:
                     continue
                 if (i, kind) not in pooled:
                     pooled[(i, kind)] = self._type_offset(model, i, by_type.get(kind, ()))
-                if pooled[(i, kind)] == 0.0:
+                offset, position_logit = pooled[(i, kind)]
+                if offset == 0.0:
                     continue
                 own = model.evidence.get(f"a{i}:{obj}")
                 fade = 1.0 / (1.0 + (own[0] if own else 0.0))
-                score += pooled[(i, kind)] * fade
-                novelty = max(novelty, fade)
-            score += novelty * (_logit(model.base_rate) - model.intercept)
+                score += offset * fade
+                if fade > novelty:
+                    novelty, anchor = fade, position_logit
+            score += novelty * (anchor - model.intercept)
         return 1.0 / (1.0 + math.exp(-max(min(score, 500.0), -500.0)))
 
-    def _type_offset(self, model: ActionModel, position: int, siblings: Iterable[str]) -> float:
+    def _type_offset(self, model: ActionModel, position: int, siblings: Iterable[str]) -> tuple[float, float]:
         """Log-odds of the failure rate of a type's seen objects in one argument position (smoothed towards the
-        position's rate over all seen objects by `TYPE_PSEUDO_STEPS`) over that position's rate: what
-        an unseen object of that type adds to its prior score. 0 when the type is all that position has seen."""
+        position's rate over all seen objects by `TYPE_PSEUDO_STEPS`) over that position's rate, and the
+        log-odds of that position's rate: what an unseen object of that type adds to its prior score, and the
+        rate it adds it to. (0, 0) when the type is all that position has seen."""
         steps = failures = 0.0
         for obj in siblings:
             seen = model.evidence.get(f"a{position}:{obj}")
@@ -311,10 +336,10 @@ class FailureModel(BaseEstimator):
         all_steps = sum(v[0] for k, v in model.evidence.items() if k.startswith(prefix))
         all_failures = sum(v[1] for k, v in model.evidence.items() if k.startswith(prefix))
         if steps <= 0 or all_steps - steps <= 1e-9:
-            return 0.0
+            return 0.0, 0.0
         s0 = self.prior_strength
         rate = (all_failures + s0 * self.prior_mean) / (all_steps + s0)
-        return _logit((failures + TYPE_PSEUDO_STEPS * rate) / (steps + TYPE_PSEUDO_STEPS)) - _logit(rate)
+        return _logit((failures + TYPE_PSEUDO_STEPS * rate) / (steps + TYPE_PSEUDO_STEPS)) - _logit(rate), _logit(rate)
 
     def action_counts(self) -> dict[str, dict[str, Any]]:
         """Per action name: steps and failures seen, which prior was fit, and its strength m."""
@@ -334,3 +359,40 @@ def _objects_by_type(object_types: Mapping[str, str] | None) -> dict[str, list[s
 def _logit(p: float) -> float:
     p = min(max(p, 1e-6), 1.0 - 1e-6)
     return math.log(p / (1.0 - p))
+
+
+def grounding_offset(n: float, f: float, expected: float, strength: float) -> float:
+    """How far (log-odds) a grounding's record elsewhere, shrunk towards what the prior expected there
+    (`strength` pseudo-steps), lies from that expectation: what its prior in another situation is shifted by."""
+    if n <= 1e-9:
+        return 0.0
+    return _logit((f + strength * expected) / (n + strength)) - _logit(expected)
+
+
+def _shifted(p: float, offset: float) -> float:
+    return 1.0 / (1.0 + math.exp(-max(min(_logit(p) + offset, 500.0), -500.0)))
+
+
+def _borrow_across_situations(cells: dict[str, list[float]], strength: float) -> bool:
+    """Shift each cell's out-of-fold prior by its grounding's record in its other situations
+    (`grounding_offset`), in place: the prior never saw the grounding, so a drive that failed 5 of 7 times in
+    the sun would otherwise start in the rain at the rate of drives in general. True if any cell moved."""
+    by_grounding: dict[str, list[list[float]]] = {}
+    for key, cell in cells.items():
+        by_grounding.setdefault(key.partition("|")[0], []).append(cell)
+    shifts = []
+    for group in by_grounding.values():
+        if len(group) < 2:
+            continue
+        n_all = sum(c[0] for c in group)
+        f_all = sum(c[1] for c in group)
+        q_all = sum(c[0] * c[2] for c in group)
+        for cell in group:
+            n_other = n_all - cell[0]
+            if n_other <= 1e-9:
+                continue
+            expected = (q_all - cell[0] * cell[2]) / n_other
+            shifts.append((cell, grounding_offset(n_other, f_all - cell[1], expected, strength)))
+    for cell, offset in shifts:  # after all offsets are computed: each from the others' original priors
+        cell[2] = _shifted(cell[2], offset)
+    return bool(shifts)
