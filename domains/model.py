@@ -219,6 +219,12 @@ class Task:
         digest.update(self.problem_pddl.encode())
         return digest.hexdigest()[:16]
 
+    @cached_property
+    def domain_fingerprint(self) -> str:
+        """Content hash of the domain text alone: the problems of one domain file share it, so what was learned
+        on some of them (which search configuration solves them first) applies to the next one."""
+        return hashlib.sha256(self.domain_pddl.encode()).hexdigest()[:16]
+
     def objects(self) -> dict[str, str]:
         """Every object the task knows (domain constants and problem objects) with its declared type."""
         return dict(self._objects)

@@ -3,6 +3,7 @@
     info = retrain(TraceStore("traces.db"))            # offline, stores model version info.version
     model = load_latest(store)                        # None before the first retrain
     costs = action_costs(model, task, grounded_actions, features={"weather": "rain"}, explore="thompson")
+    retrain_selection(store); load_selection(store).predict(task.domain_fingerprint, operators)  # searches to race
 
 Depends on `traces` and `domains`, never on `portfolio`. Names are imported on first use (PEP 562), so that
 `learning.explore`'s policy names cost the planner no scikit-learn import when it has no model.
@@ -22,6 +23,7 @@ _WHERE = {
     "DEFAULT_EXPLORE": "explore", "EXPLORE_POLICIES": "explore", "explore_p_fail": "explore",
     "FailureModel": "model",
     "ModelFormatError": "storage", "model_from_bytes": "storage", "model_to_bytes": "storage",
+    "SelectionModel": "selection", "load_selection": "selection", "retrain_selection": "selection",
 }  # fmt: skip
 
 __all__ = sorted([*_WHERE, "ModelInfo", "NoTrainingDataError", "load_latest", "retrain"])

@@ -94,6 +94,10 @@ class Planner(Resource):
     optimistic prior's p_fail of ~0.05 adds a uniform 0.26 per step. `explore` prices each grounded action at its
     posterior mean ("mean", the default, picked by the benchmark), a fresh Thompson draw per call ("thompson")
     or an optimistic quantile ("ucb"); see `learning.explore`. `seed` makes the draws repeatable.
+
+    With a trace store, runs are recorded with their domain's fingerprint, and the latest selection model in
+    the store (`portfolio retrain`, `learning.selection`) chooses which Fast Downward configurations race on a
+    task of a domain it has records of (the fixed order otherwise); `select=False` keeps the fixed order.
     """
 
     def __init__(
@@ -105,6 +109,7 @@ class Planner(Resource):
         warm: bool = True,
         explore: str | None = None,
         seed: int | None = None,
+        select: bool = True,
     ) -> None:
         from learning.explore import DEFAULT_EXPLORE, check_explore
 
@@ -122,6 +127,8 @@ class Planner(Resource):
         self.traces_path = Path(traces) if traces else None
         self._store = None
         self._model = None
+        self.select = select
+        self._selection = None
         self._cost_cache: dict[tuple, dict] = {}
         self._model_generation = 0  # bumped on every model (re)load: plans made under another one are not reused
         self._lock = threading.RLock()  # store writes, cost cache, model (see the module docstring)
@@ -148,6 +155,11 @@ class Planner(Resource):
         return self._model
 
     @property
+    def selection(self):
+        """The configuration selection model (`learning.selection.SelectionModel`) in use, or None."""
+        return self._selection
+
+    @property
     def fast_downward(self) -> FastDownward | None:
         """The cascade's Fast Downward delegate (its translation cache serves learned costs), if any."""
         return self._fast_downward()
@@ -168,7 +180,7 @@ class Planner(Resource):
         self.reload_model()
 
     def reload_model(self) -> None:
-        """Load the latest failure model from the trace store (after `portfolio retrain`)."""
+        """Load the latest failure model and selection model from the trace store (after `portfolio retrain`)."""
         if self._store is None:
             return
         from learning.retrain import load_latest
@@ -177,6 +189,20 @@ class Planner(Resource):
             self._model = load_latest(self._store)
             self._cost_cache.clear()
             self._model_generation += 1
+        self._load_selection()
+
+    def _load_selection(self) -> None:
+        """Hand the latest selection model to Fast Downward as its `selector` (none: the fixed order)."""
+        fast_downward = self._fast_downward()
+        if self._store is None or fast_downward is None or not self.select:
+            return
+        from learning.selection import load_selection
+
+        model = self._selection = load_selection(self._store)
+        if model is None:
+            fast_downward.selector = None
+            return
+        fast_downward.selector = lambda task, sas: model.predict(task.domain_fingerprint, len(sas.operators))
 
     def cost_model_for(self, explore: str, features: dict | None) -> str | None:
         """Which costs a call makes plans under: "task", or "learned:<generation>:<policy>:<situation>" with a
@@ -316,7 +342,8 @@ class Planner(Resource):
 
         with self._lock:  # one connection: transactions of concurrent callers must not interleave
             if run_id is None:
-                run_id = self._store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal))
+                run_id = self._store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal),
+                                               domain=task.domain_fingerprint)
             self._store.record_plan(run_id, result.delegate, [a.model_dump(mode="json") for a in result.attempts],
                                     result.elapsed_ms, result.plan)
 

@@ -64,6 +64,7 @@ class StepRecord(BaseModel):
 class RunRecord(BaseModel):
     id: str
     fingerprint: str | None = None
+    domain: str | None = None  # the domain's fingerprint (schema 2; None in runs recorded before)
     goal: str | None = None
     started: str | None = None
     ended: str | None = None

@@ -61,7 +61,21 @@ def _v1(db: sqlite_utils.Database) -> None:
     db["models"].create_index(["version"], unique=True)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1]
+def _v2(db: sqlite_utils.Database) -> None:
+    """Configuration selection (`learning.selection`): each run names its domain (the domain text's hash, so the
+    problems of one domain file are found together; NULL in runs recorded before), and the fitted selection
+    models get a table of their own, apart from the failure models in `models`."""
+    db["runs"].add_column("domain", str)
+    db["runs"].create_index(["domain"])
+    db["selection_models"].create(
+        {"id": int, "created": str, "version": int, "metadata": str, "model": str},
+        pk="id",
+        not_null={"version", "model"},
+    )
+    db["selection_models"].create_index(["version"], unique=True)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 
 ENV_VAR = "PORTFOLIO_TRACES"
 DEFAULT_PATH = "traces.db"
-TABLES = ("runs", "plans", "steps", "models")
+TABLES = ("runs", "plans", "steps", "models", "selection_models")
 STEP_COLUMNS = (
     "run_id", "step", "action", "args", "features", "outcome", "failure_category", "error", "duration_ms",
     "expected_effects", "observed_effects", "generation", "timestamp",
@@ -157,7 +157,7 @@ class TraceStore:
         if missing:
             raise CorruptDatabaseError(
                 f"{self.path}: an SQLite database without the trace tables {', '.join(missing)} (expected a "
-                "portfolio-planner trace database with tables runs, plans, steps, models)."
+                "portfolio-planner trace database with tables runs, plans, steps, models, selection_models)."
             )
         shared.checked = True
 
@@ -243,10 +243,12 @@ class TraceStore:
 
     # -- runs and plans ------------------------------------------------------------------------------------------
 
-    def start_run(self, fingerprint: str | None, goal: str | None, *, run_id: str | None = None) -> str:
-        """Record the start of one execution of a task; returns its run id (a fresh hex id unless given)."""
+    def start_run(self, fingerprint: str | None, goal: str | None, *, run_id: str | None = None,
+                  domain: str | None = None) -> str:
+        """Record the start of one execution of a task (`domain`: its domain's fingerprint, what configuration
+        selection groups runs by); returns its run id (a fresh hex id unless given)."""
         run_id = run_id or uuid.uuid4().hex
-        row = {"id": run_id, "fingerprint": fingerprint, "goal": goal, "started": _now()}
+        row = {"id": run_id, "fingerprint": fingerprint, "goal": goal, "started": _now(), "domain": domain}
         self._write(lambda: self.db["runs"].insert(row, replace=True))
         return run_id
 

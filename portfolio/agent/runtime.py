@@ -370,7 +370,8 @@ class Agent:
         if self.store is not None:
             from domains.pddl_writer import formula_to_pddl
 
-            run_id = self.store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal))
+            run_id = self.store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal),
+                                          domain=task.domain_fingerprint)
         options = dict(store=self.store, run_id=run_id, features=features, critic=self.critic, check=self.check,
                        counters=self.counters, reflection=self.reflection)
         return _Prepared(task, start, executor, goal_types, run_id, options)

@@ -22,7 +22,9 @@ def add_traces_argument(parser: argparse.ArgumentParser, required: bool = True) 
     from_env = os.environ.get("PORTFOLIO_TRACES")
     help_text = "SQLite trace store (default: $PORTFOLIO_TRACES or ./traces.db)"
     if not required:
-        help_text = "SQLite trace store whose latest model sets learned costs (default: $PORTFOLIO_TRACES)"
+        help_text = ("SQLite trace store whose latest models set learned costs and choose which Fast Downward "
+                     "searches race on a domain it has records of; the plan is recorded there "
+                     "(default: $PORTFOLIO_TRACES)")
     parser.add_argument("--traces", metavar="PATH", default=from_env or DEFAULT_TRACES, action=_TracesAction,
                         help=help_text)
     parser.set_defaults(traces_given=bool(from_env) or required)

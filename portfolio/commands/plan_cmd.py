@@ -30,7 +30,8 @@ examples:
   portfolio plan domain.pddl problem.pddl --delegates fast-downward,pyperplan      # classical tier only
   portfolio plan domain.pddl problem.pddl --llm-url http://localhost:8000/v1 --llm-model qwen
   portfolio plan --task domains/examples/blocks-task.json
-  portfolio plan domain.pddl problem.pddl --traces traces.db     # learned costs steer the plan
+  portfolio plan domain.pddl problem.pddl --traces traces.db     # learned costs steer the plan, and
+                                  # after `portfolio retrain` the searches that solved this domain first race
   portfolio plan domain.pddl problem.pddl --traces traces.db --features hour=peak --explore mean
   portfolio plan domain.pddl problem.pddl --no-cache              # translate even if translated before
 

@@ -1,21 +1,29 @@
-"""`portfolio retrain`: fit the failure model on every stored step and store it as the next version."""
+"""`portfolio retrain`: fit the failure model on every stored step, and the configuration selection model on
+every plan recorded with its domain, and store each as its next version."""
 
 from __future__ import annotations
 
 import argparse
+import json
 
 from portfolio.commands.common import add_traces_argument, fail_bad_input
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "retrain", help="learn which actions fail from the trace store",
+        "retrain", help="learn which actions fail, and which searches solve each domain first, from the traces",
         description="Fit a per-action failure model on every stored step (newest steps weigh most), measure it "
         "on the newest 20% of steps held out, and store it as the next model version (as JSON data). Each "
         "grounded action's failure rate is shrunk towards a prior learned from what it shares with others "
         "(objects, pairs of arguments, the situation), by a strength m fit per action; with 30 steps or more it "
         "stays within 0.05 of its own observed rate. The planner's learned costs use the latest version: "
-        "cost = base cost + lam * -log(1 - p_fail).",
+        "cost = base cost + lam * -log(1 - p_fail). "
+        "It also fits the configuration selection: per domain (the hash of the domain file) with at least "
+        "--min-tasks recorded tasks, which Fast Downward searches to race on the next task, ranked by the mean "
+        "time to a first plan their race would have had on the recorded tasks (tasks of a similar size weigh "
+        "more; a task the race did not solve counts twice the longest time recorded on it). `portfolio plan "
+        "--traces` races them; other domains keep the fixed order (lama-first, eager-ff-cg, lazy-cea, lazy-add). "
+        "Either model alone is enough: exit 2 only when the store holds neither steps nor such plans.",
     )  # fmt: skip
     add_traces_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the model info as JSON")
@@ -26,14 +34,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--prior-strength", type=float, default=10.0, metavar="N",
                         help="how many pseudo-steps the prior weighs for an action with few groundings "
                         "seen (default 10; otherwise m is fit from the data)")
+    parser.add_argument("--min-tasks", type=int, default=3, metavar="N",
+                        help="recorded tasks a domain needs before its searches are selected (default 3)")
     parser.add_argument("--keep", type=int, metavar="N",
-                        help="then delete all but the newest N model versions (default: keep all)")
+                        help="then delete all but the newest N model versions, of each kind (default: keep all)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from learning.retrain import retrain
+    from learning.retrain import NoTrainingDataError, retrain
+    from learning.selection import retrain_selection
     from traces.errors import TraceStoreError
+    from traces.selection import prune_selection_models
     from traces.store import TraceStore
 
     if args.keep is not None and args.keep < 1:
@@ -42,21 +54,40 @@ def run(args: argparse.Namespace) -> int:
         return fail_bad_input(
             "--prior-mean must be between 0 and 1 (exclusive), --prior-strength and --half-life positive."
         )
+    if args.min_tasks < 1:
+        return fail_bad_input(f"--min-tasks must be at least 1, got {args.min_tasks}.")
     params = dict(prior_mean=args.prior_mean, prior_strength=args.prior_strength, half_life_steps=args.half_life)
     try:
         with TraceStore(args.traces) as store:
-            info = retrain(store, **params)
-            pruned = store.prune_models(args.keep) if args.keep is not None else 0
+            try:
+                info, no_steps = retrain(store, **params), None
+            except NoTrainingDataError as error:
+                info, no_steps = None, error
+            selection = retrain_selection(store, min_tasks=args.min_tasks)
+            if info is None and not selection.domains:
+                return fail_bad_input(f"{no_steps} No plans recorded with their domain either (`portfolio plan "
+                                      "--traces FILE` records them), so no configuration selection to fit.")
+            pruned = store.prune_models(args.keep) if args.keep is not None and info is not None else 0
+            if args.keep is not None:
+                prune_selection_models(store, args.keep)
     except TraceStoreError as error:
         return fail_bad_input(str(error))
     if args.json:
-        print(info.model_dump_json(indent=2))
+        out = info.model_dump(mode="json") if info is not None else {}
+        print(json.dumps(out | {"selection": selection.model_dump(mode="json")}, indent=2))
         return 0
+    if info is not None:
+        print_failure_model(info, pruned, args.keep)
+    print_selection(selection)
+    return 0
+
+
+def print_failure_model(info, pruned: int, keep: int | None) -> None:
     metrics = info.metrics
     print(f"model version {info.version}: {info.n_steps} steps, {len(info.actions)} action(s), "
           f"trained in {info.train_seconds:.1f} s")
     if pruned:
-        print(f"pruned {pruned} old model version(s), kept the newest {args.keep}")
+        print(f"pruned {pruned} old model version(s), kept the newest {keep}")
     if metrics:
         auc = "n/a" if metrics.get("auc") is None else f"{metrics['auc']:.3f}"
         print(f"held-out ({metrics['heldout_steps']} newest steps): log loss {metrics['log_loss']:.4f}, "
@@ -64,4 +95,16 @@ def run(args: argparse.Namespace) -> int:
     for name, counts in info.actions.items():
         print(f"  {name}: {counts['steps']} steps, {counts['failures']} failures "
               f"({counts['kind']} prior, strength m = {counts['strength']:g})")
-    return 0
+
+
+def print_selection(selection) -> None:
+    if not selection.domains:
+        print(f"configuration selection: no domain has enough recorded tasks yet ({selection.skipped_domains} "
+              "domain(s) recorded); the fixed order stays")
+        return
+    print(f"selection model version {selection.version}: {len(selection.domains)} domain(s)"
+          + (f", {selection.skipped_domains} with too few tasks" if selection.skipped_domains else ""))
+    for domain, entry in selection.domains.items():
+        configs = ", ".join(f"{name} solved {c['solved']}" + (f" (median {c['median_s']:.2f} s)" if c["solved"]
+                            else "") for name, c in entry["configs"].items())
+        print(f"  domain {domain}: {entry['tasks']} tasks -> race {', '.join(entry['ranking'])}; {configs}")

@@ -27,6 +27,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable, Sequence
 
 from domains.model import Atom, Task
 from portfolio.delegates import fd_exitcodes
@@ -119,10 +120,13 @@ def available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def search_aliases(alias: str, cost_alias: str, with_costs: bool, workers: int) -> list[str]:
+def search_aliases(alias: str, cost_alias: str, with_costs: bool, workers: int,
+                   order: Sequence[str] | None = None) -> list[str]:
     """The searches one call runs side by side. An optimal `alias` runs alone, costs or not. With costs: the
     cost-blind `alias` for coverage and the cost-aware `cost_alias` whose plan is preferred. Without: `alias`
-    plus up to `workers - 1` of `RACE_ALIASES`, first plan wins."""
+    plus up to `workers - 1` of `RACE_ALIASES`, first plan wins; `order` (satisficing configurations, e.g. a
+    learned selection's ranking for this task's domain) goes before that fixed order, which fills the cores
+    `order` leaves free."""
     if alias not in SATISFICING:
         return [alias]  # an optimal configuration promised optimal plans: no satisficing search may win
     if with_costs:
@@ -130,8 +134,8 @@ def search_aliases(alias: str, cost_alias: str, with_costs: bool, workers: int) 
         # world (seeds 0-2, last 50 of 200 episodes: learned 0.64-0.72 vs 0.73-0.76 with weighted A* alone),
         # since an optimal search also finds the groundings whose failure is most underestimated.
         return list(dict.fromkeys([alias, cost_alias]))  # the same search twice would only race itself
-    others = [name for name in RACE_ALIASES if name != alias]
-    return [alias, *others[: max(0, workers - 1)]]
+    chosen = [name for name in order or () if name in SATISFICING]
+    return list(dict.fromkeys([*chosen, alias, *RACE_ALIASES]))[: max(1, workers)]
 
 
 class FastDownward(Resource):
@@ -140,7 +144,13 @@ class FastDownward(Resource):
 
     `workers` (default: the cores available): on unit-cost tasks, after the one translation, `alias` and up to
     `workers - 1` diverse searches (`RACE_ALIASES`) run at once; the first plan wins and the rest are killed.
-    `workers=1` runs `alias` alone. A raw `search` string always runs alone."""
+    `workers=1` runs `alias` alone. A raw `search` string always runs alone.
+
+    `selector` (settable later; `Planner(traces=...)` sets it from a learned selection model): called after
+    translation with the task and its SAS task, it returns the satisficing configurations to race in order
+    (`search_aliases`' `order`), or None for the fixed order. Attempts record the SAS task's size
+    (`details["sas"]`) and which configurations raced (`details["searches"]`) and won (`details["search"]`):
+    what the selection is learned from."""
 
     source = "classical"
 
@@ -168,6 +178,7 @@ class FastDownward(Resource):
         self.cache_size = cache_size
         self.disk_cache = disk_cache
         self.workers = workers or available_cores()
+        self.selector: Callable[[Task, SasTask], Sequence[str] | None] | None = None
         self._binary = str(search_binary())
         self._translations: OrderedDict[tuple, Translation] = OrderedDict()
         self._cache_lock = threading.Lock()
@@ -190,7 +201,10 @@ class FastDownward(Resource):
     def warm_up(self) -> None:
         """Start the translator worker and a search process now, so the first call does not pay for them."""
         self._translator()
-        for alias in self._aliases(with_costs=False):
+        aliases = self._aliases(with_costs=False)
+        if self.selector is not None and not self.search and self.alias in SATISFICING:
+            aliases = [*aliases, *(name for name in RACE_ALIASES if name not in aliases)]  # any may be chosen
+        for alias in aliases:
             self._searches.prestart(self._command(alias))
 
     def translate(self, request: PlanRequest, deadline: float) -> tuple[Translation, tuple[int, ...] | None]:
@@ -272,6 +286,7 @@ class FastDownward(Resource):
                    "translation_reused": init_values is not None}
         if translation.sas is None:
             return DelegateOutcome(Status.UNSOLVABLE, reason="translator: goal not relaxed-reachable", details=details)
+        details["sas"] = {"variables": len(translation.sas.values), "operators": len(translation.sas.operators)}
         costs = None
         if request.has_costs:
             costs = request.grounded_costs([f"({name})" for name in translation.sas.operator_names])
@@ -279,9 +294,13 @@ class FastDownward(Resource):
             solved = self._search_in_process(translation.sas, init_values, request.excluded, deadline, details)
             if solved is not None:
                 return solved
+        with_costs = bool(costs) or task.has_action_costs()
+        order = None
+        if self.selector is not None and not with_costs:
+            order = self.selector(task, translation.sas)
+            details["selection"] = "learned" if order else "fixed"
         sas_text = translation.sas.render(init=init_values, costs=costs, excluded=request.excluded)
-        return self.search_sas(sas_text, deadline, with_costs=bool(costs) or task.has_action_costs(),
-                               details=details)
+        return self.search_sas(sas_text, deadline, with_costs=with_costs, details=details, order=order)
 
     def _search_in_process(self, sas: SasTask, init: tuple[int, ...], excluded: frozenset[str], deadline: float,
                            details: dict) -> DelegateOutcome | None:
@@ -306,17 +325,21 @@ class FastDownward(Resource):
         return DelegateOutcome(Status.SOLVED, plan=[operator_action(name) for name in result.plan], details=details)
 
     def search_sas(self, sas_text: str, deadline: float, with_costs: bool = False,
-                   details: dict | None = None) -> DelegateOutcome:
+                   details: dict | None = None, order: Sequence[str] | None = None) -> DelegateOutcome:
         """Search a SAS task (e.g. a cached translation with another goal or state swapped in) with this
-        delegate's configuration, pre-started processes and deadline handling."""
-        aliases = self._aliases(with_costs)
+        delegate's configuration (or the configurations `order` chooses), pre-started processes and deadline
+        handling."""
+        aliases = self._aliases(with_costs, order)
         race = not with_costs and len(aliases) > 1
-        return self._search(sas_text, aliases, deadline, {} if details is None else details, race=race)
+        details = {} if details is None else details
+        if with_costs:
+            details["costs"] = True  # the cost-aware pair ran: no evidence for configuration selection
+        return self._search(sas_text, aliases, deadline, details, race=race)
 
-    def _aliases(self, with_costs: bool) -> list[str]:
+    def _aliases(self, with_costs: bool, order: Sequence[str] | None = None) -> list[str]:
         if self.search:
             return [self.alias]
-        return search_aliases(self.alias, self.cost_alias, with_costs, self.workers)
+        return search_aliases(self.alias, self.cost_alias, with_costs, self.workers, order)
 
     def _search(self, sas_text: str, aliases: list[str], deadline: float, details: dict,
                 race: bool = False) -> DelegateOutcome:

@@ -94,7 +94,8 @@ class PlannerWorker:
         if store.get_run(run_id) is None:
             from domains.pddl_writer import formula_to_pddl
 
-            store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal), run_id=run_id)
+            store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal), run_id=run_id,
+                            domain=task.domain_fingerprint)
         return run_id
 
     def _budget(self, budget: float | None):

@@ -1,0 +1,227 @@
+"""Which Fast Downward configurations to race on a task, learned per domain from the recorded attempts.
+
+The anchors are the IPC portfolios that select planners per task (IBaCoP 2014, Delfi 2018). This estimator is
+much smaller and can be read off its data: for each domain (the hash of the domain text, `Task.domain_fingerprint`)
+it keeps, per recorded task, the task's size after translation (SAS operators) and, per configuration, the time
+to its first plan or the time by which it had none (killed when another won, timed out, exhausted). For a new
+task of that domain it builds a race greedily, as Fast Downward's Stone Soup portfolios were built: first the
+configuration with the least weighted mean time over the recorded tasks, then the one that most lowers the mean
+of the pair's faster time, and so on. A task no configuration in the set solved counts `unsolved_factor` times
+the longest time recorded on it. Recorded tasks weigh by their size's closeness to the new task's (the weight
+halves per `size_halving` doublings of the operator count apart), so a domain whose big tasks want another
+search than its small ones gets both right.
+
+Domains with fewer than `min_tasks` recorded tasks have no entry: the delegate keeps its fixed order. A
+configuration never tried on a task counts as unsolved there, so a ranking leans to what was seen working;
+to learn about every configuration, record with all of them racing (`fd_workers=4`) or one at a time
+(`fd_alias=X, fd_workers=1`), as `benchmarks/bench_selection.py` does.
+
+Stored as JSON data, never pickled (as `learning.storage`). Depends on `traces`, never on `portfolio`: the
+attempt fields it reads (`details["searches"]`, `details["search"]`, `details["sas"]`) are plain JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from pydantic import BaseModel, Field
+
+from traces.errors import TraceStoreError
+
+FORMAT_NAME = "portfolio-planner/selection-model"
+FORMAT_VERSION = 1
+DELEGATE = "fast-downward"
+_PARAMS = ("min_tasks", "unsolved_factor", "size_halving")
+
+
+class SelectionFormatError(TraceStoreError, ValueError):
+    """A stored selection model this release cannot read."""
+
+
+@dataclass
+class TaskRecord:
+    """What is known about one task: its SAS operator count (None if never translated) and per configuration
+    `(seconds, solved)`: the time to its plan, or the longest time it ran without one."""
+
+    operators: int | None = None
+    times: dict[str, tuple[float, bool]] = field(default_factory=dict)
+
+    def add(self, config: str, seconds: float, solved: bool) -> None:
+        old = self.times.get(config)
+        if old is None or (solved and (not old[1] or seconds < old[0])) or (not solved and not old[1]
+                                                                             and seconds > old[0]):
+            self.times[config] = (seconds, solved)
+
+
+def observations(plans: Iterable[Any]) -> dict[str, dict[str, TaskRecord]]:
+    """domain -> task fingerprint -> `TaskRecord`, from recorded plans (`traces.selection.DomainPlan`). Reads
+    the Fast Downward attempts that raced configurations: the winner solved at the attempt's time, the others
+    had no plan by then. Attempts without a race (in-process replans, translation failures) and those of tasks
+    with action costs (which always race the cost-aware pair, never a selection) say nothing."""
+    found: dict[str, dict[str, TaskRecord]] = {}
+    for plan in plans:
+        for attempt in plan.attempts:
+            details = attempt.get("details") or {}
+            searches = details.get("searches")
+            if attempt.get("delegate") != DELEGATE or not isinstance(searches, dict) or not searches \
+                    or details.get("costs"):
+                continue
+            seconds = float(attempt.get("elapsed_ms") or 0.0) / 1000.0
+            winner = details.get("search") if attempt.get("status") == "solved" else None
+            record = found.setdefault(plan.domain, {}).setdefault(plan.fingerprint or "", TaskRecord())
+            sas = details.get("sas") or {}
+            if isinstance(sas.get("operators"), int):
+                record.operators = sas["operators"]
+            for config in searches:
+                record.add(str(config), seconds, config == winner)
+    return found
+
+
+def _weight(operators: int | None, target: int | None, halving: float | None) -> float:
+    if not halving or not operators or not target:
+        return 1.0
+    return 0.5 ** (abs(math.log2(operators / target)) / halving)
+
+
+def _set_time(record: TaskRecord, chosen: Sequence[str], unsolved_factor: float) -> float:
+    solved = [record.times[c][0] for c in chosen if c in record.times and record.times[c][1]]
+    if solved:
+        return min(solved)
+    longest = max((seconds for seconds, _ in record.times.values()), default=1.0)
+    return unsolved_factor * longest
+
+
+def greedy_order(records: Sequence[TaskRecord], configs: Sequence[str], weights: Sequence[float],
+                 unsolved_factor: float) -> list[str]:
+    """Configurations in the order a greedy race-builder adds them (module docstring). Ties (common once one
+    configuration solved everything first) go to the better configuration on its own, then to `configs`' order:
+    the second of a race is then the best stand-in for the first, should it stall on the next task."""
+    total = sum(weights) or 1.0
+
+    def cost(chosen: Sequence[str]) -> float:
+        return sum(w * _set_time(r, chosen, unsolved_factor) for r, w in zip(records, weights)) / total
+
+    order: list[str] = []
+    while len(order) < len(configs):
+        order.append(min((c for c in configs if c not in order), key=lambda c: (cost([*order, c]), cost([c]))))
+    return order
+
+
+class SelectionModel:
+    """Per-domain configuration ranking (module docstring), scikit-learn style: parameters in `__init__`, `fit`
+    on recorded plans, `predict` for one task. `min_tasks`: recorded tasks a domain needs before it gets a
+    ranking; `unsolved_factor`: the penalty multiple for a task a set left unsolved; `size_halving`: doublings
+    of the operator count apart at which a recorded task weighs half (None: all weigh alike)."""
+
+    def __init__(self, min_tasks: int = 3, unsolved_factor: float = 2.0, size_halving: float | None = 2.0) -> None:
+        self.min_tasks = min_tasks
+        self.unsolved_factor = unsolved_factor
+        self.size_halving = size_halving
+
+    def get_params(self) -> dict[str, Any]:
+        return {key: getattr(self, key) for key in _PARAMS}
+
+    def fit(self, plans: Iterable[Any]) -> "SelectionModel":
+        """Learn from recorded plans (`traces.selection.domain_plans`)."""
+        if self.min_tasks < 1 or self.unsolved_factor < 1 or (self.size_halving is not None and self.size_halving <= 0):
+            raise ValueError("min_tasks must be >= 1, unsolved_factor >= 1 and size_halving positive or None")
+        self.domains_ = {domain: list(tasks.values()) for domain, tasks in observations(plans).items()
+                         if len(tasks) >= self.min_tasks}
+        return self
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "domains_"):
+            raise ValueError("this SelectionModel is not fitted yet; call fit() first")
+
+    def predict(self, domain: str, operators: int | None = None) -> list[str] | None:
+        """The configurations to race on a task of `domain` with `operators` SAS operators, best first; None
+        when the domain has too few records (the caller keeps its fixed order)."""
+        self._check_fitted()
+        records = self.domains_.get(domain)
+        if not records:
+            return None
+        configs = list(dict.fromkeys(c for r in records for c in r.times))
+        weights = [_weight(r.operators, operators, self.size_halving) for r in records]
+        return greedy_order(records, configs, weights, self.unsolved_factor)
+
+    def explain(self) -> dict[str, dict[str, Any]]:
+        """Per domain: tasks recorded, the ranking for a task of median size, and per configuration how many
+        tasks it solved and its median time on those."""
+        self._check_fitted()
+        out = {}
+        for domain, records in self.domains_.items():
+            sizes = [r.operators for r in records if r.operators]
+            configs: dict[str, dict[str, Any]] = {}
+            for config in dict.fromkeys(c for r in records for c in r.times):
+                solved = [r.times[config][0] for r in records if r.times.get(config, (0, False))[1]]
+                configs[config] = {"solved": len(solved),
+                                   "median_s": round(statistics.median(solved), 3) if solved else None}
+            out[domain] = {"tasks": len(records),
+                           "ranking": self.predict(domain, int(statistics.median(sizes)) if sizes else None),
+                           "configs": configs}
+        return out
+
+    # -- storage --------------------------------------------------------------------------------------------------
+    def to_json(self) -> str:
+        self._check_fitted()
+        domains = {domain: [{"operators": r.operators, "times": {c: list(t) for c, t in r.times.items()}}
+                            for r in records] for domain, records in self.domains_.items()}
+        return json.dumps({"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "params": self.get_params(),
+                           "domains": domains}, separators=(",", ":"), allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str, where: str = "selection model") -> "SelectionModel":
+        try:
+            data = json.loads(text)
+            if data.get("format") != FORMAT_NAME or data.get("format_version") != FORMAT_VERSION:
+                raise SelectionFormatError(
+                    f"{where} is not a {FORMAT_NAME} version {FORMAT_VERSION} document; run `portfolio retrain`.")
+            model = cls(**{key: data["params"][key] for key in _PARAMS})
+            model.domains_ = {
+                domain: [TaskRecord(r["operators"], {c: (float(t[0]), bool(t[1])) for c, t in r["times"].items()})
+                         for r in records]
+                for domain, records in data["domains"].items()}
+        except SelectionFormatError:
+            raise
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as error:
+            raise SelectionFormatError(f"{where} is malformed ({error}); run `portfolio retrain`.") from error
+        return model
+
+
+class SelectionInfo(BaseModel):
+    version: int | None = Field(default=None, description="stored version; None when nothing was stored")
+    domains: dict[str, dict[str, Any]] = Field(default_factory=dict,
+                                               description="per domain fingerprint: tasks, ranking, configs")
+    skipped_domains: int = Field(0, description="domains with too few recorded tasks (fixed order kept)")
+    hyperparameters: dict[str, Any] = Field(default_factory=dict)
+
+
+def retrain_selection(store: Any, **params: Any) -> SelectionInfo:
+    """Fit a `SelectionModel(**params)` on every plan recorded with its domain in `store` and save it as the
+    next selection version (nothing is saved when no domain has enough records)."""
+    from traces.selection import domain_plans, save_selection_model
+
+    model = SelectionModel(**params)
+    plans = list(domain_plans(store))
+    model.fit(plans)
+    seen = {plan.domain for plan in plans}
+    info = SelectionInfo(domains=model.explain(), skipped_domains=len(seen - set(model.domains_)),
+                         hyperparameters=model.get_params())
+    if model.domains_:
+        info.version = save_selection_model(store, model.to_json(), {"format": FORMAT_NAME,
+                                                                     "domains": len(model.domains_)})
+    return info
+
+
+def load_selection(store: Any) -> SelectionModel | None:
+    """The newest stored selection model, or None before the first one."""
+    from traces.selection import latest_selection_model
+
+    stored = latest_selection_model(store)
+    if stored is None:
+        return None
+    return SelectionModel.from_json(stored.model, f"{store.path}: selection model version {stored.version}")

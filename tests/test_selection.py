@@ -1,0 +1,183 @@
+"""Configuration selection learned from traces (issue 11, item 2): runs record their domain, Fast Downward
+attempts record which searches raced, which won and the SAS size; `retrain_selection` ranks each domain's
+searches; `Planner(traces=...)` races the ranking's first ones. Old trace files (schema 1) keep working."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+
+import pytest
+
+from domains.bundled import bundled_task
+from domains.validate import validate_plan
+from learning.selection import SelectionFormatError, SelectionModel, load_selection, observations, retrain_selection
+from portfolio.cli import main as cli
+from portfolio.delegates.fast_downward import search_aliases
+from portfolio.planner import Planner, default_stages
+from traces import TraceStore
+from traces.schema import MIGRATIONS
+from traces.selection import domain_plans
+
+
+def race(winner: str, seconds: float, raced=("lama-first", "eager-ff-cg", "lazy-cea", "lazy-add"),
+         operators: int = 100) -> dict:
+    """A Fast Downward attempt as the planner records it: `winner` found the first plan after `seconds`."""
+    searches = {name: "plan found" if name == winner else "killed at the deadline" for name in raced}
+    return {"delegate": "fast-downward", "status": "solved", "elapsed_ms": seconds * 1000, "reason": "",
+            "details": {"searches": searches, "search": winner, "sas": {"variables": 9, "operators": operators}}}
+
+
+def record(store: TraceStore, domain: str | None, task: str, attempts: list[dict]) -> None:
+    run = store.start_run(task, "goal", domain=domain)
+    store.record_plan(run, "fast-downward", attempts, 10.0, ["(a)"])
+
+
+def test_the_configuration_that_solved_the_domain_first_is_raced_first(tmp_path):
+    with TraceStore(tmp_path / "t.db") as store:
+        for i in range(3):  # each configuration alone on each task, as exploration runs record them
+            for config, seconds in (("lama-first", 2.0), ("eager-ff-cg", 3.0), ("lazy-cea", 0.2), ("lazy-add", 1.0)):
+                record(store, "d1", f"t{i}", [race(config, seconds + i, raced=(config,))])
+        for i in range(2):  # too few tasks for a ranking
+            record(store, "d2", f"u{i}", [race("lazy-add", 0.1, raced=("lazy-add",))])
+        info = retrain_selection(store)
+        model = load_selection(store)
+    assert info.version == 1 and info.skipped_domains == 1 and list(info.domains) == ["d1"]
+    assert model.predict("d1", 100) == ["lazy-cea", "lazy-add", "lama-first", "eager-ff-cg"]
+    assert info.domains["d1"]["configs"]["lazy-cea"] == {"solved": 3, "median_s": 1.2}
+    assert model.predict("d2", 100) is None and model.predict("never-seen") is None
+
+
+def test_a_race_winner_beats_the_searches_it_outran(tmp_path):
+    with TraceStore(tmp_path / "t.db") as store:
+        for i in range(3):
+            record(store, "d", f"t{i}", [race("eager-ff-cg", 0.5, raced=("lama-first", "eager-ff-cg"))])
+        model = SelectionModel().fit(domain_plans(store))
+    assert model.predict("d")[:2] == ["eager-ff-cg", "lama-first"]
+
+
+def test_tasks_of_similar_size_weigh_more():
+    plans = []
+    for i in range(3):
+        for size, best in ((50, "lazy-cea"), (5000, "lazy-add")):
+            for config in ("lazy-cea", "lazy-add"):
+                seconds = 0.1 if config == best else 0.4
+                plans.append(type("P", (), {"domain": "d", "fingerprint": f"{size}-{i}",
+                                            "attempts": [race(config, seconds, (config,), size)]}))
+    model = SelectionModel(min_tasks=3).fit(plans)
+    assert model.predict("d", 60)[0] == "lazy-cea"
+    assert model.predict("d", 4000)[0] == "lazy-add"
+    assert SelectionModel(size_halving=None).fit(plans).predict("d", 60)[0] == "lazy-cea"  # a tie: first seen
+
+
+def test_model_is_json_and_rejects_damage():
+    plans = [type("P", (), {"domain": "d", "fingerprint": f"t{i}", "attempts": [race("lazy-cea", 0.3)]})
+             for i in range(3)]
+    model = SelectionModel().fit(plans)
+    again = SelectionModel.from_json(model.to_json())
+    assert again.predict("d", 100) == model.predict("d", 100) and again.get_params() == model.get_params()
+    for bad in ("not json", json.dumps({"format": "other"}), model.to_json().replace('"times"', '"x"')):
+        with pytest.raises(SelectionFormatError, match="portfolio retrain"):
+            SelectionModel.from_json(bad)
+
+
+def test_attempts_without_a_race_teach_nothing():
+    plans = [type("P", (), {"domain": "d", "fingerprint": "t", "attempts": [
+        {"delegate": "fast-downward", "status": "solved", "elapsed_ms": 3, "details": {"search": "in-process"}},
+        {"delegate": "pyperplan", "status": "solved", "elapsed_ms": 3, "details": {}},
+        {"delegate": "fast-downward", "status": "timeout", "elapsed_ms": 900, "details": {}},
+        race("lama-first", 0.5, ("lama-first", "lama-costs")) | {"details": {"costs": True, "search": "lama-first",
+                                                                 "searches": {"lama-first": "plan found"}}}]})]
+    assert observations(plans) == {}
+
+
+def test_an_order_replaces_the_fixed_race():
+    assert search_aliases("lama-first", "lama-costs", False, 2, ["lazy-add", "lazy-cea"]) == ["lazy-add", "lazy-cea"]
+    assert search_aliases("lama-first", "lama-costs", False, 2, ["lazy-add"]) == ["lazy-add", "lama-first"]
+    assert search_aliases("lama-first", "lama-costs", False, 2, ["no-such"]) == ["lama-first", "eager-ff-cg"]
+    assert search_aliases("lama-first", "lama-costs", True, 2, ["lazy-add"]) == ["lama-first", "lama-costs"]
+    assert search_aliases("seq-opt-lmcut", "lama-costs", False, 2, ["lazy-add"]) == ["seq-opt-lmcut"]
+
+
+def test_planner_races_the_learned_choice_and_records_what_it_learns_from(tmp_path):
+    """Real Fast Downward: recorded attempts say lazy-add then lazy-cea solve this domain first, so the next
+    task of the domain races exactly those two (not the fixed lama-first + eager-ff-cg), and its valid plan is
+    recorded with the domain, the raced searches and the SAS size: the next retrain's data."""
+    db = tmp_path / "t.db"
+    task = bundled_task("blocksworld", 6, seed=3)
+    with TraceStore(db) as store:
+        for i in range(3):
+            record(store, task.domain_fingerprint, f"t{i}", [race("lazy-add", 0.2, ("lazy-add",)),
+                                                             race("lazy-cea", 0.3, ("lazy-cea",)),
+                                                             race("lama-first", 0.9, ("lama-first", "eager-ff-cg"))])
+        retrain_selection(store)
+    with Planner(default_stages(["fast-downward"], 30.0, fd_workers=2), traces=db) as planner:
+        result = planner.plan(task)
+    assert result.solved and validate_plan(task, result.actions()).ok
+    details = result.attempts[0].details
+    assert details["selection"] == "learned" and sorted(details["searches"]) == ["lazy-add", "lazy-cea"]
+    with TraceStore(db) as store:
+        recorded = [p for p in domain_plans(store) if p.fingerprint == task.fingerprint]
+        found = observations(recorded)[task.domain_fingerprint][task.fingerprint]
+    assert found.operators == details["sas"]["operators"] > 0
+    assert set(found.times) == {"lazy-add", "lazy-cea"} and found.times[details["search"]][1]
+
+
+def test_without_a_selection_model_the_fixed_order_races(tmp_path):
+    task = bundled_task("blocksworld", 5, seed=1)
+    with Planner(default_stages(["fast-downward"], 30.0, fd_workers=2), traces=tmp_path / "t.db") as planner:
+        assert planner.selection is None
+        result = planner.plan(task)
+    assert result.solved and list(result.attempts[0].details["searches"]) == ["lama-first", "eager-ff-cg"]
+    assert "selection" not in result.attempts[0].details
+
+
+def old_trace_file(path) -> None:
+    """A trace file as schema 1 wrote it: runs without a domain column, no selection_models table."""
+    import sqlite_utils
+
+    db = sqlite_utils.Database(sqlite3.connect(path))
+    MIGRATIONS[0](db)
+    db.execute("PRAGMA user_version = 1")
+    db["runs"].insert({"id": "r1", "fingerprint": "f", "goal": "g", "started": "2026-01-01"})
+    db["plans"].insert({"run_id": "r1", "delegate": "fast-downward", "attempts": json.dumps([race("lazy-add", 0.1)]),
+                        "latency_ms": 5.0, "plan": "[]", "recorded": "2026-01-01"})
+    db.conn.commit()
+    db.conn.close()
+
+
+def test_an_old_trace_file_opens_migrates_and_keeps_the_fixed_order(tmp_path):
+    db = tmp_path / "old.db"
+    old_trace_file(db)
+    with TraceStore(db) as store:
+        assert store.get_run("r1").domain is None and store.plans("r1")[0]["delegate"] == "fast-downward"
+        assert list(domain_plans(store)) == []  # runs without a domain teach nothing
+        info = retrain_selection(store)
+        assert info.version is None and load_selection(store) is None
+    task = bundled_task("blocksworld", 4, seed=1)
+    with Planner(default_stages(["fast-downward"], 30.0, fd_workers=2), traces=db) as planner:
+        result = planner.plan(task)
+    assert result.solved and list(result.attempts[0].details["searches"]) == ["lama-first", "eager-ff-cg"]
+    with TraceStore(db) as store:
+        assert [p.domain for p in domain_plans(store)] == [task.domain_fingerprint]
+
+
+def test_retrain_cli_fits_selection_without_steps(tmp_path, capsys):
+    db = tmp_path / "t.db"
+    with TraceStore(db) as store:
+        for i in range(3):
+            record(store, "abc", f"t{i}", [race("lazy-cea", 0.4, ("lama-first", "lazy-cea"))])
+    assert cli(["retrain", "--traces", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "selection model version 1: 1 domain(s)" in out and "domain abc: 3 tasks -> race lazy-cea, lama-first" in out
+    assert cli(["retrain", "--traces", str(db), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["selection"]["domains"]["abc"]["ranking"][0] == "lazy-cea"
+    assert cli(["retrain", "--traces", str(db), "--keep", "1"]) == 0
+    capsys.readouterr()
+    with TraceStore(db) as store:
+        assert [v for (v,) in store.db.execute("SELECT version FROM selection_models")] == [3]
+    assert cli(["retrain", "--traces", str(db), "--min-tasks", "4"]) == 2  # no steps, and too few tasks
+    err = capsys.readouterr().err
+    assert "no steps" in err and "configuration selection" in err and "Traceback" not in err
+    assert cli(["retrain", "--traces", str(db), "--min-tasks", "0"]) == 2
