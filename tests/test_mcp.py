@@ -126,7 +126,10 @@ def test_a_malformed_message_does_not_end_the_stdio_server(tmp_path):
             message = json.loads(line)
             if "id" in message:
                 answers[message["id"]] = message
-        assert 2 not in answers or "error" in answers[2]  # the SDK (2.3.0) drops it without an answer
+        # The SDK (2.3.0) dropped both without an answer; JSON-RPC 2.0 asks for an error, with the id if known.
+        assert answers[2]["error"]["code"] == -32600
+        garbage = [m for m in answers.values() if m.get("id") is None]
+        assert [m["error"]["code"] for m in garbage] == [-32700]
         assert {tool["name"] for tool in answers[3]["result"]["tools"]} == TOOLS
         assert process.poll() is None
     finally:

@@ -7,13 +7,16 @@ tool call takes a worker from the same pool, obeys the same queue limit and writ
 
 Transports: stdio (`portfolio mcp`, one planner worker by default) and streamable HTTP, mounted at `/mcp` on
 the HTTP service behind the same bearer token. A failed call (bad PDDL, unknown run, full queue) is a tool
-result with `isError` and the message; malformed JSON-RPC is the SDK's to answer and does not end the server.
+result with `isError` and the message. A stdio line that is not a JSON-RPC message gets a JSON-RPC error
+(-32700 / -32600, with the request's id when it has one) and a warning in the log; it does not end the server.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import logging
+from typing import TYPE_CHECKING, Annotated, Any
 
+from mcp import types
 from pydantic import Field
 
 from portfolio.serve.models import (
@@ -29,6 +32,11 @@ from portfolio.serve.models import (
 )
 from portfolio.serve.service import Service
 from traces.records import StepRecord
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+log = logging.getLogger(__name__)
 
 INSTRUCTIONS = (
     "A planner for agent runtimes. `plan` a task (PDDL domain+problem texts or a JSON task) to get a validated "
@@ -130,10 +138,54 @@ async def serve_stdio(service: Service) -> None:
     service.start()
     watcher = asyncio.get_running_loop().create_task(service.watch())
     try:
-        await mcp.run_stdio_async()
+        await _run_stdio(mcp)
     finally:
         watcher.cancel()
         service.close()
+
+
+async def _run_stdio(mcp: MCPServer) -> None:
+    """`MCPServer.run_stdio_async`, with a line that is not a JSON-RPC message answered as JSON-RPC 2.0 asks
+    (-32700 parse error, -32600 invalid request; the request's id when it has one) and logged: the SDK (2.3.0)
+    only logs it at debug level and never answers, so a client waits for a reply that never comes."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
+
+    async with stdio_server() as (read_stream, write_stream):
+        inbound, received = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+        async def screen() -> None:
+            async with inbound:
+                async for item in read_stream:
+                    if isinstance(item, Exception):
+                        log.warning("MCP: ignored a malformed message: %s", str(item).splitlines()[0])
+                        await write_stream.send(SessionMessage(malformed_answer(item)))
+                    else:
+                        await inbound.send(item)
+
+        server = mcp._lowlevel_server  # what run_stdio_async runs; 2.3.0 has no public accessor
+        async with anyio.create_task_group() as group:
+            group.start_soon(screen)
+            await server.run(received, write_stream, server.create_initialization_options())
+            group.cancel_scope.cancel()
+
+
+def malformed_answer(error: Exception) -> types.JSONRPCError:
+    """The JSON-RPC error answering a line the SDK could not read as a message."""
+    from pydantic import ValidationError
+
+    not_json = isinstance(error, ValidationError) and any(e["type"] == "json_invalid" for e in error.errors())
+    request_id = None
+    if isinstance(error, ValidationError):
+        for detail in error.errors():
+            value = detail.get("input")
+            if isinstance(value, dict) and isinstance(value.get("id"), (int, str)):
+                request_id = value["id"]
+                break
+    code, what = (types.PARSE_ERROR, "Parse error: not JSON") if not_json else \
+        (types.INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message of the MCP schema")
+    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=what))
 
 
 __all__ = ["BadRequest", "build_mcp", "serve_stdio"]
