@@ -19,8 +19,8 @@ World types (`KINDS`), each a different shape of what fails (everything else fai
 - `drift`: two roads turn bad (80%) at episode 60 and are repaired at episode 130;
 - `type`: every vehicle of the subtype `van-a` fails 50%; at episode 100 a new van-a and a new van-b join;
 - `costed`: drives cost the road's length (the task's own action costs) and a few grounded drives fail 70%;
-- `tools`: the old evaluation world (`benchmarks/learning_eval.py`: bundled `tools` tasks, situation-dependent
-  faults), kept as one type.
+- `tools`: the old evaluation world (`tools.py`, also `benchmarks/learning_eval.py`'s: bundled `tools` tasks,
+  situation-dependent faults), kept as one type.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ class World:
     # -- the hidden truth -----------------------------------------------------------------------------------------
     def p_fail(self, step: GroundAction, spec: Episode) -> float:
         if self.kind == "tools":
-            from benchmarks.learning_eval import true_p_fail
+            from portfolio.benchsuite.worlds.tools import true_p_fail
 
             return true_p_fail(step, spec.context)
         if step.name != "drive":
