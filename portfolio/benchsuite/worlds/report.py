@@ -20,10 +20,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Sequence
 
-from portfolio.benchsuite.worlds.runner import WorldRun
+from portfolio.benchsuite.worlds.runner import SIBLING_STEPS, WorldRun
 
 WINDOW = 50
-SIBLING_STEPS = 100  # the issue's target: a new bad-type object, after 100 steps of its siblings
 
 
 def window_rates(runs: Sequence[WorldRun], arm: str, window: int = WINDOW) -> list[float]:
@@ -57,16 +56,18 @@ def summarise(runs: Sequence[WorldRun], policies: Sequence[str]) -> dict:
             "blind_fails_10pct_worlds": len(failure_ratios), "calibration_mae": _spread(maes),
             "consistency_max_gap": max(gaps) if gaps else None,
         }  # fmt: skip
-        new = [r.new_object[policy] for r in runs if r.new_object.get(policy, {}).get("p_new") is not None]
-        if new:
-            enough = [n for n in new if n["sibling_steps"] >= SIBLING_STEPS]
-            out[policy]["new_object"] = {
-                "p_new": _spread([n["p_new"] for n in new]), "gap_true": _spread([n["gap_true"] for n in new]),
-                "sibling_steps": _spread([n["sibling_steps"] for n in new]),
-                "worlds_100_sibling_steps": len(enough),
-                "gap_siblings_100": _spread([n["gap_siblings"] for n in enough]),
-                "within_0.15_of_siblings_100": sum(n["gap_siblings"] <= 0.15 for n in enough),
-            }  # fmt: skip
+        for key, field in (("new_object", "new_object"), ("new_object_100", "new_object_100")):
+            rows = [getattr(r, field)[policy] for r in runs
+                    if getattr(r, field).get(policy, {}).get("p_new") is not None]
+            if rows:
+                out[policy][key] = {
+                    "worlds": len(rows), "p_new": _spread([n["p_new"] for n in rows]),
+                    "sibling_steps": _spread([n["sibling_steps"] for n in rows]),
+                    "gap_siblings": _spread([n["gap_siblings"] for n in rows if n["gap_siblings"] is not None]),
+                    "gap_true": _spread([n["gap_true"] for n in rows]),
+                    "within_0.15_of_siblings": sum(n["gap_siblings"] is not None and n["gap_siblings"] <= 0.15
+                                                   for n in rows),
+                }  # fmt: skip
     return out
 
 
@@ -95,6 +96,16 @@ def report(summary: dict[str, dict], policies: Sequence[str], runs_by_kind: dict
     for kind, s in summary.items():
         rates = "; ".join(f"{arm} {' '.join(f'{x:.2f}' for x in w)}" for arm, w in s["windows"].items())
         lines.append(f"- {kind}: {rates}")
+    for kind, s in summary.items():
+        for policy in policies:
+            for key, when in (("new_object", "when it joins"),
+                              ("new_object_100", f"after {SIBLING_STEPS}+ sibling steps")):
+                n = s[policy].get(key)
+                if n:
+                    lines.append(f"- {kind}, {policy}: a new van-a {when} ({n['worlds']} worlds): p_fail "
+                                 f"{_fmt(n['p_new'])}, |new - siblings' observed rate| {_fmt(n['gap_siblings'])} "
+                                 f"(within 0.15 in {n['within_0.15_of_siblings']}), "
+                                 f"|new - true| {_fmt(n['gap_true'])}")
     for kind, runs in (runs_by_kind or {}).items():
         if any(r.new_object for r in runs):
             lines += ["", *new_object_table(kind, runs, policies)]
@@ -102,22 +113,23 @@ def report(summary: dict[str, dict], policies: Sequence[str], runs_by_kind: dict
 
 
 def new_object_table(kind: str, runs: Sequence[WorldRun], policies: Sequence[str]) -> list[str]:
-    """Per world and policy: the new bad-type vehicle's starting p_fail, its siblings' recorded drives
-    (unweighted / recency-weighted) and observed failure rate at that moment, and the two gaps."""
+    """Per world and policy: a new bad-type vehicle's starting p_fail, its siblings' recorded drives (plain and
+    recency-weighted) and observed failure rate at that moment, and the two gaps; when the new vehicle joins
+    (episode 100), and at the first retrain where the siblings have 100+ recorded drives (an unseen van-a)."""
     def num(x, digits=2):
         return "n/a" if x is None else f"{x:.{digits}f}"
 
     lines = [f"New vehicle of the bad type in `{kind}` worlds (target: within 0.15 of its type's rate after "
              f"{SIBLING_STEPS} steps of its siblings):", "",
-             "| world | policy | new p_fail | sibling steps (weighted) | siblings' observed rate | "
-             "\\|new - siblings\\| | \\|new - true\\| |", "|---|---|---|---|---|---|---|"]
+             "| world | policy | episode | new p_fail | sibling steps (weighted) | siblings' observed rate | "
+             "\\|new - siblings\\| | \\|new - true\\| |", "|---|---|---|---|---|---|---|---|"]
     for r in runs:
         for policy in policies:
-            n = r.new_object.get(policy)
-            if n:
-                lines.append(f"| {r.world} | {policy} | {num(n['p_new'])} | {n['sibling_steps']} "
-                             f"({n['sibling_weight']:.0f}) | {num(n['sibling_rate'])} | "
-                             f"{num(n.get('gap_siblings'))} | {num(n.get('gap_true'))} (true {n['true']:.2f}) |")
+            for n in (r.new_object.get(policy), r.new_object_100.get(policy)):
+                if n:
+                    lines.append(f"| {r.world} | {policy} | {n['episode']} | {num(n['p_new'])} | "
+                                 f"{n['sibling_steps']} ({n['sibling_weight']:.0f}) | {num(n['sibling_rate'])} | "
+                                 f"{num(n.get('gap_siblings'))} | {num(n.get('gap_true'))} (true {n['true']:.2f}) |")
     return lines
 
 
