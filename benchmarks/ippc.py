@@ -321,14 +321,17 @@ def evaluate(domain: str, problems: int, runs: int, retrain_every: int = 1, max_
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--domains", default=",".join(DOMAINS), help="comma-separated folders of ../shared/ippc")
+    parser.add_argument("--domains", default=",".join(DOMAINS), help="comma-separated folders of ../shared/ippc "
+                        f"(default: {','.join(DOMAINS)})")
     parser.add_argument("--problems", type=int, default=2, help="first N problems of each domain (default 2)")
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--max-steps", type=int, default=None,
+                        help=f"executed steps a run may take (default {MAX_STEPS}; per domain: {STEP_LIMITS})")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     lines = ["| domain | problem | arm | success | mean executed steps |", "|---|---|---|---|---|"]
     for domain in args.domains.split(","):
-        for problem, arms in evaluate(domain, args.problems, args.runs).items():
+        for problem, arms in evaluate(domain, args.problems, args.runs, max_steps=args.max_steps).items():
             for arm, s in arms.items():
                 lines.append(f"| {domain} | {problem} | {arm} | {s['success']:.2f} | {s['mean_steps']:.1f} |")
     print("\n".join(lines))
