@@ -8,8 +8,9 @@
 The routes domain: vehicles start at the origin; one is chosen (`choose ?v`), drives along roads
 (`drive ?v ?from ?to`) and `arrive`s at the destination. Plans differ in the vehicle and the route, so which
 grounded drives fail decides which plan is best. Sizes: 5 places and 2 vehicles, 7 and 3, 9 and 3 (the seed
-picks one), a ring of roads plus n/3 random chords (so there is always a way round), every road both ways. Every step reports the situation
-`{"weather": "sun" | "rain"}` (drawn per episode) as its features, whatever the world's faults depend on.
+picks one), a ring of roads plus n/3 random chords (so there is always a way round), every road both ways.
+Every step reports the situation `{"weather": "sun" | "rain"}` (drawn per episode) as its features, whatever
+the world's faults depend on.
 
 World types (`KINDS`), each a different shape of what fails (everything else fails 2% of the time):
 - `groundings`: a few random grounded drives fail 50-90%, with no structure to learn from;
@@ -17,7 +18,8 @@ World types (`KINDS`), each a different shape of what fails (everything else fai
 - `pairs`: a few roads fail 70% for every vehicle, both ways (an argument pair);
 - `situation`: one vehicle fails 75% in the rain only;
 - `drift`: two roads turn bad (80%) at episode 60 and are repaired at episode 130;
-- `type`: every vehicle of the subtype `van-a` fails 50%; at episode 100 a new van-a and a new van-b join;
+- `type`: every vehicle of the subtype `van-a` fails 50%; until episode 100 only the van-a vehicles are there
+  (100+ of their drives in every arm's traces); then the van-b vehicles and a new van-a join;
 - `costed`: drives cost the road's length (the task's own action costs) and a few grounded drives fail 70%;
 - `tools`: the old evaluation world (`tools.py`, also `benchmarks/learning_eval.py`'s: bundled `tools` tasks,
   situation-dependent faults), kept as one type.
@@ -37,6 +39,10 @@ SIZES = ((5, 2), (7, 3), (9, 3))  # (places, vehicles)
 DEFAULT_P = 0.02
 WEATHER = ("sun", "rain")
 NEW_VEHICLES_AT = 100  # `type` worlds: episode from which two new vehicles are in every task
+# `type` worlds, before NEW_VEHICLES_AT only the van-a vehicles are there. The issue's target for a new van-a is
+# stated after 100 steps of its siblings, and a learner soon avoids van-a when it may: with every vehicle there
+# from the start, its traces held 14-48 van-a drives by episode 100 (held-out worlds 100-119), and with van-a
+# alone in three episodes of four still < 100 on small worlds (~1.2 drives an episode: a drive fails half the time).
 DRIFT = (60, 130)  # `drift` worlds: episodes [bad from, repaired at)
 
 DOMAIN = """(define (domain routes)
@@ -93,7 +99,7 @@ class World:
 
     def vehicles_at(self, index: int) -> dict[str, str]:
         if self.kind == "type" and index < NEW_VEHICLES_AT:
-            return {v: t for v, t in self.vehicles.items() if v not in self.bad["new"]}
+            return {v: t for v, t in self.vehicles.items() if t == "van-a" and v not in self.bad["new"]}
         return self.vehicles
 
     def task(self, spec: Episode) -> Task:
