@@ -24,7 +24,7 @@ drive along roads between places, 5-9 places, 2-3 vehicles, the situation {"weat
   drift       two roads turn bad (80%) at episode 60 and are repaired at episode 130
   type        every vehicle of the subtype van-a fails 50%; until episode 100 only van-a vehicles are there,
               then the van-b ones and a new van-a join (the report says what p_fail the new van-a starts with,
-              next to its siblings' recorded steps and failure rate)
+              next to its siblings' recorded steps and failure rate; needs --episodes > 100)
   costed      drives cost the road's length (the task's own costs) and a few grounded drives fail 70%
   tools       the bundled tools domain with situation-dependent faults (plans with Fast Downward: slower)
 
@@ -32,9 +32,9 @@ Seeds: world seeds 0-4 were used while building the failure model (tuning); the 
 on held-out worlds. A world is the same for the same (type, seed).
 
 Arms on the same episodes (common random numbers): cost-blind (the task's own costs), learned-POLICY for each
---policies (mean, thompson, ucb: how untried groundings are priced; an empty trace store, retrained every
---retrain-every episodes) and oracle (the true probabilities as costs). An episode plans, executes in simulation
-and stops at the first failure.
+--policies (mean, thompson, ucb: how untried groundings are priced; each starts from an empty in-memory trace
+store of its own, retrained every --retrain-every episodes) and oracle (the true probabilities as costs). An
+episode plans, executes in simulation and stops at the first failure.
 
 Output in --out: learning-worlds.md (the report, also printed), learning-worlds.json (summary and every world's
 episodes), learning-worlds.png (success curves and reliability plots). A progress bar over worlds goes to stderr.
