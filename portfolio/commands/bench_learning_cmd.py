@@ -22,8 +22,8 @@ drive along roads between places, 5-9 places, 2-3 vehicles, the situation {"weat
   pairs       a few roads fail 70% for every vehicle, both ways (an argument pair)
   situation   one vehicle fails 75% in the rain only
   drift       two roads turn bad (80%) at episode 60 and are repaired at episode 130
-  type        every vehicle of the subtype van-a fails 50%; until episode 100 only van-a vehicles are there,
-              then the van-b ones and a new van-a join (the report says what p_fail the new van-a starts with,
+  type        every vehicle of the subtype van-a fails 50%; before episode 100 three episodes in four offer
+              only van-a vehicles; then a new van-a joins (the report says what p_fail it starts with,
               next to its siblings' recorded steps and failure rate; needs --episodes > 100)
   costed      drives cost the road's length (the task's own costs) and a few grounded drives fail 70%
   tools       the bundled tools domain with situation-dependent faults (plans with Fast Downward: slower)

@@ -18,8 +18,9 @@ World types (`KINDS`), each a different shape of what fails (everything else fai
 - `pairs`: a few roads fail 70% for every vehicle, both ways (an argument pair);
 - `situation`: one vehicle fails 75% in the rain only;
 - `drift`: two roads turn bad (80%) at episode 60 and are repaired at episode 130;
-- `type`: every vehicle of the subtype `van-a` fails 50%; until episode 100 only the van-a vehicles are there
-  (100+ of their drives in every arm's traces); then the van-b vehicles and a new van-a join;
+- `type`: every vehicle of the subtype `van-a` fails 50%; before episode 100, three episodes in four offer only
+  the van-a vehicles (~100 of their drives in every arm's traces); at episode 100 a new van-a and a new van-b
+  join;
 - `costed`: drives cost the road's length (the task's own action costs) and a few grounded drives fail 70%;
 - `tools`: the old evaluation world (`tools.py`, also `benchmarks/learning_eval.py`'s: bundled `tools` tasks,
   situation-dependent faults), kept as one type.
@@ -39,10 +40,13 @@ SIZES = ((5, 2), (7, 3), (9, 3))  # (places, vehicles)
 DEFAULT_P = 0.02
 WEATHER = ("sun", "rain")
 NEW_VEHICLES_AT = 100  # `type` worlds: episode from which two new vehicles are in every task
-# `type` worlds, before NEW_VEHICLES_AT only the van-a vehicles are there. The issue's target for a new van-a is
-# stated after 100 steps of its siblings, and a learner soon avoids van-a when it may: with every vehicle there
-# from the start, its traces held 14-48 van-a drives by episode 100 (held-out worlds 100-119), and with van-a
-# alone in three episodes of four still < 100 on small worlds (~1.2 drives an episode: a drive fails half the time).
+# `type` worlds, before NEW_VEHICLES_AT: in all but one episode of every SIBLINGS_ONLY_EVERY only the van-a
+# vehicles are at the origin. The issue's target for a new van-a is stated after 100 steps of its siblings, and a
+# learner soon avoids van-a when it may: with every vehicle there from the start its traces held 14-48 van-a
+# drives by episode 100 (held-out worlds 100-119); with van-a alone in 3 episodes of 4, 90-125 (9 of 12 worlds
+# >= 100). With van-a alone in every episode (100+ always) the traces hold no van-b drive, so the type says
+# nothing: a new van-a and a new van-b started at the same p_fail (measured), not what the target asks.
+SIBLINGS_ONLY_EVERY = 4
 DRIFT = (60, 130)  # `drift` worlds: episodes [bad from, repaired at)
 
 DOMAIN = """(define (domain routes)
@@ -99,7 +103,10 @@ class World:
 
     def vehicles_at(self, index: int) -> dict[str, str]:
         if self.kind == "type" and index < NEW_VEHICLES_AT:
-            return {v: t for v, t in self.vehicles.items() if t == "van-a" and v not in self.bad["new"]}
+            here = {v: t for v, t in self.vehicles.items() if v not in self.bad["new"]}
+            if index % SIBLINGS_ONLY_EVERY:  # only the bad type at the origin: every arm must drive one
+                here = {v: t for v, t in here.items() if t == "van-a"}
+            return here
         return self.vehicles
 
     def task(self, spec: Episode) -> Task:
