@@ -1,5 +1,6 @@
 """Learned costs on the competition's worlds: IPPC 2008 probabilistic domains (PPDDL, `../shared/ippc/`).
 
+    python -m benchmarks.ippc --problems 5 --runs 20          # all four domains
     python -m benchmarks.ippc --domains blocksworld,ex-blocksworld-fixed --problems 5 --runs 20     # ~3 min
 
 The planner gets a deterministic domain: each `(probabilistic p1 e1 p2 e2 ...)` is replaced by the action's
@@ -15,9 +16,15 @@ Arms: cost-blind (FF-Replan's strategy: the deterministic domain, replanning), l
 retraining after every run), oracle (true costs: base + lam * -log P(intended outcome)). Reported per problem:
 success rate within the step limit and mean executed steps.
 
-Supported: one `probabilistic` per action, outcomes of plain and conditional effects (blocksworld,
-ex-blocksworld-fixed). boxworld (the domain inside each problem) and zenotravel (probabilistic durations) are
-not run yet.
+Supported: one outermost `probabilistic` block per action, whose outcomes may hold plain, conditional
+(`when`), universal (`forall`) and further probabilistic effects (nested blocks are expanded into one outcome per
+combination, probabilities multiplied: boxworld's wrong drive lands in one of three wrong cities); PPDDL's reward
+effects are dropped (the planner optimises its own costs); a domain inside the problem file (boxworld). All four
+domains of `../shared/ippc` run. Not supported: two independent probabilistic blocks in one action (which
+outcome is "intended" is then ambiguous).
+
+Step limits: `MAX_STEPS` (60) executed steps, except zenotravel (`STEP_LIMITS`: 300), whose "complete" actions
+are durations that end with probability 1/25-1/2 per step.
 """
 
 from __future__ import annotations
@@ -41,6 +48,10 @@ from domains.sexpr import SList, read_sexpr  # noqa: E402
 
 IPPC_DIR = Path(__file__).resolve().parents[2] / "shared" / "ippc"
 MAX_STEPS = 60
+# zenotravel's actions are durations: `complete-flying` ends a flight with 1/25 a step, `complete-zooming` 1/15,
+# so one flight takes 15-25 steps on average and a two-passenger problem ~60-100: 60 steps would end most runs
+STEP_LIMITS = {"zenotravel": 300}
+DOMAINS = ("blocksworld", "ex-blocksworld-fixed", "boxworld", "zenotravel")
 LAM = 5.0
 
 
@@ -75,10 +86,11 @@ class Determinized:
 
 
 def _find_probabilistic(node, path=()):
-    """Paths to every (probabilistic ...) sub-expression."""
+    """Paths to the outermost (probabilistic ...) sub-expressions (nested ones are expanded by `_outcomes`)."""
     if isinstance(node, list):
         if node and node[0] == "probabilistic":
             yield path
+            return
         for i, child in enumerate(node):
             yield from _find_probabilistic(child, path + (i,))
 
@@ -97,9 +109,62 @@ def _at(node, path):
     return node
 
 
+def _is_reward(node) -> bool:
+    return (isinstance(node, list) and len(node) == 3 and node[0] in ("increase", "decrease")
+            and node[1] in ("reward", ["reward"]))
+
+
+def _strip_rewards(node):
+    """The effect without PPDDL's `(increase|decrease reward N)` (None when nothing else is left): the planner
+    optimises its own costs, and the task model knows no reward fluent. A conjunction left with one conjunct is
+    that conjunct, so zenotravel's `(and (decrease reward 10) (probabilistic 1/25 ...))` reads as the
+    probabilistic effect alone (its purpose), and boxworld's `(when (destination ?b ?c) (increase (reward) 1))`
+    goes away."""
+    if _is_reward(node):
+        return None
+    if not isinstance(node, list) or not node:
+        return node
+    if node[0] == "probabilistic":  # (probabilistic p1 e1 p2 e2 ...): strip the effects, keep the numbers
+        return ["probabilistic", *[x if i % 2 == 0 else (_strip_rewards(x) or ["and"])
+                                   for i, x in enumerate(node[1:])]]
+    if node[0] in ("when", "forall") and len(node) == 3:
+        body = _strip_rewards(node[2])
+        return None if body is None else [node[0], node[1], body]
+    if node[0] == "and":
+        children = [c for c in (_strip_rewards(x) for x in node[1:]) if c is not None]
+        return None if not children else children[0] if len(children) == 1 else ["and", *children]
+    return node
+
+
+def _outcomes(block) -> list[Outcome]:
+    """The outcomes of one (probabilistic p1 e1 ...) block, the remainder ("nothing") included when it has mass.
+    An outcome holding probabilistic blocks of its own (boxworld: a wrong drive ends in one of three wrong cities,
+    inside `forall`/`when`) is expanded into one outcome per combination, probabilities multiplied."""
+    flat: list[Outcome] = []
+    for i in range(1, len(block), 2):
+        p, effect = float(Fraction(block[i])), block[i + 1]
+        flat += [Outcome(p * o.probability, o.effect) for o in _expand(effect)]
+    rest = 1.0 - sum(float(Fraction(block[i])) for i in range(1, len(block), 2))
+    if rest > 1e-9:
+        flat.append(Outcome(rest, None))
+    return flat
+
+
+def _expand(effect) -> list[Outcome]:
+    """`effect` with every probabilistic block inside it resolved: one outcome per combination."""
+    paths = list(_find_probabilistic(effect))
+    if not paths:
+        return [Outcome(1.0, effect)]
+    out = []
+    for inner in _outcomes(_at(effect, paths[0])):
+        resolved = _replace(effect, paths[0], inner.effect if inner.effect is not None else ["and"])
+        out += [Outcome(inner.probability * o.probability, o.effect) for o in _expand(resolved)]
+    return out
+
+
 def determinize(domain_text: str) -> Determinized:
     """The planning domain (intended outcomes) and the simulation domain (one action per outcome)."""
-    root = read_sexpr(domain_text)[0]
+    root = next(d for d in read_sexpr(domain_text) if isinstance(d[1], list) and d[1][0] == "domain")
     planning, simulation = [], []
     actions: dict[str, ProbAction] = {}
     for section in root:
@@ -112,6 +177,7 @@ def determinize(domain_text: str) -> Determinized:
             continue
         name = section[1]
         effect_index = section.index(":effect") + 1
+        section = _replace(section, (effect_index,), _strip_rewards(section[effect_index]) or ["and"])
         effect = section[effect_index]
         paths = list(_find_probabilistic(effect))
         if not paths:
@@ -119,13 +185,12 @@ def determinize(domain_text: str) -> Determinized:
             simulation.append(section)
             continue
         if len(paths) > 1:
-            raise ValueError(f"action {name}: more than one probabilistic effect is not supported")
-        block = _at(effect, paths[0])
-        outcomes = [Outcome(float(Fraction(block[i])), block[i + 1]) for i in range(1, len(block), 2)]
-        rest = 1.0 - sum(o.probability for o in outcomes)
-        if rest > 1e-9:
-            outcomes.append(Outcome(rest, None))
-        intended = 0 if not paths[0] else (len(outcomes) - 1 if outcomes[-1].effect is None and rest >= 0.5
+            raise ValueError(f"action {name}: more than one independent probabilistic effect is not supported")
+        outcomes = _outcomes(_at(effect, paths[0]))
+        rest = outcomes[-1].probability if outcomes[-1].effect is None else 0.0
+        # the whole effect: its first outcome is its purpose; beside deterministic effects: a side effect,
+        # whose intended outcome is "nothing" when that is at least as likely as not
+        intended = 0 if not paths[0] else (len(outcomes) - 1 if rest >= 0.5
                                            else max(range(len(outcomes)), key=lambda i: outcomes[i].probability))
         actions[name] = ProbAction(name, outcomes, intended)
         for i, outcome in enumerate(outcomes):
@@ -139,6 +204,12 @@ def determinize(domain_text: str) -> Determinized:
                 planned[1] = name
                 planning.append(planned)
     return Determinized(to_text(planning), to_text(simulation), actions)
+
+
+def read_domain(folder: Path, problem: Path) -> str:
+    """The folder's domain.pddl, or the problem file itself when the domain is inside it (boxworld)."""
+    shared = folder / "domain.pddl"
+    return shared.read_text() if shared.exists() else problem.read_text()
 
 
 def clean_problem(text: str) -> str:
@@ -170,12 +241,12 @@ def simulate(det: Determinized, sim_task: Task, state, step: GroundAction, rng: 
     return apply(sim_task, state, GroundAction(f"{step.name}--o{chosen}", step.args)), chosen == action.intended
 
 
-def run_once(det, task, sim_task, plan_fn, rng, record=None) -> tuple[bool, int]:
+def run_once(det, task, sim_task, plan_fn, rng, record=None, max_steps: int = MAX_STEPS) -> tuple[bool, int]:
     """Plan, execute, replan after each failure; (goal reached, steps executed)."""
     from domains.validate import goal_reached
 
     state, executed = task.problem.init, 0
-    while executed < MAX_STEPS:
+    while executed < max_steps:
         result = plan_fn(state)
         if not result.solved:
             return False, executed
@@ -184,14 +255,14 @@ def run_once(det, task, sim_task, plan_fn, rng, record=None) -> tuple[bool, int]
             executed += 1
             if record is not None:
                 record(step, ok)
-            if not ok or executed >= MAX_STEPS:
+            if not ok or executed >= max_steps:
                 break
         if goal_reached(task, state):
             return True, executed
     return goal_reached(task, state), executed
 
 
-def evaluate(domain: str, problems: int, runs: int, retrain_every: int = 1) -> dict:
+def evaluate(domain: str, problems: int, runs: int, retrain_every: int = 1, max_steps: int | None = None) -> dict:
     from domains.pddl import parse_task
     from learning.costs import risk_cost
     from learning.retrain import retrain
@@ -200,13 +271,14 @@ def evaluate(domain: str, problems: int, runs: int, retrain_every: int = 1) -> d
     from traces.records import StepRecord
 
     folder = IPPC_DIR / domain
-    det = determinize((folder / "domain.pddl").read_text())
+    max_steps = max_steps or STEP_LIMITS.get(domain, MAX_STEPS)
     stages = lambda: default_stages(CLASSICAL_ONLY, budget_s=10.0)  # noqa: E731
     out: dict = {}
     with Planner(stages(), budget_s=10.0) as plain, \
             Planner(stages(), budget_s=10.0, traces=":memory:", cost_weight=LAM) as learner:
         store = learner.store
         for problem in sorted(folder.glob("p*.pddl"))[:problems]:
+            det = determinize(read_domain(folder, problem))
             text = clean_problem(problem.read_text())
             task = parse_task(det.planning_domain, text, f"{domain}-det", problem.name)
             sim_task = parse_task(det.simulation_domain, text, f"{domain}-sim", problem.name)
@@ -232,7 +304,7 @@ def evaluate(domain: str, problems: int, runs: int, retrain_every: int = 1) -> d
                         def record(step, ok, steps=steps, run_id=run_id):
                             steps.append(StepRecord(run_id=run_id, step=len(steps), action=step.name, args=step.args,
                                                     outcome="success" if ok else "failure"))
-                    ok, n = run_once(det, task, sim_task, plan_fn, rng, record)
+                    ok, n = run_once(det, task, sim_task, plan_fn, rng, record, max_steps)
                     stat.success.append(ok)
                     stat.steps.append(n)
                     if arm == "learned":
@@ -249,14 +321,17 @@ def evaluate(domain: str, problems: int, runs: int, retrain_every: int = 1) -> d
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--domains", default="blocksworld,ex-blocksworld-fixed")
-    parser.add_argument("--problems", type=int, default=2)
+    parser.add_argument("--domains", default=",".join(DOMAINS), help="comma-separated folders of ../shared/ippc "
+                        f"(default: {','.join(DOMAINS)})")
+    parser.add_argument("--problems", type=int, default=2, help="first N problems of each domain (default 2)")
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--max-steps", type=int, default=None,
+                        help=f"executed steps a run may take (default {MAX_STEPS}; per domain: {STEP_LIMITS})")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     lines = ["| domain | problem | arm | success | mean executed steps |", "|---|---|---|---|---|"]
     for domain in args.domains.split(","):
-        for problem, arms in evaluate(domain, args.problems, args.runs).items():
+        for problem, arms in evaluate(domain, args.problems, args.runs, max_steps=args.max_steps).items():
             for arm, s in arms.items():
                 lines.append(f"| {domain} | {problem} | {arm} | {s['success']:.2f} | {s['mean_steps']:.1f} |")
     print("\n".join(lines))

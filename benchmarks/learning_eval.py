@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import random
 import statistics
 import sys
@@ -43,6 +42,9 @@ from typing import Callable, Mapping, Sequence
 from domains.bundled import bundled_task
 from domains.model import GroundAction, Task, action_cost
 from domains.validate import applicable, apply, goal_reached
+from portfolio.benchsuite.worlds.tools import (  # re-exported: tests and notes use these names from here
+    DEFAULT_P_FAIL, WORLD_RULES, FailureRule, plan_success_probability, true_p_fail,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,52 +60,7 @@ TARGET_FAILURES_VS_BLIND = 0.5
 TARGET_LATENCY_OVERHEAD = 0.10
 
 
-# -- the hidden world -------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FailureRule:
-    """Grounded actions named `action` (and having `uses` among their arguments, when given) fail with
-    probability `p_when` in situations where `when` holds (a (key, value) pair, or always when None), else with
-    `p_else`."""
-
-    action: str
-    uses: str | None
-    when: tuple[str, str] | None
-    p_when: float
-    p_else: float
-
-    def matches(self, step: GroundAction) -> bool:
-        return step.name == self.action and (self.uses is None or self.uses in step.args)
-
-    def p_fail(self, context: Mapping[str, str]) -> float:
-        if self.when is None or context.get(self.when[0]) == self.when[1]:
-            return self.p_when
-        return self.p_else
-
-
-WORLD_RULES: tuple[FailureRule, ...] = (
-    FailureRule("web-search", "web-basic", ("hour", "peak"), 0.80, 0.04),  # rate-limited at peak hours
-    FailureRule("connect-database", "db-internal", ("region", "eu"), 0.75, 0.03),  # VPN only from the US
-    FailureRule("query-database", "db-news", None, 0.30, 0.30),  # times out, whatever the situation
-    FailureRule("write-report", "writer-small", None, 0.04, 0.04),
-)
-# Unavoidable failures are kept small so that plan choice decides the outcome: a 10-step plan of default
-# actions still succeeds 90% of the time.
-DEFAULT_P_FAIL = 0.01
-
-
-def true_p_fail(step: GroundAction, context: Mapping[str, str], rules: Sequence[FailureRule] = WORLD_RULES) -> float:
-    """The hidden probability that `step` fails in `context`: the first matching rule's, else DEFAULT_P_FAIL."""
-    for rule in rules:
-        if rule.matches(step):
-            return rule.p_fail(context)
-    return DEFAULT_P_FAIL
-
-
-def plan_success_probability(plan: Sequence[GroundAction], context: Mapping[str, str]) -> float:
-    """The true probability that every step of `plan` succeeds (steps fail independently)."""
-    return math.prod(1.0 - true_p_fail(step, context) for step in plan)
+# -- the hidden world: portfolio/benchsuite/worlds/tools.py (WORLD_RULES, true_p_fail), imported above -----------
 
 
 def step_fails(seed: int, episode: int, step: GroundAction, occurrence: int, p_fail: float) -> bool:

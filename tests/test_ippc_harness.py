@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks.ippc import IPPC_DIR, clean_problem, determinize, simulate  # noqa: E402
+from benchmarks.ippc import IPPC_DIR, clean_problem, determinize, read_domain, simulate  # noqa: E402
 from domains.model import GroundAction  # noqa: E402
 from domains.pddl import parse_task  # noqa: E402
 
@@ -21,8 +21,9 @@ pytestmark = pytest.mark.skipif(not IPPC_DIR.exists(), reason="../shared/ippc is
 
 
 def load(domain: str, problem: str = "p01.pddl"):
-    det = determinize((IPPC_DIR / domain / "domain.pddl").read_text())
-    text = clean_problem((IPPC_DIR / domain / problem).read_text())
+    path = next((IPPC_DIR / domain).glob(problem))
+    det = determinize(read_domain(IPPC_DIR / domain, path))
+    text = clean_problem(path.read_text())
     return det, parse_task(det.planning_domain, text), parse_task(det.simulation_domain, text)
 
 
@@ -51,3 +52,28 @@ def test_simulator_samples_the_domains_probabilities():
     held = next(s for s, ok in outcomes if ok)
     dropped = next(s for s, ok in outcomes if not ok)
     assert any(a.predicate == "holding" for a in held) and not any(a.predicate == "holding" for a in dropped)
+
+
+def test_nested_outcomes_and_rewards():
+    """boxworld: the domain is in each problem file, a wrong drive (0.2) lands in one of three wrong cities (a
+    probabilistic block inside forall/when inside another), and unloading at the destination earns a reward;
+    zenotravel: `(and (decrease reward 10) (probabilistic 1/25 ...))` is the probabilistic effect alone."""
+    det, task, sim = load("boxworld", "p02-*.pddl")
+    drive = det.actions["drive-truck"]
+    assert [round(o.probability, 4) for o in drive.outcomes] == [0.0667, 0.0667, 0.0667, 0.8]
+    assert det.p_intended("drive-truck") == pytest.approx(0.8) and det.p_intended("fly-plane") == 1.0
+    assert "reward" not in det.planning_domain and "reward" not in det.simulation_domain
+    state = task.problem.init
+    truck, city = next(a.args for a in state if a.predicate == "truck-at-city")
+    target = sorted(a.args[1] for a in state if a.predicate == "can-drive" and a.args[0] == city)[0]
+    wrong = {a.args[1] for a in state if a.predicate.startswith("wrong-drive") and a.args[0] == city}
+    rng = random.Random(1)
+    ends = [(ok, {a.args[1] for a in s if a.predicate == "truck-at-city" and a.args[0] == truck})
+            for s, ok in (simulate(det, sim, state, GroundAction("drive-truck", (truck, city, target)), rng)
+                          for _ in range(1000))]
+    assert all(where == {target} for ok, where in ends if ok)
+    assert all(len(where) == 1 and where <= wrong for ok, where in ends if not ok)
+    assert abs(sum(ok for ok, _ in ends) / len(ends) - 0.8) < 0.04
+    zeno, _, _ = load("zenotravel")
+    assert zeno.p_intended("complete-flying") == pytest.approx(1 / 25)  # the purpose, not "nothing happens"
+    assert zeno.p_intended("complete-boarding") == pytest.approx(0.5)

@@ -1,29 +1,25 @@
-"""A small world of each generated type (benchmarks/world_family.py) in which learned costs beat cost-blind
-planning: the same harness as `python -m benchmarks.learning_worlds`, one world per type, 120 episodes, the
+"""A small world of each generated type (portfolio/benchsuite/worlds/family.py) in which learned costs beat
+cost-blind planning: the same harness as `portfolio bench learning`, one world per type, 120 episodes, the
 default exploration policy. Noise-free (expected success of the chosen plans), so the verdict is not luck."""
 
 from __future__ import annotations
 
 import statistics
-import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # `benchmarks` is a directory of the checkout, not an installed package
-    sys.path.insert(0, str(REPO))
-
-from benchmarks.learning_worlds import execute, run_world  # noqa: E402
-from benchmarks.world_family import KINDS, make_world  # noqa: E402
-from domains.validate import validate_plan  # noqa: E402
-from learning.explore import DEFAULT_EXPLORE  # noqa: E402
+from domains.validate import validate_plan
+from learning.explore import DEFAULT_EXPLORE
+from portfolio.benchsuite.worlds.family import KINDS, make_world
+from portfolio.benchsuite.worlds.runner import execute, run_world
 
 EPISODES, LAST = 120, 40
 # drift: roads turn bad at episode 60 and are repaired at 130; measured while they are bad, where the learned
 # arm must notice the change (within 30-70 episodes, a harder task: measured 0.75x-1.0x of cost-blind's failures
 # on seeds 0-4), so only "fewer failures than cost-blind" is asked of it.
-SETTINGS = {"drift": (130, 40, 1.0)}
+# type: before episode 100 most episodes offer only the bad-type vehicles (every arm fails alike there), so it is
+# measured on episodes 110-149, when every vehicle is there.
+SETTINGS = {"drift": (130, 40, 1.0), "type": (150, 40, 0.6)}
 
 
 def last_failure(run, arm: str, last: int = LAST) -> float:
@@ -44,13 +40,21 @@ def test_learned_costs_beat_cost_blind_in_a_small_world(kind):
     assert last_failure(run, "oracle", last) <= last_failure(run, learned, last) + 0.05
     calibration = run.calibration[DEFAULT_EXPLORE]
     assert calibration["consistency_max_gap"] is None or calibration["consistency_max_gap"] <= 0.05 + 1e-9
+    if kind == "type":  # the new van-a's starting p_fail, next to what its siblings' traces said at that moment
+        new = run.new_object[DEFAULT_EXPLORE]
+        assert new["episode"] == 100 and new["sibling_steps"] >= 60  # most episodes offered only van-a
+        for new in (new, *run.new_object_100.values()):  # the 100-step probe, when the siblings got there
+            assert new["true"] == 0.5 and new["sibling_weight"] <= new["sibling_steps"]
+            assert abs(new["sibling_rate"] - 0.5) < 0.2  # ~100 drives of vehicles failing half the time
+            assert new["gap_siblings"] == pytest.approx(abs(new["p_new"] - new["sibling_rate"]))
+            assert new["gap_true"] == pytest.approx(abs(new["p_new"] - 0.5)) and new["p_new"] > 0.2  # pessimistic
 
 
 def test_worlds_are_reproducible_and_plans_valid():
     world = make_world("pairs", 7)
     assert make_world("pairs", 7) is world and world.episode(3) == make_world("pairs", 7).episode(3)
     spec = world.episode(3)
-    from benchmarks.route_search import RouteSearch
+    from portfolio.benchsuite.worlds.route_search import RouteSearch
     from portfolio.planner import Planner
 
     with Planner([RouteSearch()], warm=False) as planner:

@@ -86,6 +86,22 @@ def test_stores_planners_and_agents_share_one_connection_per_file(tmp_path: Path
         third.count_steps()
 
 
+def test_in_memory_stores_are_separate_databases() -> None:
+    """":memory:" is a new database per SQLite connection: two stores on it must not share one (the learning
+    benchmark gives each learned arm its own in-memory store; shared, every arm learned from every arm's steps)."""
+    from traces.records import StepRecord
+
+    first, second = TraceStore(":memory:"), TraceStore(":memory:")
+    try:
+        assert first.db.conn is not second.db.conn
+        first.record_steps([StepRecord(run_id="r", step=0, action="drive", args=("a",), outcome="failure")])
+        assert first.count_steps() == 1 and second.count_steps() == 0
+        assert not any(key.endswith(":memory:") for key in open_connections())
+    finally:
+        first.close()
+        second.close()
+
+
 def test_the_database_file_is_never_opened_outside_sqlite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A Python open() and close() of the file would drop this process's SQLite locks (see traces.connection)."""
     import builtins

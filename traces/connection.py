@@ -55,8 +55,19 @@ def database_key(path: str | os.PathLike[str]) -> str:
     return os.path.realpath(os.path.abspath(os.fspath(path)))
 
 
+def is_private(path: str | os.PathLike[str]) -> bool:
+    """An in-memory (":memory:") or temporary ("") database: SQLite gives every connection its own, so there is
+    no file to share a connection to, and two stores on ":memory:" are two databases."""
+    text = os.fspath(path)
+    return text in ("", ":memory:") or (text.startswith("file:") and ("mode=memory" in text or
+                                                                       text.startswith("file::memory:")))
+
+
 def acquire(path: str | os.PathLike[str], connect: Callable[[str], sqlite3.Connection]) -> SharedConnection:
-    """The process's connection to the database at `path`, opened with `connect(path)` for its first user."""
+    """The process's connection to the database at `path`, opened with `connect(path)` for its first user; a
+    private connection of its own for an in-memory or temporary database (`is_private`), never registered."""
+    if is_private(path):
+        return SharedConnection(os.fspath(path), connect(os.fspath(path)), users=1)
     key = database_key(path)
     with _registry_lock:
         shared = _registry.get(key)

@@ -1,7 +1,9 @@
-"""`portfolio bench`: benchmark planners on suites of tasks (run, report) and the classic latency table.
+"""`portfolio bench`: benchmark planners on suites of tasks (run, report), the classic latency table, and learned
+costs over generated worlds (learning).
 
 `bench run` and `bench report` are thin layers over `portfolio.benchsuite`; `bench latency` (and `bench` with
-its old flags and no subcommand, for compatibility) over `portfolio.bench`.
+its old flags and no subcommand, for compatibility) over `portfolio.bench`; `bench learning`
+(`bench_learning_cmd.py`) over `portfolio.benchsuite.worlds`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ examples:
   portfolio bench run ../shared/ipc-more/pairs.txt --planners cascade --dask tcp://scheduler:8786 --out r/
   portfolio bench report results/ --baseline driver:lama-first   # report.md, report.html, *.png
   portfolio bench latency --ipc ../shared/ipc   latency table: warm first plan, replan, raw driver
+  portfolio bench learning --kinds pairs,type --seeds 3 --out results/   learned costs vs cost-blind and oracle
   portfolio bench --ipc ../shared/ipc --coverage --per-domain 10   (the same, old spelling, plus coverage)
   portfolio bench --ipc ../shared/ipc-more/pairs.txt --coverage --per-domain 5   coverage only, on a pairs.txt
 """
@@ -65,12 +68,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Benchmark planners. `bench run` runs planners on suites of tasks (each run in its own "
         "process, resumable, locally or on a Dask cluster); `bench report` writes Markdown/HTML tables and PNG "
         "plots; `bench latency` (or `bench` with no subcommand) prints the warm Planner's latency next to "
-        "`fast-downward.py --alias lama-first`.",
+        "`fast-downward.py --alias lama-first`; `bench learning` plays generated worlds whose actions fail "
+        "with hidden probabilities, planning cost-blind, with learned costs and with the true costs.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_latency_arguments(parser)
     parser.set_defaults(func=run_latency)
-    commands = parser.add_subparsers(dest="bench_command", metavar="{run,report,latency}")
+    commands = parser.add_subparsers(dest="bench_command", metavar="{run,report,latency,learning}")
 
     run = commands.add_parser(
         "run", help="run planners on suites; results appended to OUT/runs.jsonl",
@@ -109,6 +113,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "`portfolio plan`. With --coverage, count tasks solved within --budget by both.")
     _add_latency_arguments(latency)
     latency.set_defaults(func=run_latency)
+
+    from portfolio.commands import bench_learning_cmd
+
+    bench_learning_cmd.add_parser(commands)
 
 
 # -- bench run / report ----------------------------------------------------------------------------------------

@@ -58,6 +58,9 @@ def _add_planner_arguments(parser: argparse.ArgumentParser, workers_default: int
                         help="on-disk translation cache the workers share (default: as `portfolio plan`)")
     parser.add_argument("--no-cache", action="store_true", help="workers neither read nor write the cache")
     add_traces_argument(parser, required=False)
+    parser.add_argument("--explore", choices=("mean", "thompson", "ucb"), default=None,
+                        help="how learned costs explore when a request does not say (its `explore` field wins): "
+                        "mean (default), thompson or ucb, as `portfolio plan --explore`")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -108,6 +111,7 @@ def service_config(args: argparse.Namespace):
             traces=args.traces if args.traces_given else None, llm_url=args.llm_url, llm_model=args.llm_model,
             memory_limit_mb=args.memory_limit or limits.default_limit_mb(workers),
             fd_workers=args.fd_workers, cache_dir=args.cache_dir, translation_cache=not args.no_cache,
+            explore=args.explore,
         )
     except ValidationError as error:
         first = error.errors()[0]

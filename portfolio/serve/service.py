@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 import uuid
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Literal
 
 import anyio
 from pydantic import BaseModel, Field
@@ -72,6 +72,7 @@ class ServiceConfig(BaseModel):
     fd_workers: int | None = Field(default=None, ge=1)
     cache_dir: str | None = None  # the on-disk translation cache the workers share (None: the user's default)
     translation_cache: bool = True
+    explore: Literal["mean", "thompson", "ucb"] | None = None  # a request's own `explore` wins; None: the default
 
 
 class Service:
@@ -104,7 +105,8 @@ class Service:
                               llm_url=self.config.llm_url, llm_model=self.config.llm_model,
                               memory_limit_mb=self.config.memory_limit_mb,
                               fd_workers=self.config.fd_workers or max(1, default_workers() // self.config.workers),
-                              cache_dir=self.config.cache_dir, translation_cache=self.config.translation_cache)
+                              cache_dir=self.config.cache_dir, translation_cache=self.config.translation_cache,
+                              explore=self.config.explore)
         pool = self.pool = PlannerPool(worker, self.config.workers, self.config.queue,
                                        on_restart=lambda reason: self.metrics.worker_restarts.labels(reason).inc())
         self.metrics.queue_depth.set_function(lambda: pool.queued)  # read when scraped
@@ -179,7 +181,7 @@ class Service:
     async def replan(self, body: ReplanBody) -> PlanResponse:
         source, worker = self.run_source(body.run_id)
         request = PlanBody(**source, init=body.state, excluded=body.excluded, critiques=body.critiques,
-                           features=body.features, budget=body.budget, run_id=body.run_id)
+                           features=body.features, explore=body.explore, budget=body.budget, run_id=body.run_id)
         return await self.plan(request, prefer=worker)
 
     # -- traces ---------------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ class WorkerConfig(BaseModel):
     fd_workers: int = 1
     cache_dir: str | None = None
     translation_cache: bool = True
+    explore: str | None = None  # the server's default policy; a request's `explore` overrides it per call
 
 
 class PlannerWorker:
@@ -57,7 +58,7 @@ class PlannerWorker:
         stages = default_stages(config.delegates, budget_s=config.budget_s, llm_url=config.llm_url,
                                 llm_model=config.llm_model, decomposer_budget_s=config.decomposer_budget_s,
                                 fd_workers=config.fd_workers, translation_cache=cache)
-        self.planner = Planner(stages, budget_s=config.budget_s, traces=config.traces)
+        self.planner = Planner(stages, budget_s=config.budget_s, traces=config.traces, explore=config.explore)
         self.model_version = self._stored_version()
         self.plan_options = set(inspect.signature(self.planner.plan).parameters) - {"task", "init", "run_id"}
 

@@ -8,8 +8,9 @@
 The routes domain: vehicles start at the origin; one is chosen (`choose ?v`), drives along roads
 (`drive ?v ?from ?to`) and `arrive`s at the destination. Plans differ in the vehicle and the route, so which
 grounded drives fail decides which plan is best. Sizes: 5 places and 2 vehicles, 7 and 3, 9 and 3 (the seed
-picks one), a ring of roads plus n/3 random chords (so there is always a way round), every road both ways. Every step reports the situation
-`{"weather": "sun" | "rain"}` (drawn per episode) as its features, whatever the world's faults depend on.
+picks one), a ring of roads plus n/3 random chords (so there is always a way round), every road both ways.
+Every step reports the situation `{"weather": "sun" | "rain"}` (drawn per episode) as its features, whatever
+the world's faults depend on.
 
 World types (`KINDS`), each a different shape of what fails (everything else fails 2% of the time):
 - `groundings`: a few random grounded drives fail 50-90%, with no structure to learn from;
@@ -17,10 +18,12 @@ World types (`KINDS`), each a different shape of what fails (everything else fai
 - `pairs`: a few roads fail 70% for every vehicle, both ways (an argument pair);
 - `situation`: one vehicle fails 75% in the rain only;
 - `drift`: two roads turn bad (80%) at episode 60 and are repaired at episode 130;
-- `type`: every vehicle of the subtype `van-a` fails 50%; at episode 100 a new van-a and a new van-b join;
+- `type`: every vehicle of the subtype `van-a` fails 50%; before episode 100, three episodes in four offer only
+  the van-a vehicles (~100 of their drives in every arm's traces); at episode 100 a new van-a and a new van-b
+  join;
 - `costed`: drives cost the road's length (the task's own action costs) and a few grounded drives fail 70%;
-- `tools`: the old evaluation world (`benchmarks/learning_eval.py`: bundled `tools` tasks, situation-dependent
-  faults), kept as one type.
+- `tools`: the old evaluation world (`tools.py`, also `benchmarks/learning_eval.py`'s: bundled `tools` tasks,
+  situation-dependent faults), kept as one type.
 """
 
 from __future__ import annotations
@@ -37,6 +40,13 @@ SIZES = ((5, 2), (7, 3), (9, 3))  # (places, vehicles)
 DEFAULT_P = 0.02
 WEATHER = ("sun", "rain")
 NEW_VEHICLES_AT = 100  # `type` worlds: episode from which two new vehicles are in every task
+# `type` worlds, before NEW_VEHICLES_AT: in all but one episode of every SIBLINGS_ONLY_EVERY only the van-a
+# vehicles are at the origin. The issue's target for a new van-a is stated after 100 steps of its siblings, and a
+# learner soon avoids van-a when it may: with every vehicle there from the start its traces held 14-48 van-a
+# drives by episode 100 (held-out worlds 100-119); with van-a alone in 3 episodes of 4, 90-125 (9 of 12 worlds
+# >= 100). With van-a alone in every episode (100+ always) the traces hold no van-b drive, so the type says
+# nothing: a new van-a and a new van-b started at the same p_fail (measured), not what the target asks.
+SIBLINGS_ONLY_EVERY = 4
 DRIFT = (60, 130)  # `drift` worlds: episodes [bad from, repaired at)
 
 DOMAIN = """(define (domain routes)
@@ -93,7 +103,10 @@ class World:
 
     def vehicles_at(self, index: int) -> dict[str, str]:
         if self.kind == "type" and index < NEW_VEHICLES_AT:
-            return {v: t for v, t in self.vehicles.items() if v not in self.bad["new"]}
+            here = {v: t for v, t in self.vehicles.items() if v not in self.bad["new"]}
+            if index % SIBLINGS_ONLY_EVERY:  # only the bad type at the origin: every arm must drive one
+                here = {v: t for v, t in here.items() if t == "van-a"}
+            return here
         return self.vehicles
 
     def task(self, spec: Episode) -> Task:
@@ -110,7 +123,7 @@ class World:
     # -- the hidden truth -----------------------------------------------------------------------------------------
     def p_fail(self, step: GroundAction, spec: Episode) -> float:
         if self.kind == "tools":
-            from benchmarks.learning_eval import true_p_fail
+            from portfolio.benchsuite.worlds.tools import true_p_fail
 
             return true_p_fail(step, spec.context)
         if step.name != "drive":

@@ -1,4 +1,4 @@
-"""`RouteSearch`: an exact, in-process delegate for the routes domain of `benchmarks/world_family.py`.
+"""`RouteSearch`: an exact, in-process delegate for the routes domain of `family.py`.
 
 The learning benchmark plays ~100,000 planning calls, so each must cost well under a millisecond. The generic
 in-process delegate (`portfolio.delegates.typed_search`) grounds every (vehicle, place, place) triple and runs

@@ -1,0 +1,194 @@
+"""The learning-worlds report: per world type, over worlds, median and range (never the best world).
+
+    summary = {kind: summarise(runs, policies) for kind, runs in runs_by_kind.items()}
+    paths = write_results(runs_by_kind, policies, out)       # learning-worlds.md, .json, .png
+
+Per type and policy: in the last window of 50 episodes, learned expected success as a share of the oracle's and
+learned failures as a share of cost-blind's (where cost-blind fails >= 10%); the final model's calibration
+against the true probabilities (mean absolute error; a reliability plot); consistency (largest |p_fail -
+observed rate| over groundings with >= 30 recorded steps). `type` worlds add, per world, the p_fail a new vehicle
+of the bad type starts with next to its siblings' recorded steps and observed failure rate at that moment.
+Expected success (the true probability that the chosen plan succeeds) is noise-free, so windows of 50 episodes
+separate plan quality from luck; realised success by window is reported too.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict
+from pathlib import Path
+from typing import Sequence
+
+from portfolio.benchsuite.worlds.runner import SIBLING_STEPS, WorldRun
+
+WINDOW = 50
+
+
+def window_rates(runs: Sequence[WorldRun], arm: str, window: int = WINDOW) -> list[float]:
+    episodes = runs[0].episodes
+    return [statistics.mean(statistics.mean(r.success[arm][s:s + window]) for r in runs)
+            for s in range(0, episodes, window)]
+
+
+def summarise(runs: Sequence[WorldRun], policies: Sequence[str]) -> dict:
+    """Per policy, over worlds: last-window success vs oracle, failures vs cost-blind, calibration."""
+    out: dict = {"worlds": len(runs), "windows": {}}
+    arms = ["cost-blind", *(f"learned-{p}" for p in policies), "oracle"]
+    for arm in arms:
+        out["windows"][arm] = [round(x, 3) for x in window_rates(runs, arm)]
+    last = slice(-WINDOW, None)
+    for policy in policies:
+        arm = f"learned-{policy}"
+        ratios, failure_ratios, maes, gaps = [], [], [], []
+        for r in runs:
+            oracle = statistics.mean(r.expected["oracle"][last])
+            ratios.append(statistics.mean(r.expected[arm][last]) / oracle if oracle else 1.0)
+            blind_fail = 1 - statistics.mean(r.expected["cost-blind"][last])
+            if blind_fail >= 0.10:
+                failure_ratios.append((1 - statistics.mean(r.expected[arm][last])) / blind_fail)
+            if r.calibration.get(policy):
+                maes.append(r.calibration[policy]["mae"])
+                if r.calibration[policy]["consistency_max_gap"] is not None:
+                    gaps.append(r.calibration[policy]["consistency_max_gap"])
+        out[policy] = {
+            "success_vs_oracle": _spread(ratios), "failures_vs_blind": _spread(failure_ratios),
+            "blind_fails_10pct_worlds": len(failure_ratios), "calibration_mae": _spread(maes),
+            "consistency_max_gap": max(gaps) if gaps else None,
+        }  # fmt: skip
+        for key, field in (("new_object", "new_object"), ("new_object_100", "new_object_100")):
+            rows = [getattr(r, field)[policy] for r in runs
+                    if getattr(r, field).get(policy, {}).get("p_new") is not None]
+            if rows:
+                out[policy][key] = {
+                    "worlds": len(rows), "p_new": _spread([n["p_new"] for n in rows]),
+                    "sibling_steps": _spread([n["sibling_steps"] for n in rows]),
+                    "gap_siblings": _spread([n["gap_siblings"] for n in rows if n["gap_siblings"] is not None]),
+                    "gap_true": _spread([n["gap_true"] for n in rows]),
+                    "within_0.15_of_siblings": sum(n["gap_siblings"] is not None and n["gap_siblings"] <= 0.15
+                                                   for n in rows),
+                }  # fmt: skip
+    return out
+
+
+def _spread(values: Sequence[float]) -> dict | None:
+    if not values:
+        return None
+    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
+            "max": round(max(values), 3)}
+
+
+def _fmt(s: dict | None) -> str:
+    return "n/a" if not s else f"{s['median']:.2f} [{s['min']:.2f}, {s['max']:.2f}]"
+
+
+def report(summary: dict[str, dict], policies: Sequence[str], runs_by_kind: dict[str, list[WorldRun]] | None = None) -> str:
+    lines = ["| type | worlds | policy | success / oracle (last 50, expected) | failures / cost-blind "
+             "| calibration MAE | max consistency gap |", "|---|---|---|---|---|---|---|"]
+    for kind, s in summary.items():
+        for policy in policies:
+            p = s[policy]
+            gap = "n/a" if p["consistency_max_gap"] is None else f"{p['consistency_max_gap']:.3f}"
+            lines.append(f"| {kind} | {s['worlds']} | {policy} | {_fmt(p['success_vs_oracle'])} | "
+                         f"{_fmt(p['failures_vs_blind'])} ({p['blind_fails_10pct_worlds']} worlds) | "
+                         f"{_fmt(p['calibration_mae'])} | {gap} |")
+    lines += ["", f"Realised success by window of {WINDOW} episodes (mean over worlds):", ""]
+    for kind, s in summary.items():
+        rates = "; ".join(f"{arm} {' '.join(f'{x:.2f}' for x in w)}" for arm, w in s["windows"].items())
+        lines.append(f"- {kind}: {rates}")
+    for kind, s in summary.items():
+        for policy in policies:
+            for key, when in (("new_object", "when it joins"),
+                              ("new_object_100", f"after {SIBLING_STEPS}+ sibling steps")):
+                n = s[policy].get(key)
+                if n:
+                    lines.append(f"- {kind}, {policy}: a new van-a {when} ({n['worlds']} worlds): p_fail "
+                                 f"{_fmt(n['p_new'])}, |new - siblings' observed rate| {_fmt(n['gap_siblings'])} "
+                                 f"(within 0.15 in {n['within_0.15_of_siblings']}), "
+                                 f"|new - true| {_fmt(n['gap_true'])}")
+    for kind, runs in (runs_by_kind or {}).items():
+        if any(r.new_object for r in runs):
+            lines += ["", *new_object_table(kind, runs, policies)]
+    return "\n".join(lines)
+
+
+def new_object_table(kind: str, runs: Sequence[WorldRun], policies: Sequence[str]) -> list[str]:
+    """Per world and policy: a new bad-type vehicle's starting p_fail, its siblings' recorded drives (plain and
+    recency-weighted) and observed failure rate at that moment, and the two gaps; when the new vehicle joins
+    (episode 100), and at the first retrain where the siblings have 100+ recorded drives (an unseen van-a)."""
+    def num(x, digits=2):
+        return "n/a" if x is None else f"{x:.{digits}f}"
+
+    lines = [f"New vehicle of the bad type in `{kind}` worlds (target: within 0.15 of its type's rate after "
+             f"{SIBLING_STEPS} steps of its siblings):", "",
+             "| world | policy | episode | new p_fail | sibling steps (weighted) | siblings' observed rate | "
+             "\\|new - siblings\\| | \\|new - true\\| |", "|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        for policy in policies:
+            for n in (r.new_object.get(policy), r.new_object_100.get(policy)):
+                if n:
+                    lines.append(f"| {r.world} | {policy} | {n['episode']} | {num(n['p_new'])} | "
+                                 f"{n['sibling_steps']} ({n['sibling_weight']:.0f}) | {num(n['sibling_rate'])} | "
+                                 f"{num(n.get('gap_siblings'))} | {num(n.get('gap_true'))} (true {n['true']:.2f}) |")
+    return lines
+
+
+def plot(runs_by_kind: dict[str, list[WorldRun]], policies: Sequence[str], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    kinds = list(runs_by_kind)
+    fig, axes = plt.subplots(2, len(kinds), figsize=(max(3.2 * len(kinds), 5), 6.4), squeeze=False)
+    for col, kind in enumerate(kinds):
+        runs = runs_by_kind[kind]
+        ax = axes[0][col]
+        for arm in ["cost-blind", *(f"learned-{p}" for p in policies), "oracle"]:
+            rates = [statistics.mean(statistics.mean(r.expected[arm][max(0, i - 24):i + 1]) for r in runs)
+                     for i in range(runs[0].episodes)]
+            ax.plot(rates, label=arm)
+        ax.set_title(kind)
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("episode")
+        ax = axes[1][col]
+        for policy in policies:
+            pairs = [pt for r in runs for pt in r.calibration.get(policy, {}).get("pairs", [])]
+            if pairs:
+                bins = _reliability(pairs)
+                ax.plot([b[0] for b in bins], [b[1] for b in bins], marker="o", label=policy)
+        ax.plot([0, 1], [0, 1], color="grey", linestyle=":")
+        ax.set_xlabel("predicted p_fail")
+    axes[0][0].set_ylabel("expected success (25-episode mean)")
+    axes[1][0].set_ylabel("true p_fail")
+    axes[0][-1].legend(fontsize=7)
+    if axes[1][-1].get_legend_handles_labels()[0]:
+        axes[1][-1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def _reliability(pairs: list[tuple[float, float]], bins: int = 10) -> list[tuple[float, float]]:
+    out = []
+    for b in range(bins):
+        inside = [(p, t) for p, t in pairs if b / bins <= p < (b + 1) / bins or (b == bins - 1 and p == 1.0)]
+        if inside:
+            out.append((statistics.mean(p for p, _ in inside), statistics.mean(t for _, t in inside)))
+    return out
+
+
+def write_results(runs_by_kind: dict[str, list[WorldRun]], policies: Sequence[str], out: Path) -> dict[str, Path]:
+    """learning-worlds.md (the report), .json (summary and every run, without the calibration points) and .png
+    (curves and reliability) in `out`; returns their paths."""
+    summary = {kind: summarise(runs, policies) for kind, runs in runs_by_kind.items()}
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"report": out / "learning-worlds.md", "json": out / "learning-worlds.json",
+             "plot": out / "learning-worlds.png"}
+    paths["report"].write_text(report(summary, policies, runs_by_kind) + "\n")
+    paths["json"].write_text(json.dumps(
+        {"summary": summary, "runs": [asdict(r) | {"calibration": {p: {k: v for k, v in c.items() if k != "pairs"}
+                                                                   for p, c in r.calibration.items()}}
+                                      for runs in runs_by_kind.values() for r in runs]}, indent=1))
+    plot(runs_by_kind, policies, paths["plot"])
+    return paths

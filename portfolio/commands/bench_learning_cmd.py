@@ -1,0 +1,123 @@
+"""`portfolio bench learning`: the learned-costs benchmark over generated worlds, a thin layer over
+`portfolio.benchsuite.worlds` (argument checks, progress, printing)."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from portfolio.commands.common import fail_bad_input
+
+HELD_OUT_SEEDS = 100
+TUNING_SEEDS = range(5)
+
+EPILOG = """\
+World types (--kinds), each a different shape of what fails (everything else fails 2%; routes worlds: vehicles
+drive along roads between places, 5-9 places, 2-3 vehicles, the situation {"weather": "sun"|"rain"}):
+  groundings  a few random grounded drives fail 50-90%, no structure to learn from
+  object      one vehicle fails 50% wherever it drives
+  pairs       a few roads fail 70% for every vehicle, both ways (an argument pair)
+  situation   one vehicle fails 75% in the rain only
+  drift       two roads turn bad (80%) at episode 60 and are repaired at episode 130
+  type        every vehicle of the subtype van-a fails 50%; before episode 100 three episodes in four offer
+              only van-a vehicles; then a new van-a joins (the report says what p_fail it starts with,
+              next to its siblings' recorded steps and failure rate; needs --episodes > 100)
+  costed      drives cost the road's length (the task's own costs) and a few grounded drives fail 70%
+  tools       the bundled tools domain with situation-dependent faults (plans with Fast Downward: slower)
+
+Seeds: world seeds 0-4 were used while building the failure model (tuning); the default --first-seed 100 reports
+on held-out worlds. A world is the same for the same (type, seed).
+
+Arms on the same episodes (common random numbers): cost-blind (the task's own costs), learned-POLICY for each
+--policies (mean, thompson, ucb: how untried groundings are priced; each starts from an empty in-memory trace
+store of its own, retrained every --retrain-every episodes) and oracle (the true probabilities as costs). An
+episode plans, executes in simulation and stops at the first failure.
+
+Output in --out: learning-worlds.md (the report, also printed), learning-worlds.json (summary and every world's
+episodes), learning-worlds.png (success curves and reliability plots). A progress bar over worlds goes to stderr.
+
+examples:
+  portfolio bench learning --kinds pairs,type --seeds 3 --episodes 100 --out results/   # a quick look, ~1 min
+  portfolio bench learning --jobs 2 --out results/     # every type, 20 held-out worlds each, 200 episodes
+  portfolio bench learning --kinds object --first-seed 0 --seeds 5 --policies mean   # the tuning worlds
+"""
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "learning", help="learned costs against cost-blind and oracle planning over generated worlds",
+        description="Generate worlds whose actions fail with hidden probabilities (several types, several "
+        "sizes, from seeds), plan the same episodes cost-blind, with learned costs and with the true costs, "
+        "and report per type: success against the oracle, failures against cost-blind, calibration.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kinds", default=None, metavar="K1,K2",
+                        help="comma-separated world types (default: all, see below)")
+    parser.add_argument("--seeds", type=int, default=20, help="worlds per type (default 20)")
+    parser.add_argument("--first-seed", type=int, default=HELD_OUT_SEEDS,
+                        help=f"first world seed (default {HELD_OUT_SEEDS}: held out; 0-4 were used for tuning)")
+    parser.add_argument("--tools-seeds", type=int, default=3,
+                        help="at most this many `tools` worlds (default 3: it plans with Fast Downward, ~1 min "
+                        "a world)")
+    parser.add_argument("--episodes", type=int, default=200, help="episodes per world (default 200; the report "
+                        "compares arms over the last 50)")
+    parser.add_argument("--retrain-every", type=int, default=10, help="retrain every K episodes (default 10)")
+    parser.add_argument("--policies", default="mean,thompson,ucb",
+                        help="comma-separated explore policies of the learned arms (default: all three)")
+    parser.add_argument("--out", type=Path, default=Path("results"),
+                        help="folder for learning-worlds.md/.json/.png (created; default ./results)")
+    parser.add_argument("--jobs", type=int, default=1, help="worlds run at once, each in its own process "
+                        "(default 1)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run_learning)
+
+
+def run_learning(args: argparse.Namespace) -> int:
+    from learning.explore import EXPLORE_POLICIES
+    from portfolio.benchsuite.worlds.family import KINDS
+    from portfolio.benchsuite.worlds.report import WINDOW, write_results
+    from portfolio.benchsuite.worlds.runner import run_worlds
+
+    kinds = [k for k in (args.kinds or ",".join(KINDS)).split(",") if k]
+    policies = [p for p in args.policies.split(",") if p]
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds:
+        return fail_bad_input(f"--kinds: unknown world type {', '.join(map(repr, unknown)) or '(none given)'}; "
+                              f"expected some of {', '.join(KINDS)}")
+    bad = [p for p in policies if p not in EXPLORE_POLICIES]
+    if bad or not policies:
+        return fail_bad_input(f"--policies: unknown explore policy {', '.join(map(repr, bad)) or '(none given)'}; "
+                              f"expected some of {', '.join(EXPLORE_POLICIES)}")
+    for name, value in (("--seeds", args.seeds), ("--tools-seeds", args.tools_seeds), ("--episodes", args.episodes),
+                        ("--retrain-every", args.retrain_every), ("--jobs", args.jobs)):
+        if value < 1:
+            return fail_bad_input(f"{name} must be >= 1, got {value}")
+    if args.first_seed < 0:
+        return fail_bad_input(f"--first-seed must be >= 0, got {args.first_seed}")
+    if args.first_seed < len(TUNING_SEEDS):
+        print(f"note: seeds {TUNING_SEEDS.start}-{TUNING_SEEDS.stop - 1} were used to tune the failure model; "
+              f"--first-seed {HELD_OUT_SEEDS} reports on held-out worlds", file=sys.stderr)
+    worlds = [(kind, seed) for kind in kinds
+              for seed in range(args.first_seed, args.first_seed + (min(args.seeds, args.tools_seeds)
+                                                                    if kind == "tools" else args.seeds))]
+    start = time.perf_counter()
+
+    def done(run) -> None:
+        from tqdm import tqdm
+
+        tqdm.write(f"{run.world}: {run.seconds:.1f} s, last-{WINDOW} success " + ", ".join(
+            f"{a} {statistics.mean(s[-WINDOW:]):.2f}" for a, s in run.success.items()), file=sys.stderr)
+
+    runs = run_worlds(worlds, args.episodes, args.retrain_every, policies, jobs=args.jobs,
+                      progress=not args.no_progress, on_done=done)
+    runs_by_kind: dict = {}
+    for run in runs:
+        runs_by_kind.setdefault(run.kind, []).append(run)
+    paths = write_results(runs_by_kind, policies, args.out)
+    print(paths["report"].read_text(), end="")
+    print(f"\n{len(runs)} worlds in {time.perf_counter() - start:.0f} s")
+    for kind, path in paths.items():
+        print(f"{kind:<8} {path}")
+    return 0
