@@ -40,13 +40,18 @@ def summarise(runs: Sequence[WorldRun], policies: Sequence[str]) -> dict:
     last = slice(-WINDOW, None)
     for policy in policies:
         arm = f"learned-{policy}"
-        ratios, failure_ratios, maes, gaps = [], [], [], []
+        ratios, failure_ratios, maes, gaps, oracle_ratios, avoidable = [], [], [], [], [], []
         for r in runs:
             oracle = statistics.mean(r.expected["oracle"][last])
             ratios.append(statistics.mean(r.expected[arm][last]) / oracle if oracle else 1.0)
             blind_fail = 1 - statistics.mean(r.expected["cost-blind"][last])
             if blind_fail >= 0.10:
                 failure_ratios.append((1 - statistics.mean(r.expected[arm][last])) / blind_fail)
+                # what the world allows: where even the oracle cannot halve cost-blind's failures (the only
+                # route is a bad one), no learner can
+                oracle_ratios.append((1 - oracle) / blind_fail)
+                if oracle_ratios[-1] <= 0.5:
+                    avoidable.append(failure_ratios[-1])
             if r.calibration.get(policy):
                 maes.append(r.calibration[policy]["mae"])
                 if r.calibration[policy]["consistency_max_gap"] is not None:
@@ -54,6 +59,8 @@ def summarise(runs: Sequence[WorldRun], policies: Sequence[str]) -> dict:
         out[policy] = {
             "success_vs_oracle": _spread(ratios), "failures_vs_blind": _spread(failure_ratios),
             "blind_fails_10pct_worlds": len(failure_ratios), "calibration_mae": _spread(maes),
+            "oracle_failures_vs_blind": _spread(oracle_ratios), "failures_vs_blind_avoidable": _spread(avoidable),
+            "avoidable_worlds": len(avoidable),
             "consistency_max_gap": max(gaps) if gaps else None,
         }  # fmt: skip
         for key, field in (("new_object", "new_object"), ("new_object_100", "new_object_100")):
@@ -84,13 +91,16 @@ def _fmt(s: dict | None) -> str:
 
 def report(summary: dict[str, dict], policies: Sequence[str], runs_by_kind: dict[str, list[WorldRun]] | None = None) -> str:
     lines = ["| type | worlds | policy | success / oracle (last 50, expected) | failures / cost-blind "
-             "| calibration MAE | max consistency gap |", "|---|---|---|---|---|---|---|"]
+             "| oracle's failures / cost-blind | failures / cost-blind where the oracle halves them "
+             "| calibration MAE | max consistency gap |", "|---|---|---|---|---|---|---|---|---|"]
     for kind, s in summary.items():
         for policy in policies:
             p = s[policy]
             gap = "n/a" if p["consistency_max_gap"] is None else f"{p['consistency_max_gap']:.3f}"
             lines.append(f"| {kind} | {s['worlds']} | {policy} | {_fmt(p['success_vs_oracle'])} | "
                          f"{_fmt(p['failures_vs_blind'])} ({p['blind_fails_10pct_worlds']} worlds) | "
+                         f"{_fmt(p.get('oracle_failures_vs_blind'))} | "
+                         f"{_fmt(p.get('failures_vs_blind_avoidable'))} ({p.get('avoidable_worlds', 0)} worlds) | "
                          f"{_fmt(p['calibration_mae'])} | {gap} |")
     lines += ["", f"Realised success by window of {WINDOW} episodes (mean over worlds):", ""]
     for kind, s in summary.items():
