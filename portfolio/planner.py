@@ -94,6 +94,10 @@ class Planner(Resource):
     optimistic prior's p_fail of ~0.05 adds a uniform 0.26 per step. `explore` prices each grounded action at its
     posterior mean ("mean", the default, picked by the benchmark), a fresh Thompson draw per call ("thompson")
     or an optimistic quantile ("ucb"); see `learning.explore`. `seed` makes the draws repeatable.
+
+    `carry_over` (default True): Fast Downward's translation and searches go on past its share of the classical
+    tier, beside the later delegates, until the cascade's final deadline; the first valid plan wins
+    (`portfolio.cascade`, "Carry-over"). False: they are killed when its share ends, as before.
     """
 
     def __init__(
@@ -105,6 +109,7 @@ class Planner(Resource):
         warm: bool = True,
         explore: str | None = None,
         seed: int | None = None,
+        carry_over: bool = True,
     ) -> None:
         from learning.explore import DEFAULT_EXPLORE, check_explore
 
@@ -117,7 +122,7 @@ class Planner(Resource):
             stages = list(delegates)  # type: ignore[arg-type]
         # The planner owns the stages from here on: if the rest of set-up fails (a bad trace store), it closes
         # them, so no worker process or temporary directory outlives a failed constructor.
-        self.cascade = PortfolioDecomposition(stages)
+        self.cascade = PortfolioDecomposition(stages, carry_over=carry_over)
         self.cost_weight = cost_weight
         self.traces_path = Path(traces) if traces else None
         self._store = None

@@ -56,7 +56,8 @@ class PlanRequest:
     costs (the Planner's learned costs), for delegates that ground the task; `costs` maps grounded actions in PDDL form (`"(drive t1 a b)"`) to the cost a cost-aware delegate should use
     instead of the model's own (learned costs); `excluded` lists grounded actions no plan may use (an action that
     just failed, for this adaptation generation); `critiques` are verbal reasons from earlier failures, for
-    delegates that can read them (an LLM).
+    delegates that can read them (an LLM); `carried_over` names delegates whose work on this very request goes
+    on in the background (`portfolio.cascade`, "Carry-over"), so a delegate need not repeat it.
     """
 
     task: Task
@@ -65,6 +66,7 @@ class PlanRequest:
     cost_model: Callable[[Sequence[str]], dict[str, float]] | None = field(default=None, compare=False)
     excluded: frozenset[str] = frozenset()
     critiques: tuple[str, ...] = ()
+    carried_over: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         # One spelling per action ("pick-up a", "(PICK-UP a)" -> "(pick-up a)"), so every comparison of

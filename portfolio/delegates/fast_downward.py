@@ -10,6 +10,11 @@ task (translation reused, init rewritten) is first searched in this process (`po
 Both stages run in processes that are killed when the deadline passes, so the budget is hard; handing the SAS
 task to a search process is bounded by the same deadline.
 
+The cascade may carry this delegate's work over past its share (`carries_over`, see `portfolio.cascade`): it
+then runs on another thread beside the decomposer tier, which shares it. So a translation under way is made
+once (a second caller waits for it), searches over all calls stay at one per core (`workers`), and every wait
+also ends when the thread's stop signal is set (`portfolio.cancel`).
+
 Exit codes go through `fd_exitcodes` (named as in Fast Downward's driver): when several searches run side by
 side, one `aggregate` over the ones that ran decides the outcome, and a search that fails early never cuts
 short another one that is still working.
@@ -29,6 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from domains.model import Atom, Task
+from portfolio import cancel
 from portfolio.delegates import fd_exitcodes
 from portfolio.results import DelegateOutcome, PlanRequest, Resource, Status
 from portfolio.sas import SasTask, operator_action, parse_sas
@@ -140,6 +146,7 @@ class FastDownward(Resource):
     `workers=1` runs `alias` alone. A raw `search` string always runs alone."""
 
     source = "classical"
+    carries_over = True  # the cascade may let its work go on past its share (`portfolio.cascade`)
 
     def __init__(
         self,
@@ -168,6 +175,8 @@ class FastDownward(Resource):
         self._binary = str(search_binary())
         self._translations: OrderedDict[tuple, Translation] = OrderedDict()
         self._cache_lock = threading.Lock()
+        self._pending: dict[tuple, threading.Event] = {}  # translations under way, so two threads make one
+        self._running = 0  # search processes working now, over all calls (threads)
         self._worker: WorkerProcess | None = None
         self._searches = SearchProcessPool()
         self.inprocess_max_operators = INPROCESS_MAX_OPERATORS
@@ -195,6 +204,30 @@ class FastDownward(Resource):
         SAS initial values for the request's state. Translates (under the deadline) when nothing cached fits."""
         key = structure_key(request.task)
         init = request.initial_state
+        while True:
+            found = self._cached(key, init)
+            if found is not None:
+                return found
+            with self._cache_lock:
+                running = self._pending.get(key)
+                mine = running is None
+                if mine:
+                    running = self._pending[key] = threading.Event()
+            if mine:
+                break
+            # Another thread (work carried over from the classical tier) is translating this task: wait for its
+            # translation instead of making a second one, then look again (if it failed, translate here).
+            while not running.wait(max(0.0, min(0.05, deadline - time.monotonic()))):
+                if cancel.expired(deadline):
+                    raise BudgetExpired()
+        try:
+            return self._translate(key, request, deadline), None
+        finally:
+            with self._cache_lock:
+                self._pending.pop(key, None)
+            running.set()
+
+    def _cached(self, key: tuple, init: frozenset[Atom]) -> tuple[Translation, tuple[int, ...] | None] | None:
         with self._cache_lock:
             cached = self._translations.get(key)
             if cached is not None:
@@ -205,6 +238,10 @@ class FastDownward(Resource):
             values = cached.sas.with_init(cached.init, init)
             if values is not None:
                 return replace(cached, source="memory"), values
+        return None
+
+    def _translate(self, key: tuple, request: PlanRequest, deadline: float) -> Translation:
+        init = request.initial_state
         task = request.effective_task()
         start = time.monotonic()
         disk_key = cache_key(task.domain_pddl, task.problem_pddl) if self.disk_cache is not None else ""
@@ -225,7 +262,7 @@ class FastDownward(Resource):
             self._translations[key] = translation
             while len(self._translations) > self.cache_size:
                 self._translations.popitem(last=False)
-        return translation, None
+        return translation
 
     def _from_disk(self, key: str, init: frozenset[Atom], start: float) -> Translation | None:
         """The translation stored under `key` in the disk cache, or None (no cache, a miss, or an entry that
@@ -313,7 +350,10 @@ class FastDownward(Resource):
     def _aliases(self, with_costs: bool) -> list[str]:
         if self.search:
             return [self.alias]
-        return search_aliases(self.alias, self.cost_alias, with_costs, self.workers)
+        # One search per core across concurrent calls too (a search carried over by the cascade and the
+        # decomposer's subgoal searches): a race only gets the cores the running searches leave free.
+        free = self.workers - self._running
+        return search_aliases(self.alias, self.cost_alias, with_costs, max(1, free))
 
     def _search(self, sas_text: str, aliases: list[str], deadline: float, details: dict,
                 race: bool = False) -> DelegateOutcome:
@@ -324,6 +364,8 @@ class FastDownward(Resource):
         the others: only a plan (from the last one, unless racing), a proof, or the deadline does."""
         started = time.monotonic()
         runs = [(alias, self._searches.take(self._command(alias))) for alias in aliases]
+        with self._cache_lock:
+            self._running += len(runs)
         try:
             data = sas_text.encode()
             for _, run in runs:
@@ -333,6 +375,8 @@ class FastDownward(Resource):
             codes = _wait(runs, deadline, started, race=race)
             return self._outcome(runs, codes, details)
         finally:
+            with self._cache_lock:
+                self._running -= len(runs)
             for _, run in runs:
                 self._searches.release(run)
 
@@ -383,7 +427,7 @@ def _wait(runs, deadline: float, started: float, race: bool = False) -> dict[str
         now = time.monotonic()
         if any(code in fd_exitcodes.PLAN_FOUND for code in codes.values()):
             finish_by = min(finish_by, now + max(0.2, 2 * (now - started)))
-        if now >= finish_by:
+        if now >= finish_by or cancel.stopped():
             break
         wait_any([run.process for alias, run in runs if alias not in codes], finish_by - now)
     return {alias: codes.get(alias) for alias, _ in runs}
@@ -402,7 +446,9 @@ def _feed(process: subprocess.Popen, data: bytes, deadline: float) -> bool:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
-            _, writable, _ = select.select([], [fd], [], remaining)
+            if cancel.stopped():
+                return False
+            _, writable, _ = select.select(cancel.stop_fds(), [fd], [], remaining)
             if not writable:
                 return False
             try:
