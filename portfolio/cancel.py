@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import threading
 import time
 from typing import Iterator
@@ -95,3 +96,16 @@ def stop_fds() -> list[int]:
 def expired(deadline: float) -> bool:
     """The deadline has passed, or this thread was told to stop."""
     return time.monotonic() >= deadline or stopped()
+
+
+def sleep_until(deadline: float) -> bool:
+    """Block until `deadline` or until this thread is told to stop, whichever comes first: how a delegate waits
+    (a back-off, a poll) without holding up a cascade that no longer needs it. True when it was stopped."""
+    remaining = deadline - time.monotonic()
+    if remaining > 0 and not stopped():
+        fds = stop_fds()
+        if fds:
+            select.select(fds, [], [], remaining)
+        else:
+            time.sleep(remaining)
+    return stopped()

@@ -225,7 +225,8 @@ class PortfolioDecomposition(Resource):
     def _run_tier(self, tier: Tier, call: _Call) -> PlanResult | None:
         """The tier's delegates in order, each with its share of what the tier has left."""
         attempts = call.attempts
-        tier_deadline = time.monotonic() + tier.budget_s
+        # Clamped to the call's deadline: time an earlier tier overran (stopping what it started) is not added.
+        tier_deadline = min(time.monotonic() + tier.budget_s, call.deadline)
         declined = {index: why for index, delegate in enumerate(tier.delegates)
                     for ok, why in [_checked_supports(delegate, call.request.task)] if not ok}
         for index, delegate in enumerate(tier.delegates):

@@ -41,6 +41,7 @@ class WorkerConfig(BaseModel):
     fd_workers: int = 1
     cache_dir: str | None = None
     translation_cache: bool = True
+    carry_over: bool = True
 
 
 class PlannerWorker:
@@ -57,7 +58,9 @@ class PlannerWorker:
         stages = default_stages(config.delegates, budget_s=config.budget_s, llm_url=config.llm_url,
                                 llm_model=config.llm_model, decomposer_budget_s=config.decomposer_budget_s,
                                 fd_workers=config.fd_workers, translation_cache=cache)
-        self.planner = Planner(stages, budget_s=config.budget_s, traces=config.traces)
+        # A request's deadline is its classical budget plus the decomposer tier's: the cascade computes it per
+        # call from the tiers' budgets (`_budget` sets the request's own), and carried-over work dies there.
+        self.planner = Planner(stages, budget_s=config.budget_s, traces=config.traces, carry_over=config.carry_over)
         self.model_version = self._stored_version()
         self.plan_options = set(inspect.signature(self.planner.plan).parameters) - {"task", "init", "run_id"}
 
