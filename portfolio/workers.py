@@ -135,6 +135,8 @@ class WorkerProcess(Resource):
             if cancel.expired(deadline):
                 raise BudgetExpired()
         try:
+            if cancel.expired(deadline):  # nothing sent yet: the worker stays warm
+                raise BudgetExpired()
             process = self._process
             if process is None or process.poll() is not None:
                 self.spawn()

@@ -343,6 +343,8 @@ class FastDownward(Resource):
                    details: dict | None = None) -> DelegateOutcome:
         """Search a SAS task (e.g. a cached translation with another goal or state swapped in) with this
         delegate's configuration, pre-started processes and deadline handling."""
+        if cancel.expired(deadline):  # no search process is taken (and killed) for nothing
+            return DelegateOutcome(Status.TIMEOUT, reason="budget expired before the search", details=details or {})
         aliases = self._aliases(with_costs)
         race = not with_costs and len(aliases) > 1
         return self._search(sas_text, aliases, deadline, {} if details is None else details, race=race)
