@@ -22,8 +22,8 @@ in the foreground (`portfolio.cancel`); a foreground plan stops the carried-over
 tiers, the cascade waits for the carried-over work until the final deadline, so the whole call still ends by
 it, and returns with nothing of either left running. Only one delegate is carried over per call (the first).
 The goal agenda reuses the carried-over translation (`FastDownward.translate` waits for a translation another
-thread is making instead of making a second one), and leaves the full goal to the carried-over search instead
-of starting the same search a second time (`PlanRequest.carried_over` tells it).
+thread is making instead of making a second one), and on unit-cost tasks leaves the full goal to the
+carried-over search instead of starting the same race a second time (`PlanRequest.carried_over` tells it).
 
 Attempts record this honestly, in the order things happened. The carried-over delegate gets two: at the end of
 its share, `status: timeout` with `details.carried_over: true` (it had no answer by then: what a 1 s caller

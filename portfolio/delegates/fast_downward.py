@@ -12,8 +12,10 @@ task to a search process is bounded by the same deadline.
 
 The cascade may carry this delegate's work over past its share (`carries_over`, see `portfolio.cascade`): it
 then runs on another thread beside the decomposer tier, which shares it. So a translation under way is made
-once (a second caller waits for it), searches over all calls stay at one per core (`workers`), and every wait
-also ends when the thread's stop signal is set (`portfolio.cancel`).
+once (a second caller waits for it), and every wait also ends when the thread's stop signal is set
+(`portfolio.cancel`). The decomposer's subgoal searches still race `workers` searches beside the carried-over
+ones: capping all calls together at one search per core was tried and lost (citycar p3-2-2-0-1: the goal
+agenda's first subgoal took lama-first alone > 5 s, the race's eager-ff-cg 0.23 s).
 
 Exit codes go through `fd_exitcodes` (named as in Fast Downward's driver): when several searches run side by
 side, one `aggregate` over the ones that ran decides the outcome, and a search that fails early never cuts
@@ -176,7 +178,6 @@ class FastDownward(Resource):
         self._translations: OrderedDict[tuple, Translation] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._pending: dict[tuple, threading.Event] = {}  # translations under way, so two threads make one
-        self._running = 0  # search processes working now, over all calls (threads)
         self._worker: WorkerProcess | None = None
         self._searches = SearchProcessPool()
         self.inprocess_max_operators = INPROCESS_MAX_OPERATORS
@@ -352,10 +353,7 @@ class FastDownward(Resource):
     def _aliases(self, with_costs: bool) -> list[str]:
         if self.search:
             return [self.alias]
-        # One search per core across concurrent calls too (a search carried over by the cascade and the
-        # decomposer's subgoal searches): a race only gets the cores the running searches leave free.
-        free = self.workers - self._running
-        return search_aliases(self.alias, self.cost_alias, with_costs, max(1, free))
+        return search_aliases(self.alias, self.cost_alias, with_costs, self.workers)
 
     def _search(self, sas_text: str, aliases: list[str], deadline: float, details: dict,
                 race: bool = False) -> DelegateOutcome:
@@ -366,8 +364,6 @@ class FastDownward(Resource):
         the others: only a plan (from the last one, unless racing), a proof, or the deadline does."""
         started = time.monotonic()
         runs = [(alias, self._searches.take(self._command(alias))) for alias in aliases]
-        with self._cache_lock:
-            self._running += len(runs)
         try:
             data = sas_text.encode()
             for _, run in runs:
@@ -377,8 +373,6 @@ class FastDownward(Resource):
             codes = _wait(runs, deadline, started, race=race)
             return self._outcome(runs, codes, details)
         finally:
-            with self._cache_lock:
-                self._running -= len(runs)
             for _, run in runs:
                 self._searches.release(run)
 

@@ -12,7 +12,8 @@ The goals are then planned incrementally (entries 1..k as the k-th subgoal, so a
 classical planners on one shared translation, with part of the budget; if that fails, the full goal is planned
 with what is left, which is the larger-budget classical run the 1 s tier could not afford. When the cascade has
 carried Fast Downward's work over from the classical tier (`portfolio.cascade`), that run is already going on:
-the agenda then waits for (and reuses) its translation, takes the whole budget, and skips the full goal.
+the agenda then waits for (and reuses) its translation and, on unit-cost tasks (where that run is the same race
+as its full-goal one), takes the whole budget and skips the full goal.
 """
 
 from __future__ import annotations
@@ -278,8 +279,10 @@ class GoalAgenda(Resource):
             details["translation"] = why
         # With Fast Downward's work carried over (`portfolio.cascade`), it is already searching the full goal on
         # this translation: the agenda gets the whole budget, and the full goal is not searched a second time
-        # (that would only take half the CPU from the search that started first).
-        full_goal_elsewhere = "fast-downward" in request.carried_over and translation is not None
+        # (that would only take half the CPU from the search that started first). With action costs the
+        # carried-over pair is cost-aware and the full-goal race here is not, so that one still runs.
+        unit_cost = not request.task.has_action_costs() and not request.has_costs
+        full_goal_elsewhere = "fast-downward" in request.carried_over and translation is not None and unit_cost
         share = 1.0 if full_goal_elsewhere else self.agenda_share
         agenda_deadline = time.monotonic() + share * max(0.0, deadline - time.monotonic())
         subgoals = self.subgoals(request, translation, agenda_deadline)
