@@ -258,7 +258,8 @@ class PortfolioDecomposition(Resource):
                  and call.deadline > deadline)
         if carry:
             work_deadline = call.deadline if delegate.budget_s is None else min(call.deadline, now + delegate.budget_s)
-            job = CarriedOver(delegate, request, work_deadline, check=lambda found: self._checked(found, request),
+            job = CarriedOver(delegate, replace(request, answer_by=deadline), work_deadline,
+                              check=lambda found: self._checked(found, request),
                               on_settled=lambda: call.foreground.set(f"{delegate.name} answered"))
             outcome = job.wait(deadline)
             if outcome is None:

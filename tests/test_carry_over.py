@@ -10,6 +10,7 @@ out its budget as a slow LLM would, through `portfolio.cancel` like every blocki
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -234,3 +235,27 @@ def test_service_worker_kills_carried_over_work_at_the_request_deadline(tmp_path
         assert busy_cpu(worker.planner._all_delegates()) < 0.1
     finally:
         worker.planner.close()
+
+
+def test_past_the_answer_deadline_the_first_plan_ends_the_wait():
+    """With costs, the cost-aware search's plan is preferred for a grace period of twice the time taken; work
+    carried over past its share (`race_after`) returns the first plan instead (exit code 0: a plan)."""
+    from portfolio.delegates.fast_downward import _wait
+    from portfolio.workers import SearchRun
+
+    def pair():
+        return [("cost-blind", SearchRun(subprocess.Popen(["sleep", "1"]), "", "")),
+                ("cost-aware", SearchRun(subprocess.Popen(["sleep", "30"]), "", ""))]
+
+    for race_after, low, high in ((None, 2.5, 6.0), (0.3, 0.9, 1.8)):
+        runs = pair()
+        started = time.monotonic()
+        try:
+            codes = _wait(runs, started + 10, started, race_after=None if race_after is None else started + race_after)
+        finally:
+            for _, run in runs:
+                run.process.kill()
+                run.process.wait()
+        elapsed = time.monotonic() - started
+        assert codes == {"cost-blind": 0, "cost-aware": None}
+        assert low <= elapsed <= high, (race_after, elapsed)

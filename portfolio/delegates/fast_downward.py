@@ -315,8 +315,11 @@ class FastDownward(Resource):
             if solved is not None:
                 return solved
         sas_text = translation.sas.render(init=init_values, costs=costs, excluded=request.excluded)
+        # Work carried over past its share (`request.answer_by`): the caller is already waiting, so the first plan
+        # wins, as in the decomposer tier; learned costs (failure risk) keep the cost-aware plan's preference.
+        race_after = request.answer_by if not costs else None
         return self.search_sas(sas_text, deadline, with_costs=bool(costs) or task.has_action_costs(),
-                               details=details)
+                               details=details, race_after=race_after)
 
     def _search_in_process(self, sas: SasTask, init: tuple[int, ...], excluded: frozenset[str], deadline: float,
                            details: dict) -> DelegateOutcome | None:
@@ -341,14 +344,16 @@ class FastDownward(Resource):
         return DelegateOutcome(Status.SOLVED, plan=[operator_action(name) for name in result.plan], details=details)
 
     def search_sas(self, sas_text: str, deadline: float, with_costs: bool = False,
-                   details: dict | None = None) -> DelegateOutcome:
+                   details: dict | None = None, race_after: float | None = None) -> DelegateOutcome:
         """Search a SAS task (e.g. a cached translation with another goal or state swapped in) with this
-        delegate's configuration, pre-started processes and deadline handling."""
+        delegate's configuration, pre-started processes and deadline handling. After `race_after` (a monotonic
+        time) any plan ends the wait, as in a race."""
         if cancel.expired(deadline):  # no search process is taken (and killed) for nothing
             return DelegateOutcome(Status.TIMEOUT, reason="budget expired before the search", details=details or {})
         aliases = self._aliases(with_costs)
         race = not with_costs and len(aliases) > 1
-        return self._search(sas_text, aliases, deadline, {} if details is None else details, race=race)
+        return self._search(sas_text, aliases, deadline, {} if details is None else details, race=race,
+                            race_after=race_after)
 
     def _aliases(self, with_costs: bool) -> list[str]:
         if self.search:
@@ -356,7 +361,7 @@ class FastDownward(Resource):
         return search_aliases(self.alias, self.cost_alias, with_costs, self.workers)
 
     def _search(self, sas_text: str, aliases: list[str], deadline: float, details: dict,
-                race: bool = False) -> DelegateOutcome:
+                race: bool = False, race_after: float | None = None) -> DelegateOutcome:
         """Run one search per alias side by side. `race`: the first plan wins and the others are killed. Else
         (with costs: the cost-blind one for coverage, the cost-aware one for cheap plans) the last alias's plan
         is preferred; once an earlier one has a plan, the later ones get a grace period of twice the time taken
@@ -370,7 +375,7 @@ class FastDownward(Resource):
                 if not _feed(run.process, data, deadline):
                     return DelegateOutcome(Status.TIMEOUT, reason="budget expired while handing the task to the "
                                            "search", details=details)
-            codes = _wait(runs, deadline, started, race=race)
+            codes = _wait(runs, deadline, started, race=race, race_after=race_after)
             return self._outcome(runs, codes, details)
         finally:
             for _, run in runs:
@@ -403,10 +408,11 @@ class FastDownward(Resource):
         self._searches.close()
 
 
-def _wait(runs, deadline: float, started: float, race: bool = False) -> dict[str, int | None]:
-    """Wait for the searches: until the last (preferred) one has a plan (any one, when racing), one proves
-    unsolvability, all have exited, or the deadline (shortened to a grace period once an earlier one has a
-    plan). Exit codes by alias; None for those still running (killed by the caller)."""
+def _wait(runs, deadline: float, started: float, race: bool = False,
+          race_after: float | None = None) -> dict[str, int | None]:
+    """Wait for the searches: until the last (preferred) one has a plan (any one, when racing or after
+    `race_after`), one proves unsolvability, all have exited, or the deadline (shortened to a grace period once
+    an earlier one has a plan). Exit codes by alias; None for those still running (killed by the caller)."""
     preferred = runs[-1][0]
     finish_by = deadline
     codes: dict[str, int | None] = {}
@@ -416,7 +422,8 @@ def _wait(runs, deadline: float, started: float, race: bool = False) -> dict[str
                 codes[alias] = run.process.returncode
         if len(codes) == len(runs) or codes.get(preferred) in fd_exitcodes.PLAN_FOUND:
             break
-        if race and any(code in fd_exitcodes.PLAN_FOUND for code in codes.values()):
+        racing = race or (race_after is not None and time.monotonic() >= race_after)
+        if racing and any(code in fd_exitcodes.PLAN_FOUND for code in codes.values()):
             break
         if any(code in fd_exitcodes.PROVEN_UNSOLVABLE for code in codes.values()):
             break
@@ -425,7 +432,8 @@ def _wait(runs, deadline: float, started: float, race: bool = False) -> dict[str
             finish_by = min(finish_by, now + max(0.2, 2 * (now - started)))
         if now >= finish_by or cancel.stopped():
             break
-        wait_any([run.process for alias, run in runs if alias not in codes], finish_by - now)
+        wake = finish_by if race_after is None or now >= race_after else min(finish_by, race_after)
+        wait_any([run.process for alias, run in runs if alias not in codes], wake - now)
     return {alias: codes.get(alias) for alias, _ in runs}
 
 
