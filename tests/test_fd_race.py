@@ -24,6 +24,7 @@ def test_which_searches_run():
     assert search_aliases("lama-first", "lama-costs", False, 64) == ["lama-first", *RACE_ALIASES]
     assert search_aliases("lama-first", "lama-costs", True, 4) == ["lama-first", "lama-costs"]
     assert search_aliases("seq-opt-lmcut", "lama-costs", False, 4) == ["seq-opt-lmcut"]
+    assert search_aliases("seq-opt-lmcut", "lama-costs", True, 4) == ["seq-opt-lmcut"]
     assert FastDownward().workers == available_cores() == len(os.sched_getaffinity(0))
     with pytest.raises(ValueError, match="at least 1"):
         FastDownward(workers=0)
@@ -62,6 +63,20 @@ def test_tasks_with_costs_keep_the_cost_aware_pair():
     with FastDownward(workers=4) as fd:
         outcome = fd.solve(PlanRequest(task=task), time.monotonic() + 30)
     assert outcome.status is Status.SOLVED and set(outcome.details["searches"]) == {"lama-first", "lama-costs"}
+
+
+def test_an_optimal_configuration_gives_optimal_plans_with_costs_too():
+    """With costs, the optimal alias used to run beside lama-costs, whose satisficing plan was preferred."""
+    task = bundled_task("tools", 2, seed=0)
+    costs = {"(web-search job1 competitors web-basic)": 6.0, "(web-search job2 competitors web-basic)": 9.4,
+             "(web-search job1 competitors web-pro)": 3.1, "(web-search job2 competitors web-pro)": 3.1,
+             "(query-database job1 competitors db-news)": 3.0, "(query-database job2 competitors db-news)": 6.5,
+             "(connect-database db-news)": 2.2, "(fact-check job1)": 2.1, "(fact-check job2)": 2.1}
+    request = PlanRequest(task=task, cost_model=lambda grounded: {g: costs.get(g, 8.0) for g in grounded})
+    with FastDownward(alias="seq-opt-lmcut") as fd:
+        outcome = fd.solve(request, time.monotonic() + 30)
+    assert outcome.status is Status.SOLVED and validate_plan(task, outcome.plan).ok
+    assert list(outcome.details["searches"]) == ["seq-opt-lmcut"]
 
 
 def test_cli_rejects_a_worker_count_below_one():

@@ -131,6 +131,26 @@ def test_a_new_object_of_a_bad_type_starts_pessimistic() -> None:
     assert without_types < p_old - 0.2  # the types are what made it pessimistic
 
 
+@pytest.mark.parametrize("seed", range(30))
+def test_a_new_object_starts_at_its_types_rate_whatever_else_was_seen(seed: int) -> None:
+    """100 steps of 2-4 siblings of a bad type (true rate 0.3-0.8), among 100-600 steps of a good type: a new
+    object of the bad type starts within 0.15 of its siblings' observed rate. It started up to 0.26 above it
+    when the good type's many steps were capped: the action's base rate it was anchored to was inflated."""
+    rng = random.Random(seed)
+    rate = rng.uniform(0.3, 0.8)
+    old = [f"old{i}" for i in range(rng.choice([2, 3, 4]))]
+    new = [f"new{i}" for i in range(3)]
+    steps = [(rng.choice(old), rng.random() < rate) for _ in range(100)]
+    steps += [(rng.choice(new), rng.random() < 0.03) for _ in range(rng.choice([100, 300, 600]))]
+    rng.shuffle(steps)
+    history = [rec(i, GroundAction("haul", (truck, f"c{rng.randrange(5)}")), failed)
+               for i, (truck, failed) in enumerate(steps)]
+    types = {t: "old-truck" for t in old + ["old9"]} | {t: "new-truck" for t in new} | {f"c{i}": "crate" for i in range(5)}
+    observed = sum(failed for truck, failed in steps if truck in old) / 100
+    p = FailureModel().fit(history).predict_proba([GroundAction("haul", ("old9", "c1"))], object_types=types)[0]
+    assert abs(p - observed) <= 0.15, (p, observed, rate)
+
+
 def test_situation_splits_one_objects_counts() -> None:
     rng = random.Random(3)
     engine = GroundAction("search", ("engine-a",))
