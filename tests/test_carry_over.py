@@ -83,6 +83,16 @@ def busy_cpu(delegates, seconds: float = 0.5) -> float:
     return sum(cpu for _, cpu in (descendants().get(pid, ("", 0.0)) for pid in pids)) - before
 
 
+def solved_by(planner: PortfolioDecomposition, task, delegate: str):
+    """(result, seconds) of a call that must end with a valid plan from `delegate`."""
+    started = time.monotonic()
+    result = planner.solve(PlanRequest(task))
+    elapsed = time.monotonic() - started
+    assert result.solved and result.delegate == delegate, summary(result)
+    assert validate_plan(task, result.actions()).ok
+    return result, elapsed
+
+
 def summary(result) -> list[tuple[str, str, bool]]:
     return [(a.delegate, a.status.value, bool(a.details.get("background"))) for a in result.attempts]
 
@@ -93,11 +103,7 @@ def test_carried_over_plan_wins_while_the_decomposer_tier_runs():
     classical = [FastDownward(), Pyperplan()]
     planner = cascade(classical, [sleeper])
     try:
-        started = time.monotonic()
-        result = planner.solve(PlanRequest(task))
-        elapsed = time.monotonic() - started
-        assert result.solved and result.delegate == "fast-downward", summary(result)
-        assert validate_plan(task, result.actions()).ok
+        result, elapsed = solved_by(planner, task, "fast-downward")
         first, *_ = result.attempts
         assert first.status is Status.TIMEOUT and first.details["carried_over"] is True
         assert first.elapsed_ms < 1000  # what a caller of the 1 s tier saw: no answer within its share
@@ -131,11 +137,9 @@ def test_the_cascade_waits_for_carried_over_work_when_the_later_delegates_give_u
     task = termes()
     planner = cascade([FastDownward()], [Sleeper(give_up=True)])
     try:
-        result = planner.solve(PlanRequest(task))
-        assert result.solved and result.delegate == "fast-downward", summary(result)
+        result, _ = solved_by(planner, task, "fast-downward")
         assert summary(result) == [("fast-downward", "timeout", False), ("sleeper", "incomplete", False),
                                    ("fast-downward", "solved", True)]
-        assert validate_plan(task, result.actions()).ok
     finally:
         planner.close()
 
@@ -146,11 +150,7 @@ def test_a_foreground_plan_stops_the_carried_over_search():
     late = Pyperplan(name="late-pyperplan")
     planner = cascade([blind], [late], classical_s=0.3)
     try:
-        started = time.monotonic()
-        result = planner.solve(PlanRequest(task))
-        elapsed = time.monotonic() - started
-        assert result.solved and result.delegate == "late-pyperplan", summary(result)
-        assert validate_plan(task, result.actions()).ok
+        result, elapsed = solved_by(planner, task, "late-pyperplan")
         background = result.attempts[-1]
         assert background.details["background"] and background.details["stopped_by"] == "late-pyperplan"
         assert background.status is Status.TIMEOUT
