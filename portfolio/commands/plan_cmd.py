@@ -16,8 +16,8 @@ seconds. Within a tier each delegate gets the time left x its share / the shares
 a slow first delegate cannot starve the next. A share is the deadline for a delegate's first answer, not for
 its work: Fast Downward's translation and searches go on in the background past its share, beside pyperplan
 and the decomposer tier, until the last deadline (--no-carry-over: killed at the end of its share); the first
-valid plan wins. `--delegates fast-downward,pyperplan` stops after the classical tier. Only a proof of unsolvability stops the cascade early. Every plan printed has been checked by
-the validator.
+valid plan wins. `--delegates fast-downward,pyperplan` stops after the classical tier. Only a proof of
+unsolvability stops the cascade early. Every plan printed has been checked by the validator.
 
 Plain output is a plan file: one action per line in PDDL form, then comment lines (;) with the cost, the
 delegate that solved it, and every attempt with its status and time. Statuses (the JSON "status" field, for
