@@ -259,3 +259,24 @@ def test_past_the_answer_deadline_the_first_plan_ends_the_wait():
         elapsed = time.monotonic() - started
         assert codes == {"cost-blind": 0, "cost-aware": None}
         assert low <= elapsed <= high, (race_after, elapsed)
+
+
+def test_service_metrics_count_only_real_hand_overs():
+    from portfolio.serve.metrics import Metrics
+
+    def attempt(delegate, status, **details):
+        return {"delegate": delegate, "status": status, "details": details}
+
+    metrics = Metrics()
+    metrics.observe_plan({"status": "solved", "delegate": "fast-downward", "elapsed_ms": 5000, "attempts": [
+        attempt("fast-downward", "timeout", carried_over=True), attempt("pyperplan", "timeout"),
+        attempt("fast-downward", "solved", background=True),
+        attempt("goal-agenda", "timeout", stopped_by="fast-downward")]})
+    metrics.observe_plan({"status": "solved", "delegate": "goal-agenda", "elapsed_ms": 3000, "attempts": [
+        attempt("fast-downward", "timeout", carried_over=True), attempt("pyperplan", "timeout"),
+        attempt("goal-agenda", "solved"),
+        attempt("fast-downward", "timeout", background=True, stopped_by="goal-agenda")]})
+    text = metrics.render().decode()
+    counted = {line.split("{")[1].split("}")[0]: float(line.rsplit(" ", 1)[1])
+               for line in text.splitlines() if line.startswith("portfolio_cascade_fallthroughs_total{")}
+    assert counted == {'delegate="fast-downward",status="timeout"': 2.0, 'delegate="pyperplan",status="timeout"': 2.0}
