@@ -266,6 +266,15 @@ def _outcome(arm: str, spec: EpisodeSpec, task: Task, result, seed: int, plan_ms
     return outcome, run
 
 
+def fresh_traces_path(folder: Path) -> Path:
+    """A trace-store path in `folder` that no earlier run used (named by the time it was asked for)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path, n = folder / f"learning-traces-{stamp}.db", 1
+    while path.exists():
+        path, n = folder / f"learning-traces-{stamp}-{n}.db", n + 1
+    return path
+
+
 def evaluate(
     episodes: int = 200,
     retrain_every: int = 10,
@@ -277,8 +286,9 @@ def evaluate(
     model_params: Mapping[str, float | None] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Evaluation:
-    """Play `episodes` episodes with all three arms; the learned arm records into a fresh store at `traces`
-    (default: benchmarks/results/learning-traces.db; an existing file is replaced) and retrains every
+    """Play `episodes` episodes with all three arms; the learned arm records into a new store at `traces`
+    (default: benchmarks/results/learning-traces-<time>.db; an existing file is refused, never deleted: a
+    database is only ever opened through SQLite) and retrains every
     `retrain_every` episodes, with `FailureModel(**model_params)` (default: the library's defaults). With
     `latency_rounds` > 0, warm latency is measured afterwards."""
     from learning.retrain import retrain
@@ -286,10 +296,11 @@ def evaluate(
     from traces.records import StepRecord
     from domains.pddl_writer import formula_to_pddl
 
-    traces_path = Path(traces) if traces is not None else RESULTS_DIR / "learning-traces.db"
+    traces_path = Path(traces) if traces is not None else fresh_traces_path(RESULTS_DIR)
+    if traces_path.exists():
+        raise FileExistsError(f"{traces_path}: already exists; the learned arm must start from an empty store "
+                              "(give a new --traces file, or leave it out for a fresh one)")
     traces_path.parent.mkdir(parents=True, exist_ok=True)
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{traces_path}{suffix}").unlink(missing_ok=True)
     specs = make_episodes(episodes, seed)
     outcomes: list[Outcome] = []
     retrain_seconds: list[float] = []
@@ -550,7 +561,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="warm plan calls per configuration for the latency comparison (0: skip)")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="output directory (default benchmarks/results)")
     parser.add_argument("--traces", type=Path, default=None,
-                        help="trace store for the learned arm (replaced; default OUT/learning-traces.db)")
+                        help="trace store for the learned arm (a new file; an existing one is refused; default "
+                        "OUT/learning-traces-<time>.db)")
     parser.add_argument("--model-param", action="append", default=[], metavar="NAME=VALUE",
                         help="a FailureModel hyperparameter for the learned arm's retrains, e.g. transfer=0 or "
                         "prior_beta=1.9 (repeatable; default: the library's defaults)")
@@ -572,11 +584,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    evaluation = evaluate(
-        args.episodes, args.retrain_every, args.window, args.seed, args.lam,
-        traces=args.traces or args.out / "learning-traces.db", latency_rounds=args.latency_rounds,
-        model_params=model_params, progress=lambda line: print(line, file=sys.stderr, flush=True),
-    )  # fmt: skip
+    try:
+        evaluation = evaluate(
+            args.episodes, args.retrain_every, args.window, args.seed, args.lam,
+            traces=args.traces or fresh_traces_path(args.out), latency_rounds=args.latency_rounds,
+            model_params=model_params, progress=lambda line: print(line, file=sys.stderr, flush=True),
+        )  # fmt: skip
+    except FileExistsError as error:
+        print(f"learning_eval: {error}", file=sys.stderr)
+        return 2
     paths = write_results(evaluation, args.out)
     print(report(evaluation), end="")
     print(f"wrote {paths['md']}, {paths['png']}, {paths['json']}")

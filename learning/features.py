@@ -21,6 +21,10 @@ import math
 from typing import Any, Mapping
 
 Token = tuple[str, float]
+# An argument-in-a-situation token enters at this value, not 1: under the same L2 penalty its weight costs
+# 1/value^2 as much to grow, so a grounding's failures seen in one situation are first put down to the grounding
+# (which carries over to other situations) and only then to that situation.
+INTERACTION_VALUE = 0.5
 
 
 def action_tokens(args: tuple[str, ...], object_types: Mapping[str, str] | None = None) -> list[str]:
@@ -73,7 +77,7 @@ def step_tokens(args: tuple[str, ...], features: Mapping[str, Any] | None,
                 object_types: Mapping[str, str] | None = None) -> list[Token]:
     """Every token of one step: the grounded action, its situation, and the two combined."""
     return ([(t, 1.0) for t in action_tokens(args, object_types)] + feature_tokens(features)
-            + [(t, 1.0) for t in interaction_tokens(args, features)])
+            + [(t, INTERACTION_VALUE) for t in interaction_tokens(args, features)])
 
 
 class RowParser:
@@ -118,5 +122,5 @@ class RowParser:
         interactions = self._interactions.get((args_json, situation_text))
         if interactions is None:
             interactions = self._interactions[(args_json, situation_text)] = [
-                (f"a{i}:{obj}&{s}", 1.0) for s in situation for i, obj in enumerate(args)]
+                (f"a{i}:{obj}&{s}", INTERACTION_VALUE) for s in situation for i, obj in enumerate(args)]
         return args, features, (args_tokens, tokens, interactions), grounding + "|" + situation_text, grounding

@@ -10,7 +10,17 @@ Two levels, per action name (empirical Bayes; see `learning.shrinkage` and `lear
   failure rate of what it shares with those that were (the same tool elsewhere, the same road driven the other
   way, a sibling of the same type). For a grounding with counts, its out-of-fold prediction (a model that did
   not see it), so its own evidence is not counted twice;
-- m: the prior's strength, fit per action name by beta-binomial marginal likelihood.
+- m: the prior's strength, fit per action name by beta-binomial marginal likelihood, in a two-component
+  mixture: most groundings are members of the prior's population (Beta(m q, m (1 - q))), a fitted share are
+  outliers with a broad Beta(1, 1), so a broken road among hundreds of fine ones shows after a few failures
+  instead of staying shrunk towards a prior that describes the others (`learning.shrinkage.fit_mixture`);
+- a situation a grounding was never seen in (its own counts are kept per situation) borrows from its record in
+  the others: its prior is shifted by how far that record lies from what the prior expected there, and mixed
+  with its own rate if the record makes it an outlier. Argument-in-situation tokens enter the prior at half
+  weight, so failures seen in one situation are first put down to the grounding, then to the situation.
+  Measured on the tuning worlds (15 seeds per type, last 50 of 200 episodes, learned / oracle success): costed
+  0.975 -> 0.991 (worst world 0.89 -> 0.97), pairs 0.958 -> 0.972 (worst failures / cost-blind 0.91 -> 0.50),
+  groundings 0.988 -> 0.989, situation 0.999 -> 0.995, the others within 0.001.
 
 Consistent: as a grounding's evidence grows, p_fail tends to its own observed (recency-weighted) rate whatever
 the prior says, and from `trust_steps` steps on it stays within `tolerance` of it. With little data the
@@ -41,7 +51,7 @@ from domains.model import GroundAction
 from learning.counts import Counts
 from learning.features import RowParser, situation_key, step_tokens
 from learning.prior import capped, design, fit_logistic, out_of_fold
-from learning.shrinkage import fit_strength, posterior
+from learning.shrinkage import BROAD, fit_mixture, fit_strength, outlier_weights, posterior
 from traces.records import StepRecord
 
 RawRow = tuple[str, str, str, str]
@@ -63,8 +73,12 @@ class ActionModel:
     weights: dict[str, float] = field(default_factory=dict)
     cells: dict[str, list[float]] = field(default_factory=dict)  # cell -> [n_w, f_w, prior, steps, failures]
     evidence: dict[str, list[float]] = field(default_factory=dict)  # "a<i>:<obj>" -> weighted [steps, failures]
+    # grounding "args" -> [n_w, f_w, the prior's mean prediction over its cells]: what a situation it was never
+    # seen in borrows from its record in the others
+    groundings: dict[str, list[float]] = field(default_factory=dict)
     n_steps: int = 0
     n_failures: int = 0
+    outlier_share: float = 0.0  # share of groundings that are outliers to the prior (`learning.shrinkage`)
 
 
 class FailureModel(BaseEstimator):
@@ -84,7 +98,7 @@ class FailureModel(BaseEstimator):
 
     def __init__(self, half_life_steps: float | None = 5000.0, prior_mean: float = 0.05,
                  prior_strength: float = 10.0, min_samples: int = 20, C: float = 1.0, tolerance: float = 0.05,
-                 trust_steps: float = 30.0) -> None:
+                 trust_steps: float = 30.0, outliers: bool = True) -> None:
         self.half_life_steps = half_life_steps
         self.prior_mean = prior_mean
         self.prior_strength = prior_strength
@@ -92,6 +106,7 @@ class FailureModel(BaseEstimator):
         self.C = C
         self.tolerance = tolerance
         self.trust_steps = trust_steps
+        self.outliers = outliers
 
     # -- fitting ---------------------------------------------------------------------------------------------------
 
@@ -175,8 +190,23 @@ class FailureModel(BaseEstimator):
                 seen[1] += row[1]
         for cell in action.cells.values():
             cell[2] = cell[2] / cell[0] if cell[0] > 0 else mu0
+        full = model.predict_proba(X)[:, 1] if model is not None else np.full(len(parsed), base_rate)
+        for (_args, _features, _tokens, _key, group), row, predicted in zip(parsed, stats, full):
+            seen = action.groundings.setdefault(group, [0.0, 0.0, 0.0])
+            seen[0] += row[0]
+            seen[1] += row[1]
+            seen[2] += predicted * row[0]
+        for seen in action.groundings.values():
+            seen[2] = seen[2] / seen[0] if seen[0] > 0 else mu0
         cells = np.array(list(action.cells.values()), dtype=float).reshape(-1, 5)
-        action.strength = fit_strength(cells[:, 0], cells[:, 1], cells[:, 2], default=s0)
+        strength = fit_strength(cells[:, 0], cells[:, 1], cells[:, 2], default=s0)
+        if _borrow_across_situations(action.cells, strength):
+            cells = np.array(list(action.cells.values()), dtype=float).reshape(-1, 5)
+        if self.outliers:
+            strength, action.outlier_share = fit_mixture(cells[:, 0], cells[:, 1], cells[:, 2], default=s0)
+        else:
+            strength = fit_strength(cells[:, 0], cells[:, 1], cells[:, 2], default=s0)
+        action.strength = strength
         action.n_steps, action.n_failures = steps, failures
         return action
 
@@ -260,10 +290,14 @@ class FailureModel(BaseEstimator):
                     key = (name, args, context)
                     prior = memo.get(key)
                     if prior is None:
-                        prior = memo[key] = self._prior(model, args, features, object_types, by_type, pooled)
+                        prior = self._prior(model, args, features, object_types, by_type, pooled)
+                        seen = model.groundings.get(" ".join(args))
+                        if seen is not None:
+                            prior = _from_elsewhere(prior, seen, model)
+                        memo[key] = prior
                     q[j] = prior
             mean[positions], concentration[positions] = posterior(n, f, q, model.strength, self.tolerance,
-                                                                  self.trust_steps)
+                                                                  self.trust_steps, model.outlier_share)
         return mean, concentration
 
     def predict_proba(self, actions: Sequence[GroundAction], features: Mapping[str, Any] | None = None,
@@ -340,3 +374,53 @@ def _objects_by_type(object_types: Mapping[str, str] | None) -> dict[str, list[s
 def _logit(p: float) -> float:
     p = min(max(p, 1e-6), 1.0 - 1e-6)
     return math.log(p / (1.0 - p))
+
+
+def grounding_offset(n: float, f: float, expected: float, strength: float) -> float:
+    """How far (log-odds) a grounding's record elsewhere, shrunk towards what the prior expected there
+    (`strength` pseudo-steps), lies from that expectation: what its prior in another situation is shifted by."""
+    if n <= 1e-9:
+        return 0.0
+    return _logit((f + strength * expected) / (n + strength)) - _logit(expected)
+
+
+def _from_elsewhere(prior: float, seen: list[float], model: ActionModel) -> float:
+    """The prior of a grounding in a situation it was never seen in, given its record in the others
+    (`seen` = [n, f, what the prior expected there]): shifted by `grounding_offset`, and if that record makes it
+    an outlier to the prior's population, mixed with its own smoothed rate."""
+    n, f, expected = seen
+    shifted = _shifted(prior, grounding_offset(n, f, expected, model.strength))
+    if model.outlier_share <= 0.0 or n <= 1e-9:
+        return shifted
+    r = float(outlier_weights(np.array([n]), np.array([f]), np.array([expected]), model.strength,
+                              model.outlier_share)[0])
+    return (1.0 - r) * shifted + r * (f + BROAD[0]) / (n + BROAD[0] + BROAD[1])
+
+
+def _shifted(p: float, offset: float) -> float:
+    return 1.0 / (1.0 + math.exp(-max(min(_logit(p) + offset, 500.0), -500.0)))
+
+
+def _borrow_across_situations(cells: dict[str, list[float]], strength: float) -> bool:
+    """Shift each cell's out-of-fold prior by its grounding's record in its other situations
+    (`grounding_offset`), in place: the prior never saw the grounding, so a drive that failed 5 of 7 times in
+    the sun would otherwise start in the rain at the rate of drives in general. True if any cell moved."""
+    by_grounding: dict[str, list[list[float]]] = {}
+    for key, cell in cells.items():
+        by_grounding.setdefault(key.partition("|")[0], []).append(cell)
+    shifts = []
+    for group in by_grounding.values():
+        if len(group) < 2:
+            continue
+        n_all = sum(c[0] for c in group)
+        f_all = sum(c[1] for c in group)
+        q_all = sum(c[0] * c[2] for c in group)
+        for cell in group:
+            n_other = n_all - cell[0]
+            if n_other <= 1e-9:
+                continue
+            expected = (q_all - cell[0] * cell[2]) / n_other
+            shifts.append((cell, grounding_offset(n_other, f_all - cell[1], expected, strength)))
+    for cell, offset in shifts:  # after all offsets are computed: each from the others' original priors
+        cell[2] = _shifted(cell[2], offset)
+    return bool(shifts)

@@ -11,6 +11,12 @@ all agree with their prior predictions give a large m (pool strongly), grounding
 a small m (trust each grounding's own counts). Bounded to [`MIN_STRENGTH`, `MAX_STRENGTH`]: below 1 a single
 failure would condemn a grounding, above 50 a grounding that turns bad takes a hundred steps to show it.
 
+`fit_mixture` fits m together with an outlier share by EM: a grounding is either a member of the prior's
+population or an outlier with a broad Beta(1, 1); `posterior` then mixes the two estimates by the grounding's
+posterior odds of being an outlier (`outlier_weights`). One Beta for all groundings cannot say "most drives
+fail 2%, a few fail 70%": m is fit large on the many, and a broken grounding stayed near the prior for dozens
+of steps.
+
 As n_g grows p_g tends to f_g / n_g whatever q_g says: the estimate is consistent. A bounded m alone would only
 get there slowly (m = 50 and 30 steps leave p_g over half way to the prior), so `posterior` also
 keeps p_g within `tolerance * (trust / n_g)^2` of the grounding's own recency-weighted rate: 0.05 from `trust`
@@ -51,11 +57,15 @@ def fit_strength(n: np.ndarray, f: np.ndarray, q: np.ndarray, default: float) ->
 
 
 def posterior(n: np.ndarray, f: np.ndarray, q: np.ndarray, m: float, tolerance: float = 0.05,
-              trust: float = 30.0) -> tuple[np.ndarray, np.ndarray]:
+              trust: float = 30.0, outlier_share: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Posterior mean p_fail and concentration (pseudo-steps, for sampling) of each grounding, from its
-    recency-weighted steps `n` and failures `f`."""
+    recency-weighted steps `n` and failures `f`; with `outlier_share` > 0, a mixture of the shrunk estimate
+    and the broad component's, weighted by how likely the grounding is an outlier (`outlier_weights`)."""
     n, f, q = np.asarray(n, float), np.asarray(f, float), np.asarray(q, float)
     mean = (f + m * q) / (n + m)
+    if outlier_share > 0.0:
+        r = outlier_weights(n, f, q, m, outlier_share)
+        mean = (1.0 - r) * mean + r * (f + BROAD[0]) / (n + BROAD[0] + BROAD[1])
     seen = n > 1e-9
     if seen.any():
         rate = np.divide(f, n, out=np.zeros_like(n), where=seen)
@@ -63,3 +73,53 @@ def posterior(n: np.ndarray, f: np.ndarray, q: np.ndarray, m: float, tolerance: 
         band[seen] = tolerance * (trust / n[seen]) ** 2
         mean = np.where(seen, np.clip(mean, rate - band, rate + band), mean)
     return np.clip(mean, 0.0, 1.0), n + m
+
+
+# The broad component of the mixture: a grounding that is broken in its own way, with any failure rate.
+BROAD = (1.0, 1.0)
+EM_ROUNDS = 8
+
+
+def _log_bb(n: np.ndarray, f: np.ndarray, a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray:
+    return betaln(f + a, n - f + b) - betaln(a, b)
+
+
+def outlier_weights(n: np.ndarray, f: np.ndarray, q: np.ndarray, m: float, share: float) -> np.ndarray:
+    """Posterior probability that each grounding is an outlier (its counts drawn from the broad Beta) rather
+    than a member of the prior's population (Beta(m q, m (1 - q))); 0 without counts."""
+    n, f = np.asarray(n, float), np.minimum(np.asarray(f, float), np.asarray(n, float))
+    out = np.zeros_like(n)
+    seen = n > 1e-9
+    if share <= 0.0 or not seen.any():
+        return out
+    qc = np.clip(np.asarray(q, float)[seen], _Q_CLIP, 1.0 - _Q_CLIP)
+    log_in = np.log1p(-share) + _log_bb(n[seen], f[seen], m * qc, m * (1.0 - qc))
+    log_out = np.log(share) + _log_bb(n[seen], f[seen], *BROAD)
+    out[seen] = 1.0 / (1.0 + np.exp(np.clip(log_in - log_out, -500, 500)))
+    return out
+
+
+def fit_mixture(n: np.ndarray, f: np.ndarray, q: np.ndarray, default: float) -> tuple[float, float]:
+    """(m, outlier share) by EM: groundings are either members of the prior's population, Beta(m q, m (1-q)),
+    or outliers with a broad Beta; m is refit on the members' weights each round. A handful of groundings that
+    fail most of the time (a broken road among hundreds of fine ones) no longer pulls m down for all, nor
+    stays shrunk towards a prior that describes the others."""
+    keep = n > 1e-9
+    if int(keep.sum()) < 3:
+        return float(default), 0.0
+    n, f = n[keep], np.minimum(f[keep], n[keep])
+    q = np.clip(q[keep], _Q_CLIP, 1.0 - _Q_CLIP)
+    m, share = fit_strength(n, f, q, default), 0.05
+    for _ in range(EM_ROUNDS):
+        r = outlier_weights(n, f, q, m, share)
+        share = float(np.clip(r.mean(), 1e-3, 0.5))
+        member = 1.0 - r
+
+        def negative_log_likelihood(log_m: float) -> float:
+            mm = np.exp(log_m)
+            return -float(np.sum(member * _log_bb(n, f, mm * q, mm * (1.0 - q))))
+
+        found = minimize_scalar(negative_log_likelihood, bounds=(np.log(MIN_STRENGTH), np.log(MAX_STRENGTH)),
+                                method="bounded", options={"xatol": 1e-3})
+        m = float(np.exp(found.x))
+    return m, share

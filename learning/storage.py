@@ -21,6 +21,7 @@ from traces.errors import TraceStoreError
 FORMAT_VERSION = 2
 FORMAT_NAME = "portfolio-planner/failure-model"
 _PARAMS = ("half_life_steps", "prior_mean", "prior_strength", "min_samples", "C", "tolerance", "trust_steps")
+_OPTIONAL_PARAMS = ("outliers",)  # added later: a model stored without them gets the default
 
 
 class ModelFormatError(TraceStoreError, ValueError):
@@ -32,7 +33,7 @@ def model_to_dict(model: FailureModel) -> dict[str, Any]:
     return {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
-        "params": {key: getattr(model, key) for key in _PARAMS},
+        "params": {key: getattr(model, key) for key in _PARAMS + _OPTIONAL_PARAMS},
         "n_steps": int(getattr(model, "n_steps_", 0)),
         "holdout_metrics": getattr(model, "holdout_metrics_", {}),
         "actions": {name: vars(action) for name, action in model.actions_.items()},
@@ -63,6 +64,7 @@ def model_from_bytes(blob: bytes, where: str = "model") -> FailureModel:
         )
     try:
         params = {key: data["params"][key] for key in _PARAMS}
+        params |= {key: data["params"][key] for key in _OPTIONAL_PARAMS if key in data["params"]}
         model = FailureModel(**params)
         model.actions_ = {name: ActionModel(**fields) for name, fields in data["actions"].items()}
     except (KeyError, TypeError) as error:

@@ -151,6 +151,25 @@ def test_a_new_object_starts_at_its_types_rate_whatever_else_was_seen(seed: int)
     assert abs(p - observed) <= 0.15, (p, observed, rate)
 
 
+def test_a_grounding_carries_its_record_into_a_situation_it_was_never_seen_in() -> None:
+    """A drive that failed 6 of 8 times in the sun, among drives that fail 2%: in the rain (never tried there)
+    it starts pessimistic. Before, a situation's cell had only the prior, which never saw the grounding, and
+    started it at the 2% of drives in general (the costed world's worst seed chose it again and again)."""
+    rng = random.Random(5)
+    history = []
+    for i in range(600):
+        truck, a, b = f"t{rng.randrange(3)}", f"s{rng.randrange(5)}", f"s{rng.randrange(5)}"
+        history.append(rec(i, GroundAction("drive", (truck, a, b)), rng.random() < 0.02,
+                           weather=rng.choice(["sun", "rain"])))
+    bad = GroundAction("drive", ("t0", "s0", "s9"))
+    history += [rec(600 + i, bad, i < 6, weather="sun") for i in range(8)]
+    model = FailureModel().fit(history)
+    in_sun, in_rain = model.predict_proba([bad], {"weather": "sun"})[0], model.predict_proba([bad], {"weather": "rain"})[0]
+    assert in_sun > 0.5 and in_rain > 0.3, (in_sun, in_rain)
+    ordinary = GroundAction("drive", ("t1", "s1", "s2"))
+    assert model.predict_proba([ordinary], {"weather": "rain"})[0] < 0.1
+
+
 def test_situation_splits_one_objects_counts() -> None:
     rng = random.Random(3)
     engine = GroundAction("search", ("engine-a",))

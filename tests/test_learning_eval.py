@@ -20,6 +20,7 @@ from benchmarks.learning_eval import (  # noqa: E402
     EpisodeSpec,
     evaluate,
     execute,
+    fresh_traces_path,
     make_episodes,
     report,
     step_fails,
@@ -120,3 +121,18 @@ def test_windows_and_report_add_up(run):
         assert math.isclose(sum(r.success[arm] for r in rows) / len(rows), overall)
     text = report(evaluation)
     assert "| 1-10 |" in text and "| 11-20 |" in text and "## Targets" in text
+
+
+def test_an_existing_trace_store_is_refused_not_deleted(run, tmp_path):
+    """The evaluation used to unlink an existing store and its -wal/-shm files by hand before a run."""
+    _, traces = run
+    size = traces.stat().st_size
+    with pytest.raises(FileExistsError, match="already exists"):
+        evaluate(2, 1, 1, seed=0, traces=traces, latency_rounds=0)
+    assert traces.stat().st_size == size
+    with TraceStore(traces) as store:
+        assert store.count_steps() > 0
+    first = fresh_traces_path(tmp_path)
+    assert not first.exists()  # nothing is created until a run records into it
+    first.touch()
+    assert fresh_traces_path(tmp_path) != first
