@@ -10,17 +10,41 @@ pyperplan 1 s between them. Within a tier, time is split by shares, as Fast Down
 members: a delegate gets `remaining tier time x its share / the shares of the delegates still to run`, so a
 slow first delegate cannot starve the later ones, and time a delegate leaves unused goes to the ones after it
 (the last one gets all that is left). Delegates that decline the task hold no share.
+
+**Carry-over** (`carry_over=True`, the default; `--no-carry-over` in the CLI and the service). A share is the
+deadline for a delegate's *first answer*, not for its work. A delegate that says it can be carried over (Fast
+Downward: `carries_over = True`) runs on a thread of its own (`portfolio.carry`) with the cascade's final
+deadline (the start plus every stage's budget); the cascade waits for it only until its share ends. If it has
+not answered by then, its translation and searches go on in the background while the later delegates run
+(pyperplan still gets its share of the 1 s tier, then the decomposer tier its 30 s), and the first valid plan
+from either side wins: a carried-over plan is validated the moment it arrives and stops the delegate running
+in the foreground (`portfolio.cancel`); a foreground plan stops the carried-over work. With no plan from the
+tiers, the cascade waits for the carried-over work until the final deadline, so the whole call still ends by
+it, and returns with nothing of either left running. Only one delegate is carried over per call (the first).
+The goal agenda reuses the carried-over translation (`FastDownward.translate` waits for a translation another
+thread is making instead of making a second one), and on unit-cost tasks leaves the full goal to the
+carried-over search instead of starting the same race a second time (`PlanRequest.carried_over` tells it).
+
+Attempts record this honestly, in the order things happened. The carried-over delegate gets two: at the end of
+its share, `status: timeout` with `details.carried_over: true` (it had no answer by then: what a 1 s caller
+saw), and when its work ends, a second one with `details.background: true`, its final status (`solved`,
+`unsolvable`, `timeout` at the final deadline, `error`, ...), `elapsed_ms` measured from its start, and when
+another delegate answered first, `status: timeout` with `details.stopped_by` naming the winner. A foreground
+delegate cut short by a carried-over answer is recorded as `timeout` with `details.stopped_by` too.
+`PlanResult.delegate` names whoever solved the task ("fast-downward" for a carried-over plan).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence, Union
 
 from domains.model import Task, plan_cost
 from domains.validate import goal_reached, validate_plan
+from portfolio import cancel
+from portfolio.carry import CarriedOver
 from portfolio.results import (
     Attempt,
     Delegate,
@@ -93,12 +117,28 @@ def _checked_supports(delegate: Delegate, task: Task) -> tuple[bool, str]:
 
 
 @dataclass
+class _Call:
+    """One `solve` call's state: its attempts, its final deadline, the work carried over (if any), and the stop
+    signal of the delegate running in the foreground."""
+
+    request: PlanRequest
+    start: float
+    deadline: float
+    attempts: list[Attempt]
+    foreground: cancel.StopSignal
+    carried: CarriedOver | None = None
+    carried_recorded: bool = False
+    answered_at: float | None = None  # when the foreground's answer (plan or proof) came
+
+
+@dataclass
 class PortfolioDecomposition(Resource):
     """The cascade. `delegates` are tried in order; a bare delegate without its own `budget_s` gets
-    `default_budget_s`."""
+    `default_budget_s`. `carry_over`: let a delegate that allows it work on past its share (module docstring)."""
 
     delegates: Sequence[Stage]
     default_budget_s: float = CLASSICAL_BUDGET_S
+    carry_over: bool = True
     _closed: bool = field(default=False, init=False)
 
     def solve(self, request: PlanRequest) -> PlanResult:
@@ -110,24 +150,85 @@ class PortfolioDecomposition(Resource):
                 status=Status.SOLVED, plan=[], cost=0.0, delegate="initial-state",
                 attempts=attempts, elapsed_ms=elapsed_ms_since(start), source="classical",
             )
+        deadline = start + sum(self._stage_budget(stage) for stage in self.delegates)
+        call = _Call(request, start, deadline, attempts, cancel.StopSignal(parent=cancel.current()))
+        try:
+            with cancel.scope(call.foreground):
+                result = self._solve(call)
+            return self._finish(call, result)
+        finally:
+            if call.carried is not None:
+                call.carried.stop("the call ended")
+            call.foreground.close()
+
+    def _solve(self, call: _Call) -> PlanResult | None:
         for stage in self.delegates:
             tier = stage if isinstance(stage, Tier) else Tier(stage.name, [stage], self._stage_budget(stage))
-            result = self._run_tier(tier, request, attempts, start)
-            if result is not None:
+            result = self._run_tier(tier, call)
+            if result is not None or (call.carried is not None and call.carried.settled):
                 return result
-        return PlanResult(status=no_plan_status([a.status for a in attempts]), attempts=attempts,
-                          elapsed_ms=elapsed_ms_since(start))
+        if call.carried is not None:
+            call.carried.wait(call.carried.deadline)  # nothing else is left to try: its answer is the last chance
+        return None
+
+    def _finish(self, call: _Call, result: PlanResult | None) -> PlanResult:
+        """The call's result: `result` (a foreground answer), else the carried-over work's, else no plan; the
+        carried-over work is stopped and recorded first."""
+        carried = call.carried
+        if carried is not None:
+            if result is not None and carried.settled and carried.finished is not None \
+                    and call.answered_at is not None and carried.finished < call.answered_at:
+                result = None  # both answered; the carried-over work first
+            if result is not None:
+                carried.stop(f"{result.delegate} answered first")
+            else:
+                carried.wait(call.deadline)
+                carried.stop("the cascade's deadline passed")
+            self._record_carried(call, stopped_by=result.delegate if result is not None else None)
+            if result is None and carried.settled:
+                result = self._settled(carried.delegate, carried.outcome, call)
+        if result is None:
+            result = PlanResult(status=no_plan_status([a.status for a in call.attempts]), attempts=call.attempts)
+        result.attempts = list(call.attempts)
+        result.elapsed_ms = elapsed_ms_since(call.start)
+        return result
+
+    def _record_carried(self, call: _Call, stopped_by: str | None = None) -> None:
+        """The carried-over delegate's second attempt: how its background work ended (module docstring). Once."""
+        carried = call.carried
+        if carried is None or call.carried_recorded:
+            return
+        outcome = carried.outcome
+        finished = carried.finished or time.monotonic()
+        details = dict(outcome.details) if outcome is not None else {}
+        details["background"] = True
+        if stopped_by is not None and carried.stopped:
+            status, reason = Status.TIMEOUT, f"stopped: {stopped_by} answered first"
+            details["stopped_by"] = stopped_by
+        elif outcome is None:
+            status, reason = Status.TIMEOUT, "still working at the cascade's deadline"
+        else:
+            status, reason = outcome.status, outcome.reason
+        call.attempts.append(Attempt(delegate=carried.delegate.name, status=status,
+                                     elapsed_ms=round((finished - carried.started) * 1000, 3),
+                                     reason=("finished in the background: " + reason).rstrip(": "),
+                                     details=details))
+        call.carried_recorded = True
+        log.info("carried-over %s: %s after %.1f ms", carried.delegate.name, status.value,
+                 (finished - carried.started) * 1000)
 
     def _stage_budget(self, stage: Stage) -> float:
         if isinstance(stage, Tier):
             return stage.budget_s
         return stage.budget_s if stage.budget_s is not None else self.default_budget_s
 
-    def _run_tier(self, tier: Tier, request: PlanRequest, attempts: list[Attempt], start: float) -> PlanResult | None:
+    def _run_tier(self, tier: Tier, call: _Call) -> PlanResult | None:
         """The tier's delegates in order, each with its share of what the tier has left."""
-        tier_deadline = time.monotonic() + tier.budget_s
+        attempts = call.attempts
+        # Clamped to the call's deadline: time an earlier tier overran (stopping what it started) is not added.
+        tier_deadline = min(time.monotonic() + tier.budget_s, call.deadline)
         declined = {index: why for index, delegate in enumerate(tier.delegates)
-                    for ok, why in [_checked_supports(delegate, request.task)] if not ok}
+                    for ok, why in [_checked_supports(delegate, call.request.task)] if not ok}
         for index, delegate in enumerate(tier.delegates):
             if index in declined:
                 attempts.append(Attempt(delegate=delegate.name, status=Status.UNSUPPORTED, elapsed_ms=0.0,
@@ -140,42 +241,74 @@ class PortfolioDecomposition(Resource):
                 continue
             shares_left = sum(tier.share_of(i) for i in range(index, len(tier.delegates)) if i not in declined)
             deadline = share_deadline(now, tier_deadline, tier.share_of(index), shares_left)
-            result = self._try(delegate, request, deadline, attempts, start)
-            if result is not None:
+            result = self._try(delegate, deadline, call)
+            if result is not None or (call.carried is not None and call.carried.settled):
                 return result
         return None
 
-    def _try(
-        self, delegate: Delegate, request: PlanRequest, slice_end: float, attempts: list[Attempt], start: float
-    ) -> PlanResult | None:
+    def _try(self, delegate: Delegate, slice_end: float, call: _Call) -> PlanResult | None:
         """Run one delegate until its share of the tier ends; a final PlanResult when it settles the task, else
-        None (attempt recorded)."""
+        None (attempt recorded). A delegate that can be carried over may go on working after that."""
+        request = call.request
         now = time.monotonic()
         deadline = slice_end
         if delegate.budget_s is not None:
             deadline = min(deadline, now + delegate.budget_s)
-        try:
-            outcome = delegate.solve(request, deadline)
-        except Exception as error:  # noqa: BLE001 - any delegate failure moves the cascade on
-            log.warning("delegate %s raised %s", delegate.name, error, exc_info=True)
-            outcome = DelegateOutcome(Status.ERROR, reason=f"{type(error).__name__}: {error}")
-        if outcome.status is Status.SOLVED:
-            outcome = self._checked(outcome, request)
+        carry = (self.carry_over and call.carried is None and getattr(delegate, "carries_over", False)
+                 and call.deadline > deadline)
+        if carry:
+            work_deadline = call.deadline if delegate.budget_s is None else min(call.deadline, now + delegate.budget_s)
+            job = CarriedOver(delegate, replace(request, answer_by=deadline), work_deadline,
+                              check=lambda found: self._checked(found, request),
+                              on_settled=lambda: call.foreground.set(f"{delegate.name} answered"))
+            outcome = job.wait(deadline)
+            if outcome is None:
+                call.carried = job
+                call.request = replace(request, carried_over=request.carried_over | {delegate.name})
+                call.attempts.append(Attempt(
+                    delegate=delegate.name, status=Status.TIMEOUT, elapsed_ms=elapsed_ms_since(now),
+                    reason="no answer within its share; carried over: its work goes on in the background",
+                    details={"carried_over": True}))
+                log.info("delegate %s: no answer in its share, carried over", delegate.name)
+                return None
+            job.stop("answered")  # it answered within its share: the thread has ended
+        else:
+            try:
+                outcome = delegate.solve(request, deadline)
+            except Exception as error:  # noqa: BLE001 - any delegate failure moves the cascade on
+                log.warning("delegate %s raised %s", delegate.name, error, exc_info=True)
+                outcome = DelegateOutcome(Status.ERROR, reason=f"{type(error).__name__}: {error}")
+            if outcome.status is Status.SOLVED:
+                outcome = self._checked(outcome, request)
+            carried = call.carried
+            if outcome.status is not Status.SOLVED and carried is not None and carried.settled:
+                # Cut short by the carried-over answer: its status says why it stopped, not what it found.
+                outcome = DelegateOutcome(Status.TIMEOUT, reason=f"stopped: {carried.delegate.name} answered first",
+                                          details={**outcome.details, "stopped_by": carried.delegate.name})
+            if outcome.status in (Status.SOLVED, Status.UNSOLVABLE):
+                call.answered_at = time.monotonic()
+            if carried is not None and carried.outcome is not None:
+                self._record_carried(call)  # it ended while this delegate ran: its record comes first
         attempt = Attempt(delegate=delegate.name, status=outcome.status, elapsed_ms=elapsed_ms_since(now),
                           reason=outcome.reason, details=outcome.details)
-        attempts.append(attempt)
+        call.attempts.append(attempt)
         log.info("delegate %s: %s in %.1f ms %s", delegate.name, outcome.status.value, attempt.elapsed_ms,
                  outcome.reason)
+        return self._settled(delegate, outcome, call)
+
+    def _settled(self, delegate: Delegate, outcome: DelegateOutcome | None, call: _Call) -> PlanResult | None:
+        """The final result when `outcome` settles the task (a checked plan, or a proof), else None."""
+        if outcome is None:
+            return None
         if outcome.status is Status.SOLVED:
             assert outcome.plan is not None
             return PlanResult(
                 status=Status.SOLVED, plan=[str(step) for step in outcome.plan],
-                cost=plan_cost(request.task, outcome.plan), delegate=delegate.name, attempts=attempts,
-                elapsed_ms=elapsed_ms_since(start), source=getattr(delegate, "source", "classical"),
+                cost=plan_cost(call.request.task, outcome.plan), delegate=delegate.name,
+                source=getattr(delegate, "source", "classical"),
             )
         if outcome.status is Status.UNSOLVABLE:
-            return PlanResult(status=Status.UNSOLVABLE, delegate=delegate.name, attempts=attempts,
-                              elapsed_ms=elapsed_ms_since(start))
+            return PlanResult(status=Status.UNSOLVABLE, delegate=delegate.name)
         return None
 
     def _checked(self, outcome: DelegateOutcome, request: PlanRequest) -> DelegateOutcome:

@@ -98,6 +98,10 @@ class Planner(Resource):
     With a trace store, runs are recorded with their domain's fingerprint, and the latest selection model in
     the store (`portfolio retrain`, `learning.selection`) chooses which Fast Downward configurations race on a
     task of a domain it has records of (the fixed order otherwise); `select=False` keeps the fixed order.
+
+    `carry_over` (default True): Fast Downward's translation and searches go on past its share of the classical
+    tier, beside the later delegates, until the cascade's final deadline; the first valid plan wins
+    (`portfolio.cascade`, "Carry-over"). False: they are killed when its share ends, as before.
     """
 
     def __init__(
@@ -110,6 +114,7 @@ class Planner(Resource):
         explore: str | None = None,
         seed: int | None = None,
         select: bool = True,
+        carry_over: bool = True,
     ) -> None:
         from learning.explore import DEFAULT_EXPLORE, check_explore
 
@@ -122,7 +127,7 @@ class Planner(Resource):
             stages = list(delegates)  # type: ignore[arg-type]
         # The planner owns the stages from here on: if the rest of set-up fails (a bad trace store), it closes
         # them, so no worker process or temporary directory outlives a failed constructor.
-        self.cascade = PortfolioDecomposition(stages)
+        self.cascade = PortfolioDecomposition(stages, carry_over=carry_over)
         self.cost_weight = cost_weight
         self.traces_path = Path(traces) if traces else None
         self._store = None

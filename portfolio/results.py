@@ -56,7 +56,10 @@ class PlanRequest:
     costs (the Planner's learned costs), for delegates that ground the task; `costs` maps grounded actions in PDDL form (`"(drive t1 a b)"`) to the cost a cost-aware delegate should use
     instead of the model's own (learned costs); `excluded` lists grounded actions no plan may use (an action that
     just failed, for this adaptation generation); `critiques` are verbal reasons from earlier failures, for
-    delegates that can read them (an LLM).
+    delegates that can read them (an LLM); `carried_over` names delegates whose work on this very request goes
+    on in the background (`portfolio.cascade`, "Carry-over"), so a delegate need not repeat it; `answer_by` (a
+    monotonic time, set on carried-over work) is when the caller wanted its first answer: after it, a delegate
+    returns its first plan rather than wait for a cheaper one.
     """
 
     task: Task
@@ -65,6 +68,8 @@ class PlanRequest:
     cost_model: Callable[[Sequence[str]], dict[str, float]] | None = field(default=None, compare=False)
     excluded: frozenset[str] = frozenset()
     critiques: tuple[str, ...] = ()
+    carried_over: frozenset[str] = frozenset()
+    answer_by: float | None = None
 
     def __post_init__(self) -> None:
         # One spelling per action ("pick-up a", "(PICK-UP a)" -> "(pick-up a)"), so every comparison of
@@ -152,6 +157,11 @@ STATUS_HELP = ("solved; unsolvable (proved by a complete method: the only status
 
 
 class Attempt(BaseModel):
+    """One delegate's try, in the order things happened. Fast Downward's work carried over past its share
+    (`portfolio.cascade`, "Carry-over") has two: `timeout` with `details.carried_over` at the end of its share,
+    then one with `details.background` saying how the work ended (`details.stopped_by` when another delegate
+    answered first); a delegate cut short by a carried-over plan is `timeout` with `details.stopped_by`."""
+
     delegate: str
     status: Status = Field(description=STATUS_HELP)
     elapsed_ms: float

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from portfolio import limits
+from portfolio import cancel, limits
 from portfolio.results import Resource
 from portfolio.worker_main import HEADER, write_message
 
@@ -128,8 +128,15 @@ class WorkerProcess(Resource):
         return self._process.pid if self._process else None
 
     def call(self, op: str, deadline: float, **kwargs: Any) -> Any:
-        """Run `op(**kwargs)` in the worker; kill it and raise BudgetExpired if `deadline` passes first."""
-        with self._lock:
+        """Run `op(**kwargs)` in the worker; kill it and raise BudgetExpired if `deadline` passes first (or this
+        thread's stop signal is set: `portfolio.cancel`). Waiting for another thread's call counts against the
+        deadline too."""
+        while not self._lock.acquire(timeout=max(0.0, min(0.05, deadline - time.monotonic()))):
+            if cancel.expired(deadline):
+                raise BudgetExpired()
+        try:
+            if cancel.expired(deadline):  # nothing sent yet: the worker stays warm
+                raise BudgetExpired()
             process = self._process
             if process is None or process.poll() is not None:
                 self.spawn()
@@ -149,6 +156,8 @@ class WorkerProcess(Resource):
                     raise
                 self._replace(process)  # a process that hit its cap may be left in a bad state
                 raise OutOfMemory(f"{limits.OUT_OF_MEMORY} (limit {limits.limit_mb()} MB)") from error
+        finally:
+            self._lock.release()
 
     def _receive(self, process: subprocess.Popen, deadline: float) -> Any:
         assert process.stdout is not None
@@ -158,10 +167,10 @@ class WorkerProcess(Resource):
         header_done = False
         while len(buffer) < needed:
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 or cancel.stopped():
                 raise BudgetExpired()
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
+            ready, _, _ = select.select([fd, *cancel.stop_fds()], [], [], remaining)
+            if fd not in ready:
                 raise BudgetExpired()
             chunk = os.read(fd, max(needed - len(buffer), 65536) if header_done else needed - len(buffer))
             if not chunk:
@@ -306,7 +315,8 @@ def _exit_code(process: subprocess.Popen) -> int | None:
 
 
 def wait_any(processes: list[subprocess.Popen], timeout: float) -> None:
-    """Block until one of `processes` exits or `timeout` seconds pass, without polling (Linux pidfds)."""
+    """Block until one of `processes` exits, `timeout` seconds pass or this thread's stop signal is set
+    (`portfolio.cancel`), without polling (Linux pidfds)."""
     fds = []
     try:
         for process in processes:
@@ -315,7 +325,7 @@ def wait_any(processes: list[subprocess.Popen], timeout: float) -> None:
             except (OSError, AttributeError):
                 time.sleep(min(timeout, 0.001))  # no pidfds here: fall back to a short sleep
                 return
-        select.select(fds, [], [], max(timeout, 0.0))
+        select.select(fds + cancel.stop_fds(), [], [], max(timeout, 0.0))
     finally:
         for fd in fds:
             os.close(fd)

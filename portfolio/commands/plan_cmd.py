@@ -13,9 +13,11 @@ DESCRIPTION = """\
 Plan one task. The classical tier (Fast Downward, then pyperplan) shares --budget seconds; if it runs out of
 time or fails, the decomposer tier (the LLM with --llm-url, then the goal agenda) gets --decomposer-budget
 seconds. Within a tier each delegate gets the time left x its share / the shares still to run (--shares), so
-a slow first delegate cannot starve the next. `--delegates fast-downward,pyperplan` stops after the
-classical tier. Only a proof of unsolvability stops the cascade early. Every plan printed has been checked by
-the validator.
+a slow first delegate cannot starve the next. A share is the deadline for a delegate's first answer, not for
+its work: Fast Downward's translation and searches go on in the background past its share, beside pyperplan
+and the decomposer tier, until the last deadline (--no-carry-over: killed at the end of its share); the first
+valid plan wins. `--delegates fast-downward,pyperplan` stops after the classical tier. Only a proof of
+unsolvability stops the cascade early. Every plan printed has been checked by the validator.
 
 Plain output is a plan file: one action per line in PDDL form, then comment lines (;) with the cost, the
 delegate that solved it, and every attempt with its status and time. Statuses (the JSON "status" field, for
@@ -92,6 +94,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--llm-model", default=None, metavar="NAME", help="model name for --llm-url")
     parser.add_argument("--decomposer-budget", type=float, default=30.0, metavar="S",
                         help="seconds for the decomposer tier (default: 30)")
+    parser.add_argument("--no-carry-over", dest="carry_over", action="store_false",
+                        help="kill Fast Downward's translation and searches when its share of the classical tier "
+                        "ends (default: they go on in the background beside the later delegates until the "
+                        "cascade's last deadline, and the first valid plan from either wins)")
     parser.set_defaults(func=run)
 
 
@@ -164,7 +170,8 @@ def run(args: argparse.Namespace) -> int:
     traces = args.traces if args.traces_given else None
     try:
         # The planner starts its worker processes now, so they warm up while the task is read.
-        planner = Planner(stages, budget_s=args.budget, traces=traces, explore=args.explore)
+        planner = Planner(stages, budget_s=args.budget, traces=traces, explore=args.explore,
+                          carry_over=args.carry_over)
     except store_error_types() as error:
         return fail_bad_input(str(error))
     with planner:

@@ -57,6 +57,10 @@ def _add_planner_arguments(parser: argparse.ArgumentParser, workers_default: int
     parser.add_argument("--cache-dir", default=None, metavar="DIR",
                         help="on-disk translation cache the workers share (default: as `portfolio plan`)")
     parser.add_argument("--no-cache", action="store_true", help="workers neither read nor write the cache")
+    parser.add_argument("--no-carry-over", dest="carry_over", action="store_false",
+                        help="kill Fast Downward's work when its share of the classical tier ends (default: it "
+                        "goes on beside the later delegates until the request's last deadline; see `portfolio "
+                        "plan --help`)")
     add_traces_argument(parser, required=False)
     parser.add_argument("--explore", choices=("mean", "thompson", "ucb"), default=None,
                         help="how learned costs explore when a request does not say (its `explore` field wins): "
@@ -112,6 +116,7 @@ def service_config(args: argparse.Namespace):
             memory_limit_mb=args.memory_limit or limits.default_limit_mb(workers),
             fd_workers=args.fd_workers, cache_dir=args.cache_dir, translation_cache=not args.no_cache,
             explore=args.explore,
+            carry_over=args.carry_over,
         )
     except ValidationError as error:
         first = error.errors()[0]

@@ -25,6 +25,7 @@ from typing import Any, Sequence
 from domains.model import And, Atom, Formula, GroundAction, Plan, State, Task
 from domains.pddl_writer import domain_to_pddl, formula_to_pddl, problem_to_pddl
 from domains.validate import holds, unmet_goals, validate_plan
+from portfolio import cancel
 from portfolio.results import Delegate, DelegateOutcome, PlanRequest, Resource, Status
 from portfolio.sas import SasTask, sas_atom_name
 
@@ -146,7 +147,7 @@ class SubgoalSolver(Resource):
             sub = PlanRequest(task=subtask(task, state, goal), costs=request.costs, cost_model=request.cost_model,
                               excluded=request.excluded)
             for delegate in self.delegates:
-                if time.monotonic() >= deadline:
+                if cancel.expired(deadline):
                     break
                 if hasattr(delegate, "supports") and not delegate.supports(sub.task):
                     continue

@@ -10,6 +10,13 @@ task (translation reused, init rewritten) is first searched in this process (`po
 Both stages run in processes that are killed when the deadline passes, so the budget is hard; handing the SAS
 task to a search process is bounded by the same deadline.
 
+The cascade may carry this delegate's work over past its share (`carries_over`, see `portfolio.cascade`): it
+then runs on another thread beside the decomposer tier, which shares it. So a translation under way is made
+once (a second caller waits for it), and every wait also ends when the thread's stop signal is set
+(`portfolio.cancel`). The decomposer's subgoal searches still race `workers` searches beside the carried-over
+ones: capping all calls together at one search per core was tried and lost (citycar p3-2-2-0-1: the goal
+agenda's first subgoal took lama-first alone > 5 s, the race's eager-ff-cg 0.23 s).
+
 Exit codes go through `fd_exitcodes` (named as in Fast Downward's driver): when several searches run side by
 side, one `aggregate` over the ones that ran decides the outcome, and a search that fails early never cuts
 short another one that is still working.
@@ -30,6 +37,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from domains.model import Atom, Task
+from portfolio import cancel
 from portfolio.delegates import fd_exitcodes
 from portfolio.results import DelegateOutcome, PlanRequest, Resource, Status
 from portfolio.sas import SasTask, operator_action, parse_sas
@@ -153,6 +161,7 @@ class FastDownward(Resource):
     what the selection is learned from."""
 
     source = "classical"
+    carries_over = True  # the cascade may let its work go on past its share (`portfolio.cascade`)
 
     def __init__(
         self,
@@ -182,6 +191,7 @@ class FastDownward(Resource):
         self._binary = str(search_binary())
         self._translations: OrderedDict[tuple, Translation] = OrderedDict()
         self._cache_lock = threading.Lock()
+        self._pending: dict[tuple, threading.Event] = {}  # translations under way, so two threads make one
         self._worker: WorkerProcess | None = None
         self._searches = SearchProcessPool()
         self.inprocess_max_operators = INPROCESS_MAX_OPERATORS
@@ -212,6 +222,30 @@ class FastDownward(Resource):
         SAS initial values for the request's state. Translates (under the deadline) when nothing cached fits."""
         key = structure_key(request.task)
         init = request.initial_state
+        while True:
+            found = self._cached(key, init)
+            if found is not None:
+                return found
+            with self._cache_lock:
+                running = self._pending.get(key)
+                mine = running is None
+                if mine:
+                    running = self._pending[key] = threading.Event()
+            if mine:
+                break
+            # Another thread (work carried over from the classical tier) is translating this task: wait for its
+            # translation instead of making a second one, then look again (if it failed, translate here).
+            while not running.wait(max(0.0, min(0.05, deadline - time.monotonic()))):
+                if cancel.expired(deadline):
+                    raise BudgetExpired()
+        try:
+            return self._translate(key, request, deadline), None
+        finally:
+            with self._cache_lock:
+                self._pending.pop(key, None)
+            running.set()
+
+    def _cached(self, key: tuple, init: frozenset[Atom]) -> tuple[Translation, tuple[int, ...] | None] | None:
         with self._cache_lock:
             cached = self._translations.get(key)
             if cached is not None:
@@ -222,6 +256,10 @@ class FastDownward(Resource):
             values = cached.sas.with_init(cached.init, init)
             if values is not None:
                 return replace(cached, source="memory"), values
+        return None
+
+    def _translate(self, key: tuple, request: PlanRequest, deadline: float) -> Translation:
+        init = request.initial_state
         task = request.effective_task()
         start = time.monotonic()
         disk_key = cache_key(task.domain_pddl, task.problem_pddl) if self.disk_cache is not None else ""
@@ -242,7 +280,7 @@ class FastDownward(Resource):
             self._translations[key] = translation
             while len(self._translations) > self.cache_size:
                 self._translations.popitem(last=False)
-        return translation, None
+        return translation
 
     def _from_disk(self, key: str, init: frozenset[Atom], start: float) -> Translation | None:
         """The translation stored under `key` in the disk cache, or None (no cache, a miss, or an entry that
@@ -300,7 +338,11 @@ class FastDownward(Resource):
             order = self.selector(task, translation.sas)
             details["selection"] = "learned" if order else "fixed"
         sas_text = translation.sas.render(init=init_values, costs=costs, excluded=request.excluded)
-        return self.search_sas(sas_text, deadline, with_costs=with_costs, details=details, order=order)
+        # Work carried over past its share (`request.answer_by`): the caller is already waiting, so the first plan
+        # wins, as in the decomposer tier; learned costs (failure risk) keep the cost-aware plan's preference.
+        race_after = request.answer_by if not costs else None
+        return self.search_sas(sas_text, deadline, with_costs=with_costs, details=details, order=order,
+                               race_after=race_after)
 
     def _search_in_process(self, sas: SasTask, init: tuple[int, ...], excluded: frozenset[str], deadline: float,
                            details: dict) -> DelegateOutcome | None:
@@ -325,16 +367,19 @@ class FastDownward(Resource):
         return DelegateOutcome(Status.SOLVED, plan=[operator_action(name) for name in result.plan], details=details)
 
     def search_sas(self, sas_text: str, deadline: float, with_costs: bool = False,
-                   details: dict | None = None, order: Sequence[str] | None = None) -> DelegateOutcome:
+                   details: dict | None = None, order: Sequence[str] | None = None,
+                   race_after: float | None = None) -> DelegateOutcome:
         """Search a SAS task (e.g. a cached translation with another goal or state swapped in) with this
         delegate's configuration (or the configurations `order` chooses), pre-started processes and deadline
-        handling."""
+        handling. After `race_after` (a monotonic time) any plan ends the wait, as in a race."""
+        if cancel.expired(deadline):  # no search process is taken (and killed) for nothing
+            return DelegateOutcome(Status.TIMEOUT, reason="budget expired before the search", details=details or {})
         aliases = self._aliases(with_costs, order)
         race = not with_costs and len(aliases) > 1
         details = {} if details is None else details
         if with_costs:
             details["costs"] = True  # the cost-aware pair ran: no evidence for configuration selection
-        return self._search(sas_text, aliases, deadline, details, race=race)
+        return self._search(sas_text, aliases, deadline, details, race=race, race_after=race_after)
 
     def _aliases(self, with_costs: bool, order: Sequence[str] | None = None) -> list[str]:
         if self.search:
@@ -342,7 +387,7 @@ class FastDownward(Resource):
         return search_aliases(self.alias, self.cost_alias, with_costs, self.workers, order)
 
     def _search(self, sas_text: str, aliases: list[str], deadline: float, details: dict,
-                race: bool = False) -> DelegateOutcome:
+                race: bool = False, race_after: float | None = None) -> DelegateOutcome:
         """Run one search per alias side by side. `race`: the first plan wins and the others are killed. Else
         (with costs: the cost-blind one for coverage, the cost-aware one for cheap plans) the last alias's plan
         is preferred; once an earlier one has a plan, the later ones get a grace period of twice the time taken
@@ -356,7 +401,7 @@ class FastDownward(Resource):
                 if not _feed(run.process, data, deadline):
                     return DelegateOutcome(Status.TIMEOUT, reason="budget expired while handing the task to the "
                                            "search", details=details)
-            codes = _wait(runs, deadline, started, race=race)
+            codes = _wait(runs, deadline, started, race=race, race_after=race_after)
             return self._outcome(runs, codes, details)
         finally:
             for _, run in runs:
@@ -389,10 +434,11 @@ class FastDownward(Resource):
         self._searches.close()
 
 
-def _wait(runs, deadline: float, started: float, race: bool = False) -> dict[str, int | None]:
-    """Wait for the searches: until the last (preferred) one has a plan (any one, when racing), one proves
-    unsolvability, all have exited, or the deadline (shortened to a grace period once an earlier one has a
-    plan). Exit codes by alias; None for those still running (killed by the caller)."""
+def _wait(runs, deadline: float, started: float, race: bool = False,
+          race_after: float | None = None) -> dict[str, int | None]:
+    """Wait for the searches: until the last (preferred) one has a plan (any one, when racing or after
+    `race_after`), one proves unsolvability, all have exited, or the deadline (shortened to a grace period once
+    an earlier one has a plan). Exit codes by alias; None for those still running (killed by the caller)."""
     preferred = runs[-1][0]
     finish_by = deadline
     codes: dict[str, int | None] = {}
@@ -402,16 +448,18 @@ def _wait(runs, deadline: float, started: float, race: bool = False) -> dict[str
                 codes[alias] = run.process.returncode
         if len(codes) == len(runs) or codes.get(preferred) in fd_exitcodes.PLAN_FOUND:
             break
-        if race and any(code in fd_exitcodes.PLAN_FOUND for code in codes.values()):
+        racing = race or (race_after is not None and time.monotonic() >= race_after)
+        if racing and any(code in fd_exitcodes.PLAN_FOUND for code in codes.values()):
             break
         if any(code in fd_exitcodes.PROVEN_UNSOLVABLE for code in codes.values()):
             break
         now = time.monotonic()
         if any(code in fd_exitcodes.PLAN_FOUND for code in codes.values()):
             finish_by = min(finish_by, now + max(0.2, 2 * (now - started)))
-        if now >= finish_by:
+        if now >= finish_by or cancel.stopped():
             break
-        wait_any([run.process for alias, run in runs if alias not in codes], finish_by - now)
+        wake = finish_by if race_after is None or now >= race_after else min(finish_by, race_after)
+        wait_any([run.process for alias, run in runs if alias not in codes], wake - now)
     return {alias: codes.get(alias) for alias, _ in runs}
 
 
@@ -428,7 +476,9 @@ def _feed(process: subprocess.Popen, data: bytes, deadline: float) -> bool:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
-            _, writable, _ = select.select([], [fd], [], remaining)
+            if cancel.stopped():
+                return False
+            _, writable, _ = select.select(cancel.stop_fds(), [fd], [], remaining)
             if not writable:
                 return False
             try:

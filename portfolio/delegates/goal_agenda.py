@@ -10,7 +10,10 @@ task reaches first.
 
 The goals are then planned incrementally (entries 1..k as the k-th subgoal, so achieved goals are kept) by the
 classical planners on one shared translation, with part of the budget; if that fails, the full goal is planned
-with what is left, which is the larger-budget classical run the 1 s tier could not afford.
+with what is left, which is the larger-budget classical run the 1 s tier could not afford. When the cascade has
+carried Fast Downward's work over from the classical tier (`portfolio.cascade`), that run is already going on:
+the agenda then waits for (and reuses) its translation and, on unit-cost tasks (where that run is the same race
+as its full-goal one), takes the whole budget and skips the full goal.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from domains.model import And, Atom, Formula
+from portfolio import cancel
 from portfolio.delegates.decompose import SubgoalSolver, conjunction
 from domains.model import Task
 from portfolio.results import DelegateOutcome, PlanRequest, Resource, Status
@@ -91,7 +95,7 @@ def relaxed_levels(ops: Sequence[RelaxedOp], start: set[Fact], banned_var: int |
     layer = 0
     remaining = list(ops)
     while frontier:
-        if deadline is not None and time.monotonic() > deadline:
+        if deadline is not None and cancel.expired(deadline):
             break
         layer += 1
         new: set[Fact] = set()
@@ -133,13 +137,13 @@ def goal_agenda(sas: SasTask, init_values: Sequence[int], goals: Sequence[Fact],
     domain_sizes = [len(values) for values in sas.values]
     before: dict[Fact, set[Fact]] = {g: set() for g in goals}  # g -> goals that must come before g
     for g2 in goals:
-        if deadline is not None and time.monotonic() > deadline:
+        if deadline is not None and cancel.expired(deadline):
             break
         false_after = _false_after(ops, groups, domain_sizes, g2)
         # Other goals are taken out of the start: the question is whether they can still be achieved.
         start = (set(base_levels) - false_after - set(goals)) | {g2}
         reach = relaxed_levels(ops, start, banned_var=g2[0], kept_value=g2[1], deadline=deadline)
-        if deadline is not None and time.monotonic() > deadline:
+        if deadline is not None and cancel.expired(deadline):
             break  # a cut-off exploration would invent orders; keep the ones computed in full
         for g1 in goals:
             if g1 != g2 and g1 not in reach:
@@ -273,7 +277,14 @@ class GoalAgenda(Resource):
             return DelegateOutcome(Status.UNSOLVABLE, reason="translator: goal not relaxed-reachable", details=details)
         if why:
             details["translation"] = why
-        agenda_deadline = time.monotonic() + self.agenda_share * max(0.0, deadline - time.monotonic())
+        # With Fast Downward's work carried over (`portfolio.cascade`), it is already searching the full goal on
+        # this translation: the agenda gets the whole budget, and the full goal is not searched a second time
+        # (that would only take half the CPU from the search that started first). With action costs the
+        # carried-over pair is cost-aware and the full-goal race here is not, so that one still runs.
+        unit_cost = not request.task.has_action_costs() and not request.has_costs
+        full_goal_elsewhere = "fast-downward" in request.carried_over and translation is not None and unit_cost
+        share = 1.0 if full_goal_elsewhere else self.agenda_share
+        agenda_deadline = time.monotonic() + share * max(0.0, deadline - time.monotonic())
         subgoals = self.subgoals(request, translation, agenda_deadline)
         # Each entry's new atoms only: the subgoals themselves grow quadratically.
         details["agenda"] = _entries(subgoals)
@@ -287,6 +298,10 @@ class GoalAgenda(Resource):
         if time.monotonic() >= deadline:
             return DelegateOutcome(Status.TIMEOUT, reason="budget used up: " + details.get("agenda_failure", ""),
                                    details=details)
+        if full_goal_elsewhere:
+            details["method"] = "agenda only (the full goal is left to the carried-over fast-downward)"
+            return DelegateOutcome(Status.INCOMPLETE, reason=details.get("agenda_failure", "a one-entry agenda")
+                                   + "; the full goal is left to the carried-over fast-downward", details=details)
         result = self.solver.solve_sequence(request, [request.task.problem.goal], deadline, translation)
         details["method"] = "full goal"
         if result.status is Status.SOLVED:

@@ -25,6 +25,7 @@ from domains.literals import parse_ground_literal as parse_literal
 from domains.model import Plan, Task
 from domains.pddl_writer import formula_to_pddl
 from domains.validate import validate_plan
+from portfolio import cancel
 from portfolio.delegates.decompose import SubgoalSolver, conjunction, relevant_facts
 from portfolio.delegates.llm_client import LLMClient, LLMError, extract_json
 from portfolio.results import DelegateOutcome, PlanRequest, Resource, Status, parse_ground_action
@@ -103,7 +104,7 @@ class LLMDelegate(Resource):
         last = "no answer"
         for position, mode in enumerate(self.modes):
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 or cancel.stopped():
                 return DelegateOutcome(Status.TIMEOUT, reason=f"budget used up; last critique: {last}", details=details)
             share = self.subgoal_share if mode == "subgoals" and position < len(self.modes) - 1 else 1.0
             mode_deadline = time.monotonic() + share * remaining
@@ -125,7 +126,7 @@ class LLMDelegate(Resource):
         schema = SUBGOALS_SCHEMA if mode == "subgoals" else PLAN_SCHEMA
         critique = "no answer"
         for round_number in range(self.repair_rounds + 1):
-            if time.monotonic() >= deadline:
+            if cancel.expired(deadline):  # also when the cascade has its plan from elsewhere
                 break
             if round_number:
                 details["repair_rounds"] += 1

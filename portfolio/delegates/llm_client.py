@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from portfolio import cancel
 from portfolio.results import Resource
 
 log = logging.getLogger(__name__)
@@ -119,7 +120,8 @@ class LLMClient(Resource):
                     raise LLMError(kind, f"HTTP {status}; retry after {wait:g} s does not fit in the "
                                          f"{max(left, 0):.1f} s left: {text}")
                 log.info("LLM server answered HTTP %s; retrying in %.2f s", status, wait)
-                time.sleep(wait)
+                if cancel.sleep_until(time.monotonic() + wait):
+                    raise LLMError("timeout", "stopped: the cascade has its answer")
                 continue
             kind = "http-5xx" if status >= 500 else "http-4xx"
             raise LLMError(kind, f"HTTP {status} from {self.base_url}/chat/completions: {text}")

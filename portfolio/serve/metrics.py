@@ -49,10 +49,15 @@ class Metrics:
 
     def observe_plan(self, result: dict[str, Any]) -> None:
         """Record one PlanResult (as JSON): its latency and the attempts that fell through."""
-        attempts = result.get("attempts") or []
         settled = result.get("status") in ("solved", "unsolvable")
-        for attempt in attempts[:-1] if settled else attempts:
-            self.fallthroughs.labels(attempt["delegate"], attempt["status"]).inc()
+        for attempt in result.get("attempts") or []:
+            if settled and (attempt["delegate"], attempt["status"]) == (result.get("delegate"), result["status"]):
+                continue  # the attempt that decided the call
+            # With carry-over (`portfolio.cascade`) a delegate's background record and a delegate stopped by the
+            # other side's answer handed nothing over: the hand-over was counted at the end of the share.
+            details = attempt.get("details") or {}
+            if not details.get("background") and not details.get("stopped_by"):
+                self.fallthroughs.labels(attempt["delegate"], attempt["status"]).inc()
         delegate = result.get("delegate") or "none"
         self.plan_latency.labels(delegate, result.get("status", "error")).observe(
             float(result.get("elapsed_ms") or 0.0) / 1000.0)

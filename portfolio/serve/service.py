@@ -73,6 +73,7 @@ class ServiceConfig(BaseModel):
     cache_dir: str | None = None  # the on-disk translation cache the workers share (None: the user's default)
     translation_cache: bool = True
     explore: Literal["mean", "thompson", "ucb"] | None = None  # a request's own `explore` wins; None: the default
+    carry_over: bool = True  # Fast Downward's work goes on past its share, until the request's last deadline
 
 
 class Service:
@@ -106,7 +107,8 @@ class Service:
                               memory_limit_mb=self.config.memory_limit_mb,
                               fd_workers=self.config.fd_workers or max(1, default_workers() // self.config.workers),
                               cache_dir=self.config.cache_dir, translation_cache=self.config.translation_cache,
-                              explore=self.config.explore)
+                              explore=self.config.explore,
+                              carry_over=self.config.carry_over)
         pool = self.pool = PlannerPool(worker, self.config.workers, self.config.queue,
                                        on_restart=lambda reason: self.metrics.worker_restarts.labels(reason).inc())
         self.metrics.queue_depth.set_function(lambda: pool.queued)  # read when scraped

@@ -42,6 +42,7 @@ class WorkerConfig(BaseModel):
     cache_dir: str | None = None
     translation_cache: bool = True
     explore: str | None = None  # the server's default policy; a request's `explore` overrides it per call
+    carry_over: bool = True
 
 
 class PlannerWorker:
@@ -58,7 +59,10 @@ class PlannerWorker:
         stages = default_stages(config.delegates, budget_s=config.budget_s, llm_url=config.llm_url,
                                 llm_model=config.llm_model, decomposer_budget_s=config.decomposer_budget_s,
                                 fd_workers=config.fd_workers, translation_cache=cache)
-        self.planner = Planner(stages, budget_s=config.budget_s, traces=config.traces, explore=config.explore)
+        # A request's deadline is its classical budget plus the decomposer tier's: the cascade computes it per
+        # call from the tiers' budgets (`_budget` sets the request's own), and carried-over work dies there.
+        self.planner = Planner(stages, budget_s=config.budget_s, traces=config.traces, carry_over=config.carry_over,
+                               explore=config.explore)
         self.model_version = self._stored_version()
         self.plan_options = set(inspect.signature(self.planner.plan).parameters) - {"task", "init", "run_id"}
 
