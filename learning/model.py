@@ -280,7 +280,7 @@ class FailureModel(BaseEstimator):
             if model is None:
                 continue
             n, f, q = np.zeros(len(positions)), np.zeros(len(positions)), np.empty(len(positions))
-            pooled: dict[tuple[int, str], tuple[float, float]] = {}
+            pooled: dict[tuple[int, str], float] = {}
             for j, i in enumerate(positions):
                 args = actions[i].args
                 cell = model.cells.get(" ".join(args) + "|" + situation)
@@ -307,42 +307,38 @@ class FailureModel(BaseEstimator):
 
     def _prior(self, model: ActionModel, args: tuple[str, ...], features: Mapping[str, Any] | None,
                object_types: Mapping[str, str] | None, by_type: dict[str, list[str]],
-               pooled: dict[tuple[int, str], tuple[float, float]]) -> float:
+               pooled: dict[tuple[int, str], float]) -> float:
         if model.kind != "logistic":
             return model.base_rate
         get = model.weights.get
         score = model.intercept + sum(get(t, 0.0) * v for t, v in step_tokens(args, features, object_types))
         if object_types:
-            # An unseen object scores the intercept (an object of zero weight); one whose type was seen is better
-            # described by its position's failure rate plus its type's deviation from it, fading as its own
-            # evidence grows. Both from the same (uncapped) evidence, so for a new object they add up to its
-            # type's rate: the action's capped base rate here overshot it by up to 0.26 (a bad type among
-            # many steps of good objects, whose capped rows inflate the base rate).
-            novelty, anchor = 0.0, 0.0
+            # An unseen object scores as an object of zero weight; one whose type was seen is better described by
+            # its type's deviation from what the rest of the model says about its siblings' groundings (the roads
+            # they drove, say), fading as the object's own evidence grows. Against the siblings' raw rate it
+            # counted twice what the other tokens had already taken of their failures (a new bad van started at
+            # 0.61-0.63 where its siblings failed 0.5).
             for i, obj in enumerate(args):
                 kind = object_types.get(obj)
                 if kind is None:
                     continue
                 if (i, kind) not in pooled:
                     pooled[(i, kind)] = self._type_offset(model, i, by_type.get(kind, ()))
-                offset, position_logit = pooled[(i, kind)]
+                offset = pooled[(i, kind)]
                 if offset == 0.0:
                     continue
                 own = model.evidence.get(f"a{i}:{obj}")
-                fade = 1.0 / (1.0 + (own[0] if own else 0.0))
-                score += offset * fade
-                if fade > novelty:
-                    novelty, anchor = fade, position_logit
-            score += novelty * (anchor - model.intercept)
+                score += offset / (1.0 + (own[0] if own else 0.0))
         return 1.0 / (1.0 + math.exp(-max(min(score, 500.0), -500.0)))
 
-    def _type_offset(self, model: ActionModel, position: int, siblings: Iterable[str]) -> tuple[float, float]:
+    def _type_offset(self, model: ActionModel, position: int, siblings: Iterable[str]) -> float:
         """Log-odds of the failure rate of a type's seen objects in one argument position (smoothed towards the
-        position's rate over all seen objects by `TYPE_PSEUDO_STEPS`) over that position's rate, and the
-        log-odds of that position's rate: what an unseen object of that type adds to its prior score, and the
-        rate it adds it to. (0, 0) when the type is all that position has seen."""
+        position's rate over all seen objects by `TYPE_PSEUDO_STEPS`) over what the model predicts for their
+        groundings with the object itself unknown: what an unseen object of that type adds to its prior score.
+        0 when the type is all that position has seen, or the model keeps no groundings (an older model)."""
+        members = set(siblings)
         steps = failures = 0.0
-        for obj in siblings:
+        for obj in members:
             seen = model.evidence.get(f"a{position}:{obj}")
             if seen is not None:
                 steps += seen[0]
@@ -351,10 +347,23 @@ class FailureModel(BaseEstimator):
         all_steps = sum(v[0] for k, v in model.evidence.items() if k.startswith(prefix))
         all_failures = sum(v[1] for k, v in model.evidence.items() if k.startswith(prefix))
         if steps <= 0 or all_steps - steps <= 1e-9:
-            return 0.0, 0.0
+            return 0.0
         s0 = self.prior_strength
         rate = (all_failures + s0 * self.prior_mean) / (all_steps + s0)
-        return _logit((failures + TYPE_PSEUDO_STEPS * rate) / (steps + TYPE_PSEUDO_STEPS)) - _logit(rate), _logit(rate)
+        target = _logit((failures + TYPE_PSEUDO_STEPS * rate) / (steps + TYPE_PSEUDO_STEPS))
+        get = model.weights.get
+        weight = predicted = 0.0
+        for grounding, (n, _f, _q) in model.groundings.items():
+            args = grounding.split(" ")
+            if len(args) <= position or args[position] not in members:
+                continue
+            args[position] = "\x00unseen"  # no token of the sibling itself: what the rest of the model says
+            score = model.intercept + sum(get(t, 0.0) * v for t, v in step_tokens(tuple(args), None, None))
+            weight += n
+            predicted += n / (1.0 + math.exp(-max(min(score, 500.0), -500.0)))
+        if weight <= 0:
+            return 0.0
+        return target - _logit(predicted / weight)
 
     def action_counts(self) -> dict[str, dict[str, Any]]:
         """Per action name: steps and failures seen, which prior was fit, and its strength m."""
