@@ -280,7 +280,8 @@ class FailureModel(BaseEstimator):
             if model is None:
                 continue
             n, f, q = np.zeros(len(positions)), np.zeros(len(positions)), np.empty(len(positions))
-            pooled: dict[tuple[int, str], float] = {}
+            # types' offsets, per action and set of object types: computed once per model, like the priors
+            pooled: dict[tuple[int, str], float] = memo.setdefault(("type-offsets", name, context[2]), {})
             for j, i in enumerate(positions):
                 args = actions[i].args
                 cell = model.cells.get(" ".join(args) + "|" + situation)
