@@ -44,7 +44,7 @@ from pathlib import Path
 
 from domains.load import load_task
 from learning.selection import retrain_selection
-from portfolio.delegates.fast_downward import SATISFICING, search_aliases
+from portfolio.delegates.fd_search import SATISFICING, search_aliases
 from portfolio.planner import Planner, default_stages
 from portfolio.results import PlanRequest
 from traces.store import TraceStore

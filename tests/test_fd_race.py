@@ -14,7 +14,8 @@ from conftest import IPC
 from domains.bundled import bundled_task
 from domains.load import load_task
 from domains.validate import validate_plan
-from portfolio.delegates.fast_downward import RACE_ALIASES, FastDownward, available_cores, search_aliases
+from portfolio.delegates.fast_downward import FastDownward
+from portfolio.delegates.fd_search import RACE_ALIASES, available_cores, search_aliases
 from portfolio.results import PlanRequest, Status
 
 

@@ -19,7 +19,7 @@ from portfolio.agent.failures import (
     classify,
     decide,
 )
-from portfolio.agent.loop import LoopConfig, divergence
+from portfolio.agent.loop_types import LoopConfig, divergence
 from portfolio.results import parse_ground_action
 from traces.store import TraceStore
 

@@ -1,7 +1,8 @@
 """The agent API built on the engine: typed actions executed, observed and replanned.
 
 - `runtime`: `Agent` (`run` and `await arun`), the executors for typed Python actions and for PDDL handlers;
-- `loop`: the execute-observe-replan loop (triggers, hints, veto, critiques), with a sync and an async driver;
+- `loop`: the execute-observe-replan loop with a sync and an async driver; its decisions (triggers, hints, veto,
+  critiques) are `loop_run`, what it takes and reports (config, executor protocol, step records) `loop_types`;
 - `failures`: failure classes, the persist / refine / concede decision, critiques;
 - `reflection`: pre- and post-step critics through the OpenAI-compatible LLM client;
 - `observability`: structured events, OpenTelemetry spans, counters;

@@ -52,7 +52,8 @@ from domains.typed_actions import (
     type_name,
 )
 from portfolio.agent.failures import Critic, InfeasibleFailure, KnowledgeFailure, TransientFailure
-from portfolio.agent.loop import LoopConfig, Observation, Reflection, RunResult, VetoCheck, arun_loop, run_loop
+from portfolio.agent.loop import arun_loop, run_loop
+from portfolio.agent.loop_types import LoopConfig, Observation, Reflection, RunResult, VetoCheck
 from portfolio.agent.observability import Counters
 
 

@@ -1,0 +1,227 @@
+"""The search side of the Fast Downward delegate: which searches to run, and running `downward` processes.
+
+Fast Downward's driver keeps translate, search and portfolio apart (`aliases.py`, `run_components.py`,
+`portfolio_runner.py`); so does this project. `portfolio.delegates.fast_downward` translates and caches; this
+module holds what happens once a SAS task exists:
+- the search configurations by alias (`SEARCH_ALIASES`), with the measured reasons for each choice beside them;
+- which of them one call runs side by side (`search_aliases`: a small portfolio over the cores available, first
+  plan wins on unit costs, the cost-aware plan preferred with costs);
+- running them (`run_searches`): the SAS task is handed to pre-started `downward` processes (`portfolio.workers`)
+  under the call's deadline, the wait ends on a plan, a proof, the deadline or the thread's stop signal
+  (`portfolio.cancel`), and the plan or the reasons are read back from the processes' files.
+
+Exit codes go through `fd_exitcodes` (named as in Fast Downward's driver): when several searches run side by
+side, one `aggregate` over the ones that ran decides the outcome, and a search that fails early never cuts
+short another one that is still working. Everything here is a function of its arguments: the delegate owns the
+process pool, the binary and the configuration.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import select
+import subprocess
+import time
+from pathlib import Path
+from typing import Sequence
+
+from portfolio import cancel
+from portfolio.delegates import fd_exitcodes
+from portfolio.results import DelegateOutcome, Status
+from portfolio.sas import operator_action
+from portfolio.workers import SearchProcessPool, wait_any
+
+_LAMA_FIRST = (
+    "let(hlm, eval_modify_costs(landmark_sum(lm_factory=lm_reasonable_orders_hps(lm_rhw()),pref=false),"
+    "cost_type=one),let(hff, eval_modify_costs(ff(),cost_type=one),"
+    "lazy_greedy([hff,hlm],preferred=[hff,hlm],cost_type=one,reopen_closed=false)))"
+)
+# Cost-sensitive: LAMA's heuristics on real costs (plus one, so zero-cost actions still count) in an eager
+# weighted A*. Eager, not lazy as in LAMA: lazy search scores a successor by its parent's estimate, so on a
+# task where one expensive action reaches the goal directly it takes that action (measured: cost 100 vs 3).
+_LAMA_COSTS = (
+    "let(hlm, eval_modify_costs(landmark_sum(lm_factory=lm_reasonable_orders_hps(lm_rhw()),pref=false),"
+    "cost_type=plusone),let(hff, eval_modify_costs(ff(),cost_type=plusone),"
+    "eager_wastar([hff,hlm],preferred=[hff,hlm],w=3)))"
+)
+# Diverse satisficing searches raced beside lama-first on unit-cost tasks (one per core): they differ from it in
+# search (eager vs lazy) and heuristic (causal graph, context-enhanced additive, additive), the axes on which the
+# IPC 2011 Stone Soup portfolio's satisficing members differ, so a task that stalls one is less likely to stall
+# the others. In this order when fewer cores than configurations are available.
+_EAGER_FF_CG = "let(hff, ff(), let(hcg, cg(), eager_greedy([hff, hcg], preferred=[hff, hcg])))"
+_LAZY_CEA = "let(hcea, cea(), lazy_greedy([hcea], preferred=[hcea]))"
+_LAZY_ADD = "let(hadd, add(), lazy_greedy([hadd], preferred=[hadd]))"
+RACE_ALIASES = ("eager-ff-cg", "lazy-cea", "lazy-add")
+SATISFICING = frozenset({"lama-first", *RACE_ALIASES})
+SEARCH_ALIASES = {
+    "lama-first": _LAMA_FIRST,
+    "eager-ff-cg": _EAGER_FF_CG,
+    "lazy-cea": _LAZY_CEA,
+    "lazy-add": _LAZY_ADD,
+    "lama-costs": _LAMA_COSTS,
+    "seq-opt-lmcut": "astar(lmcut())",
+    "seq-opt-bjolp": "let(lmc, landmark_cost_partitioning(lm_reasonable_orders_hps(lm_merged([lm_rhw(),lm_hm(m=1)]))),"
+    "astar(lmc,lazy_evaluator=lmc))",
+}
+
+
+def search_binary() -> Path:
+    """The `downward` search binary shipped in the up-fast-downward wheel (found without importing the package,
+    whose __init__ imports unified-planning)."""
+    spec = importlib.util.find_spec("up_fast_downward")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("up-fast-downward is not installed")
+    binary = Path(list(spec.submodule_search_locations)[0]) / "downward" / "builds" / "release" / "bin" / "downward"
+    if not binary.exists():
+        raise RuntimeError(f"Fast Downward search binary not found at {binary}")
+    return binary
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which containers and `taskset` narrow)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def search_aliases(alias: str, cost_alias: str, with_costs: bool, workers: int,
+                   order: Sequence[str] | None = None) -> list[str]:
+    """The searches one call runs side by side. An optimal `alias` runs alone, costs or not. With costs: the
+    cost-blind `alias` for coverage and the cost-aware `cost_alias` whose plan is preferred. Without: `alias`
+    plus up to `workers - 1` of `RACE_ALIASES`, first plan wins; `order` (satisficing configurations, e.g. a
+    learned selection's ranking for this task's domain) goes before that fixed order, which fills the cores
+    `order` leaves free."""
+    if alias not in SATISFICING:
+        return [alias]  # an optimal configuration promised optimal plans: no satisficing search may win
+    if with_costs:
+        # Not A* as well on small tasks: optimal plans under learned costs succeeded less often in the tools
+        # world (seeds 0-2, last 50 of 200 episodes: learned 0.64-0.72 vs 0.73-0.76 with weighted A* alone),
+        # since an optimal search also finds the groundings whose failure is most underestimated.
+        return list(dict.fromkeys([alias, cost_alias]))  # the same search twice would only race itself
+    chosen = [name for name in order or () if name in SATISFICING]
+    return list(dict.fromkeys([*chosen, alias, *RACE_ALIASES]))[: max(1, workers)]
+
+
+def run_searches(pool: SearchProcessPool, commands: Sequence[tuple[str, tuple[str, ...]]], sas_text: str,
+                 deadline: float, details: dict, race: bool = False, race_after: float | None = None,
+                 custom: bool = False) -> DelegateOutcome:
+    """Run one search per (alias, command) side by side, each in a process taken from `pool`. `race`: the first
+    plan wins and the others are killed. Else (with costs: the cost-blind one for coverage, the cost-aware one
+    for cheap plans) the last alias's plan is preferred; once an earlier one has a plan, the later ones get a
+    grace period of twice the time taken so far (at least 0.2 s) instead of the whole budget. A search that exits
+    without a plan never stops the others: only a plan (from the last one, unless racing), a proof, or the
+    deadline does. `custom`: the command is a raw search string, reported as "custom" instead of its alias."""
+    started = time.monotonic()
+    runs = [(alias, pool.take(command)) for alias, command in commands]
+    try:
+        data = sas_text.encode()
+        for _, run in runs:
+            if not _feed(run.process, data, deadline):
+                return DelegateOutcome(Status.TIMEOUT, reason="budget expired while handing the task to the "
+                                       "search", details=details)
+        codes = _wait(runs, deadline, started, race=race, race_after=race_after)
+        return _outcome(runs, codes, details, custom)
+    finally:
+        for _, run in runs:
+            pool.release(run)
+
+
+def _outcome(runs, codes: dict[str, int | None], details: dict, custom: bool) -> DelegateOutcome:
+    """One verdict over the searches that ran (`fd_exitcodes.aggregate`)."""
+    label = (lambda alias: "custom") if custom else (lambda alias: alias)
+    details["searches"] = {label(alias): fd_exitcodes.meaning(code) for alias, code in codes.items()}
+    verdict = fd_exitcodes.aggregate(codes)
+    if verdict.status is Status.SOLVED:
+        plan_path = dict(runs)[verdict.search].plan_path
+        details["search"] = label(verdict.search)
+        return DelegateOutcome(Status.SOLVED, plan=_read_plan(Path(plan_path)), details=details)
+    if verdict.status is Status.UNSOLVABLE:
+        details["search"] = label(verdict.search)
+        return DelegateOutcome(Status.UNSOLVABLE, reason="search proved the task unsolvable", details=details)
+    reasons = []
+    for alias, run in runs:
+        code = codes.get(alias)
+        tail = "" if code is None else _tail(Path(run.output_path))
+        reasons.append(f"{label(alias)}: {fd_exitcodes.meaning(code)}" + (f": {tail}" if tail else ""))
+    prefix = "budget expired during search: " if verdict.status is Status.TIMEOUT else ""
+    return DelegateOutcome(verdict.status, reason=prefix + "; ".join(reasons), details=details)
+
+
+def _wait(runs, deadline: float, started: float, race: bool = False,
+          race_after: float | None = None) -> dict[str, int | None]:
+    """Wait for the searches: until the last (preferred) one has a plan (any one, when racing or after
+    `race_after`), one proves unsolvability, all have exited, or the deadline (shortened to a grace period once
+    an earlier one has a plan). Exit codes by alias; None for those still running (killed by the caller)."""
+    preferred = runs[-1][0]
+    finish_by = deadline
+    codes: dict[str, int | None] = {}
+    while True:
+        for alias, run in runs:
+            if alias not in codes and run.process.poll() is not None:
+                codes[alias] = run.process.returncode
+        if len(codes) == len(runs) or codes.get(preferred) in fd_exitcodes.PLAN_FOUND:
+            break
+        racing = race or (race_after is not None and time.monotonic() >= race_after)
+        if racing and any(code in fd_exitcodes.PLAN_FOUND for code in codes.values()):
+            break
+        if any(code in fd_exitcodes.PROVEN_UNSOLVABLE for code in codes.values()):
+            break
+        now = time.monotonic()
+        if any(code in fd_exitcodes.PLAN_FOUND for code in codes.values()):
+            finish_by = min(finish_by, now + max(0.2, 2 * (now - started)))
+        if now >= finish_by or cancel.stopped():
+            break
+        wake = finish_by if race_after is None or now >= race_after else min(finish_by, race_after)
+        wait_any([run.process for alias, run in runs if alias not in codes], wake - now)
+    return {alias: codes.get(alias) for alias, _ in runs}
+
+
+def _feed(process: subprocess.Popen, data: bytes, deadline: float) -> bool:
+    """Hand the task to a waiting search process before `deadline`; False when the deadline came first (a
+    search that does not read its input must not hold the caller). A process that died early just gets a
+    closed pipe: its exit code says why."""
+    assert process.stdin is not None
+    fd = process.stdin.fileno()
+    os.set_blocking(fd, False)
+    view = memoryview(data)
+    try:
+        while view:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            if cancel.stopped():
+                return False
+            _, writable, _ = select.select(cancel.stop_fds(), [fd], [], remaining)
+            if not writable:
+                return False
+            try:
+                view = view[os.write(fd, view[:1 << 16]):]
+            except BlockingIOError:
+                continue
+        return True
+    except BrokenPipeError:
+        return True
+    finally:
+        try:
+            process.stdin.close()
+        except OSError:
+            pass
+
+
+def _read_plan(path: Path):
+    plan = []
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line.startswith("(") and line.endswith(")"):
+            plan.append(operator_action(line[1:-1]))
+    return plan
+
+
+def _tail(path: Path, lines: int = 3) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(text[-lines:])
