@@ -218,3 +218,32 @@ def test_no_route_and_no_store_answers(service):
         answer = httpx.post(url + "/v1/steps", json={"steps": []}, timeout=30)
         assert answer.status_code == 400 and "--traces" in answer.json()["error"]
 
+
+
+def test_retrain_also_fits_the_configuration_selection(tmp_path):
+    """`POST /v1/retrain` fitted only the failure model; `portfolio retrain` also fits the per-domain ranking of
+    Fast Downward's searches, which the workers then race. One worker racing two searches records which won."""
+    from test_service_helpers import IPC
+
+    with serve_in_thread(config(workers=1, fd_workers=2, traces=str(tmp_path / "t.db"))) as (url, _), \
+            httpx.Client(base_url=url, timeout=60) as client:
+        for name in ("probBLOCKS-4-0", "probBLOCKS-4-1", "probBLOCKS-4-2", "probBLOCKS-5-0"):
+            problem = (IPC / "blocks" / f"{name}.pddl").read_text()
+            answer = client.post("/v1/plan", json={"domain": BLOCKS_DOMAIN, "problem": problem}).json()
+            assert answer["status"] == "solved"
+        steps = [{"run_id": "svc", "step": 0, "action": "pick-up", "args": ["a"], "outcome": "success"}]
+        assert client.post("/v1/steps", json={"steps": steps}).status_code == 200
+        job = client.post("/v1/retrain", json={})
+        wait_for(lambda: client.get(job.headers["location"]).json()["status"] != "running", what="retrain job")
+        done = client.get(job.headers["location"]).json()
+        assert done["status"] == "done", done
+        selection = done["result"]["selection"]
+        assert selection["version"] == 1 and len(selection["domains"]) == 1
+        (ranked,) = selection["domains"].values()
+        assert ranked["tasks"] == 4
+    from learning.selection import load_selection
+    from traces.store import TraceStore
+
+    with TraceStore(tmp_path / "t.db") as store:  # stored where every worker's planner loads it from
+        stored = load_selection(store)
+    assert stored is not None and list(stored.domains_) == list(selection["domains"])

@@ -5,7 +5,7 @@
     POST /v1/validate  task + plan -> 200 Verdict (the validator's verdict and critique)
     POST /v1/steps     {"steps": [StepRecord...]} -> 200 {"recorded": n}
     GET  /v1/actions   per-action stats and current p_fail
-    POST /v1/retrain   -> 202 Job (fit the next failure model on a worker);  GET /v1/jobs/{id} -> Job
+    POST /v1/retrain   -> 202 Job (fit the next failure and selection models on a worker);  GET /v1/jobs/{id} -> Job
     GET  /v1/health    (no token needed);  GET /metrics (Prometheus);  /openapi.json, /docs;  /mcp (MCP)
 
 Errors are JSON `{"error", "kind"}` whatever happens: 400 bad input (`kind` names the error type: PDDLSyntaxError,

@@ -6,7 +6,7 @@ length-prefixed pickle channel and request loop as `portfolio.worker_main`. Pars
 so a task that explodes takes down (and costs the memory of) one worker, which the pool replaces.
 
 Ops: `plan` (a `PlanBody` as a dict -> {"result": PlanResult + run_id} or {"bad_input": {error, kind}}),
-`retrain` (fit and store the next failure model), `ping`. The server sends the latest model version with
+`retrain` (fit and store the next failure model and configuration selection), `ping`. The server sends the latest model version with
 every plan; a worker behind it reloads the model first, so a retrain reaches every worker without a broadcast.
 """
 
@@ -125,16 +125,20 @@ class PlannerWorker:
         return scope()
 
     def retrain(self, **params: Any) -> dict[str, Any]:
+        """Fit the next failure model and, as `portfolio retrain` does, the configuration selection (per domain
+        with enough recorded tasks); the workers load both with the next model version."""
         from learning.retrain import retrain
+        from learning.selection import retrain_selection
 
         store = self.planner.store
         if store is None:
             return {"bad_input": {"error": "this server has no trace store: start it with --traces PATH",
                                   "kind": "BadRequest"}}
         info = retrain(store, **params)
+        selection = retrain_selection(store)
         self.planner.reload_model()
         self.model_version = info.version
-        return {"result": info.model_dump(mode="json")}
+        return {"result": info.model_dump(mode="json") | {"selection": selection.model_dump(mode="json")}}
 
     def handlers(self) -> dict[str, Any]:
         return {"plan": self.plan, "retrain": self.retrain, "ping": lambda: {"pong": os.getpid()}}
