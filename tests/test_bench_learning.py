@@ -29,7 +29,7 @@ def test_one_small_world_end_to_end_writes_its_report(tmp_path, capsys):
     assert all(len(s) == 30 for s in run["success"].values())
     assert run["calibration"]["mean"]["mae"] >= 0  # retrained three times: a model to calibrate
     assert (tmp_path / "learning-worlds.png").read_bytes()[:4] == b"\x89PNG"
-    assert "object-100:" in out.err  # a line per finished world
+    assert "object-200:" in out.err  # a line per finished world
 
 
 @pytest.mark.parametrize("argv, message", [
