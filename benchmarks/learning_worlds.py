@@ -12,8 +12,8 @@ same episodes through the public API, `report.py` writes per type, median and ra
 windows of 50 episodes, learned success as a share of the oracle's and failures as a share of cost-blind's in
 the last window, calibration against the true probabilities (MAE, reliability bins), consistency (largest
 |p_fail - observed rate| over groundings with >= 30 recorded steps), and for `type` worlds the p_fail a new
-vehicle of the bad type starts with next to its siblings' recorded steps and observed rate. Seeds 0-4 were used
-while building the model (tuning); the report uses seeds 100 and up (held out).
+vehicle of the bad type starts with next to its siblings' recorded steps and observed rate. Seeds 0-19 were used
+while building the model (tuning), 100-119 for earlier reports; the report uses seeds 200 and up (held out).
 """
 
 from __future__ import annotations

@@ -51,7 +51,8 @@ from domains.model import GroundAction
 from learning.counts import Counts
 from learning.features import RowParser, situation_key, step_tokens
 from learning.prior import capped, design, fit_logistic, out_of_fold
-from learning.shrinkage import BROAD, fit_mixture, fit_strength, outlier_weights, posterior
+from learning.shrinkage import fit_mixture, fit_strength, posterior
+from learning.situations import borrow_across_situations, from_elsewhere, logit
 from traces.records import StepRecord
 
 RawRow = tuple[str, str, str, str]
@@ -200,7 +201,7 @@ class FailureModel(BaseEstimator):
             seen[2] = seen[2] / seen[0] if seen[0] > 0 else mu0
         cells = np.array(list(action.cells.values()), dtype=float).reshape(-1, 5)
         strength = fit_strength(cells[:, 0], cells[:, 1], cells[:, 2], default=s0)
-        if _borrow_across_situations(action.cells, strength):
+        if borrow_across_situations(action.cells, strength):
             cells = np.array(list(action.cells.values()), dtype=float).reshape(-1, 5)
         if self.outliers:
             strength, action.outlier_share = fit_mixture(cells[:, 0], cells[:, 1], cells[:, 2], default=s0)
@@ -294,7 +295,7 @@ class FailureModel(BaseEstimator):
                         prior = self._prior(model, args, features, object_types, by_type, pooled)
                         seen = model.groundings.get(" ".join(args))
                         if seen is not None:
-                            prior = _from_elsewhere(prior, seen, model)
+                            prior = from_elsewhere(prior, seen, model.strength, model.outlier_share)
                         memo[key] = prior
                     q[j] = prior
             mean[positions], concentration[positions] = posterior(n, f, q, model.strength, self.tolerance,
@@ -351,7 +352,7 @@ class FailureModel(BaseEstimator):
             return 0.0
         s0 = self.prior_strength
         rate = (all_failures + s0 * self.prior_mean) / (all_steps + s0)
-        target = _logit((failures + TYPE_PSEUDO_STEPS * rate) / (steps + TYPE_PSEUDO_STEPS))
+        target = logit((failures + TYPE_PSEUDO_STEPS * rate) / (steps + TYPE_PSEUDO_STEPS))
         get = model.weights.get
         weight = predicted = 0.0
         for grounding, (n, _f, _q) in model.groundings.items():
@@ -364,7 +365,7 @@ class FailureModel(BaseEstimator):
             predicted += n / (1.0 + math.exp(-max(min(score, 500.0), -500.0)))
         if weight <= 0:
             return 0.0
-        return target - _logit(predicted / weight)
+        return target - logit(predicted / weight)
 
     def action_counts(self) -> dict[str, dict[str, Any]]:
         """Per action name: steps and failures seen, which prior was fit, and its strength m."""
@@ -379,58 +380,3 @@ def _objects_by_type(object_types: Mapping[str, str] | None) -> dict[str, list[s
     for obj, kind in (object_types or {}).items():
         out.setdefault(kind, []).append(obj)
     return out
-
-
-def _logit(p: float) -> float:
-    p = min(max(p, 1e-6), 1.0 - 1e-6)
-    return math.log(p / (1.0 - p))
-
-
-def grounding_offset(n: float, f: float, expected: float, strength: float) -> float:
-    """How far (log-odds) a grounding's record elsewhere, shrunk towards what the prior expected there
-    (`strength` pseudo-steps), lies from that expectation: what its prior in another situation is shifted by."""
-    if n <= 1e-9:
-        return 0.0
-    return _logit((f + strength * expected) / (n + strength)) - _logit(expected)
-
-
-def _from_elsewhere(prior: float, seen: list[float], model: ActionModel) -> float:
-    """The prior of a grounding in a situation it was never seen in, given its record in the others
-    (`seen` = [n, f, what the prior expected there]): shifted by `grounding_offset`, and if that record makes it
-    an outlier to the prior's population, mixed with its own smoothed rate."""
-    n, f, expected = seen
-    shifted = _shifted(prior, grounding_offset(n, f, expected, model.strength))
-    if model.outlier_share <= 0.0 or n <= 1e-9:
-        return shifted
-    r = float(outlier_weights(np.array([n]), np.array([f]), np.array([expected]), model.strength,
-                              model.outlier_share)[0])
-    return (1.0 - r) * shifted + r * (f + BROAD[0]) / (n + BROAD[0] + BROAD[1])
-
-
-def _shifted(p: float, offset: float) -> float:
-    return 1.0 / (1.0 + math.exp(-max(min(_logit(p) + offset, 500.0), -500.0)))
-
-
-def _borrow_across_situations(cells: dict[str, list[float]], strength: float) -> bool:
-    """Shift each cell's out-of-fold prior by its grounding's record in its other situations
-    (`grounding_offset`), in place: the prior never saw the grounding, so a drive that failed 5 of 7 times in
-    the sun would otherwise start in the rain at the rate of drives in general. True if any cell moved."""
-    by_grounding: dict[str, list[list[float]]] = {}
-    for key, cell in cells.items():
-        by_grounding.setdefault(key.partition("|")[0], []).append(cell)
-    shifts = []
-    for group in by_grounding.values():
-        if len(group) < 2:
-            continue
-        n_all = sum(c[0] for c in group)
-        f_all = sum(c[1] for c in group)
-        q_all = sum(c[0] * c[2] for c in group)
-        for cell in group:
-            n_other = n_all - cell[0]
-            if n_other <= 1e-9:
-                continue
-            expected = (q_all - cell[0] * cell[2]) / n_other
-            shifts.append((cell, grounding_offset(n_other, f_all - cell[1], expected, strength)))
-    for cell, offset in shifts:  # after all offsets are computed: each from the others' original priors
-        cell[2] = _shifted(cell[2], offset)
-    return bool(shifts)

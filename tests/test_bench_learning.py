@@ -24,12 +24,12 @@ def test_one_small_world_end_to_end_writes_its_report(tmp_path, capsys):
     assert "| object | 1 | mean |" in report and "| object | 1 | ucb |" in report and report in out.out
     data = json.loads((tmp_path / "learning-worlds.json").read_text())
     (run,) = data["runs"]
-    assert run["world"] == "object-100" and run["episodes"] == 30  # held-out seeds by default
+    assert run["world"] == "object-200" and run["episodes"] == 30  # held-out seeds by default
     assert set(run["success"]) == {"cost-blind", "learned-mean", "learned-ucb", "oracle"}
     assert all(len(s) == 30 for s in run["success"].values())
     assert run["calibration"]["mean"]["mae"] >= 0  # retrained three times: a model to calibrate
     assert (tmp_path / "learning-worlds.png").read_bytes()[:4] == b"\x89PNG"
-    assert "object-100:" in out.err  # a line per finished world
+    assert "object-200:" in out.err  # a line per finished world
 
 
 @pytest.mark.parametrize("argv, message", [

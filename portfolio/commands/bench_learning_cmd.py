@@ -11,8 +11,8 @@ from pathlib import Path
 
 from portfolio.commands.common import fail_bad_input
 
-HELD_OUT_SEEDS = 100
-TUNING_SEEDS = range(5)
+HELD_OUT_SEEDS = 200
+TUNING_SEEDS = range(20)
 
 EPILOG = """\
 World types (--kinds), each a different shape of what fails (everything else fails 2%; routes worlds: vehicles
@@ -28,8 +28,9 @@ drive along roads between places, 5-9 places, 2-3 vehicles, the situation {"weat
   costed      drives cost the road's length (the task's own costs) and a few grounded drives fail 70%
   tools       the bundled tools domain with situation-dependent faults (plans with Fast Downward: slower)
 
-Seeds: world seeds 0-4 were used while building the failure model (tuning); the default --first-seed 100 reports
-on held-out worlds. A world is the same for the same (type, seed).
+Seeds: world seeds 0-19 were used while building the failure model (tuning), 100-119 for earlier reports; the
+default --first-seed 200 reports on worlds never looked at while building. A world is the same for the same
+(type, seed).
 
 Arms on the same episodes (common random numbers): cost-blind (the task's own costs), learned-POLICY for each
 --policies (mean, thompson, ucb: how untried groundings are priced; each starts from an empty in-memory trace
@@ -57,7 +58,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                         help="comma-separated world types (default: all, see below)")
     parser.add_argument("--seeds", type=int, default=20, help="worlds per type (default 20)")
     parser.add_argument("--first-seed", type=int, default=HELD_OUT_SEEDS,
-                        help=f"first world seed (default {HELD_OUT_SEEDS}: held out; 0-4 were used for tuning)")
+                        help=f"first world seed (default {HELD_OUT_SEEDS}: held out; 0-19 were used for tuning)")
     parser.add_argument("--tools-seeds", type=int, default=3,
                         help="at most this many `tools` worlds (default 3: it plans with Fast Downward, ~1 min "
                         "a world)")
