@@ -184,7 +184,7 @@ def _naive_closure(task, state):
     from itertools import product
 
     from domains.features import axiom_strata
-    from domains.validate import _compile_formula, _compiled
+    from domains.validate_compile import _compile_formula, _compiled
 
     compiled = _compiled(task)
     full = set(state)  # a plain set: quantifiers enumerate objects instead of joining
@@ -206,7 +206,7 @@ def _naive_closure(task, state):
 def test_joins_agree_with_plain_enumeration_on_random_states() -> None:
     import random
 
-    from domains.validate import _compiled
+    from domains.validate_compile import _compiled
 
     task = parse_task(*AXIOMS)
     compiled = _compiled(task)
