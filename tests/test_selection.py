@@ -96,7 +96,8 @@ def test_an_order_replaces_the_fixed_race():
     assert search_aliases("lama-first", "lama-costs", False, 2, ["lazy-add", "lazy-cea"]) == ["lazy-add", "lazy-cea"]
     assert search_aliases("lama-first", "lama-costs", False, 2, ["lazy-add"]) == ["lazy-add", "lama-first"]
     assert search_aliases("lama-first", "lama-costs", False, 2, ["no-such"]) == ["lama-first", "eager-ff-cg"]
-    assert search_aliases("lama-first", "lama-costs", True, 2, ["lazy-add"]) == ["lama-first", "lama-costs"]
+    assert search_aliases("lama-first", "lama-costs", True, 2, ["lazy-add"]) == ["lazy-add", "lama-costs"]
+    assert search_aliases("lama-first", "lama-costs", True, 2, None) == ["lama-first", "lama-costs"]
     assert search_aliases("seq-opt-lmcut", "lama-costs", False, 2, ["lazy-add"]) == ["seq-opt-lmcut"]
 
 
@@ -122,6 +123,32 @@ def test_planner_races_the_learned_choice_and_records_what_it_learns_from(tmp_pa
         found = observations(recorded)[task.domain_fingerprint][task.fingerprint]
     assert found.operators == details["sas"]["operators"] > 0
     assert set(found.times) == {"lazy-add", "lazy-cea"} and found.times[details["search"]][1]
+
+
+def test_under_learned_costs_the_selection_chooses_the_coverage_search(tmp_path):
+    """With a failure model every plan has (learned) costs, so the cost-aware pair runs: its cost-blind member,
+    there for coverage, is the domain's learned first choice (it was always lama-first: the selection went
+    unused once a store had a failure model)."""
+    from learning.retrain import retrain
+    from traces.records import StepRecord
+
+    db = tmp_path / "t.db"
+    task = bundled_task("blocksworld", 6, seed=3)
+    with TraceStore(db) as store:
+        for i in range(3):
+            record(store, task.domain_fingerprint, f"t{i}", [race("lazy-add", 0.2, ("lazy-add",)),
+                                                             race("lama-first", 0.9, ("lama-first",))])
+        retrain_selection(store)
+        run = store.start_run("steps", "goal")
+        store.record_steps(StepRecord(run_id=run, step=i, action="pick-up", args=("b1",), features={},
+                                      outcome="failure" if i % 3 == 0 else "success") for i in range(30))
+        retrain(store, holdout_fraction=0.0)
+    with Planner(default_stages(["fast-downward"], 30.0, fd_workers=2), traces=db) as planner:
+        assert planner.model is not None and planner.selection is not None
+        result = planner.plan(task)
+    assert result.solved and validate_plan(task, result.actions()).ok
+    details = result.attempts[0].details
+    assert details["selection"] == "learned" and list(details["searches"]) == ["lazy-add", "lama-costs"]
 
 
 def test_without_a_selection_model_the_fixed_order_races(tmp_path):

@@ -258,7 +258,7 @@ class FastDownward(Resource):
                 return solved
         with_costs = bool(costs) or task.has_action_costs()
         order = None
-        if self.selector is not None and not with_costs:
+        if self.selector is not None:
             order = self.selector(task, translation.sas)
             details["selection"] = "learned" if order else "fixed"
         sas_text = translation.sas.render(init=init_values, costs=costs, excluded=request.excluded)
