@@ -201,11 +201,13 @@ class FailureModel(BaseEstimator):
             seen[2] = seen[2] / seen[0] if seen[0] > 0 else mu0
         cells = np.array(list(action.cells.values()), dtype=float).reshape(-1, 5)
         strength = fit_strength(cells[:, 0], cells[:, 1], cells[:, 2], default=s0)
-        if borrow_across_situations(action.cells, strength):
+        moved = borrow_across_situations(action.cells, strength)
+        if moved:  # refit on the shifted priors
             cells = np.array(list(action.cells.values()), dtype=float).reshape(-1, 5)
         if self.outliers:
-            strength, action.outlier_share = fit_mixture(cells[:, 0], cells[:, 1], cells[:, 2], default=s0)
-        else:
+            strength, action.outlier_share = fit_mixture(cells[:, 0], cells[:, 1], cells[:, 2], default=s0,
+                                                         start=None if moved else strength)
+        elif moved:
             strength = fit_strength(cells[:, 0], cells[:, 1], cells[:, 2], default=s0)
         action.strength = strength
         action.n_steps, action.n_failures = steps, failures

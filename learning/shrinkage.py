@@ -44,12 +44,15 @@ def fit_strength(n: np.ndarray, f: np.ndarray, q: np.ndarray, default: float) ->
     if int(keep.sum()) < 3:
         return float(default)
     n, f = n[keep], np.minimum(f[keep], n[keep])
-    q = np.clip(q[keep], _Q_CLIP, 1.0 - _Q_CLIP)
+    return _strength(n, f, np.clip(q[keep], _Q_CLIP, 1.0 - _Q_CLIP), np.ones_like(n))
+
+
+def _strength(n: np.ndarray, f: np.ndarray, q: np.ndarray, weights: np.ndarray) -> float:
+    """m in [`MIN_STRENGTH`, `MAX_STRENGTH`] maximising the `weights`-weighted beta-binomial log-likelihood."""
 
     def negative_log_likelihood(log_m: float) -> float:
         m = np.exp(log_m)
-        a, b = m * q, m * (1.0 - q)
-        return -float(np.sum(betaln(f + a, n - f + b) - betaln(a, b)))
+        return -float(np.sum(weights * _log_bb(n, f, m * q, m * (1.0 - q))))
 
     found = minimize_scalar(negative_log_likelihood, bounds=(np.log(MIN_STRENGTH), np.log(MAX_STRENGTH)),
                             method="bounded", options={"xatol": 1e-3})
@@ -99,7 +102,8 @@ def outlier_weights(n: np.ndarray, f: np.ndarray, q: np.ndarray, m: float, share
     return out
 
 
-def fit_mixture(n: np.ndarray, f: np.ndarray, q: np.ndarray, default: float) -> tuple[float, float]:
+def fit_mixture(n: np.ndarray, f: np.ndarray, q: np.ndarray, default: float,
+                start: float | None = None) -> tuple[float, float]:
     """(m, outlier share) by EM: groundings are either members of the prior's population, Beta(m q, m (1-q)),
     or outliers with a broad Beta; m is refit on the members' weights each round. A handful of groundings that
     fail most of the time (a broken road among hundreds of fine ones) no longer pulls m down for all, nor
@@ -109,17 +113,9 @@ def fit_mixture(n: np.ndarray, f: np.ndarray, q: np.ndarray, default: float) -> 
         return float(default), 0.0
     n, f = n[keep], np.minimum(f[keep], n[keep])
     q = np.clip(q[keep], _Q_CLIP, 1.0 - _Q_CLIP)
-    m, share = fit_strength(n, f, q, default), 0.05
+    m, share = (fit_strength(n, f, q, default) if start is None else start), 0.05  # `start`: m already fit here
     for _ in range(EM_ROUNDS):
         r = outlier_weights(n, f, q, m, share)
         share = float(np.clip(r.mean(), 1e-3, 0.5))
-        member = 1.0 - r
-
-        def negative_log_likelihood(log_m: float) -> float:
-            mm = np.exp(log_m)
-            return -float(np.sum(member * _log_bb(n, f, mm * q, mm * (1.0 - q))))
-
-        found = minimize_scalar(negative_log_likelihood, bounds=(np.log(MIN_STRENGTH), np.log(MAX_STRENGTH)),
-                                method="bounded", options={"xatol": 1e-3})
-        m = float(np.exp(found.x))
+        m = _strength(n, f, q, 1.0 - r)  # refit on the members' weights
     return m, share
