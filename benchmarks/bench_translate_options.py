@@ -1,0 +1,101 @@
+"""Time to first plan with Fast Downward's default translation vs translator variants that skip work.
+
+    PYTHONPATH=. python -m benchmarks.bench_translate_options [--per-domain 8] [--budget 5]
+                                                              [--roots ipc,ipc-more] [--domains a,b]
+
+Per domain, the problems `benchmarks.bench_selection` picks; per problem and variant (`VARIANTS`, in rotating
+order): the translator in this process (warm, `portfolio.translate`), the SAS text parsed and rendered as the
+delegate does, then the delegate's fixed search order (`FastDownward.search_sas`: lama-first + eager-ff-cg on 2
+cores; the cost-aware pair on tasks with costs), and the plan checked by the validator. Time = translate + parse +
+search: what a variant changes in the planner's `elapsed_ms`. Prints per domain the mean time per variant, its
+translate and search parts, how many solved and how many plans the validator rejected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+from benchmarks.bench_selection import SHARED, load_all, pick
+from domains.validate import validate_plan
+from portfolio.delegates.fast_downward import FastDownward
+from portfolio.results import Status
+from portfolio.sas import parse_sas
+from portfolio.translate import translate
+
+VARIANTS: dict[str, tuple[str, ...]] = {
+    "default": (),
+    "keep-unreachable": ("--keep-unreachable-facts",),
+    "keep+skip-reorder": ("--keep-unreachable-facts", "--skip-variable-reordering"),
+    "keep+no-reorder-pass": ("--keep-unreachable-facts", "--skip-variable-reordering",
+                             "--keep-unimportant-variables"),
+}
+
+
+def one(delegate: FastDownward, task, options: tuple[str, ...], budget: float) -> dict:
+    """Translate with `options`, search with the fixed order, validate; the times and the outcome."""
+    start = time.monotonic()
+    result = translate(task.domain_pddl, task.problem_pddl, options)
+    sas = None if result.unsolvable else parse_sas(result.sas)
+    translated = time.monotonic()
+    if sas is None:
+        return {"translate": translated - start, "search": 0.0, "solved": False, "invalid": False,
+                "operators": 0, "variables": 0}
+    outcome = delegate.search_sas(sas.render(), translated + budget, with_costs=task.has_action_costs())
+    searched = time.monotonic()
+    solved = outcome.status is Status.SOLVED and outcome.plan is not None
+    invalid = solved and not validate_plan(task, outcome.plan).ok
+    return {"translate": translated - start, "search": searched - translated, "solved": solved and not invalid,
+            "invalid": invalid, "operators": len(sas.operators), "variables": len(sas.values)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--per-domain", type=int, default=8)
+    parser.add_argument("--budget", type=float, default=5.0)
+    parser.add_argument("--roots", default="ipc,ipc-more")
+    parser.add_argument("--domains", default="")
+    args = parser.parse_args()
+    only = {d for d in args.domains.split(",") if d}
+    print(f"load average {os.getloadavg()[0]:.2f}, budget {args.budget} s", flush=True)
+    totals: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    with FastDownward(workers=2) as delegate:
+        delegate.warm_up()
+        for root in args.roots.split(","):
+            for domain in sorted(p for p in (SHARED / root).iterdir() if (p / "domain.pddl").exists()):
+                if only and domain.name not in only:
+                    continue
+                tasks = load_all(pick(domain, args.per_domain), domain / "domain.pddl")
+                rows: dict[str, list[dict]] = {name: [] for name in VARIANTS}
+                if tasks:  # untimed: the domain's first translation pays imports and parser warm-up
+                    translate(tasks[0].domain_pddl, tasks[0].problem_pddl)
+                for index, task in enumerate(tasks):
+                    names = list(VARIANTS)
+                    names = names[index % len(names):] + names[: index % len(names)]
+                    for name in names:
+                        try:
+                            rows[name].append(one(delegate, task, VARIANTS[name], args.budget))
+                        except Exception as error:  # noqa: BLE001 - report and go on
+                            print(f"  {domain.name} {name}: {type(error).__name__}: {error}", flush=True)
+                            rows[name].append({"translate": args.budget, "search": 0.0, "solved": False,
+                                               "invalid": False, "operators": 0, "variables": 0})
+                parts = []
+                for name, runs in rows.items():
+                    if not runs:
+                        continue
+                    total = [r["translate"] + (r["search"] if r["solved"] else args.budget) for r in runs]
+                    totals[name].extend(total)
+                    parts.append(f"{name} {statistics.mean(total):.3f} s (tr {statistics.mean(r['translate'] for r in runs):.3f}"
+                                 f" se {statistics.mean(r['search'] for r in runs):.3f} solved "
+                                 f"{sum(r['solved'] for r in runs)} invalid {sum(r['invalid'] for r in runs)} ops "
+                                 f"{sum(r['operators'] for r in runs)} vars {sum(r['variables'] for r in runs)})")
+                print(f"{root}/{domain.name}: " + "; ".join(parts) + f"; load {os.getloadavg()[0]:.2f}", flush=True)
+    base = statistics.mean(totals["default"])
+    print("overall: " + "; ".join(f"{name} {statistics.mean(t):.3f} s ({statistics.mean(t) / base:.2f}x)"
+                                  for name, t in totals.items() if t))
+
+
+if __name__ == "__main__":
+    main()
