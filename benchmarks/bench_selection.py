@@ -51,6 +51,10 @@ from traces.store import TraceStore
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 CONFIGS = ("lama-first", "eager-ff-cg", "lazy-cea", "lazy-add")
+# The translations recorded: the driver's defaults and one variant that skips work, picked from
+# `benchmarks/bench_translate_options.py` on `ipc` only (the larger translation saving among the variants that
+# keep the task's size; `--keep-unimportant-variables` doubled rovers' and assembly's variables).
+TRANSLATIONS = ((), ("--keep-unreachable-facts", "--skip-variable-reordering"))
 FIXED = search_aliases("lama-first", "lama-costs", False, 2)
 
 
@@ -83,15 +87,18 @@ def warm(planner: Planner, task, budget: float) -> None:
 
 
 def record(traces: str, tasks: list, spare, budget: float) -> int:
-    """Each configuration alone on each recorded task; how many tasks some configuration solved."""
+    """Each configuration alone on each recorded task, with each translation (`TRANSLATIONS`, fixed: no chooser);
+    how many tasks some configuration solved."""
     solved = set()
-    for config in CONFIGS:
-        stages = default_stages(["fast-downward"], budget, fd_alias=config, fd_workers=1)
-        with Planner(stages, traces=traces) as planner:
-            warm(planner, spare, budget)
-            for index, task in enumerate(tasks):
-                if plan_seconds(planner, task, budget)[1]:
-                    solved.add(index)
+    for options in TRANSLATIONS:
+        for config in CONFIGS:
+            stages = default_stages(["fast-downward"], budget, fd_alias=config, fd_workers=1,
+                                    fd_translate_options=options)
+            with Planner(stages, traces=traces) as planner:
+                warm(planner, spare, budget)
+                for index, task in enumerate(tasks):
+                    if plan_seconds(planner, task, budget)[1]:
+                        solved.add(index)
     return len(solved)
 
 
@@ -136,10 +143,12 @@ def run_domain(domain: Path, per_domain: int, budget: float, traces: str, repeat
     with Planner(stages()) as fixed, Planner(stages(), traces=traces) as learned:
         warm(fixed, recorded[0], budget)
         warm(learned, recorded[0], budget)
-        chosen = learned.selection.predict(held[0].domain_fingerprint) if learned.selection else None
+        model, fingerprint = learned.selection, held[0].domain_fingerprint
+        translator = model.predict_translator(fingerprint) if model else ()
+        chosen = model.predict(fingerprint, translator=translator) if model else None
         for index, task in enumerate(held):
             rows.append(measure([("fixed", fixed), ("learned", learned)], task, budget, repeats, index))
-    return {"chosen": (chosen or FIXED)[:2], "rows": rows}
+    return {"chosen": (chosen or FIXED)[:2], "translator": translator, "rows": rows}
 
 
 def bootstrap_ratio(fixed: list[float], learned: list[float], rounds: int = 2000) -> tuple[float, float]:
@@ -153,6 +162,11 @@ def bootstrap_ratio(fixed: list[float], learned: list[float], rounds: int = 2000
     return ratios[int(0.05 * rounds)], ratios[int(0.95 * rounds) - 1]
 
 
+def differs(result: dict) -> bool:
+    """Whether the learned choice for a domain is other than the fixed pair on the default translation."""
+    return sorted(result["chosen"]) != sorted(FIXED) or bool(result["translator"])
+
+
 def summary(label: str, results: dict[str, dict]) -> None:
     rows = [row for r in results.values() for row in r["rows"]]
     if not rows:
@@ -163,13 +177,15 @@ def summary(label: str, results: dict[str, dict]) -> None:
     ratios = sorted(statistics.mean(row["learned"][0] for row in r["rows"]) /
                     statistics.mean(row["fixed"][0] for row in r["rows"]) for r in results.values())
     quartiles = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else ratios * 3
-    same = sum(1 for r in results.values() if sorted(r["chosen"]) == sorted(FIXED))
+    same = sum(1 for r in results.values() if not differs(r))
+    variant = sum(1 for r in results.values() if r["translator"])
     print(f"{label}: {len(results)} domains, {len(rows)} held-back problems; mean time to first plan fixed "
           f"{statistics.mean(fixed):.3f} s, learned {statistics.mean(learned):.3f} s, ratio "
           f"{statistics.mean(learned) / statistics.mean(fixed):.2f}; per-domain ratio median "
           f"{statistics.median(ratios):.2f} (quartiles {quartiles[0]:.2f}-{quartiles[2]:.2f}, range "
           f"{ratios[0]:.2f}-{ratios[-1]:.2f}); solved fixed {sum(row['fixed'][1] for row in rows)}, learned "
-          f"{sum(row['learned'][1] for row in rows)}; {same} domains raced the fixed pair")
+          f"{sum(row['learned'][1] for row in rows)}; {same} domains raced the fixed pair on the default translation, "
+          f"{variant} chose a translator variant")
     low, high = bootstrap_ratio(fixed, learned)
     print(f"  ratio of means, 90% bootstrap interval over problems: {low:.2f}-{high:.2f}")
     f, g = (statistics.mean(row[name][3] for row in rows) for name in ("fixed", "learned"))
@@ -180,11 +196,11 @@ def summary(label: str, results: dict[str, dict]) -> None:
         f = statistics.mean(row["fixed"][0] for row in either)
         g = statistics.mean(row["learned"][0] for row in either)
         print(f"  on the {len(either)} problems either solved: fixed {f:.3f} s, learned {g:.3f} s, ratio {g / f:.2f}")
-    other = [r for r in results.values() if sorted(r["chosen"]) != sorted(FIXED)]
+    other = [r for r in results.values() if differs(r)]
     if other:
         f = [row["fixed"][0] for r in other for row in r["rows"]]
         g = [row["learned"][0] for r in other for row in r["rows"]]
-        print(f"  on the {len(other)} domains where the learned pair differs: fixed {statistics.mean(f):.3f} s, "
+        print(f"  on the {len(other)} domains where the learned pair or translation differs: fixed {statistics.mean(f):.3f} s, "
               f"learned {statistics.mean(g):.3f} s, ratio {statistics.mean(g) / statistics.mean(f):.2f}")
 
 
@@ -220,7 +236,8 @@ def main() -> None:
             g = statistics.mean(row["learned"][0] for row in result["rows"])
             per_task = " ".join(f"{row['fixed'][0]:.2f}/{row['learned'][0]:.2f}({row['learned'][2]})"
                                 for row in result["rows"])
-            print(f"{root}/{domain.name}: race {'+'.join(result['chosen'])}; fixed {f:.3f} s, learned {g:.3f} s, "
+            print(f"{root}/{domain.name}: race {'+'.join(result['chosen'])}, translator "
+                  f"{' '.join(result['translator']) or 'defaults'}; fixed {f:.3f} s, learned {g:.3f} s, "
                   f"ratio {g / f:.2f}; fixed/learned(winner) {per_task}; load {os.getloadavg()[0]:.2f}", flush=True)
     for root, results in by_root.items():
         summary(root, results)
