@@ -12,6 +12,23 @@ the default options and zeroed counters, so the n-th task is translated exactly 
 text equals the driver's `--translate` output (checked on every domain of `../shared/ipc` and
 `../shared/ipc-more` by `benchmarks/sas_compare.py`, and on an ADL / axioms / costs subset in the tests).
 
+Options. A call may pass translator flags that skip work (`ALLOWED_FLAGS`: `--keep-unreachable-facts` skips
+`filter_unreachable_propositions`, `--skip-variable-reordering` the causal-graph ordering, ...); they apply to
+that call only (the next starts from the defaults again). Without flags the output is the driver's. The learned
+selection (`learning.selection`) chooses flags per domain where recorded runs were faster with them. Measured
+before the collector pause below (`benchmarks/bench_translate_options.py`, 8 problems per domain of
+`../shared/ipc`, translation + search with the fixed race): `--keep-unreachable-facts --skip-variable-reordering`
+took 0.60-1.0x the defaults' translation time (satellite 0.61x, elevators 0.84x, parking 0.97x wall under load;
+parking's CPU 0.85x with the first flag alone) and changed search both ways (depot 0.67x, driverlog 1.06x);
+`--keep-unimportant-variables` doubled rovers' and assembly's variables.
+
+The garbage collector. Translation runs with Python's cyclic collector paused (`collector_paused`): the
+translator builds millions of small objects that all live until the task is written, so the collector's
+passes rescan them again and again and free nothing. Output is unchanged (`benchmarks/sas_compare.py`: every
+domain still byte-identical to the driver's); translation CPU time fell to 0.52-0.85x (3 held-back problems
+each of depot 0.52x, elevators 0.71x, satellite 0.72x, transport 0.77x, barman 0.77x, rovers 0.85x; parking
+pfile08-031 3.1 -> 2.0 s CPU), peak memory unchanged (150 MB on parking, collection afterwards ~15 ms).
+
 Unsolvability is read from the translator's result, not from what it prints: `pddl_to_sas` answers a task it
 proved unsolvable (goal not relaxed-reachable, trivially false goal) with a task that has no operators and no
 axioms and whose goal its initial state does not satisfy. Such a task has no plan whatever produced it.
