@@ -9,12 +9,16 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import IPC
 from domains.load import load_task
 from domains.validate import validate_plan
 from portfolio.delegates.fast_downward import FastDownward
+from portfolio.planner import default_stages
 from portfolio.results import PlanRequest, Status, parse_ground_action
 from portfolio.sas_cache import CachedTranslation, SasCache, cache_key, default_cache_dir
+from portfolio.translate import TranslatorOptionsError
 
 DOMAIN = IPC / "blocks" / "domain.pddl"
 PROBLEM = IPC / "blocks" / "probBLOCKS-4-0.pddl"
@@ -165,3 +169,13 @@ def test_a_call_asking_other_translator_options_is_not_handed_another_translatio
     with FastDownward(disk_cache=SasCache(tmp_path / "cache"), translate_options=keep) as fresh:
         again, _ = fresh.translate(request, deadline)
         assert again.source == "disk" and again.options == keep and len(again.sas.values) == 2
+
+
+def test_fixed_translator_options_are_checked_when_the_delegate_is_built():
+    with pytest.raises(TranslatorOptionsError, match="'--relaxed'"):
+        FastDownward(translate_options=("--relaxed",))
+    stages = default_stages(["fast-downward"], 1.0, fd_translate_options=["--keep-unreachable-facts"])
+    try:
+        assert stages[0].delegates[0].translate_options == ("--keep-unreachable-facts",)
+    finally:
+        stages[0].close()
