@@ -14,6 +14,14 @@ Measured 2026-11-30 (`5 both`, 230 tasks, 2 cores, load average ~9 from other se
 alone 119, driver 116 (1.04x; no domain below the driver; median latency 0.19x the driver's on 116 tasks). The
 race won trucks p07, maintenance 000 (eager-ff-cg's plan), grid 02 and thoughtful 05, and lost thoughtful 03
 and 04 to lama-first alone: under load two searches share what one had.
+
+Again with the translator's collector paused (`portfolio.translate`; `5 both race,beside` then `5 both
+race,race-skip`, load average 6-11): race 123 vs driver 113 (1.09x; within 1.0 s exactly 119 vs 111), then
+125 vs 119 (1.05x); no domain below the driver in either. Both alternatives lost: pyperplan beside Fast
+Downward from 50 ms on ("beside") 120 (three processes on two cores; and on tasks with costs its cost-blind
+plan comes first), the work-skipping translation for every task ("race-skip") 123. The tasks still missed
+are search-bound (caldera p02, grid 02: translation 0.27-0.39 s CPU) or translation-bound far beyond 1 s
+(parking, agricola). Target (1.1x) not met.
 """
 
 from __future__ import annotations
