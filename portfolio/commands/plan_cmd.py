@@ -205,6 +205,8 @@ def print_result(result, as_json: bool) -> None:
             out.write(step + "\n")
         out.write(f"; cost = {result.cost:g}\n")
         out.write(f"; delegate = {result.delegate}\n")
+        if result.eliminated_steps:
+            out.write(f"; steps no goal needed, removed = {result.eliminated_steps}\n")
         if result.success_probability is not None:
             out.write(f"; success probability = {result.success_probability:.3f}\n")
     else:
