@@ -196,6 +196,20 @@ def apply(task: Task, state: State, action: GroundAction) -> State:
     return (state.difference(deletes)).union(adds)
 
 
+def successor(task: Task, state: State, action: GroundAction) -> State | None:
+    """The state after `action`, or None when its precondition does not hold in `state`: `applicable` and
+    `apply` in one, with the derived atoms computed once. `action` must be well-formed (e.g. a step of a plan
+    that was validated): this is the simulator's inner loop."""
+    compiled = _compiled(task)
+    schema = compiled.schemas[action.name]
+    env = _env(schema, action)
+    full = compiled.closure(state)
+    if not schema.precondition(full, env):
+        return None
+    adds, deletes = _effects(schema, full, env)
+    return state.difference(deletes).union(adds)
+
+
 def unmet_goals(task: Task, state: Collection[Atom]) -> list[str]:
     """The grounded goal literals that do not hold in `state`; empty when the goal is reached."""
     compiled = _compiled(task)

@@ -52,15 +52,11 @@ from learning.counts import Counts
 from learning.features import RowParser, situation_key, step_tokens
 from learning.prior import capped, design, fit_logistic, out_of_fold
 from learning.shrinkage import fit_mixture, fit_strength, posterior
-from learning.situations import borrow_across_situations, from_elsewhere, logit
+from learning.types import type_offset
+from learning.situations import borrow_across_situations, from_elsewhere
 from traces.records import StepRecord
 
-RawRow = tuple[str, str, str, str]
-# How many pseudo-steps of the position's rate smooth a type's pooled rate. Small, because the planner soon
-# avoids the siblings of a bad type, so they stop gathering steps: on the `type` worlds (seeds 0-2, 100
-# episodes), a new vehicle of the bad type (true 0.5) started at p_fail 0.24 (median) with 10 pseudo-steps,
-# 0.28 with 5 and 0.61 [0.47, 0.79] with 2.
-TYPE_PSEUDO_STEPS = 2.0  # action, args JSON, features JSON, outcome: as stored in the steps table
+RawRow = tuple[str, str, str, str]  # action, args JSON, features JSON, outcome: as stored in the steps table
 
 
 @dataclass
@@ -327,47 +323,14 @@ class FailureModel(BaseEstimator):
                 if kind is None:
                     continue
                 if (i, kind) not in pooled:
-                    pooled[(i, kind)] = self._type_offset(model, i, by_type.get(kind, ()))
+                    pooled[(i, kind)] = type_offset(model, i, by_type.get(kind, ()), self.prior_mean,
+                                                    self.prior_strength)
                 offset = pooled[(i, kind)]
                 if offset == 0.0:
                     continue
                 own = model.evidence.get(f"a{i}:{obj}")
                 score += offset / (1.0 + (own[0] if own else 0.0))
         return 1.0 / (1.0 + math.exp(-max(min(score, 500.0), -500.0)))
-
-    def _type_offset(self, model: ActionModel, position: int, siblings: Iterable[str]) -> float:
-        """Log-odds of the failure rate of a type's seen objects in one argument position (smoothed towards the
-        position's rate over all seen objects by `TYPE_PSEUDO_STEPS`) over what the model predicts for their
-        groundings with the object itself unknown: what an unseen object of that type adds to its prior score.
-        0 when the type is all that position has seen, or the model keeps no groundings (an older model)."""
-        members = set(siblings)
-        steps = failures = 0.0
-        for obj in members:
-            seen = model.evidence.get(f"a{position}:{obj}")
-            if seen is not None:
-                steps += seen[0]
-                failures += seen[1]
-        prefix = f"a{position}:"
-        all_steps = sum(v[0] for k, v in model.evidence.items() if k.startswith(prefix))
-        all_failures = sum(v[1] for k, v in model.evidence.items() if k.startswith(prefix))
-        if steps <= 0 or all_steps - steps <= 1e-9:
-            return 0.0
-        s0 = self.prior_strength
-        rate = (all_failures + s0 * self.prior_mean) / (all_steps + s0)
-        target = logit((failures + TYPE_PSEUDO_STEPS * rate) / (steps + TYPE_PSEUDO_STEPS))
-        get = model.weights.get
-        weight = predicted = 0.0
-        for grounding, (n, _f, _q) in model.groundings.items():
-            args = grounding.split(" ")
-            if len(args) <= position or args[position] not in members:
-                continue
-            args[position] = "\x00unseen"  # no token of the sibling itself: what the rest of the model says
-            score = model.intercept + sum(get(t, 0.0) * v for t, v in step_tokens(tuple(args), None, None))
-            weight += n
-            predicted += n / (1.0 + math.exp(-max(min(score, 500.0), -500.0)))
-        if weight <= 0:
-            return 0.0
-        return target - logit(predicted / weight)
 
     def action_counts(self) -> dict[str, dict[str, Any]]:
         """Per action name: steps and failures seen, which prior was fit, and its strength m."""

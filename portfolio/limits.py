@@ -15,9 +15,12 @@ search process ~9 MB, so the cap bites on what the task allocates, not on start-
 `PORTFOLIO_KILL_WITH_PARENT=1` (set for the service's planner workers) makes the Python planner workers ask the
 kernel for SIGKILL when the thread that started them dies (`PR_SET_PDEATHSIG`): a planner worker killed with
 SIGKILL (out of memory, hung, or the whole server killed) then leaves no translator or pyperplan worker behind.
-Pre-started searches exit when their input closes; a search already running when its planner worker is killed
-runs to its end (under the memory cap). Opt-in, because it is only safe where children are started from
-long-lived threads.
+The search binary runs no Python, so it is started through util-linux's `setpriv --pdeathsig KILL`
+(`with_parent_death`), which asks the same of the kernel and then execs it (same pid, so the process group and
+the memory cap apply as before): a search already running when its planner worker is killed dies with it
+instead of running to its end. Not a `preexec_fn` (see `cap`). Without `setpriv` on the PATH, pre-started
+searches still exit when their input closes. Opt-in, because it is only safe where children are started from
+threads that outlive them (the search pool's own thread, or the thread that takes, runs and releases a search).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import ctypes
 import os
 import resource
+import shutil
 import signal
 import subprocess
 
@@ -76,6 +80,15 @@ def die_with_parent() -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):  # pragma: no cover - not Linux
         pass
+
+
+def with_parent_death() -> tuple[str, ...]:
+    """The command prefix that makes a binary die with the thread that started it, when
+    `PORTFOLIO_KILL_WITH_PARENT=1` and `setpriv` is installed; else nothing."""
+    if os.environ.get(ENV_KILL_WITH_PARENT) != "1":
+        return ()
+    setpriv = shutil.which("setpriv")
+    return (setpriv, "--pdeathsig", "KILL", "--") if setpriv else ()
 
 
 def cap(process: subprocess.Popen) -> None:

@@ -103,6 +103,9 @@ class Planner(Resource):
     `carry_over` (default True): Fast Downward's translation and searches go on past its share of the classical
     tier, beside the later delegates, until the cascade's final deadline; the first valid plan wins
     (`portfolio.cascade`, "Carry-over"). False: they are killed when its share ends, as before.
+
+    `eliminate_steps` (default True): the steps of the winning plan that no goal needs are removed after
+    validation (`domains.action_elimination`; `PlanResult.eliminated_steps` says how many).
     """
 
     def __init__(
@@ -116,6 +119,7 @@ class Planner(Resource):
         seed: int | None = None,
         select: bool = True,
         carry_over: bool = True,
+        eliminate_steps: bool = True,
     ) -> None:
         from learning.explore import DEFAULT_EXPLORE, check_explore
 
@@ -128,7 +132,7 @@ class Planner(Resource):
             stages = list(delegates)  # type: ignore[arg-type]
         # The planner owns the stages from here on: if the rest of set-up fails (a bad trace store), it closes
         # them, so no worker process or temporary directory outlives a failed constructor.
-        self.cascade = PortfolioDecomposition(stages, carry_over=carry_over)
+        self.cascade = PortfolioDecomposition(stages, carry_over=carry_over, eliminate_steps=eliminate_steps)
         self.cost_weight = cost_weight
         self.traces_path = Path(traces) if traces else None
         self._store = None

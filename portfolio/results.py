@@ -184,6 +184,8 @@ class PlanResult(BaseModel):
     cost_model: str | None = Field(default=None, description='The costs the plan was made under: "task" (the '
                                    'task\'s own) or "learned:<generation>"; a replan reuses a plan only under '
                                    'the same one')
+    eliminated_steps: int = Field(default=0, description="Steps of the delegate's plan that no goal needed, "
+                                  "removed after validation (greedy action elimination); `plan` is what is left")
 
     @property
     def solved(self) -> bool:

@@ -230,7 +230,7 @@ class SearchProcessPool(Resource):
         output_path = os.path.join(self._dir, f"output-{number}")
         with open(output_path, "wb") as output:
             process = subprocess.Popen(
-                [*command, "--internal-plan-file", plan_path],
+                [*limits.with_parent_death(), *command, "--internal-plan-file", plan_path],
                 stdin=subprocess.PIPE, stdout=output, stderr=subprocess.STDOUT, cwd=self._dir,
                 start_new_session=True,
             )

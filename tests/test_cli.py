@@ -163,3 +163,23 @@ def test_plan_help_is_built_from_the_delegate_catalog():
         assert f"{name}: {' '.join(spec.summary.split())}" in text
         assert f"{name}={spec.share:g}" in text
     assert "unsolvable (proved by a complete method)" in text and "incomplete" in text
+
+
+def test_steps_no_goal_needs_are_removed_unless_asked_to_keep_them():
+    """Fast Downward's lama-first plan for blocks 12-0 has 94 steps, 44 of which no goal needs."""
+    problem = IPC / "blocks" / "probBLOCKS-12-0.pddl"
+    task = load_task(BLOCKS_DOMAIN, problem)
+    from portfolio.results import parse_ground_action
+
+    plans = {}
+    for flag in ((), ("--keep-all-steps",)):
+        run = portfolio("plan", BLOCKS_DOMAIN, problem, "--json", "--delegates", "fast-downward",
+                        "--fd-workers", "1", "--budget", "10", *flag)
+        assert run.returncode == 0, run.stderr
+        result = json.loads(run.stdout)
+        plan = [parse_ground_action(step) for step in result["plan"]]
+        assert validate_plan(task, plan).ok
+        plans[flag] = (len(plan), result["eliminated_steps"])
+    kept, reduced = plans[("--keep-all-steps",)], plans[()]
+    assert kept[1] == 0 and reduced[1] > 0
+    assert reduced[0] + reduced[1] == kept[0] and reduced[0] < kept[0]

@@ -52,3 +52,52 @@ def test_descendants_of_a_process_without_children_is_empty():
         assert descendants(process.pid) == []
     finally:
         kill_group(process)
+
+
+# A planner process (as the service's planner workers run, with PORTFOLIO_KILL_WITH_PARENT=1) that hands a long
+# search to a pre-started Fast Downward process, prints the search's pid once it is searching, and waits.
+SEARCHING = """
+import sys, time
+sys.path.insert(0, {root!r})
+from conftest import load_ipc
+from portfolio.delegates.fd_search import search_binary
+from portfolio.translate import translate
+from portfolio.workers import SearchProcessPool
+task = load_ipc("blocks", "probBLOCKS-12-0.pddl")
+sas = translate(task.domain_pddl, task.problem_pddl).sas
+pool = SearchProcessPool()
+run = pool.take((str(search_binary()), "--search", "astar(blind())"))  # minutes on this task
+run.process.stdin.write(sas.encode()); run.process.stdin.close()
+print(run.process.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_search_dies_with_its_planner_process_when_asked(monkeypatch):
+    """A planner worker killed with SIGKILL while Fast Downward searches for it: with kill-with-parent the search
+    goes too. Before, it ran to its own end (minutes of a core) with nobody to read its plan."""
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PORTFOLIO_KILL_WITH_PARENT": "1",
+           "PYTHONPATH": os.pathsep.join([root, str(Path(root) / "tests")])}
+    planner = subprocess.Popen([sys.executable, "-c", SEARCHING.format(root=root)], stdout=subprocess.PIPE,
+                               text=True, env=env, start_new_session=True)
+    try:
+        search = int(planner.stdout.readline())
+        time.sleep(0.5)
+        assert alive(search), "the search should still be running"
+        planner.kill()  # SIGKILL: no clean-up code runs
+        planner.wait()
+        deadline = time.monotonic() + 5
+        while alive(search) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(search)
+    finally:
+        if planner.poll() is None:
+            planner.kill()
+        for pid in [search] if "search" in locals() else []:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

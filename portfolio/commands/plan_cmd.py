@@ -94,6 +94,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--llm-model", default=None, metavar="NAME", help="model name for --llm-url")
     parser.add_argument("--decomposer-budget", type=float, default=30.0, metavar="S",
                         help="seconds for the decomposer tier (default: 30)")
+    parser.add_argument("--keep-all-steps", dest="eliminate_steps", action="store_false",
+                        help="return the delegate's plan as found (default: steps that no goal needs are removed "
+                        "after validation, by greedy action elimination; the JSON's eliminated_steps counts them)")
     parser.add_argument("--no-carry-over", dest="carry_over", action="store_false",
                         help="kill Fast Downward's translation and searches when its share of the classical tier "
                         "ends (default: they go on in the background beside the later delegates until the "
@@ -171,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         # The planner starts its worker processes now, so they warm up while the task is read.
         planner = Planner(stages, budget_s=args.budget, traces=traces, explore=args.explore,
-                          carry_over=args.carry_over)
+                          carry_over=args.carry_over, eliminate_steps=args.eliminate_steps)
     except store_error_types() as error:
         return fail_bad_input(str(error))
     with planner:
@@ -202,6 +205,8 @@ def print_result(result, as_json: bool) -> None:
             out.write(step + "\n")
         out.write(f"; cost = {result.cost:g}\n")
         out.write(f"; delegate = {result.delegate}\n")
+        if result.eliminated_steps:
+            out.write(f"; steps no goal needed, removed = {result.eliminated_steps}\n")
         if result.success_probability is not None:
             out.write(f"; success probability = {result.success_probability:.3f}\n")
     else:
