@@ -25,9 +25,10 @@ parking's CPU 0.85x with the first flag alone) and changed search both ways (dep
 The garbage collector. Translation runs with Python's cyclic collector paused (`collector_paused`): the
 translator builds millions of small objects that all live until the task is written, so the collector's
 passes rescan them again and again and free nothing. Output is unchanged (`benchmarks/sas_compare.py`: every
-domain still byte-identical to the driver's); translation CPU time fell to 0.52-0.85x (3 held-back problems
-each of depot 0.52x, elevators 0.71x, satellite 0.72x, transport 0.77x, barman 0.77x, rovers 0.85x; parking
-pfile08-031 3.1 -> 2.0 s CPU; labyrinth-sat23 p01, a 228 MB SAS file, 158 -> 107 s CPU), peak memory unchanged
+domain still byte-identical to the driver's); translation CPU time fell to 0.61x on `../shared/ipc` and 0.66x
+on `../shared/ipc-more` (`python -m benchmarks.bench_translate_options --collector`, alternating paused / on;
+per domain 0.58x (parking, transport) to ~1.0x on tasks translated in milliseconds; labyrinth-sat23 p01, a
+228 MB SAS file, 158 -> 107 s CPU), peak memory unchanged
 (150 MB on parking, 3.9 GB on labyrinth p01 either way; the collection afterwards ~15 ms on parking).
 
 Unsolvability is read from the translator's result, not from what it prints: `pddl_to_sas` answers a task it
