@@ -16,8 +16,18 @@ configuration never tried on a task counts as unsolved there, so a ranking leans
 to learn about every configuration, record with all of them racing (`fd_workers=4`) or one at a time
 (`fd_alias=X, fd_workers=1`), as `benchmarks/bench_selection.py` does.
 
+The translation is chosen too, before it runs: Fast Downward's translator has flags that skip work
+(`--keep-unreachable-facts`, `--skip-variable-reordering`, ...; `portfolio.translate`), and attempts record the
+flags they were translated with (`details["translator"]`, none: the driver's defaults). Records are kept per
+task and per flag set ("variant"); `predict_translator` compares each variant with the defaults on the tasks
+recorded under both, each with its own best race of `race_size` (the greedy order above, over that variant's
+records), and picks the variant with the least mean time when it is at most `translator_margin` times the
+defaults' (a margin, so measurement noise on domains where translation costs nothing leaves the driver's
+translation alone). Without records of a variant the defaults stay: the SAS text then equals the driver's.
+
 Stored as JSON data, never pickled (as `learning.storage`). Depends on `traces`, never on `portfolio`: the
-attempt fields it reads (`details["searches"]`, `details["search"]`, `details["sas"]`) are plain JSON.
+attempt fields it reads (`details["searches"]`, `details["search"]`, `details["sas"]`, `details["translator"]`)
+are plain JSON.
 """
 
 from __future__ import annotations
@@ -33,9 +43,10 @@ from pydantic import BaseModel, Field
 from traces.errors import TraceStoreError
 
 FORMAT_NAME = "portfolio-planner/selection-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: records per translator variant (version 1 documents are read as the defaults' records)
 DELEGATE = "fast-downward"
-_PARAMS = ("min_tasks", "unsolved_factor", "size_halving")
+DEFAULTS = ""  # the variant name of the driver's default translation
+_PARAMS = ("min_tasks", "unsolved_factor", "size_halving", "translator_margin")
 
 
 class SelectionFormatError(TraceStoreError, ValueError):
@@ -57,12 +68,18 @@ class TaskRecord:
             self.times[config] = (seconds, solved)
 
 
-def observations(plans: Iterable[Any]) -> dict[str, dict[str, TaskRecord]]:
-    """domain -> task fingerprint -> `TaskRecord`, from recorded plans (`traces.selection.DomainPlan`). Reads
-    the Fast Downward attempts that raced configurations: the winner solved at the attempt's time, the others
-    had no plan by then. Attempts without a race (in-process replans, translation failures) and those of tasks
-    with action costs (which always race the cost-aware pair, never a selection) say nothing."""
-    found: dict[str, dict[str, TaskRecord]] = {}
+def variant_name(options: Iterable[str] | None) -> str:
+    """The name a translator flag set is recorded under: the flags joined by spaces ("" for the defaults)."""
+    return " ".join(options or ())
+
+
+def observations(plans: Iterable[Any]) -> dict[str, dict[str, dict[str, TaskRecord]]]:
+    """domain -> task fingerprint -> translator variant (`variant_name`) -> `TaskRecord`, from recorded plans
+    (`traces.selection.DomainPlan`). Reads the Fast Downward attempts that raced configurations: the winner
+    solved at the attempt's time, the others had no plan by then. Attempts without a race (in-process replans,
+    translation failures) and those of tasks with action costs (which always race the cost-aware pair, never
+    a selection) say nothing."""
+    found: dict[str, dict[str, dict[str, TaskRecord]]] = {}
     for plan in plans:
         for attempt in plan.attempts:
             details = attempt.get("details") or {}
@@ -72,7 +89,8 @@ def observations(plans: Iterable[Any]) -> dict[str, dict[str, TaskRecord]]:
                 continue
             seconds = float(attempt.get("elapsed_ms") or 0.0) / 1000.0
             winner = details.get("search") if attempt.get("status") == "solved" else None
-            record = found.setdefault(plan.domain, {}).setdefault(plan.fingerprint or "", TaskRecord())
+            variants = found.setdefault(plan.domain, {}).setdefault(plan.fingerprint or "", {})
+            record = variants.setdefault(variant_name(details.get("translator")), TaskRecord())
             sas = details.get("sas") or {}
             if isinstance(sas.get("operators"), int):
                 record.operators = sas["operators"]
@@ -111,24 +129,37 @@ def greedy_order(records: Sequence[TaskRecord], configs: Sequence[str], weights:
     return order
 
 
-class SelectionModel:
-    """Per-domain configuration ranking (module docstring), scikit-learn style: parameters in `__init__`, `fit`
-    on recorded plans, `predict` for one task. `min_tasks`: recorded tasks a domain needs before it gets a
-    ranking; `unsolved_factor`: the penalty multiple for a task a set left unsolved; `size_halving`: doublings
-    of the operator count apart at which a recorded task weighs half (None: all weigh alike)."""
+def variant_cost(records: Sequence[TaskRecord], race_size: int, unsolved_factor: float) -> float:
+    """Mean time of the best race of `race_size` configurations (greedy order, all tasks alike) on `records`."""
+    configs = list(dict.fromkeys(c for r in records for c in r.times))
+    race = greedy_order(records, configs, [1.0] * len(records), unsolved_factor)[:race_size]
+    return statistics.mean(_set_time(r, race, unsolved_factor) for r in records)
 
-    def __init__(self, min_tasks: int = 3, unsolved_factor: float = 2.0, size_halving: float | None = 2.0) -> None:
+
+class SelectionModel:
+    """Per-domain configuration ranking and translator variant (module docstring), scikit-learn style:
+    parameters in `__init__`, `fit` on recorded plans, `predict` / `predict_translator` for one task.
+    `min_tasks`: recorded tasks a domain (and a variant) needs before it gets a ranking; `unsolved_factor`: the
+    penalty multiple for a task a set left unsolved; `size_halving`: doublings of the operator count apart at
+    which a recorded task weighs half (None: all weigh alike); `translator_margin`: how much faster than the
+    defaults a translator variant must have been to be chosen."""
+
+    def __init__(self, min_tasks: int = 3, unsolved_factor: float = 2.0, size_halving: float | None = 2.0,
+                 translator_margin: float = 0.95) -> None:
         self.min_tasks = min_tasks
         self.unsolved_factor = unsolved_factor
         self.size_halving = size_halving
+        self.translator_margin = translator_margin
 
     def get_params(self) -> dict[str, Any]:
         return {key: getattr(self, key) for key in _PARAMS}
 
     def fit(self, plans: Iterable[Any]) -> "SelectionModel":
         """Learn from recorded plans (`traces.selection.domain_plans`)."""
-        if self.min_tasks < 1 or self.unsolved_factor < 1 or (self.size_halving is not None and self.size_halving <= 0):
-            raise ValueError("min_tasks must be >= 1, unsolved_factor >= 1 and size_halving positive or None")
+        if self.min_tasks < 1 or self.unsolved_factor < 1 or (self.size_halving is not None and self.size_halving <= 0) \
+                or not 0 < self.translator_margin <= 1:
+            raise ValueError("min_tasks must be >= 1, unsolved_factor >= 1, size_halving positive or None and "
+                             "translator_margin in (0, 1]")
         self.domains_ = {domain: list(tasks.values()) for domain, tasks in observations(plans).items()
                          if len(tasks) >= self.min_tasks}
         return self
@@ -137,39 +168,64 @@ class SelectionModel:
         if not hasattr(self, "domains_"):
             raise ValueError("this SelectionModel is not fitted yet; call fit() first")
 
-    def predict(self, domain: str, operators: int | None = None) -> list[str] | None:
-        """The configurations to race on a task of `domain` with `operators` SAS operators, best first; None
-        when the domain has too few records (the caller keeps its fixed order)."""
+    def _records(self, domain: str, variant: str) -> list[TaskRecord]:
+        return [task[variant] for task in self.domains_.get(domain, ()) if variant in task]
+
+    def predict(self, domain: str, operators: int | None = None, translator: Sequence[str] = ()) -> list[str] | None:
+        """The configurations to race on a task of `domain` with `operators` SAS operators, translated with the
+        `translator` flags, best first; None when the domain has too few records of that translation (the
+        caller keeps its fixed order)."""
         self._check_fitted()
-        records = self.domains_.get(domain)
-        if not records:
+        records = self._records(domain, variant_name(translator))
+        if len(records) < self.min_tasks:
             return None
         configs = list(dict.fromkeys(c for r in records for c in r.times))
         weights = [_weight(r.operators, operators, self.size_halving) for r in records]
         return greedy_order(records, configs, weights, self.unsolved_factor)
 
+    def predict_translator(self, domain: str, race_size: int = 2) -> tuple[str, ...]:
+        """The translator flags for the next task of `domain` (module docstring); () for the defaults."""
+        self._check_fitted()
+        tasks = self.domains_.get(domain, ())
+        best, best_ratio = DEFAULTS, self.translator_margin
+        for variant in sorted({v for task in tasks for v in task} - {DEFAULTS}):
+            both = [task for task in tasks if variant in task and DEFAULTS in task]
+            if len(both) < self.min_tasks:
+                continue
+            ratio = (variant_cost([t[variant] for t in both], race_size, self.unsolved_factor)
+                     / max(1e-9, variant_cost([t[DEFAULTS] for t in both], race_size, self.unsolved_factor)))
+            if ratio <= best_ratio:
+                best, best_ratio = variant, ratio
+        return tuple(best.split())
+
     def explain(self) -> dict[str, dict[str, Any]]:
-        """Per domain: tasks recorded, the ranking for a task of median size, and per configuration how many
-        tasks it solved and its median time on those."""
+        """Per domain: tasks recorded, the translator variant chosen, the ranking for a task of median size,
+        and per configuration how many tasks it solved and its median time on those (with that variant)."""
         self._check_fitted()
         out = {}
-        for domain, records in self.domains_.items():
+        for domain, tasks in self.domains_.items():
+            translator = self.predict_translator(domain)
+            records = self._records(domain, variant_name(translator))
             sizes = [r.operators for r in records if r.operators]
             configs: dict[str, dict[str, Any]] = {}
             for config in dict.fromkeys(c for r in records for c in r.times):
                 solved = [r.times[config][0] for r in records if r.times.get(config, (0, False))[1]]
                 configs[config] = {"solved": len(solved),
                                    "median_s": round(statistics.median(solved), 3) if solved else None}
-            out[domain] = {"tasks": len(records),
-                           "ranking": self.predict(domain, int(statistics.median(sizes)) if sizes else None),
+            out[domain] = {"tasks": len(tasks), "translator": list(translator),
+                           "variants": {v or "defaults": sum(v in t for t in tasks) for v in
+                                        dict.fromkeys(v for t in tasks for v in t)},
+                           "ranking": self.predict(domain, int(statistics.median(sizes)) if sizes else None,
+                                                   translator),
                            "configs": configs}
         return out
 
     # -- storage --------------------------------------------------------------------------------------------------
     def to_json(self) -> str:
         self._check_fitted()
-        domains = {domain: [{"operators": r.operators, "times": {c: list(t) for c, t in r.times.items()}}
-                            for r in records] for domain, records in self.domains_.items()}
+        domains = {domain: [{variant: {"operators": r.operators, "times": {c: list(t) for c, t in r.times.items()}}
+                             for variant, r in task.items()} for task in tasks]
+                   for domain, tasks in self.domains_.items()}
         return json.dumps({"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "params": self.get_params(),
                            "domains": domains}, separators=(",", ":"), allow_nan=False)
 
@@ -177,14 +233,19 @@ class SelectionModel:
     def from_json(cls, text: str, where: str = "selection model") -> "SelectionModel":
         try:
             data = json.loads(text)
-            if data.get("format") != FORMAT_NAME or data.get("format_version") != FORMAT_VERSION:
+            version = data.get("format_version")
+            if data.get("format") != FORMAT_NAME or version not in (1, FORMAT_VERSION):
                 raise SelectionFormatError(
                     f"{where} is not a {FORMAT_NAME} version {FORMAT_VERSION} document; run `portfolio retrain`.")
-            model = cls(**{key: data["params"][key] for key in _PARAMS})
+            model = cls(**{key: data["params"][key] for key in _PARAMS if key in data["params"]})
+
+            def record(r: dict) -> TaskRecord:
+                return TaskRecord(r["operators"], {c: (float(t[0]), bool(t[1])) for c, t in r["times"].items()})
+
             model.domains_ = {
-                domain: [TaskRecord(r["operators"], {c: (float(t[0]), bool(t[1])) for c, t in r["times"].items()})
-                         for r in records]
-                for domain, records in data["domains"].items()}
+                domain: [{DEFAULTS: record(task)} if version == 1 else
+                         {str(variant): record(r) for variant, r in task.items()} for task in tasks]
+                for domain, tasks in data["domains"].items()}
         except SelectionFormatError:
             raise
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as error:

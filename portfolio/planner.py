@@ -97,7 +97,8 @@ class Planner(Resource):
 
     With a trace store, runs are recorded with their domain's fingerprint, and the latest selection model in
     the store (`portfolio retrain`, `learning.selection`) chooses which Fast Downward configurations race on a
-    task of a domain it has records of (the fixed order otherwise); `select=False` keeps the fixed order.
+    task of a domain it has records of (the fixed order otherwise), and with which translator flags the task is
+    translated (the driver's defaults unless records show a variant faster); `select=False` keeps both fixed.
 
     `carry_over` (default True): Fast Downward's translation and searches go on past its share of the classical
     tier, beside the later delegates, until the cascade's final deadline; the first valid plan wins
@@ -201,7 +202,8 @@ class Planner(Resource):
         self._load_selection()
 
     def _load_selection(self) -> None:
-        """Hand the latest selection model to Fast Downward as its `selector` (none: the fixed order)."""
+        """Hand the latest selection model to Fast Downward as its `selector` and `translator_chooser` (none: the
+        fixed order and the driver's default translation)."""
         fast_downward = self._fast_downward()
         if self._store is None or fast_downward is None or not self.select:
             return
@@ -209,9 +211,12 @@ class Planner(Resource):
 
         model = self._selection = load_selection(self._store)
         if model is None:
-            fast_downward.selector = None
+            fast_downward.selector = fast_downward.translator_chooser = None
             return
-        fast_downward.selector = lambda task, sas: model.predict(task.domain_fingerprint, len(sas.operators))
+        fast_downward.selector = lambda task, sas, options: model.predict(task.domain_fingerprint,
+                                                                          len(sas.operators), options)
+        fast_downward.translator_chooser = lambda task: model.predict_translator(task.domain_fingerprint,
+                                                                                 fast_downward.workers)
 
     def cost_model_for(self, explore: str, features: dict | None) -> str | None:
         """Which costs a call makes plans under: "task", or "learned:<generation>:<policy>:<situation>" with a

@@ -3,8 +3,8 @@
 The in-memory cache of `FastDownward` dies with the process, so every cold `portfolio plan` and every new
 service worker pays translation again (most of a warm planning call). This cache is content-addressed: the key
 is a SHA-256 of the translator's version (the Fast Downward wheel's, and a hash of `portfolio/translate.py`,
-the pipeline driving it) and the exact PDDL texts handed to it, so an entry can only ever be the translator's
-answer for that input, and a new translator release or pipeline change simply misses.
+the pipeline driving it), the exact PDDL texts handed to it and the translator options, so an entry can only
+ever be the translator's answer for that input, and a new translator release or pipeline change simply misses.
 
 Design choices, and why:
 - **Where**: `$XDG_CACHE_HOME/portfolio-planner`, else `~/.cache/portfolio-planner` (the XDG base directory
@@ -30,6 +30,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +61,12 @@ def translator_version() -> str:
     return f"up-fast-downward {wheel}; pipeline {source}"
 
 
-def cache_key(domain_pddl: str, problem_pddl: str, version: str | None = None) -> str:
-    """The content address of one translation: SHA-256 over the translator version and both PDDL texts."""
+def cache_key(domain_pddl: str, problem_pddl: str, version: str | None = None,
+              options: Sequence[str] = ()) -> str:
+    """The content address of one translation: SHA-256 over the translator version, both PDDL texts and the
+    translator options (`portfolio.translate.check_options`; another option set is another translation)."""
     digest = hashlib.sha256()
-    for part in (FORMAT, version or translator_version(), domain_pddl, problem_pddl):
+    for part in (FORMAT, version or translator_version(), domain_pddl, problem_pddl, " ".join(options)):
         encoded = part.encode()
         digest.update(len(encoded).to_bytes(8, "big") + encoded)  # length-prefixed: no two inputs collide
     return digest.hexdigest()

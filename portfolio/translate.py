@@ -12,6 +12,25 @@ the default options and zeroed counters, so the n-th task is translated exactly 
 text equals the driver's `--translate` output (checked on every domain of `../shared/ipc` and
 `../shared/ipc-more` by `benchmarks/sas_compare.py`, and on an ADL / axioms / costs subset in the tests).
 
+Options. A call may pass translator flags that skip work (`ALLOWED_FLAGS`: `--keep-unreachable-facts` skips
+`filter_unreachable_propositions`, `--skip-variable-reordering` the causal-graph ordering, ...); they apply to
+that call only (the next starts from the defaults again). Without flags the output is the driver's. The learned
+selection (`learning.selection`) chooses flags per domain where recorded runs were faster with them. Measured
+before the collector pause below (`benchmarks/bench_translate_options.py`, 8 problems per domain of
+`../shared/ipc`, translation + search with the fixed race): `--keep-unreachable-facts --skip-variable-reordering`
+took 0.60-1.0x the defaults' translation time (satellite 0.61x, elevators 0.84x, parking 0.97x wall under load;
+parking's CPU 0.85x with the first flag alone) and changed search both ways (depot 0.67x, driverlog 1.06x);
+`--keep-unimportant-variables` doubled rovers' and assembly's variables.
+
+The garbage collector. Translation runs with Python's cyclic collector paused (`collector_paused`): the
+translator builds millions of small objects that all live until the task is written, so the collector's
+passes rescan them again and again and free nothing. Output is unchanged (`benchmarks/sas_compare.py`: every
+domain still byte-identical to the driver's); translation CPU time fell to 0.61x on `../shared/ipc` and 0.66x
+on `../shared/ipc-more` (`python -m benchmarks.bench_translate_options --collector`, alternating paused / on;
+per domain 0.58x (parking, transport) to ~1.0x on tasks translated in milliseconds; labyrinth-sat23 p01, a
+228 MB SAS file, 158 -> 107 s CPU), peak memory unchanged
+(150 MB on parking, 3.9 GB on labyrinth p01 either way; the collection afterwards ~15 ms on parking).
+
 Unsolvability is read from the translator's result, not from what it prints: `pddl_to_sas` answers a task it
 proved unsolvable (goal not relaxed-reachable, trivially false goal) with a task that has no operators and no
 axioms and whose goal its initial state does not satisfy. Such a task has no plan whatever produced it.
@@ -21,11 +40,24 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import gc
 import io
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator, Sequence
 
-_DEFAULT_OPTIONS: Any = None
+# Parsed translator options per argument tuple (the empty tuple: the driver's defaults).
+_PARSED_OPTIONS: dict[tuple[str, ...], Any] = {}
+# Translator flags a caller may pass: those that change how much work the translator does, never the file names,
+# the output's meaning (`--relaxed`) or what it prints (`--dump-task`).
+ALLOWED_FLAGS = frozenset({
+    "--keep-unreachable-facts", "--skip-variable-reordering", "--keep-unimportant-variables", "--full-encoding",
+    "--add-implied-preconditions",
+})
+ALLOWED_VALUED = frozenset({"--invariant-generation-max-candidates", "--invariant-generation-max-time"})
+
+
+class TranslatorOptionsError(ValueError):
+    """Translator options this pipeline does not pass on."""
 
 
 @dataclass(frozen=True)
@@ -40,20 +72,55 @@ class TranslatorResult:
         return {"sas": self.sas, "unsolvable": self.unsolvable, "log": self.log}
 
 
-def reset_translator_state() -> None:
-    """Put the translator's module-level state back to how a fresh `python -m fast_downward.translate` has it."""
-    global _DEFAULT_OPTIONS
+def check_options(arguments: Sequence[str]) -> tuple[str, ...]:
+    """`arguments` as a tuple, after checking each is a flag in `ALLOWED_FLAGS` or a flag in `ALLOWED_VALUED`
+    followed by a non-negative integer; raises `TranslatorOptionsError` naming the first one that is not."""
+    arguments = tuple(arguments)
+    index = 0
+    while index < len(arguments):
+        flag = arguments[index]
+        if flag in ALLOWED_VALUED:
+            value = arguments[index + 1] if index + 1 < len(arguments) else ""
+            if not value.isdigit():
+                raise TranslatorOptionsError(f"translator option {flag} needs a non-negative integer, got {value!r}")
+            index += 2
+            continue
+        if flag not in ALLOWED_FLAGS:
+            known = ", ".join(sorted(ALLOWED_FLAGS | ALLOWED_VALUED))
+            raise TranslatorOptionsError(f"unsupported translator option {flag!r}; supported: {known}")
+        index += 1
+    return arguments
+
+
+def reset_translator_state(arguments: Sequence[str] = ()) -> None:
+    """Put the translator's module-level state back to how a fresh `python -m fast_downward.translate` has it,
+    given `arguments` (translator flags, `check_options`) besides the two file names."""
     from fast_downward.translate import main as translator
     from fast_downward.translate import options
     from fast_downward.translate.pddl_parser import warning
 
-    if _DEFAULT_OPTIONS is None:
+    key = check_options(arguments)
+    if key not in _PARSED_OPTIONS:
         # The file names are never opened (the texts are parsed from memory); the rest are the driver's defaults.
-        _DEFAULT_OPTIONS = options.parse_args(["domain.pddl", "problem.pddl"])
-    options.options = copy.copy(_DEFAULT_OPTIONS)
+        _PARSED_OPTIONS[key] = options.parse_args(["domain.pddl", "problem.pddl", *key])
+    options.options = copy.copy(_PARSED_OPTIONS[key])
     translator.simplified_effect_condition_counter = 0
     translator.added_implied_precondition_counter = 0
     warning.printed_warnings.clear()
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block (back to its previous state after). The translator
+    allocates millions of small objects that live until the task is written, so the collector's generational
+    passes rescan them again and again without freeing anything; reference counting still frees the rest."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def proved_unsolvable(sas_task: Any) -> bool:
@@ -65,16 +132,17 @@ def proved_unsolvable(sas_task: Any) -> bool:
     return any(init[var] != value for var, value in sas_task.goal.pairs)
 
 
-def translate(domain_pddl: str, problem_pddl: str) -> TranslatorResult:
-    """PDDL texts -> SAS text, by Fast Downward's parse -> normalize -> pddl_to_sas. Raises the translator's
-    own exceptions (e.g. `ParseError`) on input it refuses."""
+def translate(domain_pddl: str, problem_pddl: str, options: Sequence[str] = ()) -> TranslatorResult:
+    """PDDL texts -> SAS text, by Fast Downward's parse -> normalize -> pddl_to_sas, with the translator's
+    `options` (default: none, the driver's defaults). Raises the translator's own exceptions (e.g.
+    `ParseError`) on input it refuses."""
     from fast_downward.translate import main as translator
     from fast_downward.translate import normalize
     from fast_downward.translate.pddl_parser import lisp_parser, parsing_functions
 
-    reset_translator_state()
+    reset_translator_state(options)
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
+    with contextlib.redirect_stdout(printed), collector_paused():
         task = parsing_functions.parse_task(
             lisp_parser.parse_nested_list(io.StringIO(domain_pddl)),
             lisp_parser.parse_nested_list(io.StringIO(problem_pddl)),

@@ -37,12 +37,12 @@ def write_message(stream: BinaryIO, message: Any) -> None:
     stream.flush()
 
 
-def translate(domain_pddl: str, problem_pddl: str) -> dict[str, Any]:
-    """Fast Downward's translate pipeline (see `portfolio.translate`): SAS text and whether the translator
-    proved the task unsolvable."""
+def translate(domain_pddl: str, problem_pddl: str, options: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Fast Downward's translate pipeline (see `portfolio.translate`) with the translator's `options`: SAS text
+    and whether the translator proved the task unsolvable."""
     from portfolio.translate import translate as run_translator
 
-    return run_translator(domain_pddl, problem_pddl).as_dict()
+    return run_translator(domain_pddl, problem_pddl, options).as_dict()
 
 
 def pyperplan_solve(domain_pddl: str, problem_pddl: str, excluded: tuple[str, ...] = ()) -> dict[str, Any]:

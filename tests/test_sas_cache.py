@@ -9,12 +9,16 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import IPC
 from domains.load import load_task
 from domains.validate import validate_plan
 from portfolio.delegates.fast_downward import FastDownward
+from portfolio.planner import default_stages
 from portfolio.results import PlanRequest, Status, parse_ground_action
 from portfolio.sas_cache import CachedTranslation, SasCache, cache_key, default_cache_dir
+from portfolio.translate import TranslatorOptionsError
 
 DOMAIN = IPC / "blocks" / "domain.pddl"
 PROBLEM = IPC / "blocks" / "probBLOCKS-4-0.pddl"
@@ -133,3 +137,45 @@ def test_the_key_depends_on_the_texts_and_the_translator_version():
     assert base != cache_key("(define (domain d))", "(define (problem q))")
     assert base != cache_key("(define (domain d))", "(define (problem p))", version="up-fast-downward 0.0")
     assert cache_key("ab", "c") != cache_key("a", "bc")  # length-prefixed parts
+
+
+def test_the_key_depends_on_the_translator_options():
+    base = cache_key("(define (domain d))", "(define (problem p))")
+    assert base == cache_key("(define (domain d))", "(define (problem p))", options=())
+    assert base != cache_key("(define (domain d))", "(define (problem p))", options=("--keep-unreachable-facts",))
+
+
+def test_a_call_asking_other_translator_options_is_not_handed_another_translation(tmp_path):
+    """Memory and disk: the default translation is not reused for a call whose chooser asks other flags (nor
+    the other way round), and each is found again under its own flags."""
+    from test_translate import MOVERS
+
+    (tmp_path / "domain.pddl").write_text(MOVERS[0])
+    (tmp_path / "problem.pddl").write_text(MOVERS[1])
+    task = load_task(tmp_path / "domain.pddl", tmp_path / "problem.pddl")
+    keep = ("--keep-unreachable-facts", "--skip-variable-reordering", "--keep-unimportant-variables")
+    request, deadline = PlanRequest(task=task), time.monotonic() + 60
+    with FastDownward(disk_cache=SasCache(tmp_path / "cache")) as delegate:
+        default, _ = delegate.translate(request, deadline)
+        delegate.translator_chooser = lambda task: keep
+        kept, _ = delegate.translate(request, deadline)
+        assert delegate.translations == 2 and (default.options, kept.options) == ((), keep)
+        assert len(default.sas.values) == 1 and len(kept.sas.values) == 2
+        outcome = delegate.solve(request, deadline)
+        assert outcome.details["translation"] == "memory" and outcome.details["translator"] == list(keep)
+        assert validate_plan(task, outcome.plan).ok
+        delegate.translator_chooser = lambda task: ("--no-such-flag",)  # a bad choice falls back to the defaults
+        assert delegate.translate(request, deadline)[0].source == "memory" and delegate.translations == 2
+    with FastDownward(disk_cache=SasCache(tmp_path / "cache"), translate_options=keep) as fresh:
+        again, _ = fresh.translate(request, deadline)
+        assert again.source == "disk" and again.options == keep and len(again.sas.values) == 2
+
+
+def test_fixed_translator_options_are_checked_when_the_delegate_is_built():
+    with pytest.raises(TranslatorOptionsError, match="'--relaxed'"):
+        FastDownward(translate_options=("--relaxed",))
+    stages = default_stages(["fast-downward"], 1.0, fd_translate_options=["--keep-unreachable-facts"])
+    try:
+        assert stages[0].delegates[0].translate_options == ("--keep-unreachable-facts",)
+    finally:
+        stages[0].close()

@@ -22,11 +22,13 @@ from traces.selection import domain_plans
 
 
 def race(winner: str, seconds: float, raced=("lama-first", "eager-ff-cg", "lazy-cea", "lazy-add"),
-         operators: int = 100) -> dict:
-    """A Fast Downward attempt as the planner records it: `winner` found the first plan after `seconds`."""
+         operators: int = 100, translator: tuple[str, ...] = ()) -> dict:
+    """A Fast Downward attempt as the planner records it: `winner` found the first plan after `seconds`, on a
+    task translated with the `translator` flags."""
     searches = {name: "plan found" if name == winner else "killed at the deadline" for name in raced}
     return {"delegate": "fast-downward", "status": "solved", "elapsed_ms": seconds * 1000, "reason": "",
-            "details": {"searches": searches, "search": winner, "sas": {"variables": 9, "operators": operators}}}
+            "details": {"searches": searches, "search": winner, "sas": {"variables": 9, "operators": operators},
+                        "translator": list(translator)}}
 
 
 def record(store: TraceStore, domain: str | None, task: str, attempts: list[dict]) -> None:
@@ -120,7 +122,7 @@ def test_planner_races_the_learned_choice_and_records_what_it_learns_from(tmp_pa
     assert details["selection"] == "learned" and sorted(details["searches"]) == ["lazy-add", "lazy-cea"]
     with TraceStore(db) as store:
         recorded = [p for p in domain_plans(store) if p.fingerprint == task.fingerprint]
-        found = observations(recorded)[task.domain_fingerprint][task.fingerprint]
+        found = observations(recorded)[task.domain_fingerprint][task.fingerprint][""]  # the default translation
     assert found.operators == details["sas"]["operators"] > 0
     assert set(found.times) == {"lazy-add", "lazy-cea"} and found.times[details["search"]][1]
 
@@ -208,3 +210,66 @@ def test_retrain_cli_fits_selection_without_steps(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "no steps" in err and "configuration selection" in err and "Traceback" not in err
     assert cli(["retrain", "--traces", str(db), "--min-tasks", "0"]) == 2
+
+
+KEEP = ("--keep-unreachable-facts",)
+SKIP = ("--keep-unreachable-facts", "--skip-variable-reordering")
+
+
+def test_the_translator_variant_the_traces_show_faster_is_chosen(tmp_path):
+    """Per domain, the translation whose tasks reached a plan sooner (each with its own best race) is chosen;
+    one within the margin of the defaults, or never recorded, leaves the driver's defaults."""
+    with TraceStore(tmp_path / "t.db") as store:
+        for i in range(3):
+            for config, seconds in (("lama-first", 1.0), ("lazy-add", 1.2)):
+                record(store, "fast", f"f{i}", [race(config, seconds, (config,))])
+                record(store, "fast", f"f{i}", [race(config, seconds - 0.5 if config == "lazy-add" else 0.9,
+                                                     (config,), translator=SKIP)])
+                record(store, "fast", f"f{i}", [race(config, seconds - 0.1, (config,), translator=KEEP)])
+                record(store, "same", f"s{i}", [race(config, seconds, (config,))])
+                record(store, "same", f"s{i}", [race(config, seconds * 0.98, (config,), translator=KEEP)])
+                record(store, "plain", f"p{i}", [race(config, seconds, (config,))])
+        info = retrain_selection(store)
+        model = load_selection(store)
+    assert model.predict_translator("fast") == SKIP  # 0.7 s vs 1.0 s (KEEP: 0.9 s)
+    assert model.predict("fast", translator=SKIP)[0] == "lazy-add"  # that variant's own ranking...
+    assert model.predict("fast")[0] == "lama-first"  # ...and the defaults'
+    assert model.predict_translator("same") == () and model.predict_translator("plain") == ()
+    assert model.predict_translator("unknown") == ()
+    assert info.domains["fast"]["translator"] == list(SKIP) and info.domains["fast"]["tasks"] == 3
+    assert SelectionModel(translator_margin=0.5).fit(domain_plans(TraceStore(tmp_path / "t.db"))) \
+        .predict_translator("fast") == ()  # 0.7x is not twice as fast
+
+
+def test_a_version_1_model_reads_as_records_of_the_default_translation():
+    plans = [type("P", (), {"domain": "d", "fingerprint": f"t{i}", "attempts": [race("lazy-cea", 0.3)]})
+             for i in range(3)]
+    document = json.loads(SelectionModel().fit(plans).to_json())
+    document["format_version"] = 1
+    document["params"].pop("translator_margin")
+    document["domains"]["d"] = [task[""] for task in document["domains"]["d"]]
+    old = SelectionModel.from_json(json.dumps(document))
+    assert old.predict("d", 100)[0] == "lazy-cea" and old.predict_translator("d") == ()
+
+
+def test_planner_translates_with_the_learned_variant_and_records_it(tmp_path):
+    """Real Fast Downward: records say the variant reached plans sooner on this domain, so the next task is
+    translated with its flags (chosen before translation), the plan is valid, and the attempt records the
+    flags the next retrain reads."""
+    db = tmp_path / "t.db"
+    task = bundled_task("blocksworld", 6, seed=3)
+    with TraceStore(db) as store:
+        for i in range(3):
+            record(store, task.domain_fingerprint, f"t{i}", [race("lama-first", 0.9, ("lama-first",))])
+            record(store, task.domain_fingerprint, f"t{i}", [race("lama-first", 0.3, ("lama-first",),
+                                                                  translator=KEEP)])
+        retrain_selection(store)
+    with Planner(default_stages(["fast-downward"], 30.0, fd_workers=2), traces=db) as planner:
+        result = planner.plan(task)
+        assert [options for _, options in planner.fast_downward._translations] == [KEEP]
+    assert result.solved and validate_plan(task, result.actions()).ok
+    details = result.attempts[0].details
+    assert details["translator"] == list(KEEP) and details["selection"] == "learned"
+    with TraceStore(db) as store:
+        recorded = [p for p in domain_plans(store) if p.fingerprint == task.fingerprint]
+        assert list(observations(recorded)[task.domain_fingerprint][task.fingerprint]) == [" ".join(KEEP)]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from portfolio.bench import benchmark_pairs, driver_translate
-from portfolio.translate import translate
+from portfolio.translate import TranslatorOptionsError, translate
 from portfolio.workers import WorkerProcess
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -73,6 +73,49 @@ def test_translator_state_does_not_leak_between_tasks() -> None:
     assert options.options.filter_unimportant_vars is True
     assert f"\n{translator.simplified_effect_condition_counter} effect conditions simplified" in result.log
     assert result.sas == driver_translate(domain, problem, timeout=60)
+
+
+MOVERS = ("""(define (domain m) (:requirements :strips) (:predicates (at ?x ?l) (mobile ?x) (road ?a ?b))
+  (:action move :parameters (?x ?a ?b) :precondition (and (mobile ?x) (at ?x ?a) (road ?a ?b))
+   :effect (and (at ?x ?b) (not (at ?x ?a)))))""",
+          """(define (problem p) (:domain m) (:objects t b l1 l2)
+  (:init (mobile t) (at t l1) (at b l1) (road l1 l2) (road l2 l1)) (:goal (at t l2)))""")
+
+
+def test_translator_options_apply_to_their_call_only() -> None:
+    """`at(b, l1)` never changes (b is not mobile): the defaults prune it as unreachable-to-change, the flags
+    keep it; the next call without flags is translated with the defaults again."""
+    default = translate(*MOVERS)
+    kept = translate(*MOVERS, ("--keep-unreachable-facts", "--skip-variable-reordering",
+                               "--keep-unimportant-variables"))
+    assert default.sas.count("begin_variable") == 1 and kept.sas.count("begin_variable") == 2
+    assert translate(*MOVERS).sas == default.sas
+    assert translate(*MOVERS, ("--invariant-generation-max-time", "5")).sas == default.sas
+
+
+@pytest.mark.parametrize("options, message", [
+    (("--sas-file", "x.sas"), "unsupported translator option '--sas-file'"),
+    (("--relaxed",), "unsupported translator option"),
+    (("--invariant-generation-max-time",), "needs a non-negative integer"),
+    (("--invariant-generation-max-time", "-1"), "needs a non-negative integer"),
+])
+def test_options_outside_the_allow_list_are_refused(options, message) -> None:
+    with pytest.raises(TranslatorOptionsError, match=message):
+        translate(*MOVERS, options)
+
+
+def test_translation_leaves_the_garbage_collector_as_it_found_it() -> None:
+    import gc
+
+    assert gc.isenabled()
+    translate(*MOVERS)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        translate(*MOVERS)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_benchmark_pairs_reads_folders_and_pairs_files(tmp_path: Path) -> None:

@@ -23,6 +23,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "time to a first plan their race would have had on the recorded tasks (tasks of a similar size weigh "
         "more; a task the race did not solve counts twice the longest time recorded on it). `portfolio plan "
         "--traces` races them; other domains keep the fixed order (lama-first, eager-ff-cg, lazy-cea, lazy-add). "
+        "Where tasks were recorded with translator flags too (attempts' details.translator), the flags whose tasks "
+        "reached a plan sooner (by 5% or more) are used before translating the next task of the domain; "
+        "otherwise the driver's default translation. "
         "Either model alone is enough: exit 2 only when the store holds neither steps nor such plans.",
     )  # fmt: skip
     add_traces_argument(parser)
@@ -107,4 +110,6 @@ def print_selection(selection) -> None:
     for domain, entry in selection.domains.items():
         configs = ", ".join(f"{name} solved {c['solved']}" + (f" (median {c['median_s']:.2f} s)" if c["solved"]
                             else "") for name, c in entry["configs"].items())
-        print(f"  domain {domain}: {entry['tasks']} tasks -> race {', '.join(entry['ranking'])}; {configs}")
+        translator = f" (translator {' '.join(entry['translator'])})" if entry.get("translator") else ""
+        print(f"  domain {domain}: {entry['tasks']} tasks -> race {', '.join(entry['ranking'] or [])}{translator}; "
+              f"{configs}")

@@ -39,6 +39,7 @@ from portfolio.results import DelegateOutcome, PlanRequest, Resource, Status
 from portfolio.sas import SasTask, operator_action, parse_sas
 from portfolio.sas_cache import CachedTranslation, SasCache, cache_key
 from portfolio.sas_search import compile_task, greedy_search
+from portfolio.translate import TranslatorOptionsError, check_options
 from portfolio.workers import (
     BudgetExpired, OutOfMemory, SearchProcessPool, WorkerCrashed, WorkerError, WorkerProcess,
 )
@@ -62,6 +63,7 @@ class Translation:
     sas: SasTask | None  # None when the translator proved the task unsolvable
     translate_ms: float
     source: str = "translated"  # for this call: "translated", "memory" (this process) or "disk" (SasCache)
+    options: tuple[str, ...] = ()  # the translator options it was made with (none: the driver's defaults)
 
 
 def structure_key(task: Task) -> tuple:
@@ -82,7 +84,13 @@ class FastDownward(Resource):
     translation with the task and its SAS task, it returns the satisficing configurations to race in order
     (`search_aliases`' `order`), or None for the fixed order. Attempts record the SAS task's size
     (`details["sas"]`) and which configurations raced (`details["searches"]`) and won (`details["search"]`):
-    what the selection is learned from."""
+    what the selection is learned from.
+
+    `translate_options` (translator flags, `portfolio.translate.check_options`): every task is translated with
+    them. None (the default): the driver's defaults, unless `translator_chooser` (settable later; set from the
+    learned selection model like `selector`) returns options for the task, chosen BEFORE translation. Attempts
+    record the options used (`details["translator"]`); both caches key on them, so a translation made with one
+    option set is never handed to a call that asked for another."""
 
     source = "classical"
     carries_over = True  # the cascade may let its work go on past its share (`portfolio.cascade`)
@@ -97,6 +105,7 @@ class FastDownward(Resource):
         name: str = "fast-downward",
         disk_cache: SasCache | None = None,
         workers: int | None = None,
+        translate_options: Sequence[str] | None = None,
     ) -> None:
         if workers is not None and workers < 1:
             raise ValueError(f"Fast Downward workers must be at least 1, got {workers}")
@@ -111,7 +120,9 @@ class FastDownward(Resource):
         self.cache_size = cache_size
         self.disk_cache = disk_cache
         self.workers = workers or available_cores()
-        self.selector: Callable[[Task, SasTask], Sequence[str] | None] | None = None
+        self.translate_options = None if translate_options is None else check_options(translate_options)
+        self.selector: Callable[[Task, SasTask, tuple[str, ...]], Sequence[str] | None] | None = None
+        self.translator_chooser: Callable[[Task], Sequence[str] | None] | None = None
         self._binary = str(search_binary())
         self._translations: OrderedDict[tuple, Translation] = OrderedDict()
         self._cache_lock = threading.Lock()
@@ -141,10 +152,25 @@ class FastDownward(Resource):
         for alias in aliases:
             self._searches.prestart(self._command(alias))
 
+    def options_for(self, task: Task) -> tuple[str, ...]:
+        """The translator options for `task`: the fixed ones, else the chooser's, else none (the defaults). A
+        chooser's answer outside what the translator accepts falls back to the defaults (logged), never fails."""
+        if self.translate_options is not None:
+            return self.translate_options
+        if self.translator_chooser is None:
+            return ()
+        chosen = self.translator_chooser(task)
+        try:
+            return check_options(chosen or ())
+        except TranslatorOptionsError as error:
+            log.warning("ignoring the chosen translator options: %s", error)
+            return ()
+
     def translate(self, request: PlanRequest, deadline: float) -> tuple[Translation, tuple[int, ...] | None]:
         """The cached translation for the request's task and, when it was made from another initial state, the
         SAS initial values for the request's state. Translates (under the deadline) when nothing cached fits."""
-        key = structure_key(request.task)
+        options = self.options_for(request.task)
+        key = (structure_key(request.task), options)
         init = request.initial_state
         while True:
             found = self._cached(key, init)
@@ -163,7 +189,7 @@ class FastDownward(Resource):
                 if cancel.expired(deadline):
                     raise BudgetExpired()
         try:
-            return self._translate(key, request, deadline), None
+            return self._translate(key, request, deadline, options), None
         finally:
             with self._cache_lock:
                 self._pending.pop(key, None)
@@ -182,21 +208,22 @@ class FastDownward(Resource):
                 return replace(cached, source="memory"), values
         return None
 
-    def _translate(self, key: tuple, request: PlanRequest, deadline: float) -> Translation:
+    def _translate(self, key: tuple, request: PlanRequest, deadline: float, options: tuple[str, ...]) -> Translation:
         init = request.initial_state
         task = request.effective_task()
         start = time.monotonic()
-        disk_key = cache_key(task.domain_pddl, task.problem_pddl) if self.disk_cache is not None else ""
-        translation = self._from_disk(disk_key, init, start)
+        disk_key = "" if self.disk_cache is None else cache_key(task.domain_pddl, task.problem_pddl, options=options)
+        translation = self._from_disk(disk_key, init, start, options)
         if translation is None:
             self.translations += 1
             answer = self._translator().call(
-                "translate", deadline, domain_pddl=task.domain_pddl, problem_pddl=task.problem_pddl
+                "translate", deadline, domain_pddl=task.domain_pddl, problem_pddl=task.problem_pddl, options=options
             )
             translation = Translation(
                 init=init,
                 sas=None if answer["unsolvable"] else parse_sas(answer["sas"]),
                 translate_ms=(time.monotonic() - start) * 1000,
+                options=options,
             )
             if self.disk_cache is not None:
                 self.disk_cache.put(disk_key, CachedTranslation(answer["sas"], bool(answer["unsolvable"])))
@@ -206,7 +233,8 @@ class FastDownward(Resource):
                 self._translations.popitem(last=False)
         return translation
 
-    def _from_disk(self, key: str, init: frozenset[Atom], start: float) -> Translation | None:
+    def _from_disk(self, key: str, init: frozenset[Atom], start: float,
+                   options: tuple[str, ...]) -> Translation | None:
         """The translation stored under `key` in the disk cache, or None (no cache, a miss, or an entry that
         does not parse: that one is removed, so the fresh translation rewrites it)."""
         if self.disk_cache is None:
@@ -221,7 +249,8 @@ class FastDownward(Resource):
             self.disk_cache.corrupt += 1
             self.disk_cache.path(key).unlink(missing_ok=True)
             return None
-        return Translation(init=init, sas=sas, translate_ms=(time.monotonic() - start) * 1000, source="disk")
+        return Translation(init=init, sas=sas, translate_ms=(time.monotonic() - start) * 1000, source="disk",
+                           options=options)
 
     def grounded_actions(self, request: PlanRequest, deadline: float) -> list[str]:
         """Every grounded action the translator kept, in PDDL form: what learned costs are computed for."""
@@ -245,7 +274,7 @@ class FastDownward(Resource):
         except WorkerCrashed as error:
             return DelegateOutcome(Status.ERROR, reason=f"translator crashed: {error}")
         details = {"translate_ms": round(translation.translate_ms, 3), "translation": translation.source,
-                   "translation_reused": init_values is not None}
+                   "translation_reused": init_values is not None, "translator": list(translation.options)}
         if translation.sas is None:
             return DelegateOutcome(Status.UNSOLVABLE, reason="translator: goal not relaxed-reachable", details=details)
         details["sas"] = {"variables": len(translation.sas.values), "operators": len(translation.sas.operators)}
@@ -259,7 +288,7 @@ class FastDownward(Resource):
         with_costs = bool(costs) or task.has_action_costs()
         order = None
         if self.selector is not None:
-            order = self.selector(task, translation.sas)
+            order = self.selector(task, translation.sas, translation.options)
             details["selection"] = "learned" if order else "fixed"
         sas_text = translation.sas.render(init=init_values, costs=costs, excluded=request.excluded)
         # Work carried over past its share (`request.answer_by`): the caller is already waiting, so the first plan
