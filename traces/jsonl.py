@@ -17,7 +17,8 @@ from pydantic import ValidationError
 
 from traces.errors import TraceImportError
 from traces.records import StepRecord
-from traces.store import STEP_COLUMNS, TraceStore, row_step, step_row
+from traces.rows import STEP_COLUMNS, row_step, step_row
+from traces.store import TraceStore
 
 
 @dataclass
