@@ -118,7 +118,7 @@ class Session:
         return after, report
 
     def _executor(self, board: Board) -> Any:
-        from portfolio.agent.runtime import _TypedExecutor
+        from portfolio.agent.executors import _TypedExecutor
 
         executor = _TypedExecutor(self.by_name, self.types, dict(board.objects), self.names(board))
         executor.named = dict(board.named)
