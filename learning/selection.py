@@ -36,7 +36,7 @@ import json
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -162,7 +162,18 @@ class SelectionModel:
                              "translator_margin in (0, 1]")
         self.domains_ = {domain: list(tasks.values()) for domain, tasks in observations(plans).items()
                          if len(tasks) >= self.min_tasks}
+        self.__dict__.pop("_memo", None)
         return self
+
+    def _memoised(self, key: tuple, compute: Callable[[], Any]) -> Any:
+        """`compute()` once per key for this fit: the planner asks on every call (the translator variant before
+        each translation, the ranking after), and the answer depends only on the fitted records and `key`."""
+        memo = self.__dict__.setdefault("_memo", {})
+        if key not in memo:
+            if len(memo) > 10_000:
+                memo.clear()
+            memo[key] = compute()
+        return memo[key]
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "domains_"):
@@ -176,6 +187,12 @@ class SelectionModel:
         `translator` flags, best first; None when the domain has too few records of that translation (the
         caller keeps its fixed order)."""
         self._check_fitted()
+        translator = tuple(translator)
+        ranking = self._memoised(("rank", domain, operators, translator),
+                                 lambda: self._rank(domain, operators, translator))
+        return None if ranking is None else list(ranking)  # the caller's own copy: the memo keeps its answer
+
+    def _rank(self, domain: str, operators: int | None, translator: tuple[str, ...]) -> list[str] | None:
         records = self._records(domain, variant_name(translator))
         if len(records) < self.min_tasks:
             return None
@@ -186,6 +203,9 @@ class SelectionModel:
     def predict_translator(self, domain: str, race_size: int = 2) -> tuple[str, ...]:
         """The translator flags for the next task of `domain` (module docstring); () for the defaults."""
         self._check_fitted()
+        return self._memoised(("translator", domain, race_size), lambda: self._translator(domain, race_size))
+
+    def _translator(self, domain: str, race_size: int) -> tuple[str, ...]:
         tasks = self.domains_.get(domain, ())
         best, best_ratio = DEFAULTS, self.translator_margin
         for variant in sorted({v for task in tasks for v in task} - {DEFAULTS}):

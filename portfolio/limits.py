@@ -26,6 +26,7 @@ threads that outlive them (the search pool's own thread, or the thread that take
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import resource
 import shutil
@@ -87,8 +88,14 @@ def with_parent_death() -> tuple[str, ...]:
     `PORTFOLIO_KILL_WITH_PARENT=1` and `setpriv` is installed; else nothing."""
     if os.environ.get(ENV_KILL_WITH_PARENT) != "1":
         return ()
-    setpriv = shutil.which("setpriv")
+    setpriv = _setpriv()
     return (setpriv, "--pdeathsig", "KILL", "--") if setpriv else ()
+
+
+@functools.cache
+def _setpriv() -> str | None:
+    """Where `setpriv` is (looked up once per process: this is on the path of every search started)."""
+    return shutil.which("setpriv")
 
 
 def cap(process: subprocess.Popen) -> None:
