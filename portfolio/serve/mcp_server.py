@@ -152,6 +152,11 @@ async def _run_stdio(mcp: MCPServer) -> None:
     from mcp.server.stdio import stdio_server
     from mcp.shared.message import SessionMessage
 
+    server = getattr(mcp, "_lowlevel_server", None)  # what run_stdio_async runs; 2.3.0 has no public accessor
+    if server is None:  # a later SDK renamed it: serve as the SDK does, without the answers to malformed lines
+        log.warning("MCP: this SDK version hides its low-level server; malformed lines will go unanswered")
+        await mcp.run_stdio_async()
+        return
     async with stdio_server() as (read_stream, write_stream):
         inbound, received = anyio.create_memory_object_stream[SessionMessage | Exception](0)
 
@@ -164,7 +169,6 @@ async def _run_stdio(mcp: MCPServer) -> None:
                     else:
                         await inbound.send(item)
 
-        server = mcp._lowlevel_server  # what run_stdio_async runs; 2.3.0 has no public accessor
         async with anyio.create_task_group() as group:
             group.start_soon(screen)
             await server.run(received, write_stream, server.create_initialization_options())
