@@ -25,7 +25,8 @@ alike for every arm, so arms that choose the same steps see the same luck. Besid
 the report gives each arm's expected success (the true probability that its chosen plan succeeds, averaged over
 the window): noise-free, it separates plan quality from luck in windows of 25 episodes.
 
-This module runs the episodes (the simulation, the arms, `evaluate`, `measure_latency`) and the command line;
+This module runs the episodes (the simulation, the arms, `evaluate`) and the command line; the latency
+measurement is `benchmarks/learning_latency.py`;
 the windows, verdicts, Markdown report, plot and result files are `benchmarks/learning_report.py`, whose names
 are re-exported here.
 """
@@ -35,7 +36,6 @@ from __future__ import annotations
 import argparse
 import logging
 import random
-import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -49,6 +49,7 @@ from benchmarks.learning_report import (  # re-exported: tests and bench_learnin
 from domains.bundled import bundled_task
 from domains.model import GroundAction, Task, action_cost
 from domains.validate import applicable, apply, goal_reached
+from benchmarks.learning_latency import Latency, measure_latency  # re-exported: bench_learning.py uses them
 from portfolio.benchsuite.worlds.tools import (  # re-exported: tests and notes use these names from here
     DEFAULT_P_FAIL, WORLD_RULES, FailureRule, plan_success_probability, true_p_fail,
 )
@@ -175,23 +176,6 @@ def plan_oracle(planner, task: Task, context: Mapping[str, str], lam: float):
 
 
 @dataclass
-class Latency:
-    """Warm `Planner.plan` latency on one task, without and with learned costs (medians of `rounds` calls,
-    interleaved). The learned call includes the cost lookup (cached per task and situation), the search with
-    learned costs and recording the plan in SQLite; `cost_lookup_cold_ms` is one `learned_costs` call right after
-    `reload_model` (cache empty: grounding list plus one predict_proba); `cost_lookup_warm_ms` a cache hit."""
-
-    rounds: int
-    plain_ms: float  # no trace store
-    recorded_ms: float  # a trace store that records the plan, no model: what learned costs are measured against
-    learned_ms: float
-    overhead: float  # learned vs recorded: what learned costs themselves add
-    store_overhead: float  # recorded vs plain: what recording every plan in SQLite adds
-    cost_lookup_cold_ms: float
-    cost_lookup_warm_ms: float  # a cache hit, as in every learned call above
-
-
-@dataclass
 class Evaluation:
     episodes: int
     retrain_every: int
@@ -304,50 +288,6 @@ def evaluate(
     return Evaluation(episodes, retrain_every, window, seed, lam, outcomes, model_versions,
                       round(time.perf_counter() - start, 1), latency, retrain_seconds,
                       dict(model_params or {}))
-
-
-def measure_latency(plain, learner, specs: Sequence[EpisodeSpec], rounds: int) -> Latency:
-    """Median warm latency of `plain.plan(task)` and `learner.plan(task, features=...)` on the same task,
-    interleaved (alternating which goes first) so that machine load hits both alike; learned calls are
-    recorded under one run, "latency"."""
-    import tempfile
-
-    from portfolio.planner import Planner
-
-    task = bundled_task(DOMAIN, *LATENCY_TASK)
-    # A third planner records plans in a trace store of its own but has no model, so recording (one SQLite
-    # transaction per plan) is not billed to learned costs.
-    folder = tempfile.TemporaryDirectory(prefix="portfolio-latency-")
-    recorder = Planner(traces=Path(folder.name) / "no-model.db")
-    context = next((s.context for s in specs), {"hour": "peak", "region": "eu"})
-    run_id = learner.store.start_run(task.fingerprint, "latency", run_id="latency")
-    learner.reload_model()
-    t0 = time.perf_counter()
-    learner.learned_costs(task, features=context)
-    cold = (time.perf_counter() - t0) * 1000
-    recorder_run = recorder.store.start_run(task.fingerprint, "latency", run_id="latency")
-    for _ in range(3):  # warm all: translation cached, search processes started, costs cached
-        plain.plan(task)
-        recorder.plan(task, features=context, run_id=recorder_run)
-        learner.plan(task, features=context, run_id=run_id)
-    timings: dict[str, list[float]] = {"plain": [], "recorded": [], "learned": [], "lookup": []}
-    calls = {"plain": lambda: plain.plan(task),
-             "recorded": lambda: recorder.plan(task, features=context, run_id=recorder_run),
-             "learned": lambda: learner.plan(task, features=context, run_id=run_id),
-             "lookup": lambda: learner.learned_costs(task, features=context)}
-    orders = (("plain", "recorded", "learned", "lookup"), ("learned", "recorded", "plain", "lookup"))
-    try:
-        for i in range(rounds):
-            for name in orders[i % 2]:
-                t0 = time.perf_counter()
-                calls[name]()
-                timings[name].append((time.perf_counter() - t0) * 1000)
-    finally:
-        recorder.close()
-        folder.cleanup()
-    p, r, q = (statistics.median(timings[k]) for k in ("plain", "recorded", "learned"))
-    return Latency(rounds, round(p, 2), round(r, 2), round(q, 2), round(q / r - 1.0, 4), round(r / p - 1.0, 4),
-                   round(cold, 2), round(statistics.median(timings["lookup"]), 3))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
