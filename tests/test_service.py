@@ -247,3 +247,32 @@ def test_retrain_also_fits_the_configuration_selection(tmp_path):
     with TraceStore(tmp_path / "t.db") as store:  # stored where every worker's planner loads it from
         stored = load_selection(store)
     assert stored is not None and list(stored.domains_) == list(selection["domains"])
+
+
+def test_a_run_planned_before_a_restart_can_still_be_replanned(tmp_path):
+    """The task of a run is kept in the trace store beside its plans: a second server on the same file (after a
+    restart, or beside the first) replans it. Before, runs lived only in the first server's memory: 404."""
+    traces = str(tmp_path / "traces.db")
+    with serve_in_thread(config(workers=1, traces=traces)) as (url, _):
+        with httpx.Client(base_url=url, timeout=60) as client:
+            first = client.post("/v1/plan", json=small_plan()).json()
+            again = client.post("/v1/plan", json={**small_plan(), "run_id": first["run_id"]}).json()
+    assert first["status"] == again["status"] == "solved"
+    with serve_in_thread(config(workers=1, traces=traces)) as (url, svc):
+        with httpx.Client(base_url=url, timeout=60) as client:
+            answer = client.post("/v1/replan", json={"run_id": first["run_id"], "state": STATE})
+            assert answer.status_code == 200
+            replan = answer.json()
+            assert replan["run_id"] == first["run_id"] and replan["status"] == "solved"
+            assert validated(BLOCKS_DOMAIN, BLOCKS_4, replan["plan"], init=atoms(STATE))
+            assert len(svc.store.plans(first["run_id"])) == 3  # the first server's two, this one's
+            job = client.post("/v1/replan", json={"run_id": first["run_id"], "state": STATE, "wait": False})
+            assert job.status_code == 202
+            missing = client.post("/v1/replan", json={"run_id": "no-such-run", "state": STATE})
+            assert missing.status_code == 404 and "trace store" in missing.json()["error"]
+    # one copy of the task's text, however many runs and plans
+    import sqlite3
+
+    with sqlite3.connect(traces) as db:
+        assert db.execute("SELECT count(*) FROM task_sources").fetchone()[0] == 1
+        assert db.execute("SELECT count(*) FROM run_tasks").fetchone()[0] == 1

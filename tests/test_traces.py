@@ -287,3 +287,30 @@ def test_step_chunks_are_fixed_at_the_call_while_others_append(tmp_path: Path) -
         flights = list(store.iter_step_chunks(("step", "action"), action="fly", chunk_size=7))
         assert [len(c) for c in flights] == [7, 7, 6]
         assert [s for c in flights for s, a in c] == [i for i in range(40, 70) if i % 3]
+
+
+def test_task_sources_one_copy_per_task_and_a_schema_2_file_gains_them(tmp_path: Path) -> None:
+    """A file written by schema 2 (no task tables) opens and migrates; runs of one task share one copy of it."""
+    import sqlite_utils
+
+    from traces.schema import MIGRATIONS
+    from traces.task_sources import remember_task_source, task_source
+
+    path = tmp_path / "v2.db"
+    db = sqlite_utils.Database(sqlite3.connect(path))
+    for step in MIGRATIONS[:2]:
+        step(db)
+    db.execute("PRAGMA user_version = 2")
+    db.conn.commit()
+    db.conn.close()
+    source = {"domain": "(define (domain d))", "problem": "(define (problem p) (:domain d))", "task": None}
+    with TraceStore(path) as store:
+        assert task_source(store, "r1") is None
+        key = remember_task_source(store, "r1", source)
+        assert remember_task_source(store, "r2", dict(reversed(list(source.items())))) == key  # same task
+        remember_task_source(store, "r3", source | {"problem": "(define (problem q) (:domain d))"})
+        assert task_source(store, "r1") == task_source(store, "r2") == source
+        assert task_source(store, "r3")["problem"].startswith("(define (problem q)")
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert conn.execute("SELECT count(*) FROM task_sources").fetchone()[0] == 2

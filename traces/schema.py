@@ -75,7 +75,14 @@ def _v2(db: sqlite_utils.Database) -> None:
     db["selection_models"].create_index(["version"], unique=True)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2]
+def _v3(db: sqlite_utils.Database) -> None:
+    """Replanning a run after a restart or on another server sharing the file (`traces.task_sources`): the task
+    text each run was planned from, one copy per distinct task (an agent plans one task many times)."""
+    db["task_sources"].create({"key": str, "source": str, "created": str}, pk="key", not_null={"source"})
+    db["run_tasks"].create({"run_id": str, "key": str}, pk="run_id", not_null={"key"})
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 ENV_VAR = "PORTFOLIO_TRACES"
 DEFAULT_PATH = "traces.db"
-TABLES = ("runs", "plans", "steps", "models", "selection_models")
+TABLES = ("runs", "plans", "steps", "models", "selection_models", "task_sources", "run_tasks")
 T = TypeVar("T")
 
 
@@ -121,7 +121,7 @@ class TraceStore:
         if missing:
             raise CorruptDatabaseError(
                 f"{self.path}: an SQLite database without the trace tables {', '.join(missing)} (expected a "
-                "portfolio-planner trace database with tables runs, plans, steps, models, selection_models)."
+                f"portfolio-planner trace database with tables {', '.join(TABLES)})."
             )
         shared.checked = True
 

@@ -242,7 +242,7 @@ def create_app(service: Service, token: str | None = None, max_body_bytes: int =
                                                                      **ERRORS})
     async def replan(body: ReplanBody):
         if not body.wait:
-            service.run_source(body.run_id)  # an unknown run is a 404 now, not a failed job later
+            await service.run_source(body.run_id)  # an unknown run is a 404 now, not a failed job later
             return _job_response(service.submit("replan", lambda: service.replan(body)))
         return await service.replan(body)
 

@@ -8,7 +8,9 @@ processes). Retraining runs on a worker too (it is as CPU-heavy as planning) and
 every later plan call carries, so each worker reloads the model before its next plan.
 
 Runs for /v1/replan are remembered in memory (the task source of recent plans, one copy per task, and which
-worker planned it, since that worker's translation cache already holds the task): after a restart, plan again.
+worker planned it, since that worker's translation cache already holds the task) and, with a trace store, in
+the store too (`traces.task_sources`): a run planned before a restart, or by another server sharing the file,
+can still be replanned. Without a trace store, after a restart, plan again.
 """
 
 from __future__ import annotations
@@ -155,13 +157,17 @@ class Service:
         if "bad_input" in answer:
             raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
         self.metrics.observe_plan(answer["result"])
-        self._remember(run_id, body, index)
+        source = self._remember(run_id, body, index)
+        if source is not None and self.store is not None:
+            await anyio.to_thread.run_sync(self._store_source, run_id, source, limiter=self._threads)
         return PlanResponse.model_validate(answer["result"])
 
-    def _remember(self, run_id: str, body: PlanBody, worker: int) -> None:
-        """Keep the run's task source for /v1/replan; runs of one task share one copy of its text."""
+    def _remember(self, run_id: str, body: PlanBody, worker: int) -> dict[str, Any] | None:
+        """Keep the run's task source for /v1/replan; runs of one task share one copy of its text. Returns the
+        source when the run is new or now names another task (to be stored), else None."""
         source = body.model_dump(include={"domain", "problem", "task"})
         key = hashlib.sha256(json.dumps(source, sort_keys=True).encode()).hexdigest()
+        known = self.runs.get(run_id)
         self._sources[key] = source
         self._sources.move_to_end(key)
         self.runs[run_id] = (key, worker)
@@ -170,18 +176,39 @@ class Service:
             self.runs.popitem(last=False)
         while len(self._sources) > MAX_SOURCES:
             self._sources.popitem(last=False)
+        return source if known is None or known[0] != key else None
 
-    def run_source(self, run_id: str) -> tuple[dict[str, Any], int]:
-        """The task source of a run this server planned, and the worker that planned it; NotFound if unknown."""
+    def _store_source(self, run_id: str, source: dict[str, Any]) -> None:
+        from traces.task_sources import remember_task_source
+
+        with self._store_lock:
+            remember_task_source(self.store, run_id, source)
+
+    def _stored_source(self, run_id: str) -> dict[str, Any] | None:
+        from traces.task_sources import task_source
+
+        with self._store_lock:
+            return task_source(self.store, run_id)
+
+    async def run_source(self, run_id: str) -> tuple[dict[str, Any], int | None]:
+        """The task source of a run, and the worker that planned it (None when it came from the trace store:
+        planned before a restart or by another server on the same file); NotFound if unknown."""
         entry = self.runs.get(run_id)
         source = self._sources.get(entry[0]) if entry is not None else None
-        if entry is None or source is None:
-            raise NotFound(f"unknown run {run_id!r}: this server remembers the tasks of its {MAX_RUNS} most "
-                           f"recent plans (of {MAX_SOURCES} tasks) since it started; send the task to /v1/plan again")
-        return source, entry[1]
+        if entry is not None and source is not None:
+            return source, entry[1]
+        if self.store is not None:
+            stored = await anyio.to_thread.run_sync(self._stored_source, run_id, limiter=self._threads)
+            if stored is not None:
+                return stored, None
+            raise NotFound(f"unknown run {run_id!r}: no plan of this server or of its trace store "
+                           f"{self.config.traces} has that run id; send the task to /v1/plan")
+        raise NotFound(f"unknown run {run_id!r}: this server (no trace store) remembers the tasks of its "
+                       f"{MAX_RUNS} most recent plans (of {MAX_SOURCES} tasks) since it started; send the task to "
+                       "/v1/plan again, or start the server with --traces to keep them across restarts")
 
     async def replan(self, body: ReplanBody) -> PlanResponse:
-        source, worker = self.run_source(body.run_id)
+        source, worker = await self.run_source(body.run_id)
         request = PlanBody(**source, init=body.state, excluded=body.excluded, critiques=body.critiques,
                            features=body.features, explore=body.explore, budget=body.budget, run_id=body.run_id)
         return await self.plan(request, prefer=worker)
