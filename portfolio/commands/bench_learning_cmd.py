@@ -60,8 +60,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--first-seed", type=int, default=HELD_OUT_SEEDS,
                         help=f"first world seed (default {HELD_OUT_SEEDS}: held out; 0-19 were used for tuning)")
     parser.add_argument("--tools-seeds", type=int, default=3,
-                        help="at most this many `tools` worlds (default 3: it plans with Fast Downward, ~1 min "
-                        "a world)")
+                        help="at most this many `tools` worlds (default 3: it plans with Fast Downward, 15-30 s "
+                        "a world on 2 cores: ~15 s with --policies mean, ~30 s with all three)")
     parser.add_argument("--episodes", type=int, default=200, help="episodes per world (default 200; the report "
                         "compares arms over the last 50)")
     parser.add_argument("--retrain-every", type=int, default=10, help="retrain every K episodes (default 10)")
