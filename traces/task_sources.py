@@ -18,16 +18,20 @@ from typing import Any
 from traces.store import TraceStore, _now
 
 
+def canonical(source: dict[str, Any]) -> tuple[str, str]:
+    """The source's canonical JSON text and its SHA-256 (the key): equal sources, one key."""
+    text = json.dumps(source, sort_keys=True)
+    return text, hashlib.sha256(text.encode()).hexdigest()
+
+
 def source_key(source: dict[str, Any]) -> str:
-    """The SHA-256 of the source's canonical JSON: equal sources, one key."""
-    return hashlib.sha256(json.dumps(source, sort_keys=True).encode()).hexdigest()
+    return canonical(source)[1]
 
 
 def remember_task_source(store: TraceStore, run_id: str, source: dict[str, Any]) -> str:
     """Record that `run_id` was planned from `source` (one transaction; the text is written only the first
     time this task is seen). Returns the source's key."""
-    key = source_key(source)
-    text = json.dumps(source, sort_keys=True)
+    text, key = canonical(source)
 
     def body() -> None:
         store.db.execute("INSERT OR IGNORE INTO task_sources (key, source, created) VALUES (?, ?, ?)",

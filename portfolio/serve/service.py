@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import hashlib
-import json
 import logging
 import threading
 import time
@@ -45,6 +43,7 @@ from portfolio.serve.models import (
 )
 from portfolio.serve.pool import PlannerPool, QueueFull, default_workers
 from portfolio.serve.worker import WorkerConfig
+from traces.task_sources import remember_task_source, source_key, task_source
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +165,7 @@ class Service:
         """Keep the run's task source for /v1/replan; runs of one task share one copy of its text. Returns the
         source when the run is new or now names another task (to be stored), else None."""
         source = body.model_dump(include={"domain", "problem", "task"})
-        key = hashlib.sha256(json.dumps(source, sort_keys=True).encode()).hexdigest()
+        key = source_key(source)  # the trace store's key too (`traces.task_sources`)
         known = self.runs.get(run_id)
         self._sources[key] = source
         self._sources.move_to_end(key)
@@ -179,14 +178,10 @@ class Service:
         return source if known is None or known[0] != key else None
 
     def _store_source(self, run_id: str, source: dict[str, Any]) -> None:
-        from traces.task_sources import remember_task_source
-
         with self._store_lock:
             remember_task_source(self.store, run_id, source)
 
     def _stored_source(self, run_id: str) -> dict[str, Any] | None:
-        from traces.task_sources import task_source
-
         with self._store_lock:
             return task_source(self.store, run_id)
 
