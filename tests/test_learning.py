@@ -77,9 +77,10 @@ def test_two_failures_do_not_condemn_an_action() -> None:
     ten = FailureModel().fit(history + [rec(5000 + i, odd, True) for i in range(10)])
     # Not condemned: two failures among 140 groundings that all fail ~3% of the time leave a new grounding well
     # short of an even chance (m is fit large on such a homogeneous action; the outlier mixture of
-    # `learning.shrinkage` gives it about one chance in three of being broken: 0.26); ten in a row are evidence
-    # enough.
-    assert two.predict_proba([odd])[0] < 0.3
+    # `learning.shrinkage` gives it a chance of being broken that hangs on the outlier share it fits, one
+    # grounding in 270-370: 0.26 with one prior scale for every token, 0.34 with the scales fitted by
+    # `learning.families`); ten in a row are evidence enough.
+    assert two.predict_proba([odd])[0] < 0.4
     assert ten.predict_proba([odd])[0] > 0.5
 
 
