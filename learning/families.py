@@ -57,8 +57,8 @@ def token_scales(X: sparse.csr_matrix, vocab: dict[str, int], n: np.ndarray, f: 
     families = [""] * X.shape[1]
     for token, col in vocab.items():
         families[col] = token_family(token)
-    names = sorted(set(families))
-    index = np.array([names.index(family) for family in families], dtype=int)
+    names = {name: i for i, name in enumerate(sorted(set(families)))}
+    index = np.array([names[family] for family in families], dtype=int)
     members = np.maximum(np.bincount(index, minlength=len(names)), 1)
     n_cap, _ = capped(n, f)
     squared = X.multiply(X).tocsc()

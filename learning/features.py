@@ -89,16 +89,17 @@ def interaction_tokens(args: tuple[str, ...], features: Mapping[str, Any] | None
     return [f"a{i}:{obj}&{token}" for token in situation for i, obj in enumerate(args)]
 
 
-def situated(tokens: list[Token], args: tuple[str, ...]) -> list[Token]:
-    """The feature tokens a step with these arguments puts in the prior: a categorical feature enters through
-    the objects acting in it (`interaction_tokens`), and on its own only for an action without arguments."""
-    return tokens if not args else [(t, v) for t, v in tokens if not t.startswith("f:")]
+def situated(tokens: list[Token], has_arguments: bool) -> list[Token]:
+    """The feature tokens a step puts in the prior: a categorical feature enters through the objects acting in
+    it (`interaction_tokens`), and on its own only for an action without arguments."""
+    return [(t, v) for t, v in tokens if not t.startswith("f:")] if has_arguments else tokens
 
 
 def step_tokens(args: tuple[str, ...], features: Mapping[str, Any] | None,
                 object_types: Mapping[str, str] | None = None) -> list[Token]:
     """Every token of one step: the grounded action, its situation, and the two combined."""
-    return ([(t, 1.0) for t in action_tokens(args, object_types)] + situated(feature_tokens(features), args)
+    return ([(t, 1.0) for t in action_tokens(args, object_types)]
+            + situated(feature_tokens(features), bool(args))
             + [(t, INTERACTION_VALUE) for t in interaction_tokens(args, features)])
 
 
@@ -136,7 +137,7 @@ class RowParser:
             tokens = feature_tokens(features)
             situation = [t for t, _ in tokens if t.startswith("f:")]
             hit = self._features[features_json] = (features, tokens, situation, "&".join(situation),
-                                                   situated(tokens, ("",)))
+                                                   situated(tokens, True))
         return hit
 
     def row(self, args_json: str, features_json: str | None) -> tuple:
