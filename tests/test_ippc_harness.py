@@ -77,3 +77,19 @@ def test_nested_outcomes_and_rewards():
     zeno, _, _ = load("zenotravel")
     assert zeno.p_intended("complete-flying") == pytest.approx(1 / 25)  # the purpose, not "nothing happens"
     assert zeno.p_intended("complete-boarding") == pytest.approx(0.5)
+
+
+def test_the_ff_replan_arm_plans_with_ffs_search_and_takes_the_tower_moves():
+    """The baseline FF-Replan ran is FF's greedy h_FF search with helpful actions, alone and without step
+    elimination: on blocksworld p01 its plan is valid and moves towers (1/10 reliable), what learned costs beat."""
+    from benchmarks.ippc import FF_SEARCH
+    from domains.validate import validate_plan
+    from portfolio.delegates.fast_downward import FastDownward
+    from portfolio.planner import Planner
+
+    _, task, _ = load("blocksworld")
+    with Planner([FastDownward(search=FF_SEARCH, workers=1)], budget_s=10.0, eliminate_steps=False) as ff:
+        result = ff.plan(task)
+    assert result.solved and validate_plan(task, result.actions()).ok
+    assert {a.name for a in result.actions()} & {"pick-tower", "put-tower-on-block"}
+    assert result.attempts[-1].details.get("search") == "custom"  # FF's search ran alone, not the race

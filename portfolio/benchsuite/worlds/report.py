@@ -4,7 +4,10 @@
     paths = write_results(runs_by_kind, policies, out)       # learning-worlds.md, .json, .png
 
 Per type and policy: in the last window of 50 episodes, learned expected success as a share of the oracle's and
-learned failures as a share of cost-blind's (where cost-blind fails >= 10%); the final model's calibration
+learned failures as a share of cost-blind's (where cost-blind fails >= 10%), each as the spread over worlds, the
+type's pooled ratio (sums over its worlds: the type's success and failures, the issue's targets read per type) and
+how many worlds meet the target on their own (the tail: single worlds where early luck misled exploration for
+the whole run); the final model's calibration
 against the true probabilities (mean absolute error; a reliability plot); consistency (largest |p_fail -
 observed rate| over groundings with >= 30 recorded steps). `type` worlds add, per world, the p_fail a new vehicle
 of the bad type starts with next to its siblings' recorded steps and observed failure rate at that moment.
@@ -23,6 +26,8 @@ from typing import Sequence
 from portfolio.benchsuite.worlds.runner import SIBLING_STEPS, WorldRun
 
 WINDOW = 50
+TARGET_SUCCESS = 0.95  # learned expected success / oracle's
+TARGET_FAILURES = 0.5  # learned failures / cost-blind's, where cost-blind fails >= 10% and the oracle halves them
 
 
 def window_rates(runs: Sequence[WorldRun], arm: str, window: int = WINDOW) -> list[float]:
@@ -41,9 +46,12 @@ def summarise(runs: Sequence[WorldRun], policies: Sequence[str]) -> dict:
     for policy in policies:
         arm = f"learned-{policy}"
         ratios, failure_ratios, maes, gaps, oracle_ratios, avoidable = [], [], [], [], [], []
+        sums = {"learned": 0.0, "oracle": 0.0, "learned_fail": 0.0, "blind_fail": 0.0}
         for r in runs:
             oracle = statistics.mean(r.expected["oracle"][last])
             ratios.append(statistics.mean(r.expected[arm][last]) / oracle if oracle else 1.0)
+            sums["learned"] += statistics.mean(r.expected[arm][last])
+            sums["oracle"] += oracle
             blind_fail = 1 - statistics.mean(r.expected["cost-blind"][last])
             if blind_fail >= 0.10:
                 failure_ratios.append((1 - statistics.mean(r.expected[arm][last])) / blind_fail)
@@ -52,6 +60,8 @@ def summarise(runs: Sequence[WorldRun], policies: Sequence[str]) -> dict:
                 oracle_ratios.append((1 - oracle) / blind_fail)
                 if oracle_ratios[-1] <= 0.5:
                     avoidable.append(failure_ratios[-1])
+                    sums["learned_fail"] += 1 - statistics.mean(r.expected[arm][last])
+                    sums["blind_fail"] += blind_fail
             if r.calibration.get(policy):
                 maes.append(r.calibration[policy]["mae"])
                 if r.calibration[policy]["consistency_max_gap"] is not None:
@@ -61,6 +71,11 @@ def summarise(runs: Sequence[WorldRun], policies: Sequence[str]) -> dict:
             "blind_fails_10pct_worlds": len(failure_ratios), "calibration_mae": _spread(maes),
             "oracle_failures_vs_blind": _spread(oracle_ratios), "failures_vs_blind_avoidable": _spread(avoidable),
             "avoidable_worlds": len(avoidable),
+            "pooled_success_vs_oracle": round(sums["learned"] / sums["oracle"], 3) if sums["oracle"] else None,
+            "pooled_failures_vs_blind_avoidable": (round(sums["learned_fail"] / sums["blind_fail"], 3)
+                                                   if sums["blind_fail"] else None),
+            "worlds_success_target": sum(x >= TARGET_SUCCESS for x in ratios),
+            "worlds_failures_target": sum(x <= TARGET_FAILURES for x in avoidable),
             "consistency_max_gap": max(gaps) if gaps else None,
         }  # fmt: skip
         for key, field in (("new_object", "new_object"), ("new_object_100", "new_object_100")):
@@ -85,6 +100,10 @@ def _spread(values: Sequence[float]) -> dict | None:
             "max": round(max(values), 3)}
 
 
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
 def _fmt(s: dict | None) -> str:
     return "n/a" if not s else f"{s['median']:.2f} [{s['min']:.2f}, {s['max']:.2f}]"
 
@@ -102,6 +121,17 @@ def report(summary: dict[str, dict], policies: Sequence[str], runs_by_kind: dict
                          f"{_fmt(p.get('oracle_failures_vs_blind'))} | "
                          f"{_fmt(p.get('failures_vs_blind_avoidable'))} ({p.get('avoidable_worlds', 0)} worlds) | "
                          f"{_fmt(p['calibration_mae'])} | {gap} |")
+    lines += ["", f"Per type, pooled over its worlds (targets: success / oracle >= {TARGET_SUCCESS}, failures / "
+              f"cost-blind <= {TARGET_FAILURES} where the oracle halves them), and worlds meeting each on their own:",
+              "", "| type | policy | success / oracle, pooled | worlds >= target | failures / cost-blind, pooled "
+              "| worlds <= target |", "|---|---|---|---|---|---|"]
+    for kind, s in summary.items():
+        for policy in policies:
+            p = s[policy]
+            pooled_failures = p.get("pooled_failures_vs_blind_avoidable")
+            lines.append(f"| {kind} | {policy} | {_num(p.get('pooled_success_vs_oracle'))} | "
+                         f"{p.get('worlds_success_target', 0)} of {s['worlds']} | {_num(pooled_failures)} | "
+                         f"{p.get('worlds_failures_target', 0)} of {p.get('avoidable_worlds', 0)} |")
     lines += ["", f"Realised success by window of {WINDOW} episodes (mean over worlds):", ""]
     for kind, s in summary.items():
         rates = "; ".join(f"{arm} {' '.join(f'{x:.2f}' for x in w)}" for arm, w in s["windows"].items())

@@ -1,0 +1,36 @@
+"""The learning-worlds report's per-type numbers: the spread over worlds, the type's pooled ratio, and how many
+worlds meet each target on their own (hand-made runs, so every number is known)."""
+
+from __future__ import annotations
+
+import pytest
+
+from portfolio.benchsuite.worlds.report import WINDOW, report, summarise
+from portfolio.benchsuite.worlds.runner import WorldRun
+
+
+def _run(name: str, blind: float, learned: float, oracle: float) -> WorldRun:
+    expected = {"cost-blind": [blind] * WINDOW, "learned-mean": [learned] * WINDOW, "oracle": [oracle] * WINDOW}
+    success = {arm: [True] * WINDOW for arm in expected}
+    return WorldRun(name, "pairs", WINDOW, success=success, expected=expected)
+
+
+def test_pooled_ratios_and_worlds_meeting_each_target():
+    runs = [
+        _run("pairs-1", blind=0.60, learned=0.90, oracle=0.90),  # failures 0.10 / 0.40 = 0.25; success 1.00
+        _run("pairs-2", blind=0.80, learned=0.85, oracle=0.95),  # failures 0.15 / 0.20 = 0.75; success 0.895
+        _run("pairs-3", blind=0.95, learned=0.95, oracle=0.95),  # cost-blind fails 5%: no failure target
+    ]
+    p = summarise(runs, ["mean"])["mean"]
+    assert p["pooled_success_vs_oracle"] == pytest.approx((0.90 + 0.85 + 0.95) / (0.90 + 0.95 + 0.95), abs=1e-3)
+    assert p["worlds_success_target"] == 2  # pairs-2 is below 0.95 of its oracle
+    assert p["avoidable_worlds"] == 2
+    assert p["pooled_failures_vs_blind_avoidable"] == pytest.approx((0.10 + 0.15) / (0.40 + 0.20), abs=1e-3)
+    assert p["worlds_failures_target"] == 1  # pairs-2's 0.75 misses it
+    assert p["success_vs_oracle"]["min"] == pytest.approx(0.895, abs=1e-3)  # the tail is still reported
+
+
+def test_the_report_prints_the_pooled_table():
+    runs = [_run("pairs-1", 0.60, 0.90, 0.90), _run("pairs-2", 0.80, 0.85, 0.95)]
+    text = report({"pairs": summarise(runs, ["mean"])}, ["mean"])
+    assert "| pairs | mean | 0.946 | 1 of 2 | 0.417 | 1 of 2 |" in text
