@@ -270,3 +270,20 @@ def test_a_few_bad_roads_among_many_keep_their_weight(seed: int) -> None:
     model = FailureModel().fit(steps)
     new = model.predict_proba([GroundAction("drive", ("v-new", a, b)) for a, b in sorted(bad)], {"weather": "sun"})
     assert min(new) > 0.42
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_few_failures_are_not_drowned_where_most_groundings_agree_with_the_prior(seed: int) -> None:
+    """Sixty fine drives (2%) and one grounding whose objects nothing else has, failed 2 of its 4 steps: where
+    most groundings agree with their prior the prior's strength m fits to its ceiling, and at 50 this one was
+    priced 0.07-0.10 in 9 seeds of 10 (so the planner chose it again and again: the costed world's worst seed);
+    with the ceiling at 10 (`learning.shrinkage.MAX_STRENGTH`) 0.15-0.21."""
+    rng = random.Random(seed)
+    places = [f"p{i}" for i in range(10)]
+    fine = [GroundAction("drive", (f"v{rng.randrange(3)}", a, b)) for a in places for b in places if a != b][:60]
+    steps = [rec(i, g, rng.random() < 0.02, weather="sun") for i, g in enumerate(rng.choice(fine) for _ in range(800))]
+    bad = GroundAction("drive", ("v9", "q1", "q2"))
+    for i, failed in enumerate((True, False, True, False)):
+        steps.insert(rng.randrange(len(steps)), rec(10_000 + i, bad, failed, weather="sun"))
+    model = FailureModel().fit(steps)
+    assert model.predict_proba([bad], {"weather": "sun"})[0] > 0.13
