@@ -19,8 +19,8 @@ helpful actions (`FF_SEARCH`), alone, no step elimination: the planner FF-Replan
 Reported per problem: success rate within the step limit and mean executed steps.
 
 Why both baselines: on blocksworld p01-p04 this planner's unit-cost plan (12 steps, the shortest) has a twin with
-four tower moves, and it returns the one without them (measured on p01: the race of four searches plus step
-elimination), so cost-blind, learned and oracle execute the same plans there; FF's search returns 20 steps with
+four tower moves, and it returns the one without them (measured on p01; which of the raced searches or the step
+elimination picks it was not traced), so cost-blind, learned and oracle execute the same plans there; FF's search returns 20 steps with
 four tower moves (`fast-downward.py --search "lazy_greedy([ff()],preferred=[ff()])"`, 20 steps on p01-p04),
 which is what FF-Replan executes and what learned costs are meant to beat.
 
