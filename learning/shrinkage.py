@@ -27,8 +27,9 @@ of steps.
 
 As n_g grows p_g tends to f_g / n_g whatever q_g says: the estimate is consistent. A bounded m alone would only
 get there slowly (m = 10 and 10 steps leave p_g half way to the prior), so `posterior` also
-keeps p_g within `tolerance * (trust / n_g)^2` of the grounding's own recency-weighted rate: 0.05 from `trust`
-= 30 weighted steps on, wide open below (0.45 at 10), so little evidence still shrinks freely. The band counts
+keeps p_g within `tolerance * (trust / n_g)^2` of the grounding's own recency-weighted rate: with
+`FailureModel`'s defaults (0.05, `trust_steps` 25) 0.05 from 25 weighted steps on, wide open below (0.31 at 10),
+so little evidence still shrinks freely. The band counts
 weighted steps, not recorded ones: measured on 1,000,000 synthetic steps (125,000 per action name, half-life
 1,000), counting recorded steps pinned each grounding near a rate resting on under one weighted step, and the
 held-out log loss (0.40) was worse than predicting the base rate (0.33).
@@ -67,11 +68,12 @@ def _strength(n: np.ndarray, f: np.ndarray, q: np.ndarray, weights: np.ndarray) 
     return float(np.exp(found.x))
 
 
-def posterior(n: np.ndarray, f: np.ndarray, q: np.ndarray, m: float, tolerance: float = 0.05,
-              trust: float = 30.0, outlier_share: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+def posterior(n: np.ndarray, f: np.ndarray, q: np.ndarray, m: float, tolerance: float, trust: float,
+              outlier_share: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Posterior mean p_fail and concentration (pseudo-steps, for sampling) of each grounding, from its
     recency-weighted steps `n` and failures `f`; with `outlier_share` > 0, a mixture of the shrunk estimate
-    and the broad component's, weighted by how likely the grounding is an outlier (`outlier_weights`)."""
+    and the broad component's, weighted by how likely the grounding is an outlier (`outlier_weights`).
+    `tolerance` and `trust` have no defaults here: they are `FailureModel`'s parameters, set in one place."""
     n, f, q = np.asarray(n, float), np.asarray(f, float), np.asarray(q, float)
     mean = (f + m * q) / (n + m)
     if outlier_share > 0.0:

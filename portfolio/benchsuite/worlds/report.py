@@ -49,18 +49,19 @@ def summarise(runs: Sequence[WorldRun], policies: Sequence[str]) -> dict:
         sums = {"learned": 0.0, "oracle": 0.0, "learned_fail": 0.0, "blind_fail": 0.0}
         for r in runs:
             oracle = statistics.mean(r.expected["oracle"][last])
-            ratios.append(statistics.mean(r.expected[arm][last]) / oracle if oracle else 1.0)
-            sums["learned"] += statistics.mean(r.expected[arm][last])
+            learned = statistics.mean(r.expected[arm][last])
+            ratios.append(learned / oracle if oracle else 1.0)
+            sums["learned"] += learned
             sums["oracle"] += oracle
             blind_fail = 1 - statistics.mean(r.expected["cost-blind"][last])
             if blind_fail >= 0.10:
-                failure_ratios.append((1 - statistics.mean(r.expected[arm][last])) / blind_fail)
+                failure_ratios.append((1 - learned) / blind_fail)
                 # what the world allows: where even the oracle cannot halve cost-blind's failures (the only
                 # route is a bad one), no learner can
                 oracle_ratios.append((1 - oracle) / blind_fail)
                 if oracle_ratios[-1] <= 0.5:
                     avoidable.append(failure_ratios[-1])
-                    sums["learned_fail"] += 1 - statistics.mean(r.expected[arm][last])
+                    sums["learned_fail"] += 1 - learned
                     sums["blind_fail"] += blind_fail
             if r.calibration.get(policy):
                 maes.append(r.calibration[policy]["mae"])
