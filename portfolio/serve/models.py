@@ -28,6 +28,13 @@ class BadRequest(Exception):
         self.kind = kind
 
 
+Quality = Literal["first", "anytime", "optimal"]
+QUALITY_HELP = ("with costs: anytime (the cheapest plan found once optimality is proved or half the search's time "
+                "has passed), optimal (wait for the proof), first (the first cost-aware plan); default: the "
+                "server's")
+WEIGHT_HELP = "lambda of learned costs, cost = base + weight * -log(1 - p_fail); default: the server's"
+
+
 class TaskSource(BaseModel):
     """A task: PDDL `domain` and `problem` texts, or `task` in the JSON task format (`portfolio schema task`)."""
 
@@ -45,6 +52,8 @@ class PlanBody(TaskSource):
     features: dict[str, Any] | None = Field(default=None, description="the situation, for learned costs")
     explore: Literal["mean", "thompson", "ucb"] | None = Field(
         default=None, description="how learned costs explore (mean, thompson, ucb); default: the server's")
+    quality: Quality | None = Field(default=None, description=QUALITY_HELP)
+    weight: float | None = Field(default=None, ge=0, allow_inf_nan=False, description=WEIGHT_HELP)
     budget: float | None = Field(default=None, gt=0, description="classical tier seconds (capped by the server)")
     run_id: str | None = Field(default=None, min_length=1, description="record the plan under this run")
     wait: bool = Field(default=True, description="false: answer 202 with a job id at once")
@@ -61,6 +70,8 @@ class ReplanBody(BaseModel):
     critiques: list[str] = Field(default_factory=list)
     features: dict[str, Any] | None = None
     explore: Literal["mean", "thompson", "ucb"] | None = None
+    quality: Quality | None = Field(default=None, description=QUALITY_HELP)
+    weight: float | None = Field(default=None, ge=0, allow_inf_nan=False, description=WEIGHT_HELP)
     budget: float | None = Field(default=None, gt=0)
     wait: bool = True
 

@@ -74,6 +74,8 @@ class ServiceConfig(BaseModel):
     cache_dir: str | None = None  # the on-disk translation cache the workers share (None: the user's default)
     translation_cache: bool = True
     explore: Literal["mean", "thompson", "ucb"] | None = None  # a request's own `explore` wins; None: the default
+    quality: Literal["first", "anytime", "optimal"] | None = None  # likewise `quality` and `weight`
+    weight: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     carry_over: bool = True  # Fast Downward's work goes on past its share, until the request's last deadline
 
 
@@ -108,8 +110,8 @@ class Service:
                               memory_limit_mb=self.config.memory_limit_mb,
                               fd_workers=self.config.fd_workers or max(1, default_workers() // self.config.workers),
                               cache_dir=self.config.cache_dir, translation_cache=self.config.translation_cache,
-                              explore=self.config.explore,
-                              carry_over=self.config.carry_over)
+                              explore=self.config.explore, quality=self.config.quality,
+                              weight=self.config.weight, carry_over=self.config.carry_over)
         pool = self.pool = PlannerPool(worker, self.config.workers, self.config.queue,
                                        on_restart=lambda reason: self.metrics.worker_restarts.labels(reason).inc())
         self.metrics.queue_depth.set_function(lambda: pool.queued)  # read when scraped
@@ -205,7 +207,8 @@ class Service:
     async def replan(self, body: ReplanBody) -> PlanResponse:
         source, worker = await self.run_source(body.run_id)
         request = PlanBody(**source, init=body.state, excluded=body.excluded, critiques=body.critiques,
-                           features=body.features, explore=body.explore, budget=body.budget, run_id=body.run_id)
+                           features=body.features, explore=body.explore, quality=body.quality, weight=body.weight,
+                           budget=body.budget, run_id=body.run_id)
         return await self.plan(request, prefer=worker)
 
     # -- traces ---------------------------------------------------------------------------------------------
