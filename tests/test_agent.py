@@ -4,6 +4,7 @@ observability and the demo."""
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 
 import pytest
@@ -232,6 +233,10 @@ def test_demo_runs_and_shows_replanning_and_learning(capsys):
     assert main(["--runs", "3"]) == 0
     out = capsys.readouterr().out
     assert "replan (failure" in out and "first news tool (fetch-archive)" in out
+    # the failing tool ends clearly dearer than the one that works
+    last = [line for line in out.splitlines() if "learned costs:" in line][-1]
+    prices = dict(re.findall(r"\((fetch-\w+)\) ([0-9.]+) \(p_fail", last))
+    assert float(prices["fetch-wire"]) > 1.3 * float(prices["fetch-archive"]), last
 
 
 @pytest.fixture(scope="module")
