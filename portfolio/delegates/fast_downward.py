@@ -320,7 +320,8 @@ class FastDownward(Resource):
         race_after = request.answer_by if not costs else None
         return self.search_sas(sas_text, deadline, with_costs=with_costs, details=details, order=order,
                                race_after=race_after, operators=len(translation.sas.operators),
-                               cost_scale=COST_SCALE if costs else 1.0, quality=request.quality)
+                               cost_scale=COST_SCALE if costs else 1.0, quality=request.quality,
+                               answer_by=request.answer_by)
 
     def _search_in_process(self, sas: SasTask, init: tuple[int, ...], excluded: frozenset[str], deadline: float,
                            details: dict) -> DelegateOutcome | None:
@@ -347,13 +348,15 @@ class FastDownward(Resource):
     def search_sas(self, sas_text: str, deadline: float, with_costs: bool = False,
                    details: dict | None = None, order: Sequence[str] | None = None,
                    race_after: float | None = None, operators: int | None = None,
-                   cost_scale: float = 1.0, quality: str | None = None) -> DelegateOutcome:
+                   cost_scale: float = 1.0, quality: str | None = None,
+                   answer_by: float | None = None) -> DelegateOutcome:
         """Search a SAS task (e.g. a cached translation with another goal or state swapped in) with this
         delegate's configuration (or the configurations `order` chooses), pre-started processes and deadline
         handling. After `race_after` (a monotonic time) any plan ends the wait, as in a race. With costs the
         searches follow `quality` (class docstring); `operators` (the task's count, if known) decides whether A*
         races on it, `cost_scale` what one unit of the task's costs is in the SAS text, `quality` this call's
-        (None: the delegate's)."""
+        (None: the delegate's). `answer_by` (work carried over past its share, `PlanRequest.answer_by`): the
+        caller wants an answer then, so improvement ends there ("optimal": the proof is waited for until then)."""
         if cancel.expired(deadline):  # no search process is taken (and killed) for nothing
             return DelegateOutcome(Status.TIMEOUT, reason="budget expired before the search", details=details or {})
         quality = check_quality(quality or self.quality)
@@ -365,10 +368,11 @@ class FastDownward(Resource):
         if with_costs:
             details["costs"] = True  # the cost-aware searches ran: no evidence for configuration selection
             details["quality"] = quality
-        improve_by = None
+        improve_by = answer_by  # "optimal": a proof is waited for until the caller wants its answer
         if anytime and quality == "anytime":
             now = time.monotonic()
-            improve_by = now + self.improve_share * max(0.0, deadline - now)
+            horizon = deadline if answer_by is None else min(deadline, answer_by)
+            improve_by = now + self.improve_share * max(0.0, horizon - now)
         commands = [(alias, self._command(alias)) for alias in aliases]
         return run_searches(self._searches, commands, sas_text, deadline, details, race=race,
                             race_after=race_after, custom=bool(self.search), anytime=anytime,
