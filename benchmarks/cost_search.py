@@ -150,13 +150,16 @@ def plan_cost_under(costs, task, plan) -> float:
     return sum(priced[str(step)] for step in plan)
 
 
-def measure(families: Sequence[str], seeds: Sequence[int], qualities: Sequence[str], progress: bool = True) -> Run:
+def measure(families: Sequence[str], seeds: Sequence[int], qualities: Sequence[str], progress: bool = True,
+            improve_share: float | None = None) -> Run:
     from portfolio.delegates.fast_downward import FastDownward
     from portfolio.planner import Planner
     from portfolio.results import PlanRequest
 
     run = Run()
     planner = Planner()
+    if improve_share is not None:  # what `quality="anytime"` spends on improvement (the default's choice)
+        planner.fast_downward.improve_share = improve_share
     exact = FastDownward(quality="optimal")
     try:
         for family, name, task, seed in tasks(families, seeds):
@@ -227,6 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--first-seed", type=int, default=100, help="100 and up: held out (0-9 were tuning)")
     parser.add_argument("--out", type=Path, default=None, help="also write cost-search.md there")
+    parser.add_argument("--improve-share", type=float, default=None,
+                        help="the anytime search's share of the time left (default: IMPROVE_SHARE)")
     args = parser.parse_args(argv)
     families = [f for f in args.families.split(",") if f]
     qualities = [q for q in args.qualities.split(",") if q]
@@ -235,7 +240,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"unknown families or qualities: {', '.join(bad)}", file=sys.stderr)
         return 2
     started = time.perf_counter()
-    run = measure(families, range(args.first_seed, args.first_seed + args.seeds), qualities)
+    run = measure(families, range(args.first_seed, args.first_seed + args.seeds), qualities,
+                  improve_share=args.improve_share)
     text = report(run) + f"\n\n{len(run.rows)} calls in {time.perf_counter() - started:.0f} s"
     print(text)
     if args.out:
