@@ -54,7 +54,7 @@ from learning.counts import Counts
 from learning.features import RowParser, situation_key, step_tokens
 from learning.families import token_scales
 from learning.prior import capped, design, fit_logistic, out_of_fold
-from learning.shrinkage import fit_mixture, fit_strength, posterior
+from learning.shrinkage import fit_mixture, fit_strength, population_means, posterior
 from learning.types import type_offset
 from learning.situations import borrow_across_situations, from_elsewhere
 from traces.records import StepRecord
@@ -180,8 +180,8 @@ class FailureModel(BaseEstimator):
                        if c < len(coef) and coef[c] != 0.0}
             action = ActionModel("logistic", s0, float(base_rate), float(model.intercept_[0]), weights)
         else:
-            q = self._leave_one_out_rate(groups, n_cap, f_cap)
-            action = ActionModel("rate", s0, float(base_rate))
+            base_rate, q = self._population_rate(groups, n_w, f_w)
+            action = ActionModel("rate", s0, base_rate)
         for (args, _features, _tokens, key, _group), row, prior in zip(parsed, stats, q):
             cell = action.cells.setdefault(key, [0.0, 0.0, 0.0, 0.0, 0.0])
             cell[2] += prior * row[0]  # weight-averaged below: numeric features split a cell's rows
@@ -218,16 +218,17 @@ class FailureModel(BaseEstimator):
         action.n_steps, action.n_failures = steps, failures
         return action
 
-    def _leave_one_out_rate(self, groups: Sequence[str], n_w: np.ndarray, f_w: np.ndarray) -> np.ndarray:
-        """Each grounding's prior when there is no token model: the other groundings' smoothed failure rate."""
-        own_n: dict[str, float] = {}
-        own_f: dict[str, float] = {}
-        for group, n, f in zip(groups, n_w, f_w):
-            own_n[group] = own_n.get(group, 0.0) + n
-            own_f[group] = own_f.get(group, 0.0) + f
-        total_n, total_f = n_w.sum(), f_w.sum()
-        mu0, s0 = self.prior_mean, self.prior_strength
-        return np.array([(total_f - own_f[g] + s0 * mu0) / (total_n - own_n[g] + s0) for g in groups])
+    def _population_rate(self, groups: Sequence[str], n_w: np.ndarray, f_w: np.ndarray) -> tuple[float, np.ndarray]:
+        """Without a token model: the rate a grounding never tried starts from, and each row's prior (that of
+        its grounding with the grounding itself left out), by `learning.shrinkage.population_means`: the
+        groundings' rates are a population of unknown spread, so one grounding's failures are mostly its own
+        until another grounding repeats them."""
+        index: dict[str, int] = {}
+        rows = np.array([index.setdefault(g, len(index)) for g in groups], dtype=int)
+        own_n = np.bincount(rows, weights=n_w, minlength=len(index))
+        own_f = np.bincount(rows, weights=f_w, minlength=len(index))
+        full, loo = population_means(own_n, own_f, self.prior_mean, self.prior_strength)
+        return full, loo[rows]
 
     def _score(self, newer: dict[tuple[str, tuple[str, str]], list[int]], parser: RowParser,
                object_types: Mapping[str, str] | None) -> dict[str, Any]:
