@@ -26,7 +26,27 @@ Two levels, per action name (empirical Bayes; see `learning.shrinkage` and `lear
 Consistent: as a grounding's evidence grows, p_fail tends to its own observed (recency-weighted) rate whatever
 the prior says, and from `trust_steps` steps on it stays within `tolerance` of it. With little data the
 optimistic `prior_mean` (0.05 over `prior_strength` pseudo-steps) stands in: an action name with fewer than
-`min_samples` steps, or with one outcome only, uses its smoothed leave-one-grounding-out rate as the prior.
+`min_samples` steps, or with one outcome only, has no token model, and its prior is the mean rate of the
+population of groundings, with how much they differ (m) integrated out, not fixed
+(`learning.shrinkage.population_means`; a tried grounding's prior leaves it out).
+
+An untried sibling is not condemned by one grounding's failures. Whether `(web-search job1 competitors
+web-basic)`, failed 8 of 8, failed because of the engine, the job, the topic or the three together, its steps
+cannot tell: every token they carry always occurs with all the others. Without a token model the steps were
+pooled into the action's rate, so `web-pro`, never tried, started at 0.47 (web-basic 0.51) and under `mean`
+was never tried (the database route, never tried either, was cheaper); a lone grounding is as well explained
+by a broken grounding as by a bad population, and with the spread integrated out it moves a new grounding from
+0.05 to 0.18 (two groundings failing alike 0.30, three 0.40: repeated failures generalise). With a token model
+the same ambiguity is a set of collinear tokens, and the L2 prior splits their weight by their prior scales
+(evenly where nothing tells their families apart), so a sibling gets only the share of the tokens it has in
+common, in log-odds: a drive failing 10 of 10 (to a place nothing else visits) among 300 drives at 2%, priced
+0.92, leaves its siblings with another truck or the other direction at 0.08-0.25 (3 seeds). A grounding that
+keeps failing tends to p_fail 1 (consistency) while its untried sibling's prior stays bounded: below 0.3
+without a token model however long the other fails (0.19 after 20 steps, 0.26 after 1,000), and with one the
+failing row weighs at most `learning.prior.CAP_STEPS` steps in the fit. So under `mean` the sibling, or
+another alternative, is planned within a bounded number of calls unless its base cost is dearer by more than
+about 13 lambda (`tests/test_learning_untried.py`: at call 10 in the tools world retrained every 3 calls;
+never, before).
 
 Object types: given to `fit` (`t<i>:<type>` tokens) they are learned directly. The trace store does not keep
 types, so at prediction the task's types also pool evidence: an object never seen in position i gets the log-odds of its type's pooled failure
@@ -66,7 +86,7 @@ RawRow = tuple[str, str, str, str]  # action, args JSON, features JSON, outcome:
 class ActionModel:
     """What prediction needs for one action name (all plain data: stored as JSON)."""
 
-    kind: str  # "logistic": the prior is the token model; "rate": the action's smoothed failure rate
+    kind: str  # "logistic": the prior is the token model; "rate": the groundings' population rate
     strength: float  # m
     base_rate: float
     intercept: float = 0.0

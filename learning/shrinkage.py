@@ -25,6 +25,13 @@ posterior odds of being an outlier (`outlier_weights`). One Beta for all groundi
 fail 2%, a few fail 70%": m is fit large on the many, and a broken grounding stayed near the prior for dozens
 of steps.
 
+`population_means` is the prior without a token model (an action name with few steps or one outcome): the
+posterior mean of the groundings' population rate, with m integrated out over [`MIN_STRENGTH`,
+`MAX_STRENGTH`] instead of fixed. Fixing it (or pooling the steps, as before) assumes the groundings are alike,
+which is exactly what a single tried grounding cannot show; integrated out, one grounding that failed 8 of 8
+leaves a new one at 0.18 (m fixed at 10: 0.33; the steps pooled: 0.47), a second failing alike takes it to
+0.30. Measured closed loop in `learning.model`'s docstring.
+
 As n_g grows p_g tends to f_g / n_g whatever q_g says: the estimate is consistent. A bounded m alone would only
 get there slowly (m = 10 and 10 steps leave p_g half way to the prior), so `posterior` also
 keeps p_g within `tolerance * (trust / n_g)^2` of the grounding's own recency-weighted rate: with
