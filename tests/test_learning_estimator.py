@@ -287,3 +287,22 @@ def test_a_few_failures_are_not_drowned_where_most_groundings_agree_with_the_pri
         steps.insert(rng.randrange(len(steps)), rec(10_000 + i, bad, failed, weather="sun"))
     model = FailureModel().fit(steps)
     assert model.predict_proba([bad], {"weather": "sun"})[0] > 0.13
+
+
+def test_one_groundings_failures_stay_mostly_its_own_until_another_repeats_them() -> None:
+    """Without a token model (few steps, one outcome): one grounding failed 8 of 8. Its untried sibling (another
+    engine for the same job and topic) starts near the prior for nothing, far below it; before, the steps were
+    pooled into the action's rate and the sibling started at 0.47 beside the failing one's 0.51. Each further
+    grounding that fails alike raises the rate an untried one starts from (replicated failures generalise)."""
+    def search(job: str, engine: str) -> GroundAction:
+        return GroundAction("web-search", (job, "competitors", engine))
+
+    history = [rec(i, search("job1", "web-basic"), True, hour=9 + i) for i in range(8)]
+    model = FailureModel().fit(history)
+    tried, sibling = model.predict_proba([search("job1", "web-basic"), search("job1", "web-pro")])
+    assert tried > 0.5 and sibling < 0.2 and sibling > model.prior_mean
+    starts = [sibling]
+    for job in ("job2", "job3"):
+        history += [rec(len(history), search(job, "web-basic"), True) for _ in range(8)]
+        starts.append(FailureModel().fit(history).predict_proba([search("job9", "web-pro")])[0])
+    assert starts[0] < starts[1] < starts[2] < 0.5, starts
