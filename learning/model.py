@@ -45,8 +45,8 @@ keeps failing tends to p_fail 1 (consistency) while its untried sibling's prior 
 without a token model however long the other fails (0.19 after 20 steps, 0.26 after 1,000), and with one the
 failing row weighs at most `learning.prior.CAP_STEPS` steps in the fit. So under `mean` the sibling, or
 another alternative, is planned within a bounded number of calls unless its base cost is dearer by more than
-about 13 lambda (`tests/test_learning_untried.py`: at call 10 in the tools world retrained every 3 calls;
-never, before). Measured closed loop (`portfolio bench learning --policies mean`, 200 episodes, learned /
+about 13 lambda (`tests/test_learning_untried.py`, retrained every 3 calls: the tools world's web-pro at call 10,
+never before; gripper's other hand at call 4, at call 10 before, priced like the failing one until then). Measured closed loop (`portfolio bench learning --policies mean`, 200 episodes, learned /
 oracle expected success over the last 50, pooled per type; before -> after): tuning seeds 1000-1019 (tools
 1000-1004) pairs 0.985 -> 0.980, costed 0.992 -> 0.987, groundings 0.995 -> 0.996, situation 0.997 -> 0.996,
 tools 0.976 -> 0.973, type 1.000, object 0.998 and drift 0.998 unchanged; realised success per window of 50
