@@ -47,10 +47,12 @@ def test_readme_walkthrough_prices_the_untried_engine_below_the_failing_one_and_
     basic, pro = rows[BASIC]["p_fail"], rows[PRO]["p_fail"]
     assert basic > 0.5 and pro <= 0.2, (basic, pro)
     assert rows[PRO]["cost"] < rows[BASIC]["cost"]
-    result = json.loads(cli("plan", domain, problem, "--traces", store, "--fd-alias", "seq-opt-lmcut",
-                            "--json").stdout)
-    assert PRO in result["plan"] and BASIC not in result["plan"], result["plan"]
-    assert validate_plan(load_task(domain, problem), [parse_ground_action(s) for s in result["plan"]]).ok
+    for search in (("--fd-alias", "seq-opt-lmcut"), ()):  # the exact search, and the default one users get
+        result = json.loads(cli("plan", domain, problem, "--traces", store, "--budget", "10", *search,
+                                "--json").stdout)
+        assert result["delegate"] == "fast-downward"
+        assert PRO in result["plan"] and BASIC not in result["plan"], (search, result["plan"])
+        assert validate_plan(load_task(domain, problem), [parse_ground_action(s) for s in result["plan"]]).ok
 
 
 @pytest.mark.parametrize("domain, failing, sibling, within", [
