@@ -117,8 +117,8 @@ class Planner(Resource):
     validation (`domains.action_elimination`; `PlanResult.eliminated_steps` says how many).
 
     `quality` (default "anytime"): with costs (learned or the task's own), how Fast Downward trades plan cost
-    for time: "anytime" returns the cheapest plan found once optimality is proved (A* races on small tasks) or
-    half of its time has passed with a plan in hand, "optimal" waits for the proof, "first" returns the first
+    for time: "anytime" returns the cheapest plan found once optimality is proved (A* races on small tasks) or a
+    quarter of its time has passed with a plan in hand, "optimal" waits for the proof, "first" returns the first
     cost-aware plan (`portfolio.delegates.fd_anytime`). Per call: `plan(quality=...)`.
     """
 

@@ -2,8 +2,8 @@
 budget allows, not the first one found (`portfolio.delegates.fd_anytime`).
 
 The shape that exposed it: a delivery world (load, drive, unload; `domains/examples/delivery-*`) where the one
-road between the two sites fails 60% and a three-road detour 3%. The first plan of weighted A* (w = 3) takes the risky road; the optimum under the
-learned costs is the detour."""
+road between the two sites fails 60% and a three-road detour 3%. The first plan of weighted A* (w = 3) takes the
+risky road; the optimum under the learned costs is the detour."""
 
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ def add_cost_arguments(parser: argparse.ArgumentParser, request_field: bool = Fa
                         f"in cost units per nat (default: 5; 0 plans on base costs alone){wins}")
     parser.add_argument("--quality", choices=QUALITIES, default=None,
                         help="with costs (learned or the task's own): anytime (default) returns the cheapest plan "
-                        "found once optimality is proved (A* races on small tasks) or half of the search's time "
+                        "found once optimality is proved (A* races on small tasks) or a quarter of the search's time "
                         "has passed with a plan; optimal waits for the proof (or the deadline); first returns the "
                         f"first cost-aware plan (weighted A*, fastest, often dearer){wins}")
 

@@ -29,9 +29,9 @@ class BadRequest(Exception):
 
 
 Quality = Literal["first", "anytime", "optimal"]
-QUALITY_HELP = ("with costs: anytime (the cheapest plan found once optimality is proved or half the search's time "
-                "has passed), optimal (wait for the proof), first (the first cost-aware plan); default: the "
-                "server's")
+QUALITY_HELP = ("with costs: anytime (the cheapest plan found once optimality is proved or a quarter of the "
+                "search's time has passed), optimal (wait for the proof), first (the first cost-aware plan); "
+                "default: the server's")
 WEIGHT_HELP = "lambda of learned costs, cost = base + weight * -log(1 - p_fail); default: the server's"
 
 
