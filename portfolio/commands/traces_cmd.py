@@ -36,6 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "import", help="import steps from a JSONL file",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Import executed steps, one JSON object per line, e.g.\n\n  " + STEP_EXAMPLE + "\n\n"
+        "\"action\": \"(drive t1 a b)\", a step as the plan spelled it, is the same record.\n"
         "error, duration_ms, features, timestamp, failure_category, expected_effects, observed_effects and "
         "generation are optional (`portfolio schema step` prints the full schema).\n\n"
         "Exit codes: 0 every line imported; 1 good lines imported, bad lines skipped and listed on stderr;\n"
