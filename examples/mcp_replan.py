@@ -67,7 +67,7 @@ async def main(traces: str | None = None) -> dict:
                         "run_id": "mcp-example", "step": len(log["steps"]) - 1, "action": report.action,
                         "outcome": report.outcome, "error": report.error, "failure_category": report.category,
                         "duration_ms": report.ms}]})
-                    assert recorded == {"recorded": 1}
+                    assert recorded["recorded"] == 1, recorded
                     if report.outcome != "success":
                         break  # replan from the state reached, without the failed step
     finally:

@@ -32,6 +32,18 @@ class DiskFullError(TraceStoreError):
     """A write failed for want of space (a full disk or a file-size limit); the transaction was rolled back."""
 
 
+class StepConflictError(TraceStoreError, ValueError):
+    """Steps whose `(run_id, step)` is already recorded with other content, in a batch that had to land whole
+    (`import_jsonl(strict=True)`); nothing of it was written. `conflicts` are `traces.recording.StepConflict`s."""
+
+    def __init__(self, path: str, conflicts: list) -> None:
+        self.path = path
+        self.conflicts = conflicts
+        shown = "; ".join(str(c) for c in conflicts[:5])
+        more = f" (and {len(conflicts) - 5} more)" if len(conflicts) > 5 else ""
+        super().__init__(f"{path}: {len(conflicts)} conflicting step(s), nothing written: {shown}{more}")
+
+
 class TraceImportError(TraceStoreError, ValueError):
     """A JSONL trace file with bad lines; `problems` lists `(line number, message)` pairs."""
 

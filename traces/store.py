@@ -34,8 +34,11 @@ from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 import sqlite_utils
 
-from traces import connection, schema
-from traces.errors import CorruptDatabaseError, DatabaseLockedError, TraceStoreError, translate
+from traces import connection, recording, schema
+from traces.errors import (
+    CorruptDatabaseError, DatabaseLockedError, StepConflictError, TraceStoreError, translate,
+)  # fmt: skip
+from traces.recording import RecordReport
 from traces.records import ActionStats, RunRecord, StepRecord, StoredModel
 from traces.rows import STEP_COLUMNS, row_step, step_row
 
@@ -257,19 +260,38 @@ class TraceStore:
 
     # -- steps -----------------------------------------------------------------------------------------------------
 
-    def record_steps(self, records: Iterable[StepRecord]) -> int:
-        """Append steps in one transaction (all or nothing); returns how many were written."""
-        rows = [step_row(r) for r in records]
-        return self._insert_rows(rows)
+    def record_steps(self, records: Iterable[StepRecord], *, all_or_nothing: bool = False) -> RecordReport:
+        """Record steps in one transaction; a step is identified by `(run_id, step)` (`traces.recording`). A step
+        already recorded exactly so is skipped, one recorded with other content is a conflict: not written,
+        logged and listed in the report, the rest of the batch written all the same, or, with
+        `all_or_nothing`, `StepConflictError` and nothing written. Returns how many were recorded and skipped
+        and the conflicts."""
+        return self._record_rows([step_row(r) for r in records], all_or_nothing=all_or_nothing)
 
-    def _insert_rows(self, rows: list[tuple]) -> int:
+    def _record_rows(self, rows: list[tuple], *, all_or_nothing: bool = False) -> RecordReport:
         if not rows:
-            return 0
+            return RecordReport()
         placeholders = ", ".join("?" * len(STEP_COLUMNS))
         sql = f"INSERT INTO steps ({', '.join(STEP_COLUMNS)}) VALUES ({placeholders})"
-        # executemany over one prepared statement: ~3x faster than building multi-row INSERTs from dicts.
-        self._write(lambda: self.db.conn.executemany(sql, rows))
-        return len(rows)
+
+        def body() -> RecordReport:
+            # Looked up under the write lock: no other writer can add one of these steps in between.
+            conn = self.db.conn
+            keys = list(dict.fromkeys((row[0], row[1]) for row in rows))
+            fresh, report = recording.classify(rows, recording.existing_rows(conn, keys))
+            if report.conflicts and all_or_nothing:
+                raise StepConflictError(self.path, report.conflicts)
+            # executemany over one prepared statement: ~3x faster than building multi-row INSERTs from dicts.
+            conn.executemany(sql, fresh)
+            return report
+
+        report = self._write(body)
+        for conflict in report.conflicts[:5]:
+            log.warning("trace store %s: %s", self.path, conflict)
+        if len(report.conflicts) > 5:
+            log.warning("trace store %s: %d more conflicting steps not recorded", self.path,
+                        len(report.conflicts) - 5)
+        return report
 
     def count_steps(self, action: str | None = None) -> int:
         if action is None:

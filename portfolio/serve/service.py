@@ -38,6 +38,7 @@ from portfolio.serve.models import (
     ReplanBody,
     RetrainBody,
     StepsBody,
+    StepsResponse,
     ValidateBody,
     Verdict,
 )
@@ -217,16 +218,16 @@ class Service:
             raise BadRequest("this server has no trace store: start it with --traces PATH")
         return self.store
 
-    async def record_steps(self, body: StepsBody) -> int:
+    async def record_steps(self, body: StepsBody) -> StepsResponse:
         store = self.need_store()
 
-        def write() -> int:
+        def write():
             with self._store_lock:
                 return store.record_steps(body.steps)
 
-        count = await anyio.to_thread.run_sync(write, limiter=self._threads)
-        self.metrics.steps_recorded.inc(count)
-        return count
+        report = await anyio.to_thread.run_sync(write, limiter=self._threads)
+        self.metrics.steps_recorded.inc(report.recorded)
+        return StepsResponse.of(report)
 
     async def actions(self) -> ActionsResponse:
         store = self.need_store()
