@@ -53,7 +53,7 @@ def million_store(tmp_path_factory: pytest.TempPathFactory) -> TraceStore:
     store = TraceStore(tmp_path_factory.mktemp("bench") / "million.db")
     rows = synthetic_rows(1_000_000)
     for start in range(0, len(rows), 50_000):
-        store._insert_rows(rows[start : start + 50_000])
+        store._record_rows(rows[start : start + 50_000])
     yield store
     store.close()
 
