@@ -1,0 +1,69 @@
+"""Small CLI answers of issue 25 (point 8), as a user runs them (real processes): `plan --json` answers bad input
+on stdout too; `validate` takes a JSON task (`--task`) and numbered plan lines, and names file:line for a bad
+one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import IPC, REPO
+from domains.json_task import task_from_json
+from domains.validate import validate_plan
+from portfolio.results import parse_ground_action
+
+BLOCKS_DOMAIN = IPC / "blocks" / "domain.pddl"
+BLOCKS_4 = IPC / "blocks" / "probBLOCKS-4-0.pddl"
+JSON_TASK = REPO / "domains" / "examples" / "blocks-task.json"
+
+
+def portfolio(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "portfolio.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=120, cwd=REPO)
+
+
+def test_plan_json_answers_bad_input_on_stdout(tmp_path):
+    bad = tmp_path / "domain.pddl"
+    bad.write_text("(define (domain")
+    run = portfolio("plan", bad, BLOCKS_4, "--json")
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    answer = json.loads(run.stdout)
+    assert answer["kind"] == "PDDLSyntaxError" and answer["error"].startswith(f"{bad}:1:")
+    assert answer["error"] in run.stderr  # and the message on stderr, as without --json
+    usage = portfolio("plan", BLOCKS_DOMAIN, "--json")
+    assert usage.returncode == 2 and json.loads(usage.stdout)["error"].startswith("a PROBLEM file is needed")
+
+
+def test_validate_takes_a_json_task(tmp_path):
+    planned = portfolio("plan", "--task", JSON_TASK)
+    assert planned.returncode == 0, planned.stderr
+    plan = tmp_path / "plan.txt"
+    plan.write_text(planned.stdout)
+    task = task_from_json(JSON_TASK.read_text(), str(JSON_TASK))
+    steps = [parse_ground_action(line) for line in planned.stdout.splitlines() if line.startswith("(")]
+    assert validate_plan(task, steps).ok
+    run = portfolio("validate", "--task", JSON_TASK, plan, "--json")
+    assert run.returncode == 0 and json.loads(run.stdout)["valid"] is True, run.stderr
+    wrong = portfolio("validate", "--task", JSON_TASK, BLOCKS_DOMAIN, plan)
+    assert wrong.returncode == 2 and "give DOMAIN PROBLEM PLAN, or --task FILE PLAN" in wrong.stderr
+
+
+def test_validate_reads_numbered_plan_lines_and_names_the_line_of_a_bad_one(tmp_path):
+    planned = portfolio("plan", BLOCKS_DOMAIN, BLOCKS_4, "--delegates", "fast-downward,pyperplan")
+    steps = [line for line in planned.stdout.splitlines() if line.startswith("(")]
+    numbered = tmp_path / "numbered.txt"
+    numbered.write_text("".join(f"{i}: {s}\n" for i, s in enumerate(steps)))  # as an LLM writes it
+    ipc = tmp_path / "ipc.txt"
+    ipc.write_text("".join(f"{i}.000: {s} [1.000]\n" for i, s in enumerate(steps)))  # IPC's timed format
+    for path in (numbered, ipc):
+        run = portfolio("validate", BLOCKS_DOMAIN, BLOCKS_4, path)
+        assert run.returncode == 0 and run.stdout.startswith(f"valid: {len(steps)} steps"), run.stderr
+    bad = tmp_path / "bad.txt"
+    bad.write_text(f"{steps[0]}\n1: pick up (b\n")
+    run = portfolio("validate", BLOCKS_DOMAIN, BLOCKS_4, bad)
+    assert run.returncode == 2 and f"{bad}:2: expected one action like (pick-up a)" in run.stderr, run.stderr
+    glued = tmp_path / "glued.txt"
+    glued.write_text("(pick-up b) extra\n")
+    run = portfolio("validate", BLOCKS_DOMAIN, BLOCKS_4, glued)
+    assert run.returncode == 2 and f"{glued}:1:" in run.stderr, run.stderr
