@@ -67,3 +67,18 @@ def test_validate_reads_numbered_plan_lines_and_names_the_line_of_a_bad_one(tmp_
     glued.write_text("(pick-up b) extra\n")
     run = portfolio("validate", BLOCKS_DOMAIN, BLOCKS_4, glued)
     assert run.returncode == 2 and f"{glued}:1:" in run.stderr, run.stderr
+
+
+def test_bench_latency_takes_one_domain_folder_as_bench_run_does(tmp_path):
+    """A domain folder with one problem not in the latency table: that problem is timed (cold start included)."""
+    folder = tmp_path / "tiny-blocks"
+    folder.mkdir()
+    (folder / "domain.pddl").write_text(BLOCKS_DOMAIN.read_text())
+    (folder / "p1.pddl").write_text(BLOCKS_4.read_text())
+    run = portfolio("bench", "latency", "--ipc", folder, "--rounds", "1", "--json")
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert [row["instance"] for row in report["latency"]] == ["tiny-blocks/p1.pddl"]
+    assert report["latency"][0]["first_plan_ms"] > 0 and report["cold_start_s"] > 0
+    empty = portfolio("bench", "latency", "--ipc", tmp_path, "--rounds", "1")
+    assert empty.returncode == 2 and "nor a domain folder" in empty.stderr
