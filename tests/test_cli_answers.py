@@ -82,3 +82,23 @@ def test_bench_latency_takes_one_domain_folder_as_bench_run_does(tmp_path):
     assert report["latency"][0]["first_plan_ms"] > 0 and report["cold_start_s"] > 0
     empty = portfolio("bench", "latency", "--ipc", tmp_path, "--rounds", "1")
     assert empty.returncode == 2 and "nor a domain folder" in empty.stderr
+
+
+def test_top_level_help_states_the_default_cascade_and_its_budgets():
+    """`portfolio --help` once said "Fast Downward, then pyperplan, in 1 s" while the default cascade goes on to
+    the goal agenda for 30 s: the sentence must name every default delegate and both default budgets."""
+    import argparse
+
+    from portfolio.commands import plan_cmd
+    from portfolio.delegates.registry import DEFAULT_DELEGATES
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    plan_cmd.register(sub)
+    defaults = sub.choices["plan"].parse_args([])
+    run = portfolio("--help")
+    assert run.returncode == 0
+    line = " ".join(run.stdout.split("portfolio plan domain.pddl problem.pddl", 1)[1].split("portfolio plan")[0]
+                    .split())
+    assert DEFAULT_DELEGATES == ("fast-downward", "pyperplan", "goal-agenda")
+    assert line.index("Fast Downward") < line.index("pyperplan") < line.index("goal agenda"), line
+    assert f"in {defaults.budget:g} s" in line and f"{defaults.decomposer_budget:g} s" in line, line
