@@ -102,3 +102,49 @@ def test_top_level_help_states_the_default_cascade_and_its_budgets():
     assert DEFAULT_DELEGATES == ("fast-downward", "pyperplan", "goal-agenda")
     assert line.index("Fast Downward") < line.index("pyperplan") < line.index("goal agenda"), line
     assert f"in {defaults.budget:g} s" in line and f"{defaults.decomposer_budget:g} s" in line, line
+
+
+SCENARIO = '''
+from dataclasses import dataclass
+from domains.typed_actions import action
+
+@dataclass
+class Trip:
+    to: str
+
+@dataclass
+class Booking:
+    ref: str
+
+def actions():
+    @action(goal=True)
+    def book(trip: Trip) -> Booking:
+        return Booking("B-1")
+    return [book]
+
+def needs_an_argument(city):
+    return actions()
+'''
+
+
+def test_the_typed_module_factory_contract_is_documented_and_held(tmp_path):
+    """`bench run typed:MODULE:FACTORY`: --help says what MODULE and FACTORY must be; a user's scenario runs; a
+    factory that breaks the contract is exit 2 with the contract, not a traceback."""
+    (tmp_path / "trip_scenario.py").write_text(SCENARIO)
+    env_path = f"{REPO}:{tmp_path}"
+
+    def bench(*args) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "portfolio.cli", "bench", "run", *map(str, args)],
+                              capture_output=True, text=True, timeout=120, cwd=REPO, env={"PYTHONPATH": env_path})
+
+    helped = " ".join(bench("--help").stdout.split())
+    assert "FACTORY a function without arguments returning a list of @action functions" in helped
+    assert "MODULE importable (on PYTHONPATH" in helped
+    out = tmp_path / "out"
+    run = bench("typed:trip_scenario:actions", "--planners", "typed-search", "--out", out)
+    assert run.returncode == 0, run.stderr
+    [line] = (out / "runs.jsonl").read_text().splitlines()
+    assert json.loads(line)["status"] == "solved" and json.loads(line)["valid"] is True
+    broken = bench("typed:trip_scenario:needs_an_argument", "--planners", "typed-search", "--out", tmp_path / "o2")
+    assert broken.returncode == 2 and "Traceback" not in broken.stderr, broken.stderr
+    assert "needs_an_argument() failed (TypeError" in broken.stderr and "without arguments" in broken.stderr

@@ -34,7 +34,11 @@ SUITE is one of:
   DIR                         a domain folder (domain.pddl + problems) or a folder of them (../shared/ipc)
   FILE                        a pairs file: DOMAIN PROBLEM per line, relative to the file (ipc-more/pairs.txt)
   gen:NAME:sizes=A..B[:seeds=C..D]   a bundled generator sweep: gen:logistics:sizes=2..20
-  typed:research | typed:MODULE:FACTORY   a typed-agent scenario (typed actions compiled to a task)
+  typed:research | typed:MODULE:FACTORY   a typed-agent scenario (typed actions compiled to a task):
+                              MODULE importable (on PYTHONPATH, also in each run's process and on Dask
+                              workers), FACTORY a function without arguments returning a list of @action
+                              functions; goal: what the @action(goal=True) ones produce; start: every input
+                              type no action produces (typed:research is domains.bundled.tools_sim:make_tools)
   latency                     the instances of the old latency table, under --ipc
 
 PLANNERS (comma-separated): cascade, classical (Fast Downward + pyperplan), cascade:A+B, a delegate by name
