@@ -85,3 +85,5 @@ def test_both_spellings_are_one_record_and_a_disagreement_is_refused():
         StepRecord(run_id="r", step=0, action="(drive t1 a b)", args=["t2"], outcome="success")
     with pytest.raises(ValidationError, match="not a grounded action"):
         StepRecord(run_id="r", step=0, action="(drive (t1))", outcome="success")
+    # the schema HTTP, MCP and `portfolio schema step` publish says so
+    assert '"(pick-up b)"' in StepRecord.model_json_schema()["properties"]["action"]["description"]

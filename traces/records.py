@@ -34,10 +34,11 @@ class StepRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    run_id: str = Field(min_length=1)
-    step: int = Field(ge=0)
-    action: str = Field(min_length=1)
-    args: tuple[str, ...] = ()
+    run_id: str = Field(min_length=1, description="the run; with step, the step's identity")
+    step: int = Field(ge=0, description="0-based position in the run; (run_id, step) identifies the step")
+    action: str = Field(min_length=1, description='the action as plans spell it, "(pick-up b)", or its name alone '
+                        '("pick-up") with args')
+    args: tuple[str, ...] = Field(default=(), description="the objects, when action is a name alone")
     outcome: Literal["success", "failure", "replan"]  # replan: the action ran and asked for a new plan
     error: str | None = None
     failure_category: str | None = None
