@@ -100,7 +100,7 @@ def import_jsonl(store: TraceStore, path: str | os.PathLike[str], *, strict: boo
     if problems and strict:
         raise TraceImportError(path, problems, imported=0)
     try:
-        done = store.record_steps(records, all_or_nothing=strict)
+        done = store.record_steps(records, all_or_nothing=strict, log_conflicts=False)  # listed in the report
     except StepConflictError as error:
         raise TraceImportError(path, [(numbers[c.index], str(c)) for c in error.conflicts], imported=0) from None
     problems += [(numbers[c.index], str(c)) for c in done.conflicts]

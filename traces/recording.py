@@ -19,12 +19,14 @@ in SQLite too.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from dataclasses import dataclass, field
 from typing import Sequence
 
 from traces.rows import STEP_COLUMNS, row_step
 
+log = logging.getLogger("traces.store")
 Key = tuple[str, int]
 LOOKUP_CHUNK = 20_000  # keys per lookup query: one JSON array parameter, joined on the (run_id, step) index
 
@@ -98,3 +100,12 @@ def classify(rows: Sequence[tuple], stored: dict[Key, list[tuple]]) -> tuple[lis
             report.conflicts.append(StepConflict(row[0], row[1], index, differences[0]))
     report.recorded = len(fresh)
     return fresh, report
+
+
+def log_conflicts(path: str, report: RecordReport, shown: int = 5) -> None:
+    """Warn about the conflicts of a batch (the first `shown`, then how many more): a Python caller may not
+    read the report."""
+    for conflict in report.conflicts[:shown]:
+        log.warning("trace store %s: %s", path, conflict)
+    if len(report.conflicts) > shown:
+        log.warning("trace store %s: %d more conflicting steps not recorded", path, len(report.conflicts) - shown)

@@ -260,22 +260,22 @@ class TraceStore:
 
     # -- steps -----------------------------------------------------------------------------------------------------
 
-    def record_steps(self, records: Iterable[StepRecord], *, all_or_nothing: bool = False) -> RecordReport:
-        """Record steps in one transaction; a step is identified by `(run_id, step)` (`traces.recording`). A step
-        already recorded exactly so is skipped, one recorded with other content is a conflict: not written,
-        logged and listed in the report, the rest of the batch written all the same, or, with
-        `all_or_nothing`, `StepConflictError` and nothing written. Returns how many were recorded and skipped
-        and the conflicts."""
-        return self._record_rows([step_row(r) for r in records], all_or_nothing=all_or_nothing)
+    def record_steps(self, records: Iterable[StepRecord], *, all_or_nothing: bool = False,
+                     log_conflicts: bool = True) -> RecordReport:
+        """Record steps in one transaction, idempotently (`traces.recording`): the report counts the new and the
+        skipped ones and lists the conflicts (not written; logged unless `log_conflicts=False`); with
+        `all_or_nothing`, a conflict is `StepConflictError` and nothing is written."""
+        return self._record_rows([step_row(r) for r in records], all_or_nothing=all_or_nothing,
+                                 log_conflicts=log_conflicts)
 
-    def _record_rows(self, rows: list[tuple], *, all_or_nothing: bool = False) -> RecordReport:
+    def _record_rows(self, rows: list[tuple], *, all_or_nothing: bool = False,
+                     log_conflicts: bool = True) -> RecordReport:
         if not rows:
             return RecordReport()
         placeholders = ", ".join("?" * len(STEP_COLUMNS))
         sql = f"INSERT INTO steps ({', '.join(STEP_COLUMNS)}) VALUES ({placeholders})"
 
-        def body() -> RecordReport:
-            # Looked up under the write lock: no other writer can add one of these steps in between.
+        def body() -> RecordReport:  # looked up under the write lock: no writer can add these steps meanwhile
             conn = self.db.conn
             keys = list(dict.fromkeys((row[0], row[1]) for row in rows))
             fresh, report = recording.classify(rows, recording.existing_rows(conn, keys))
@@ -286,11 +286,8 @@ class TraceStore:
             return report
 
         report = self._write(body)
-        for conflict in report.conflicts[:5]:
-            log.warning("trace store %s: %s", self.path, conflict)
-        if len(report.conflicts) > 5:
-            log.warning("trace store %s: %d more conflicting steps not recorded", self.path,
-                        len(report.conflicts) - 5)
+        if log_conflicts:
+            recording.log_conflicts(self.path, report)
         return report
 
     def count_steps(self, action: str | None = None) -> int:
