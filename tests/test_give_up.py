@@ -121,3 +121,19 @@ def test_the_critique_matches_the_decision():
     done = [parse_ground_action(s.action) for s in result.steps if s.outcome == "success"]
     assert [str(a) for a in done] == ["(search-backup)", "(book)"]
     assert validate_plan(task, done, init=START).ok
+
+
+def test_a_vetoed_provider_is_named_as_ruled_out_not_as_failed():
+    @action(cost=2.0, side_effects=True)
+    def search_paid(trip: Trip) -> Flights:
+        return Flights(("LH1",))
+
+    def no_paid_searches(step, state):
+        return "no budget for paid searches" if step.name == "search-paid" else True
+
+    with Agent([search_a, search_paid, book], warm=False, backoff_s=0.0, check=no_paid_searches) as agent:
+        result = agent.run(Trip("Oslo"))
+    assert result.status == "conceded"
+    assert result.reason.startswith("no plan: every action producing Flights failed or was ruled out: "), \
+        result.reason
+    assert "(search-a) failed: transient x3" in result.reason and "(search-paid) ruled out (vetoed" in result.reason

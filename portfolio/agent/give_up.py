@@ -78,7 +78,7 @@ def outcome_summary(action: str, steps: Sequence[StepResult]) -> str:
     (LookupError: no seats)`."""
     failures = [s for s in steps if s.action == action and s.outcome == "failure"]
     if not failures:
-        return f"{action} excluded"
+        return f"{action} ruled out (vetoed, or chosen again and again in one state)"
     timeouts = sum(1 for s in failures if s.error and TIMEOUT.search(s.error))
     if timeouts == len(failures):
         return f"{action} timed out {timeouts} time{'s' if timeouts > 1 else ''}"
@@ -112,7 +112,9 @@ def give_up_reason(task: Task, state: State, excluded: Sequence[str], steps: Seq
     parts = []
     for predicate in lost:
         tried = [text for text in excluded if text.strip("()").split()[0] in {s.name for s in producers[predicate]}]
-        parts.append(f"every action producing {fact_name(predicate)} failed: "
+        failed = all(any(s.action == text and s.outcome == "failure" for s in steps) for text in tried)
+        verb = "failed" if failed else "failed or was ruled out"
+        parts.append(f"every action producing {fact_name(predicate)} {verb}: "
                      + ", ".join(outcome_summary(text, steps) for text in tried))
     return "; ".join(parts)
 
