@@ -44,6 +44,7 @@ from portfolio.serve.models import (
 )
 from portfolio.serve.pool import PlannerPool, QueueFull, default_workers
 from portfolio.serve.worker import WorkerConfig
+from traces.recording import RecordReport
 from traces.task_sources import remember_task_source, source_key, task_source
 
 log = logging.getLogger(__name__)
@@ -221,7 +222,7 @@ class Service:
     async def record_steps(self, body: StepsBody) -> StepsResponse:
         store = self.need_store()
 
-        def write():
+        def write() -> RecordReport:
             with self._store_lock:
                 return store.record_steps(body.steps)
 
