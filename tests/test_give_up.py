@@ -137,3 +137,18 @@ def test_a_vetoed_provider_is_named_as_ruled_out_not_as_failed():
     assert result.reason.startswith("no plan: every action producing Flights failed or was ruled out: "), \
         result.reason
     assert "(search-a) failed: transient x3" in result.reason and "(search-paid) ruled out (vetoed" in result.reason
+
+
+def test_a_derived_goal_is_not_called_unproducible():
+    """Derived predicates come from rules, not actions: the cause finder counts them as produced."""
+    from domains.model import Atom
+    from domains.pddl import parse_task
+    from portfolio.agent.give_up import give_up_reason
+
+    domain = """(define (domain d) (:requirements :strips :derived-predicates)
+      (:predicates (a) (b) (done) (never))
+      (:derived (done) (and (b)))
+      (:action make-b :parameters () :precondition (a) :effect (b)))"""
+    problem = "(define (problem p) (:domain d) (:init (a)) (:goal (and (done) (never))))"
+    task = parse_task(domain, problem, "d.pddl", "p.pddl")
+    assert give_up_reason(task, frozenset({Atom("a")}), [], []) == "no action produces (never)"

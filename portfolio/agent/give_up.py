@@ -10,8 +10,9 @@ no action produces (write that action). So when a run concedes for want of a pla
 - `every action producing X failed`: actions for X exist, but every one of them failed in this run and was
   excluded; each is listed with what happened to it (`timed out 3 times`, `failed: knowledge x1 (...)`).
 
-Both come from a delete-relaxed reachability over the action schemas, at the level of predicate names (an
-action counts as usable when every predicate of its positive preconditions can be made true). That
+Both come from a delete-relaxed reachability over the action schemas and derived-predicate rules, at the level
+of predicate names (an action counts as usable when every predicate of its positive preconditions can be made
+true). That
 over-approximates what is reachable, so what it calls unreachable really is: the reasons are never wrong, only
 sometimes missing, and then the planner's own words are kept. Typed actions (`domains.typed_actions`) are all
 parameterless, so for them it is exact; their facts `(known-flights)` are named by their types, `Flights`.
@@ -50,15 +51,16 @@ def reachable(task: Task, state: State, blocked: Iterable[str] = ()) -> set[str]
     blocked = set(blocked)
     known = {atom.predicate for atom in state}
     schemas = [s for s in task.domain.actions if s.name not in blocked]
+    # derived predicates count as produced once their rule's body can hold
+    rules = [(positive_atoms(s.precondition), _adds(s)) for s in schemas]
+    rules += [(positive_atoms(axiom.body), {axiom.head.predicate}) for axiom in task.domain.axioms]
     grew = True
     while grew:
         grew = False
-        for schema in schemas:
-            if all(a.predicate in known for a in positive_atoms(schema.precondition)):
-                new = _adds(schema) - known
-                if new:
-                    known |= new
-                    grew = True
+        for needs, adds in rules:
+            if adds - known and all(a.predicate in known for a in needs):
+                known |= adds
+                grew = True
     return known
 
 
@@ -97,7 +99,8 @@ def give_up_reason(task: Task, state: State, excluded: Sequence[str], steps: Seq
     for schema in task.domain.actions:
         for predicate in _adds(schema):
             producers.setdefault(predicate, []).append(schema)
-    missing = _roots(goal, everything, producers)
+    derived = {axiom.head.predicate for axiom in task.domain.axioms}
+    missing = [p for p in _roots(goal, everything, producers) if p not in derived]
     if missing:
         names = ", ".join(fact_name(p) for p in missing)
         return f"no action produces {names}"
@@ -106,7 +109,7 @@ def give_up_reason(task: Task, state: State, excluded: Sequence[str], steps: Seq
     blocked = {name for name in blocked if (s := task.domain.action(name)) is not None and not s.parameters}
     without = reachable(task, state, blocked)
     lost = sorted(p for p in everything - without
-                  if p in producers and all(s.name in blocked for s in producers[p]))
+                  if p in producers and p not in derived and all(s.name in blocked for s in producers[p]))
     if not lost:
         return None
     parts = []
