@@ -29,11 +29,11 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from domains.ground_text import normalise_actions
 from domains.ground_text import parse_ground_action
-from domains.model import GroundAction, Plan, State, Task, plan_cost
+from domains.model import Atom, GroundAction, Plan, State, Task, plan_cost
 from domains.validate import validate_plan
 from portfolio.cascade import CLASSICAL_BUDGET_S, PortfolioDecomposition, Stage, Tier
 from portfolio.delegates.fast_downward import FastDownward
@@ -247,11 +247,14 @@ class Planner(Resource):
         name = f"learned:{self._model_generation}:{explore}:{situation}"
         return name if weight is None or weight == self.cost_weight else f"{name}:w{weight:g}"
 
-    def learned_costs(self, task: Task, init: State | None = None, features: dict | None = None,
+    def learned_costs(self, task: Task, init: Iterable[Atom | str] | None = None, features: dict | None = None,
                       deadline: float | None = None, weight: float | None = None) -> dict:
         """Grounded action (PDDL form) -> `learning.costs.ActionCost` for every action Fast Downward grounds,
         from the latest model; {} without one. For inspection (`portfolio costs`): planning computes the same
         costs inside the delegates' budget."""
+        from portfolio.arguments import check_state, check_task
+
+        init = check_state(check_task(task), init)
         fast_downward = self._fast_downward()
         if self._model is None or fast_downward is None:
             return {}
@@ -294,7 +297,7 @@ class Planner(Resource):
         self,
         task: Task,
         *,
-        init: State | None = None,
+        init: Iterable[Atom | str] | None = None,
         excluded: Sequence[GroundAction | str] = (),
         critiques: Sequence[str] = (),
         features: dict | None = None,
@@ -305,7 +308,8 @@ class Planner(Resource):
         quality: str | None = None,
         weight: float | None = None,
     ) -> PlanResult:
-        """Plan `task` (from `init` when given). With a trace store: learned costs steer the plan (in the
+        """Plan `task` (from `init` when given: Atoms or atoms spelled as in plans, `"(on b a)"`, in any
+        iterable; `task.init` is the default; anything else is a `TypeError`, before any delegate runs). With a trace store: learned costs steer the plan (in the
         situation `features` describes, exploring as `explore` says, default the planner's), its predicted
         success probability is reported, and the plan is recorded (under `run_id`, or a new run).
 
@@ -315,9 +319,12 @@ class Planner(Resource):
         planning (module docstring). `quality` and `weight` (lambda of the learned costs) override the planner's
         for this call."""
         from learning.explore import check_explore
+        from portfolio.arguments import check_actions, check_state, check_task
         from portfolio.delegates.fd_search import check_quality
 
         start = time.monotonic()
+        init = check_state(check_task(task), init)  # a wrong type fails here, never inside a delegate
+        excluded, previous_plan = check_actions("excluded", excluded), check_actions("previous_plan", previous_plan)
         policy = check_explore(explore or self.explore)
         quality = check_quality(quality or self.quality)
         if weight is not None:

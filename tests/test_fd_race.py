@@ -56,6 +56,10 @@ def test_the_first_plan_wins_and_no_search_is_left_running():
         assert outcome.status is Status.SOLVED and validate_plan(task, outcome.plan).ok
         assert list(outcome.details["searches"]) == ["lama-first", *RACE_ALIASES[:2]]
         assert outcome.details["searches"][outcome.details["search"]] == "plan found"
+        # the deadline was 30 s away: a search still running lost the race, and says so
+        assert "killed at the deadline" not in outcome.details["searches"].values(), outcome.details["searches"]
+        assert all(v == f"stopped: {outcome.details['search']} found a plan first"
+                   for v in outcome.details["searches"].values() if v.startswith("stopped"))
         assert len(taken) == 3
         for run in taken:  # winners exited, losers were killed and reaped: none is still a process
             assert run.process.returncode is not None

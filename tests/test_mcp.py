@@ -68,7 +68,7 @@ def check(out: dict) -> None:
     assert out["bad"].is_error and "PDDLSyntaxError" in out["bad"].content[0].text
     verdict = out["validate"].structured_content
     assert verdict["valid"] is False and verdict["failed_step"] == 2 and "(handempty)" in verdict["missing"]
-    assert out["steps"].structured_content == {"recorded": 3}
+    assert out["steps"].structured_content == {"recorded": 3, "skipped": 0, "conflicts": []}
     rows = {row["action"]: row for row in out["stats"].structured_content["actions"]}
     assert rows["pick-up"]["steps"] == 3
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from portfolio.commands.common import add_cost_arguments, add_traces_argument, fail_bad_input
@@ -38,7 +39,7 @@ examples:
   portfolio plan domain.pddl problem.pddl --no-cache              # translate even if translated before
 
 exit codes: 0 solved; 1 no plan (status unsolvable, incomplete, unsupported, memout, timeout or error: the
-output says which); 2 bad input (nothing is left running)
+output says which); 2 bad input (nothing is left running; with --json, {"error", "kind"} on stdout)
 """
 
 
@@ -153,13 +154,13 @@ def run(args: argparse.Namespace) -> int:
     from portfolio.planner import Planner, default_stages
 
     if bool(args.task) == bool(args.domain):
-        return fail_bad_input("give either DOMAIN PROBLEM or --task FILE")
+        return bad_input(args, "give either DOMAIN PROBLEM or --task FILE")
     if args.domain and not args.problem:
-        return fail_bad_input("a PROBLEM file is needed after the DOMAIN file")
+        return bad_input(args, "a PROBLEM file is needed after the DOMAIN file")
     try:
         features = parse_features(args.features, args.features_json)
     except FeaturesError as error:
-        return fail_bad_input(str(error))
+        return bad_input(args, str(error), type(error).__name__)
     try:
         # Names, options and shares are checked before any process starts; a failure half-way closes what
         # was built, and the Planner closes its stages if the trace store cannot be opened.
@@ -170,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
             fd_workers=fd_workers(args),
         )
     except ValueError as error:
-        return fail_bad_input(str(error))
+        return bad_input(args, str(error), type(error).__name__)
     traces = args.traces if args.traces_given else None
     try:
         # The planner starts its worker processes now, so they warm up while the task is read.
@@ -178,15 +179,23 @@ def run(args: argparse.Namespace) -> int:
                           carry_over=args.carry_over, eliminate_steps=args.eliminate_steps,
                           quality=args.quality, **({} if args.weight is None else {"cost_weight": args.weight}))
     except store_error_types() as error:
-        return fail_bad_input(str(error))
+        return bad_input(args, str(error), type(error).__name__)
     with planner:
         try:
             task = load(args)
         except TaskInputError as error:
-            return fail_bad_input(str(error))
+            return bad_input(args, str(error), type(error).__name__)
         result = planner.plan(task, features=features or None)
     print_result(result, as_json=args.json)
     return 0 if result.solved else 1
+
+
+def bad_input(args: argparse.Namespace, message: str, kind: str = "BadInput") -> int:
+    """Exit 2 with the message on stderr; with --json also `{"error", "kind"}` on stdout (the service's error
+    body), so a caller that parses stdout gets an answer instead of nothing."""
+    if args.json:
+        print(json.dumps({"error": message, "kind": kind}, indent=2))
+    return fail_bad_input(message)
 
 
 def load(args: argparse.Namespace):

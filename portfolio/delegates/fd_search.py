@@ -203,6 +203,10 @@ def _outcome(runs, codes: dict[str, int | None], details: dict, custom: bool) ->
     details["searches"] = {label(alias): fd_exitcodes.meaning(code) for alias, code in codes.items()}
     verdict = fd_exitcodes.aggregate(codes)
     if verdict.status is Status.SOLVED:
+        # Still running when another search's plan was taken: it lost the race, no deadline came.
+        lost = f"stopped: {label(verdict.search)} found a plan first"
+        details["searches"] = {label(alias): lost if code is None else fd_exitcodes.meaning(code)
+                               for alias, code in codes.items()}
         plan_path = dict(runs)[verdict.search].plan_path
         details["search"] = label(verdict.search)
         return DelegateOutcome(Status.SOLVED, plan=_read_plan(Path(plan_path)), details=details)

@@ -134,7 +134,7 @@ def build_mcp(service: Service):
 
     @mcp.tool(description="Record executed plan steps in the trace store (learned costs come from them).")
     async def record_steps(steps: list[StepRecord]) -> StepsResponse:
-        return StepsResponse(recorded=await guarded(service.record_steps(StepsBody(steps=steps))))
+        return await guarded(service.record_steps(StepsBody(steps=steps)))
 
     @mcp.tool(description="Per action name: steps run, failures, failure rate, mean duration and the current "
               "predicted failure probability.")

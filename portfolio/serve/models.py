@@ -86,8 +86,30 @@ class StepsBody(BaseModel):
     steps: list[StepRecord]
 
 
+class StepConflictInfo(BaseModel):
+    """A step not recorded because its (run_id, step) is already recorded with other content."""
+
+    run_id: str
+    step: int
+    index: int = Field(description="its position in the posted steps, from 0")
+    fields: list[str] = Field(description="the fields that differ from the recorded step")
+    message: str
+
+
 class StepsResponse(BaseModel):
-    recorded: int
+    """A step is identified by (run_id, step): posting it again changes nothing (`skipped`); one with that id
+    and other content is not recorded but listed in `conflicts`."""
+
+    recorded: int = Field(description="new steps written")
+    skipped: int = Field(default=0, description="steps already recorded exactly so (a retried post)")
+    conflicts: list[StepConflictInfo] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, report: Any) -> "StepsResponse":
+        """From the store's `traces.RecordReport`."""
+        conflicts = [StepConflictInfo(run_id=c.run_id, step=c.step, index=c.index, fields=list(c.fields),
+                                      message=str(c)) for c in report.conflicts]
+        return cls(recorded=report.recorded, skipped=report.skipped, conflicts=conflicts)
 
 
 class ValidateBody(TaskSource):

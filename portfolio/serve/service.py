@@ -38,11 +38,13 @@ from portfolio.serve.models import (
     ReplanBody,
     RetrainBody,
     StepsBody,
+    StepsResponse,
     ValidateBody,
     Verdict,
 )
 from portfolio.serve.pool import PlannerPool, QueueFull, default_workers
 from portfolio.serve.worker import WorkerConfig
+from traces.recording import RecordReport
 from traces.task_sources import remember_task_source, source_key, task_source
 
 log = logging.getLogger(__name__)
@@ -217,16 +219,16 @@ class Service:
             raise BadRequest("this server has no trace store: start it with --traces PATH")
         return self.store
 
-    async def record_steps(self, body: StepsBody) -> int:
+    async def record_steps(self, body: StepsBody) -> StepsResponse:
         store = self.need_store()
 
-        def write() -> int:
+        def write() -> RecordReport:
             with self._store_lock:
                 return store.record_steps(body.steps)
 
-        count = await anyio.to_thread.run_sync(write, limiter=self._threads)
-        self.metrics.steps_recorded.inc(count)
-        return count
+        report = await anyio.to_thread.run_sync(write, limiter=self._threads)
+        self.metrics.steps_recorded.inc(report.recorded)
+        return StepsResponse.of(report)
 
     async def actions(self) -> ActionsResponse:
         store = self.need_store()
