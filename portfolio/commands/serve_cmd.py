@@ -12,7 +12,7 @@ from portfolio.commands.common import add_traces_argument, fail_bad_input, store
 log = logging.getLogger(__name__)
 
 FLAGS = {"budget_s": "--budget", "max_budget_s": "--max-budget", "decomposer_budget_s": "--decomposer-budget",
-         "memory_limit_mb": "--memory-limit"}
+         "memory_limit_mb": "--memory-limit", "validate_budget_s": "--validate-budget"}
 
 SERVE_DESCRIPTION = """\
 Serve the planner over HTTP to many agents: a pool of warm planner worker processes (each with its own
@@ -57,6 +57,9 @@ def _add_planner_arguments(parser: argparse.ArgumentParser, workers_default: int
     parser.add_argument("--cache-dir", default=None, metavar="DIR",
                         help="on-disk translation cache the workers share (default: as `portfolio plan`)")
     parser.add_argument("--no-cache", action="store_true", help="workers neither read nor write the cache")
+    parser.add_argument("--validate-budget", type=float, default=10.0, metavar="S",
+                        help="seconds a plan check may take in its validator process before it is killed and "
+                        "the request answered 422 (default 10)")
     parser.add_argument("--no-carry-over", dest="carry_over", action="store_false",
                         help="kill Fast Downward's work when its share of the classical tier ends (default: it "
                         "goes on beside the later delegates until the request's last deadline; see `portfolio "
@@ -116,7 +119,7 @@ def service_config(args: argparse.Namespace):
             memory_limit_mb=args.memory_limit or limits.default_limit_mb(workers),
             fd_workers=args.fd_workers, cache_dir=args.cache_dir, translation_cache=not args.no_cache,
             explore=args.explore,
-            carry_over=args.carry_over,
+            carry_over=args.carry_over, validate_budget_s=args.validate_budget,
         )
     except ValidationError as error:
         first = error.errors()[0]

@@ -57,8 +57,8 @@ log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
 OPEN_PATHS = frozenset({"/v1/health"})
-ERRORS = {400: {"model": ErrorBody}, 401: {"model": ErrorBody}, 500: {"model": ErrorBody},
-          503: {"model": ErrorBody}}
+ERRORS = {400: {"model": ErrorBody}, 401: {"model": ErrorBody}, 422: {"model": ErrorBody},
+          500: {"model": ErrorBody}, 503: {"model": ErrorBody}}
 
 
 def _json_error(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -170,7 +170,7 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(BadRequest)
     @app.exception_handler(TaskInputError)
     async def bad_input(request: Request, error: Exception) -> JSONResponse:
-        return _json_error(400, str(error), getattr(error, "kind", type(error).__name__))
+        return _json_error(getattr(error, "status", 400), str(error), getattr(error, "kind", type(error).__name__))
 
     @app.exception_handler(NotFound)
     async def not_found(request: Request, error: NotFound) -> JSONResponse:

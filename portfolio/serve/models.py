@@ -21,11 +21,13 @@ JobStatus = Literal["running", "done", "failed"]
 
 
 class BadRequest(Exception):
-    """Input the service cannot use: answered 400 with the message and `kind`."""
+    """Input the service cannot use: answered `status` (400, or 422 for input well formed but too costly to
+    handle) with the message and `kind`."""
 
-    def __init__(self, message: str, kind: str = "BadRequest") -> None:
+    def __init__(self, message: str, kind: str = "BadRequest", status: int = 400) -> None:
         super().__init__(message)
         self.kind = kind
+        self.status = status
 
 
 class TaskSource(BaseModel):

@@ -41,7 +41,7 @@ from portfolio.serve.models import (
     ValidateBody,
     Verdict,
 )
-from portfolio.serve.pool import PlannerPool, QueueFull, default_workers
+from portfolio.serve.pool import CallOutOfMemory, CallTimedOut, PlannerPool, QueueFull, default_workers
 from portfolio.serve.worker import WorkerConfig
 from traces.task_sources import remember_task_source, source_key, task_source
 
@@ -75,6 +75,9 @@ class ServiceConfig(BaseModel):
     translation_cache: bool = True
     explore: Literal["mean", "thompson", "ucb"] | None = None  # a request's own `explore` wins; None: the default
     carry_over: bool = True  # Fast Downward's work goes on past its share, until the request's last deadline
+    # Validation runs in processes of its own (`portfolio.serve.validator`) under this deadline and the memory cap.
+    validate_budget_s: float = Field(default=10.0, gt=0)
+    validators: int | None = Field(default=None, ge=1)  # None: as many as planner workers
 
 
 class Service:
@@ -96,7 +99,10 @@ class Service:
         self._sources: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
         self.jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()
         self._tasks: set[asyncio.Task] = set()
-        self._threads = anyio.CapacityLimiter(4)  # validation and store reads: bounded, off the event loop
+        # Trace-store reads and writes only: nothing else may take these threads, so no computation (a
+        # validation that blows up, say) can starve the store. Each holds `_store_lock` for one short query.
+        self._store_threads = anyio.CapacityLimiter(4)
+        self.validators: PlannerPool | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -114,18 +120,25 @@ class Service:
                                        on_restart=lambda reason: self.metrics.worker_restarts.labels(reason).inc())
         self.metrics.queue_depth.set_function(lambda: pool.queued)  # read when scraped
         self.metrics.busy_workers.set_function(lambda: pool.busy)
+        from portfolio.serve.validator import ValidatorConfig, ValidatorWorker
+
+        self.validators = PlannerPool(ValidatorConfig(memory_limit_mb=self.config.memory_limit_mb),
+                                      self.config.validators or self.config.workers, self.config.queue,
+                                      on_restart=lambda reason: self.metrics.worker_restarts.labels(reason).inc(),
+                                      worker_class=ValidatorWorker, name="validator")
 
     async def watch(self, period_s: float = 1.0) -> None:
         """Warm the workers up; then, every `period_s`, replace workers that died while idle and notice a model
         trained elsewhere (`portfolio retrain` on the same store), which the workers then load."""
-        assert self.pool is not None
-        await self.pool.warm_up()
+        assert self.pool is not None and self.validators is not None
+        await asyncio.gather(self.pool.warm_up(), self.validators.warm_up())
         while True:
             await asyncio.sleep(period_s)
-            if self.pool is not None and not self.pool.closed:
-                self.pool.replace_dead_idle()
+            for pool in (self.pool, self.validators):
+                if pool is not None and not pool.closed:
+                    pool.replace_dead_idle()
             if self.store is not None:
-                version = await anyio.to_thread.run_sync(self._stored_model_version, limiter=self._threads)
+                version = await anyio.to_thread.run_sync(self._stored_model_version, limiter=self._store_threads)
                 if version is not None and version != self.model_version:
                     self.model_version = version
 
@@ -138,6 +151,8 @@ class Service:
     def close(self, grace_s: float = 1.0) -> None:
         for task in self._tasks:
             task.cancel()
+        if self.validators is not None:
+            self.validators.close(min(grace_s, 0.2))  # a validator keeps nothing worth waiting for
         if self.pool is not None:
             self.pool.close(grace_s)
         if self.store is not None:
@@ -158,7 +173,7 @@ class Service:
         self.metrics.observe_plan(answer["result"])
         source = self._remember(run_id, body, index)
         if source is not None and self.store is not None:
-            await anyio.to_thread.run_sync(self._store_source, run_id, source, limiter=self._threads)
+            await anyio.to_thread.run_sync(self._store_source, run_id, source, limiter=self._store_threads)
         return PlanResponse.model_validate(answer["result"])
 
     def _remember(self, run_id: str, body: PlanBody, worker: int) -> dict[str, Any] | None:
@@ -193,7 +208,7 @@ class Service:
         if entry is not None and source is not None:
             return source, entry[1]
         if self.store is not None:
-            stored = await anyio.to_thread.run_sync(self._stored_source, run_id, limiter=self._threads)
+            stored = await anyio.to_thread.run_sync(self._stored_source, run_id, limiter=self._store_threads)
             if stored is not None:
                 return stored, None
             raise NotFound(f"unknown run {run_id!r}: no plan of this server or of its trace store "
@@ -221,7 +236,7 @@ class Service:
             with self._store_lock:
                 return store.record_steps(body.steps)
 
-        count = await anyio.to_thread.run_sync(write, limiter=self._threads)
+        count = await anyio.to_thread.run_sync(write, limiter=self._store_threads)
         self.metrics.steps_recorded.inc(count)
         return count
 
@@ -243,7 +258,7 @@ class Service:
             return ActionsResponse(model_version=self.model_version, actions=[
                 ActionInfo(**s.model_dump(), p_fail=p) for s, p in zip(stats, p_fail)])
 
-        return await anyio.to_thread.run_sync(read, limiter=self._threads)
+        return await anyio.to_thread.run_sync(read, limiter=self._store_threads)
 
     async def retrain(self, body: RetrainBody) -> dict[str, Any]:
         assert self.pool is not None
@@ -258,9 +273,23 @@ class Service:
 
     # -- validation -----------------------------------------------------------------------------------------
     async def validate(self, body: ValidateBody) -> Verdict:
-        from portfolio.serve.verdict import verdict_for
-
-        return await anyio.to_thread.run_sync(verdict_for, body, limiter=self._threads)
+        """The verdict from a validator process (see `portfolio.serve.validator`): BadRequest for bad input, a
+        422 `ValidationTooCostly` when it outgrows the deadline or the memory cap, QueueFull when they are all
+        busy and the queue is full."""
+        assert self.validators is not None
+        budget = self.config.validate_budget_s
+        try:
+            _, answer = await self.validators.call("validate", budget, body=body.model_dump())
+        except CallTimedOut:
+            raise BadRequest(f"validation did not finish within the server's {budget:g} s (--validate-budget): "
+                             "the task's quantifiers or size make it too costly to check", "ValidationTooCostly",
+                             status=422) from None
+        except CallOutOfMemory:
+            raise BadRequest(f"validation went over the server's memory cap ({self.config.memory_limit_mb} MB): "
+                             "the task is too large to check", "ValidationTooCostly", status=422) from None
+        if "bad_input" in answer:
+            raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
+        return Verdict.model_validate(answer["result"])
 
     # -- jobs -----------------------------------------------------------------------------------------------
     def submit(self, kind: str, work: Callable[[], Awaitable[BaseModel | dict]]) -> Job:
