@@ -9,9 +9,11 @@
     GET  /v1/health    (no token needed);  GET /metrics (Prometheus);  /openapi.json, /docs;  /mcp (MCP)
 
 Errors are JSON `{"error", "kind"}` whatever happens: 400 bad input (`kind` names the error type: PDDLSyntaxError,
-SchemaError, ...), 401 without the token, 404, 413 body too large, 500 a planner worker died or hung (it was
-replaced; the reason says why), 503 + Retry-After when the queue is full or the trace store is locked. A handler
-that raises anything else is answered 500 too, never with a dropped connection.
+SchemaError, ...), 401 without the token, 404, 413 body too large, 422 a validation too costly to finish
+(`ValidationTooCostly`: over --validate-budget or the memory cap), 500 a planner worker died or hung (it was
+replaced; the reason says why), 503 + Retry-After when the queue is full or the trace store is locked, 503
+without it when the stored model cannot be read (`ModelFormatError`: retrain). A handler that raises anything
+else is answered 500 too, never with a dropped connection.
 
 Auth and limits are plain ASGI middleware around the whole app, the MCP endpoint included: `Authorization:
 Bearer TOKEN` compared in constant time (`secrets.compare_digest`) on every path but /v1/health, and the body
@@ -51,7 +53,7 @@ from portfolio.serve.models import (
     Verdict,
 )
 from portfolio.serve.pool import PlannerFailed, QueueFull
-from portfolio.serve.service import NotFound, Service
+from portfolio.serve.service import NotFound, Service, Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -180,14 +182,22 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def queue_full(request: Request, error: QueueFull) -> JSONResponse:
         return _json_error(503, str(error), "QueueFull", {"Retry-After": "1"})
 
+    @app.exception_handler(Unavailable)
+    async def unavailable(request: Request, error: Unavailable) -> JSONResponse:
+        return _json_error(503, str(error), error.kind)
+
     @app.exception_handler(PlannerFailed)
     async def planner_failed(request: Request, error: PlannerFailed) -> JSONResponse:
         return _json_error(500, str(error), "PlannerFailed")
 
     @app.exception_handler(TraceStoreError)
     async def store_error(request: Request, error: TraceStoreError) -> JSONResponse:
+        from learning.storage import ModelFormatError
+
         if isinstance(error, DatabaseLockedError):
             return _json_error(503, str(error), type(error).__name__, {"Retry-After": "1"})
+        if isinstance(error, ModelFormatError):  # not the request's fault, nor transient: an operator must act
+            return _json_error(503, str(error), type(error).__name__)
         return _json_error(500, str(error), type(error).__name__)
 
     @app.exception_handler(StarletteHTTPException)

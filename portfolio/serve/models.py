@@ -127,7 +127,8 @@ class Job(BaseModel):
 
 
 class HealthResponse(BaseModel):
-    status: Literal["ok"] = "ok"
+    status: Literal["ok", "degraded"] = "ok"
+    reasons: list[str] = Field(default_factory=list, description="why the status is degraded")
     workers: int
     ready: int = Field(description="workers whose planner has started and answered")
     busy: int

@@ -132,6 +132,7 @@ class PlannerPool:
         self._waiters: collections.deque[asyncio.Future] = collections.deque()
         self._executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix=f"{name}-call")
         self.closed = False
+        self.last_failure: str | None = None  # why a worker was last replaced (for /v1/health)
 
     @property
     def busy(self) -> int:
@@ -158,16 +159,16 @@ class PlannerPool:
             worker.ready = True
         self._release(worker)
 
-    async def warm_up(self) -> None:
+    async def warm_up(self) -> list[Any]:
         """Ping every worker once, so `ready` counts the workers whose planner has started (a request that
-        comes first just waits for its worker in the same way)."""
-        async def ping(worker: PoolWorker) -> None:
+        comes first just waits for its worker in the same way). Returns what each answered (None: failed)."""
+        async def ping(worker: PoolWorker) -> Any:
             try:
-                await self.call("ping", 120.0, prefer=worker.index)
+                return (await self.call("ping", 120.0, prefer=worker.index))[1]
             except (PlannerFailed, QueueFull):
-                pass
+                return None
 
-        await asyncio.gather(*(ping(w) for w in self.workers))
+        return list(await asyncio.gather(*(ping(w) for w in self.workers)))
 
     @property
     def ready(self) -> int:
@@ -193,6 +194,7 @@ class PlannerPool:
 
     def _restarted(self, worker: PoolWorker, reason: str) -> None:
         log.warning("%s worker %d replaced (%s)", self.name, worker.index, reason)
+        self.last_failure = f"{self.name} worker {worker.index} replaced ({reason}) at {time.strftime('%H:%M:%S')}"
         self.on_restart(reason)
 
     async def _acquire(self, prefer: int | None) -> PoolWorker:

@@ -57,6 +57,14 @@ class NotFound(Exception):
     pass
 
 
+class Unavailable(Exception):
+    """The service cannot plan until an operator acts (a stored model it cannot read): answered 503."""
+
+    def __init__(self, message: str, kind: str = "Unavailable") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
 class ServiceConfig(BaseModel):
     workers: int = Field(ge=1)
     queue: int = Field(ge=0)
@@ -103,6 +111,7 @@ class Service:
         # validation that blows up, say) can starve the store. Each holds `_store_lock` for one short query.
         self._store_threads = anyio.CapacityLimiter(4)
         self.validators: PlannerPool | None = None
+        self.model_error: str | None = None  # why the workers cannot use the stored model (a 503 and health)
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -131,7 +140,10 @@ class Service:
         """Warm the workers up; then, every `period_s`, replace workers that died while idle and notice a model
         trained elsewhere (`portfolio retrain` on the same store), which the workers then load."""
         assert self.pool is not None and self.validators is not None
-        await asyncio.gather(self.pool.warm_up(), self.validators.warm_up())
+        answers, _ = await asyncio.gather(self.pool.warm_up(), self.validators.warm_up())
+        for answer in answers:
+            if isinstance(answer, dict) and answer.get("model_error"):
+                self.model_error = answer["model_error"]
         while True:
             await asyncio.sleep(period_s)
             for pool in (self.pool, self.validators):
@@ -168,6 +180,10 @@ class Service:
         timeout = budget + self.config.decomposer_budget_s + CALL_GRACE_S
         index, answer = await self.pool.call("plan", timeout, prefer=prefer, body=payload,
                                              model_version=self.model_version)
+        if "unavailable" in answer:  # the stored model is unreadable: every worker would say the same
+            self.model_error = answer["unavailable"]["error"]
+            raise Unavailable(answer["unavailable"]["error"], answer["unavailable"]["kind"])
+        self.model_error = None
         if "bad_input" in answer:
             raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
         self.metrics.observe_plan(answer["result"])
@@ -328,6 +344,14 @@ class Service:
         return job
 
     def health(self) -> HealthResponse:
+        """`degraded`, with the reasons, when no planner worker is ready or the workers cannot use the model."""
         assert self.pool is not None
-        return HealthResponse(workers=self.pool.size, ready=self.pool.ready, busy=self.pool.busy, queued=self.pool.queued,
+        reasons = []
+        if self.pool.ready == 0:
+            last = self.pool.last_failure
+            reasons.append("no planner worker is ready" + (f"; last: {last}" if last else " (starting)"))
+        if self.model_error:
+            reasons.append(f"plans are refused (503): {self.model_error}")
+        return HealthResponse(status="degraded" if reasons else "ok", reasons=reasons, workers=self.pool.size,
+                              ready=self.pool.ready, busy=self.pool.busy, queued=self.pool.queued,
                               traces=self.store is not None)

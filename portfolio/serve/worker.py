@@ -5,6 +5,11 @@ translation cache) and its own connection to the trace store, answering one requ
 length-prefixed pickle channel and request loop as `portfolio.worker_main`. Parsing and planning happen here, not in the server,
 so a task that explodes takes down (and costs the memory of) one worker, which the pool replaces.
 
+A stored model this release cannot read (hand-edited, damaged: `learning.storage.ModelFormatError`) does not
+kill the worker, which would only be restarted into the same failure: the worker stays up, answers every plan
+with {"unavailable": {error, kind}} (503 with the reason) and every ping with the reason, until a model it
+can read is stored (the next `model_version`).
+
 Ops: `plan` (a `PlanBody` as a dict -> {"result": PlanResult + run_id} or {"bad_input": {error, kind}}),
 `retrain` (fit and store the next failure model and configuration selection), `ping`. The server sends the latest model version with
 every plan; a worker behind it reloads the model first, so a retrain reaches every worker without a broadcast.
@@ -62,9 +67,24 @@ class PlannerWorker:
         # A request's deadline is its classical budget plus the decomposer tier's: the cascade computes it per
         # call from the tiers' budgets (`_budget` sets the request's own), and carried-over work dies there.
         self.planner = Planner(stages, budget_s=config.budget_s, traces=config.traces, carry_over=config.carry_over,
-                               explore=config.explore)
+                               explore=config.explore, load_model=False)
+        self.model_error: str | None = None
         self.model_version = self._stored_version()
+        self._load_model()
         self.plan_options = set(inspect.signature(self.planner.plan).parameters) - {"task", "init", "run_id"}
+
+    def _load_model(self) -> None:
+        from learning.storage import ModelFormatError
+
+        try:
+            self.planner.reload_model()
+            self.model_error = None
+        except ModelFormatError as error:
+            log.error("cannot use the stored model: %s", error)
+            self.model_error = str(error)
+
+    def ping(self) -> dict[str, Any]:
+        return {"pong": os.getpid(), "model_error": self.model_error}
 
     def _stored_version(self) -> int | None:
         store = self.planner.store
@@ -77,8 +97,10 @@ class PlannerWorker:
         from portfolio.serve.models import BadRequest, PlanBody, load_task
 
         if model_version is not None and model_version != self.model_version:
-            self.planner.reload_model()
+            self._load_model()
             self.model_version = model_version
+        if self.model_error is not None:
+            return {"unavailable": {"error": self.model_error, "kind": "ModelFormatError"}}
         request = PlanBody.model_validate(body)
         try:
             task = load_task(request)
@@ -136,12 +158,12 @@ class PlannerWorker:
                                   "kind": "BadRequest"}}
         info = retrain(store, **params)
         selection = retrain_selection(store)
-        self.planner.reload_model()
+        self._load_model()
         self.model_version = info.version
         return {"result": info.model_dump(mode="json") | {"selection": selection.model_dump(mode="json")}}
 
     def handlers(self) -> dict[str, Any]:
-        return {"plan": self.plan, "retrain": self.retrain, "ping": lambda: {"pong": os.getpid()}}
+        return {"plan": self.plan, "retrain": self.retrain, "ping": self.ping}
 
 
 def main() -> None:
