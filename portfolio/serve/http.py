@@ -16,8 +16,10 @@ without it when the stored model cannot be read (`ModelFormatError`: retrain). A
 else is answered 500 too, never with a dropped connection.
 
 Auth and limits are plain ASGI middleware around the whole app, the MCP endpoint included: `Authorization:
-Bearer TOKEN` compared in constant time (`secrets.compare_digest`) on every path but /v1/health, and the body
-size checked from Content-Length, or while a chunked body is read in before the app sees it.
+Bearer TOKEN` (the scheme in any case) compared in constant time (`secrets.compare_digest`) on every path but
+/v1/health, the body size checked from Content-Length and again while the body is read in, and a JSON body
+screened for nesting depth, 64-bit integers, finite numbers and Unicode text (`portfolio.serve.screen`)
+before the app sees it.
 """
 
 from __future__ import annotations
@@ -76,32 +78,52 @@ async def _send_json(send, status: int, payload: dict[str, Any], headers: list |
 
 class Guard:
     """Outermost ASGI middleware: counts every request by route and status, checks the bearer token and the
-    body size. One class so that a 401 or a 413 is counted like any other answer."""
+    body size, and screens a JSON body (`portfolio.serve.screen`) before the app sees it. One class so that a
+    401, 413 or screening 400 is counted like any other answer.
+
+    It also keeps the connection: uvicorn closes a keep-alive connection whenever the app raises, even after
+    the answer was sent (Starlette re-raises past its 500 handler), so a client retrying a /v1/steps batch
+    after a 500 could not tell whether it had landed. An exception stops here: answered 500 if nothing was
+    sent yet, logged either way, never raised to the server."""
 
     def __init__(self, app, service: Service, token: str | None, max_body_bytes: int) -> None:
+        import anyio
+
         self.app, self.service, self.max_body_bytes = app, service, max_body_bytes
-        self.expected = f"Bearer {token}".encode() if token else None
+        self.token = token.encode() if token else None
+        self._screening = anyio.CapacityLimiter(2)  # large bodies walked on threads, two at a time
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        status = {"code": 500}
+        status = {"code": 500, "started": False}
 
         async def counting_send(message) -> None:
             if message["type"] == "http.response.start":
-                status["code"] = message["status"]
+                status["code"], status["started"] = message["status"], True
             await send(message)
 
         try:
             await self._guarded(scope, receive, counting_send)
+        except Exception as error:  # noqa: BLE001 - see the class docstring
+            log.error("unhandled error on %s", scope["path"], exc_info=error)
+            if not status["started"]:
+                await _send_json(counting_send, 500, {"error": f"internal error: {type(error).__name__}",
+                                                      "kind": "InternalError"})
         finally:
             self.service.metrics.requests.labels(route_label(scope["path"]), str(status["code"])).inc()
 
+    def _authorized(self, header: bytes) -> bool:
+        """`Bearer TOKEN`, the scheme in any case (RFC 7235: auth schemes are case-insensitive); the token
+        compared in constant time."""
+        scheme, _, credentials = header.partition(b" ")
+        return scheme.lower() == b"bearer" and secrets.compare_digest(credentials.strip(b" "), self.token or b"")
+
     async def _guarded(self, scope, receive, send) -> None:
         headers = dict(scope["headers"])
-        if self.expected is not None and scope["path"] not in OPEN_PATHS:
-            if not secrets.compare_digest(headers.get(b"authorization", b""), self.expected):
+        if self.token is not None and scope["path"] not in OPEN_PATHS:
+            if not self._authorized(headers.get(b"authorization", b"")):
                 await _send_json(send, 401, {"error": "missing or wrong bearer token (Authorization: Bearer ...)",
                                              "kind": "Unauthorized"}, [(b"www-authenticate", b"Bearer")])
                 return
@@ -115,13 +137,18 @@ class Guard:
             await _send_json(send, 413, {"error": f"request body over {self.max_body_bytes} bytes",
                                          "kind": "BodyTooLarge"})
             return
-        if b"chunked" in headers.get(b"transfer-encoding", b""):
-            await self._buffered(scope, receive, send)
-        else:  # the HTTP server holds the body to its Content-Length, checked above
+        if scope["method"] in ("POST", "PUT", "PATCH"):
+            await self._screened(scope, receive, send)
+        else:
             await self.app(scope, receive, send)
 
-    async def _buffered(self, scope, receive, send) -> None:
-        """A chunked body (no Content-Length): read it up to the limit before the app sees it."""
+    async def _screened(self, scope, receive, send) -> None:
+        """Read the body in (up to the limit: a chunked one has no Content-Length to check first), screen it,
+        and hand it to the app."""
+        import anyio
+
+        from portfolio.serve.screen import BodyRejected, screen
+
         body = bytearray()
         while True:
             message = await receive()
@@ -134,6 +161,15 @@ class Guard:
                 return
             if not message.get("more_body"):
                 break
+        data = bytes(body)
+        try:
+            if len(data) < 256 * 1024:
+                screen(data)
+            else:
+                await anyio.to_thread.run_sync(screen, data, limiter=self._screening)
+        except BodyRejected as error:
+            await _send_json(send, 400, {"error": str(error), "kind": "BadRequest"})
+            return
         replayed = False
 
         async def replay():
@@ -141,7 +177,7 @@ class Guard:
             if replayed:
                 return await receive()
             replayed = True
-            return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return {"type": "http.request", "body": data, "more_body": False}
 
         await self.app(scope, replay, send)
 
