@@ -115,6 +115,9 @@ class Service:
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> None:
+        from portfolio.workers import sweep_stale_dirs
+
+        sweep_stale_dirs()  # what a server or worker killed earlier left behind (each worker sweeps too)
         # The memory cap travels in the workers' configuration: each applies it in its own process, so
         # the server's environment (a test's, say) is left alone.
         worker = WorkerConfig(delegates=self.config.delegates, budget_s=self.config.budget_s,
