@@ -81,6 +81,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="bearer token required on every route but /v1/health (default: $PORTFOLIO_TOKEN; "
                         "prefer the variable, arguments show in `ps`)")
     parser.add_argument("--max-body", type=int, default=32, metavar="MB", help="request body limit (default 32)")
+    parser.add_argument("--idle-timeout", type=float, default=10.0, metavar="S",
+                        help="close a connection that sends nothing for this long (default 10)")
+    parser.add_argument("--request-timeout", type=float, default=60.0, metavar="S",
+                        help="close a connection whose request has not arrived whole this long after its "
+                        "first byte (default 60)")
+    parser.add_argument("--max-connections", type=int, default=None, metavar="N",
+                        help="open connections at most; more are closed at once (default: half the "
+                        "descriptor limit, at most 1024)")
     parser.add_argument("--drain", type=float, default=2.5, metavar="S",
                         help="on SIGTERM, seconds in-flight requests may take to finish (default 2.5); the "
                         "workers then get 1 s to stop, so the server exits within about S + 1.5 s")
@@ -149,12 +157,13 @@ def run_mcp(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     import socket
 
-    import uvicorn
-
+    from portfolio.serve.connections import ConnectionLimits, uvicorn_config
     from portfolio.serve.http import create_app
 
     if args.max_body <= 0 or args.drain < 0:
         return fail_bad_input("--max-body must be positive and --drain not negative")
+    if args.idle_timeout <= 0 or args.request_timeout <= 0 or (args.max_connections or 1) <= 0:
+        return fail_bad_input("--idle-timeout, --request-timeout and --max-connections must be positive")
     try:
         service = open_service(args)
     except (ValueError, *store_error_types()) as error:
@@ -164,7 +173,9 @@ def run(args: argparse.Namespace) -> int:
     except OSError as error:
         return fail_bad_input(f"cannot listen on {args.host}:{args.port}: {error.strerror}")
     app = create_app(service, token=args.token, max_body_bytes=args.max_body * 1024 * 1024, host=args.host)
-    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=args.drain, lifespan="on")
+    config = uvicorn_config(app, ConnectionLimits(idle_s=args.idle_timeout, request_s=args.request_timeout,
+                                                  max_connections=args.max_connections),
+                            log_level="warning", timeout_graceful_shutdown=args.drain, lifespan="on")
     host, port = sock.getsockname()[:2]
     print(f"serving on http://{host}:{port}/v1/ with {service.config.workers} planner workers "
           f"(Ctrl-C or SIGTERM to stop)", flush=True)
