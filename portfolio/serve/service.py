@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import logging
 import threading
 import time
@@ -49,6 +50,8 @@ log = logging.getLogger(__name__)
 
 MAX_RUNS = 4096
 MAX_SOURCES = 256  # task texts kept for replanning (a large PDDL problem is ~100 KB)
+# ... and their characters in all: 256 bodies at the 32 MB limit would otherwise be 8 GB of one server's memory
+MAX_SOURCE_CHARS = 64 * 1024 * 1024
 MAX_JOBS = 1024
 CALL_GRACE_S = 15.0  # parsing, validation and recording on top of the planning budgets
 
@@ -105,6 +108,7 @@ class Service:
         self.pool: PlannerPool | None = None
         self.runs: collections.OrderedDict[str, tuple[str, int]] = collections.OrderedDict()
         self._sources: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
+        self._source_chars: dict[str, int] = {}  # key -> characters of its texts (for MAX_SOURCE_CHARS)
         self.jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()
         self._tasks: set[asyncio.Task] = set()
         # Trace-store reads and writes only: nothing else may take these threads, so no computation (a
@@ -203,12 +207,17 @@ class Service:
         known = self.runs.get(run_id)
         self._sources[key] = source
         self._sources.move_to_end(key)
+        self._source_chars[key] = sum(len(source[k] or "") for k in ("domain", "problem")) + (
+            len(json.dumps(source["task"])) if source.get("task") else 0)
         self.runs[run_id] = (key, worker)
         self.runs.move_to_end(run_id)
         while len(self.runs) > MAX_RUNS:
             self.runs.popitem(last=False)
-        while len(self._sources) > MAX_SOURCES:
-            self._sources.popitem(last=False)
+        # the oldest tasks go first, never the one just planned (its run must stay replannable)
+        while len(self._sources) > 1 and (len(self._sources) > MAX_SOURCES
+                                          or sum(self._source_chars.values()) > MAX_SOURCE_CHARS):
+            oldest, _ = self._sources.popitem(last=False)
+            self._source_chars.pop(oldest, None)
         return source if known is None or known[0] != key else None
 
     def _store_source(self, run_id: str, source: dict[str, Any]) -> None:
@@ -230,8 +239,9 @@ class Service:
             stored = await anyio.to_thread.run_sync(self._stored_source, run_id, limiter=self._store_threads)
             if stored is not None:
                 return stored, None
-            raise NotFound(f"unknown run {run_id!r}: no plan of this server or of its trace store "
-                           f"{self.config.traces} has that run id; send the task to /v1/plan")
+            # no path: the trace store's location is the server's business, not a client's
+            raise NotFound(f"unknown run {run_id!r}: no plan of this server or of its trace store has that run "
+                           "id (or its task was pruned); send the task to /v1/plan")
         raise NotFound(f"unknown run {run_id!r}: this server (no trace store) remembers the tasks of its "
                        f"{MAX_RUNS} most recent plans (of {MAX_SOURCES} tasks) since it started; send the task to "
                        "/v1/plan again, or start the server with --traces to keep them across restarts")
