@@ -52,3 +52,29 @@ def test_task_sources_in_the_store_are_pruned_by_count_and_age(tmp_path, monkeyp
         assert task_sources.task_source(store, "run-11") == {"domain": "d11", "problem": "p"}
         assert task_sources.task_source(store, "run-0") is None
         assert store.db.execute("SELECT count(*) FROM run_tasks").fetchone()[0] == 5
+
+
+def test_a_large_step_batch_does_not_hold_the_event_loop(tmp_path):
+    """A 16 MB /v1/steps batch: parsed and validated off the event loop, so /v1/health keeps answering within
+    the issue's 1 s budget while it is recorded (before, FastAPI parsed and validated it on the loop: seconds
+    without an answer). All its steps are recorded."""
+    import concurrent.futures
+    import json
+    import time
+
+    step = {"run_id": "r", "step": 1, "action": "pick-up", "args": ["b", "c"], "outcome": "success",
+            "duration_ms": 12.5, "features": {"hour": "peak"}}
+    count = 16_000_000 // len(json.dumps(step))
+    body = json.dumps({"steps": [{**step, "step": i} for i in range(count)]})
+    with serve_in_thread(config(traces=str(tmp_path / "t.db"))) as (url, svc):
+        with concurrent.futures.ThreadPoolExecutor(1) as pool, httpx.Client(base_url=url, timeout=30) as client:
+            batch = pool.submit(httpx.post, url + "/v1/steps", content=body,
+                                headers={"content-type": "application/json"}, timeout=120)
+            latencies = []
+            while not batch.done():
+                started = time.monotonic()
+                assert client.get("/v1/health").status_code == 200
+                latencies.append(time.monotonic() - started)
+                time.sleep(0.05)
+            assert batch.result().json() == {"recorded": count}
+    assert len(latencies) >= 3 and max(latencies) < 1.0, latencies

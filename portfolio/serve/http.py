@@ -147,7 +147,7 @@ class Guard:
         and hand it to the app."""
         import anyio
 
-        from portfolio.serve.screen import BodyRejected, screen
+        from portfolio.serve.screen import NOT_JSON, BodyRejected, screen
 
         body = bytearray()
         while True:
@@ -164,12 +164,14 @@ class Guard:
         data = bytes(body)
         try:
             if len(data) < 256 * 1024:
-                screen(data)
+                document = screen(data)
             else:
-                await anyio.to_thread.run_sync(screen, data, limiter=self._screening)
+                document = await anyio.to_thread.run_sync(screen, data, limiter=self._screening)
         except BodyRejected as error:
             await _send_json(send, 400, {"error": str(error), "kind": "BadRequest"})
             return
+        if document is not NOT_JSON:  # for routes that validate it off the loop (/v1/steps)
+            scope = dict(scope, state={**scope.get("state", {}), "screened_json": document})
         replayed = False
 
         async def replay():
@@ -296,8 +298,26 @@ def create_app(service: Service, token: str | None = None, max_body_bytes: int =
     async def validate(body: ValidateBody) -> Verdict:
         return await service.validate(body)
 
-    @app.post("/v1/steps", response_model=StepsResponse, responses=ERRORS)
-    async def steps(body: StepsBody) -> StepsResponse:
+    # The body is validated on a thread in batches (`steps_body`), not by FastAPI on the event loop: a 30 MB
+    # batch held the loop for seconds. The schema is still published (`_publish`).
+    @app.post("/v1/steps", response_model=StepsResponse, responses=ERRORS, openapi_extra={"requestBody": {
+        "required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/StepsBody"}}}}})
+    async def steps(request: Request) -> StepsResponse:
+        import anyio
+
+        from portfolio.serve.screen import NOT_JSON
+
+        document = getattr(request.state, "screened_json", NOT_JSON)
+        if document is NOT_JSON:
+            raw = await request.body()
+            if raw.strip():
+                try:
+                    json.loads(raw)
+                except (ValueError, RecursionError) as error:
+                    where = f" at character {error.pos}" if isinstance(error, json.JSONDecodeError) else ""
+                    raise BadRequest(f"body is not JSON{where}") from None
+            document = None
+        body = await anyio.to_thread.run_sync(steps_body, document)
         return StepsResponse(recorded=await service.record_steps(body))
 
     @app.get("/v1/actions", response_model=ActionsResponse, responses=ERRORS)
@@ -324,4 +344,44 @@ def create_app(service: Service, token: str | None = None, max_body_bytes: int =
         return Response(service.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     app.router.routes.extend(mcp_routes)
+    _publish(app, StepsBody)
     return Guard(app, service, token, max_body_bytes)
+
+
+def steps_body(document: Any, batch: int = 2000) -> StepsBody:
+    """`StepsBody` from a decoded document, the steps validated `batch` at a time (each a short call, so the
+    event loop's thread gets the interpreter between them); `BadRequest` (SchemaError) naming the step."""
+    from pydantic import TypeAdapter
+
+    from traces.records import StepRecord
+
+    if not isinstance(document, dict) or not isinstance(document.get("steps"), list):
+        return StepsBody.model_validate(document)  # the envelope is wrong: pydantic says how
+    StepsBody.model_validate({**document, "steps": []})  # extra keys
+    records, adapter, steps = [], TypeAdapter(list[StepRecord]), document["steps"]
+    for start in range(0, len(steps), batch):
+        try:
+            records += adapter.validate_python(steps[start:start + batch])
+        except ValidationError as error:
+            item = error.errors()[0]
+            where = ".".join(str(p) for p in (item["loc"][0] + start, *item["loc"][1:]))
+            raise BadRequest(f"steps.{where}: {item['msg']}", "SchemaError") from None
+    return StepsBody.model_construct(steps=records)
+
+
+def _publish(app: FastAPI, *models: type) -> None:
+    """Add `models`' JSON Schemas to the OpenAPI components (for routes that take the raw request)."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = generate()
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            for model in models:
+                definition = model.model_json_schema(ref_template="#/components/schemas/{model}")
+                for name, sub in definition.pop("$defs", {}).items():
+                    components.setdefault(name, sub)
+                components[model.__name__] = definition
+        return app.openapi_schema or schema
+
+    app.openapi = openapi
