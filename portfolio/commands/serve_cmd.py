@@ -49,8 +49,9 @@ def _add_planner_arguments(parser: argparse.ArgumentParser, workers_default: int
     parser.add_argument("--llm-url", default=None, metavar="URL", help="OpenAI-compatible base URL (see plan)")
     parser.add_argument("--llm-model", default=None, metavar="NAME", help="model name for --llm-url")
     parser.add_argument("--memory-limit", type=int, default=None, metavar="MB",
-                        help="address-space cap for every planner process (default: half the machine's memory "
-                        "shared among the workers)")
+                        help="memory budget of one request, shared by the planner processes it runs in (each "
+                        "capped at an equal share), and the cap of one validation (default: half the machine's "
+                        "memory shared among the planner workers and validators)")
     parser.add_argument("--fd-workers", type=int, default=None, metavar="N",
                         help="searches each worker races per task (default: the cores a worker has to itself, "
                         "at least 1; see `portfolio plan --fd-workers`)")
@@ -124,7 +125,7 @@ def service_config(args: argparse.Namespace):
             workers=workers, queue=args.queue, budget_s=args.budget, max_budget_s=args.max_budget,
             decomposer_budget_s=args.decomposer_budget, delegates=delegates,
             traces=args.traces if args.traces_given else None, llm_url=args.llm_url, llm_model=args.llm_model,
-            memory_limit_mb=args.memory_limit or limits.default_limit_mb(workers),
+            memory_limit_mb=args.memory_limit or limits.default_limit_mb(2 * workers),  # workers + validators
             fd_workers=args.fd_workers, cache_dir=args.cache_dir, translation_cache=not args.no_cache,
             explore=args.explore,
             carry_over=args.carry_over, validate_budget_s=args.validate_budget,

@@ -166,6 +166,13 @@ class PlannerWorker:
         return {"plan": self.plan, "retrain": self.retrain, "ping": self.ping}
 
 
+def tree_processes(config: WorkerConfig) -> int:
+    """The processes of one worker that hold a request's task at once: the worker itself (it parses), Fast
+    Downward's translator worker and its raced searches, the pyperplan worker (`portfolio.limits`)."""
+    fast_downward = 1 + config.fd_workers if "fast-downward" in config.delegates else 0
+    return 1 + fast_downward + ("pyperplan" in config.delegates)
+
+
 def main() -> None:
     responses = os.fdopen(os.dup(1), "wb")
     requests = os.fdopen(os.dup(0), "rb")
@@ -174,8 +181,9 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s worker %(process)d %(name)s: %(message)s")
     config = WorkerConfig.model_validate_json(sys.argv[1])
     limits.die_with_parent()  # a killed server leaves no worker behind (and the worker's children follow it)
-    limits.configure(config.memory_limit_mb, kill_with_parent=True)
-    limits.apply_to_self(config.memory_limit_mb + WORKER_HEADROOM_MB)
+    share = limits.tree_share_mb(config.memory_limit_mb, tree_processes(config))  # one budget per request
+    limits.configure(share, kill_with_parent=True)
+    limits.apply_to_self(share + WORKER_HEADROOM_MB)
     worker = PlannerWorker(config)
     try:
         serve(requests, responses, worker.handlers())
