@@ -327,7 +327,7 @@ def create_app(service: Service, token: str | None = None, max_body_bytes: int =
     @app.post("/v1/retrain", status_code=202, response_model=Job, responses=ERRORS)
     async def retrain(body: RetrainBody | None = None):
         service.need_store()
-        return _job_response(service.submit("retrain", lambda: service.retrain(body or RetrainBody())))
+        return _job_response(service.submit_retrain(body or RetrainBody()))
 
     @app.get("/v1/jobs/{job_id}", response_model=Job, responses={404: {"model": ErrorBody}})
     async def job(job_id: str) -> Job:

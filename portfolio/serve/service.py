@@ -116,6 +116,7 @@ class Service:
         self._store_threads = anyio.CapacityLimiter(4)
         self.validators: PlannerPool | None = None
         self.model_error: str | None = None  # why the workers cannot use the stored model (a 503 and health)
+        self._retrain_job: str | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -348,6 +349,17 @@ class Service:
         task = asyncio.get_running_loop().create_task(run())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return job
+
+    def submit_retrain(self, body: RetrainBody) -> Job:
+        """A retrain job; while one is still running, that one (202 with its id): retrains of one store are
+        redundant, and each holds a worker for seconds, so a client (or a fuzzer) sending them in a loop
+        would otherwise queue up work that starves every plan behind it."""
+        running = self.jobs.get(self._retrain_job or "")
+        if running is not None and running.status == "running":
+            return running
+        job = self.submit("retrain", lambda: self.retrain(body))
+        self._retrain_job = job.id
         return job
 
     def job(self, job_id: str) -> Job:
