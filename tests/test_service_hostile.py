@@ -55,3 +55,18 @@ def test_the_mcp_validate_tool_is_bounded_too(tmp_path):
         result = anyio.run(main, url)
         assert result.is_error and "ValidationTooCostly" in result.content[0].text
         assert httpx.post(url + "/v1/validate", json=TRIVIAL, timeout=10).json()["valid"] is False
+
+
+def test_large_bodies_in_flight_are_bounded_and_refused_with_503_beyond(tmp_path):
+    """Before, every large body was read in at once: ten 30 MB validations took the server to 1.9 GB, and four
+    31 MB ones to 4.3 GB in the report. Now those beyond the budget are refused (503, Retry-After) unread."""
+    padding = "; " + "x" * (3 * 1024 * 1024) + "\n"
+    slow = {**WEDGE, "problem": padding + WEDGE_PROBLEM}  # 3 MB, and costly: holds its budget for 1 s
+    with serve_in_thread(config(validate_budget_s=1.0, validators=2), large_body_budget=4 * 1024 * 1024) as (url, _):
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            answers = list(pool.map(lambda _: httpx.post(url + "/v1/validate", json=slow, timeout=30), range(3)))
+        statuses = sorted(a.status_code for a in answers)
+        assert 503 in statuses and statuses.count(422) >= 1, statuses
+        busy = next(a for a in answers if a.status_code == 503)
+        assert busy.json()["kind"] == "BusyWithLargeBodies" and busy.headers["retry-after"] == "1"
+        assert httpx.post(url + "/v1/validate", json=TRIVIAL, timeout=10).json()["valid"] is False

@@ -11,7 +11,8 @@
 Errors are JSON `{"error", "kind"}` whatever happens: 400 bad input (`kind` names the error type: PDDLSyntaxError,
 SchemaError, ...), 401 without the token, 404, 413 body too large, 422 a validation too costly to finish
 (`ValidationTooCostly`: over --validate-budget or the memory cap), 500 a planner worker died or hung (it was
-replaced; the reason says why), 503 + Retry-After when the queue is full or the trace store is locked, 503
+replaced; the reason says why), 503 + Retry-After when the queue is full, the trace store is locked or too
+many large bodies are in flight (`BusyWithLargeBodies`), 503
 without it when the stored model cannot be read (`ModelFormatError`: retrain). A handler that raises anything
 else is answered 500 too, never with a dropped connection.
 
@@ -60,6 +61,7 @@ from portfolio.serve.service import NotFound, Service, Unavailable
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
+LARGE_BODY_BYTES = 1024 * 1024  # bodies from this size on count against the Guard's budget for large bodies
 OPEN_PATHS = frozenset({"/v1/health"})
 ERRORS = {400: {"model": ErrorBody}, 401: {"model": ErrorBody}, 422: {"model": ErrorBody},
           500: {"model": ErrorBody}, 503: {"model": ErrorBody}}
@@ -86,12 +88,20 @@ class Guard:
     after a 500 could not tell whether it had landed. An exception stops here: answered 500 if nothing was
     sent yet, logged either way, never raised to the server."""
 
-    def __init__(self, app, service: Service, token: str | None, max_body_bytes: int) -> None:
+    def __init__(self, app, service: Service, token: str | None, max_body_bytes: int,
+                 large_body_budget: int | None = None) -> None:
         import anyio
 
         self.app, self.service, self.max_body_bytes = app, service, max_body_bytes
         self.token = token.encode() if token else None
         self._screening = anyio.CapacityLimiter(2)  # large bodies walked on threads, two at a time
+        # Large bodies in flight at once, in bytes: the server holds a body several times over while it reads,
+        # screens, parses and hands it on (~6.5x measured: ten 30 MB validations at once took it to 1.9 GB,
+        # over a 1 GB --memory-limit). Beyond this, a large body is refused with 503 + Retry-After before it
+        # is read; small ones never are.
+        self.large_budget = large_body_budget or max(max_body_bytes,
+                                                     service.config.memory_limit_mb * 1024 * 1024 // 10)
+        self._large_in_flight = 0
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -137,10 +147,24 @@ class Guard:
             await _send_json(send, 413, {"error": f"request body over {self.max_body_bytes} bytes",
                                          "kind": "BodyTooLarge"})
             return
-        if scope["method"] in ("POST", "PUT", "PATCH"):
-            await self._screened(scope, receive, send)
-        else:
+        if scope["method"] not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
+            return
+        # a chunked body has no length to go by: it counts as the largest allowed
+        size = int(length) if length is not None and length.isdigit() else self.max_body_bytes
+        if size < LARGE_BODY_BYTES:
+            await self._screened(scope, receive, send)
+            return
+        if self._large_in_flight + size > self.large_budget:
+            await _send_json(send, 503, {"error": f"the server is busy with {self._large_in_flight // 2**20} MB of "
+                                         "large request bodies; retry shortly", "kind": "BusyWithLargeBodies"},
+                             [(b"retry-after", b"1")])
+            return
+        self._large_in_flight += size
+        try:
+            await self._screened(scope, receive, send)
+        finally:
+            self._large_in_flight -= size
 
     async def _screened(self, scope, receive, send) -> None:
         """Read the body in (up to the limit: a chunked one has no Content-Length to check first), screen it,
@@ -162,6 +186,7 @@ class Guard:
             if not message.get("more_body"):
                 break
         data = bytes(body)
+        del body  # one copy of a large body, not two
         try:
             if len(data) < 256 * 1024:
                 document = screen(data)
@@ -256,7 +281,7 @@ def _job_response(job: Job) -> JSONResponse:
 
 
 def create_app(service: Service, token: str | None = None, max_body_bytes: int = MAX_BODY_BYTES,
-               host: str = "127.0.0.1", stop_s: float = 1.0):
+               host: str = "127.0.0.1", stop_s: float = 1.0, large_body_budget: int | None = None):
     """The ASGI app: FastAPI routes plus the MCP endpoint, inside the `Guard` middleware. Starting it (the
     lifespan) starts the planner workers; stopping it stops them."""
     from portfolio.serve.mcp_server import build_mcp
@@ -317,6 +342,8 @@ def create_app(service: Service, token: str | None = None, max_body_bytes: int =
                     where = f" at character {error.pos}" if isinstance(error, json.JSONDecodeError) else ""
                     raise BadRequest(f"body is not JSON{where}") from None
             document = None
+        from portfolio.serve.screen import steps_body
+
         body = await anyio.to_thread.run_sync(steps_body, document)
         return StepsResponse(recorded=await service.record_steps(body))
 
@@ -345,28 +372,7 @@ def create_app(service: Service, token: str | None = None, max_body_bytes: int =
 
     app.router.routes.extend(mcp_routes)
     _publish(app, StepsBody)
-    return Guard(app, service, token, max_body_bytes)
-
-
-def steps_body(document: Any, batch: int = 2000) -> StepsBody:
-    """`StepsBody` from a decoded document, the steps validated `batch` at a time (each a short call, so the
-    event loop's thread gets the interpreter between them); `BadRequest` (SchemaError) naming the step."""
-    from pydantic import TypeAdapter
-
-    from traces.records import StepRecord
-
-    if not isinstance(document, dict) or not isinstance(document.get("steps"), list):
-        return StepsBody.model_validate(document)  # the envelope is wrong: pydantic says how
-    StepsBody.model_validate({**document, "steps": []})  # extra keys
-    records, adapter, steps = [], TypeAdapter(list[StepRecord]), document["steps"]
-    for start in range(0, len(steps), batch):
-        try:
-            records += adapter.validate_python(steps[start:start + batch])
-        except ValidationError as error:
-            item = error.errors()[0]
-            where = ".".join(str(p) for p in (item["loc"][0] + start, *item["loc"][1:]))
-            raise BadRequest(f"steps.{where}: {item['msg']}", "SchemaError") from None
-    return StepsBody.model_construct(steps=records)
+    return Guard(app, service, token, max_body_bytes, large_body_budget)
 
 
 def _publish(app: FastAPI, *models: type) -> None:

@@ -23,7 +23,10 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from portfolio.serve.models import StepsBody
 
 MAX_DEPTH = 64  # objects and arrays inside each other: a JSON task nests about 6 deep
 INT64 = (-(2**63), 2**63 - 1)  # what SQLite's INTEGER holds
@@ -143,3 +146,25 @@ def _check_text(text: str, path: tuple) -> None:
 def _where(path: tuple) -> str:
     shown = ".".join(str(p) for p in path[:8]) + (".…" if len(path) > 8 else "")
     return f"body.{shown}" if shown else "body"
+
+
+def steps_body(document: Any, batch: int = 2000) -> "StepsBody":
+    """`StepsBody` from a decoded document, the steps validated `batch` at a time (each a short call, so the
+    event loop's thread gets the interpreter between them); `BadRequest` (SchemaError) naming the step."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from portfolio.serve.models import BadRequest, StepsBody
+    from traces.records import StepRecord
+
+    if not isinstance(document, dict) or not isinstance(document.get("steps"), list):
+        return StepsBody.model_validate(document)  # the envelope is wrong: pydantic says how
+    StepsBody.model_validate({**document, "steps": []})  # extra keys
+    records, adapter, steps = [], TypeAdapter(list[StepRecord]), document["steps"]
+    for start in range(0, len(steps), batch):
+        try:
+            records += adapter.validate_python(steps[start:start + batch])
+        except ValidationError as error:
+            item = error.errors()[0]
+            where = ".".join(str(p) for p in (item["loc"][0] + start, *item["loc"][1:]))
+            raise BadRequest(f"steps.{where}: {item['msg']}", "SchemaError") from None
+    return StepsBody.model_construct(steps=records)
