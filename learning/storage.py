@@ -4,8 +4,10 @@
     model = model_from_bytes(blob)        # what `load_latest` reads back
 
 The JSON holds the hyperparameters, and per action name the prior's weights (token -> number) and intercept,
-the fitted strength m, and each grounding's recency-weighted counts and out-of-fold prior. Loading parses JSON
-and builds dataclasses: nothing in the file is executed. Models written by releases that pickled them (the
+the fitted strength m, and each grounding's recency-weighted counts and out-of-fold prior. Loading parses JSON,
+checks it against one pydantic model of the document (`StoredModel`: every field's type and range, so a
+hand-edited or damaged model is a `ModelFormatError` naming the field, never a crash at prediction time) and
+builds dataclasses: nothing in the file is executed. Models written by releases that pickled them (the
 blob starts with the pickle opcode 0x80) are refused with `ModelFormatError`, naming the fix: `portfolio
 retrain` rebuilds the model from the traces, which are the real record.
 """
@@ -13,8 +15,10 @@ retrain` rebuilds the model from the traces, which are the real record.
 from __future__ import annotations
 
 import json
-from typing import Any
+import math
+from typing import Annotated, Any, Literal
 
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from learning.model import ActionModel, FailureModel
 from traces.errors import TraceStoreError
 
@@ -26,6 +30,72 @@ _OPTIONAL_PARAMS = ("outliers",)  # added later: a model stored without them get
 
 class ModelFormatError(TraceStoreError, ValueError):
     """A stored model this release cannot (or will not) read."""
+
+
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number")
+    return value
+
+
+Finite = Annotated[float, AfterValidator(_finite)]
+Count = Annotated[float, Field(ge=0), AfterValidator(_finite)]  # a (recency-weighted) number of steps
+Probability = Annotated[float, Field(ge=0, le=1)]
+_STRICT = ConfigDict(strict=True, extra="forbid")
+
+
+class StoredParams(BaseModel):
+    """`FailureModel`'s hyperparameters, in the ranges its `__init__` documents."""
+
+    model_config = _STRICT
+    half_life_steps: Annotated[float, Field(gt=0), AfterValidator(_finite)] | None
+    prior_mean: Annotated[float, Field(gt=0, lt=1)]
+    prior_strength: Annotated[float, Field(gt=0), AfterValidator(_finite)]
+    min_samples: Annotated[int, Field(ge=0)]
+    C: Annotated[float, Field(gt=0), AfterValidator(_finite)]
+    tolerance: Annotated[float, Field(gt=0, lt=1)]
+    trust_steps: Annotated[float, Field(gt=0), AfterValidator(_finite)]
+    outliers: bool = True
+
+
+class StoredAction(BaseModel):
+    """One action name's `ActionModel`. `strength` (m, pseudo-steps) must be positive: 0 divides by zero in
+    the posterior and a negative one flips it."""
+
+    model_config = _STRICT
+    kind: Literal["logistic", "rate"]
+    strength: Annotated[float, Field(gt=0), AfterValidator(_finite)]
+    base_rate: Probability
+    intercept: Finite = 0.0
+    weights: dict[str, Finite] = Field(default_factory=dict)
+    # cell -> [n_w, f_w, prior, steps, failures]
+    cells: dict[str, tuple[Count, Count, Probability, Count, Count]] = Field(default_factory=dict)
+    evidence: dict[str, tuple[Count, Count]] = Field(default_factory=dict)  # token -> [steps, failures]
+    groundings: dict[str, tuple[Count, Count, Probability]] = Field(default_factory=dict)
+    n_steps: Annotated[int, Field(ge=0)] = 0
+    n_failures: Annotated[int, Field(ge=0)] = 0
+    outlier_share: Probability = 0.0
+
+
+class StoredModel(BaseModel):
+    """The whole stored document (`model_to_dict`)."""
+
+    model_config = _STRICT
+    format: Literal["portfolio-planner/failure-model"]
+    format_version: Literal[2]
+    params: StoredParams
+    n_steps: Annotated[int, Field(ge=0)] = 0
+    holdout_metrics: dict[str, int | Finite | None] = Field(default_factory=dict)
+    actions: dict[str, StoredAction]
+
+
+def _field_errors(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors()[:3]:
+        where = ".".join(str(p) for p in item["loc"]) or "document"
+        parts.append(f"{where}: {item['msg']} (got {item.get('input')!r:.40})")
+    more = len(error.errors()) - 3
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
 def model_to_dict(model: FailureModel) -> dict[str, Any]:
@@ -63,13 +133,21 @@ def model_from_bytes(blob: bytes, where: str = "model") -> FailureModel:
             "Run `portfolio retrain` with this release."
         )
     try:
-        params = {key: data["params"][key] for key in _PARAMS}
-        params |= {key: data["params"][key] for key in _OPTIONAL_PARAMS if key in data["params"]}
-        model = FailureModel(**params)
-        model.actions_ = {name: ActionModel(**fields) for name, fields in data["actions"].items()}
-    except (KeyError, TypeError) as error:
-        raise ModelFormatError(f"{where} is missing or has malformed fields ({error}); run `portfolio retrain`.") \
-            from error
-    model.n_steps_ = int(data.get("n_steps", 0))
-    model.holdout_metrics_ = dict(data.get("holdout_metrics") or {})
+        stored = StoredModel.model_validate_json(blob)  # JSON mode: arrays for the tuples, no "5" for 5
+    except ValidationError as error:
+        raise ModelFormatError(f"{where} has a malformed field: {_field_errors(error)}; run `portfolio retrain` "
+                               "to rebuild it from the traces.") from None
+    params = stored.params.model_dump()
+    model = FailureModel(**params)
+    model.actions_ = {name: ActionModel(**_plain(action)) for name, action in stored.actions.items()}
+    model.n_steps_ = stored.n_steps
+    model.holdout_metrics_ = dict(stored.holdout_metrics)
     return model
+
+
+def _plain(action: StoredAction) -> dict[str, Any]:
+    """An `ActionModel`'s fields as it keeps them (lists, not the tuples the check uses)."""
+    fields = action.model_dump()
+    for key in ("cells", "evidence", "groundings"):
+        fields[key] = {name: list(values) for name, values in fields[key].items()}
+    return fields

@@ -12,6 +12,17 @@ physical memory for the CLI, divided by the number of planner workers for the se
 `RLIMIT_AS` caps address space, not resident memory: measured here, a warm translator worker maps ~37 MB and a
 search process ~9 MB, so the cap bites on what the task allocates, not on start-up.
 
+The service's `--memory-limit` is one budget per request, not per process: a request runs in one planner
+worker's process tree (the worker, which parses; the translator worker; the pyperplan worker; one Fast
+Downward search per raced configuration), and each of those processes gets an equal share of the budget as
+its cap (`tree_share_mb`), so what one request's processes may allocate sums to the budget. (Capping every
+process at the whole limit let one request use 2.1 GB across a tree with a 1,024 MB limit.) The shares
+count task memory: each Python process also maps a fixed start-up footprint (the planner worker is given
+`WORKER_HEADROOM_MB` for it), which is the same for every request. cgroup v2 would let the kernel charge the
+tree as a whole (and resident memory, not address space); this machine has cgroup v1 only, so the sum of
+caps is the mechanism here. The default budget fits the machine: half the physical memory divided among
+every process that holds a request at once (planner workers and validators, `default_limit_mb`).
+
 `PORTFOLIO_KILL_WITH_PARENT=1` (set for the service's planner workers) makes the Python planner workers ask the
 kernel for SIGKILL when the thread that started them dies (`PR_SET_PDEATHSIG`): a planner worker killed with
 SIGKILL (out of memory, hung, or the whole server killed) then leaves no translator or pyperplan worker behind.
@@ -47,6 +58,11 @@ def physical_memory_mb() -> int:
 def default_limit_mb(processes: int = 1) -> int:
     """A share of the machine: half the physical memory divided among `processes` planners, at least 1 GiB."""
     return max(MIN_DEFAULT_MB, physical_memory_mb() // (2 * max(1, processes)))
+
+
+def tree_share_mb(budget_mb: int, processes: int) -> int:
+    """Each process's cap when `processes` processes share one request's budget of `budget_mb`."""
+    return max(1, int(budget_mb) // max(1, processes))
 
 
 def limit_mb() -> int:
@@ -85,7 +101,18 @@ def die_with_parent() -> None:
 
 def with_parent_death() -> tuple[str, ...]:
     """The command prefix that makes a binary die with the thread that started it, when
-    `PORTFOLIO_KILL_WITH_PARENT=1` and `setpriv` is installed; else nothing."""
+    The service's `--memory-limit` is one budget per request, not per process: a request runs in one planner
+worker's process tree (the worker, which parses; the translator worker; the pyperplan worker; one Fast
+Downward search per raced configuration), and each of those processes gets an equal share of the budget as
+its cap (`tree_share_mb`), so what one request's processes may allocate sums to the budget. (Capping every
+process at the whole limit let one request use 2.1 GB across a tree with a 1,024 MB limit.) The shares
+count task memory: each Python process also maps a fixed start-up footprint (the planner worker is given
+`WORKER_HEADROOM_MB` for it), which is the same for every request. cgroup v2 would let the kernel charge the
+tree as a whole (and resident memory, not address space); this machine has cgroup v1 only, so the sum of
+caps is the mechanism here. The default budget fits the machine: half the physical memory divided among
+every process that holds a request at once (planner workers and validators, `default_limit_mb`).
+
+`PORTFOLIO_KILL_WITH_PARENT=1` and `setpriv` is installed; else nothing."""
     if os.environ.get(ENV_KILL_WITH_PARENT) != "1":
         return ()
     setpriv = _setpriv()
@@ -114,7 +141,18 @@ def cap(process: subprocess.Popen) -> None:
 
 
 def die_with_parent_if_asked() -> None:
-    """Called first thing by a Python planner worker: with `PORTFOLIO_KILL_WITH_PARENT=1`, die with the parent,
+    """Called first thing by a Python planner worker: with The service's `--memory-limit` is one budget per request, not per process: a request runs in one planner
+worker's process tree (the worker, which parses; the translator worker; the pyperplan worker; one Fast
+Downward search per raced configuration), and each of those processes gets an equal share of the budget as
+its cap (`tree_share_mb`), so what one request's processes may allocate sums to the budget. (Capping every
+process at the whole limit let one request use 2.1 GB across a tree with a 1,024 MB limit.) The shares
+count task memory: each Python process also maps a fixed start-up footprint (the planner worker is given
+`WORKER_HEADROOM_MB` for it), which is the same for every request. cgroup v2 would let the kernel charge the
+tree as a whole (and resident memory, not address space); this machine has cgroup v1 only, so the sum of
+caps is the mechanism here. The default budget fits the machine: half the physical memory divided among
+every process that holds a request at once (planner workers and validators, `default_limit_mb`).
+
+`PORTFOLIO_KILL_WITH_PARENT=1`, die with the parent,
     and exit at once if it is already gone (reparented to init)."""
     if os.environ.get(ENV_KILL_WITH_PARENT) == "1":
         die_with_parent()

@@ -135,6 +135,7 @@ class Planner(Resource):
         carry_over: bool = True,
         eliminate_steps: bool = True,
         quality: str | None = None,
+        load_model: bool = True,
     ) -> None:
         from learning.explore import DEFAULT_EXPLORE, check_explore
         from portfolio.delegates.fd_search import DEFAULT_QUALITY, check_quality
@@ -152,6 +153,9 @@ class Planner(Resource):
         self.cascade = PortfolioDecomposition(stages, carry_over=carry_over, eliminate_steps=eliminate_steps)
         self.cost_weight = check_weight(cost_weight)
         self.traces_path = Path(traces) if traces else None
+        # False: the caller loads the model itself (`reload_model`), and decides what a bad one means (the
+        # service's worker keeps serving and reports it, rather than dying at start in a loop).
+        self._load_model_at_start = load_model
         self._store = None
         self._model = None
         self.select = select
@@ -204,7 +208,8 @@ class Planner(Resource):
         from traces.store import TraceStore
 
         self._store = TraceStore(self.traces_path)
-        self.reload_model()
+        if self._load_model_at_start:
+            self.reload_model()
 
     def reload_model(self) -> None:
         """Load the latest failure model and selection model from the trace store (after `portfolio retrain`)."""

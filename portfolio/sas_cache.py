@@ -15,6 +15,9 @@ Design choices, and why:
   of one. Two workers translating the same task both write the same bytes; the last replace wins.
 - **Corruption**: every entry starts with a header carrying the SHA-256 of its body. A truncated or altered
   entry fails the check (or fails to parse later), is removed, and the caller translates and rewrites it.
+- **Ownership**: entries live in a subdirectory of their own (`sas-1/` under the directory given), and
+  eviction only ever removes files named like an entry (64 hex digits + `.sas`) there. `--cache-dir` may
+  name a directory holding other files: before, eviction deleted any `*.sas` in it (a user's 300 MB file).
 - **Size**: bounded (`max_bytes`, default 256 MiB) as a least-recently-used cache by modification time: a
   hit touches its entry, and after a write the oldest entries go until the directory fits. SAS files of the
   IPC tasks here are 10 KB-5 MB, so the default holds hundreds of tasks.
@@ -27,6 +30,7 @@ import hashlib
 import importlib.metadata
 import logging
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +40,8 @@ log = logging.getLogger(__name__)
 
 FORMAT = "portfolio-sas-cache 1"
 SUFFIX = ".sas"
+SUBDIRECTORY = "sas-1"  # the cache's own directory under the one given (the format's number: a new format moves)
+_ENTRY = re.compile(r"[0-9a-f]{64}" + re.escape(SUFFIX))
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 
 
@@ -79,12 +85,14 @@ class CachedTranslation:
 
 
 class SasCache:
-    """The on-disk cache in `directory` (created on first write), at most `max_bytes` of entries."""
+    """The on-disk cache under `directory` (its own `sas-1/` there, created on first write), at most `max_bytes`
+    of entries."""
 
     def __init__(self, directory: str | os.PathLike | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         if max_bytes <= 0:
             raise ValueError(f"max_bytes must be positive, got {max_bytes}")
-        self.directory = Path(directory) if directory is not None else default_cache_dir()
+        self.root = Path(directory) if directory is not None else default_cache_dir()
+        self.directory = self.root / SUBDIRECTORY
         self.max_bytes = max_bytes
         self.hits = self.misses = self.corrupt = 0
 
@@ -130,12 +138,13 @@ class SasCache:
             log.warning("translation cache %s not written: %s", self.directory, error)
 
     def evict(self) -> None:
-        """Remove the oldest entries (by modification time) until the rest fit in `max_bytes`."""
+        """Remove the oldest entries (by modification time) until the rest fit in `max_bytes`. Only files
+        named like an entry are counted or removed: anything else in the directory is not the cache's."""
         entries = []
         try:
             with os.scandir(self.directory) as scan:
                 for item in scan:
-                    if item.name.endswith(SUFFIX) and not item.name.startswith(".tmp-"):
+                    if _ENTRY.fullmatch(item.name) and item.is_file(follow_symlinks=False):
                         try:
                             stat = item.stat()
                         except FileNotFoundError:  # removed by another process meanwhile

@@ -216,7 +216,8 @@ class SearchProcessPool(Resource):
     """
 
     def __init__(self) -> None:
-        self._dir = tempfile.mkdtemp(prefix="portfolio-fd-")
+        sweep_stale_dirs()
+        self._dir = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-")
         self._ready: dict[tuple[str, ...], SearchRun] = {}
         self._lock = threading.Lock()
         self._numbers = itertools.count()
@@ -299,6 +300,46 @@ class SearchProcessPool(Resource):
         self._chores.put(None)
         self._helper.join(timeout=5)
         shutil.rmtree(self._dir, ignore_errors=True)
+
+
+DIR_PREFIX = "portfolio-fd-"
+_swept = False
+
+
+def sweep_stale_dirs(root: str | None = None) -> list[str]:
+    """Remove the search pools' temporary directories (`portfolio-fd-PID-*`) whose process is gone, once per
+    process (the first pool it makes): a process killed with SIGKILL, a server stopped mid-request or a
+    replaced planner worker never ran its `close`, and nothing else would ever remove them (11 were left by
+    one review). Only this user's directories, only when the PID in the name is not running: a live process's
+    directory is never touched (a reused PID keeps a stale one until that process ends too). Directories of
+    releases that did not put the PID in the name are left alone. Returns the paths removed."""
+    global _swept
+    if root is None:
+        if _swept:
+            return []
+        _swept = True
+    root = root or tempfile.gettempdir()
+    removed = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return removed
+    for entry in entries:
+        owner = entry.name[len(DIR_PREFIX):].split("-", 1)[0] if entry.name.startswith(DIR_PREFIX) else ""
+        if not owner.isdigit() or int(owner) == os.getpid():
+            continue
+        try:
+            if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():
+                continue
+            os.kill(int(owner), 0)
+        except ProcessLookupError:  # the owner is gone: its directory is stale
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.path)
+        except OSError:  # alive (or not ours to signal): leave it
+            continue
+    if removed:
+        log.info("removed %d stale search directories of ended processes", len(removed))
+    return removed
 
 
 def _unlink(*paths: str) -> None:

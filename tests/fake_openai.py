@@ -22,6 +22,9 @@ class Reply:
     raw: str | None = None  # the whole response body instead of a chat completion
     hang: bool = False
     usage: tuple[int, int] = (100, 20)  # prompt, completion tokens
+    echo_auth_at: int | None = None  # a 401 whose body echoes the Authorization header at this character
+    trickle_after_s: float | None = None  # headers at once, one body byte after this many seconds, then silence
+    body_bytes: int | None = None  # a 200 streaming this many bytes (a runaway answer)
 
 
 def answer(data: Any, **kwargs: Any) -> Reply:
@@ -54,6 +57,13 @@ class FakeOpenAI:
                 if reply.hang:
                     fake._stop.wait(60)
                     return
+                if reply.echo_auth_at is not None:
+                    echoed = "x" * reply.echo_auth_at + "you sent: " + self.headers.get("Authorization", "")
+                    self._send(401, echoed + " " + "y" * 200, {})
+                    return
+                if reply.trickle_after_s is not None or reply.body_bytes is not None:
+                    self._stream(reply)
+                    return
                 if reply.raw is not None:
                     self._send(reply.status, reply.raw, reply.headers)
                     return
@@ -69,6 +79,29 @@ class FakeOpenAI:
                               "total_tokens": prompt + completion},
                 }
                 self._send(200, json.dumps(payload), reply.headers)
+
+            def _stream(self, reply: Reply) -> None:
+                size = reply.body_bytes or 1000
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(size))
+                self.end_headers()
+                try:
+                    self.wfile.flush()
+                    if reply.trickle_after_s is not None:
+                        if fake._stop.wait(reply.trickle_after_s):
+                            return
+                        self.wfile.write(b"{")
+                        self.wfile.flush()
+                        fake._stop.wait(60)
+                        return
+                    chunk = b" " * (1 << 20)
+                    for _ in range(size // len(chunk)):
+                        if fake._stop.is_set():
+                            return
+                        self.wfile.write(chunk)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
 
             def _send(self, status: int, text: str, headers: dict[str, str]) -> None:
                 data = text.encode()

@@ -41,7 +41,7 @@ def translation(result: dict) -> str:
 def test_a_second_cold_run_skips_translation_and_a_corrupt_entry_is_rewritten(tmp_path):
     cache = tmp_path / "cache"
     assert translation(plan_cli("--cache-dir", cache)) == "translated"
-    entries = list(cache.glob("*.sas"))
+    entries = list(SasCache(cache).directory.glob("*.sas"))
     assert len(entries) == 1
     assert translation(plan_cli("--cache-dir", cache)) == "disk"  # a new process: nothing in memory
 
@@ -59,7 +59,7 @@ def test_the_default_directory_follows_xdg_and_the_cli_uses_it(tmp_path, monkeyp
     assert default_cache_dir() == tmp_path.home() / ".cache" / "portfolio-planner"
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
     plan_cli(env=env)
-    assert len(list((tmp_path / "portfolio-planner").glob("*.sas"))) == 1
+    assert len(list(SasCache(tmp_path / "portfolio-planner").directory.glob("*.sas"))) == 1
 
 
 def test_a_file_as_cache_dir_is_bad_input(tmp_path):
@@ -98,14 +98,33 @@ def test_an_entry_with_a_good_checksum_but_bad_sas_is_dropped(tmp_path):
 
 def test_least_recently_used_entries_go_first(tmp_path):
     cache = SasCache(tmp_path, max_bytes=2500)
-    for number, key in enumerate("abc"):
+    a, b, c, d = (letter * 64 for letter in "abcd")  # keys are SHA-256 digests
+    for number, key in enumerate((a, b, c)):
         cache.put(key, CachedTranslation("x" * 1000, False))
         os.utime(cache.path(key), (1000 + number, 1000 + number))
-    assert not cache.path("a").exists()  # three of ~1.1 KB do not fit in 2.5 KB: the oldest went
-    assert cache.get("b") is not None  # touched: now the newest
-    cache.put("d", CachedTranslation("x" * 1000, False))
-    assert cache.path("b").exists() and not cache.path("c").exists() and cache.path("d").exists()
-    assert not list(tmp_path.glob(".tmp-*"))  # no temporary file left behind
+    assert not cache.path(a).exists()  # three of ~1.1 KB do not fit in 2.5 KB: the oldest went
+    assert cache.get(b) is not None  # touched: now the newest
+    cache.put(d, CachedTranslation("x" * 1000, False))
+    assert cache.path(b).exists() and not cache.path(c).exists() and cache.path(d).exists()
+    assert not list(cache.directory.glob(".tmp-*"))  # no temporary file left behind
+
+
+def test_eviction_removes_only_the_caches_own_files(tmp_path):
+    """`--cache-dir` may name a directory with other files in it: before, eviction deleted any `*.sas` there
+    (a user's 300 MB file), oldest first, since it counted them as entries."""
+    users = tmp_path / "mine.sas"
+    users.write_bytes(b"x" * 5000)
+    os.utime(users, (1, 1))  # older than any entry
+    look_alike = tmp_path / "sas-1" / "notes.sas"
+    look_alike.parent.mkdir()
+    look_alike.write_bytes(b"y" * 5000)
+    os.utime(look_alike, (1, 1))
+    cache = SasCache(tmp_path, max_bytes=2500)
+    for letter in "abc":
+        cache.put(letter * 64, CachedTranslation("x" * 1000, False))
+    assert users.read_bytes() == b"x" * 5000 and look_alike.exists()
+    assert sorted(p.name for p in cache.directory.glob("*.sas")) == sorted(["notes.sas", "b" * 64 + ".sas",
+                                                                             "c" * 64 + ".sas"])
 
 
 def test_concurrent_writers_and_readers_never_see_half_an_entry(tmp_path):
@@ -125,7 +144,7 @@ def test_concurrent_writers_and_readers_never_see_half_an_entry(tmp_path):
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(worker, range(4)))
     assert all(seen) and len(seen) == 120
-    assert [p.name for p in tmp_path.iterdir()] == ["shared.sas"]
+    assert [p.name for p in SasCache(tmp_path).directory.iterdir()] == ["shared.sas"]
 
 
 def test_the_key_depends_on_the_texts_and_the_translator_version():

@@ -55,17 +55,20 @@ def config(**overrides):
 
 
 @contextlib.contextmanager
-def serve_in_thread(service_config, token: str | None = None, max_body_bytes: int = 32 * 1024 * 1024):
-    """Yield (base URL, Service) for a uvicorn server running the app on a free 127.0.0.1 port."""
+def serve_in_thread(service_config, token: str | None = None, max_body_bytes: int = 32 * 1024 * 1024,
+                    limits=None, large_body_budget: int | None = None):
+    """Yield (base URL, Service) for a uvicorn server running the app on a free 127.0.0.1 port, with the
+    connection limits `portfolio serve` uses (`limits`: a `ConnectionLimits`, default the defaults)."""
     import uvicorn
 
+    from portfolio.serve.connections import uvicorn_config
     from portfolio.serve.http import create_app
     from portfolio.serve.service import Service
 
     service = Service(service_config)
-    app = create_app(service, token=token, max_body_bytes=max_body_bytes)
+    app = create_app(service, token=token, max_body_bytes=max_body_bytes, large_body_budget=large_body_budget)
     sock = socket.create_server(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(uvicorn_config(app, limits, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

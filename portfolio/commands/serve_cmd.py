@@ -12,7 +12,7 @@ from portfolio.commands.common import add_cost_arguments, add_traces_argument, f
 log = logging.getLogger(__name__)
 
 FLAGS = {"budget_s": "--budget", "max_budget_s": "--max-budget", "decomposer_budget_s": "--decomposer-budget",
-         "memory_limit_mb": "--memory-limit"}
+         "memory_limit_mb": "--memory-limit", "validate_budget_s": "--validate-budget"}
 
 SERVE_DESCRIPTION = """\
 Serve the planner over HTTP to many agents: a pool of warm planner worker processes (each with its own
@@ -49,14 +49,18 @@ def _add_planner_arguments(parser: argparse.ArgumentParser, workers_default: int
     parser.add_argument("--llm-url", default=None, metavar="URL", help="OpenAI-compatible base URL (see plan)")
     parser.add_argument("--llm-model", default=None, metavar="NAME", help="model name for --llm-url")
     parser.add_argument("--memory-limit", type=int, default=None, metavar="MB",
-                        help="address-space cap for every planner process (default: half the machine's memory "
-                        "shared among the workers)")
+                        help="memory budget of one request, shared by the planner processes it runs in (each "
+                        "capped at an equal share), and the cap of one validation (default: half the machine's "
+                        "memory shared among the planner workers and validators)")
     parser.add_argument("--fd-workers", type=int, default=None, metavar="N",
                         help="searches each worker races per task (default: the cores a worker has to itself, "
                         "at least 1; see `portfolio plan --fd-workers`)")
     parser.add_argument("--cache-dir", default=None, metavar="DIR",
                         help="on-disk translation cache the workers share (default: as `portfolio plan`)")
     parser.add_argument("--no-cache", action="store_true", help="workers neither read nor write the cache")
+    parser.add_argument("--validate-budget", type=float, default=10.0, metavar="S",
+                        help="seconds a plan check may take in its validator process before it is killed and "
+                        "the request answered 422 (default 10)")
     parser.add_argument("--no-carry-over", dest="carry_over", action="store_false",
                         help="kill Fast Downward's work when its share of the classical tier ends (default: it "
                         "goes on beside the later delegates until the request's last deadline; see `portfolio "
@@ -79,6 +83,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="bearer token required on every route but /v1/health (default: $PORTFOLIO_TOKEN; "
                         "prefer the variable, arguments show in `ps`)")
     parser.add_argument("--max-body", type=int, default=32, metavar="MB", help="request body limit (default 32)")
+    parser.add_argument("--idle-timeout", type=float, default=10.0, metavar="S",
+                        help="close a connection that sends nothing for this long (default 10)")
+    parser.add_argument("--request-timeout", type=float, default=60.0, metavar="S",
+                        help="close a connection whose request has not arrived whole this long after its "
+                        "first byte (default 60)")
+    parser.add_argument("--max-connections", type=int, default=None, metavar="N",
+                        help="open connections at most; more are closed at once (default: half the "
+                        "descriptor limit, at most 1024)")
     parser.add_argument("--drain", type=float, default=2.5, metavar="S",
                         help="on SIGTERM, seconds in-flight requests may take to finish (default 2.5); the "
                         "workers then get 1 s to stop, so the server exits within about S + 1.5 s")
@@ -114,10 +126,10 @@ def service_config(args: argparse.Namespace):
             workers=workers, queue=args.queue, budget_s=args.budget, max_budget_s=args.max_budget,
             decomposer_budget_s=args.decomposer_budget, delegates=delegates,
             traces=args.traces if args.traces_given else None, llm_url=args.llm_url, llm_model=args.llm_model,
-            memory_limit_mb=args.memory_limit or limits.default_limit_mb(workers),
+            memory_limit_mb=args.memory_limit or limits.default_limit_mb(2 * workers),  # workers + validators
             fd_workers=args.fd_workers, cache_dir=args.cache_dir, translation_cache=not args.no_cache,
             explore=args.explore, quality=args.quality, weight=args.weight,
-            carry_over=args.carry_over,
+            carry_over=args.carry_over, validate_budget_s=args.validate_budget,
         )
     except ValidationError as error:
         first = error.errors()[0]
@@ -147,12 +159,13 @@ def run_mcp(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     import socket
 
-    import uvicorn
-
+    from portfolio.serve.connections import ConnectionLimits, uvicorn_config
     from portfolio.serve.http import create_app
 
     if args.max_body <= 0 or args.drain < 0:
         return fail_bad_input("--max-body must be positive and --drain not negative")
+    if args.idle_timeout <= 0 or args.request_timeout <= 0 or (args.max_connections or 1) <= 0:
+        return fail_bad_input("--idle-timeout, --request-timeout and --max-connections must be positive")
     try:
         service = open_service(args)
     except (ValueError, *store_error_types()) as error:
@@ -162,7 +175,9 @@ def run(args: argparse.Namespace) -> int:
     except OSError as error:
         return fail_bad_input(f"cannot listen on {args.host}:{args.port}: {error.strerror}")
     app = create_app(service, token=args.token, max_body_bytes=args.max_body * 1024 * 1024, host=args.host)
-    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=args.drain, lifespan="on")
+    config = uvicorn_config(app, ConnectionLimits(idle_s=args.idle_timeout, request_s=args.request_timeout,
+                                                  max_connections=args.max_connections),
+                            log_level="warning", timeout_graceful_shutdown=args.drain, lifespan="on")
     host, port = sock.getsockname()[:2]
     print(f"serving on http://{host}:{port}/v1/ with {service.config.workers} planner workers "
           f"(Ctrl-C or SIGTERM to stop)", flush=True)

@@ -4,10 +4,15 @@ It asks for JSON-schema structured output (`response_format: {"type": "json_sche
 the caller re-validates every answer, because some servers ignore the schema. A server that rejects
 `response_format` (HTTP 400 naming it) is asked again without it, once, and remembered.
 
-Every call runs under a `time.monotonic()` deadline: connect, send and each read get at most the time left, and a
-rate limit (429, or 503 with Retry-After) is waited out only when the wait fits in what is left. Failures raise
-`LLMError` with a `kind` the delegate records. The API key (argument or env `PORTFOLIO_LLM_API_KEY`) goes into the
-Authorization header and nowhere else: not into messages, reprs, logs or errors.
+Every call runs under a `time.monotonic()` deadline: connect and send get at most the time left, and the whole
+answer must arrive by the deadline: a watchdog shuts the socket down when it passes, so an endpoint that
+trickles one byte just before each read timeout cannot stretch the call (httpx gives every read the full
+timeout again). A rate limit (429, or 503 with Retry-After) is waited out only when the wait fits in what is
+left. An answer is read up to `MAX_ANSWER_BYTES` (a chat answer is kilobytes; a 1.5 GB body once made the
+worker run out of memory). Failures raise `LLMError` with a `kind` the delegate records. The API key (argument
+or env `PORTFOLIO_LLM_API_KEY`) goes into the Authorization header and nowhere else: not into messages, reprs,
+logs or errors; text from the endpoint is redacted before it is cut short, never after (a key echoed across
+the cut would otherwise leak in part).
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import email.utils
 import json
 import logging
 import os
+import socket
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +38,8 @@ API_KEY_ENV = "PORTFOLIO_LLM_API_KEY"
 # Leave this much of the budget when deciding whether a Retry-After wait is worth it: a retry that starts with
 # less time than this left cannot get an answer anyway.
 _MIN_CALL_S = 0.5
+MAX_ANSWER_BYTES = 4 * 1024 * 1024
+_QUOTED = 300  # characters of an error body quoted in the LLMError
 
 
 class LLMError(Exception):
@@ -82,8 +91,11 @@ class LLMClient(Resource):
     def __repr__(self) -> str:  # no key in reprs (tracebacks, logs)
         return f"LLMClient(base_url={self.base_url!r}, model={self.model!r}, key={'set' if self._api_key else 'unset'})"
 
-    def _redact(self, text: str) -> str:
-        return text.replace(self._api_key, "***") if self._api_key else text
+    def _redact(self, text: str, limit: int = _QUOTED) -> str:
+        """`text` without the key, then cut to `limit` characters (in that order: see the module docstring)."""
+        if self._api_key:
+            text = text.replace(self._api_key, "***")
+        return text[:limit]
 
     def chat(self, messages: list[dict[str, str]], schema_name: str, schema: dict[str, Any], deadline: float) -> LLMReply:
         """One assistant answer to `messages`, asked to follow `schema`. Raises LLMError."""
@@ -103,7 +115,7 @@ class LLMClient(Resource):
             status = response.status_code
             if status == 200:
                 return self._reply(response, attempts)
-            text = self._redact(response.text[:300]).strip()
+            text = self._redact(response.text).strip()
             if status == 400 and self._structured and ("response_format" in text or "json_schema" in text):
                 log.info("LLM server rejected response_format; asking without it from now on")
                 self._structured = False
@@ -130,23 +142,37 @@ class LLMClient(Resource):
         headers = {"Content-Type": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        # Every phase gets at most the time left; streaming the body lets us stop at the deadline between
-        # chunks of a slow answer instead of waiting for the whole of it.
         deadline = time.monotonic() + remaining
+        watchdog = _Watchdog(deadline)
         try:
             with self._http.stream("POST", f"{self.base_url}/chat/completions", json=body, headers=headers,
-                                   timeout=httpx.Timeout(remaining)) as response:
-                chunks = []
+                                   timeout=httpx.Timeout(remaining), extensions={"trace": watchdog.trace}) as response:
+                watchdog.watch(response.extensions.get("network_stream"))  # a pooled connection has no connect
+                declared = response.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
+                    raise self._too_large()
+                chunks, size = [], 0
                 for chunk in response.iter_bytes():
                     chunks.append(chunk)
+                    size += len(chunk)
+                    if size > MAX_ANSWER_BYTES:
+                        raise self._too_large()
                     if time.monotonic() > deadline:
                         raise LLMError("timeout", f"LLM answer still arriving after {remaining:.1f} s")
                 return httpx.Response(response.status_code, headers=response.headers, content=b"".join(chunks))
         except httpx.TimeoutException:
             raise LLMError("timeout", f"no answer from {self.base_url} within {remaining:.1f} s") from None
-        except httpx.TransportError as error:
+        except (httpx.TransportError, httpx.StreamError) as error:
+            if watchdog.fired:
+                raise LLMError("timeout", f"LLM answer still arriving after {remaining:.1f} s") from None
             message = self._redact(str(error)) or type(error).__name__
             raise LLMError("unreachable", f"cannot reach {self.base_url}: {message}") from None
+        finally:
+            watchdog.cancel()
+
+    def _too_large(self) -> LLMError:
+        return LLMError("bad-response", f"the answer from {self.base_url} is over {MAX_ANSWER_BYTES // 2**20} MB "
+                        "(a chat answer is kilobytes); not read further")
 
     def _reply(self, response: httpx.Response, attempts: int) -> LLMReply:
         try:
@@ -154,7 +180,7 @@ class LLMClient(Resource):
             content = data["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError):
             raise LLMError("bad-response", "HTTP 200 but not a chat-completions answer: "
-                           + self._redact(response.text[:200])) from None
+                           + self._redact(response.text, 200)) from None
         if not isinstance(content, str):
             raise LLMError("bad-response", "the answer has no text content")
         usage = data.get("usage") or {}
@@ -168,6 +194,51 @@ class LLMClient(Resource):
 
     def close(self) -> None:
         self._http.close()
+
+
+class _Watchdog:
+    """Shuts the connection's socket down at `deadline`, which wakes a read blocked on it (httpx restarts its
+    read timeout at every read, so the timeout alone bounds the gaps, not the call). The socket is learnt
+    from httpcore's connect trace for a new connection, or from the response for a pooled one."""
+
+    def __init__(self, deadline: float) -> None:
+        self.fired = False
+        self._socket: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        if event == "connection.connect_tcp.complete":
+            self.watch(info.get("return_value"))
+
+    def watch(self, stream: Any) -> None:
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is None:
+            return
+        with self._lock:
+            self._socket = sock
+            fired = self.fired
+        if fired:
+            _shutdown(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            sock = self._socket
+        if sock is not None:
+            _shutdown(sock)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+def _shutdown(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:  # already closed
+        pass
 
 
 def _retry_after(response: httpx.Response) -> float | None:

@@ -62,10 +62,11 @@ def _anticipated() -> tuple[type[Exception], ...]:
 
     from domains.errors import TaskInputError
     from portfolio.serve.pool import PlannerFailed, QueueFull
-    from portfolio.serve.service import NotFound
+    from portfolio.serve.service import NotFound, Unavailable
     from traces.errors import TraceStoreError
 
-    return (BadRequest, TaskInputError, ValidationError, NotFound, QueueFull, PlannerFailed, TraceStoreError)
+    return (BadRequest, TaskInputError, ValidationError, NotFound, Unavailable, QueueFull, PlannerFailed,
+            TraceStoreError)
 
 
 def build_mcp(service: Service):

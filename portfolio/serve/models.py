@@ -21,11 +21,13 @@ JobStatus = Literal["running", "done", "failed"]
 
 
 class BadRequest(Exception):
-    """Input the service cannot use: answered 400 with the message and `kind`."""
+    """Input the service cannot use: answered `status` (400, or 422 for input well formed but too costly to
+    handle) with the message and `kind`."""
 
-    def __init__(self, message: str, kind: str = "BadRequest") -> None:
+    def __init__(self, message: str, kind: str = "BadRequest", status: int = 400) -> None:
         super().__init__(message)
         self.kind = kind
+        self.status = status
 
 
 Quality = Literal["first", "anytime", "optimal"]
@@ -158,7 +160,8 @@ class Job(BaseModel):
 
 
 class HealthResponse(BaseModel):
-    status: Literal["ok"] = "ok"
+    status: Literal["ok", "degraded"] = "ok"
+    reasons: list[str] = Field(default_factory=list, description="why the status is degraded")
     workers: int
     ready: int = Field(description="workers whose planner has started and answered")
     busy: int
@@ -171,6 +174,27 @@ class ErrorBody(BaseModel):
     kind: str
 
 
+# Parentheses inside each other in a PDDL text. The parser, the translator and the validator recurse on
+# formulas; 5,000 nested `(and` was a RecursionError (a 500). Real domains nest under 20.
+MAX_PDDL_DEPTH = 100
+
+
+def check_pddl_nesting(text: str, where: str, limit: int = MAX_PDDL_DEPTH) -> None:
+    """`PDDLSyntaxError` naming the line when parentheses nest deeper than `limit` (comments skipped)."""
+    import re
+    from itertools import accumulate
+
+    from domains.errors import PDDLSyntaxError
+
+    parens = re.sub(r"[^()\n]+", "", re.sub(r";[^\n]*", "", text))
+    depth = line = 0
+    for depth, char in zip(accumulate(1 if c == "(" else -1 if c == ")" else 0 for c in parens), parens):
+        line += char == "\n"
+        if depth > limit:
+            raise PDDLSyntaxError(f"parentheses nested deeper than {limit} levels; expected a flatter formula",
+                                  file=where, line=line + 1)
+
+
 def load_task(source: TaskSource):
     """The `domains.model.Task` a request names; raises `TaskInputError` (bad PDDL or JSON) or `BadRequest`."""
     from domains.json_task import task_from_json
@@ -179,5 +203,7 @@ def load_task(source: TaskSource):
     if source.task is not None:
         return task_from_json(json.dumps(source.task), "request.task")
     if source.domain and source.problem:
+        check_pddl_nesting(source.domain, "request.domain")
+        check_pddl_nesting(source.problem, "request.problem")
         return parse_task(source.domain, source.problem, "request.domain", "request.problem")
     raise BadRequest('give "domain" and "problem" (PDDL texts) or "task" (a JSON task)')

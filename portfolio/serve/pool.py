@@ -28,8 +28,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
+from pydantic import BaseModel
+
 from portfolio import limits
-from portfolio.serve.worker import WorkerConfig
 from portfolio.workers import BudgetExpired, WorkerCrashed, WorkerError, WorkerProcess, kill_group
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,14 @@ class PlannerFailed(Exception):
     """The worker died, hung or raised: answered 500 with this reason."""
 
 
+class CallTimedOut(PlannerFailed):
+    """The worker did not answer within the call's deadline; it was killed and replaced."""
+
+
+class CallOutOfMemory(PlannerFailed):
+    """The call went over the worker's memory cap; the worker was replaced."""
+
+
 def default_workers() -> int:
     """The cores this process may run on."""
     try:
@@ -52,9 +61,11 @@ def default_workers() -> int:
 
 
 class PoolWorker(WorkerProcess):
-    """A `WorkerProcess` running `portfolio.serve.worker` with the pool's configuration."""
+    """A `WorkerProcess` running `module` (default `portfolio.serve.worker`) with the pool's configuration."""
 
-    def __init__(self, config: WorkerConfig, index: int) -> None:
+    module = "portfolio.serve.worker"
+
+    def __init__(self, config: BaseModel, index: int) -> None:
         self.config_json = config.model_dump_json()
         self.index = index
         self.closing = False
@@ -67,7 +78,7 @@ class PoolWorker(WorkerProcess):
             self._process = None
             raise WorkerCrashed("the server is shutting down")
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "portfolio.serve.worker", self.config_json],
+            [sys.executable, "-m", self.module, self.config_json],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True, bufsize=0,
         )
 
@@ -101,10 +112,12 @@ class PoolWorker(WorkerProcess):
 
 class PlannerPool:
     """`size` planner workers, `queue_limit` waiting requests at most. `on_restart(reason)` is called when a
-    worker is replaced (for the metrics)."""
+    worker is replaced (for the metrics). `worker_class` is the kind of worker (the validator pool's is
+    `portfolio.serve.validator.ValidatorWorker`)."""
 
-    def __init__(self, config: WorkerConfig, size: int, queue_limit: int,
-                 on_restart: Callable[[str], None] = lambda reason: None) -> None:
+    def __init__(self, config: BaseModel, size: int, queue_limit: int,
+                 on_restart: Callable[[str], None] = lambda reason: None,
+                 worker_class: type[PoolWorker] = PoolWorker, name: str = "planner") -> None:
         if size < 1:
             raise ValueError("a pool needs at least one worker")
         if queue_limit < 0:
@@ -113,11 +126,13 @@ class PlannerPool:
         self.size = size
         self.queue_limit = queue_limit
         self.on_restart = on_restart
-        self.workers = [PoolWorker(config, i) for i in range(size)]
+        self.name = name
+        self.workers = [worker_class(config, i) for i in range(size)]
         self._idle: list[PoolWorker] = list(self.workers)
         self._waiters: collections.deque[asyncio.Future] = collections.deque()
-        self._executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix="planner-call")
+        self._executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix=f"{name}-call")
         self.closed = False
+        self.last_failure: str | None = None  # why a worker was last replaced (for /v1/health)
 
     @property
     def busy(self) -> int:
@@ -144,16 +159,16 @@ class PlannerPool:
             worker.ready = True
         self._release(worker)
 
-    async def warm_up(self) -> None:
+    async def warm_up(self) -> list[Any]:
         """Ping every worker once, so `ready` counts the workers whose planner has started (a request that
-        comes first just waits for its worker in the same way)."""
-        async def ping(worker: PoolWorker) -> None:
+        comes first just waits for its worker in the same way). Returns what each answered (None: failed)."""
+        async def ping(worker: PoolWorker) -> Any:
             try:
-                await self.call("ping", 120.0, prefer=worker.index)
+                return (await self.call("ping", 120.0, prefer=worker.index))[1]
             except (PlannerFailed, QueueFull):
-                pass
+                return None
 
-        await asyncio.gather(*(ping(w) for w in self.workers))
+        return list(await asyncio.gather(*(ping(w) for w in self.workers)))
 
     @property
     def ready(self) -> int:
@@ -164,20 +179,22 @@ class PlannerPool:
             return worker.call(op, time.monotonic() + timeout_s, **kwargs)
         except BudgetExpired:
             self._restarted(worker, "timeout")
-            raise PlannerFailed(f"planner worker {worker.index} did not answer within {timeout_s:g} s; "
-                                "it was killed and replaced") from None
+            raise CallTimedOut(f"{self.name} worker {worker.index} did not answer within {timeout_s:g} s; "
+                               "it was killed and replaced") from None
         except WorkerCrashed as error:
             if worker.closing:
                 raise PlannerFailed("the server is shutting down") from None
             self._restarted(worker, "died")
-            raise PlannerFailed(f"planner worker {worker.index} {error}; it was replaced") from None
+            raise PlannerFailed(f"{self.name} worker {worker.index} {error}; it was replaced") from None
         except WorkerError as error:
             if limits.is_out_of_memory(str(error)):  # WorkerProcess has already replaced it
                 self._restarted(worker, limits.OUT_OF_MEMORY)
-            raise PlannerFailed(f"planner worker {worker.index} failed: {error}") from None
+                raise CallOutOfMemory(f"{self.name} worker {worker.index} failed: {error}") from None
+            raise PlannerFailed(f"{self.name} worker {worker.index} failed: {error}") from None
 
     def _restarted(self, worker: PoolWorker, reason: str) -> None:
-        log.warning("planner worker %d replaced (%s)", worker.index, reason)
+        log.warning("%s worker %d replaced (%s)", self.name, worker.index, reason)
+        self.last_failure = f"{self.name} worker {worker.index} replaced ({reason}) at {time.strftime('%H:%M:%S')}"
         self.on_restart(reason)
 
     async def _acquire(self, prefer: int | None) -> PoolWorker:
@@ -188,7 +205,7 @@ class PlannerPool:
             self._idle.remove(chosen)
             return chosen
         if self.queued >= self.queue_limit:
-            raise QueueFull(f"all {self.size} planner workers are busy and {self.queued} requests are queued")
+            raise QueueFull(f"all {self.size} {self.name} workers are busy and {self.queued} requests are queued")
         waiter = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import logging
 import threading
 import time
@@ -42,7 +43,7 @@ from portfolio.serve.models import (
     ValidateBody,
     Verdict,
 )
-from portfolio.serve.pool import PlannerPool, QueueFull, default_workers
+from portfolio.serve.pool import CallOutOfMemory, CallTimedOut, PlannerPool, QueueFull, default_workers
 from portfolio.serve.worker import WorkerConfig
 from traces.recording import RecordReport
 from traces.task_sources import remember_task_source, source_key, task_source
@@ -51,12 +52,22 @@ log = logging.getLogger(__name__)
 
 MAX_RUNS = 4096
 MAX_SOURCES = 256  # task texts kept for replanning (a large PDDL problem is ~100 KB)
+# ... and their characters in all: 256 bodies at the 32 MB limit would otherwise be 8 GB of one server's memory
+MAX_SOURCE_CHARS = 64 * 1024 * 1024
 MAX_JOBS = 1024
 CALL_GRACE_S = 15.0  # parsing, validation and recording on top of the planning budgets
 
 
 class NotFound(Exception):
     pass
+
+
+class Unavailable(Exception):
+    """The service cannot plan until an operator acts (a stored model it cannot read): answered 503."""
+
+    def __init__(self, message: str, kind: str = "Unavailable") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class ServiceConfig(BaseModel):
@@ -79,6 +90,9 @@ class ServiceConfig(BaseModel):
     quality: Literal["first", "anytime", "optimal"] | None = None  # likewise `quality` and `weight`
     weight: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     carry_over: bool = True  # Fast Downward's work goes on past its share, until the request's last deadline
+    # Validation runs in processes of its own (`portfolio.serve.validator`) under this deadline and the memory cap.
+    validate_budget_s: float = Field(default=10.0, gt=0)
+    validators: int | None = Field(default=None, ge=1)  # None: as many as planner workers
 
 
 class Service:
@@ -98,12 +112,21 @@ class Service:
         self.pool: PlannerPool | None = None
         self.runs: collections.OrderedDict[str, tuple[str, int]] = collections.OrderedDict()
         self._sources: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
+        self._source_chars: dict[str, int] = {}  # key -> characters of its texts (for MAX_SOURCE_CHARS)
         self.jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()
         self._tasks: set[asyncio.Task] = set()
-        self._threads = anyio.CapacityLimiter(4)  # validation and store reads: bounded, off the event loop
+        # Trace-store reads and writes only: nothing else may take these threads, so no computation (a
+        # validation that blows up, say) can starve the store. Each holds `_store_lock` for one short query.
+        self._store_threads = anyio.CapacityLimiter(4)
+        self.validators: PlannerPool | None = None
+        self.model_error: str | None = None  # why the workers cannot use the stored model (a 503 and health)
+        self._retrain_job: str | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> None:
+        from portfolio.workers import sweep_stale_dirs
+
+        sweep_stale_dirs()  # what a server or worker killed earlier left behind (each worker sweeps too)
         # The memory cap travels in the workers' configuration: each applies it in its own process, so
         # the server's environment (a test's, say) is left alone.
         worker = WorkerConfig(delegates=self.config.delegates, budget_s=self.config.budget_s,
@@ -118,18 +141,28 @@ class Service:
                                        on_restart=lambda reason: self.metrics.worker_restarts.labels(reason).inc())
         self.metrics.queue_depth.set_function(lambda: pool.queued)  # read when scraped
         self.metrics.busy_workers.set_function(lambda: pool.busy)
+        from portfolio.serve.validator import ValidatorConfig, ValidatorWorker
+
+        self.validators = PlannerPool(ValidatorConfig(memory_limit_mb=self.config.memory_limit_mb),
+                                      self.config.validators or self.config.workers, self.config.queue,
+                                      on_restart=lambda reason: self.metrics.worker_restarts.labels(reason).inc(),
+                                      worker_class=ValidatorWorker, name="validator")
 
     async def watch(self, period_s: float = 1.0) -> None:
         """Warm the workers up; then, every `period_s`, replace workers that died while idle and notice a model
         trained elsewhere (`portfolio retrain` on the same store), which the workers then load."""
-        assert self.pool is not None
-        await self.pool.warm_up()
+        assert self.pool is not None and self.validators is not None
+        answers, _ = await asyncio.gather(self.pool.warm_up(), self.validators.warm_up())
+        for answer in answers:
+            if isinstance(answer, dict) and answer.get("model_error"):
+                self.model_error = answer["model_error"]
         while True:
             await asyncio.sleep(period_s)
-            if self.pool is not None and not self.pool.closed:
-                self.pool.replace_dead_idle()
+            for pool in (self.pool, self.validators):
+                if pool is not None and not pool.closed:
+                    pool.replace_dead_idle()
             if self.store is not None:
-                version = await anyio.to_thread.run_sync(self._stored_model_version, limiter=self._threads)
+                version = await anyio.to_thread.run_sync(self._stored_model_version, limiter=self._store_threads)
                 if version is not None and version != self.model_version:
                     self.model_version = version
 
@@ -142,6 +175,8 @@ class Service:
     def close(self, grace_s: float = 1.0) -> None:
         for task in self._tasks:
             task.cancel()
+        if self.validators is not None:
+            self.validators.close(min(grace_s, 0.2))  # a validator keeps nothing worth waiting for
         if self.pool is not None:
             self.pool.close(grace_s)
         if self.store is not None:
@@ -157,12 +192,16 @@ class Service:
         timeout = budget + self.config.decomposer_budget_s + CALL_GRACE_S
         index, answer = await self.pool.call("plan", timeout, prefer=prefer, body=payload,
                                              model_version=self.model_version)
+        if "unavailable" in answer:  # the stored model is unreadable: every worker would say the same
+            self.model_error = answer["unavailable"]["error"]
+            raise Unavailable(answer["unavailable"]["error"], answer["unavailable"]["kind"])
+        self.model_error = None
         if "bad_input" in answer:
             raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
         self.metrics.observe_plan(answer["result"])
         source = self._remember(run_id, body, index)
         if source is not None and self.store is not None:
-            await anyio.to_thread.run_sync(self._store_source, run_id, source, limiter=self._threads)
+            await anyio.to_thread.run_sync(self._store_source, run_id, source, limiter=self._store_threads)
         return PlanResponse.model_validate(answer["result"])
 
     def _remember(self, run_id: str, body: PlanBody, worker: int) -> dict[str, Any] | None:
@@ -173,12 +212,17 @@ class Service:
         known = self.runs.get(run_id)
         self._sources[key] = source
         self._sources.move_to_end(key)
+        self._source_chars[key] = sum(len(source[k] or "") for k in ("domain", "problem")) + (
+            len(json.dumps(source["task"])) if source.get("task") else 0)
         self.runs[run_id] = (key, worker)
         self.runs.move_to_end(run_id)
         while len(self.runs) > MAX_RUNS:
             self.runs.popitem(last=False)
-        while len(self._sources) > MAX_SOURCES:
-            self._sources.popitem(last=False)
+        # the oldest tasks go first, never the one just planned (its run must stay replannable)
+        while len(self._sources) > 1 and (len(self._sources) > MAX_SOURCES
+                                          or sum(self._source_chars.values()) > MAX_SOURCE_CHARS):
+            oldest, _ = self._sources.popitem(last=False)
+            self._source_chars.pop(oldest, None)
         return source if known is None or known[0] != key else None
 
     def _store_source(self, run_id: str, source: dict[str, Any]) -> None:
@@ -197,11 +241,12 @@ class Service:
         if entry is not None and source is not None:
             return source, entry[1]
         if self.store is not None:
-            stored = await anyio.to_thread.run_sync(self._stored_source, run_id, limiter=self._threads)
+            stored = await anyio.to_thread.run_sync(self._stored_source, run_id, limiter=self._store_threads)
             if stored is not None:
                 return stored, None
-            raise NotFound(f"unknown run {run_id!r}: no plan of this server or of its trace store "
-                           f"{self.config.traces} has that run id; send the task to /v1/plan")
+            # no path: the trace store's location is the server's business, not a client's
+            raise NotFound(f"unknown run {run_id!r}: no plan of this server or of its trace store has that run "
+                           "id (or its task was pruned); send the task to /v1/plan")
         raise NotFound(f"unknown run {run_id!r}: this server (no trace store) remembers the tasks of its "
                        f"{MAX_RUNS} most recent plans (of {MAX_SOURCES} tasks) since it started; send the task to "
                        "/v1/plan again, or start the server with --traces to keep them across restarts")
@@ -226,7 +271,7 @@ class Service:
             with self._store_lock:
                 return store.record_steps(body.steps)
 
-        report = await anyio.to_thread.run_sync(write, limiter=self._threads)
+        report = await anyio.to_thread.run_sync(write, limiter=self._store_threads)
         self.metrics.steps_recorded.inc(report.recorded)
         return StepsResponse.of(report)
 
@@ -248,7 +293,7 @@ class Service:
             return ActionsResponse(model_version=self.model_version, actions=[
                 ActionInfo(**s.model_dump(), p_fail=p) for s, p in zip(stats, p_fail)])
 
-        return await anyio.to_thread.run_sync(read, limiter=self._threads)
+        return await anyio.to_thread.run_sync(read, limiter=self._store_threads)
 
     async def retrain(self, body: RetrainBody) -> dict[str, Any]:
         assert self.pool is not None
@@ -263,9 +308,23 @@ class Service:
 
     # -- validation -----------------------------------------------------------------------------------------
     async def validate(self, body: ValidateBody) -> Verdict:
-        from portfolio.serve.verdict import verdict_for
-
-        return await anyio.to_thread.run_sync(verdict_for, body, limiter=self._threads)
+        """The verdict from a validator process (see `portfolio.serve.validator`): BadRequest for bad input, a
+        422 `ValidationTooCostly` when it outgrows the deadline or the memory cap, QueueFull when they are all
+        busy and the queue is full."""
+        assert self.validators is not None
+        budget = self.config.validate_budget_s
+        try:
+            _, answer = await self.validators.call("validate", budget, body=body.model_dump())
+        except CallTimedOut:
+            raise BadRequest(f"validation did not finish within the server's {budget:g} s (--validate-budget): "
+                             "the task's quantifiers or size make it too costly to check", "ValidationTooCostly",
+                             status=422) from None
+        except CallOutOfMemory:
+            raise BadRequest(f"validation went over the server's memory cap ({self.config.memory_limit_mb} MB): "
+                             "the task is too large to check", "ValidationTooCostly", status=422) from None
+        if "bad_input" in answer:
+            raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
+        return Verdict.model_validate(answer["result"])
 
     # -- jobs -----------------------------------------------------------------------------------------------
     def submit(self, kind: str, work: Callable[[], Awaitable[BaseModel | dict]]) -> Job:
@@ -297,6 +356,17 @@ class Service:
         task.add_done_callback(self._tasks.discard)
         return job
 
+    def submit_retrain(self, body: RetrainBody) -> Job:
+        """A retrain job; while one is still running, that one (202 with its id): retrains of one store are
+        redundant, and each holds a worker for seconds, so a client (or a fuzzer) sending them in a loop
+        would otherwise queue up work that starves every plan behind it."""
+        running = self.jobs.get(self._retrain_job or "")
+        if running is not None and running.status == "running":
+            return running
+        job = self.submit("retrain", lambda: self.retrain(body))
+        self._retrain_job = job.id
+        return job
+
     def job(self, job_id: str) -> Job:
         job = self.jobs.get(job_id)
         if job is None:
@@ -304,6 +374,14 @@ class Service:
         return job
 
     def health(self) -> HealthResponse:
+        """`degraded`, with the reasons, when no planner worker is ready or the workers cannot use the model."""
         assert self.pool is not None
-        return HealthResponse(workers=self.pool.size, ready=self.pool.ready, busy=self.pool.busy, queued=self.pool.queued,
+        reasons = []
+        if self.pool.ready == 0:
+            last = self.pool.last_failure
+            reasons.append("no planner worker is ready" + (f"; last: {last}" if last else " (starting)"))
+        if self.model_error:
+            reasons.append(f"plans are refused (503): {self.model_error}")
+        return HealthResponse(status="degraded" if reasons else "ok", reasons=reasons, workers=self.pool.size,
+                              ready=self.pool.ready, busy=self.pool.busy, queued=self.pool.queued,
                               traces=self.store is not None)

@@ -5,6 +5,11 @@ translation cache) and its own connection to the trace store, answering one requ
 length-prefixed pickle channel and request loop as `portfolio.worker_main`. Parsing and planning happen here, not in the server,
 so a task that explodes takes down (and costs the memory of) one worker, which the pool replaces.
 
+A stored model this release cannot read (hand-edited, damaged: `learning.storage.ModelFormatError`) does not
+kill the worker, which would only be restarted into the same failure: the worker stays up, answers every plan
+with {"unavailable": {error, kind}} (503 with the reason) and every ping with the reason, until a model it
+can read is stored (the next `model_version`).
+
 Ops: `plan` (a `PlanBody` as a dict -> {"result": PlanResult + run_id} or {"bad_input": {error, kind}}),
 `retrain` (fit and store the next failure model and configuration selection), `ping`. The server sends the latest model version with
 every plan; a worker behind it reloads the model first, so a retrain reaches every worker without a broadcast.
@@ -64,10 +69,25 @@ class PlannerWorker:
         # A request's deadline is its classical budget plus the decomposer tier's: the cascade computes it per
         # call from the tiers' budgets (`_budget` sets the request's own), and carried-over work dies there.
         self.planner = Planner(stages, budget_s=config.budget_s, traces=config.traces, carry_over=config.carry_over,
-                               explore=config.explore, quality=config.quality,
+                               explore=config.explore, quality=config.quality, load_model=False,
                                **({} if config.weight is None else {"cost_weight": config.weight}))
+        self.model_error: str | None = None
         self.model_version = self._stored_version()
+        self._load_model()
         self.plan_options = set(inspect.signature(self.planner.plan).parameters) - {"task", "init", "run_id"}
+
+    def _load_model(self) -> None:
+        from learning.storage import ModelFormatError
+
+        try:
+            self.planner.reload_model()
+            self.model_error = None
+        except ModelFormatError as error:
+            log.error("cannot use the stored model: %s", error)
+            self.model_error = str(error)
+
+    def ping(self) -> dict[str, Any]:
+        return {"pong": os.getpid(), "model_error": self.model_error}
 
     def _stored_version(self) -> int | None:
         store = self.planner.store
@@ -80,8 +100,10 @@ class PlannerWorker:
         from portfolio.serve.models import BadRequest, PlanBody, load_task
 
         if model_version is not None and model_version != self.model_version:
-            self.planner.reload_model()
+            self._load_model()
             self.model_version = model_version
+        if self.model_error is not None:
+            return {"unavailable": {"error": self.model_error, "kind": "ModelFormatError"}}
         request = PlanBody.model_validate(body)
         try:
             task = load_task(request)
@@ -139,12 +161,19 @@ class PlannerWorker:
                                   "kind": "BadRequest"}}
         info = retrain(store, **params)
         selection = retrain_selection(store)
-        self.planner.reload_model()
+        self._load_model()
         self.model_version = info.version
         return {"result": info.model_dump(mode="json") | {"selection": selection.model_dump(mode="json")}}
 
     def handlers(self) -> dict[str, Any]:
-        return {"plan": self.plan, "retrain": self.retrain, "ping": lambda: {"pong": os.getpid()}}
+        return {"plan": self.plan, "retrain": self.retrain, "ping": self.ping}
+
+
+def tree_processes(config: WorkerConfig) -> int:
+    """The processes of one worker that hold a request's task at once: the worker itself (it parses), Fast
+    Downward's translator worker and its raced searches, the pyperplan worker (`portfolio.limits`)."""
+    fast_downward = 1 + config.fd_workers if "fast-downward" in config.delegates else 0
+    return 1 + fast_downward + ("pyperplan" in config.delegates)
 
 
 def main() -> None:
@@ -155,8 +184,9 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s worker %(process)d %(name)s: %(message)s")
     config = WorkerConfig.model_validate_json(sys.argv[1])
     limits.die_with_parent()  # a killed server leaves no worker behind (and the worker's children follow it)
-    limits.configure(config.memory_limit_mb, kill_with_parent=True)
-    limits.apply_to_self(config.memory_limit_mb + WORKER_HEADROOM_MB)
+    share = limits.tree_share_mb(config.memory_limit_mb, tree_processes(config))  # one budget per request
+    limits.configure(share, kill_with_parent=True)
+    limits.apply_to_self(share + WORKER_HEADROOM_MB)
     worker = PlannerWorker(config)
     try:
         serve(requests, responses, worker.handlers())

@@ -1,0 +1,123 @@
+"""Hostile validation against `portfolio serve --workers 2 --token` on loopback (issue 23's Targets).
+
+Sends `--hostile` validate requests at once, half a quantifier blow-up (a 7-variable forall over 50 objects),
+half a ~30 MB body (a blocks problem with that many objects), then measures: how long `/v1/steps` and a
+trivial validate take once they have all been answered, the server process's peak resident memory (it must
+stay under its cap: nothing is parsed in it any more), and how long SIGTERM takes to exit.
+
+    PYTHONPATH=. python benchmarks/hostile_service.py --hostile 20      # the issue's target
+
+Bounded: every request has a client timeout, the server is stopped (SIGKILL after 15 s) whatever happens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+IPC = REPO.parent / "shared" / "ipc"
+WEDGE_DOMAIN = """(define (domain wedge) (:requirements :adl :typing) (:types obj)
+  (:predicates (p ?x - obj) (done))
+  (:action go :parameters () :precondition (forall (?x1 ?x2 ?x3 ?x4 ?x5 ?x6 ?x7 - obj) (not (p ?x1)))
+    :effect (done)))"""
+
+
+def wedge() -> dict:
+    objects = " ".join(f"o{i}" for i in range(50))
+    return {"domain": WEDGE_DOMAIN, "problem": f"(define (problem w) (:domain wedge) (:objects {objects} - obj) "
+            "(:init) (:goal (done)))", "plan": ["(go)"]}
+
+
+def big_body(megabytes: int = 30) -> dict:
+    count = megabytes * 1024 * 1024 // 40
+    objects = " ".join(f"b{i}" for i in range(count))
+    init = " ".join(f"(clear b{i}) (ontable b{i})" for i in range(count))
+    problem = f"(define (problem big) (:domain blocks) (:objects {objects}) (:init (handempty) {init}) " \
+              "(:goal (on b0 b1)))"
+    return {"domain": (IPC / "blocks" / "domain.pddl").read_text(), "problem": problem, "plan": ["(pick-up b0)"]}
+
+
+def trivial() -> dict:
+    return {"domain": (IPC / "blocks" / "domain.pddl").read_text(),
+            "problem": (IPC / "blocks" / "probBLOCKS-4-0.pddl").read_text(), "plan": ["(pick-up b)"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hostile", type=int, default=20)
+    parser.add_argument("--memory-limit", type=int, default=1024, help="the server's --memory-limit (MB)")
+    args = parser.parse_args()
+    folder = tempfile.mkdtemp(prefix="hostile-")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "portfolio.cli", "serve", "--port", "0", "--workers", "2", "--token", "t",
+         "--traces", os.path.join(folder, "t.db"), "--memory-limit", str(args.memory_limit),
+         "--delegates", "fast-downward,pyperplan"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    headers = {"Authorization": "Bearer t"}
+    peak = {"rss_mb": 0.0}
+    stop = threading.Event()
+
+    def watch_memory() -> None:
+        server = psutil.Process(process.pid)
+        while not stop.is_set():
+            try:
+                peak["rss_mb"] = max(peak["rss_mb"], server.memory_info().rss / 2**20)
+            except psutil.Error:
+                return
+            time.sleep(0.05)
+
+    try:
+        url = process.stdout.readline().split()[2].removesuffix("/v1/")
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            health = httpx.get(url + "/v1/health", timeout=5).json()
+            if health["ready"] == health["workers"]:
+                break
+            time.sleep(0.2)
+        threading.Thread(target=watch_memory, daemon=True).start()
+        bodies = [json.dumps(wedge() if i % 2 == 0 else big_body()) for i in range(args.hostile)]
+        started = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(args.hostile) as pool:
+            answers = list(pool.map(lambda body: httpx.post(
+                url + "/v1/validate", content=body, headers={**headers, "content-type": "application/json"},
+                timeout=300).status_code, bodies))
+        hostile_s = time.monotonic() - started
+        step = {"run_id": "r", "step": 0, "action": "pick-up", "args": ["b"], "outcome": "success"}
+        timed = {}
+        for name, path, body in [("steps", "/v1/steps", {"steps": [step]}),
+                                 ("trivial_validate", "/v1/validate", trivial())]:
+            began = time.monotonic()
+            status = httpx.post(url + path, json=body, headers=headers, timeout=30).status_code
+            timed[name] = {"status": status, "seconds": round(time.monotonic() - began, 3)}
+        stop.set()
+        began = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=15)
+        result = {"hostile": args.hostile, "hostile_statuses": {str(s): answers.count(s) for s in set(answers)},
+                  "hostile_seconds": round(hostile_s, 1), **timed,
+                  "server_peak_rss_mb": round(peak["rss_mb"]), "memory_limit_mb": args.memory_limit,
+                  "sigterm_exit_seconds": round(time.monotonic() - began, 2), "exit_code": code}
+        print(json.dumps(result, indent=1))
+    finally:
+        stop.set()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+if __name__ == "__main__":
+    main()

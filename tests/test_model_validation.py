@@ -1,0 +1,103 @@
+"""A stored model that was hand-edited or damaged: checked on load against `learning.storage.StoredModel`, a
+clear error (exit 2 on the CLI, 503 with the reason from the service, `degraded` health), never a traceback
+at prediction time nor a worker crash loop."""
+
+from __future__ import annotations
+
+import copy
+import json
+import sqlite3
+
+import httpx
+import pytest
+
+from conftest import IPC
+from learning import retrain
+from portfolio.cli import main
+from test_service_helpers import config, serve_in_thread, small_plan
+from traces.records import StepRecord
+from traces.store import TraceStore
+
+DOMAIN, PROBLEM = str(IPC / "blocks" / "domain.pddl"), str(IPC / "blocks" / "probBLOCKS-4-0.pddl")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A store with a model of blocks actions (picking up b fails one time in five)."""
+    path = tmp_path_factory.mktemp("model") / "traces.db"
+    with TraceStore(path) as store:
+        store.record_steps(
+            StepRecord(run_id=f"r{i}", step=0, action="pick-up", args=(x,),
+                       outcome="failure" if x == "b" and i % 5 == 0 else "success")
+            for i in range(30) for x in "abcd")
+        retrain(store)
+        document = json.loads(bytes(store.latest_model().blob))
+    return path, document
+
+
+def set_path(document: dict, path: tuple, value) -> dict:
+    edited = copy.deepcopy(document)
+    target = edited
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return edited
+
+
+EDITS = [  # (where, new value): the report's edits that gave tracebacks or were silently used
+    (("n_steps",), "many"),
+    (("params", "prior_mean"), "abc"),
+    (("params", "prior_mean"), 1.5),
+    (("params", "min_samples"), -1),
+    (("actions", "pick-up", "strength"), 0),
+    (("actions", "pick-up", "strength"), -5),
+    (("actions", "pick-up", "cells", "a|"), [1.0, 0.0]),
+    (("actions", "pick-up", "weights", "g:a"), "heavy"),
+    (("actions", "pick-up", "kind"), "neural"),
+    (("actions", "pick-up", "base_rate"), None),
+]
+
+
+def store_with(tmp_path, trained, edit) -> str:
+    source, document = trained
+    path = tmp_path / "edited.db"
+    path.write_bytes(source.read_bytes())
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE models SET blob = ? WHERE version = (SELECT max(version) FROM models)",
+                   (json.dumps(set_path(document, *edit)).encode(),))
+    return str(path)
+
+
+@pytest.mark.parametrize("edit", EDITS, ids=lambda edit: ".".join(edit[0]) + "=" + repr(edit[1]))
+def test_an_edited_model_is_exit_2_naming_the_field(tmp_path, trained, capsys, edit):
+    assert main(["costs", DOMAIN, PROBLEM, "--traces", store_with(tmp_path, trained, edit)]) == 2
+    err = capsys.readouterr().err
+    assert edit[0][-1] in err and "portfolio retrain" in err and "Traceback" not in err, err
+
+
+def test_the_untouched_model_still_loads(trained, capsys):
+    assert main(["costs", DOMAIN, PROBLEM, "--traces", str(trained[0]), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert any(row["p_fail"] is not None for row in rows)
+
+
+def test_plan_with_a_zero_strength_is_exit_2_not_a_crash(tmp_path, trained, capsys):
+    edited = store_with(tmp_path, trained, (("actions", "pick-up", "strength"), 0))
+    assert main(["plan", DOMAIN, PROBLEM, "--traces", edited]) == 2
+    assert "strength" in capsys.readouterr().err
+
+
+def test_served_a_bad_model_is_a_503_with_the_reason_and_degraded_health_not_a_crash_loop(tmp_path, trained):
+    edited = store_with(tmp_path, trained, (("n_steps",), "many"))
+    with serve_in_thread(config(traces=edited)) as (url, svc):
+        with httpx.Client(base_url=url, timeout=60) as client:
+            for _ in range(3):
+                answer = client.post("/v1/plan", json=small_plan())
+                assert answer.status_code == 503, answer.text
+                assert answer.json()["kind"] == "ModelFormatError" and "n_steps" in answer.json()["error"]
+            health = client.get("/v1/health").json()
+            assert health["status"] == "degraded" and any("n_steps" in r for r in health["reasons"])
+            actions = client.get("/v1/actions")
+            assert actions.status_code == 503 and "n_steps" in actions.json()["error"]
+            assert svc.pool.last_failure is None  # no worker died or was replaced
+            assert client.post("/v1/validate", json={**small_plan(), "plan": []}).status_code == 200

@@ -1,0 +1,72 @@
+"""Hostile requests against a real server on loopback (uvicorn, real validator and planner workers, real SQLite):
+validation that blows up must cost its own bounded process, never the server, the trace store or the planner."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+
+import anyio
+import httpx
+
+from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, serve_in_thread
+
+# A precondition quantified over seven variables: 50^7 conditions to check, forever in practice.
+WEDGE_DOMAIN = """(define (domain wedge) (:requirements :adl :typing) (:types obj)
+  (:predicates (p ?x - obj) (done))
+  (:action go :parameters () :precondition (forall (?x1 ?x2 ?x3 ?x4 ?x5 ?x6 ?x7 - obj) (not (p ?x1)))
+    :effect (done)))"""
+WEDGE_PROBLEM = ("(define (problem w) (:domain wedge) (:objects "
+                 + " ".join(f"o{i}" for i in range(50)) + " - obj) (:init) (:goal (done)))")
+WEDGE = {"domain": WEDGE_DOMAIN, "problem": WEDGE_PROBLEM, "plan": ["(go)"]}
+TRIVIAL = {"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4, "plan": ["(pick-up b)"]}
+
+
+def test_validation_blow_ups_are_bounded_and_starve_neither_the_store_nor_a_trivial_validate(tmp_path):
+    with serve_in_thread(config(traces=str(tmp_path / "t.db"), validate_budget_s=1.0, queue=8)) as (url, svc):
+        with concurrent.futures.ThreadPoolExecutor(4) as pool, httpx.Client(base_url=url, timeout=10) as client:
+            hostile = [pool.submit(httpx.post, url + "/v1/validate", json=WEDGE, timeout=30) for _ in range(4)]
+            time.sleep(0.3)  # the validators are busy with them now
+            step = {"run_id": "r", "step": 0, "action": "pick-up", "args": ["b"], "outcome": "success"}
+            # Before, validation took the trace store's threads: this timed out, as did /v1/actions.
+            assert client.post("/v1/steps", json={"steps": [step]}).json() == {"recorded": 1}
+            assert client.get("/v1/actions").status_code == 200
+            for future in hostile:
+                answer = future.result()
+                assert answer.status_code == 422, answer.text
+                assert answer.json()["kind"] == "ValidationTooCostly" and "1 s" in answer.json()["error"]
+            verdict = client.post("/v1/validate", json=TRIVIAL)
+            assert verdict.status_code == 200 and verdict.json()["valid"] is False
+            assert svc.store.stats()[0].steps == 1
+
+
+def test_the_mcp_validate_tool_is_bounded_too(tmp_path):
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def main(url: str):
+        async with streamable_http_client(url + "/mcp") as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                with anyio.fail_after(20):
+                    return await session.call_tool("validate", WEDGE)
+
+    with serve_in_thread(config(validate_budget_s=1.0)) as (url, _):
+        result = anyio.run(main, url)
+        assert result.is_error and "ValidationTooCostly" in result.content[0].text
+        assert httpx.post(url + "/v1/validate", json=TRIVIAL, timeout=10).json()["valid"] is False
+
+
+def test_large_bodies_in_flight_are_bounded_and_refused_with_503_beyond(tmp_path):
+    """Before, every large body was read in at once: ten 30 MB validations took the server to 1.9 GB, and four
+    31 MB ones to 4.3 GB in the report. Now those beyond the budget are refused (503, Retry-After) unread."""
+    padding = "; " + "x" * (3 * 1024 * 1024) + "\n"
+    slow = {**WEDGE, "problem": padding + WEDGE_PROBLEM}  # 3 MB, and costly: holds its budget for 1 s
+    with serve_in_thread(config(validate_budget_s=1.0, validators=2), large_body_budget=4 * 1024 * 1024) as (url, _):
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            answers = list(pool.map(lambda _: httpx.post(url + "/v1/validate", json=slow, timeout=30), range(3)))
+        statuses = sorted(a.status_code for a in answers)
+        assert 503 in statuses and statuses.count(422) >= 1, statuses
+        busy = next(a for a in answers if a.status_code == 503)
+        assert busy.json()["kind"] == "BusyWithLargeBodies" and busy.headers["retry-after"] == "1"
+        assert httpx.post(url + "/v1/validate", json=TRIVIAL, timeout=10).json()["valid"] is False
