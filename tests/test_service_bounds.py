@@ -76,5 +76,5 @@ def test_a_large_step_batch_does_not_hold_the_event_loop(tmp_path):
                 assert client.get("/v1/health").status_code == 200
                 latencies.append(time.monotonic() - started)
                 time.sleep(0.05)
-            assert batch.result().json() == {"recorded": count}
+            assert batch.result().json() == {"recorded": count, "skipped": 0, "conflicts": []}
     assert len(latencies) >= 3 and max(latencies) < 1.0, latencies

@@ -29,7 +29,7 @@ def test_validation_blow_ups_are_bounded_and_starve_neither_the_store_nor_a_triv
             time.sleep(0.3)  # the validators are busy with them now
             step = {"run_id": "r", "step": 0, "action": "pick-up", "args": ["b"], "outcome": "success"}
             # Before, validation took the trace store's threads: this timed out, as did /v1/actions.
-            assert client.post("/v1/steps", json={"steps": [step]}).json() == {"recorded": 1}
+            assert client.post("/v1/steps", json={"steps": [step]}).json() == {"recorded": 1, "skipped": 0, "conflicts": []}
             assert client.get("/v1/actions").status_code == 200
             for future in hostile:
                 answer = future.result()

@@ -87,7 +87,7 @@ def test_a_handler_that_raises_is_a_500_and_the_connection_is_kept(server):
         socket = connection.sock
         assert socket is not None
         svc.record_steps = original
-        assert exchange(connection, "POST", "/v1/steps", json.dumps({"steps": [STEP]})) == (200, {"recorded": 1})
+        assert exchange(connection, "POST", "/v1/steps", json.dumps({"steps": [STEP]})) == (200, {"recorded": 1, "skipped": 0, "conflicts": []})
         assert connection.sock is socket
     finally:
         svc.record_steps = original
