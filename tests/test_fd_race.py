@@ -72,6 +72,7 @@ def test_tasks_with_costs_run_the_cost_searches_of_their_quality():
     task = bundled_task("tools", 3, seed=1)
     assert task.has_action_costs()
     with FastDownward(workers=4) as fd:
+        fd.inprocess_max_operators = 0  # the search processes, not the in-process A* (tests/test_sas_astar.py)
         outcome = fd.solve(PlanRequest(task=task), time.monotonic() + 30)
         first = fd.solve(PlanRequest(task=task, quality="first"), time.monotonic() + 30)
     assert outcome.status is Status.SOLVED and validate_plan(task, outcome.plan).ok

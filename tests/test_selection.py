@@ -148,6 +148,7 @@ def test_under_learned_costs_the_selection_chooses_the_coverage_search(tmp_path)
         retrain(store, holdout_fraction=0.0)
     with Planner(default_stages(["fast-downward"], 30.0, fd_workers=2), traces=db) as planner:
         assert planner.model is not None and planner.selection is not None
+        planner.fast_downward.inprocess_max_operators = 0  # the search processes (tests/test_sas_astar.py)
         small = planner.plan(task)
         first = planner.plan(task, quality="first")
         planner.fast_downward.exact_max_operators = 0  # as on a large task

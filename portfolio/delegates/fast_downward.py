@@ -32,14 +32,15 @@ from typing import Callable, Sequence
 
 from domains.model import Atom, Task
 from portfolio import cancel
+from portfolio.delegates import fd_inprocess
+from portfolio.delegates.fd_inprocess import INPROCESS_MAX_OPERATORS, INPROCESS_NODE_CAP
 from portfolio.delegates.fd_search import (
     DEFAULT_QUALITY, RACE_ALIASES, SATISFICING, SEARCH_ALIASES, available_cores, run_searches,
     check_quality, search_aliases, search_binary,
 )
 from portfolio.results import DelegateOutcome, PlanRequest, Resource, Status
-from portfolio.sas import COST_SCALE, SasTask, operator_action, parse_sas
+from portfolio.sas import COST_SCALE, SasTask, parse_sas
 from portfolio.sas_cache import CachedTranslation, SasCache, cache_key
-from portfolio.sas_search import compile_task, greedy_search
 from portfolio.translate import TranslatorOptionsError, check_options
 from portfolio.workers import (
     BudgetExpired, OutOfMemory, SearchProcessPool, WorkerCrashed, WorkerError, WorkerProcess,
@@ -47,15 +48,6 @@ from portfolio.workers import (
 
 log = logging.getLogger(__name__)
 
-# In-process search on replans (`portfolio.sas_search`): only for tasks with at most this many operators. Measured
-# on 2 cores, from the initial state: pure-Python GBFS+hFF solves the IPC tasks of `portfolio.bench` (4-72
-# operators) in 0.1-7 ms plus ~0.5 ms to compile, where a whole perturbed replan through a `downward` process took
-# 9-12 ms (`benchmarks.bench_reuse`); at 156-180 operators (logistics00 8-0, depot p02) it took 21-28 ms, slower
-# than the process, since hFF costs O(operators) per state in Python. 120 sits between the two.
-INPROCESS_MAX_OPERATORS = 120
-# The in-process search stops after this long (or at the deadline): the process search gets what is left.
-INPROCESS_BUDGET_S = 0.1
-INPROCESS_NODE_CAP = 20_000
 # With costs and quality "anytime": the share of the time left when the searches start (up to when the caller
 # wants its answer) that improvement may use once a plan exists; a proof of optimality ends it sooner. See
 # `fd_search.QUALITIES`. Chosen on tuning tasks (`python -m benchmarks.cost_search`, seeds 0-2 of
@@ -311,10 +303,17 @@ class FastDownward(Resource):
         if request.has_costs:
             costs = request.grounded_costs([f"({name})" for name in translation.sas.operator_names])
         if init_values is not None and not costs and not task.has_action_costs():
-            solved = self._search_in_process(translation.sas, init_values, request.excluded, deadline, details)
+            solved = fd_inprocess.greedy(self, translation.sas, init_values, request.excluded, deadline, details)
             if solved is not None:
                 return solved
         with_costs = bool(costs) or task.has_action_costs()
+        if with_costs and check_quality(request.quality or self.quality) != "first":
+            solved = fd_inprocess.cheapest(self, translation.sas, init_values or translation.sas.init, costs,
+                                           request.excluded, deadline, details)
+            if solved is not None:
+                details["quality"] = check_quality(request.quality or self.quality)
+            if solved is not None:
+                return solved
         order = None
         if self.selector is not None:
             order = self.selector(task, translation.sas, translation.options)
@@ -327,28 +326,6 @@ class FastDownward(Resource):
                                race_after=race_after, operators=len(translation.sas.operators),
                                cost_scale=COST_SCALE if costs else 1.0, quality=request.quality,
                                answer_by=request.answer_by)
-
-    def _search_in_process(self, sas: SasTask, init: tuple[int, ...], excluded: frozenset[str], deadline: float,
-                           details: dict) -> DelegateOutcome | None:
-        """A replan on a small unit-cost task (translation reused, init rewritten): GBFS+hFF in this process, no
-        search process. The plan, or None (after recording why in `details["in_process"]`) so the process search
-        runs within what is left of the budget. Only for satisficing configurations: an optimal one promised
-        optimal plans."""
-        if self.search or self.alias not in SATISFICING or len(sas.operators) > self.inprocess_max_operators:
-            return None
-        started = time.monotonic()
-        problem = compile_task(sas, excluded)
-        if problem is None:
-            details["in_process"] = {"status": "unsupported", "reason": "axioms"}
-            return None
-        result = greedy_search(problem, init, min(deadline, started + INPROCESS_BUDGET_S),
-                               node_cap=self.inprocess_node_cap)
-        details["in_process"] = {"status": result.status.value, "expanded": result.expanded,
-                                 "ms": round((time.monotonic() - started) * 1000, 3)}
-        if result.status is not Status.SOLVED or result.plan is None:
-            return None
-        details["search"] = "in-process"
-        return DelegateOutcome(Status.SOLVED, plan=[operator_action(name) for name in result.plan], details=details)
 
     def search_sas(self, sas_text: str, deadline: float, with_costs: bool = False,
                    details: dict | None = None, order: Sequence[str] | None = None,

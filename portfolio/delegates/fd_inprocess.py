@@ -1,0 +1,84 @@
+"""Searches in this process for small tasks, before Fast Downward's search processes (`FastDownward.solve`).
+
+- `greedy`: a replan of a small unit-cost task (translation reused, init rewritten): GBFS with hFF
+  (`portfolio.sas_search`), first plan.
+- `cheapest`: a small task with costs (learned, or the task's own), quality "anytime" or "optimal": A* with h_max
+  (`portfolio.sas_astar`), an optimal plan.
+
+Both give up (None, the reason in `details["in_process"]`) at their node cap or `INPROCESS_BUDGET_S`, and the
+process searches run within what is left of the budget. Only for satisficing configurations: an optimal alias
+or a raw search string asked for a search of its own.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from portfolio.delegates.fd_search import SATISFICING
+from portfolio.results import DelegateOutcome, Status
+from portfolio.sas import SasTask, operator_action
+from portfolio.sas_astar import astar_search
+from portfolio.sas_search import compile_task, greedy_search
+
+if TYPE_CHECKING:
+    from portfolio.delegates.fast_downward import FastDownward
+
+# In-process search (`portfolio.sas_search`, `portfolio.sas_astar`): only for tasks with at most this many
+# operators. Measured on 2 cores, from the initial state: pure-Python GBFS+hFF solves the IPC tasks of `portfolio.bench` (4-72
+# operators) in 0.1-7 ms plus ~0.5 ms to compile, where a whole perturbed replan through a `downward` process took
+# 9-12 ms (`benchmarks.bench_reuse`); at 156-180 operators (logistics00 8-0, depot p02) it took 21-28 ms, slower
+# than the process, since hFF costs O(operators) per state in Python. 120 sits between the two.
+INPROCESS_MAX_OPERATORS = 120
+# The in-process search stops after this long (or at the deadline): the process search gets what is left.
+INPROCESS_BUDGET_S = 0.1
+INPROCESS_NODE_CAP = 20_000
+
+
+def greedy(fd: "FastDownward", sas: SasTask, init: tuple[int, ...], excluded: frozenset[str], deadline: float,
+           details: dict) -> DelegateOutcome | None:
+    """A replan on a small unit-cost task (translation reused, init rewritten): GBFS+hFF in this process, no
+    search process. The plan, or None (after recording why in `details["in_process"]`) so the process search
+    runs within what is left of the budget. Only for satisficing configurations: an optimal one promised
+    optimal plans."""
+    if fd.search or fd.alias not in SATISFICING or len(sas.operators) > fd.inprocess_max_operators:
+        return None
+    started = time.monotonic()
+    problem = compile_task(sas, excluded)
+    if problem is None:
+        details["in_process"] = {"status": "unsupported", "reason": "axioms"}
+        return None
+    result = greedy_search(problem, init, min(deadline, started + INPROCESS_BUDGET_S),
+                           node_cap=fd.inprocess_node_cap)
+    details["in_process"] = {"status": result.status.value, "expanded": result.expanded,
+                             "ms": round((time.monotonic() - started) * 1000, 3)}
+    if result.status is not Status.SOLVED or result.plan is None:
+        return None
+    details["search"] = "in-process"
+    return DelegateOutcome(Status.SOLVED, plan=[operator_action(name) for name in result.plan], details=details)
+
+
+def cheapest(fd: "FastDownward", sas: SasTask, init: tuple[int, ...], costs: dict[str, float] | None,
+             excluded: frozenset[str], deadline: float, details: dict) -> DelegateOutcome | None:
+    """A task with costs below the in-process threshold: A* with h_max in this process
+    (`portfolio.sas_astar`), whose plan is optimal; None (after recording why in `details["in_process"]`)
+    so the process searches run within what is left of the budget."""
+    if fd.search or fd.alias not in SATISFICING or len(sas.operators) > fd.inprocess_max_operators:
+        return None
+    started = time.monotonic()
+    problem = compile_task(sas, excluded)
+    if problem is None:
+        details["in_process"] = {"status": "unsupported", "reason": "axioms"}
+        return None
+    op_costs = [costs.get(f"({op.name})", float(op.cost)) if costs else float(op.cost)
+                for op in sas.operators if not excluded or f"({op.name})" not in excluded]
+    result, cost = astar_search(problem, op_costs, init, min(deadline, started + INPROCESS_BUDGET_S),
+                                node_cap=fd.inprocess_node_cap)
+    ms = round((time.monotonic() - started) * 1000, 3)
+    details["in_process"] = {"status": result.status.value, "expanded": result.expanded, "ms": ms}
+    if result.status is not Status.SOLVED or result.plan is None or cost is None:
+        return None
+    details["search"] = "in-process-astar"
+    details["plans"] = [{"search": "in-process-astar", "cost": round(cost, 3), "ms": ms}]
+    details["optimal"] = True
+    return DelegateOutcome(Status.SOLVED, plan=[operator_action(name) for name in result.plan], details=details)
