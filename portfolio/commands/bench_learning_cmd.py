@@ -33,7 +33,7 @@ drive along roads between places, 5-9 places, 2-3 vehicles, the situation {"weat
   vehicle-roads  delivery on a ring of 6-9 places plus chords, 2-4 trucks, each failing 70% on its own bad
               roads (a quarter of the roads)
   agent-tools the bundled tools domain (1-3 report jobs): the cheap engine web-basic fails 80%, the dearer
-              web-pro works, database queries time out 25% (the README walkthrough's situation)
+              web-pro works, database queries time out 60% (the README walkthrough's situation)
 The seed picks each world's size (places, vehicles, packages, jobs) and faults.
 
 How the arms plan: cost-blind (`Planner()`, the task's own costs) and learned-POLICY (`Planner(traces=...,
