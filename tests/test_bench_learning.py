@@ -43,6 +43,7 @@ def test_one_small_world_end_to_end_writes_its_report(tmp_path, capsys):
     (["--policies", "greedy"], "unknown explore policy 'greedy'"),
     (["--jobs", "0"], "--jobs must be >= 1"),
     (["--first-seed", "-1"], "--first-seed must be >= 0"),
+    (["--bundled-episodes", "-1"], "--bundled-episodes must be >= 0"),
 ])
 def test_bad_input_exits_2_with_a_message(tmp_path, capsys, argv, message):
     assert main(["bench", "learning", *argv, "--out", str(tmp_path / "r")]) == 2

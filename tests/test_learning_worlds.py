@@ -242,3 +242,23 @@ def test_a_detours_shortcut_is_cheaper_under_unit_costs_and_worse_under_true_cos
         assert len(unit.plan) < len(true.plan)  # cheaper under unit costs: 2-4 drives shorter a crossing
         assert plan_cost_under(task, unit.plan, table) > plan_cost_under(task, true.plan, table) + 1.0
         assert validate_plan(task, unit.actions()).ok and validate_plan(task, true.actions()).ok
+
+
+def test_plan_quality_on_bundled_tasks_compares_with_a_proved_optimum():
+    from portfolio.benchsuite.worlds.bundled import BundledWorld, bundled_quality, bundled_table
+
+    rows = bundled_quality(episodes=6, retrain_every=3, tasks=(("gripper", 4), ("tools", 3)))
+    for name in ("gripper-4", "tools-3"):
+        q = rows[name]
+        assert q["calls"] + q["unproved"] == 3  # learned costs from the first retrain on, one call an episode
+        assert q["ratio_median"] >= 1.0 - 1e-3 and q["ratio_max"] >= q["ratio_p95"] >= q["ratio_median"]
+        assert q["over_budget"] <= q["calls"] and q["ms_max"] > 0
+    assert "| gripper-4 | " in "\n".join(bundled_table(rows))
+    from domains.bundled import bundled_task
+    from portfolio.delegates.typed_search import ground
+
+    world = BundledWorld("gripper", 4)
+    actions = ground(bundled_task("gripper", 4, 0), 100_000).actions
+    bad = [a for a in actions if world.p_fail(a) == 0.5]
+    assert 0.03 < len(bad) / len(actions) < 0.3  # about one grounding in BAD_EVERY = 8 fails half the time
+    assert all(world.p_fail(a) == 0.02 for a in actions if a not in bad)

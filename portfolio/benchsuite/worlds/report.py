@@ -275,16 +275,23 @@ def _reliability(pairs: list[tuple[float, float]], bins: int = 10) -> list[tuple
     return out
 
 
-def write_results(runs_by_kind: dict[str, list[WorldRun]], policies: Sequence[str], out: Path) -> dict[str, Path]:
+def write_results(runs_by_kind: dict[str, list[WorldRun]], policies: Sequence[str], out: Path,
+                  bundled: dict | None = None) -> dict[str, Path]:
     """learning-worlds.md (the report), .json (summary and every run, without the calibration points) and .png
-    (curves and reliability) in `out`; returns their paths."""
+    (curves and reliability) in `out`; returns their paths. `bundled`: `bundled.bundled_quality`'s rows, added
+    as a section of the report and a key of the JSON."""
+    from portfolio.benchsuite.worlds.bundled import bundled_table
+
     summary = {kind: summarise(runs, policies) for kind, runs in runs_by_kind.items()}
     out.mkdir(parents=True, exist_ok=True)
     paths = {"report": out / "learning-worlds.md", "json": out / "learning-worlds.json",
              "plot": out / "learning-worlds.png"}
-    paths["report"].write_text(report(summary, policies, runs_by_kind) + "\n")
+    text = report(summary, policies, runs_by_kind)
+    if bundled:
+        text += "\n\n" + "\n".join(bundled_table(bundled))
+    paths["report"].write_text(text + "\n")
     paths["json"].write_text(json.dumps(
-        {"summary": summary, "runs": [asdict(r) | {"calibration": {p: {k: v for k, v in c.items() if k != "pairs"}
+        {"summary": summary, "bundled": bundled, "runs": [asdict(r) | {"calibration": {p: {k: v for k, v in c.items() if k != "pairs"}
                                                                    for p, c in r.calibration.items()}}
                                       for runs in runs_by_kind.values() for r in runs]}, indent=1))
     plot(runs_by_kind, policies, paths["plot"])
