@@ -168,6 +168,8 @@ def test_measured_arms_run_the_default_cascade_and_the_oracle_does_not():
             # loaded machine), Fast Downward most of the time, and never the routes shortcut the oracle uses
             assert {key.split("/")[0] for key in run.searches[arm]} <= set(DEFAULT_DELEGATES), run.searches[arm]
             assert sum(n for key, n in run.searches[arm].items() if key.startswith("fast-downward/")) >= 8
+        assert len(run.latency_ms["cost-blind"]) == len(run.latency_ms["learned-mean"]) == 12
+        assert "oracle" not in run.latency_ms  # only the measured arms' latency is reported
         quality = run.quality["mean"]
         assert len(quality) == 12 - 4  # no learned costs before the first retrain: nothing to compare
         for call in quality:

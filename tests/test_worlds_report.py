@@ -50,6 +50,10 @@ def test_plan_quality_is_pooled_per_type_with_median_p95_and_calls_over_budget()
     run.quality = {"mean": calls[:10]}
     run2 = _run("pairs-2", 0.60, 0.90, 0.90)
     run2.quality = {"mean": calls[10:]}
+    run.latency_ms = {"cost-blind": [10.0] * 5}
+    run2.latency_ms = {"cost-blind": [10.0, 12.0, 14.0]}
     summary = {"pairs": summarise([run, run2], ["mean"])}
     assert summary["pairs"]["mean"]["quality"] == q  # pooled over the type's worlds
+    assert summary["pairs"]["mean"]["latency_vs_blind"] == pytest.approx(29.5 / 10.0)  # medians: 29.5 ms, 10 ms
     assert "| pairs | mean | 20 | 1.950 | 2.800 | 3.000 | 0.05 |" in report(summary, ["mean"])
+    assert "| 1 | 2.950 |" in report(summary, ["mean"])  # one call over budget; latency 2.95x cost-blind's

@@ -16,8 +16,9 @@ separate plan quality from luck; realised success by window is reported too.
 
 Plan quality, per type and policy, over every learned call of every world (pooled): the returned plan's cost
 under the very costs the call planned with, as a ratio to the optimum under the same costs (median and p95;
-targets 1.05 and 1.2), the calls' latency (median, p95, max) and how many exceeded their budget; then seconds
-per world, and which delegate and search answered each arm's calls.
+targets 1.05 and 1.2), the calls' latency (median, p95, max), how many exceeded their budget and the median
+latency as a share of the cost-blind calls' (target: at most 2); then seconds per world, and which delegate
+and search answered each arm's calls.
 """
 
 from __future__ import annotations
@@ -89,6 +90,10 @@ def summarise(runs: Sequence[WorldRun], policies: Sequence[str]) -> dict:
             "consistency_max_gap": max(gaps) if gaps else None,
         }  # fmt: skip
         out[policy]["quality"] = quality([q for r in runs for q in r.quality.get(policy, [])])
+        blind_ms = [ms for r in runs for ms in r.latency_ms.get("cost-blind", [])]
+        learned_ms = [q["ms"] for r in runs for q in r.quality.get(policy, [])]  # the calls with learned costs
+        out[policy]["latency_vs_blind"] = (round(statistics.median(learned_ms) / statistics.median(blind_ms), 2)
+                                           if blind_ms and learned_ms and statistics.median(blind_ms) > 0 else None)
         for key, field in (("new_object", "new_object"), ("new_object_100", "new_object_100")):
             rows = [getattr(r, field)[policy] for r in runs
                     if getattr(r, field).get(policy, {}).get("p_new") is not None]
@@ -175,7 +180,8 @@ def report(summary: dict[str, dict], policies: Sequence[str], runs_by_kind: dict
               f"planned with / the optimum under the same costs, exact search; targets: median <= "
               f"{TARGET_QUALITY[0]}, p95 <= {TARGET_QUALITY[1]}), latency and seconds per world:", "",
               "| type | policy | calls | cost / optimum: median | p95 | max | share <= 1.05 | latency ms: median "
-              "| p95 | max | over budget | seconds per world |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| p95 | max | over budget | median latency / cost-blind's | seconds per world |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for kind, s in summary.items():
         for policy in policies:
             q = s[policy].get("quality")
@@ -183,7 +189,7 @@ def report(summary: dict[str, dict], policies: Sequence[str], runs_by_kind: dict
                 lines.append(f"| {kind} | {policy} | {q['calls']} | {q['ratio_median']:.3f} | {q['ratio_p95']:.3f} | "
                              f"{q['ratio_max']:.3f} | {q['within_1.05']:.2f} | {q['ms_median']:.1f} | "
                              f"{q['ms_p95']:.1f} | {q['ms_max']:.1f} | {q['over_budget']} | "
-                             f"{_fmt(s.get('seconds'))} |")
+                             f"{_num(s[policy].get('latency_vs_blind'))} | {_fmt(s.get('seconds'))} |")
     lines += ["", "Who answered (delegate/search: calls, over every world of the type):", ""]
     for kind, s in summary.items():
         for arm, counts in s.get("searches", {}).items():

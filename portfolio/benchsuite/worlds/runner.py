@@ -68,6 +68,7 @@ class WorldRun:
     # "ms" (the call's latency), "budget_ms"
     quality: dict[str, list[dict]] = field(default_factory=dict)
     searches: dict[str, dict[str, int]] = field(default_factory=dict)  # per arm: "delegate/search" -> calls
+    latency_ms: dict[str, list[float]] = field(default_factory=dict)  # per measured arm: every call's elapsed_ms
     seconds: float = 0.0
 
 
@@ -128,6 +129,8 @@ def run_world(world: World, episodes: int = 200, retrain_every: int = 10,
     arms = ["cost-blind", *(f"learned-{p}" for p in policies), "oracle"]
     for arm in arms:
         out.success[arm], out.expected[arm], out.searches[arm] = [], [], {}
+        if arm != "oracle":
+            out.latency_ms[arm] = []
     for p in policies:
         out.quality[p] = []
     try:
@@ -169,6 +172,8 @@ def run_world(world: World, episodes: int = 200, retrain_every: int = 10,
                 out.expected[arm].append(math.prod(1 - world.p_fail(s, spec) for s in plan) if result.solved else 0.0)
                 by = answered_by(result)
                 out.searches[arm][by] = out.searches[arm].get(by, 0) + 1
+                if arm in out.latency_ms:
+                    out.latency_ms[arm].append(result.elapsed_ms)
         final = world.episode(episodes - 1)
         for policy, learner in learners.items():
             out.calibration[policy] = calibration(world, learner, final)
