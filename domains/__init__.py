@@ -9,6 +9,7 @@ from domains.errors import (
     UndefinedSymbolError,
     UnsupportedFeatureError,
 )
+from domains.literals import parse_atom, parse_state
 from domains.model import Atom, GroundAction, Plan, State, Task
 
 __all__ = [
@@ -23,4 +24,6 @@ __all__ = [
     "TaskInputError",
     "UndefinedSymbolError",
     "UnsupportedFeatureError",
+    "parse_atom",
+    "parse_state",
 ]

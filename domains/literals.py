@@ -1,13 +1,20 @@
 """Literals written by runtimes, LLMs and decorators: `"(on a b)"`, `"(not (clear a))"`, `"ready"`.
 
 One reader for every place that takes a literal as a string (typed action declarations, the LLM's subgoals,
-states sent to the service), so they accept the same syntax and fail with the same error types as PDDL files.
+states sent to the service, `Planner.plan(init=...)`), so they accept the same syntax and fail with the same
+error types as PDDL files. `parse_state` is the public door for a state from Python: Atoms or the plan spelling
+`"(on b a)"`, in any iterable, and a `TypeError` naming what it takes for anything else, so a wrong argument is
+refused at the call and never reaches a delegate (issue 25: a list of Atoms once crashed Fast Downward).
 """
 
 from __future__ import annotations
 
 from domains.errors import ArityError, PDDLSyntaxError, UndefinedSymbolError
-from domains.model import Atom, Formula, Not, Task
+from typing import Iterable
+
+from domains.model import Atom, Formula, Not, State, Task
+
+STATE_TYPES = "a set (any iterable) of domains.Atom or of atoms spelled as in plans, like \"(on b a)\""
 
 
 def parse_literal(text: str) -> tuple[Atom, bool]:
@@ -22,6 +29,42 @@ def parse_literal(text: str) -> tuple[Atom, bool]:
     if not tokens or "(" in tokens or ")" in tokens:
         raise PDDLSyntaxError(f"{text!r} is not a literal like (on a b) or (not (on a b))")
     return Atom(tokens[0], tuple(tokens[1:])), negated
+
+
+def parse_atom(text: str) -> Atom:
+    """`"(on b a)"` -> `Atom("on", ("b", "a"))` (syntax only, lower-cased); `PDDLSyntaxError` for anything that
+    is not one positive atom."""
+    if not isinstance(text, str):
+        raise TypeError(f"an atom is a string like \"(on b a)\", not {type(text).__name__}")
+    atom, negated = parse_literal(text)
+    if negated:
+        raise PDDLSyntaxError(f"{text!r} is a negated literal; an atom is positive, like (on b a)")
+    return atom
+
+
+def parse_state(task: Task, atoms: Iterable[Atom | str] | None) -> State | None:
+    """A state of `task` from Python: Atoms and/or plan-spelled strings, in any iterable (None stays None: the
+    task's own initial state). Strings are checked against the task like any text (`TaskInputError`: unknown
+    predicate, wrong arity, unknown object); anything that is not an iterable of those is a `TypeError` that
+    names the expected types."""
+    if atoms is None:
+        return None
+    if isinstance(atoms, (str, bytes, Atom)) or not isinstance(atoms, Iterable):
+        raise TypeError(f"init/state must be {STATE_TYPES}; got {type(atoms).__name__} {_short(atoms)}")
+    state = set()
+    for item in atoms:
+        if isinstance(item, Atom):
+            state.add(item)
+        elif isinstance(item, str):
+            state |= parse_ground_atoms(task, [item])
+        else:
+            raise TypeError(f"init/state must be {STATE_TYPES}; it holds {type(item).__name__} {_short(item)}")
+    return frozenset(state)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def check_atom(task: Task, atom: Atom, text: str) -> None:

@@ -38,6 +38,14 @@ class Atom:
     def __str__(self) -> str:
         return "(" + " ".join((self.predicate, *self.args)) + ")"
 
+    @classmethod
+    def parse(cls, text: str) -> "Atom":
+        """`Atom.parse("(on b a)") == Atom("on", ("b", "a"))`, the inverse of `str`; `PDDLSyntaxError` for text
+        that is not one positive atom (`domains.literals.parse_atom`)."""
+        from domains.literals import parse_atom  # literals builds on this module
+
+        return parse_atom(text)
+
 
 @dataclass(frozen=True)
 class Parameter:
@@ -208,6 +216,11 @@ class Task:
     problem: Problem
     domain_pddl: str = field(default="", compare=False, repr=False)
     problem_pddl: str = field(default="", compare=False, repr=False)
+
+    @property
+    def init(self) -> State:
+        """The problem's initial state (`problem.init`): the default `init` of `Planner.plan`."""
+        return self.problem.init
 
     @cached_property
     def fingerprint(self) -> str:

@@ -64,10 +64,10 @@ async def main(traces: str | None = None) -> dict:
                     log["steps"].append(report)
                     print(f"step   {report.action:14} {report.outcome:8} {report.error or ''}".rstrip())
                     recorded = await call(client, "record_steps", {"steps": [{
-                        "run_id": "mcp-example", "step": len(log["steps"]) - 1, "action": report.action.strip("()"),
+                        "run_id": "mcp-example", "step": len(log["steps"]) - 1, "action": report.action,
                         "outcome": report.outcome, "error": report.error, "failure_category": report.category,
                         "duration_ms": report.ms}]})
-                    assert recorded == {"recorded": 1}
+                    assert recorded["recorded"] == 1, recorded
                     if report.outcome != "success":
                         break  # replan from the state reached, without the failed step
     finally:

@@ -35,6 +35,19 @@ LATENCY_INSTANCES = {
 }
 
 
+def latency_instances(ipc: Path) -> tuple[Path, dict[str, list[str]]]:
+    """(base folder, domain -> problem files) to time: `LATENCY_INSTANCES` under an IPC folder, or, for one
+    domain folder (`../shared/ipc/blocks`, as `bench run` takes), that domain's latency instances, else its two
+    smallest problems."""
+    ipc = Path(ipc)
+    if not (ipc / "domain.pddl").exists():
+        return ipc, LATENCY_INSTANCES
+    problems = LATENCY_INSTANCES.get(ipc.name) or [
+        p.name for p in sorted((p for p in ipc.glob("*.pddl") if p.name != "domain.pddl"),
+                               key=lambda p: (p.stat().st_size, p.name))[:2]]
+    return ipc.parent, {ipc.name: problems}
+
+
 def driver_script() -> Path:
     spec = importlib.util.find_spec("up_fast_downward")
     assert spec is not None and spec.submodule_search_locations
@@ -99,7 +112,9 @@ def benchmark_pairs(source: Path, per_domain: int | None = None) -> list[tuple[s
                 counts[label] = counts.get(label, 0) + 1
                 triples.append((label, domain, problem))
         return triples
-    for folder in sorted(p for p in source.iterdir() if (p / "domain.pddl").exists()):
+    folders = [source] if (source / "domain.pddl").exists() else sorted(
+        p for p in source.iterdir() if (p / "domain.pddl").exists())  # one domain folder, or a folder of them
+    for folder in folders:
         problems = sorted((p for p in folder.glob("*.pddl") if p.name != "domain.pddl"),
                           key=lambda p: (p.stat().st_size, p.name))[:per_domain]
         triples.extend((folder.name, folder / "domain.pddl", problem) for problem in problems)
@@ -145,10 +160,12 @@ def latency(ipc: Path, rounds: int = 7, instances: dict[str, list[str]] | None =
     from portfolio.planner import CLASSICAL_ONLY, Planner
 
     rows = []
+    if instances is None:
+        ipc, instances = latency_instances(ipc)
     with Planner(CLASSICAL_ONLY) as planner:
         fast_downward = planner.fast_downward
         assert fast_downward is not None
-        for domain, problems in (instances or LATENCY_INSTANCES).items():
+        for domain, problems in instances.items():
             for problem in problems:
                 domain_path, problem_path = ipc / domain / "domain.pddl", ipc / domain / problem
                 task = load_task(domain_path, problem_path)
@@ -172,9 +189,12 @@ def latency(ipc: Path, rounds: int = 7, instances: dict[str, list[str]] | None =
 
 
 def cold_start(ipc: Path, rounds: int = 5) -> float:
-    """Median wall seconds of `portfolio plan` on blocks/probBLOCKS-4-0 in a new process."""
-    command = [sys.executable, "-m", "portfolio.cli", "plan", str(ipc / "blocks" / "domain.pddl"),
-               str(ipc / "blocks" / "probBLOCKS-4-0.pddl")]
+    """Median wall seconds of `portfolio plan` in a new process on the first latency instance (blocks/
+    probBLOCKS-4-0 under an IPC folder)."""
+    base, instances = latency_instances(ipc)
+    domain, problems = next(iter(instances.items()))
+    command = [sys.executable, "-m", "portfolio.cli", "plan", str(base / domain / "domain.pddl"),
+               str(base / domain / problems[0])]
     return median_seconds(lambda: subprocess.run(command, stdout=subprocess.DEVNULL, check=True), rounds)
 
 

@@ -34,7 +34,8 @@ COMMAND_MODULES = (
 
 EPILOG = """\
 examples:
-  portfolio plan domain.pddl problem.pddl            plan with Fast Downward, then pyperplan, in 1 s
+  portfolio plan domain.pddl problem.pddl            Fast Downward, then pyperplan, in 1 s; if they find
+                                                     nothing, the goal agenda in up to 30 s more
   portfolio plan --task task.json --json             a JSON task; print the PlanResult as JSON
   portfolio schema task                              the JSON Schema of the task format
   portfolio traces import steps.jsonl                record executed steps

@@ -29,8 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--traces", help="trace store path (default: a temporary file, deleted afterwards)")
     parser.add_argument("--seed", type=int, default=3, help="seed of the simulated tools (default 3)")
     parser.add_argument("--outage", type=float, default=0.8, help="probability that the wire times out (0.8)")
-    parser.add_argument("--cost-weight", type=float, default=2.0,
-                        help="lambda: cost units per nat of failure risk (default 2)")
+    parser.add_argument("--cost-weight", type=float, default=5.0,
+                        help="lambda: cost units per nat of failure risk (default 5, the planner's)")
     parser.add_argument("--verbose", action="store_true", help="log every plan, step and replan event")
     return parser
 
@@ -78,20 +78,13 @@ def demo(runs: int, traces: str, seed: int, outage: float, cost_weight: float) -
                 print(f"  conceded: {result.reason}")
             info = agent.learn()
             wire = info.actions.get("fetch-wire", {})
-            costs = agent.planner.learned_costs(agent.compiled(WriteUp, _start()))
+            costs = agent.costs(Request("Write a short piece about Ada Lovelace."), goal=WriteUp)
             learned = ", ".join(f"{name} {c.cost:.2f} (p_fail {c.p_fail:.2f})" for name, c in sorted(costs.items())
                                 if "fetch" in name)
             print(f"  retrained model v{info.version} on {info.n_steps} steps (wire: {wire.get('failures', 0)} of "
                   f"{wire.get('steps', 0)} calls failed); learned costs: {learned}")
         print(f"\ncounters: {agent.counters.snapshot()}")
     return 1 if failures == runs else 0
-
-
-def _start() -> frozenset:
-    """The initial state of every run: a Request is known."""
-    from domains.typed_actions import fact
-
-    return frozenset({fact(Request)})
 
 
 def main(argv: list[str] | None = None) -> int:

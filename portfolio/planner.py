@@ -29,11 +29,11 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from domains.ground_text import normalise_actions
 from domains.ground_text import parse_ground_action
-from domains.model import GroundAction, Plan, State, Task, plan_cost
+from domains.model import Atom, GroundAction, Plan, State, Task, plan_cost
 from domains.validate import validate_plan
 from portfolio.cascade import CLASSICAL_BUDGET_S, PortfolioDecomposition, Stage, Tier
 from portfolio.delegates.fast_downward import FastDownward
@@ -68,6 +68,15 @@ def reusable_suffix(task: Task, init: State, steps: Sequence[GroundAction | str]
         if validate_plan(task, actions[offset:], init=init).ok:  # unknown actions fail validation, not raise
             return offset, actions[offset:]
     return None
+
+
+def check_weight(weight: float) -> float:
+    """The lambda of learned costs: a finite number >= 0 (0 plans on base costs alone)."""
+    import math
+
+    if not isinstance(weight, (int, float)) or isinstance(weight, bool) or not math.isfinite(weight) or weight < 0:
+        raise ValueError(f"weight must be a finite number >= 0, got {weight!r}")
+    return float(weight)
 
 
 def default_stages(
@@ -106,6 +115,11 @@ class Planner(Resource):
 
     `eliminate_steps` (default True): the steps of the winning plan that no goal needs are removed after
     validation (`domains.action_elimination`; `PlanResult.eliminated_steps` says how many).
+
+    `quality` (default "anytime"): with costs (learned or the task's own), how Fast Downward trades plan cost
+    for time: "anytime" returns the cheapest plan found once optimality is proved (A* races on small tasks) or a
+    quarter of its time has passed with a plan in hand, "optimal" waits for the proof, "first" returns the first
+    cost-aware plan (`portfolio.delegates.fd_anytime`). Per call: `plan(quality=...)`.
     """
 
     def __init__(
@@ -120,10 +134,13 @@ class Planner(Resource):
         select: bool = True,
         carry_over: bool = True,
         eliminate_steps: bool = True,
+        quality: str | None = None,
     ) -> None:
         from learning.explore import DEFAULT_EXPLORE, check_explore
+        from portfolio.delegates.fd_search import DEFAULT_QUALITY, check_quality
 
         self.explore = check_explore(explore or DEFAULT_EXPLORE)
+        self.quality = check_quality(quality or DEFAULT_QUALITY)
         self.seed = seed
         self._rng = None  # numpy's Generator, made on the first draw
         if delegates is None or all(isinstance(d, str) for d in delegates):
@@ -133,7 +150,7 @@ class Planner(Resource):
         # The planner owns the stages from here on: if the rest of set-up fails (a bad trace store), it closes
         # them, so no worker process or temporary directory outlives a failed constructor.
         self.cascade = PortfolioDecomposition(stages, carry_over=carry_over, eliminate_steps=eliminate_steps)
-        self.cost_weight = cost_weight
+        self.cost_weight = check_weight(cost_weight)
         self.traces_path = Path(traces) if traces else None
         self._store = None
         self._model = None
@@ -218,31 +235,39 @@ class Planner(Resource):
         fast_downward.translator_chooser = lambda task: model.predict_translator(task.domain_fingerprint,
                                                                                  fast_downward.workers)
 
-    def cost_model_for(self, explore: str, features: dict | None) -> str | None:
-        """Which costs a call makes plans under: "task", or "learned:<generation>:<policy>:<situation>" with a
-        failure model; None when no two calls share them (Thompson sampling draws fresh costs every call)."""
+    def cost_model_for(self, explore: str, features: dict | None, weight: float | None = None) -> str | None:
+        """Which costs a call makes plans under: "task", or "learned:<generation>:<policy>:<situation>" (plus
+        ":w<weight>" when the call's weight is not the planner's) with a failure model; None when no two calls
+        share them (Thompson sampling draws fresh costs every call)."""
         if self._model is None:
             return TASK_COSTS
         if explore == "thompson":
             return None
         situation = hashlib.sha256(repr(sorted((features or {}).items())).encode()).hexdigest()[:12]
-        return f"learned:{self._model_generation}:{explore}:{situation}"
+        name = f"learned:{self._model_generation}:{explore}:{situation}"
+        return name if weight is None or weight == self.cost_weight else f"{name}:w{weight:g}"
 
-    def learned_costs(self, task: Task, init: State | None = None, features: dict | None = None,
-                      deadline: float | None = None) -> dict:
+    def learned_costs(self, task: Task, init: Iterable[Atom | str] | None = None, features: dict | None = None,
+                      deadline: float | None = None, weight: float | None = None) -> dict:
         """Grounded action (PDDL form) -> `learning.costs.ActionCost` for every action Fast Downward grounds,
         from the latest model; {} without one. For inspection (`portfolio costs`): planning computes the same
         costs inside the delegates' budget."""
+        from portfolio.arguments import check_state, check_task
+
+        init = check_state(check_task(task), init)
         fast_downward = self._fast_downward()
         if self._model is None or fast_downward is None:
             return {}
         request = PlanRequest(task=task, init=init)
         grounded = fast_downward.grounded_actions(request, deadline or time.monotonic() + 60.0)
-        return self._costs_for(task, grounded, features, "mean")
+        return self._costs_for(task, grounded, features, "mean", weight)
 
-    def _costs_for(self, task: Task, grounded: Sequence[str], features: dict | None, explore: str) -> dict:
-        """Costs under `explore`; the model's posteriors are cached per task, situation and grounding list, so
-        a Thompson draw per call costs one vectorised sample."""
+    def _costs_for(self, task: Task, grounded: Sequence[str], features: dict | None, explore: str,
+                   weight: float | None = None) -> dict:
+        """Costs under `explore` and `weight` (lambda; None: the planner's `cost_weight`); the model's
+        posteriors are cached per task, situation and grounding list, so a Thompson draw per call costs one
+        vectorised sample."""
+        lam = self.cost_weight if weight is None else check_weight(weight)
         from learning.costs import action_posteriors, priced
 
         key = (task.fingerprint, tuple(sorted((features or {}).items())), len(grounded), hash(tuple(grounded)))
@@ -257,22 +282,22 @@ class Planner(Resource):
                     self._cost_cache.clear()
                 self._cost_cache[key] = cached
             if explore == "mean":
-                costs = self._cost_cache.get((key, "mean"))
+                costs = self._cost_cache.get((key, "mean", lam))
                 if costs is None:
-                    costs = self._cost_cache[(key, "mean")] = priced(cached, self.cost_weight)
+                    costs = self._cost_cache[(key, "mean", lam)] = priced(cached, lam)
                 return costs
             if self._rng is None:
                 import numpy as np
 
                 self._rng = np.random.default_rng(self.seed)
-            return priced(cached, self.cost_weight, explore, self._rng)
+            return priced(cached, lam, explore, self._rng)
 
     # -- planning -----------------------------------------------------------------------------------------
     def plan(
         self,
         task: Task,
         *,
-        init: State | None = None,
+        init: Iterable[Atom | str] | None = None,
         excluded: Sequence[GroundAction | str] = (),
         critiques: Sequence[str] = (),
         features: dict | None = None,
@@ -280,20 +305,31 @@ class Planner(Resource):
         explore: str | None = None,
         previous_plan: Sequence[GroundAction | str] = (),
         previous_cost_model: str | None = None,
+        quality: str | None = None,
+        weight: float | None = None,
     ) -> PlanResult:
-        """Plan `task` (from `init` when given). With a trace store: learned costs steer the plan (in the
+        """Plan `task` (from `init` when given: Atoms or atoms spelled as in plans, `"(on b a)"`, in any
+        iterable; `task.init` is the default; anything else is a `TypeError`, before any delegate runs). With a trace store: learned costs steer the plan (in the
         situation `features` describes, exploring as `explore` says, default the planner's), its predicted
         success probability is reported, and the plan is recorded (under `run_id`, or a new run).
 
         `previous_plan`: the steps of the current plan not executed yet; when they (or a later suffix) are still
         valid from `init`, avoid `excluded`, and `previous_cost_model` (the `cost_model` of the result they came
         from; None: the caller vouches) is this call's, they are returned as `delegate: "plan-reuse"` without
-        planning (module docstring)."""
+        planning (module docstring). `quality` and `weight` (lambda of the learned costs) override the planner's
+        for this call."""
         from learning.explore import check_explore
+        from portfolio.arguments import check_actions, check_state, check_task
+        from portfolio.delegates.fd_search import check_quality
 
         start = time.monotonic()
+        init = check_state(check_task(task), init)  # a wrong type fails here, never inside a delegate
+        excluded, previous_plan = check_actions("excluded", excluded), check_actions("previous_plan", previous_plan)
         policy = check_explore(explore or self.explore)
-        cost_model_name = self.cost_model_for(policy, features)
+        quality = check_quality(quality or self.quality)
+        if weight is not None:
+            check_weight(weight)
+        cost_model_name = self.cost_model_for(policy, features, weight)
         reused = self._reuse(task, init, previous_plan, excluded, previous_cost_model, cost_model_name, start)
         if reused is not None:
             if self._store is not None:
@@ -303,7 +339,7 @@ class Planner(Resource):
 
         def cost_model(grounded: Sequence[str]) -> dict[str, float]:
             """Called by a delegate once it has grounded the task, inside its own budget."""
-            info.update(self._costs_for(task, grounded, features, policy))
+            info.update(self._costs_for(task, grounded, features, policy, weight))
             return {name: info[name].cost for name in grounded}
 
         request = PlanRequest(
@@ -312,12 +348,14 @@ class Planner(Resource):
             cost_model=cost_model if self._model is not None else None,
             excluded=normalise_actions(excluded),
             critiques=tuple(critiques),
+            quality=quality,
         )
         result = self.cascade.solve(request)
         if info and result.solved and all(step in info for step in result.plan):
             from learning.costs import plan_success_probability
 
             result.success_probability = plan_success_probability(info, result.actions())
+            result.learned_cost = round(sum(info[step].cost for step in result.plan), 6)
         result.elapsed_ms = round((time.monotonic() - start) * 1000, 3)
         result.cost_model = cost_model_name
         if self._store is not None:

@@ -59,7 +59,9 @@ class PlanRequest:
     delegates that can read them (an LLM); `carried_over` names delegates whose work on this very request goes
     on in the background (`portfolio.cascade`, "Carry-over"), so a delegate need not repeat it; `answer_by` (a
     monotonic time, set on carried-over work) is when the caller wanted its first answer: after it, a delegate
-    returns its first plan rather than wait for a cheaper one.
+    returns its first plan rather than wait for a cheaper one. `quality` ("first", "anytime", "optimal"; None:
+    the delegate's own) says how a cost-aware delegate trades plan cost for time on this call
+    (`portfolio.delegates.fd_search.QUALITIES`).
     """
 
     task: Task
@@ -70,6 +72,7 @@ class PlanRequest:
     critiques: tuple[str, ...] = ()
     carried_over: frozenset[str] = frozenset()
     answer_by: float | None = None
+    quality: str | None = None
 
     def __post_init__(self) -> None:
         # One spelling per action ("pick-up a", "(PICK-UP a)" -> "(pick-up a)"), so every comparison of
@@ -179,6 +182,10 @@ class PlanResult(BaseModel):
     elapsed_ms: float = 0.0
     success_probability: float | None = Field(
         default=None, description="Predicted probability that every step succeeds (with learned costs)"
+    )
+    learned_cost: float | None = Field(
+        default=None, description="The plan's cost under the learned costs it was planned with (base cost plus "
+        "weight * -log(1 - p_fail) per step); `cost` is its base cost"
     )
     source: str | None = Field(default=None, description='"classical", "llm" or "decomposition"')
     cost_model: str | None = Field(default=None, description='The costs the plan was made under: "task" (the '

@@ -7,6 +7,7 @@ call gets a fresh process. The replacement is started at once, in the background
 
 from __future__ import annotations
 
+import glob
 import logging
 import itertools
 import os
@@ -282,7 +283,9 @@ class SearchProcessPool(Resource):
             run.process.wait()
         if run.process.stdin:
             run.process.stdin.close()
-        self._chores.put(lambda: _unlink(run.plan_path, run.output_path))
+        # an iterated search writes PLAN.1, PLAN.2, ... (`portfolio.delegates.fd_anytime`)
+        self._chores.put(lambda: _unlink(run.plan_path, run.output_path,
+                                         *glob.glob(glob.escape(run.plan_path) + ".*")))
 
     def close(self) -> None:
         with self._lock:

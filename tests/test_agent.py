@@ -4,6 +4,7 @@ observability and the demo."""
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 
 import pytest
@@ -186,6 +187,29 @@ def test_learned_costs_take_over_across_runs(tmp_path):
     assert firsts[-1] == "(fetch-archive)"  # the learned cost of the failing wire now outweighs its base cost
 
 
+def test_learn_every_retrains_as_runs_accumulate_and_costs_shows_the_prices(tmp_path):
+    """`Agent(learn_every=N)` retrains after every N finished runs without a call to `learn()`; `costs()` shows
+    each grounded action's p_fail and cost for the task a run would plan."""
+    tools = make_tools(seed=0, outage=1.0)  # the wire is down for good
+    firsts = []
+    with Agent(tools, traces=tmp_path / "traces.db", cost_weight=2.0, backoff_s=0.0, max_retries=1,
+               learn_every=2) as agent:
+        assert agent.costs(Request("About Grace Hopper"), goal=WriteUp) == {}  # nothing learned yet
+        for run in range(4):
+            result = agent.run(Request("About Grace Hopper"), goal=WriteUp)
+            assert result.succeeded
+            firsts.append(next(s.action for s in result.steps if "fetch" in s.action))
+            assert (agent.planner.model is None) == (run < 1)  # retrained after runs 2 and 4
+        costs = agent.costs(Request("About Grace Hopper"), goal=WriteUp)
+    assert firsts[0] == "(fetch-wire)" and firsts[-1] == "(fetch-archive)"
+    assert costs["(fetch-wire)"].p_fail > costs["(fetch-archive)"].p_fail + 0.2
+    assert costs["(fetch-wire)"].cost > costs["(fetch-archive)"].cost
+    with pytest.raises(ValueError, match="learn_every"):
+        Agent(tools, learn_every=2, warm=False)
+    with pytest.raises(ValueError, match="learn_every"):
+        Agent(tools, traces=tmp_path / "t2.db", learn_every=0, warm=False)
+
+
 def test_events_and_counters(caplog):
     caplog.set_level(logging.INFO, logger="portfolio.events")
     with Agent([find_person, fetch_news, write_up], warm=False, trigger="every-step") as agent:
@@ -209,6 +233,10 @@ def test_demo_runs_and_shows_replanning_and_learning(capsys):
     assert main(["--runs", "3"]) == 0
     out = capsys.readouterr().out
     assert "replan (failure" in out and "first news tool (fetch-archive)" in out
+    # the failing tool ends clearly dearer than the one that works
+    last = [line for line in out.splitlines() if "learned costs:" in line][-1]
+    prices = dict(re.findall(r"\((fetch-\w+)\) ([0-9.]+) \(p_fail", last))
+    assert float(prices["fetch-wire"]) > 1.3 * float(prices["fetch-archive"]), last
 
 
 @pytest.fixture(scope="module")

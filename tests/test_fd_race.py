@@ -23,7 +23,13 @@ def test_which_searches_run():
     assert search_aliases("lama-first", "lama-costs", False, 1) == ["lama-first"]
     assert search_aliases("lama-first", "lama-costs", False, 2) == ["lama-first", RACE_ALIASES[0]]
     assert search_aliases("lama-first", "lama-costs", False, 64) == ["lama-first", *RACE_ALIASES]
-    assert search_aliases("lama-first", "lama-costs", True, 4) == ["lama-first", "lama-costs"]
+    assert search_aliases("lama-first", "lama-costs", True, 4) == ["lama-first", "lama-costs"]  # quality first
+    assert search_aliases("lama-first", "lama-costs", True, 2, quality="anytime", exact=True) == [
+        "lama-anytime", "seq-opt-lmcut"]
+    assert search_aliases("lama-first", "lama-costs", True, 2, quality="anytime") == ["lama-anytime", "lama-costs"]
+    assert search_aliases("lama-first", "lama-costs", True, 2, ["eager-ff-cg"], quality="optimal") == [
+        "lama-anytime", "eager-ff-cg"]
+    assert search_aliases("lama-first", "lama-costs", True, 1, quality="anytime", exact=True) == ["lama-anytime"]
     assert search_aliases("seq-opt-lmcut", "lama-costs", False, 4) == ["seq-opt-lmcut"]
     assert search_aliases("seq-opt-lmcut", "lama-costs", True, 4) == ["seq-opt-lmcut"]
     assert FastDownward().workers == available_cores() == len(os.sched_getaffinity(0))
@@ -50,6 +56,10 @@ def test_the_first_plan_wins_and_no_search_is_left_running():
         assert outcome.status is Status.SOLVED and validate_plan(task, outcome.plan).ok
         assert list(outcome.details["searches"]) == ["lama-first", *RACE_ALIASES[:2]]
         assert outcome.details["searches"][outcome.details["search"]] == "plan found"
+        # the deadline was 30 s away: a search still running lost the race, and says so
+        assert "killed at the deadline" not in outcome.details["searches"].values(), outcome.details["searches"]
+        assert all(v == f"stopped: {outcome.details['search']} found a plan first"
+                   for v in outcome.details["searches"].values() if v.startswith("stopped"))
         assert len(taken) == 3
         for run in taken:  # winners exited, losers were killed and reaped: none is still a process
             assert run.process.returncode is not None
@@ -58,12 +68,16 @@ def test_the_first_plan_wins_and_no_search_is_left_running():
         assert fd.translations == 1
 
 
-def test_tasks_with_costs_keep_the_cost_aware_pair():
+def test_tasks_with_costs_run_the_cost_searches_of_their_quality():
     task = bundled_task("tools", 3, seed=1)
     assert task.has_action_costs()
     with FastDownward(workers=4) as fd:
         outcome = fd.solve(PlanRequest(task=task), time.monotonic() + 30)
-    assert outcome.status is Status.SOLVED and set(outcome.details["searches"]) == {"lama-first", "lama-costs"}
+        first = fd.solve(PlanRequest(task=task, quality="first"), time.monotonic() + 30)
+    assert outcome.status is Status.SOLVED and validate_plan(task, outcome.plan).ok
+    assert set(outcome.details["searches"]) == {"lama-anytime", "seq-opt-lmcut"}  # a small task: A* races
+    assert outcome.details["quality"] == "anytime" and outcome.details["optimal"] is True
+    assert first.status is Status.SOLVED and set(first.details["searches"]) == {"lama-first", "lama-costs"}
 
 
 def test_an_optimal_configuration_gives_optimal_plans_with_costs_too():

@@ -26,7 +26,7 @@ def peak_store(tmp_path_factory):
     path = tmp_path_factory.mktemp("features") / "traces.db"
     with TraceStore(path) as store:
         store.record_steps(
-            StepRecord(run_id=f"r{i}", step=0, action="web-search", args=("job1", "competitors", "web-basic"),
+            StepRecord(run_id=f"r{i}-{hour}", step=0, action="web-search", args=("job1", "competitors", "web-basic"),
                        outcome="failure" if hour == "peak" and i % 10 else "success", features={"hour": hour})
             for i in range(80) for hour in ("peak", "off-peak"))
         retrain(store)

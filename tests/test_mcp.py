@@ -35,7 +35,8 @@ async def exercise(session) -> dict:
     out: dict = {"tools": {tool.name: tool for tool in listing}}
     out["plan"] = await session.call_tool("plan", {"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4})
     run_id = out["plan"].structured_content["run_id"]
-    out["replan"] = await session.call_tool("replan", {"run_id": run_id, "state": STATE})
+    out["replan"] = await session.call_tool("replan", {"run_id": run_id, "state": STATE, "quality": "first",
+                                                       "weight": 2})
     out["bad"] = await session.call_tool("plan", {"domain": "(define (domain", "problem": BLOCKS_4})
     out["validate"] = await session.call_tool("validate", {"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4,
                                                            "plan": ["(pick-up b)", "(pick-up c)"]})
@@ -54,7 +55,9 @@ def check(out: dict) -> None:
     for tool in tools.values():
         assert tool.output_schema and tool.output_schema["type"] == "object", tool.name
         assert tool.input_schema["type"] == "object" and tool.description
-    assert set(tools["plan"].input_schema["properties"]) >= {"domain", "problem", "task", "init", "budget"}
+    for name in ("plan", "replan"):
+        assert set(tools[name].input_schema["properties"]) >= {"explore", "quality", "weight", "budget"}, name
+    assert set(tools["plan"].input_schema["properties"]) >= {"domain", "problem", "task", "init"}
     plan = out["plan"]
     assert not plan.is_error and plan.structured_content["status"] == "solved"
     assert json.loads(plan.content[0].text) == plan.structured_content  # text for text-only clients
@@ -65,7 +68,7 @@ def check(out: dict) -> None:
     assert out["bad"].is_error and "PDDLSyntaxError" in out["bad"].content[0].text
     verdict = out["validate"].structured_content
     assert verdict["valid"] is False and verdict["failed_step"] == 2 and "(handempty)" in verdict["missing"]
-    assert out["steps"].structured_content == {"recorded": 3}
+    assert out["steps"].structured_content == {"recorded": 3, "skipped": 0, "conflicts": []}
     rows = {row["action"]: row for row in out["stats"].structured_content["actions"]}
     assert rows["pick-up"]["steps"] == 3
 

@@ -132,13 +132,18 @@ def test_a_cost_aware_search_that_fails_does_not_kill_a_running_one():
     """LM-cut rejects conditional effects at once (exit code 34) while lama-first is still searching: the
     delegate keeps waiting for lama-first instead of reporting an expired budget."""
     task = parse_task(*briefcase(objects=40, places=12), "briefcase.pddl", "bc.pddl")
-    with FastDownward(cost_alias="seq-opt-lmcut") as fd:
+    with FastDownward(cost_alias="seq-opt-lmcut", quality="first") as fd:
         fd.translate(PlanRequest(task), time.monotonic() + 30)  # translated, so the searches start together
         outcome = fd.solve(PlanRequest(task), time.monotonic() + 30)
+        # the anytime pair: A* with LM-cut beside the anytime search on a small task, rejected the same way
+        anytime = fd.solve(PlanRequest(task, quality="anytime"), time.monotonic() + 30)
     assert outcome.details["searches"]["seq-opt-lmcut"] == "configuration not supported for this task"
     assert outcome.status is Status.SOLVED, outcome.reason
     assert outcome.details["search"] == "lama-first"
     assert validate_plan(task, outcome.plan).ok
+    assert anytime.details["searches"]["seq-opt-lmcut"] == "configuration not supported for this task"
+    assert anytime.status is Status.SOLVED and anytime.details["search"] == "lama-anytime"
+    assert validate_plan(task, anytime.plan).ok
 
 
 # -- time shares -------------------------------------------------------------------------------------------

@@ -128,9 +128,10 @@ def test_planner_races_the_learned_choice_and_records_what_it_learns_from(tmp_pa
 
 
 def test_under_learned_costs_the_selection_chooses_the_coverage_search(tmp_path):
-    """With a failure model every plan has (learned) costs, so the cost-aware pair runs: its cost-blind member,
-    there for coverage, is the domain's learned first choice (it was always lama-first: the selection went
-    unused once a store had a failure model)."""
+    """With a failure model every plan has (learned) costs, so the cost-aware searches run: beside the anytime
+    search, on a task too large for A* to prove optimality on, the second core runs the domain's learned first
+    choice for coverage (it was always lama-first: the selection went unused once a store had a failure model);
+    on a small task A* takes that core; under quality "first" the cost-blind member of the pair is the choice."""
     from learning.retrain import retrain
     from traces.records import StepRecord
 
@@ -147,10 +148,17 @@ def test_under_learned_costs_the_selection_chooses_the_coverage_search(tmp_path)
         retrain(store, holdout_fraction=0.0)
     with Planner(default_stages(["fast-downward"], 30.0, fd_workers=2), traces=db) as planner:
         assert planner.model is not None and planner.selection is not None
-        result = planner.plan(task)
-    assert result.solved and validate_plan(task, result.actions()).ok
-    details = result.attempts[0].details
-    assert details["selection"] == "learned" and list(details["searches"]) == ["lazy-add", "lama-costs"]
+        small = planner.plan(task)
+        first = planner.plan(task, quality="first")
+        planner.fast_downward.exact_max_operators = 0  # as on a large task
+        large = planner.plan(task)
+    searches = {}
+    for name, result in (("small", small), ("first", first), ("large", large)):
+        assert result.solved and validate_plan(task, result.actions()).ok
+        assert result.attempts[0].details["selection"] == "learned"
+        searches[name] = list(result.attempts[0].details["searches"])
+    assert searches == {"small": ["lama-anytime", "seq-opt-lmcut"], "first": ["lazy-add", "lama-costs"],
+                        "large": ["lama-anytime", "lazy-add"]}
 
 
 def test_without_a_selection_model_the_fixed_order_races(tmp_path):

@@ -104,7 +104,7 @@ def test_steps_are_recorded_and_actions_report_stats_and_p_fail_after_retraining
     steps += [{"run_id": "svc", "step": 20 + i, "action": "walk", "args": ["a", "b"], "outcome": "success"}
               for i in range(20)]
     answer = client.post("/v1/steps", json={"steps": steps})
-    assert answer.status_code == 200 and answer.json() == {"recorded": 40}
+    assert answer.status_code == 200 and answer.json() == {"recorded": 40, "skipped": 0, "conflicts": []}
     assert svc.store.count_steps("drive") == 20
     bad = client.post("/v1/steps", json={"steps": [{"run_id": "svc"}]})
     assert bad.status_code == 400 and bad.json()["kind"] == "SchemaError"

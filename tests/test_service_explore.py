@@ -63,3 +63,27 @@ def test_the_cli_flag_sets_the_config_and_a_bad_policy_exits_2(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["serve", "--port", "0", "--explore", "greedy"])
     assert exit_.value.code == 2 and "invalid choice: 'greedy'" in capsys.readouterr().err
+
+
+def fd_details(result: dict) -> dict:
+    return next(a["details"] for a in result["attempts"] if a["delegate"] == "fast-downward")
+
+
+def test_quality_and_weight_per_request_and_the_servers_default(service):
+    default = service.post("/v1/plan", json=small_plan()).json()
+    assert policy(default) == "ucb" and fd_details(default)["quality"] == "anytime"
+    first = service.post("/v1/plan", json={**small_plan(), "quality": "first", "weight": 2}).json()
+    assert policy(first) == "ucb" and fd_details(first)["quality"] == "first"
+    assert first["cost_model"].endswith(":w2") and not default["cost_model"].endswith(":w2")
+    assert first["learned_cost"] < default["learned_cost"]  # the same 6 steps, risk priced at 2 instead of 5
+    for bad in ({"quality": "best"}, {"weight": -1}, {"weight": "heavy"}):
+        answer = service.post("/v1/plan", json={**small_plan(), **bad})
+        assert answer.status_code == 400, (bad, answer.text)
+
+
+def test_the_cli_sets_the_servers_quality_and_weight():
+    from portfolio.cli import build_parser
+    from portfolio.commands.serve_cmd import service_config
+
+    config_ = service_config(build_parser().parse_args(["serve", "--quality", "first", "--weight", "2.5"]))
+    assert config_.quality == "first" and config_.weight == 2.5

@@ -167,7 +167,7 @@ def test_steps_posted_before_kill_9_are_in_the_store_after_restart(tmp_path):
     try:
         for batch in range(10):
             steps = [{"run_id": f"r{batch}", "step": i, "action": "drive", "outcome": "success"} for i in range(50)]
-            assert httpx.post(url + "/v1/steps", json={"steps": steps}, timeout=30).json() == {"recorded": 50}
+            assert httpx.post(url + "/v1/steps", json={"steps": steps}, timeout=30).json()["recorded"] == 50
         family = psutil.Process(server.pid).children(recursive=True)
         server.kill()
         server.wait(timeout=10)

@@ -42,7 +42,7 @@ def test_an_invalid_plan_exits_1_with_the_step_and_the_missing_literals(tmp_path
 @pytest.mark.parametrize("make_args, message", [
     (lambda tmp: [DOMAIN, PROBLEM, str(tmp / "missing.txt")], "file not found"),
     (lambda tmp: [DOMAIN, str(tmp / "nope.pddl"), plan_file(tmp, GOOD)], "file not found"),
-    (lambda tmp: [DOMAIN, PROBLEM, plan_file(tmp, ["(pick-up b", "(stack b a)"])], "line 1"),
+    (lambda tmp: [DOMAIN, PROBLEM, plan_file(tmp, ["(pick-up b", "(stack b a)"])], "plan.txt:1: expected one action"),
 ])
 def test_bad_input_exits_2_with_a_message(tmp_path, capsys, make_args, message):
     assert main(["validate", *make_args(tmp_path)]) == 2

@@ -17,11 +17,13 @@ from traces.errors import (
     DiskFullError,
     ReadOnlyDatabaseError,
     SchemaVersionError,
+    StepConflictError,
     TraceImportError,
     TraceStoreError,
 )
 from traces.jsonl import ImportReport, export_jsonl, import_jsonl
 from traces.maintenance import backup, vacuum
+from traces.recording import RecordReport, StepConflict
 from traces.records import ActionStats, RunRecord, StepRecord, StoredModel
 from traces.schema import SCHEMA_VERSION
 from traces.store import TraceStore, default_path
@@ -34,8 +36,11 @@ __all__ = [
     "DiskFullError",
     "ImportReport",
     "ReadOnlyDatabaseError",
+    "RecordReport",
     "RunRecord",
     "SchemaVersionError",
+    "StepConflict",
+    "StepConflictError",
     "StepRecord",
     "StoredModel",
     "TraceImportError",

@@ -32,6 +32,18 @@ class DiskFullError(TraceStoreError):
     """A write failed for want of space (a full disk or a file-size limit); the transaction was rolled back."""
 
 
+class StepConflictError(TraceStoreError, ValueError):
+    """Steps whose `(run_id, step)` is already recorded with other content, in a batch that had to land whole
+    (`import_jsonl(strict=True)`); nothing of it was written. `conflicts` are `traces.recording.StepConflict`s."""
+
+    def __init__(self, path: str, conflicts: list) -> None:
+        self.path = path
+        self.conflicts = conflicts
+        shown = "; ".join(str(c) for c in conflicts[:5])
+        more = f" (and {len(conflicts) - 5} more)" if len(conflicts) > 5 else ""
+        super().__init__(f"{path}: {len(conflicts)} conflicting step(s), nothing written: {shown}{more}")
+
+
 class TraceImportError(TraceStoreError, ValueError):
     """A JSONL trace file with bad lines; `problems` lists `(line number, message)` pairs."""
 
@@ -44,11 +56,12 @@ class TraceImportError(TraceStoreError, ValueError):
     def __str__(self) -> str:
         shown = "; ".join(f"{self.path}:{line}: {msg}" for line, msg in self.problems[:5])
         more = f" (and {len(self.problems) - 5} more bad lines)" if len(self.problems) > 5 else ""
-        return (
-            f"{len(self.problems)} bad line(s) in {self.path}, {self.imported} step(s) imported: {shown}{more}. "
-            "Each line must be one JSON object with run_id, step, action, args and outcome "
-            '("success" or "failure").'
-        )
+        conflicts = sum(1 for _, msg in self.problems if "is already recorded with a different" in msg)
+        hint = ("Each line must be one JSON object with run_id, step, action, args and outcome "
+                '("success" or "failure").') if conflicts < len(self.problems) else (
+                "Give a new step a step number of its own, or leave the line out.")
+        return (f"{len(self.problems)} bad line(s) in {self.path}, {self.imported} step(s) imported: {shown}{more}. "
+                + hint)
 
 
 def _error_name(error: sqlite3.Error) -> str:

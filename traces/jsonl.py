@@ -3,6 +3,10 @@
 Import is never half-done silently: every bad line is reported with its line number and what was wrong.
 `strict=True` refuses the whole file when any line is bad (nothing is written); otherwise the good lines go in
 as one transaction and the bad ones come back in the report.
+
+Importing is idempotent (`traces.recording`): a step already recorded exactly so is skipped and counted, so the
+same file imported twice changes nothing the second time; a line whose (run_id, step) is recorded with other
+content is a conflict, reported with its line number like a bad line (and refusing the file under `strict`).
 """
 
 from __future__ import annotations
@@ -15,9 +19,9 @@ from typing import IO, Iterator
 
 from pydantic import ValidationError
 
-from traces.errors import TraceImportError
+from traces.errors import StepConflictError, TraceImportError
 from traces.records import StepRecord
-from traces.rows import STEP_COLUMNS, row_step, step_row
+from traces.rows import STEP_COLUMNS, row_step
 from traces.store import TraceStore
 
 
@@ -25,7 +29,8 @@ from traces.store import TraceStore
 class ImportReport:
     path: str
     imported: int = 0
-    problems: list[tuple[int, str]] = field(default_factory=list)  # (line number, message)
+    skipped: int = 0  # steps already recorded exactly so
+    problems: list[tuple[int, str]] = field(default_factory=list)  # (line number, message): bad or conflicting
 
     @property
     def ok(self) -> bool:
@@ -57,7 +62,14 @@ def parse_line(text: str) -> StepRecord:
 def read_jsonl(path: str) -> tuple[list[StepRecord], list[tuple[int, str]]]:
     """Parse a whole file: the good records and the `(line number, reason)` of each bad line. Blank lines are
     skipped. Raises TraceImportError if the file cannot be read as UTF-8 text."""
+    records, _, problems = _read_numbered(path)
+    return records, problems
+
+
+def _read_numbered(path: str) -> tuple[list[StepRecord], list[int], list[tuple[int, str]]]:
+    """`read_jsonl`, with the line number of each good record."""
     records: list[StepRecord] = []
+    numbers: list[int] = []
     problems: list[tuple[int, str]] = []
     try:
         with open(path, encoding="utf-8") as handle:
@@ -66,27 +78,34 @@ def read_jsonl(path: str) -> tuple[list[StepRecord], list[tuple[int, str]]]:
                     continue
                 try:
                     records.append(parse_line(line))
+                    numbers.append(number)
                 except ValueError as error:
                     problems.append((number, str(error)))
     except UnicodeDecodeError as error:
         raise TraceImportError(path, [(0, f"not UTF-8 text ({error.reason} at byte {error.start})")]) from None
     except OSError as error:
         raise TraceImportError(path, [(0, f"cannot read the file ({error.strerror})")]) from None
-    return records, problems
+    return records, numbers, problems
 
 
 def import_jsonl(store: TraceStore, path: str | os.PathLike[str], *, strict: bool = False) -> ImportReport:
     """Import a JSONL file of steps into `store`.
 
-    strict: any bad line raises `TraceImportError` and nothing is imported. Otherwise the good lines are written
-    in one transaction and the bad ones are listed in the returned report (and logged by the caller).
+    strict: any bad or conflicting line raises `TraceImportError` and nothing is imported. Otherwise the good
+    lines are written in one transaction and the bad and conflicting ones are listed in the returned report
+    (and logged by the caller); steps already recorded are skipped and counted.
     """
     path = str(path)
-    records, problems = read_jsonl(path)
+    records, numbers, problems = _read_numbered(path)
     if problems and strict:
         raise TraceImportError(path, problems, imported=0)
-    imported = store._insert_rows([step_row(r) for r in records])
-    return ImportReport(path=path, imported=imported, problems=problems)
+    try:
+        done = store.record_steps(records, all_or_nothing=strict, log_conflicts=False)  # listed in the report
+    except StepConflictError as error:
+        raise TraceImportError(path, [(numbers[c.index], str(c)) for c in error.conflicts], imported=0) from None
+    problems += [(numbers[c.index], str(c)) for c in done.conflicts]
+    problems.sort()
+    return ImportReport(path=path, imported=done.recorded, skipped=done.skipped, problems=problems)
 
 
 def iter_jsonl(store: TraceStore, action: str | None = None) -> Iterator[str]:

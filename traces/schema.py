@@ -82,7 +82,21 @@ def _v3(db: sqlite_utils.Database) -> None:
     db["run_tasks"].create({"run_id": str, "key": str}, pk="run_id", not_null={"key"})
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3]
+def _v4(db: sqlite_utils.Database) -> None:
+    """Idempotent recording (`traces.recording`): a step is identified by (run_id, step), held by a unique index.
+    Steps recorded more than once before (importing a file twice added it twice) are all kept: the first of each
+    (run_id, step) is `copy` 0, later ones 1, 2, ... in insertion order, so the index holds without deleting a
+    row; every step recorded from now on is copy 0, so a second one with the same id is refused by SQLite."""
+    db.execute("ALTER TABLE steps ADD COLUMN copy INTEGER NOT NULL DEFAULT 0")
+    db.execute(
+        "UPDATE steps SET copy = ranked.n FROM (SELECT id, row_number() OVER (PARTITION BY run_id, step "
+        "ORDER BY id) - 1 AS n FROM steps) AS ranked WHERE steps.id = ranked.id AND ranked.n > 0"
+    )
+    db.execute("DROP INDEX IF EXISTS idx_steps_run_id_step")  # the unique index below leads with the same columns
+    db.execute("CREATE UNIQUE INDEX idx_steps_identity ON steps (run_id, step, copy)")
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

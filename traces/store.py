@@ -34,8 +34,11 @@ from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 import sqlite_utils
 
-from traces import connection, schema
-from traces.errors import CorruptDatabaseError, DatabaseLockedError, TraceStoreError, translate
+from traces import connection, recording, schema
+from traces.errors import (
+    CorruptDatabaseError, DatabaseLockedError, StepConflictError, TraceStoreError, translate,
+)  # fmt: skip
+from traces.recording import RecordReport
 from traces.records import ActionStats, RunRecord, StepRecord, StoredModel
 from traces.rows import STEP_COLUMNS, row_step, step_row
 
@@ -257,19 +260,35 @@ class TraceStore:
 
     # -- steps -----------------------------------------------------------------------------------------------------
 
-    def record_steps(self, records: Iterable[StepRecord]) -> int:
-        """Append steps in one transaction (all or nothing); returns how many were written."""
-        rows = [step_row(r) for r in records]
-        return self._insert_rows(rows)
+    def record_steps(self, records: Iterable[StepRecord], *, all_or_nothing: bool = False,
+                     log_conflicts: bool = True) -> RecordReport:
+        """Record steps in one transaction, idempotently (`traces.recording`): the report counts the new and the
+        skipped ones and lists the conflicts (not written; logged unless `log_conflicts=False`); with
+        `all_or_nothing`, a conflict is `StepConflictError` and nothing is written."""
+        return self._record_rows([step_row(r) for r in records], all_or_nothing=all_or_nothing,
+                                 log_conflicts=log_conflicts)
 
-    def _insert_rows(self, rows: list[tuple]) -> int:
+    def _record_rows(self, rows: list[tuple], *, all_or_nothing: bool = False,
+                     log_conflicts: bool = True) -> RecordReport:
         if not rows:
-            return 0
+            return RecordReport()
         placeholders = ", ".join("?" * len(STEP_COLUMNS))
         sql = f"INSERT INTO steps ({', '.join(STEP_COLUMNS)}) VALUES ({placeholders})"
-        # executemany over one prepared statement: ~3x faster than building multi-row INSERTs from dicts.
-        self._write(lambda: self.db.conn.executemany(sql, rows))
-        return len(rows)
+
+        def body() -> RecordReport:  # looked up under the write lock: no writer can add these steps meanwhile
+            conn = self.db.conn
+            keys = list(dict.fromkeys((row[0], row[1]) for row in rows))
+            fresh, report = recording.classify(rows, recording.existing_rows(conn, keys))
+            if report.conflicts and all_or_nothing:
+                raise StepConflictError(self.path, report.conflicts)
+            # executemany over one prepared statement: ~3x faster than building multi-row INSERTs from dicts.
+            conn.executemany(sql, fresh)
+            return report
+
+        report = self._write(body)
+        if log_conflicts:
+            recording.log_conflicts(self.path, report)
+        return report
 
     def count_steps(self, action: str | None = None) -> int:
         if action is None:

@@ -70,6 +70,8 @@ class Failure:
     side_effects: bool
     error: str  # "TimeoutError: upstream did not answer"
     critique: str = ""
+    decision: "Decision | None" = None  # what the loop does about it (set before the critique is asked for)
+    retry: int = 0  # retries of this step before this failure
 
 
 def classify(error: BaseException) -> tuple[Category, bool]:
@@ -115,12 +117,17 @@ Critic = Callable[[Failure], str]
 
 
 def default_critique(failure: Failure) -> str:
-    """The reason in words a planner (or an LLM) can act on."""
+    """The reason in words a planner (or an LLM) can act on, agreeing with the loop's decision: a transient
+    failure that is retried says so, and only one that is planned around says to prefer another way."""
     advice = {
         Category.TRANSIENT: "it may work later, but prefer another way now",
         Category.KNOWLEDGE: "it lacked information; find it another way",
         Category.INFEASIBLE: "it cannot succeed here",
     }[failure.category]
+    if failure.decision is Decision.PERSIST:
+        advice = f"it may work if asked again: retrying it (retry {failure.retry + 1})"
+    elif failure.decision is Decision.CONCEDE and failure.category is not Category.INFEASIBLE:
+        advice = f"{advice.split(';')[0].split(', but')[0]}; giving up: no adaptations left"
     effects = " It left side effects behind." if failure.side_effects else ""
     return f"{failure.action} failed ({failure.category.value}): {failure.error}; {advice}.{effects}"
 

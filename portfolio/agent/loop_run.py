@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Generator
 
 from domains.model import GroundAction, State, Task
@@ -21,6 +21,7 @@ from domains.validate import applicable, apply, goal_reached
 from portfolio.agent.failures import (
     Category, Critic, Decision, Failure, KnowledgeFailure, backoff_s, classify, critique, decide, describe,
 )
+from portfolio.agent.give_up import give_up_reason
 from portfolio.agent.loop_types import (
     Executor, LoopConfig, Reflection, Replan, RunResult, StepResult, VetoCheck, divergence,
 )
@@ -125,7 +126,10 @@ class LoopRun:
                  delegate=result.delegate, ms=ms, plan=" ".join(result.plan))
         if self.plan is None:
             why = "; ".join(f"{a.delegate}: {a.status.value} {a.reason}".strip() for a in result.attempts)
-            self.no_plan = f"no plan ({result.status.value}{': ' + why if why else ''})"
+            said = f"{result.status.value}{': ' + why if why else ''}"
+            # the cause in a person's words when it can be named (`give_up`), the planner's words after it
+            cause = give_up_reason(self.task, self.state, self.excluded, self.result.steps)
+            self.no_plan = f"no plan: {cause} (planner: {said})" if cause else f"no plan ({said})"
 
     def replan(self, trigger: str, reason: str) -> Generator[Any, Any, str | None]:
         """Plan again; a reason to concede when that is not allowed or finds nothing."""
@@ -209,9 +213,12 @@ class LoopRun:
         """Classify, critique, record and decide on a failed step; (decision, category, what `execute` returns)."""
         category, side_effects = classify(error)
         failure = Failure(str(step), category, side_effects, describe(error))
-        text = yield Ask(critique, (failure, self.critic))
-        failure = Failure(failure.action, category, side_effects, failure.error, text)
+        # decided before the critique, so that the critique says what the loop does next (a retry is not
+        # "another way"); the decision depends on the category alone
         decision = decide(failure, retries, self.config.max_retries, self.adaptations, self.config.max_adaptations)
+        failure = replace(failure, decision=decision, retry=retries)
+        text = yield Ask(critique, (failure, self.critic))
+        failure = replace(failure, critique=text)
         share, exp, obs = divergence(before, expected, before)
         self.record(step, "failure", ms, exp, obs, share, describe(error), failure, decision)
         if decision is Decision.PERSIST:

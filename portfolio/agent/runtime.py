@@ -90,8 +90,11 @@ class Agent:
     a reason); `critic(failure)` writes critiques (an LLM, say); `reflection` (e.g.
     `portfolio.agent.reflection.LLMReflection`) vetoes side-effecting steps before and checks every step after
     execution (off by default). `traces`: a trace store path for steps, plans and learned costs; `explore`
-    how learned costs explore (`mean`, `thompson`, `ucb`; see `learning.explore`); `planner`:
-    bring your own `Planner` (one planner can serve many agents, also concurrently under `arun`).
+    how learned costs explore (`mean`, `thompson`, `ucb`; see `learning.explore`); `cost_weight` is their
+    lambda; `learn_every=N` retrains the failure model after every N finished runs (as `learn()` does), so a
+    long-lived agent's plans follow what it has recorded without a separate `portfolio retrain`; `costs()` shows
+    what each grounded action is priced at. `planner`: bring your own `Planner` (one planner can serve many
+    agents, also concurrently under `arun`).
     """
 
     def __init__(
@@ -112,8 +115,16 @@ class Agent:
         budget_s: float = 1.0,
         planner: Any = None,
         warm: bool = True,
+        learn_every: int | None = None,
         **limits: Any,
     ) -> None:
+        if learn_every is not None and (isinstance(learn_every, bool) or not isinstance(learn_every, int)
+                                        or learn_every < 1):
+            raise ValueError(f"learn_every must be a whole number >= 1, got {learn_every!r}")
+        if learn_every is not None and traces is None:
+            raise ValueError("learn_every needs a trace store: Agent(..., traces='traces.db', learn_every=N)")
+        self.learn_every = learn_every
+        self._finished_runs = 0
         self.actions = [a if isinstance(a, TypedAction) else action(a) for a in actions]
         self.by_name = {a.name: a for a in self.actions}
         self.types = registered_types(self.actions)
@@ -188,9 +199,17 @@ class Agent:
         result = await arun_loop(self.planner, run.task, run.start, run.executor, self.config, **run.options)
         return self._finish(run, result)
 
-    def _prepare(self, inputs: Sequence[Any], named: Mapping[str, Any], goal: Any, facts: Iterable[str],
-                 features: dict | None, init: Iterable[str] | None) -> "_Prepared":
+    def costs(self, *inputs: Any, goal: Any = None, facts: Iterable[str] = (), features: dict | None = None,
+              init: Iterable[str] | None = None, **named: Any) -> dict:
+        """Grounded action (PDDL form) -> `learning.costs.ActionCost` (base cost, p_fail, cost) for the task a
+        `run` with the same arguments would plan, from the planner's current model; {} before any model is
+        trained (`learn()`, `learn_every`)."""
         features = features if features is not None else self.features
+        task, _, start, _ = self._task_and_start(inputs, named, goal, facts, init)
+        return self.planner.learned_costs(task, init=start, features=features)
+
+    def _task_and_start(self, inputs: Sequence[Any], named: Mapping[str, Any], goal: Any, facts: Iterable[str],
+                        init: Iterable[str] | None) -> tuple[Task, Any, frozenset[Atom], tuple]:
         executor: Any
         if self.task is not None:
             assert self._handlers is not None
@@ -208,6 +227,12 @@ class Agent:
             start = frozenset({parse_literal(t)[0] for t in facts} | executor.put_inputs(inputs, named))
             task = self.compiled(goal, start, named)
             goal_types = tuple(goal) if isinstance(goal, (tuple, list)) else (goal,)
+        return task, executor, start, goal_types
+
+    def _prepare(self, inputs: Sequence[Any], named: Mapping[str, Any], goal: Any, facts: Iterable[str],
+                 features: dict | None, init: Iterable[str] | None) -> "_Prepared":
+        features = features if features is not None else self.features
+        task, executor, start, goal_types = self._task_and_start(inputs, named, goal, facts, init)
         run_id = None
         if self.store is not None:
             from domains.pddl_writer import formula_to_pddl
@@ -224,6 +249,9 @@ class Agent:
             result.output = found[0] if len(found) == 1 else tuple(found)
         if self.store is not None and run.run_id is not None:
             self.store.end_run(run.run_id, "success" if result.succeeded else "conceded")
+        self._finished_runs += 1
+        if self.learn_every is not None and self._finished_runs % self.learn_every == 0 and self.store.count_steps():
+            self.learn()
         return result
 
     def learn(self):

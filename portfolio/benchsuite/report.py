@@ -141,6 +141,7 @@ def plot_all(records: list[dict[str, Any]], planners: list[str], baseline: str, 
         if times:
             axes.step([times[0]] + times, [0] + list(range(1, len(times) + 1)), where="post", label=planner)
     axes.set_xscale("log")
+    _readable_log_axis(axes.xaxis, axes.get_xlim())
     axes.set_xlabel("time per task (s, log)")
     axes.set_ylabel("tasks solved")
     axes.yaxis.set_major_locator(MaxNLocator(integer=True))
@@ -156,6 +157,7 @@ def plot_all(records: list[dict[str, Any]], planners: list[str], baseline: str, 
         if points:
             axes.scatter([x for x, _ in points], [y for _, y in points], s=12, alpha=0.7, label=planner)
     axes.set_yscale("log")
+    _readable_log_axis(axes.yaxis, axes.get_ylim())
     axes.set_xlabel("task size (objects)")
     axes.set_ylabel("time (s, log)")
     axes.set_title("Latency against task size (solved tasks)")
@@ -180,12 +182,29 @@ def plot_all(records: list[dict[str, Any]], planners: list[str], baseline: str, 
         axes.plot([low, border], [low, border], color="grey", linewidth=0.8)
         axes.set_xscale("log")
         axes.set_yscale("log")
+        _readable_log_axis(axes.xaxis, axes.get_xlim())
+        _readable_log_axis(axes.yaxis, axes.get_ylim())
         axes.set_xlabel(f"{baseline} time (s); unsolved at {border:g}")
         axes.set_ylabel(f"{planner} time (s); unsolved at {border:g}")
         axes.set_title(f"{planner} vs {baseline}")
         axes.grid(alpha=0.3)
         written.append(_save(figure, out / f"scatter-{safe_name(planner)}-vs-{safe_name(baseline)}.png"))
     return written
+
+
+def _readable_log_axis(axis, limits: tuple[float, float]) -> None:
+    """Log-scale ticks that never overlap: matplotlib labels minor ticks (2x10^-2, 3x10^-2, ...) once fewer than
+    two decades are shown, and over one to two decades at this width they run into each other. Here the labels
+    sit at 1, 2, 5 (1, 2, 3, 5 within one decade; decades alone over more than 2.5), as plain numbers, and the
+    minor ticks stay unlabelled."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    low, high = sorted(limits)
+    decades = math.log10(high / low) if low > 0 else 3.0
+    subs = (1.0,) if decades > 2.5 else (1.0, 2.0, 5.0) if decades > 1.0 else (1.0, 2.0, 3.0, 5.0)
+    axis.set_major_locator(LogLocator(base=10, subs=subs))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def _save(figure, path: Path) -> Path:

@@ -8,8 +8,10 @@ A SUITE argument is one of
     gen:NAME:sizes=A..B[:seeds=C..D]   a sweep over a bundled generator (`gen:logistics:sizes=2..20`); sizes and
                               seeds are ranges `A..B` or lists `2,4,8`; seeds default to 0
     typed:research            the typed-agent scenario behind `make demo` (domains/bundled/tools_sim.py)
-    typed:MODULE:FACTORY      any typed-agent scenario: FACTORY() returns typed actions; the goal is what the
-                              `goal=True` actions produce, the start what no action produces
+    typed:MODULE:FACTORY      any typed-agent scenario: MODULE is importable (on PYTHONPATH, in every run's
+                              process and on Dask workers), FACTORY a function without arguments returning a
+                              list of `@action` functions; the goal is what the `goal=True` actions produce,
+                              the start every input type no action produces
     latency                   the instances of the old `portfolio bench` latency table, under --ipc
 
 A `TaskSpec` is plain data (pydantic, JSON on the wire): it names a task without holding it, so it crosses to a
@@ -157,6 +159,7 @@ def gen_suite(text: str) -> list[TaskSpec]:
 
 
 TYPED_SCENARIOS = {"research": "domains.bundled.tools_sim:make_tools"}
+TYPED_CONTRACT = "a non-empty list of typed actions (functions decorated with @action, at least one goal=True)"
 
 
 def typed_suite(text: str) -> list[TaskSpec]:
@@ -178,9 +181,13 @@ def typed_task(target: str):
         factory = getattr(importlib.import_module(module_name), factory_name)
     except (ImportError, AttributeError) as error:
         raise SuiteError(f"typed scenario {target}: {error}") from None
-    actions = list(factory())
+    try:
+        actions = list(factory())
+    except Exception as error:  # noqa: BLE001 - the user's code: its failure is their bad input, not our crash
+        raise SuiteError(f"typed scenario {target}: {factory_name}() failed ({type(error).__name__}: {error}); "
+                         f"expected a function without arguments returning {TYPED_CONTRACT}") from None
     if not actions or not all(isinstance(a, TypedAction) for a in actions):
-        raise SuiteError(f"typed scenario {target}: the factory must return typed actions (@action functions)")
+        raise SuiteError(f"typed scenario {target}: {factory_name}() must return {TYPED_CONTRACT}")
     produced = {fact(t) for a in actions for t in a.outputs}
     needed = {fact(t) for a in actions for _, t in a.inputs}
     goals = [t for a in actions if a.goal for t in a.outputs]

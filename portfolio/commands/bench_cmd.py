@@ -34,7 +34,11 @@ SUITE is one of:
   DIR                         a domain folder (domain.pddl + problems) or a folder of them (../shared/ipc)
   FILE                        a pairs file: DOMAIN PROBLEM per line, relative to the file (ipc-more/pairs.txt)
   gen:NAME:sizes=A..B[:seeds=C..D]   a bundled generator sweep: gen:logistics:sizes=2..20
-  typed:research | typed:MODULE:FACTORY   a typed-agent scenario (typed actions compiled to a task)
+  typed:research | typed:MODULE:FACTORY   a typed-agent scenario (typed actions compiled to a task):
+                              MODULE importable (on PYTHONPATH, also in each run's process and on Dask
+                              workers), FACTORY a function without arguments returning a list of @action
+                              functions; goal: what the @action(goal=True) ones produce; start: every input
+                              type no action produces (typed:research is domains.bundled.tools_sim:make_tools)
   latency                     the instances of the old latency table, under --ipc
 
 PLANNERS (comma-separated): cascade, classical (Fast Downward + pyperplan), cascade:A+B, a delegate by name
@@ -53,8 +57,9 @@ examples:
 
 
 def _add_latency_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ipc", type=Path, default=Path("../shared/ipc"), help="IPC benchmark folder, or a "
-                        "pairs.txt (one 'DOMAIN PROBLEM' pair a line, relative to its folder; coverage only)")
+    parser.add_argument("--ipc", type=Path, default=Path("../shared/ipc"), help="IPC benchmark folder, one domain "
+                        "folder of it (domain.pddl + problems, e.g. ../shared/ipc/blocks), or a pairs.txt (one "
+                        "'DOMAIN PROBLEM' pair a line, relative to its folder; coverage only)")
     parser.add_argument("--rounds", type=int, default=7, help="rounds per measurement (median; default 7)")
     parser.add_argument("--coverage", action="store_true", help="also measure coverage within --budget")
     parser.add_argument("--per-domain", type=int, default=10, help="smallest problems per domain (default 10)")
@@ -200,8 +205,9 @@ def run_latency(args: argparse.Namespace) -> int:
             return fail_bad_input(str(error))
         report: dict = {}
         rows = []
-    elif not (args.ipc / "blocks" / "domain.pddl").exists():
-        return fail_bad_input(f"{args.ipc} does not look like the IPC folder (no blocks/domain.pddl)")
+    elif not ((args.ipc / "blocks" / "domain.pddl").exists() or (args.ipc / "domain.pddl").exists()):
+        return fail_bad_input(f"{args.ipc} is neither the IPC folder (no blocks/domain.pddl) nor a domain folder "
+                              "(no domain.pddl)")
     else:
         rows = bench.latency(args.ipc, rounds=args.rounds)
         cold = bench.cold_start(args.ipc, rounds=max(3, args.rounds // 2))

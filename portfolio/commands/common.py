@@ -30,6 +30,34 @@ def add_traces_argument(parser: argparse.ArgumentParser, required: bool = True) 
     parser.set_defaults(traces_given=bool(from_env) or required)
 
 
+def add_cost_arguments(parser: argparse.ArgumentParser, request_field: bool = False) -> None:
+    """`--weight` (lambda of learned costs) and `--quality` (how a search with costs trades plan cost for time).
+    `request_field`: the server's defaults, which a request's own `weight` / `quality` override."""
+    from portfolio.delegates.fd_search import QUALITIES
+
+    wins = " (a request's own field wins)" if request_field else ""
+    parser.add_argument("--weight", type=weight_type, default=None, metavar="LAMBDA",
+                        help="lambda of learned costs, cost = base + LAMBDA * -log(1 - p_fail): the price of risk "
+                        f"in cost units per nat (default: 5; 0 plans on base costs alone){wins}")
+    parser.add_argument("--quality", choices=QUALITIES, default=None,
+                        help="with costs (learned or the task's own): anytime (default) returns the cheapest plan "
+                        "found once optimality is proved (A* races on small tasks) or a quarter of the search's time "
+                        "has passed with a plan; optimal waits for the proof (or the deadline); first returns the "
+                        f"first cost-aware plan (weighted A*, fastest, often dearer){wins}")
+
+
+def weight_type(text: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value
+
+
 def fail_bad_input(message: str) -> int:
     """Print a one-paragraph message (no traceback) and return exit code 2."""
     print(f"portfolio: error: {message}", file=sys.stderr)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from portfolio.commands.common import add_traces_argument, fail_bad_input, store_error_types
+from portfolio.commands.common import add_traces_argument, fail_bad_input, store_error_types, weight_type
 from portfolio.commands.situation import FeaturesError, add_features_arguments, parse_features
 
 EPILOG = """\
@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("problem", help="PDDL problem file")
     add_traces_argument(parser)
     add_features_arguments(parser)
-    parser.add_argument("--weight", type=float, default=5.0, metavar="LAMBDA",
+    parser.add_argument("--weight", type=weight_type, default=5.0, metavar="LAMBDA",
                         help="lambda, the price of risk in cost units per nat (default: 5)")
     parser.add_argument("--json", action="store_true", help="print a JSON list")
     parser.set_defaults(func=run)

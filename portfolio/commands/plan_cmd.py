@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
-from portfolio.commands.common import add_traces_argument, fail_bad_input
+from portfolio.commands.common import add_cost_arguments, add_traces_argument, fail_bad_input
 from portfolio.commands.situation import FeaturesError, add_features_arguments, parse_features
 from portfolio.delegates.registry import CATALOG, default_names, help_text
 
@@ -38,7 +39,7 @@ examples:
   portfolio plan domain.pddl problem.pddl --no-cache              # translate even if translated before
 
 exit codes: 0 solved; 1 no plan (status unsolvable, incomplete, unsupported, memout, timeout or error: the
-output says which); 2 bad input (nothing is left running)
+output says which); 2 bad input (nothing is left running; with --json, {"error", "kind"} on stdout)
 """
 
 
@@ -70,13 +71,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         + ",".join(f"{n}={s.share:g}" for n, s in CATALOG.items()) + ")")
     parser.add_argument("--fd-alias", default="lama-first", metavar="NAME",
                         help="Fast Downward configuration for unit-cost tasks: lama-first (default), "
-                        "seq-opt-lmcut, seq-opt-bjolp; tasks with costs use lama-costs")
+                        "seq-opt-lmcut, seq-opt-bjolp; tasks with costs: see --quality")
     parser.add_argument("--fd-search", default=None, metavar="STRING",
                         help="a raw Fast Downward --search string, overriding --fd-alias")
     parser.add_argument("--fd-workers", type=int, default=None, metavar="N",
                         help="searches Fast Downward runs at once on a unit-cost task after one translation: "
                         "lama-first and N-1 diverse greedy searches, first plan wins (default: the cores this "
-                        "process may use; 1: lama-first alone; tasks with costs keep lama-first + lama-costs)")
+                        "process may use; 1: lama-first alone; tasks with costs: see --quality)")
     parser.add_argument("--cache-dir", default=None, metavar="DIR",
                         help="where Fast Downward translations are kept between runs, so a task planned before "
                         "skips translation (default: $XDG_CACHE_HOME/portfolio-planner, else "
@@ -89,6 +90,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="how learned costs explore: mean (default) plans with each action's estimated "
                         "failure probability (untried actions start at an optimistic prior); thompson samples it "
                         "per call, so rarely tried alternatives get tried; ucb prices them optimistically")
+    add_cost_arguments(parser)
     parser.add_argument("--llm-url", default=None, metavar="URL",
                         help="OpenAI-compatible base URL ending in /v1 (key from PORTFOLIO_LLM_API_KEY)")
     parser.add_argument("--llm-model", default=None, metavar="NAME", help="model name for --llm-url")
@@ -152,13 +154,13 @@ def run(args: argparse.Namespace) -> int:
     from portfolio.planner import Planner, default_stages
 
     if bool(args.task) == bool(args.domain):
-        return fail_bad_input("give either DOMAIN PROBLEM or --task FILE")
+        return bad_input(args, "give either DOMAIN PROBLEM or --task FILE")
     if args.domain and not args.problem:
-        return fail_bad_input("a PROBLEM file is needed after the DOMAIN file")
+        return bad_input(args, "a PROBLEM file is needed after the DOMAIN file")
     try:
         features = parse_features(args.features, args.features_json)
     except FeaturesError as error:
-        return fail_bad_input(str(error))
+        return bad_input(args, str(error), type(error).__name__)
     try:
         # Names, options and shares are checked before any process starts; a failure half-way closes what
         # was built, and the Planner closes its stages if the trace store cannot be opened.
@@ -169,22 +171,31 @@ def run(args: argparse.Namespace) -> int:
             fd_workers=fd_workers(args),
         )
     except ValueError as error:
-        return fail_bad_input(str(error))
+        return bad_input(args, str(error), type(error).__name__)
     traces = args.traces if args.traces_given else None
     try:
         # The planner starts its worker processes now, so they warm up while the task is read.
         planner = Planner(stages, budget_s=args.budget, traces=traces, explore=args.explore,
-                          carry_over=args.carry_over, eliminate_steps=args.eliminate_steps)
+                          carry_over=args.carry_over, eliminate_steps=args.eliminate_steps,
+                          quality=args.quality, **({} if args.weight is None else {"cost_weight": args.weight}))
     except store_error_types() as error:
-        return fail_bad_input(str(error))
+        return bad_input(args, str(error), type(error).__name__)
     with planner:
         try:
             task = load(args)
         except TaskInputError as error:
-            return fail_bad_input(str(error))
+            return bad_input(args, str(error), type(error).__name__)
         result = planner.plan(task, features=features or None)
     print_result(result, as_json=args.json)
     return 0 if result.solved else 1
+
+
+def bad_input(args: argparse.Namespace, message: str, kind: str = "BadInput") -> int:
+    """Exit 2 with the message on stderr; with --json also `{"error", "kind"}` on stdout (the service's error
+    body), so a caller that parses stdout gets an answer instead of nothing."""
+    if args.json:
+        print(json.dumps({"error": message, "kind": kind}, indent=2))
+    return fail_bad_input(message)
 
 
 def load(args: argparse.Namespace):
@@ -203,7 +214,8 @@ def print_result(result, as_json: bool) -> None:
     if result.solved:
         for step in result.plan:
             out.write(step + "\n")
-        out.write(f"; cost = {result.cost:g}\n")
+        learned = "" if result.learned_cost is None else f" (base), {result.learned_cost:.3f} (learned)"
+        out.write(f"; cost = {result.cost:g}{learned}\n")
         out.write(f"; delegate = {result.delegate}\n")
         if result.eliminated_steps:
             out.write(f"; steps no goal needed, removed = {result.eliminated_steps}\n")

@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 
-from portfolio.commands.common import add_traces_argument, fail_bad_input, store_error_types
+from portfolio.commands.common import add_cost_arguments, add_traces_argument, fail_bad_input, store_error_types
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,7 @@ def _add_planner_arguments(parser: argparse.ArgumentParser, workers_default: int
     parser.add_argument("--explore", choices=("mean", "thompson", "ucb"), default=None,
                         help="how learned costs explore when a request does not say (its `explore` field wins): "
                         "mean (default), thompson or ucb, as `portfolio plan --explore`")
+    add_cost_arguments(parser, request_field=True)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -115,7 +116,7 @@ def service_config(args: argparse.Namespace):
             traces=args.traces if args.traces_given else None, llm_url=args.llm_url, llm_model=args.llm_model,
             memory_limit_mb=args.memory_limit or limits.default_limit_mb(workers),
             fd_workers=args.fd_workers, cache_dir=args.cache_dir, translation_cache=not args.no_cache,
-            explore=args.explore,
+            explore=args.explore, quality=args.quality, weight=args.weight,
             carry_over=args.carry_over,
         )
     except ValidationError as error:

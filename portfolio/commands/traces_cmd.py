@@ -36,10 +36,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "import", help="import steps from a JSONL file",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Import executed steps, one JSON object per line, e.g.\n\n  " + STEP_EXAMPLE + "\n\n"
+        "\"action\": \"(drive t1 a b)\", a step as the plan spelled it, is the same record.\n"
         "error, duration_ms, features, timestamp, failure_category, expected_effects, observed_effects and "
         "generation are optional (`portfolio schema step` prints the full schema).\n\n"
-        "Exit codes: 0 every line imported; 1 good lines imported, bad lines skipped and listed on stderr;\n"
-        "2 nothing imported (unreadable file, bad database, or a bad line with --strict).",
+        "A step is identified by run_id and step: one already recorded exactly so is skipped (importing a file\n"
+        "twice changes nothing), one recorded with other content is a conflict, listed like a bad line.\n\n"
+        "Exit codes: 0 every line imported or already recorded; 1 good lines imported, bad or conflicting lines\n"
+        "skipped and listed on stderr; 2 nothing imported (unreadable file, bad database, or a bad or\n"
+        "conflicting line with --strict).",
     )  # fmt: skip
     imp.add_argument("file", metavar="FILE.jsonl", help="JSONL file of step records")
     imp.add_argument("--strict", action="store_true", help="refuse the whole file if any line is bad")
@@ -109,11 +113,13 @@ def run_import(args: argparse.Namespace) -> int:
     from traces.jsonl import import_jsonl
 
     report = _on_store(args, lambda store: import_jsonl(store, args.file, strict=args.strict))
-    print(f"imported {report.imported} step(s) from {args.file} into {args.traces}")
+    skipped = f", skipped {report.skipped} already recorded" if report.skipped else ""
+    print(f"imported {report.imported} step(s) from {args.file} into {args.traces}{skipped}")
     if report.problems:
         for line, message in report.problems:
             print(f"{args.file}:{line}: skipped: {message}", file=sys.stderr)
-        print(f"{len(report.problems)} bad line(s) skipped (use --strict to refuse the file)", file=sys.stderr)
+        print(f"{len(report.problems)} bad or conflicting line(s) skipped (use --strict to refuse the file)",
+              file=sys.stderr)
         return EXIT_PARTIAL
     return 0
 

@@ -33,10 +33,11 @@ from typing import Callable, Sequence
 from domains.model import Atom, Task
 from portfolio import cancel
 from portfolio.delegates.fd_search import (
-    RACE_ALIASES, SATISFICING, SEARCH_ALIASES, available_cores, run_searches, search_aliases, search_binary,
+    DEFAULT_QUALITY, RACE_ALIASES, SATISFICING, SEARCH_ALIASES, available_cores, run_searches,
+    check_quality, search_aliases, search_binary,
 )
 from portfolio.results import DelegateOutcome, PlanRequest, Resource, Status
-from portfolio.sas import SasTask, operator_action, parse_sas
+from portfolio.sas import COST_SCALE, SasTask, operator_action, parse_sas
 from portfolio.sas_cache import CachedTranslation, SasCache, cache_key
 from portfolio.sas_search import compile_task, greedy_search
 from portfolio.translate import TranslatorOptionsError, check_options
@@ -55,6 +56,17 @@ INPROCESS_MAX_OPERATORS = 120
 # The in-process search stops after this long (or at the deadline): the process search gets what is left.
 INPROCESS_BUDGET_S = 0.1
 INPROCESS_NODE_CAP = 20_000
+# With costs and quality "anytime": the share of the time left when the searches start (up to when the caller
+# wants its answer) that improvement may use once a plan exists; a proof of optimality ends it sooner. See
+# `fd_search.QUALITIES`. Chosen on tuning tasks (`python -m benchmarks.cost_search`, seeds 0-2 of
+# logistics-large and tools-large, the ipc-costs tasks): 0.25 / 0.5 / 1.0 returned plans as cheap on all of them
+# but the elevators pair (median cost / optimum 1.000, 1.000, 1.000 on logistics-large; ipc-costs 1.135, 1.135,
+# 1.009), at median latencies of 161 / 208 / 247 ms (logistics-large) and 230 / 456 / 859 ms (ipc-costs): the
+# extra time bought a cheaper plan only on elevators, whose improvement is slow whatever the share.
+IMPROVE_SHARE = 0.25
+# A* with LM-cut races the anytime search on tasks with at most this many operators (larger ones: a second
+# satisficing search instead, see `fd_search.search_aliases`).
+EXACT_MAX_OPERATORS = 1000
 
 
 @dataclass(frozen=True)
@@ -90,7 +102,13 @@ class FastDownward(Resource):
     them. None (the default): the driver's defaults, unless `translator_chooser` (settable later; set from the
     learned selection model like `selector`) returns options for the task, chosen BEFORE translation. Attempts
     record the options used (`details["translator"]`); both caches key on them, so a translation made with one
-    option set is never handed to a call that asked for another."""
+    option set is never handed to a call that asked for another.
+
+    `quality` (tasks with costs, the task's own or learned; `fd_search.QUALITIES`): "anytime" (the default)
+    returns the cheapest plan found once optimality is proved or `improve_share` of the time left has passed
+    with a plan in hand; "optimal" waits for a proof (or the deadline); "first" returns the first cost-aware plan.
+    A* with LM-cut races beside the anytime search on tasks of at most `exact_max_operators` operators. The
+    attempt's details record every plan found (`details["plans"]`: search, cost, ms) and `details["optimal"]`."""
 
     source = "classical"
     carries_over = True  # the cascade may let its work go on past its share (`portfolio.cascade`)
@@ -106,7 +124,13 @@ class FastDownward(Resource):
         disk_cache: SasCache | None = None,
         workers: int | None = None,
         translate_options: Sequence[str] | None = None,
+        quality: str = DEFAULT_QUALITY,
+        improve_share: float = IMPROVE_SHARE,
+        exact_max_operators: int = EXACT_MAX_OPERATORS,
     ) -> None:
+        check_quality(quality)
+        if not 0.0 < improve_share <= 1.0:
+            raise ValueError(f"improve_share must be in (0, 1], got {improve_share}")
         if workers is not None and workers < 1:
             raise ValueError(f"Fast Downward workers must be at least 1, got {workers}")
         for wanted in (alias, cost_alias):
@@ -121,6 +145,9 @@ class FastDownward(Resource):
         self.disk_cache = disk_cache
         self.workers = workers or available_cores()
         self.translate_options = None if translate_options is None else check_options(translate_options)
+        self.quality = quality
+        self.improve_share = improve_share
+        self.exact_max_operators = exact_max_operators
         self.selector: Callable[[Task, SasTask, tuple[str, ...]], Sequence[str] | None] | None = None
         self.translator_chooser: Callable[[Task], Sequence[str] | None] | None = None
         self._binary = str(search_binary())
@@ -147,6 +174,8 @@ class FastDownward(Resource):
         """Start the translator worker and a search process now, so the first call does not pay for them."""
         self._translator()
         aliases = self._aliases(with_costs=False)
+        if not self.search:  # the searches a call with costs runs (`quality`), small task or not
+            aliases = [*aliases, *self._aliases(True, exact=True), *self._aliases(True, exact=False)]
         if self.selector is not None and not self.search and self.alias in SATISFICING:
             aliases = [*aliases, *(name for name in RACE_ALIASES if name not in aliases)]  # any may be chosen
         for alias in aliases:
@@ -295,7 +324,9 @@ class FastDownward(Resource):
         # wins, as in the decomposer tier; learned costs (failure risk) keep the cost-aware plan's preference.
         race_after = request.answer_by if not costs else None
         return self.search_sas(sas_text, deadline, with_costs=with_costs, details=details, order=order,
-                               race_after=race_after)
+                               race_after=race_after, operators=len(translation.sas.operators),
+                               cost_scale=COST_SCALE if costs else 1.0, quality=request.quality,
+                               answer_by=request.answer_by)
 
     def _search_in_process(self, sas: SasTask, init: tuple[int, ...], excluded: frozenset[str], deadline: float,
                            details: dict) -> DelegateOutcome | None:
@@ -321,25 +352,43 @@ class FastDownward(Resource):
 
     def search_sas(self, sas_text: str, deadline: float, with_costs: bool = False,
                    details: dict | None = None, order: Sequence[str] | None = None,
-                   race_after: float | None = None) -> DelegateOutcome:
+                   race_after: float | None = None, operators: int | None = None,
+                   cost_scale: float = 1.0, quality: str | None = None,
+                   answer_by: float | None = None) -> DelegateOutcome:
         """Search a SAS task (e.g. a cached translation with another goal or state swapped in) with this
         delegate's configuration (or the configurations `order` chooses), pre-started processes and deadline
-        handling. After `race_after` (a monotonic time) any plan ends the wait, as in a race."""
+        handling. After `race_after` (a monotonic time) any plan ends the wait, as in a race. With costs the
+        searches follow `quality` (class docstring); `operators` (the task's count, if known) decides whether A*
+        races on it, `cost_scale` what one unit of the task's costs is in the SAS text, `quality` this call's
+        (None: the delegate's). `answer_by` (work carried over past its share, `PlanRequest.answer_by`): the
+        caller wants an answer then, so improvement ends there ("optimal": the proof is waited for until then)."""
         if cancel.expired(deadline):  # no search process is taken (and killed) for nothing
             return DelegateOutcome(Status.TIMEOUT, reason="budget expired before the search", details=details or {})
-        aliases = self._aliases(with_costs, order)
+        quality = check_quality(quality or self.quality)
+        exact = operators is not None and operators <= self.exact_max_operators
+        aliases = self._aliases(with_costs, order, exact, quality)
         race = not with_costs and len(aliases) > 1
         details = {} if details is None else details
+        anytime = with_costs and not self.search and self.alias in SATISFICING and quality != "first"
         if with_costs:
-            details["costs"] = True  # the cost-aware pair ran: no evidence for configuration selection
+            details["costs"] = True  # the cost-aware searches ran: no evidence for configuration selection
+            details["quality"] = quality
+        improve_by = answer_by  # "optimal": a proof is waited for until the caller wants its answer
+        if anytime and quality == "anytime":
+            now = time.monotonic()
+            horizon = deadline if answer_by is None else min(deadline, answer_by)
+            improve_by = now + self.improve_share * max(0.0, horizon - now)
         commands = [(alias, self._command(alias)) for alias in aliases]
         return run_searches(self._searches, commands, sas_text, deadline, details, race=race,
-                            race_after=race_after, custom=bool(self.search))
+                            race_after=race_after, custom=bool(self.search), anytime=anytime,
+                            improve_by=improve_by, cost_scale=cost_scale)
 
-    def _aliases(self, with_costs: bool, order: Sequence[str] | None = None) -> list[str]:
+    def _aliases(self, with_costs: bool, order: Sequence[str] | None = None, exact: bool = False,
+                 quality: str | None = None) -> list[str]:
         if self.search:
             return [self.alias]
-        return search_aliases(self.alias, self.cost_alias, with_costs, self.workers, order)
+        return search_aliases(self.alias, self.cost_alias, with_costs, self.workers, order,
+                              quality=quality or self.quality, exact=exact)
 
     def close(self) -> None:
         if self._worker is not None:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Sequence
 
 from portfolio import cancel
-from portfolio.delegates import fd_exitcodes
+from portfolio.delegates import fd_anytime, fd_exitcodes
 from portfolio.results import DelegateOutcome, Status
 from portfolio.sas import operator_action
 from portfolio.workers import SearchProcessPool, wait_any
@@ -37,13 +37,30 @@ _LAMA_FIRST = (
     "cost_type=one),let(hff, eval_modify_costs(ff(),cost_type=one),"
     "lazy_greedy([hff,hlm],preferred=[hff,hlm],cost_type=one,reopen_closed=false)))"
 )
-# Cost-sensitive: LAMA's heuristics on real costs (plus one, so zero-cost actions still count) in an eager
-# weighted A*. Eager, not lazy as in LAMA: lazy search scores a successor by its parent's estimate, so on a
-# task where one expensive action reaches the goal directly it takes that action (measured: cost 100 vs 3).
+# Cost-sensitive, first plan only (`quality="first"`): LAMA's heuristics on real costs (plus one, so zero-cost
+# actions still count) in an eager weighted A*. Eager, not lazy as in LAMA: lazy search scores a successor by its
+# parent's estimate, so on a task where one expensive action reaches the goal directly it takes that action
+# (measured: cost 100 vs 3). With w = 3 the heuristic outweighs the cost already paid, so its first plan may be
+# a short risky route where a longer safe one is cheaper (`portfolio.delegates.fd_anytime`).
 _LAMA_COSTS = (
     "let(hlm, eval_modify_costs(landmark_sum(lm_factory=lm_reasonable_orders_hps(lm_rhw()),pref=false),"
     "cost_type=plusone),let(hff, eval_modify_costs(ff(),cost_type=plusone),"
     "eager_wastar([hff,hlm],preferred=[hff,hlm],w=3)))"
+)
+# Anytime (`quality="anytime"|"optimal"`): the driver's `--alias lama` on non-unit costs. This build's iterated
+# search has no `continue_on_fail` and goes on after a phase that finds nothing ("No solution found - keep
+# searching"), so every phase runs and the search exits only once its last phase (lazy A*, reopening) has
+# exhausted every state cheaper than the incumbent: an exit with a plan proves that plan optimal.
+_LAMA_ANYTIME = (
+    "let(hlm1, eval_modify_costs(landmark_sum(lm_factory=lm_reasonable_orders_hps(lm_rhw()),pref=false),"
+    "cost_type=one),let(hff1, eval_modify_costs(ff(),cost_type=one),"
+    "let(hlm2, eval_modify_costs(landmark_sum(lm_factory=lm_reasonable_orders_hps(lm_rhw()),pref=false),"
+    "cost_type=plusone),let(hff2, eval_modify_costs(ff(),cost_type=plusone),"
+    "iterated([lazy_greedy([hff1,hlm1],preferred=[hff1,hlm1],cost_type=one,reopen_closed=false),"
+    "lazy_greedy([hff2,hlm2],preferred=[hff2,hlm2],reopen_closed=false),"
+    "lazy_wastar([hff2,hlm2],preferred=[hff2,hlm2],w=5),lazy_wastar([hff2,hlm2],preferred=[hff2,hlm2],w=3),"
+    "lazy_wastar([hff2,hlm2],preferred=[hff2,hlm2],w=2),lazy_wastar([hff2,hlm2],preferred=[hff2,hlm2],w=1)],"
+    "repeat_last=true)))))"
 )
 # Diverse satisficing searches raced beside lama-first on unit-cost tasks (one per core): they differ from it in
 # search (eager vs lazy) and heuristic (causal graph, context-enhanced additive, additive), the axes on which the
@@ -54,12 +71,29 @@ _LAZY_CEA = "let(hcea, cea(), lazy_greedy([hcea], preferred=[hcea]))"
 _LAZY_ADD = "let(hadd, add(), lazy_greedy([hadd], preferred=[hadd]))"
 RACE_ALIASES = ("eager-ff-cg", "lazy-cea", "lazy-add")
 SATISFICING = frozenset({"lama-first", *RACE_ALIASES})
+# Searches whose exit with a plan proves it optimal (`fd_anytime`): A* with an admissible heuristic, and the
+# anytime search once its last phase is exhausted.
+PROVING = frozenset({"lama-anytime", "seq-opt-lmcut", "seq-opt-bjolp"})
+EXACT_ALIAS = "seq-opt-lmcut"
+# How a call with costs trades plan cost for time (`FastDownward(quality=...)`, `portfolio plan --quality`):
+# "first" the first cost-aware plan (eager weighted A*); "anytime" improve the plan and stop on a proof of
+# optimality or at a share of the budget; "optimal" stop only on a proof (or at the deadline, best plan so far).
+QUALITIES = ("first", "anytime", "optimal")
+DEFAULT_QUALITY = "anytime"
+
+
+def check_quality(name: str) -> str:
+    if name not in QUALITIES:
+        raise ValueError(f"unknown quality {name!r}; expected one of: {', '.join(QUALITIES)}")
+    return name
+
 SEARCH_ALIASES = {
     "lama-first": _LAMA_FIRST,
     "eager-ff-cg": _EAGER_FF_CG,
     "lazy-cea": _LAZY_CEA,
     "lazy-add": _LAZY_ADD,
     "lama-costs": _LAMA_COSTS,
+    "lama-anytime": _LAMA_ANYTIME,
     "seq-opt-lmcut": "astar(lmcut())",
     "seq-opt-bjolp": "let(lmc, landmark_cost_partitioning(lm_reasonable_orders_hps(lm_merged([lm_rhw(),lm_hm(m=1)]))),"
     "astar(lmc,lazy_evaluator=lmc))",
@@ -87,31 +121,42 @@ def available_cores() -> int:
 
 
 def search_aliases(alias: str, cost_alias: str, with_costs: bool, workers: int,
-                   order: Sequence[str] | None = None) -> list[str]:
-    """The searches one call runs side by side. An optimal `alias` runs alone, costs or not. With costs: a
-    cost-blind search for coverage (the first of `order` if given, else `alias`) and the cost-aware `cost_alias`
-    whose plan is preferred. Without: `alias` plus up to `workers - 1` of `RACE_ALIASES`, first plan wins;
-    `order` (satisficing configurations, e.g. a learned selection's ranking for this task's domain) goes before
-    that fixed order, which fills the cores `order` leaves free."""
+                   order: Sequence[str] | None = None, quality: str = "first", exact: bool = False) -> list[str]:
+    """The searches one call runs side by side. An optimal `alias` runs alone, costs or not. Without costs:
+    `alias` plus up to `workers - 1` of `RACE_ALIASES`, first plan wins; `order` (satisficing configurations, e.g.
+    a learned selection's ranking for this task's domain) goes before that fixed order, which fills the cores
+    `order` leaves free. With costs, by `quality`:
+
+    - "first": a cost-blind search for coverage (the first of `order` if given, else `alias`) and the cost-aware
+      `cost_alias` whose plan is preferred;
+    - "anytime" / "optimal": `lama-anytime` (its first phase is lama-first's search: the same coverage) and, on a
+      second core, A* with LM-cut when the task is small enough to prove optimality on (`exact`), else the
+      selection's coverage search if it differs from lama-first, else `cost_alias`. The cheapest plan wins."""
     if alias not in SATISFICING:
         return [alias]  # an optimal configuration promised optimal plans: no satisficing search may win
     chosen = [name for name in order or () if name in SATISFICING]
-    if with_costs:
-        # The coverage search is the domain's fastest to a first plan when a selection says which: under learned
-        # costs every plan has costs, and the selection would otherwise never be used.
-        alias = chosen[0] if chosen else alias
-        # Not A* as well on small tasks: optimal plans under learned costs succeeded less often in the tools
-        # world (seeds 0-2, last 50 of 200 episodes: learned 0.64-0.72 vs 0.73-0.76 with weighted A* alone),
-        # since an optimal search also finds the groundings whose failure is most underestimated.
-        return list(dict.fromkeys([alias, cost_alias]))  # the same search twice would only race itself
-    return list(dict.fromkeys([*chosen, alias, *RACE_ALIASES]))[: max(1, workers)]
+    if not with_costs:
+        return list(dict.fromkeys([*chosen, alias, *RACE_ALIASES]))[: max(1, workers)]
+    # The coverage search is the domain's fastest to a first plan when a selection says which: under learned
+    # costs every plan has costs, and the selection would otherwise never be used.
+    coverage = chosen[0] if chosen else alias
+    if quality == "first":
+        return list(dict.fromkeys([coverage, cost_alias]))  # the same search twice would only race itself
+    if workers < 2:
+        return ["lama-anytime"]
+    second = EXACT_ALIAS if exact else (coverage if coverage != "lama-first" else cost_alias)
+    return ["lama-anytime", second]
 
 
 def run_searches(pool: SearchProcessPool, commands: Sequence[tuple[str, tuple[str, ...]]], sas_text: str,
                  deadline: float, details: dict, race: bool = False, race_after: float | None = None,
-                 custom: bool = False) -> DelegateOutcome:
+                 custom: bool = False, anytime: bool = False, improve_by: float | None = None,
+                 cost_scale: float = 1.0) -> DelegateOutcome:
     """Run one search per (alias, command) side by side, each in a process taken from `pool`. `race`: the first
-    plan wins and the others are killed. Else (with costs: the cost-blind one for coverage, the cost-aware one
+    plan wins and the others are killed. `anytime` (with costs, `quality` "anytime" or "optimal"): the cheapest
+    plan of any search wins, the wait ends on a proof of optimality or once a plan exists after `improve_by`
+    (None: only a proof or the deadline), as `fd_anytime` says; `cost_scale` converts the SAS task's integer
+    costs back for the details. Else (with costs, "first": the cost-blind one for coverage, the cost-aware one
     for cheap plans) the last alias's plan is preferred; once an earlier one has a plan, the later ones get a
     grace period of twice the time taken so far (at least 0.2 s) instead of the whole budget. A search that exits
     without a plan never stops the others: only a plan (from the last one, unless racing), a proof, or the
@@ -120,15 +165,36 @@ def run_searches(pool: SearchProcessPool, commands: Sequence[tuple[str, tuple[st
     runs = [(alias, pool.take(command)) for alias, command in commands]
     try:
         data = sas_text.encode()
+        started_wall = time.time()
         for _, run in runs:
             if not _feed(run.process, data, deadline):
                 return DelegateOutcome(Status.TIMEOUT, reason="budget expired while handing the task to the "
                                        "search", details=details)
+        if anytime:
+            codes, proof = fd_anytime.wait_anytime(runs, deadline, improve_by, PROVING, started_wall)
+            return _anytime_outcome(runs, codes, proof, details, started_wall, cost_scale)
         codes = _wait(runs, deadline, started, race=race, race_after=race_after)
         return _outcome(runs, codes, details, custom)
     finally:
         for _, run in runs:
             pool.release(run)
+
+
+def _anytime_outcome(runs, codes: dict[str, int | None], proof: str | None, details: dict, started_wall: float,
+                     cost_scale: float) -> DelegateOutcome:
+    """The cheapest plan found by any search, with every plan found and whether optimality was proved; without
+    a plan, the verdict over the exit codes (`_outcome`)."""
+    plans = fd_anytime.found_plans(runs, started_wall)
+    best = fd_anytime.cheapest(plans)
+    if best is None:
+        return _outcome(runs, codes, details, custom=False)
+    details["searches"] = {alias: "stopped once a plan was chosen" if code is None else fd_exitcodes.meaning(code)
+                           for alias, code in codes.items()}
+    details["plans"] = [{"search": p.search, "cost": round(p.cost / cost_scale, 3), "ms": p.ms}
+                        for p in sorted(plans, key=lambda p: p.ms)]
+    details["search"] = best.search
+    details["optimal"] = proof is not None
+    return DelegateOutcome(Status.SOLVED, plan=_read_plan(Path(best.path)), details=details)
 
 
 def _outcome(runs, codes: dict[str, int | None], details: dict, custom: bool) -> DelegateOutcome:
@@ -137,6 +203,10 @@ def _outcome(runs, codes: dict[str, int | None], details: dict, custom: bool) ->
     details["searches"] = {label(alias): fd_exitcodes.meaning(code) for alias, code in codes.items()}
     verdict = fd_exitcodes.aggregate(codes)
     if verdict.status is Status.SOLVED:
+        # Still running when another search's plan was taken: it lost the race, no deadline came.
+        lost = f"stopped: {label(verdict.search)} found a plan first"
+        details["searches"] = {label(alias): lost if code is None else fd_exitcodes.meaning(code)
+                               for alias, code in codes.items()}
         plan_path = dict(runs)[verdict.search].plan_path
         details["search"] = label(verdict.search)
         return DelegateOutcome(Status.SOLVED, plan=_read_plan(Path(plan_path)), details=details)

@@ -46,10 +46,12 @@ class DelegateSpec:
 
 def _fast_downward(options: Mapping[str, Any], solver: Any):
     from portfolio.delegates.fast_downward import FastDownward
+    from portfolio.delegates.fd_search import DEFAULT_QUALITY
 
     return FastDownward(alias=options.get("fd_alias") or "lama-first", search=options.get("fd_search"),
                         disk_cache=options.get("translation_cache"), workers=options.get("fd_workers"),
-                        translate_options=options.get("fd_translate_options"))
+                        translate_options=options.get("fd_translate_options"),
+                        quality=options.get("fd_quality") or DEFAULT_QUALITY)
 
 
 def _pyperplan(options: Mapping[str, Any], solver: Any):
@@ -80,7 +82,8 @@ def _llm(options: Mapping[str, Any], solver: Any):
 
 CATALOG: dict[str, DelegateSpec] = {spec.name: spec for spec in (
     DelegateSpec("fast-downward", _fast_downward, CLASSICAL_TIER, "classical", share=4.0,
-                 options=("fd_alias", "fd_search", "translation_cache", "fd_workers", "fd_translate_options"),
+                 options=("fd_alias", "fd_search", "translation_cache", "fd_workers", "fd_translate_options",
+                          "fd_quality"),
                  summary="Fast Downward (translator worker + search processes, killed at the deadline)"),
     DelegateSpec("pyperplan", _pyperplan, CLASSICAL_TIER, "classical",
                  summary="pyperplan greedy search, STRIPS only (worker process, killed at the deadline)"),

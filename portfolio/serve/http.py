@@ -3,7 +3,7 @@
     POST /v1/plan      PlanBody -> 200 PlanResponse (the CLI's --json PlanResult + run_id); "wait": false -> 202 Job
     POST /v1/replan    run_id + observed state -> 200 PlanResponse (or 202 Job)
     POST /v1/validate  task + plan -> 200 Verdict (the validator's verdict and critique)
-    POST /v1/steps     {"steps": [StepRecord...]} -> 200 {"recorded": n}
+    POST /v1/steps     {"steps": [StepRecord...]} -> 200 {"recorded": n, "skipped": n, "conflicts": [...]}
     GET  /v1/actions   per-action stats and current p_fail
     POST /v1/retrain   -> 202 Job (fit the next failure and selection models on a worker);  GET /v1/jobs/{id} -> Job
     GET  /v1/health    (no token needed);  GET /metrics (Prometheus);  /openapi.json, /docs;  /mcp (MCP)
@@ -252,7 +252,7 @@ def create_app(service: Service, token: str | None = None, max_body_bytes: int =
 
     @app.post("/v1/steps", response_model=StepsResponse, responses=ERRORS)
     async def steps(body: StepsBody) -> StepsResponse:
-        return StepsResponse(recorded=await service.record_steps(body))
+        return await service.record_steps(body)
 
     @app.get("/v1/actions", response_model=ActionsResponse, responses=ERRORS)
     async def actions() -> ActionsResponse:

@@ -14,16 +14,19 @@ result with `isError` and the message. A stdio line that is not a JSON-RPC messa
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from mcp import types
 from pydantic import Field
 
 from portfolio.serve.models import (
+    QUALITY_HELP,
+    WEIGHT_HELP,
     ActionsResponse,
     BadRequest,
     PlanBody,
     PlanResponse,
+    Quality,
     ReplanBody,
     StepsBody,
     StepsResponse,
@@ -46,6 +49,10 @@ INSTRUCTIONS = (
 )
 
 Atoms = Annotated[list[str] | None, Field(description='atoms like "(on a b)"')]
+Explore = Annotated[Literal["mean", "thompson", "ucb"] | None,
+                    Field(description="how learned costs explore; default: the server's")]
+QualityArg = Annotated[Quality | None, Field(description=QUALITY_HELP)]
+WeightArg = Annotated[float | None, Field(ge=0, allow_inf_nan=False, description=WEIGHT_HELP)]
 
 
 def _anticipated() -> tuple[type[Exception], ...]:
@@ -86,11 +93,15 @@ def build_mcp(service: Service):
         excluded: Annotated[list[str] | None, Field(description="grounded actions no plan may use")] = None,
         critiques: Annotated[list[str] | None, Field(description="why earlier plans failed")] = None,
         features: Annotated[dict[str, Any] | None, Field(description="the situation, for learned costs")] = None,
+        explore: Explore = None,
+        quality: QualityArg = None,
+        weight: WeightArg = None,
         budget: Annotated[float | None, Field(gt=0, description="classical tier seconds")] = None,
         run_id: Annotated[str | None, Field(description="record the plan under this run")] = None,
     ) -> PlanResponse:
         body = PlanBody(domain=domain, problem=problem, task=task, init=init, excluded=excluded or [],
-                        critiques=critiques or [], features=features, budget=budget, run_id=run_id)
+                        critiques=critiques or [], features=features, explore=explore, quality=quality,
+                        weight=weight, budget=budget, run_id=run_id)
         return await guarded(service.plan(body))
 
     @mcp.tool(description="Plan again for an earlier run from the state the runtime observed (every true atom).")
@@ -100,10 +111,13 @@ def build_mcp(service: Service):
         excluded: Annotated[list[str] | None, Field(description="grounded actions no plan may use")] = None,
         critiques: Annotated[list[str] | None, Field(description="why earlier plans failed")] = None,
         features: Annotated[dict[str, Any] | None, Field(description="the situation, for learned costs")] = None,
+        explore: Explore = None,
+        quality: QualityArg = None,
+        weight: WeightArg = None,
         budget: Annotated[float | None, Field(gt=0, description="classical tier seconds")] = None,
     ) -> PlanResponse:
         body = ReplanBody(run_id=run_id, state=state, excluded=excluded or [], critiques=critiques or [],
-                          features=features, budget=budget)
+                          features=features, explore=explore, quality=quality, weight=weight, budget=budget)
         return await guarded(service.replan(body))
 
     @mcp.tool(description="Check a plan against a task with the validator: valid or not, the failing step "
@@ -120,7 +134,7 @@ def build_mcp(service: Service):
 
     @mcp.tool(description="Record executed plan steps in the trace store (learned costs come from them).")
     async def record_steps(steps: list[StepRecord]) -> StepsResponse:
-        return StepsResponse(recorded=await guarded(service.record_steps(StepsBody(steps=steps))))
+        return await guarded(service.record_steps(StepsBody(steps=steps)))
 
     @mcp.tool(description="Per action name: steps run, failures, failure rate, mean duration and the current "
               "predicted failure probability.")

@@ -28,6 +28,13 @@ class BadRequest(Exception):
         self.kind = kind
 
 
+Quality = Literal["first", "anytime", "optimal"]
+QUALITY_HELP = ("with costs: anytime (the cheapest plan found once optimality is proved or a quarter of the "
+                "search's time has passed), optimal (wait for the proof), first (the first cost-aware plan); "
+                "default: the server's")
+WEIGHT_HELP = "lambda of learned costs, cost = base + weight * -log(1 - p_fail); default: the server's"
+
+
 class TaskSource(BaseModel):
     """A task: PDDL `domain` and `problem` texts, or `task` in the JSON task format (`portfolio schema task`)."""
 
@@ -45,6 +52,8 @@ class PlanBody(TaskSource):
     features: dict[str, Any] | None = Field(default=None, description="the situation, for learned costs")
     explore: Literal["mean", "thompson", "ucb"] | None = Field(
         default=None, description="how learned costs explore (mean, thompson, ucb); default: the server's")
+    quality: Quality | None = Field(default=None, description=QUALITY_HELP)
+    weight: float | None = Field(default=None, ge=0, allow_inf_nan=False, description=WEIGHT_HELP)
     budget: float | None = Field(default=None, gt=0, description="classical tier seconds (capped by the server)")
     run_id: str | None = Field(default=None, min_length=1, description="record the plan under this run")
     wait: bool = Field(default=True, description="false: answer 202 with a job id at once")
@@ -61,6 +70,8 @@ class ReplanBody(BaseModel):
     critiques: list[str] = Field(default_factory=list)
     features: dict[str, Any] | None = None
     explore: Literal["mean", "thompson", "ucb"] | None = None
+    quality: Quality | None = Field(default=None, description=QUALITY_HELP)
+    weight: float | None = Field(default=None, ge=0, allow_inf_nan=False, description=WEIGHT_HELP)
     budget: float | None = Field(default=None, gt=0)
     wait: bool = True
 
@@ -75,8 +86,30 @@ class StepsBody(BaseModel):
     steps: list[StepRecord]
 
 
+class StepConflictInfo(BaseModel):
+    """A step not recorded because its (run_id, step) is already recorded with other content."""
+
+    run_id: str
+    step: int
+    index: int = Field(description="its position in the posted steps, from 0")
+    fields: list[str] = Field(description="the fields that differ from the recorded step")
+    message: str
+
+
 class StepsResponse(BaseModel):
-    recorded: int
+    """A step is identified by (run_id, step): posting it again changes nothing (`skipped`); one with that id
+    and other content is not recorded but listed in `conflicts`."""
+
+    recorded: int = Field(description="new steps written")
+    skipped: int = Field(default=0, description="steps already recorded exactly so (a retried post)")
+    conflicts: list[StepConflictInfo] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, report: Any) -> "StepsResponse":
+        """From the store's `traces.RecordReport`."""
+        conflicts = [StepConflictInfo(run_id=c.run_id, step=c.step, index=c.index, fields=list(c.fields),
+                                      message=str(c)) for c in report.conflicts]
+        return cls(recorded=report.recorded, skipped=report.skipped, conflicts=conflicts)
 
 
 class ValidateBody(TaskSource):

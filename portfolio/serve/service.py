@@ -38,11 +38,13 @@ from portfolio.serve.models import (
     ReplanBody,
     RetrainBody,
     StepsBody,
+    StepsResponse,
     ValidateBody,
     Verdict,
 )
 from portfolio.serve.pool import PlannerPool, QueueFull, default_workers
 from portfolio.serve.worker import WorkerConfig
+from traces.recording import RecordReport
 from traces.task_sources import remember_task_source, source_key, task_source
 
 log = logging.getLogger(__name__)
@@ -74,6 +76,8 @@ class ServiceConfig(BaseModel):
     cache_dir: str | None = None  # the on-disk translation cache the workers share (None: the user's default)
     translation_cache: bool = True
     explore: Literal["mean", "thompson", "ucb"] | None = None  # a request's own `explore` wins; None: the default
+    quality: Literal["first", "anytime", "optimal"] | None = None  # likewise `quality` and `weight`
+    weight: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     carry_over: bool = True  # Fast Downward's work goes on past its share, until the request's last deadline
 
 
@@ -108,8 +112,8 @@ class Service:
                               memory_limit_mb=self.config.memory_limit_mb,
                               fd_workers=self.config.fd_workers or max(1, default_workers() // self.config.workers),
                               cache_dir=self.config.cache_dir, translation_cache=self.config.translation_cache,
-                              explore=self.config.explore,
-                              carry_over=self.config.carry_over)
+                              explore=self.config.explore, quality=self.config.quality,
+                              weight=self.config.weight, carry_over=self.config.carry_over)
         pool = self.pool = PlannerPool(worker, self.config.workers, self.config.queue,
                                        on_restart=lambda reason: self.metrics.worker_restarts.labels(reason).inc())
         self.metrics.queue_depth.set_function(lambda: pool.queued)  # read when scraped
@@ -205,7 +209,8 @@ class Service:
     async def replan(self, body: ReplanBody) -> PlanResponse:
         source, worker = await self.run_source(body.run_id)
         request = PlanBody(**source, init=body.state, excluded=body.excluded, critiques=body.critiques,
-                           features=body.features, explore=body.explore, budget=body.budget, run_id=body.run_id)
+                           features=body.features, explore=body.explore, quality=body.quality, weight=body.weight,
+                           budget=body.budget, run_id=body.run_id)
         return await self.plan(request, prefer=worker)
 
     # -- traces ---------------------------------------------------------------------------------------------
@@ -214,16 +219,16 @@ class Service:
             raise BadRequest("this server has no trace store: start it with --traces PATH")
         return self.store
 
-    async def record_steps(self, body: StepsBody) -> int:
+    async def record_steps(self, body: StepsBody) -> StepsResponse:
         store = self.need_store()
 
-        def write() -> int:
+        def write() -> RecordReport:
             with self._store_lock:
                 return store.record_steps(body.steps)
 
-        count = await anyio.to_thread.run_sync(write, limiter=self._threads)
-        self.metrics.steps_recorded.inc(count)
-        return count
+        report = await anyio.to_thread.run_sync(write, limiter=self._threads)
+        self.metrics.steps_recorded.inc(report.recorded)
+        return StepsResponse.of(report)
 
     async def actions(self) -> ActionsResponse:
         store = self.need_store()

@@ -6,25 +6,36 @@ back-prompting). Used by `POST /v1/validate`, the MCP tool `validate` and `portf
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
+from domains.errors import TaskInputError
 from domains.model import Task
 from portfolio.results import parse_ground_action
 from portfolio.serve.models import BadRequest, ValidateBody, Verdict, load_task
 
 
+# `0: (pick-up b)` and `0.000: (pick-up b) [1.000]`: numbered lines (LLMs) and IPC's timestamped plan format
+_NUMBERED = re.compile(r"^\d+(\.\d+)?\s*:\s*")
+_DURATION = re.compile(r"\s*\[\d+(\.\d+)?\]$")
+
+
 def parse_plan_lines(lines: Sequence[str], where: str = "plan") -> list:
-    """Grounded actions from plan lines: `(pick-up a)` or `pick-up a`; blank lines and `;` comments skipped
-    (the format `portfolio plan` prints and Fast Downward writes)."""
+    """Grounded actions from plan lines: `(pick-up a)` or `pick-up a`, optionally numbered (`0: (pick-up a)`,
+    `0.000: (pick-up a) [1]`); blank lines and `;` comments skipped (the format `portfolio plan` prints and Fast
+    Downward writes). A bad line is a `BadRequest` naming `where` and the line."""
     steps = []
     for number, line in enumerate(lines, start=1):
-        text = line.split(";", 1)[0].strip()
+        text = _DURATION.sub("", _NUMBERED.sub("", line.split(";", 1)[0].strip()))
         if not text:
             continue
+        problem = f"{where}:{number}: expected one action like (pick-up a), got {line.strip()!r}"
         if text.count("(") != text.count(")") or text.count("(") > 1:
-            raise BadRequest(f"{where} line {number}: expected one action like (pick-up a), got {line.strip()!r}",
-                             "PlanSyntaxError")
-        steps.append(parse_ground_action(text))
+            raise BadRequest(problem, "PlanSyntaxError")
+        try:
+            steps.append(parse_ground_action(text))
+        except TaskInputError:
+            raise BadRequest(problem, "PlanSyntaxError") from None
     return steps
 
 

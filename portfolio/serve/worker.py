@@ -42,6 +42,8 @@ class WorkerConfig(BaseModel):
     cache_dir: str | None = None
     translation_cache: bool = True
     explore: str | None = None  # the server's default policy; a request's `explore` overrides it per call
+    quality: str | None = None  # likewise the server's default quality and weight
+    weight: float | None = None
     carry_over: bool = True
 
 
@@ -62,7 +64,8 @@ class PlannerWorker:
         # A request's deadline is its classical budget plus the decomposer tier's: the cascade computes it per
         # call from the tiers' budgets (`_budget` sets the request's own), and carried-over work dies there.
         self.planner = Planner(stages, budget_s=config.budget_s, traces=config.traces, carry_over=config.carry_over,
-                               explore=config.explore)
+                               explore=config.explore, quality=config.quality,
+                               **({} if config.weight is None else {"cost_weight": config.weight}))
         self.model_version = self._stored_version()
         self.plan_options = set(inspect.signature(self.planner.plan).parameters) - {"task", "init", "run_id"}
 

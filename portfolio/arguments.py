@@ -1,0 +1,42 @@
+"""The checks `Planner.plan` runs on its arguments before anything else: inputs that say what they take.
+
+Python callers get no pydantic model at the edge, so a wrong type once travelled into the delegates and failed
+there: a list of Atoms crashed Fast Downward's cache key (`frozenset ^ list`, a traceback) and fell through to
+pyperplan; a set of plan-spelled strings printed two tracebacks and came back `incomplete`. Here every argument
+is read into the one form the cascade takes, or refused with a `TypeError` naming the expected types (bad text
+in a right type is the usual `TaskInputError`, as from a file), before any delegate runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from domains.ground_text import normalise_actions
+from domains.literals import parse_state
+from domains.model import GroundAction, State, Task
+
+ACTION_TYPES = 'a list (any iterable) of domains.GroundAction or of actions spelled as in plans, like "(pick-up b)"'
+
+
+def check_task(task: Any) -> Task:
+    if not isinstance(task, Task):
+        raise TypeError(f"task must be a domains.Task (read one with domains.load, domains.pddl.parse_task or "
+                        f"domains.json_task.task_from_json); got {type(task).__name__}")
+    return task
+
+
+def check_state(task: Task, init: Any) -> State | None:
+    """`init` as a state of `task` (None: the task's own initial state); `domains.literals.parse_state`."""
+    return parse_state(task, init)
+
+
+def check_actions(name: str, actions: Any) -> tuple[GroundAction | str, ...]:
+    """`excluded` / `previous_plan` as a tuple of GroundActions and strings; TypeError for anything else."""
+    if isinstance(actions, (str, bytes, GroundAction)) or not isinstance(actions, Iterable):
+        raise TypeError(f"{name} must be {ACTION_TYPES}; got {type(actions).__name__}")
+    items = tuple(actions)
+    for item in items:
+        if not isinstance(item, (GroundAction, str)):
+            raise TypeError(f"{name} must be {ACTION_TYPES}; it holds {type(item).__name__} {item!r:.60}")
+    normalise_actions(items)  # bad text: PDDLSyntaxError now, not inside a delegate
+    return items

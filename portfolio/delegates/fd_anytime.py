@@ -1,0 +1,116 @@
+"""Searching under costs: keep the cheapest plan the budget allows, stop on a proof that it is optimal.
+
+Why: with costs (the task's own, or learned ones) the first plan a satisficing search finds is often not the
+cheapest one. An eager weighted A* (w = 3) returns the first goal it expands, so a short risky route beats a
+longer safe one: on a delivery task where one road fails 60% and a three-road detour 3% it returned the risky
+road (cost 7.89) where the optimum is the detour (5.76). Learned costs only change the plan a user gets if the
+search respects them, so the cost-aware searches run here are
+
+- `lama-anytime`: LAMA's own scheme (the driver's `--alias lama` on non-unit costs): a greedy first plan that
+  ignores costs, then greedy and weighted A* restarts with w = 5, 3, 2, 1, each bounded by the incumbent's
+  cost, the last repeated until it finds nothing cheaper. A phase that finds nothing does not end it (this
+  build's iterated search goes on), so it ends only when its last phase (lazy A*, reopening closed states,
+  pruning on the bound) has exhausted every state cheaper than the incumbent: when it exits on its own, its
+  last plan is optimal;
+- `seq-opt-lmcut` beside it on small tasks (A* with the admissible LM-cut heuristic): its plan is optimal.
+
+Fast Downward writes each plan of an iterated search to `PLAN.1`, `PLAN.2`, ... (each cheaper than the last)
+and a single search's to `PLAN`, the cost last (`; cost = N (general cost)`), so plans are read from the files as
+they appear: a plan file without that line is still being written and is skipped. The wait (`wait_anytime`)
+ends on a proof (a proving search exited with a plan, or any search proved the task unsolvable), when every
+search has exited, at the deadline, or once a plan exists and `improve_by` has passed: the share of the call's
+budget the caller gives improvement (`quality` in `portfolio.delegates.fast_downward`). The outcome is the
+cheapest plan found by any search; the attempt's details record every plan found (search, cost, ms) and
+whether optimality was proved.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from portfolio import cancel
+from portfolio.delegates import fd_exitcodes
+from portfolio.results import DelegateOutcome, Status
+from portfolio.workers import SearchRun, wait_any
+
+_COST_LINE = re.compile(r";\s*cost\s*=\s*(\d+)")
+# After `improve_by`, while no plan exists yet, plan files are looked for this often (a search process does not
+# tell us when it writes one; before `improve_by` nothing needs to know).
+POLL_S = 0.005
+
+
+@dataclass(frozen=True)
+class FoundPlan:
+    search: str
+    path: str
+    cost: int  # in the SAS task's integer costs
+    ms: float  # when the file was written, after the searches started
+
+
+def plan_files(run: SearchRun) -> list[str]:
+    """The plan files a search has written: `PLAN` (a single search) or `PLAN.1`, `PLAN.2`, ... (iterated), in
+    the order written."""
+    numbered = glob.glob(glob.escape(run.plan_path) + ".*")
+    numbered.sort(key=lambda path: int(path.rsplit(".", 1)[1]) if path.rsplit(".", 1)[1].isdigit() else -1)
+    return ([run.plan_path] if os.path.exists(run.plan_path) else []) + numbered
+
+
+def read_found(search: str, path: str, started_wall: float) -> FoundPlan | None:
+    """The plan in `path` with its cost, or None while the file is incomplete (no cost line yet)."""
+    try:
+        text = Path(path).read_text()
+        written = os.stat(path).st_mtime
+    except OSError:
+        return None
+    match = _COST_LINE.search(text)
+    if match is None:
+        return None
+    return FoundPlan(search, path, int(match.group(1)), round(max(0.0, written - started_wall) * 1000, 3))
+
+
+def found_plans(runs: Sequence[tuple[str, SearchRun]], started_wall: float) -> list[FoundPlan]:
+    plans = []
+    for alias, run in runs:
+        for path in plan_files(run):
+            found = read_found(alias, path, started_wall)
+            if found is not None:
+                plans.append(found)
+    return plans
+
+
+def wait_anytime(runs: Sequence[tuple[str, SearchRun]], deadline: float, improve_by: float | None,
+                 proving: frozenset[str], started_wall: float) -> tuple[dict[str, int | None], str | None]:
+    """Wait as the module docstring says (`started_wall`: `time.time()` when the searches started). Returns the
+    exit codes by alias (None: still running) and the alias whose exit proved its plan optimal (None: none)."""
+    codes: dict[str, int | None] = {}
+    while True:
+        for alias, run in runs:
+            if alias not in codes and run.process.poll() is not None:
+                codes[alias] = run.process.returncode
+        proof = next((a for a, code in codes.items() if a in proving and code in fd_exitcodes.PLAN_FOUND), None)
+        if proof is not None or len(codes) == len(runs):
+            return _all(runs, codes), proof
+        if any(code in fd_exitcodes.PROVEN_UNSOLVABLE for code in codes.values()):
+            return _all(runs, codes), None
+        now = time.monotonic()
+        if now >= deadline or cancel.stopped():
+            return _all(runs, codes), None
+        if improve_by is not None and now >= improve_by and found_plans(runs, started_wall):
+            return _all(runs, codes), None
+        wake = deadline if improve_by is None else (improve_by if now < improve_by else now + POLL_S)
+        wait_any([run.process for alias, run in runs if alias not in codes], min(wake, deadline) - now)
+
+
+def _all(runs: Sequence[tuple[str, SearchRun]], codes: dict[str, int | None]) -> dict[str, int | None]:
+    return {alias: codes.get(alias) for alias, _ in runs}
+
+
+def cheapest(plans: Sequence[FoundPlan]) -> FoundPlan | None:
+    """The cheapest plan; among equals the one found first."""
+    return min(plans, key=lambda plan: (plan.cost, plan.ms), default=None)

@@ -1,0 +1,159 @@
+"""Idempotent recording (issue 25, item 4): a step is identified by (run_id, step). Recording it again - a second
+`portfolio traces import` of one file, a retried POST /v1/steps or MCP `record_steps` - changes nothing and is
+reported as skipped; a step with that id and other content is reported as a conflict and not added. Old stores,
+which may hold the doubled steps of earlier imports, migrate to schema 4 without losing a row."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+import sqlite_utils
+
+from conftest import REPO
+from test_service_helpers import config, serve_in_thread
+from traces import StepConflictError, StepRecord, TraceStore, export_jsonl, import_jsonl
+
+LINES = [{"run_id": "r1", "step": i, "action": "drive", "args": ["t1", "a", "b"], "duration_ms": 10.0,
+          "outcome": "failure" if i % 4 == 0 else "success", "features": {"weather": "rain", "hour": i}}
+         for i in range(8)]
+
+
+def portfolio(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "portfolio.cli", *argv], cwd=REPO, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(REPO)})
+
+
+def write(path: Path, lines: list[dict]) -> str:
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return str(path)
+
+
+def stats(db: str) -> list[dict]:
+    done = portfolio("traces", "stats", "--json", "--traces", db)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_importing_a_file_twice_changes_nothing_and_says_so(tmp_path):
+    db, steps = str(tmp_path / "t.db"), write(tmp_path / "steps.jsonl", LINES)
+    first = portfolio("traces", "import", steps, "--traces", db)
+    assert first.returncode == 0 and "imported 8 step(s)" in first.stdout, first.stderr
+    before = stats(db)
+    assert before[0]["steps"] == 8 and before[0]["failures"] == 2
+    again = portfolio("traces", "import", steps, "--traces", db)
+    assert again.returncode == 0, again.stderr
+    assert "imported 0 step(s)" in again.stdout and "skipped 8 already recorded" in again.stdout
+    assert stats(db) == before  # not doubled
+
+
+def test_an_export_imported_back_is_all_skipped(tmp_path):
+    """The exported JSON differs from the imported text (key order, left-out nulls): compared as records."""
+    with TraceStore(tmp_path / "t.db") as store:
+        assert import_jsonl(store, write(tmp_path / "in.jsonl", LINES)).imported == 8
+        export_jsonl(store, tmp_path / "out.jsonl")
+        report = import_jsonl(store, tmp_path / "out.jsonl")
+        assert (report.imported, report.skipped, report.ok, store.count_steps()) == (0, 8, True, 8)
+
+
+def test_a_conflicting_line_is_reported_with_its_line_and_not_added(tmp_path):
+    db = str(tmp_path / "t.db")
+    assert portfolio("traces", "import", write(tmp_path / "a.jsonl", LINES), "--traces", db).returncode == 0
+    changed = [LINES[0] | {"step": 8}, LINES[1] | {"outcome": "failure", "error": "flat tyre"}, LINES[2]]
+    path = write(tmp_path / "b.jsonl", changed)
+    strict = portfolio("traces", "import", path, "--strict", "--traces", db)
+    assert strict.returncode == 2 and "Traceback" not in strict.stderr
+    assert f"{path}:2:" in strict.stderr and "already recorded with a different outcome, error" in strict.stderr
+    assert stats(db)[0]["steps"] == 8  # --strict: not even the new line 1 went in
+    loose = portfolio("traces", "import", path, "--traces", db)
+    assert loose.returncode == 1 and "imported 1 step(s)" in loose.stdout and "skipped 1 already" in loose.stdout
+    assert f"{path}:2: skipped: step 1 of run 'r1' is already recorded" in loose.stderr
+    [row] = stats(db)
+    assert (row["steps"], row["failures"]) == (9, 3)  # the new step 8 (a failure); step 1 still a success
+
+
+def test_duplicates_within_one_batch_and_the_python_report():
+    with TraceStore(":memory:") as store:
+        step = StepRecord(run_id="r", step=0, action="(pick-up b)", outcome="success")
+        other = step.model_copy(update={"outcome": "failure"})
+        report = store.record_steps([step, step, other])
+        assert (report.recorded, report.skipped) == (1, 1)
+        [conflict] = report.conflicts
+        assert (conflict.run_id, conflict.step, conflict.index, conflict.fields) == ("r", 0, 2, ("outcome",))
+        with pytest.raises(StepConflictError, match="step 0 of run 'r'"):
+            store.record_steps([step.model_copy(update={"step": 1}), other], all_or_nothing=True)
+        assert [s.outcome for s in store.iter_steps()] == ["success"]  # all or nothing: step 1 not written
+
+
+def test_a_schema_3_store_with_doubled_steps_migrates_without_losing_a_row(tmp_path):
+    from traces.rows import STEP_COLUMNS, step_row
+    from traces.schema import MIGRATIONS
+
+    path = tmp_path / "v3.db"
+    db = sqlite_utils.Database(sqlite3.connect(path))
+    for migration in MIGRATIONS[:3]:
+        migration(db)
+    db.execute("PRAGMA user_version = 3")
+    rows = [step_row(StepRecord.model_validate(line)) for line in LINES]
+    sql = f"INSERT INTO steps ({', '.join(STEP_COLUMNS)}) VALUES ({', '.join('?' * len(STEP_COLUMNS))})"
+    db.conn.executemany(sql, rows + rows + rows[:1])  # imported twice by the old code, and step 0 once more
+    db.conn.commit()
+    db.conn.close()
+    with TraceStore(path) as store:
+        assert store.count_steps() == 17  # every row kept
+        report = store.record_steps([StepRecord.model_validate(line) for line in LINES])
+        assert (report.recorded, report.skipped, report.conflicts) == (0, 8, [])
+        assert store.count_steps() == 17
+    with sqlite3.connect(path) as conn:
+        copies = conn.execute("SELECT copy, count(*) FROM steps GROUP BY copy ORDER BY copy").fetchall()
+        assert copies == [(0, 8), (1, 8), (2, 1)]
+        with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):  # SQLite holds the line too
+            conn.execute(sql, rows[3])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with serve_in_thread(config(traces=str(tmp_path_factory.mktemp("idem") / "t.db"))) as (url, svc):
+        yield url, svc
+
+
+def post_http(url: str, steps: list[dict]) -> dict:
+    answer = httpx.post(url + "/v1/steps", json={"steps": steps}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def post_mcp(url: str, steps: list[dict]) -> dict:
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def main():
+        async with streamable_http_client(url + "/mcp") as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await session.call_tool("record_steps", {"steps": steps})
+
+    result = anyio.run(main)
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+@pytest.mark.parametrize("post", [post_http, post_mcp], ids=["http", "mcp"])
+def test_a_retried_post_is_skipped_and_a_conflict_is_answered(server, post):
+    url, svc = server
+    steps = [line | {"run_id": post.__name__} for line in LINES]
+    assert post(url, steps) == {"recorded": 8, "skipped": 0, "conflicts": []}
+    assert post(url, steps) == {"recorded": 0, "skipped": 8, "conflicts": []}  # the retry
+    answer = post(url, [steps[3] | {"outcome": "failure"}, steps[0] | {"step": 8}])
+    assert (answer["recorded"], answer["skipped"]) == (1, 0)
+    [conflict] = answer["conflicts"]
+    assert conflict["run_id"] == post.__name__ and (conflict["step"], conflict["index"]) == (3, 0)
+    assert conflict["fields"] == ["outcome"] and "already recorded" in conflict["message"]
+    recorded = [s for s in svc.store.iter_steps() if s.run_id == post.__name__]
+    assert len(recorded) == 9 and recorded[3].outcome == "success"

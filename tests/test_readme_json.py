@@ -1,0 +1,22 @@
+"""The README's `portfolio plan --json` example shows the PlanResult as it is (issue 25, point 8): every field
+the output has, for the result and for its attempt, and nothing it does not have. (Item 7 of the issue
+regenerates the README's console examples; this pins the one example a JSON client is written against.)"""
+
+from __future__ import annotations
+
+import json
+
+from conftest import REPO
+from portfolio.results import Attempt, PlanResult
+
+COMMAND = "$ portfolio plan ../shared/ipc/blocks/domain.pddl ../shared/ipc/blocks/probBLOCKS-4-0.pddl --json\n"
+
+
+def test_the_readme_json_example_has_every_field_of_the_output():
+    text = (REPO / "README.md").read_text()
+    block = text[text.index(COMMAND) + len(COMMAND):]
+    example = json.loads(block[:block.index("```")])
+    assert set(example) == set(PlanResult.model_fields)
+    [attempt] = example["attempts"]
+    assert set(attempt) == set(Attempt.model_fields)
+    PlanResult.model_validate(example)  # and every value is one the model takes
