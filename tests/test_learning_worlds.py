@@ -20,26 +20,7 @@ EPISODES, LAST = 120, 40
 # type: before episode 100 most episodes offer only the bad-type vehicles (every arm fails alike there), so it is
 # measured on episodes 110-149, when every vehicle is there.
 SETTINGS = {"drift": (130, 40, 1.0), "type": (150, 40, 0.6)}
-# Worlds where the default cascade's cost-aware search (eager weighted A*, w = 3, first plan: issue 22, cause 1)
-# keeps the learned arm from its own cheapest plan: measured on this harness, the learned calls' plans cost a
-# median 1.08x (detours-0, max 1.40) and up to 1.43x (drift-0) the optimum under the very costs they were planned
-# with, and the learned arm fails as often as cost-blind (detours-0: 0.78 both). Strict: when the default search
-# returns the cheapest plan, these pass and the mark must go.
-WEAK_SEARCH = "issue 22 cause 1: the default cost-aware search returns its first plan, not the cheapest"
-
-
-def last_failure(run, arm: str, last: int = LAST) -> float:
-    return 1.0 - statistics.mean(run.expected[arm][-last:])
-
-
-# drift-0 sits at the edge with this search: learned 0.49 against cost-blind 0.47-0.53, the latter varying
-# from run to run with which racing search answers first, so its mark is not strict.
-MARKS = {"detours": pytest.mark.xfail(strict=True, reason=WEAK_SEARCH),
-         "drift": pytest.mark.xfail(strict=False, reason=WEAK_SEARCH + " (at the edge: cost-blind varies)")}
-
-
-@pytest.mark.parametrize("kind", [pytest.param(k, marks=MARKS[k]) if k in MARKS else k
-                                  for k in KINDS if k != "tools"])  # tools: test_learning_eval.py
+@pytest.mark.parametrize("kind", [k for k in KINDS if k != "tools"])  # tools: test_learning_eval.py
 def test_learned_costs_beat_cost_blind_in_a_small_world(kind):
     episodes, last, factor = SETTINGS.get(kind, (EPISODES, LAST, 0.6))
     for seed in range(5):  # the first world where cost-blind planning fails at all often
@@ -203,6 +184,8 @@ def test_the_cost_recorder_keeps_the_costs_the_planner_planned_with():
         expected = action_costs(planner.model, task, actions, spec.context, lam=LAM)
         assert recorder.costs == pytest.approx({name: c.cost for name, c in expected.items()})
         assert set(result.plan) <= set(recorder.costs)
+        # the planner's own account of the plan's learned cost agrees with the recorded costs
+        assert result.learned_cost == pytest.approx(plan_cost_under(task, result.plan, recorder.costs), abs=1e-4)
 
 
 @pytest.mark.parametrize("kind", NEW_KINDS)
