@@ -20,6 +20,12 @@ EPISODES, LAST = 120, 40
 # type: before episode 100 most episodes offer only the bad-type vehicles (every arm fails alike there), so it is
 # measured on episodes 110-149, when every vehicle is there.
 SETTINGS = {"drift": (130, 40, 1.0), "type": (150, 40, 0.6)}
+
+
+def last_failure(run, arm: str, last: int = LAST) -> float:
+    return 1.0 - statistics.mean(run.expected[arm][-last:])
+
+
 @pytest.mark.parametrize("kind", [k for k in KINDS if k != "tools"])  # tools: test_learning_eval.py
 def test_learned_costs_beat_cost_blind_in_a_small_world(kind):
     episodes, last, factor = SETTINGS.get(kind, (EPISODES, LAST, 0.6))
