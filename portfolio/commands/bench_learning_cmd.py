@@ -60,11 +60,12 @@ under the same costs (exact search; median and p95, targets 1.05 and 1.2), each 
 budget, seconds per world, and which delegate/search answered each arm. --bundled-episodes N adds the same
 plan-quality table on the bundled domains' tasks (hidden faults on one grounding in 8).
 
-Speed: every call goes through Fast Downward (10-70 ms warm), plus an exact search per learned call and per
-oracle call outside the routes worlds. Measured on 2 shared cores, 200 episodes, --policies mean: 14-25 s a
-world (type 14 s, detours 14 s, agent-tools 21 s, tools 24 s); each further policy adds most of that again.
-So 20 worlds of all 11 types with one policy is ~1 h with --jobs 1; --jobs N runs N worlds at once, each in its
-own process with planners of its own.
+Speed: every call goes through Fast Downward (15-40 ms warm at the median), plus an exact search per learned
+call and per oracle call outside the routes worlds. Measured on 2 shared cores, 200 episodes, --policies mean,
+with the anytime default search: 8-28 s a world (median per type 9 s drift to 21 s object; vehicle-roads up
+to 28 s); 33 worlds (3 per type) in 569 s with --jobs 1. Each further policy adds most of that again, so 20
+worlds of all 11 types with one policy is ~1 h with --jobs 1; --jobs N runs N worlds at once, each in its own
+process with planners of its own. --bundled-episodes 30 adds ~70 s.
 
 Output in --out: learning-worlds.md (the report, also printed), learning-worlds.json (summary and every world's
 episodes), learning-worlds.png (success curves and reliability plots). A progress bar over worlds goes to stderr.
@@ -90,8 +91,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--first-seed", type=int, default=HELD_OUT_SEEDS,
                         help=f"first world seed (default {HELD_OUT_SEEDS}: held out; 0-19 were used for tuning)")
     parser.add_argument("--tools-seeds", type=int, default=3,
-                        help="at most this many `tools` worlds (default 3; the slowest type, ~25 s a world on "
-                        "2 cores with --policies mean, ~50 s with all three; agent-tools is not capped)")
+                        help="at most this many `tools` worlds (default 3; 13-17 s a world on 2 cores with "
+                        "--policies mean; agent-tools is not capped)")
     parser.add_argument("--episodes", type=int, default=200, help="episodes per world (default 200; the report "
                         "compares arms over the last 50)")
     parser.add_argument("--retrain-every", type=int, default=10, help="retrain every K episodes (default 10)")
@@ -104,7 +105,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--bundled-episodes", type=int, default=0, metavar="N",
                         help="also measure plan quality with learned costs on the bundled tasks (blocksworld, "
                         "gripper, logistics, tools at two sizes each): N problems each, retrained every 5 "
-                        "(default 0: off; 30 takes ~2 min)")
+                        "(default 0: off; 30 takes ~70 s)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run_learning)
 

@@ -22,8 +22,8 @@ exact search), and the call's latency against the 1 s budget; and every arm coun
 answered (`WorldRun.searches`).
 
 An episode: plan, execute step by step in simulation, stop at the first failure (plan choice, not recovery).
-Each learned arm's store is an in-memory SQLite database. A warm Fast Downward call takes ~10-20 ms, so a
-200-episode world takes 10-40 s with one policy (`bench learning --help` has the measured numbers). Worlds are
+Each learned arm's store is an in-memory SQLite database. A warm Fast Downward call takes ~15-40 ms, so a
+200-episode world takes 8-28 s with one policy (`bench learning --help` has the measured numbers). Worlds are
 independent, so `run_worlds(jobs=N)` runs N at once in spawned processes (spawned, not forked: a forked child
 would inherit the parent's planner threads and locks).
 """
