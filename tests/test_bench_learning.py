@@ -30,6 +30,9 @@ def test_one_small_world_end_to_end_writes_its_report(tmp_path, capsys):
     assert run["calibration"]["mean"]["mae"] >= 0  # retrained three times: a model to calibrate
     assert (tmp_path / "learning-worlds.png").read_bytes()[:4] == b"\x89PNG"
     assert "object-200:" in out.err  # a line per finished world
+    assert "| object | mean | 20 |" in report  # plan quality of the calls with learned costs (after the 1st retrain)
+    assert all(key.split("/")[0] in ("fast-downward", "pyperplan") for key in run["searches"]["learned-mean"])
+    assert set(run["searches"]["oracle"]) == {"route-search"}
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -40,6 +43,7 @@ def test_one_small_world_end_to_end_writes_its_report(tmp_path, capsys):
     (["--policies", "greedy"], "unknown explore policy 'greedy'"),
     (["--jobs", "0"], "--jobs must be >= 1"),
     (["--first-seed", "-1"], "--first-seed must be >= 0"),
+    (["--bundled-episodes", "-1"], "--bundled-episodes must be >= 0"),
 ])
 def test_bad_input_exits_2_with_a_message(tmp_path, capsys, argv, message):
     assert main(["bench", "learning", *argv, "--out", str(tmp_path / "r")]) == 2
@@ -55,5 +59,6 @@ def test_the_checkout_command_is_the_same_command():
     assert done.returncode == 2 and "unknown world type 'nope'" in done.stderr and "Traceback" not in done.stderr
     help_text = subprocess.run([sys.executable, "-m", "portfolio.cli", "bench", "learning", "--help"], cwd=REPO,
                                capture_output=True, text=True, timeout=120).stdout
-    for taught in ("held out", "tuning", "--jobs", "thompson", "learning-worlds.png", "van-a"):
+    for taught in ("held out", "tuning", "--jobs", "thompson", "learning-worlds.png", "van-a", "detours",
+                   "vehicle-roads", "agent-tools", "default cascade", "seq-opt-lmcut", "Speed:", "seconds per world"):
         assert taught in help_text

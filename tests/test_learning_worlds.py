@@ -73,3 +73,184 @@ def planner_step(text: str):
     from portfolio.results import parse_ground_action
 
     return parse_ground_action(text)
+
+
+# -- the harness plans as users do; the yardsticks are exact ----------------------------------------------------
+
+import heapq
+import itertools
+
+from portfolio.benchsuite.worlds.exact import CostRecorder, ExactSearch, plan_cost_under
+from portfolio.benchsuite.worlds.runner import LAM, _true_costs
+from portfolio.planner import DEFAULT_DELEGATES
+
+NEW_KINDS = ("detours", "vehicle-roads", "agent-tools")
+
+
+def brute_force_optimum(task, costs) -> float:
+    """Uniform-cost search over the task's states with the validator's successor function: an optimum that
+    shares no code with the searches under test. `costs`: grounded action -> cost (others cost 1)."""
+    from domains.validate import goal_reached, successor
+    from portfolio.delegates.typed_search import ground
+
+    static = {atom for atom in task.problem.init if atom.predicate == "road"}
+    actions = [a for a in ground(task, 100_000).actions
+               if a.name != "drive" or any(atom.args == a.args[1:] for atom in static)]
+    start = task.problem.init
+    frontier, seen, tie = [(0.0, 0, start)], set(), itertools.count(1)
+    while frontier:
+        g, _, state = heapq.heappop(frontier)
+        if state in seen:
+            continue
+        seen.add(state)
+        if goal_reached(task, state):
+            return g
+        for action in actions:
+            after = successor(task, state, action)
+            if after is not None and after not in seen:
+                heapq.heappush(frontier, (g + costs.get(str(action), 1.0), next(tie), after))
+    raise AssertionError("unsolvable")
+
+
+def _true_cost_table(world, task, spec) -> dict[str, float]:
+    from portfolio.delegates.typed_search import ground
+
+    names = [str(a) for a in ground(task, 100_000).actions]
+    return _true_costs(world, task, spec)(names)
+
+
+@pytest.mark.parametrize("kind, seed", [("detours", 2), ("vehicle-roads", 4), ("agent-tools", 3), ("pairs", 1)])
+def test_the_oracle_is_exact(kind, seed):
+    """Its plan's true cost equals a brute-force optimum (Fast Downward A* with LM-cut, or Dijkstra for routes)."""
+    world = make_world(kind, seed)
+    with_trucks = world.domain == "delivery"
+    exact = ExactSearch(world.domain)
+    try:
+        for index in range(3):
+            spec = world.episode(index)
+            task = world.task(spec)
+            table = _true_cost_table(world, task, spec)
+            result = exact.solve(task, _true_costs(world, task, spec))
+            assert validate_plan(task, result.actions()).ok
+            if world.domain == "routes":
+                assert result.delegate == "route-search"
+            else:
+                assert result.attempts[-1].details["search"] == "seq-opt-lmcut"
+            if with_trucks or world.domain == "tools" or index == 0:
+                assert plan_cost_under(task, result.plan, table) == pytest.approx(
+                    brute_force_optimum(task, table), abs=1e-2)
+    finally:
+        exact.close()
+
+
+def test_measured_arms_run_the_default_cascade_and_the_oracle_does_not():
+    """Cost-blind and learned calls are answered by the default cascade's Fast Downward (the search it picks),
+    never by the exact searches the oracle uses; every learned call records its plan quality."""
+    for kind, seed, oracle in (("pairs", 1, {"route-search"}), ("detours", 2, {"fast-downward/seq-opt-lmcut"})):
+        run = run_world(make_world(kind, seed), 12, retrain_every=4, policies=("mean",))
+        assert set(run.searches["oracle"]) == oracle
+        for arm in ("cost-blind", "learned-mean"):
+            assert sum(run.searches[arm].values()) == 12
+            # the default cascade's delegates only (pyperplan answers when Fast Downward misses its share on a
+            # loaded machine), Fast Downward most of the time, and never the routes shortcut the oracle uses
+            assert {key.split("/")[0] for key in run.searches[arm]} <= set(DEFAULT_DELEGATES), run.searches[arm]
+            assert sum(n for key, n in run.searches[arm].items() if key.startswith("fast-downward/")) >= 8
+        assert len(run.latency_ms["cost-blind"]) == len(run.latency_ms["learned-mean"]) == 12
+        assert "oracle" not in run.latency_ms  # only the measured arms' latency is reported
+        quality = run.quality["mean"]
+        assert len(quality) == 12 - 4  # no learned costs before the first retrain: nothing to compare
+        for call in quality:
+            assert call["optimum"] <= call["cost"] + 1e-3  # the optimum is a lower bound on every plan
+            assert 0 < call["ms"] and call["budget_ms"] == 1000
+
+
+def test_the_cost_recorder_keeps_the_costs_the_planner_planned_with():
+    from learning.costs import action_costs
+    from learning.retrain import retrain
+    from portfolio.planner import Planner
+    from portfolio.results import parse_ground_action
+    from traces.records import StepRecord
+
+    world = make_world("detours", 2)
+    spec = world.episode(0)
+    task = world.task(spec)
+    with Planner(traces=":memory:", cost_weight=LAM) as planner:
+        recorder = CostRecorder(planner)
+        blind = planner.plan(task)
+        assert blind.solved and recorder.costs == {}  # no model yet: the task's own costs
+        run_id = planner.store.start_run(task.fingerprint, "g", run_id="r")
+        planner.store.record_steps(StepRecord(run_id=run_id, step=i, action=s.name, args=s.args,
+                                              features=spec.context, outcome="failure" if s.name == "drive" else "success")
+                                   for i, s in enumerate(blind.actions()))
+        retrain(planner.store, holdout_fraction=0.0)
+        planner.reload_model()
+        result = planner.plan(task, features=spec.context)
+        assert result.solved and recorder.calls >= 1
+        actions = [parse_ground_action(name) for name in recorder.costs]
+        expected = action_costs(planner.model, task, actions, spec.context, lam=LAM)
+        assert recorder.costs == pytest.approx({name: c.cost for name, c in expected.items()})
+        assert set(result.plan) <= set(recorder.costs)
+        # the planner's own account of the plan's learned cost agrees with the recorded costs
+        assert result.learned_cost == pytest.approx(plan_cost_under(task, result.plan, recorder.costs), abs=1e-4)
+
+
+@pytest.mark.parametrize("kind", NEW_KINDS)
+def test_new_types_generate_valid_solvable_tasks_of_several_sizes(kind):
+    from portfolio.planner import Planner
+
+    sizes = set()
+    with Planner() as planner:
+        for seed in range(6):
+            world = make_world(kind, seed)
+            sizes.add((len(world.places), len(world.vehicles), world.bad.get("packages"), world.bad.get("size")))
+            for index in (0, 7):
+                spec = world.episode(index)
+                task = world.task(spec)
+                result = planner.plan(task)
+                assert result.solved and validate_plan(task, result.actions()).ok
+                assert all(0 <= world.p_fail(step, spec) < 1 for step in result.actions())
+    assert len(sizes) >= 3  # the seed draws the size
+
+
+def test_a_detours_shortcut_is_cheaper_under_unit_costs_and_worse_under_true_costs():
+    for seed in range(3):
+        world = make_world("detours", seed)
+        shortcut = world.bad["shortcut"]
+        exact = ExactSearch("delivery")
+        try:
+            spec = world.episode(1)
+            task = world.task(spec)
+            table = _true_cost_table(world, task, spec)
+            unit = exact.solve(task, {})
+            true = exact.solve(task, table)
+        finally:
+            exact.close()
+
+        def crossings(result):
+            return sum(s.name == "drive" and frozenset(s.args[1:]) == shortcut for s in result.actions())
+
+        assert crossings(unit) >= 1 and crossings(true) == 0  # every package crosses between the districts
+        assert len(unit.plan) < len(true.plan)  # cheaper under unit costs: 2-4 drives shorter a crossing
+        assert plan_cost_under(task, unit.plan, table) > plan_cost_under(task, true.plan, table) + 1.0
+        assert validate_plan(task, unit.actions()).ok and validate_plan(task, true.actions()).ok
+
+
+def test_plan_quality_on_bundled_tasks_compares_with_a_proved_optimum():
+    from portfolio.benchsuite.worlds.bundled import BundledWorld, bundled_quality, bundled_table
+
+    rows = bundled_quality(episodes=6, retrain_every=3, tasks=(("gripper", 4), ("tools", 3)))
+    for name in ("gripper-4", "tools-3"):
+        q = rows[name]
+        # learned costs from the first retrain on, one call an episode
+        assert q["calls"] + q["unproved"] + q["unsolved"] == 3 and q["unsolved"] == 0
+        assert q["ratio_median"] >= 1.0 - 1e-3 and q["ratio_max"] >= q["ratio_p95"] >= q["ratio_median"]
+        assert q["over_budget"] <= q["calls"] and q["ms_max"] > 0
+    assert "| gripper-4 | " in "\n".join(bundled_table(rows))
+    from domains.bundled import bundled_task
+    from portfolio.delegates.typed_search import ground
+
+    world = BundledWorld("gripper", 4)
+    actions = ground(bundled_task("gripper", 4, 0), 100_000).actions
+    bad = [a for a in actions if world.p_fail(a) == 0.5]
+    assert 0.03 < len(bad) / len(actions) < 0.3  # about one grounding in BAD_EVERY = 8 fails half the time
+    assert all(world.p_fail(a) == 0.02 for a in actions if a not in bad)

@@ -34,3 +34,26 @@ def test_the_report_prints_the_pooled_table():
     runs = [_run("pairs-1", 0.60, 0.90, 0.90), _run("pairs-2", 0.80, 0.85, 0.95)]
     text = report({"pairs": summarise(runs, ["mean"])}, ["mean"])
     assert "| pairs | mean | 0.946 | 1 of 2 | 0.417 | 1 of 2 |" in text
+
+
+def test_plan_quality_is_pooled_per_type_with_median_p95_and_calls_over_budget():
+    from portfolio.benchsuite.worlds.report import quality
+
+    calls = [{"cost": 10.0 + i, "optimum": 10.0, "ms": 20.0 + i, "budget_ms": 1000.0} for i in range(19)]
+    calls.append({"cost": 30.0, "optimum": 10.0, "ms": 1500.0, "budget_ms": 1000.0})  # one slow, 3x dear call
+    q = quality(calls)
+    assert q["calls"] == 20 and q["over_budget"] == 1
+    assert q["ratio_median"] == pytest.approx(1.95)  # (1.9 + 2.0) / 2: costs 10..28 and 30 over 10
+    assert q["ratio_p95"] == pytest.approx(2.8) and q["ratio_max"] == pytest.approx(3.0)  # nearest rank: 19th of 20
+    assert q["within_1.05"] == pytest.approx(0.05) and q["ms_max"] == 1500.0
+    run = _run("pairs-1", 0.60, 0.90, 0.90)
+    run.quality = {"mean": calls[:10]}
+    run2 = _run("pairs-2", 0.60, 0.90, 0.90)
+    run2.quality = {"mean": calls[10:]}
+    run.latency_ms = {"cost-blind": [10.0] * 5}
+    run2.latency_ms = {"cost-blind": [10.0, 12.0, 14.0]}
+    summary = {"pairs": summarise([run, run2], ["mean"])}
+    assert summary["pairs"]["mean"]["quality"] == q  # pooled over the type's worlds
+    assert summary["pairs"]["mean"]["latency_vs_blind"] == pytest.approx(29.5 / 10.0)  # medians: 29.5 ms, 10 ms
+    assert "| pairs | mean | 20 | 1.950 | 2.800 | 3.000 | 0.05 |" in report(summary, ["mean"])
+    assert "| 1 | 2.950 |" in report(summary, ["mean"])  # one call over budget; latency 2.95x cost-blind's

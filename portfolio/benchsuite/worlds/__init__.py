@@ -2,10 +2,15 @@
 were tuned on?
 
     family.py        the generated worlds: a type (`KINDS`) and a seed give a graph, vehicles and hidden faults
-    tools.py         the hidden truth of the `tools` world (the evaluation world the model was first tuned on)
-    route_search.py  an exact in-process delegate for the routes domain (microseconds a planning call)
-    runner.py        one world's episodes under cost-blind, learned (per explore policy) and oracle arms; many
-                     worlds in parallel processes
+    delivery.py      the delivery worlds (`detours`, `vehicle-roads`): trucks, packages, load/drive/unload
+    tools.py         the hidden truth of the `tools` and `agent-tools` worlds (the bundled tools domain)
+    route_search.py  an exact in-process delegate for the routes domain (the oracle's search there)
+    exact.py         the yardsticks: optimal plans under given costs (RouteSearch, or Fast Downward A* with
+                     LM-cut), and the costs a Planner planned with
+    runner.py        one world's episodes under cost-blind and learned (per explore policy) arms planned by the
+                     default cascade, and the exact oracle; plan quality per learned call; many worlds in
+                     parallel processes
+    bundled.py       plan quality with learned costs on the bundled domains' tasks (`--bundled-episodes`)
     report.py        the per-type report: success vs oracle and cost-blind, calibration, consistency, the new
                      bad-type object; learning-worlds.md / .json / .png
 

@@ -23,7 +23,18 @@ World types (`KINDS`), each a different shape of what fails (everything else fai
   join;
 - `costed`: drives cost the road's length (the task's own action costs) and a few grounded drives fail 70%;
 - `tools`: the old evaluation world (`tools.py`, also `benchmarks/learning_eval.py`'s: bundled `tools` tasks,
-  situation-dependent faults), kept as one type.
+  situation-dependent faults), kept as one type;
+- `detours` (`delivery.py`): trucks load, drive and unload packages; a one-road shortcut between two districts
+  fails 75% for every truck, a detour 2-4 drives longer fails 3% a road (cheaper under unit costs, dearer under
+  the true costs); 1-2 trucks, 1-2 packages, 7-12 places;
+- `vehicle-roads` (`delivery.py`): the same delivery domain on a ring of 6-9 places plus chords, 2-4 trucks, each
+  failing 70% on its own bad roads (a quarter of the roads);
+- `agent-tools` (`tools.py`, `AGENT_TOOLS_RULES`): the bundled `tools` domain (1-3 report jobs, the seed picks
+  how many) where the cheap engine web-basic fails 80% and the dearer web-pro works: the README walkthrough's
+  situation, and an untried sibling (web-pro differs from web-basic in one argument).
+
+Every type is planned the same way by the benchmark (`runner.py`): the default cascade for the measured arms,
+an exact search for the oracle.
 """
 
 from __future__ import annotations
@@ -35,7 +46,10 @@ from typing import Mapping
 
 from domains.model import GroundAction, Task
 
-KINDS = ("groundings", "object", "pairs", "situation", "drift", "type", "costed", "tools")
+KINDS = ("groundings", "object", "pairs", "situation", "drift", "type", "costed", "tools", "detours",
+         "vehicle-roads", "agent-tools")
+TOOLS_KINDS = ("tools", "agent-tools")  # the bundled tools domain
+AGENT_TOOLS_SIZES = (1, 2, 3)  # `agent-tools`: report jobs per task, picked by the seed
 SIZES = ((5, 2), (7, 3), (9, 3))  # (places, vehicles)
 DEFAULT_P = 0.02
 WEATHER = ("sun", "rain")
@@ -73,6 +87,8 @@ class Episode:
     context: dict[str, str]
     task_seed: int = 0  # `tools` worlds: the bundled task's (size, seed)
     size: int = 0
+    cargo: tuple[tuple[str, str, str], ...] = ()  # delivery worlds: (package, from, to)
+    starts: tuple[tuple[str, str], ...] = ()  # delivery worlds: (truck, place)
 
 
 @dataclass
@@ -90,6 +106,13 @@ class World:
     def name(self) -> str:
         return f"{self.kind}-{self.seed}"
 
+    @property
+    def domain(self) -> str:
+        """The planning domain of its tasks: "routes", "delivery" or "tools"."""
+        from portfolio.benchsuite.worlds.delivery import DELIVERY_KINDS
+
+        return "tools" if self.kind in TOOLS_KINDS else "delivery" if self.kind in DELIVERY_KINDS else "routes"
+
     # -- episodes -------------------------------------------------------------------------------------------------
     def episode(self, index: int) -> Episode:
         rng = random.Random(f"{self.name}:episode:{index}")
@@ -98,6 +121,12 @@ class World:
             return Episode(index, "", "", context | {"hour": rng.choice(("peak", "off-peak")),
                                                      "region": rng.choice(("eu", "us"))},
                            rng.randrange(10), rng.choice((2, 3, 4)))
+        if self.kind == "agent-tools":
+            return Episode(index, "", "", context, rng.randrange(10), self.bad["size"])
+        if self.domain == "delivery":
+            from portfolio.benchsuite.worlds import delivery
+
+            return delivery.episode(self, index, rng, context)
         origin, dest = rng.sample(self.places, 2)
         return Episode(index, origin, dest, context)
 
@@ -110,10 +139,17 @@ class World:
         return self.vehicles
 
     def task(self, spec: Episode) -> Task:
-        if self.kind == "tools":
+        if self.kind in TOOLS_KINDS:
             from domains.bundled import bundled_task
 
             return bundled_task("tools", spec.size, spec.task_seed)
+        if self.domain == "delivery":
+            from portfolio.benchsuite.worlds import delivery
+
+            key = (spec.cargo, spec.starts)
+            if key not in self._tasks:
+                self._tasks[key] = delivery.task(self, spec)
+            return self._tasks[key]
         vehicles = self.vehicles_at(spec.index)
         key = (spec.origin, spec.dest, tuple(vehicles))
         if key not in self._tasks:
@@ -126,6 +162,14 @@ class World:
             from portfolio.benchsuite.worlds.tools import true_p_fail
 
             return true_p_fail(step, spec.context)
+        if self.kind == "agent-tools":
+            from portfolio.benchsuite.worlds.tools import AGENT_TOOLS_RULES, true_p_fail
+
+            return true_p_fail(step, spec.context, AGENT_TOOLS_RULES)
+        if self.domain == "delivery":
+            from portfolio.benchsuite.worlds import delivery
+
+            return delivery.p_fail(self, step)
         if step.name != "drive":
             return 0.0
         v, a, b = step.args
@@ -183,6 +227,12 @@ def make_world(kind: str, seed: int) -> World:
     if kind not in KINDS:
         raise ValueError(f"unknown world kind {kind!r}; expected one of {', '.join(KINDS)}")
     rng = random.Random(f"world:{kind}:{seed}")
+    if kind in ("detours", "vehicle-roads"):
+        from portfolio.benchsuite.worlds.delivery import make_delivery_world
+
+        return make_delivery_world(kind, seed, rng)
+    if kind == "agent-tools":
+        return World(kind, seed, (), {}, frozenset(), None, {"size": rng.choice(AGENT_TOOLS_SIZES)})
     n_places, n_vehicles = SIZES[seed % len(SIZES)]
     places = tuple(f"p{i}" for i in range(n_places))
     roads = _graph(rng, n_places)

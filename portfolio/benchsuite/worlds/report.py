@@ -13,11 +13,18 @@ observed rate| over groundings with >= 30 recorded steps). `type` worlds add, pe
 of the bad type starts with next to its siblings' recorded steps and observed failure rate at that moment.
 Expected success (the true probability that the chosen plan succeeds) is noise-free, so windows of 50 episodes
 separate plan quality from luck; realised success by window is reported too.
+
+Plan quality, per type and policy, over every learned call of every world (pooled): the returned plan's cost
+under the very costs the call planned with, as a ratio to the optimum under the same costs (median and p95;
+targets 1.05 and 1.2), the calls' latency (median, p95, max), how many exceeded their budget and the median
+latency as a share of the cost-blind calls' (target: at most 2); then seconds per world, and which delegate
+and search answered each arm's calls.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from dataclasses import asdict
 from pathlib import Path
@@ -28,6 +35,7 @@ from portfolio.benchsuite.worlds.runner import SIBLING_STEPS, WorldRun
 WINDOW = 50
 TARGET_SUCCESS = 0.95  # learned expected success / oracle's
 TARGET_FAILURES = 0.5  # learned failures / cost-blind's, where cost-blind fails >= 10% and the oracle halves them
+TARGET_QUALITY = (1.05, 1.2)  # learned plan cost / the optimum under the same costs: median, p95
 
 
 def window_rates(runs: Sequence[WorldRun], arm: str, window: int = WINDOW) -> list[float]:
@@ -43,6 +51,8 @@ def summarise(runs: Sequence[WorldRun], policies: Sequence[str]) -> dict:
     for arm in arms:
         out["windows"][arm] = [round(x, 3) for x in window_rates(runs, arm)]
     last = slice(-WINDOW, None)
+    out["seconds"] = _spread([r.seconds for r in runs])
+    out["searches"] = {arm: _merged(r.searches.get(arm, {}) for r in runs) for arm in arms}
     for policy in policies:
         arm = f"learned-{policy}"
         ratios, failure_ratios, maes, gaps, oracle_ratios, avoidable = [], [], [], [], [], []
@@ -79,6 +89,11 @@ def summarise(runs: Sequence[WorldRun], policies: Sequence[str]) -> dict:
             "worlds_failures_target": sum(x <= TARGET_FAILURES for x in avoidable),
             "consistency_max_gap": max(gaps) if gaps else None,
         }  # fmt: skip
+        out[policy]["quality"] = quality([q for r in runs for q in r.quality.get(policy, [])])
+        blind_ms = [ms for r in runs for ms in r.latency_ms.get("cost-blind", [])]
+        learned_ms = [q["ms"] for r in runs for q in r.quality.get(policy, [])]  # the calls with learned costs
+        out[policy]["latency_vs_blind"] = (round(statistics.median(learned_ms) / statistics.median(blind_ms), 2)
+                                           if blind_ms and learned_ms and statistics.median(blind_ms) > 0 else None)
         for key, field in (("new_object", "new_object"), ("new_object_100", "new_object_100")):
             rows = [getattr(r, field)[policy] for r in runs
                     if getattr(r, field).get(policy, {}).get("p_new") is not None]
@@ -92,6 +107,34 @@ def summarise(runs: Sequence[WorldRun], policies: Sequence[str]) -> dict:
                                                    for n in rows),
                 }  # fmt: skip
     return out
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-quantile (0..1) by the nearest-rank rule: a value that was measured, never an interpolation."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def quality(calls: Sequence[dict]) -> dict | None:
+    """Plan quality over learned calls (`WorldRun.quality` entries): cost / optimum under the costs each call
+    planned with (median, p95, max, share within 1.05), latency in ms (median, p95, max), calls over budget."""
+    if not calls:
+        return None
+    ratios = [c["cost"] / c["optimum"] if c["optimum"] > 0 else 1.0 for c in calls]
+    ms = [c["ms"] for c in calls]
+    return {"calls": len(calls), "ratio_median": round(statistics.median(ratios), 4),
+            "ratio_p95": round(percentile(ratios, 0.95), 4), "ratio_max": round(max(ratios), 4),
+            "within_1.05": round(sum(r <= 1.05 + 1e-9 for r in ratios) / len(ratios), 3),
+            "ms_median": round(statistics.median(ms), 1), "ms_p95": round(percentile(ms, 0.95), 1),
+            "ms_max": round(max(ms), 1), "over_budget": sum(c["ms"] > c["budget_ms"] for c in calls)}
+
+
+def _merged(counts) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for c in counts:
+        for key, n in c.items():
+            total[key] = total.get(key, 0) + n
+    return dict(sorted(total.items(), key=lambda kv: -kv[1]))
 
 
 def _spread(values: Sequence[float]) -> dict | None:
@@ -133,6 +176,25 @@ def report(summary: dict[str, dict], policies: Sequence[str], runs_by_kind: dict
             lines.append(f"| {kind} | {policy} | {_num(p.get('pooled_success_vs_oracle'))} | "
                          f"{p.get('worlds_success_target', 0)} of {s['worlds']} | {_num(pooled_failures)} | "
                          f"{p.get('worlds_failures_target', 0)} of {p.get('avoidable_worlds', 0)} |")
+    lines += ["", f"Plan quality of the learned calls, pooled per type (the plan's cost under the costs it was "
+              f"planned with / the optimum under the same costs, exact search; targets: median <= "
+              f"{TARGET_QUALITY[0]}, p95 <= {TARGET_QUALITY[1]}), latency and seconds per world:", "",
+              "| type | policy | calls | cost / optimum: median | p95 | max | share <= 1.05 | latency ms: median "
+              "| p95 | max | over budget | median latency / cost-blind's | seconds per world |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for kind, s in summary.items():
+        for policy in policies:
+            q = s[policy].get("quality")
+            if q:
+                lines.append(f"| {kind} | {policy} | {q['calls']} | {q['ratio_median']:.3f} | {q['ratio_p95']:.3f} | "
+                             f"{q['ratio_max']:.3f} | {q['within_1.05']:.2f} | {q['ms_median']:.1f} | "
+                             f"{q['ms_p95']:.1f} | {q['ms_max']:.1f} | {q['over_budget']} | "
+                             f"{_num(s[policy].get('latency_vs_blind'))} | {_fmt(s.get('seconds'))} |")
+    lines += ["", "Who answered (delegate/search: calls, over every world of the type):", ""]
+    for kind, s in summary.items():
+        for arm, counts in s.get("searches", {}).items():
+            if counts:
+                lines.append(f"- {kind}, {arm}: " + ", ".join(f"{k} {n}" for k, n in counts.items()))
     lines += ["", f"Realised success by window of {WINDOW} episodes (mean over worlds):", ""]
     for kind, s in summary.items():
         rates = "; ".join(f"{arm} {' '.join(f'{x:.2f}' for x in w)}" for arm, w in s["windows"].items())
@@ -219,16 +281,23 @@ def _reliability(pairs: list[tuple[float, float]], bins: int = 10) -> list[tuple
     return out
 
 
-def write_results(runs_by_kind: dict[str, list[WorldRun]], policies: Sequence[str], out: Path) -> dict[str, Path]:
+def write_results(runs_by_kind: dict[str, list[WorldRun]], policies: Sequence[str], out: Path,
+                  bundled: dict | None = None) -> dict[str, Path]:
     """learning-worlds.md (the report), .json (summary and every run, without the calibration points) and .png
-    (curves and reliability) in `out`; returns their paths."""
+    (curves and reliability) in `out`; returns their paths. `bundled`: `bundled.bundled_quality`'s rows, added
+    as a section of the report and a key of the JSON."""
+    from portfolio.benchsuite.worlds.bundled import bundled_table
+
     summary = {kind: summarise(runs, policies) for kind, runs in runs_by_kind.items()}
     out.mkdir(parents=True, exist_ok=True)
     paths = {"report": out / "learning-worlds.md", "json": out / "learning-worlds.json",
              "plot": out / "learning-worlds.png"}
-    paths["report"].write_text(report(summary, policies, runs_by_kind) + "\n")
+    text = report(summary, policies, runs_by_kind)
+    if bundled:
+        text += "\n\n" + "\n".join(bundled_table(bundled))
+    paths["report"].write_text(text + "\n")
     paths["json"].write_text(json.dumps(
-        {"summary": summary, "runs": [asdict(r) | {"calibration": {p: {k: v for k, v in c.items() if k != "pairs"}
+        {"summary": summary, "bundled": bundled, "runs": [asdict(r) | {"calibration": {p: {k: v for k, v in c.items() if k != "pairs"}
                                                                    for p, c in r.calibration.items()}}
                                       for runs in runs_by_kind.values() for r in runs]}, indent=1))
     plot(runs_by_kind, policies, paths["plot"])

@@ -1,5 +1,8 @@
 """`RouteSearch`: an exact, in-process delegate for the routes domain of `family.py`.
 
+The benchmark uses it only as a yardstick (`exact.ExactSearch`: the oracle arm, and the optimum a learned call's
+plan is compared with): the measured arms plan with the default cascade, as users' tasks are planned.
+
 The learning benchmark plays ~100,000 planning calls, so each must cost well under a millisecond. The generic
 in-process delegate (`portfolio.delegates.typed_search`) grounds every (vehicle, place, place) triple and runs
 A* with h_max over all of them: 20-300 ms per call on these tasks. The routes domain has one structure (choose

@@ -6,21 +6,31 @@
 Arms, all through the public API on the same episodes, with common random numbers (the k-th execution of a
 grounded step in an episode succeeds or fails alike for every arm):
 
-    cost-blind       `Planner(...)` without traces: the task's own costs (FF-Replan's determinization);
+    cost-blind       `Planner()` without traces: the task's own costs (FF-Replan's determinization);
     learned-<policy> `Planner(traces=..., explore=policy)` for policy in mean, thompson, ucb, starting from an
                      empty store; every executed step is recorded with the episode's situation as features and
                      the model is retrained every K episodes (`retrain`, `reload_model`);
-    oracle           the cascade given the true costs, base + lam * -log(1 - p_true).
+    oracle           the optimal plan under the true costs, base + lam * -log(1 - p_true) (`exact.ExactSearch`:
+                     Dijkstra for the routes domain, Fast Downward A* with LM-cut for the others).
+
+The measured arms (cost-blind and learned) plan every type with the default cascade, exactly as `portfolio
+plan` and `Planner(traces=...)` do by default: no `stages=` override, the default budgets, warm planners (a
+runtime keeps its Planner). So whatever the default search is, both arms get it, and the exact oracle shows
+what it costs. Every learned call also records its plan quality (`WorldRun.quality`): the returned plan's cost
+under the very costs the call planned with (`exact.CostRecorder`), the optimum under those same costs (the
+exact search), and the call's latency against the 1 s budget; and every arm counts which delegate and search
+answered (`WorldRun.searches`).
 
 An episode: plan, execute step by step in simulation, stop at the first failure (plan choice, not recovery).
-Planning is in process (`RouteSearch` for the routes worlds: microseconds a call; Fast Downward for `tools`), and
-each learned arm's store is an in-memory SQLite database, so a 200-episode world takes seconds (routes) to a
-minute (tools). Worlds are independent, so `run_worlds(jobs=N)` runs N at once in spawned processes (spawned,
-not forked: a forked child would inherit the parent's planner threads and locks).
+Each learned arm's store is an in-memory SQLite database. A warm Fast Downward call takes ~15-40 ms, so a
+200-episode world takes 8-28 s with one policy (`bench learning --help` has the measured numbers). Worlds are
+independent, so `run_worlds(jobs=N)` runs N at once in spawned processes (spawned, not forked: a forked child
+would inherit the parent's planner threads and locks).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -54,16 +64,22 @@ class WorldRun:
     calibration: dict[str, dict] = field(default_factory=dict)  # per learned policy
     new_object: dict[str, dict] = field(default_factory=dict)  # `type`, per policy: see `new_object_report`
     new_object_100: dict[str, dict] = field(default_factory=dict)  # the same, once siblings have 100 steps
+    # per learned policy, one entry per solved call: {"cost", "optimum"} under the costs it planned with,
+    # "ms" (the call's latency), "budget_ms"
+    quality: dict[str, list[dict]] = field(default_factory=dict)
+    searches: dict[str, dict[str, int]] = field(default_factory=dict)  # per arm: "delegate/search" -> calls
+    latency_ms: dict[str, list[float]] = field(default_factory=dict)  # per measured arm: every call's elapsed_ms
     seconds: float = 0.0
 
 
-def _stages(world: World):
-    """Route search for the routes worlds; Fast Downward for `tools` (the typed search's A* with h_max took
-    0.5 s per call on these tasks, Fast Downward's warm search tens of milliseconds)."""
-    from portfolio.benchsuite.worlds.route_search import RouteSearch
-    from portfolio.planner import CLASSICAL_ONLY, default_stages
-
-    return [RouteSearch()] if world.kind != "tools" else default_stages(CLASSICAL_ONLY, budget_s=5.0)
+def answered_by(result) -> str:
+    """"delegate/search" of the attempt that gave the plan (e.g. "fast-downward/lama-first"), or the status."""
+    if not result.solved:
+        return f"unsolved/{result.status.value}"
+    attempt = next((a for a in reversed(result.attempts) if a.delegate == result.delegate and a.status.value ==
+                    "solved"), None)
+    search = attempt.details.get("search") if attempt is not None else None
+    return f"{result.delegate}/{search}" if search else str(result.delegate)
 
 
 def _true_costs(world: World, task, spec) -> Callable[[Sequence[str]], dict[str, float]]:
@@ -97,53 +113,75 @@ def run_world(world: World, episodes: int = 200, retrain_every: int = 10,
               policies: Sequence[str] = POLICIES, model_params: dict | None = None) -> WorldRun:
     from domains.pddl_writer import formula_to_pddl
     from learning.retrain import retrain
+    from portfolio.benchsuite.worlds.exact import CostRecorder, ExactSearch, plan_cost_under
+    from portfolio.cascade import CLASSICAL_BUDGET_S
     from portfolio.planner import Planner
-    from portfolio.results import PlanRequest
     from traces.records import StepRecord
 
     start = time.perf_counter()
     out = WorldRun(world.name, world.kind, episodes)
-    warm = world.kind == "tools"
-    plain = Planner(_stages(world), warm=warm)
-    learners = {p: Planner(_stages(world), traces=":memory:", explore=p, cost_weight=LAM, warm=warm,
+    # The measured arms: the default cascade, default budgets, as `portfolio plan` and `Planner(traces=...)`.
+    plain = Planner()
+    learners = {p: Planner(traces=":memory:", explore=p, cost_weight=LAM,
                            seed=zlib.crc32(f"{world.name}:{p}".encode())) for p in policies}
+    recorders = {p: CostRecorder(learner) for p, learner in learners.items()}
+    exact = ExactSearch(world.domain)
     arms = ["cost-blind", *(f"learned-{p}" for p in policies), "oracle"]
     for arm in arms:
-        out.success[arm], out.expected[arm] = [], []
-    for index in range(episodes):
-        spec = world.episode(index)
-        task = world.task(spec)
-        results = {"cost-blind": plain.plan(task),
-                   "oracle": plain.cascade.solve(PlanRequest(task=task, cost_model=_true_costs(world, task, spec)))}
-        if world.kind == "type" and index == NEW_VEHICLES_AT:
-            new = next(v for v in world.bad["new"] if world.vehicles[v] == "van-a")
-            out.new_object = {p: new_object_report(world, learner, task, spec, new) for p, learner in learners.items()}
+        out.success[arm], out.expected[arm], out.searches[arm] = [], [], {}
+        if arm != "oracle":
+            out.latency_ms[arm] = []
+    for p in policies:
+        out.quality[p] = []
+    try:
+        for index in range(episodes):
+            spec = world.episode(index)
+            task = world.task(spec)
+            results = {"cost-blind": plain.plan(task), "oracle": exact.solve(task, _true_costs(world, task, spec))}
+            if world.kind == "type" and index == NEW_VEHICLES_AT:
+                new = next(v for v in world.bad["new"] if world.vehicles[v] == "van-a")
+                out.new_object = {p: new_object_report(world, learner, task, spec, new)
+                                  for p, learner in learners.items()}
+            for policy, learner in learners.items():
+                store = learner.store
+                run_id = store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal), run_id=f"e{index}")
+                result = results[f"learned-{policy}"] = learner.plan(task, features=spec.context, run_id=run_id)
+                if result.solved and recorders[policy].costs:
+                    costs = recorders[policy].costs
+                    optimum = exact.solve(task, costs)
+                    out.quality[policy].append({
+                        "episode": index, "cost": round(plan_cost_under(task, result.plan, costs), 4),
+                        "optimum": round(plan_cost_under(task, optimum.plan, costs), 4), "ms": result.elapsed_ms,
+                        "budget_ms": CLASSICAL_BUDGET_S * 1000})
+                steps = execute(world, task, result.actions(), spec) if result.solved else []
+                store.record_steps(StepRecord(run_id=run_id, step=i, action=s.name, args=s.args,
+                                              features=spec.context, outcome="failure" if failed else "success")
+                                   for i, (s, failed) in enumerate(steps))
+                store.end_run(run_id, "failure" if any(f for _, f in steps) else "success")
+                if (index + 1) % retrain_every == 0 and store.count_steps():
+                    retrain(store, holdout_fraction=0.0, **(model_params or {}))
+                    learner.reload_model()
+                    if world.kind == "type" and policy not in out.new_object_100 \
+                            and sibling_counts(world, learner)[2] >= SIBLING_STEPS:
+                        out.new_object_100[policy] = new_object_report(world, learner, task, spec, PROBE)
+            for arm in arms:
+                result = results[arm]
+                plan = result.actions() if result.solved else []
+                steps = execute(world, task, plan, spec) if result.solved else []
+                out.success[arm].append(bool(result.solved) and not any(f for _, f in steps))
+                out.expected[arm].append(math.prod(1 - world.p_fail(s, spec) for s in plan) if result.solved else 0.0)
+                by = answered_by(result)
+                out.searches[arm][by] = out.searches[arm].get(by, 0) + 1
+                if arm in out.latency_ms:
+                    out.latency_ms[arm].append(result.elapsed_ms)
+        final = world.episode(episodes - 1)
         for policy, learner in learners.items():
-            store = learner.store
-            run_id = store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal), run_id=f"e{index}")
-            result = results[f"learned-{policy}"] = learner.plan(task, features=spec.context, run_id=run_id)
-            steps = execute(world, task, result.actions(), spec) if result.solved else []
-            store.record_steps(StepRecord(run_id=run_id, step=i, action=s.name, args=s.args, features=spec.context,
-                                          outcome="failure" if failed else "success")
-                               for i, (s, failed) in enumerate(steps))
-            store.end_run(run_id, "failure" if any(f for _, f in steps) else "success")
-            if (index + 1) % retrain_every == 0 and store.count_steps():
-                retrain(store, holdout_fraction=0.0, **(model_params or {}))
-                learner.reload_model()
-                if world.kind == "type" and policy not in out.new_object_100 \
-                        and sibling_counts(world, learner)[2] >= SIBLING_STEPS:
-                    out.new_object_100[policy] = new_object_report(world, learner, task, spec, PROBE)
-        for arm in arms:
-            result = results[arm]
-            plan = result.actions() if result.solved else []
-            steps = execute(world, task, plan, spec) if result.solved else []
-            out.success[arm].append(bool(result.solved) and not any(f for _, f in steps))
-            out.expected[arm].append(math.prod(1 - world.p_fail(s, spec) for s in plan) if result.solved else 0.0)
-    final = world.episode(episodes - 1)
-    for policy, learner in learners.items():
-        out.calibration[policy] = calibration(world, learner, final)
-        learner.close()
-    plain.close()
+            out.calibration[policy] = calibration(world, learner, final)
+    finally:
+        for learner in learners.values():
+            learner.close()
+        plain.close()
+        exact.close()
     out.seconds = round(time.perf_counter() - start, 2)
     return out
 
@@ -186,12 +224,12 @@ def new_object_report(world: World, learner, task, spec, new: str) -> dict:
 
 def calibration(world: World, learner, spec) -> dict:
     """The final model against the truth: every grounded drive in every situation (routes worlds), or every
-    grounded action of the last task (tools); plus consistency over groundings with >= 30 recorded steps."""
+    grounded action of the last task (tools domain); every grounded drive (delivery); plus consistency over groundings with >= 30 recorded steps."""
     model = learner.model
     if model is None:
         return {}
     task = world.task(spec)
-    if world.kind == "tools":
+    if world.domain == "tools":
         from portfolio.delegates.typed_search import ground
 
         steps = list(ground(task, 10_000).actions)
@@ -200,7 +238,7 @@ def calibration(world: World, learner, spec) -> dict:
     pairs = []
     for weather in ("sun", "rain"):
         situation = dict(spec.context, weather=weather)
-        probe = type(spec)(spec.index, spec.origin, spec.dest, situation, spec.task_seed, spec.size)
+        probe = dataclasses.replace(spec, context=situation)
         predicted = model.predict_proba(steps, situation, object_types=task.objects())
         pairs += [(float(p), world.p_fail(s, probe)) for s, p in zip(steps, predicted)]
     counts: dict[tuple, list[int]] = {}

@@ -5,6 +5,13 @@ with probabilities that depend on the situation (`{"hour": "peak" | "off-peak", 
 db-internal fails 75% from the EU; querying db-news fails 30% always; the small writer 4%; everything else 1%.
 It is the world the failure model was first tuned on (`benchmarks/learning_eval.py`), kept as one type of the
 generated family (`family.py`).
+
+`AGENT_TOOLS_RULES` (the `agent-tools` type, the README walkthrough's situation): the cheap engine web-basic
+fails 80% of the time whatever the situation, while the dearer web-pro works (1%); database queries time out 60%
+of the time, everything else fails 1%. So under the true costs (lam = 5) web-pro is the cheapest route for every
+job: a query's risk alone (5 * -log 0.4 = 4.6) outweighs web-pro's extra cost, even with the connection shared
+by several jobs (at 25% the shared connection made the database the oracle's choice for 2-3 jobs, at a 44%
+chance of failing: the oracle's cost, not its success, is what the arms are compared against).
 """
 
 from __future__ import annotations
@@ -42,6 +49,10 @@ WORLD_RULES: tuple[FailureRule, ...] = (
     FailureRule("connect-database", "db-internal", ("region", "eu"), 0.75, 0.03),  # VPN only from the US
     FailureRule("query-database", "db-news", None, 0.30, 0.30),  # times out, whatever the situation
     FailureRule("write-report", "writer-small", None, 0.04, 0.04),
+)
+AGENT_TOOLS_RULES: tuple[FailureRule, ...] = (
+    FailureRule("web-search", "web-basic", None, 0.80, 0.80),
+    FailureRule("query-database", None, None, 0.60, 0.60),
 )
 # Unavoidable failures are kept small so that plan choice decides the outcome: a 10-step plan of default
 # actions still succeeds 90% of the time.
