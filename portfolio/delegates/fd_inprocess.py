@@ -5,7 +5,7 @@
 - `cheapest`: a small task with costs (learned, or the task's own), quality "anytime" or "optimal": A* with h_max
   (`portfolio.sas_astar`), an optimal plan.
 
-Both give up (None, the reason in `details["in_process"]`) at their node cap or `INPROCESS_BUDGET_S`, and the
+Both give up (None, the reason in `details["in_process"]`) at their node cap or their time budget, and the
 process searches run within what is left of the budget. Only for satisficing configurations: an optimal alias
 or a raw search string asked for a search of its own.
 """
@@ -33,6 +33,11 @@ INPROCESS_MAX_OPERATORS = 120
 # The in-process search stops after this long (or at the deadline): the process search gets what is left.
 INPROCESS_BUDGET_S = 0.1
 INPROCESS_NODE_CAP = 20_000
+# A* with h_max gives up sooner: its plan must be proved optimal, and a task it cannot finish in a few thousand
+# states is better left to the processes at once. Measured (`python -m benchmarks.cost_search`, held-out seeds
+# 100-109): with 0.1 s the tools-large and logistics-large calls it could not finish waited 0.1 s for nothing
+# (median 120-144 ms against 13-17 ms for the processes' first plan); the small families finish in 4-12 ms.
+ASTAR_BUDGET_S = 0.02
 
 
 def greedy(fd: "FastDownward", sas: SasTask, init: tuple[int, ...], excluded: frozenset[str], deadline: float,
@@ -72,7 +77,7 @@ def cheapest(fd: "FastDownward", sas: SasTask, init: tuple[int, ...], costs: dic
         return None
     op_costs = [costs.get(f"({op.name})", float(op.cost)) if costs else float(op.cost)
                 for op in sas.operators if not excluded or f"({op.name})" not in excluded]
-    result, cost = astar_search(problem, op_costs, init, min(deadline, started + INPROCESS_BUDGET_S),
+    result, cost = astar_search(problem, op_costs, init, min(deadline, started + ASTAR_BUDGET_S),
                                 node_cap=fd.inprocess_node_cap)
     ms = round((time.monotonic() - started) * 1000, 3)
     details["in_process"] = {"status": result.status.value, "expanded": result.expanded, "ms": ms}
