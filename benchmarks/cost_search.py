@@ -59,24 +59,13 @@ QUALITIES = ("first", "anytime", "optimal")
 BUDGET_S = 1.0
 CASCADE_S = 31.0  # the default cascade: 1 s classical + 30 s decomposer tier
 
-DELIVERY_DOMAIN = """(define (domain delivery)
-  (:requirements :strips :typing)
-  (:types place truck package)
-  (:predicates (at ?t - truck ?p - place) (road ?a - place ?b - place) (pkg-at ?k - package ?p - place)
-               (in ?k - package ?t - truck))
-  (:action load :parameters (?k - package ?t - truck ?p - place)
-    :precondition (and (at ?t ?p) (pkg-at ?k ?p)) :effect (and (in ?k ?t) (not (pkg-at ?k ?p))))
-  (:action unload :parameters (?k - package ?t - truck ?p - place)
-    :precondition (and (at ?t ?p) (in ?k ?t)) :effect (and (pkg-at ?k ?p) (not (in ?k ?t))))
-  (:action drive :parameters (?t - truck ?a - place ?b - place)
-    :precondition (and (at ?t ?a) (road ?a ?b)) :effect (and (at ?t ?b) (not (at ?t ?a)))))
-"""
 
 
 def delivery_task(places: int, seed: int):
     """A ring of `places` places plus a few chords and a direct road between the two sites p0 and p{n/2}; two
     trucks and two packages at p0, both wanted at the far site."""
     from domains.pddl import parse_task
+    from portfolio.benchsuite.worlds.delivery import DOMAIN as DELIVERY_DOMAIN
 
     rng = random.Random(f"delivery:{places}:{seed}")
     names = [f"p{i}" for i in range(places)]

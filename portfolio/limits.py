@@ -101,18 +101,7 @@ def die_with_parent() -> None:
 
 def with_parent_death() -> tuple[str, ...]:
     """The command prefix that makes a binary die with the thread that started it, when
-    The service's `--memory-limit` is one budget per request, not per process: a request runs in one planner
-worker's process tree (the worker, which parses; the translator worker; the pyperplan worker; one Fast
-Downward search per raced configuration), and each of those processes gets an equal share of the budget as
-its cap (`tree_share_mb`), so what one request's processes may allocate sums to the budget. (Capping every
-process at the whole limit let one request use 2.1 GB across a tree with a 1,024 MB limit.) The shares
-count task memory: each Python process also maps a fixed start-up footprint (the planner worker is given
-`WORKER_HEADROOM_MB` for it), which is the same for every request. cgroup v2 would let the kernel charge the
-tree as a whole (and resident memory, not address space); this machine has cgroup v1 only, so the sum of
-caps is the mechanism here. The default budget fits the machine: half the physical memory divided among
-every process that holds a request at once (planner workers and validators, `default_limit_mb`).
-
-`PORTFOLIO_KILL_WITH_PARENT=1` and `setpriv` is installed; else nothing."""
+    `PORTFOLIO_KILL_WITH_PARENT=1` and `setpriv` is installed; else nothing."""
     if os.environ.get(ENV_KILL_WITH_PARENT) != "1":
         return ()
     setpriv = _setpriv()
@@ -141,18 +130,7 @@ def cap(process: subprocess.Popen) -> None:
 
 
 def die_with_parent_if_asked() -> None:
-    """Called first thing by a Python planner worker: with The service's `--memory-limit` is one budget per request, not per process: a request runs in one planner
-worker's process tree (the worker, which parses; the translator worker; the pyperplan worker; one Fast
-Downward search per raced configuration), and each of those processes gets an equal share of the budget as
-its cap (`tree_share_mb`), so what one request's processes may allocate sums to the budget. (Capping every
-process at the whole limit let one request use 2.1 GB across a tree with a 1,024 MB limit.) The shares
-count task memory: each Python process also maps a fixed start-up footprint (the planner worker is given
-`WORKER_HEADROOM_MB` for it), which is the same for every request. cgroup v2 would let the kernel charge the
-tree as a whole (and resident memory, not address space); this machine has cgroup v1 only, so the sum of
-caps is the mechanism here. The default budget fits the machine: half the physical memory divided among
-every process that holds a request at once (planner workers and validators, `default_limit_mb`).
-
-`PORTFOLIO_KILL_WITH_PARENT=1`, die with the parent,
+    """Called first thing by a Python planner worker: with `PORTFOLIO_KILL_WITH_PARENT=1`, die with the parent,
     and exit at once if it is already gone (reparented to init)."""
     if os.environ.get(ENV_KILL_WITH_PARENT) == "1":
         die_with_parent()

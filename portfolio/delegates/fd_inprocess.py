@@ -19,7 +19,7 @@ from portfolio.delegates.fd_search import SATISFICING
 from portfolio.results import DelegateOutcome, Status
 from portfolio.sas import SasTask, operator_action
 from portfolio.sas_astar import astar_search
-from portfolio.sas_search import compile_task, greedy_search
+from portfolio.sas_search import Problem, compile_task, greedy_search
 
 if TYPE_CHECKING:
     from portfolio.delegates.fast_downward import FastDownward
@@ -40,18 +40,26 @@ INPROCESS_NODE_CAP = 20_000
 ASTAR_BUDGET_S = 0.02
 
 
+def _problem(fd: "FastDownward", sas: SasTask, excluded: frozenset[str], details: dict) -> Problem | None:
+    """The in-process search's view of `sas`, or None when this delegate's configuration or the task's size rule
+    it out, or the task has axioms (recorded in `details["in_process"]`)."""
+    if fd.search or fd.alias not in SATISFICING or len(sas.operators) > fd.inprocess_max_operators:
+        return None
+    problem = compile_task(sas, excluded)
+    if problem is None:
+        details["in_process"] = {"status": "unsupported", "reason": "axioms"}
+    return problem
+
+
 def greedy(fd: "FastDownward", sas: SasTask, init: tuple[int, ...], excluded: frozenset[str], deadline: float,
            details: dict) -> DelegateOutcome | None:
     """A replan on a small unit-cost task (translation reused, init rewritten): GBFS+hFF in this process, no
     search process. The plan, or None (after recording why in `details["in_process"]`) so the process search
     runs within what is left of the budget. Only for satisficing configurations: an optimal one promised
     optimal plans."""
-    if fd.search or fd.alias not in SATISFICING or len(sas.operators) > fd.inprocess_max_operators:
-        return None
     started = time.monotonic()
-    problem = compile_task(sas, excluded)
+    problem = _problem(fd, sas, excluded, details)
     if problem is None:
-        details["in_process"] = {"status": "unsupported", "reason": "axioms"}
         return None
     result = greedy_search(problem, init, min(deadline, started + INPROCESS_BUDGET_S),
                            node_cap=fd.inprocess_node_cap)
@@ -68,12 +76,9 @@ def cheapest(fd: "FastDownward", sas: SasTask, init: tuple[int, ...], costs: dic
     """A task with costs below the in-process threshold: A* with h_max in this process
     (`portfolio.sas_astar`), whose plan is optimal; None (after recording why in `details["in_process"]`)
     so the process searches run within what is left of the budget."""
-    if fd.search or fd.alias not in SATISFICING or len(sas.operators) > fd.inprocess_max_operators:
-        return None
     started = time.monotonic()
-    problem = compile_task(sas, excluded)
+    problem = _problem(fd, sas, excluded, details)
     if problem is None:
-        details["in_process"] = {"status": "unsupported", "reason": "axioms"}
         return None
     op_costs = [costs.get(f"({op.name})", float(op.cost)) if costs else float(op.cost)
                 for op in sas.operators if not excluded or f"({op.name})" not in excluded]
