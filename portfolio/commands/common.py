@@ -47,15 +47,13 @@ def add_cost_arguments(parser: argparse.ArgumentParser, request_field: bool = Fa
 
 
 def weight_type(text: str) -> float:
-    import math
+    """argparse's view of `portfolio.planner.check_weight`: one rule for --weight and `Planner(cost_weight=)`."""
+    from portfolio.planner import check_weight
 
     try:
-        value = float(text)
+        return check_weight(float(text))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}") from None
 
 
 def fail_bad_input(message: str) -> int:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from portfolio.delegates.fd_search import QUALITIES
 from portfolio.results import PlanResult
 from traces.records import ActionStats, StepRecord
 
@@ -30,7 +31,7 @@ class BadRequest(Exception):
         self.status = status
 
 
-Quality = Literal["first", "anytime", "optimal"]
+Quality = Literal[QUALITIES]  # type: ignore[valid-type]  # the search qualities, one list (fd_search)
 QUALITY_HELP = ("with costs: anytime (the cheapest plan found once optimality is proved or a quarter of the "
                 "search's time has passed), optimal (wait for the proof), first (the first cost-aware plan); "
                 "default: the server's")

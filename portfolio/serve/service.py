@@ -36,6 +36,7 @@ from portfolio.serve.models import (
     Job,
     PlanBody,
     PlanResponse,
+    Quality,
     ReplanBody,
     RetrainBody,
     StepsBody,
@@ -87,7 +88,7 @@ class ServiceConfig(BaseModel):
     cache_dir: str | None = None  # the on-disk translation cache the workers share (None: the user's default)
     translation_cache: bool = True
     explore: Literal["mean", "thompson", "ucb"] | None = None  # a request's own `explore` wins; None: the default
-    quality: Literal["first", "anytime", "optimal"] | None = None  # likewise `quality` and `weight`
+    quality: Quality | None = None  # likewise `quality` and `weight`
     weight: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     carry_over: bool = True  # Fast Downward's work goes on past its share, until the request's last deadline
     # Validation runs in processes of its own (`portfolio.serve.validator`) under this deadline and the memory cap.
