@@ -10,8 +10,9 @@ very call `Planner.plan` makes with learned costs), with `quality` first / anyti
 learned-cost shaped, base + 5 * -log(1 - p) per grounded action, p drawn per (seed, action): 85% of actions
 fail ~3% (Beta(1, 30)), 15% fail 30-90%. IPC tasks with action costs plan on their own costs.
 
-The oracle: the optimum under the same costs, from Fast Downward's A* with LM-cut (`quality="optimal"`,
-30 s); a task whose optimum is not proved in that time is reported (`unproved`) and left out of the ratios.
+The oracle: the optimum under the same costs, from Fast Downward's A* with LM-cut alone (the learning
+benchmark's `ExactSearch`, 30 s); a task whose optimum is not proved in that time is reported (`unproved`) and
+left out of the ratios.
 
 Families (several sizes each, every seed a different cost draw): the bundled `tools`, `logistics`,
 `blocksworld`, `gripper` domains; `delivery` (load, drive, unload on a ring of 5-8 places with chords and a
@@ -150,18 +151,16 @@ class Run:
     unproved: list[str] = field(default_factory=list)
 
 
-def plan_cost_under(costs, task, plan) -> float:
-    from domains.model import plan_cost
+def cost_of(costs, task, plan) -> float:
+    """The cost of `plan` under the cost model `costs` (None: the task's own costs)."""
+    from portfolio.benchsuite.worlds.exact import plan_cost_under
 
-    if costs is None:
-        return float(plan_cost(task, plan))
-    priced = costs([str(step) for step in plan])
-    return sum(priced[str(step)] for step in plan)
+    return plan_cost_under(task, plan, costs([str(step) for step in plan]) if costs else {})
 
 
 def measure(families: Sequence[str], seeds: Sequence[int], qualities: Sequence[str], progress: bool = True,
             improve_share: float | None = None) -> Run:
-    from portfolio.delegates.fast_downward import FastDownward
+    from portfolio.benchsuite.worlds.exact import ExactError, ExactSearch
     from portfolio.planner import Planner
     from portfolio.results import PlanRequest
 
@@ -169,16 +168,15 @@ def measure(families: Sequence[str], seeds: Sequence[int], qualities: Sequence[s
     planner = Planner()
     if improve_share is not None:  # what `quality="anytime"` spends on improvement (the default's choice)
         planner.fast_downward.improve_share = improve_share
-    exact = FastDownward(quality="optimal")
+    exact = ExactSearch("tasks", budget_s=30.0)  # A* with LM-cut alone, never the measured arm's searches
     try:
         for family, name, task, seed in tasks(families, seeds):
             costs = None if seed is None else risk_costs(task, seed)
             planner.cascade.solve(PlanRequest(task=task, cost_model=costs, quality="first"))  # translated, warm
-            proved = exact.solve(PlanRequest(task=task, cost_model=costs), time.monotonic() + 30)
             optimum = None
-            if proved.details.get("optimal"):
-                optimum = plan_cost_under(costs, task, proved.plan)
-            else:
+            try:
+                optimum = cost_of(costs, task, exact.solve(task, costs).actions())
+            except ExactError:
                 run.unproved.append(name)
             blind_ms = None
             if costs is not None:
@@ -191,7 +189,7 @@ def measure(families: Sequence[str], seeds: Sequence[int], qualities: Sequence[s
                 result = planner.cascade.solve(PlanRequest(task=task, cost_model=costs, quality=quality))
                 ms = (time.perf_counter() - started) * 1000
                 fd = next((a for a in result.attempts if a.delegate == "fast-downward"), None)
-                cost = plan_cost_under(costs, task, result.actions()) if result.solved else None
+                cost = cost_of(costs, task, result.actions()) if result.solved else None
                 run.rows.append(Row(family, name, quality, ms, cost, optimum,
                                     bool(fd and fd.details.get("optimal")), blind_ms))
             if progress:
