@@ -136,3 +136,21 @@ def test_optimal_quality_holds_its_deadline_and_leaves_no_search_running():
         assert run.process.returncode is not None
         with pytest.raises(ProcessLookupError):
             os.kill(run.process.pid, 0)
+
+
+@pytest.mark.parametrize("quality", ["anytime", "optimal"])
+def test_carried_over_work_improves_only_until_the_caller_wants_its_answer(quality):
+    """Work carried over past its share (`PlanRequest.answer_by`) keeps the cascade's final deadline, but the
+    caller is waiting: improvement stops by `answer_by` (it ran to a share of the final deadline: elevators p01
+    took 1.26 s of a 1 s call and lost to pyperplan's cost-blind plan)."""
+    domain = IPC / "transport-sat08-strips"
+    problem = sorted(smallest_problems("transport-sat08-strips", 6), key=lambda p: p.stat().st_size)[-1]
+    task = load_task(domain / "domain.pddl", problem)
+    with FastDownward() as fd:
+        fd.solve(PlanRequest(task=task, quality="first"), time.monotonic() + 30)  # translated: only search now
+        started = time.monotonic()
+        outcome = fd.solve(PlanRequest(task=task, quality=quality, answer_by=started + 0.5), started + 30)
+        elapsed = time.monotonic() - started
+    assert outcome.status is Status.SOLVED and validate_plan(task, outcome.plan).ok
+    assert outcome.details["optimal"] is False  # not proved: it stopped because the caller was waiting
+    assert elapsed < 0.5 + 0.3, elapsed
