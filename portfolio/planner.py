@@ -161,6 +161,7 @@ class Planner(Resource):
         self.select = select
         self._selection = None
         self._cost_cache: dict[tuple, dict] = {}
+        self._posterior_memo: dict = {}  # per grounding (`learning.costs.action_posteriors`), per model
         self._model_generation = 0  # bumped on every model (re)load: plans made under another one are not reused
         self._lock = threading.RLock()  # store writes, cost cache, model (see the module docstring)
         try:
@@ -220,6 +221,7 @@ class Planner(Resource):
         with self._lock:
             self._model = load_latest(self._store)
             self._cost_cache.clear()
+            self._posterior_memo.clear()
             self._model_generation += 1
         self._load_selection()
 
@@ -282,7 +284,8 @@ class Planner(Resource):
                 from domains.ground_text import parse_ground_action
 
                 actions = [parse_ground_action(text) for text in grounded]
-                cached = action_posteriors(self._model, task, actions, features=features)
+                cached = action_posteriors(self._model, task, actions, features=features,
+                                            memo=self._posterior_memo)
                 if len(self._cost_cache) > 256:
                     self._cost_cache.clear()
                 self._cost_cache[key] = cached

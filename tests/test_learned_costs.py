@@ -134,3 +134,39 @@ def test_learned_costs_stay_inside_the_budget(tmp_path):
         result = planner.plan(task)
         assert time.monotonic() - started <= 1.3
     assert result.status.value == "timeout"
+
+
+def test_memoised_posteriors_equal_a_fresh_prediction_across_tasks_and_situations(tmp_path):
+    """The planner keeps each grounding's posterior between calls (`action_posteriors(memo=)`); a task over other
+    objects, another situation or a subset of the groundings must get exactly what a fresh prediction gives."""
+    import time
+
+    import numpy as np
+
+    from domains.ground_text import parse_ground_action
+    from learning.costs import action_posteriors
+    from learning.retrain import load_latest
+    from portfolio.delegates.fast_downward import FastDownward
+    from portfolio.results import PlanRequest
+
+    with TraceStore(tmp_path / "traces.db") as store:
+        record(store, "pick", ("ball1", "room1", "left"), flaky(8, 4), "bad")
+        store.record_steps([StepRecord(run_id="rain", step=i, action="move", args=("room1", "room2"),
+                                       features={"weather": "rain"}, outcome=o)
+                            for i, o in enumerate(flaky(5, 4))])
+        retrain(store)
+        model = load_latest(store)
+    memo: dict = {}
+    tasks = [bundled_task("gripper", 1, seed=0), bundled_task("gripper", 2, seed=0), bundled_task("gripper", 1, seed=1)]
+    for task in tasks:
+        with FastDownward() as fd:
+            grounded = [parse_ground_action(a) for a in fd.grounded_actions(PlanRequest(task=task),
+                                                                             time.monotonic() + 30)]
+        for features in (None, {"weather": "rain"}, {"weather": "sun"}):
+            for part in (grounded[::2], grounded):
+                fresh = action_posteriors(model, task, part, features)
+                kept = action_posteriors(model, task, part, features, memo=memo)
+                assert kept.keys == fresh.keys
+                np.testing.assert_array_equal(kept.mean, fresh.mean)
+                np.testing.assert_array_equal(kept.concentration, fresh.concentration)
+    assert len(memo) >= 2  # one entry per object set and situation
