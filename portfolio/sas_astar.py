@@ -5,7 +5,7 @@ single fact the relaxed task needs, with operator costs: admissible and consiste
 `portfolio.sas_search.compile_task`. A plan it returns is optimal under the costs it was given.
 
 Why: with costs (learned, or the task's own) the plan must be the cheapest one, and on a small task proving it
-takes a search process (`lama-anytime` beside A* with LM-cut, `portfolio.delegates.fd_anytime`) 15-30 ms, most
+takes a search process (`anytime-wastar` beside A* with LM-cut, `portfolio.delegates.fd_anytime`) 15-30 ms, most
 of it the process itself; a cost-blind replan of the same task is answered in this process by GBFS in 2-3 ms
 (`portfolio.sas_search`). This search gives calls with costs the same shortcut: `FastDownward` runs it first on
 tasks below its in-process operator threshold and falls back to the processes when it stops (deadline or node

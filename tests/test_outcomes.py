@@ -142,7 +142,7 @@ def test_a_cost_aware_search_that_fails_does_not_kill_a_running_one():
     assert outcome.details["search"] == "lama-first"
     assert validate_plan(task, outcome.plan).ok
     assert anytime.details["searches"]["seq-opt-lmcut"] == "configuration not supported for this task"
-    assert anytime.status is Status.SOLVED and anytime.details["search"] == "lama-anytime"
+    assert anytime.status is Status.SOLVED and anytime.details["search"] == "anytime-wastar"
     assert validate_plan(task, anytime.plan).ok
 
 

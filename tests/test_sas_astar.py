@@ -65,6 +65,6 @@ def test_a_search_that_stops_hands_over_to_the_processes():
         outcome = fd.solve(PlanRequest(task=task, cost_model=random_costs(1)), time.monotonic() + 20)
         first = fd.solve(PlanRequest(task=task, cost_model=random_costs(1), quality="first"), time.monotonic() + 20)
     assert outcome.details["in_process"]["status"] == "memout"
-    assert outcome.status is Status.SOLVED and outcome.details["search"] in ("lama-anytime", "seq-opt-lmcut")
+    assert outcome.status is Status.SOLVED and outcome.details["search"] in ("anytime-wastar", "seq-opt-lmcut")
     assert validate_plan(task, outcome.plan).ok
     assert "in_process" not in first.details  # "first" asked for the first cost-aware plan of the processes

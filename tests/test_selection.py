@@ -158,8 +158,8 @@ def test_under_learned_costs_the_selection_chooses_the_coverage_search(tmp_path)
         assert result.solved and validate_plan(task, result.actions()).ok
         assert result.attempts[0].details["selection"] == "learned"
         searches[name] = list(result.attempts[0].details["searches"])
-    assert searches == {"small": ["lama-anytime", "seq-opt-lmcut"], "first": ["lazy-add", "lama-costs"],
-                        "large": ["lama-anytime", "lazy-add"]}
+    assert searches == {"small": ["anytime-wastar", "seq-opt-lmcut"], "first": ["lazy-add", "lama-costs"],
+                        "large": ["anytime-wastar", "lazy-add"]}
 
 
 def test_without_a_selection_model_the_fixed_order_races(tmp_path):

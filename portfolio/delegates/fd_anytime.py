@@ -6,12 +6,12 @@ longer safe one: on a delivery task where one road fails 60% and a three-road de
 road (cost 7.89) where the optimum is the detour (5.76). Learned costs only change the plan a user gets if the
 search respects them, so the cost-aware searches run here are
 
-- `lama-anytime`: LAMA's own scheme (the driver's `--alias lama` on non-unit costs): a greedy first plan that
-  ignores costs, then greedy and weighted A* restarts with w = 5, 3, 2, 1, each bounded by the incumbent's
-  cost, the last repeated until it finds nothing cheaper. A phase that finds nothing does not end it (this
-  build's iterated search goes on), so it ends only when its last phase (lazy A*, reopening closed states,
-  pruning on the bound) has exhausted every state cheaper than the incumbent: when it exits on its own, its
-  last plan is optimal;
+- `anytime-wastar`: LAMA's first phase (a greedy first plan that ignores costs: lama-first's coverage), then
+  eager weighted A* restarts with w = 5, 3, 2, 1 on the real costs, each bounded by the incumbent's cost, the
+  last repeated until it finds nothing cheaper (why not LAMA's own five phases: `fd_search._ANYTIME`). A phase
+  that finds nothing does not end it (this build's iterated search goes on), so it ends only when its last phase
+  (A* order, reopening closed states, pruning on the bound) has exhausted every state cheaper than the incumbent:
+  when it exits on its own, its last plan is optimal;
 - `seq-opt-lmcut` beside it on small tasks (A* with the admissible LM-cut heuristic): its plan is optimal.
 
 Fast Downward writes each plan of an iterated search to `PLAN.1`, `PLAN.2`, ... (each cheaper than the last)

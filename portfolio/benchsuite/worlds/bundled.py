@@ -7,7 +7,9 @@ with?
 Per bundled task shape (`TASKS`: blocksworld, gripper, logistics and tools at two sizes each), a hidden truth:
 one grounded action in `BAD_EVERY` fails 50% of the time (chosen by a hash of the action, so the same groundings
 fail in every problem of that size), every other 2%. A learned `Planner(traces=..., cost_weight=5)` with the
-default cascade plans `episodes` problems of that size (the generator's seeds 0, 1, ...), each executed in
+default cascade plans `episodes` problems of that size (the generator's seeds `first_problem`, +1, ...; 0-29 were
+the tuning tasks of the anytime search, `portfolio.delegates.fd_search._ANYTIME`, so the default starts at 100),
+each executed in
 simulation and recorded, retrained every `retrain_every`; every call made with learned costs is compared with
 the optimum under the very same costs (`exact.ExactSearch`: A* with LM-cut, `budget_s` per task). Where the
 exact search cannot prove an optimum in its budget the call is counted as `unproved`, never compared; a call
@@ -44,7 +46,11 @@ class BundledWorld:
         return BAD_P if zlib.crc32(f"{self.name}:{step}".encode()) % BAD_EVERY == 0 else DEFAULT_P
 
 
-def bundled_quality(episodes: int = 30, retrain_every: int = 5, tasks=TASKS, budget_s: float = 20.0) -> dict:
+FIRST_PROBLEM = 100  # held out: problems 0-29 were tuned on
+
+
+def bundled_quality(episodes: int = 30, retrain_every: int = 5, tasks=TASKS, budget_s: float = 20.0,
+                    first_problem: int = FIRST_PROBLEM) -> dict:
     """Per "domain-size": the quality summary (`report.quality`) of the learned calls, with `unproved` (calls
     whose optimum the exact search could not prove within `budget_s`) and `seconds`."""
     from domains.pddl_writer import formula_to_pddl
@@ -68,7 +74,7 @@ def bundled_quality(episodes: int = 30, retrain_every: int = 5, tasks=TASKS, bud
         recorder = CostRecorder(learner)
         try:
             for index in range(episodes):
-                task = bundled_task(domain, size, index)
+                task = bundled_task(domain, size, first_problem + index)
                 spec = Episode(index, "", "", {})
                 store = learner.store
                 run_id = store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal), run_id=f"e{index}")
