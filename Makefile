@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: install
-	$(BIN)/python -m portfolio.demo
+	$(BIN)/python -m portfolio.commands.demo
 
 test: install
 	$(BIN)/python -m pytest -q -x --benchmark-disable

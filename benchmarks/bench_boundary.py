@@ -35,7 +35,7 @@ from pathlib import Path
 
 from domains.load import load_task
 from portfolio.bench import benchmark_pairs, run_driver
-from portfolio.cascade import CLASSICAL_BUDGET_S
+from portfolio.engine.cascade import CLASSICAL_BUDGET_S
 from portfolio.planner import Planner
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"

@@ -11,7 +11,7 @@ Measured 2026-11-30 (2 cores, load average 6-9 from other sessions): 36 problems
 removed (depot p04 58 -> 32 steps, barman pfile06-023 177 -> 143 and cost 330 -> 296, elevators p04 cost 180 ->
 161, transport p11 522 -> 473), the others unchanged; elimination median 1.4 ms, max 498 ms (barman, 177 steps,
 against 4.1 s of planning), median 1.2% of the planning call's time. The cascade bounds it by a quarter of the
-call's time so far (at least 0.1 s) and the call's deadline (`portfolio.cascade.ELIMINATION_SHARE`).
+call's time so far (at least 0.1 s) and the call's deadline (`portfolio.engine.cascade.ELIMINATION_SHARE`).
 """
 
 from __future__ import annotations

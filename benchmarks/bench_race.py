@@ -15,7 +15,7 @@ alone 119, driver 116 (1.04x; no domain below the driver; median latency 0.19x t
 race won trucks p07, maintenance 000 (eager-ff-cg's plan), grid 02 and thoughtful 05, and lost thoughtful 03
 and 04 to lama-first alone: under load two searches share what one had.
 
-Again with the translator's collector paused (`portfolio.translate`; `5 both race,beside` then `5 both
+Again with the translator's collector paused (`portfolio.delegates.fast_downward.translate`; `5 both race,beside` then `5 both
 race,race-skip`, load average 6-11): race 123 vs driver 113 (1.09x; within 1.0 s exactly 119 vs 111), then
 125 vs 119 (1.05x); no domain below the driver in either. Both alternatives lost: pyperplan beside Fast
 Downward from 50 ms on ("beside") 120 (three processes on two cores; and on tasks with costs its cost-blind
@@ -40,14 +40,14 @@ from pathlib import Path
 from domains.load import load_task
 from portfolio.bench import run_driver
 from portfolio.planner import CLASSICAL_ONLY, Planner, default_stages
-from portfolio.results import PlanRequest
+from portfolio.engine.results import PlanRequest
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 CONFIGS = {"lama-alone": {"fd_workers": 1}, "race": {},
            # pyperplan beside Fast Downward for (almost) the whole second: Fast Downward's share ends after 50 ms
            # and it is carried over (its work goes on), so pyperplan starts then instead of at 0.8 s.
            "beside": {"shares": {"fast-downward": 1.0, "pyperplan": 19.0}},
-           # a translation that skips work (`portfolio.translate`), for every task: the SAS is no longer the driver's
+           # a translation that skips work (`portfolio.delegates.fast_downward.translate`), for every task: the SAS is no longer the driver's
            "race-skip": {"fd_translate_options": ("--keep-unreachable-facts", "--skip-variable-reordering")}}
 
 

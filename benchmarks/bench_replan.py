@@ -63,8 +63,8 @@ def task_and_states():
 
 def make_planner(kind: str, traces: str | None):
     from portfolio.agent import classical_stages
-    from portfolio.cascade import Tier
-    from portfolio.delegates.fast_downward import FastDownward
+    from portfolio.engine.cascade import Tier
+    from portfolio.delegates.fast_downward.delegate import FastDownward
     from portfolio.planner import Planner
 
     stages = classical_stages() if kind == "agent" else [Tier("classical", [FastDownward()], 1.0)]

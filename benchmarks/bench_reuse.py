@@ -10,7 +10,7 @@ column alike:
   (`previous_plan`): answered by `plan-reuse`;
 - perturbed: the same replan after another applicable action than the plan's next one was executed instead
   (chosen so that no suffix of the plan still works): a real replan (translation re-used), plus the failed
-  reuse check. Small tasks are searched in this process (`portfolio.sas_search`); the `process` column is the same
+  reuse check. Small tasks are searched in this process (`portfolio.delegates.fast_downward.sas_search`); the `process` column is the same
   replan with that turned off (the search runs in a `downward` process, as before it existed).
 Targets (issue 11): perturbed <= 0.2x first, predicted <= 0.02x first (medians over the instances).
 """
@@ -27,7 +27,7 @@ from domains.load import load_task
 from domains.validate import applicable, apply
 from portfolio.bench import LATENCY_INSTANCES, median_seconds, run_driver
 from portfolio.planner import CLASSICAL_ONLY, REUSE_DELEGATE, Planner, reusable_suffix
-from portfolio.results import PlanRequest
+from portfolio.engine.results import PlanRequest
 
 IPC = Path(__file__).resolve().parents[1].parent / "shared" / "ipc"
 

@@ -54,9 +54,9 @@ from pathlib import Path
 
 from domains.load import load_task
 from learning.selection import retrain_selection
-from portfolio.delegates.fd_search import SATISFICING, search_aliases
+from portfolio.delegates.fast_downward.searches import SATISFICING, search_aliases
 from portfolio.planner import Planner, default_stages
-from portfolio.results import PlanRequest
+from portfolio.engine.results import PlanRequest
 from traces.store import TraceStore
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"

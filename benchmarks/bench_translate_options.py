@@ -5,12 +5,12 @@
     PYTHONPATH=. python -m benchmarks.bench_translate_options --collector [--domains a,b] [--per-domain 8]
 
 Per domain, the problems `benchmarks.bench_selection` picks; per problem and variant (`VARIANTS`, in rotating
-order): the translator in this process (warm, `portfolio.translate`), the SAS text parsed and rendered as the
+order): the translator in this process (warm, `portfolio.delegates.fast_downward.translate`), the SAS text parsed and rendered as the
 delegate does, then the delegate's fixed search order (`FastDownward.search_sas`: lama-first + eager-ff-cg on 2
 cores; the cost-aware pair on tasks with costs), and the plan checked by the validator. Time = translate + parse +
 search: what a variant changes in the planner's `elapsed_ms`. Prints per domain the mean time per variant, its
 translate and search parts, how many solved and how many plans the validator rejected. With `--collector`:
-translation CPU time (default flags) with Python's garbage collector paused, as `portfolio.translate` runs it,
+translation CPU time (default flags) with Python's garbage collector paused, as `portfolio.delegates.fast_downward.translate` runs it,
 and with it on (the pause replaced by a no-op), alternating, on the held-back half of the picked problems.
 
 Measured 2026-11-30 (before the translator's collector pause; 8 problems per domain, 5 s, load average 1-4 on
@@ -39,11 +39,11 @@ import time
 
 from benchmarks.bench_selection import SHARED, load_all, pick
 from domains.validate import validate_plan
-from portfolio.delegates.fast_downward import FastDownward
-from portfolio.results import Status
-from portfolio.sas import parse_sas
-import portfolio.translate
-from portfolio.translate import translate
+from portfolio.delegates.fast_downward.delegate import FastDownward
+from portfolio.engine.results import Status
+from portfolio.delegates.fast_downward.sas import parse_sas
+import portfolio.delegates.fast_downward.translate
+from portfolio.delegates.fast_downward.translate import translate
 
 VARIANTS: dict[str, tuple[str, ...]] = {
     "default": (),
@@ -73,7 +73,7 @@ def one(delegate: FastDownward, task, options: tuple[str, ...], budget: float) -
 
 def collector(domains: list, per_domain: int) -> None:
     """Translation CPU seconds per domain with the collector paused vs on (module docstring)."""
-    paused = portfolio.translate.collector_paused
+    paused = portfolio.delegates.fast_downward.translate.collector_paused
     totals = {"paused": 0.0, "on": 0.0}
     for domain in domains:
         spent = {"paused": 0.0, "on": 0.0}
@@ -81,7 +81,7 @@ def collector(domains: list, per_domain: int) -> None:
         text = (domain / "domain.pddl").read_text()
         for index, problem in enumerate(problems):
             for mode in (("paused", "on") if index % 2 == 0 else ("on", "paused")):
-                portfolio.translate.collector_paused = paused if mode == "paused" else contextlib.nullcontext
+                portfolio.delegates.fast_downward.translate.collector_paused = paused if mode == "paused" else contextlib.nullcontext
                 try:
                     start = time.process_time()
                     translate(text, problem.read_text())
@@ -89,7 +89,7 @@ def collector(domains: list, per_domain: int) -> None:
                 except Exception as error:  # noqa: BLE001 - report and go on
                     print(f"  {domain.name}/{problem.name} {mode}: {type(error).__name__}", flush=True)
                 finally:
-                    portfolio.translate.collector_paused = paused
+                    portfolio.delegates.fast_downward.translate.collector_paused = paused
         totals = {mode: totals[mode] + spent[mode] for mode in totals}
         print(f"{domain.parent.name}/{domain.name}: paused {spent['paused']:.3f} s, on {spent['on']:.3f} s, ratio "
               f"{spent['paused'] / max(spent['on'], 1e-9):.2f}", flush=True)

@@ -162,7 +162,7 @@ def measure(families: Sequence[str], seeds: Sequence[int], qualities: Sequence[s
             improve_share: float | None = None) -> Run:
     from portfolio.benchsuite.worlds.exact import ExactError, ExactSearch
     from portfolio.planner import Planner
-    from portfolio.results import PlanRequest
+    from portfolio.engine.results import PlanRequest
 
     run = Run()
     planner = Planner()

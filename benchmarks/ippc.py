@@ -278,9 +278,9 @@ def evaluate(domain: str, problems: int, runs: int, retrain_every: int = 1, max_
     from domains.pddl import parse_task
     from learning.costs import risk_cost
     from learning.retrain import retrain
-    from portfolio.delegates.fast_downward import FastDownward
+    from portfolio.delegates.fast_downward.delegate import FastDownward
     from portfolio.planner import CLASSICAL_ONLY, Planner, default_stages
-    from portfolio.results import PlanRequest, parse_ground_action
+    from portfolio.engine.results import PlanRequest, parse_ground_action
     from traces.records import StepRecord
 
     folder = IPPC_DIR / domain

@@ -142,8 +142,8 @@ class Outcome:
 
 
 def _fast_downward(planner):
-    from portfolio.cascade import Tier
-    from portfolio.delegates.fast_downward import FastDownward
+    from portfolio.engine.cascade import Tier
+    from portfolio.delegates.fast_downward.delegate import FastDownward
 
     for stage in planner.cascade.delegates:
         for delegate in stage.delegates if isinstance(stage, Tier) else [stage]:
@@ -156,7 +156,7 @@ def oracle_costs(planner, task: Task, context: Mapping[str, str], lam: float) ->
     """True costs, `base + lam * -log(1 - p_true)`, for every grounded action Fast Downward's translator keeps
     (the same set learned costs are computed for)."""
     from learning.costs import risk_cost
-    from portfolio.results import PlanRequest, parse_ground_action
+    from portfolio.engine.results import PlanRequest, parse_ground_action
 
     grounded = _fast_downward(planner).grounded_actions(PlanRequest(task=task), time.monotonic() + 60.0)
     costs = {}
@@ -167,7 +167,7 @@ def oracle_costs(planner, task: Task, context: Mapping[str, str], lam: float) ->
 
 
 def plan_oracle(planner, task: Task, context: Mapping[str, str], lam: float):
-    from portfolio.results import PlanRequest
+    from portfolio.engine.results import PlanRequest
 
     return planner.cascade.solve(PlanRequest(task=task, costs=oracle_costs(planner, task, context, lam)))
 

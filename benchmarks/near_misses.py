@@ -23,7 +23,7 @@ import time
 from benchmarks.bench_race import SHARED, problems
 from domains.load import load_task
 from portfolio.planner import CLASSICAL_ONLY, Planner, default_stages
-from portfolio.results import PlanRequest
+from portfolio.engine.results import PlanRequest
 
 EDGES = (1.25, 1.5, 2.0, 3.0)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterator
 
 from portfolio.bench import benchmark_pairs, driver_translate
-from portfolio.workers import WorkerProcess
+from portfolio.engine.workers import WorkerProcess
 
 DEFAULT_SOURCES = (Path("../shared/ipc"), Path("../shared/ipc-more/pairs.txt"))
 

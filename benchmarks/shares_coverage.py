@@ -18,9 +18,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from conftest import ipc_domains, load_ipc, smallest_problems  # noqa: E402
-from portfolio.cascade import PortfolioDecomposition  # noqa: E402
+from portfolio.engine.cascade import PortfolioDecomposition  # noqa: E402
 from portfolio.planner import CLASSICAL_ONLY, default_stages  # noqa: E402
-from portfolio.results import PlanRequest  # noqa: E402
+from portfolio.engine.results import PlanRequest  # noqa: E402
 
 CONFIGS = {"fd-whole-tier": {"fast-downward": 1e9, "pyperplan": 1.0}, "4:1": None}
 

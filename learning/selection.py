@@ -17,7 +17,7 @@ to learn about every configuration, record with all of them racing (`fd_workers=
 (`fd_alias=X, fd_workers=1`), as `benchmarks/bench_selection.py` does.
 
 The translation is chosen too, before it runs: Fast Downward's translator has flags that skip work
-(`--keep-unreachable-facts`, `--skip-variable-reordering`, ...; `portfolio.translate`), and attempts record the
+(`--keep-unreachable-facts`, `--skip-variable-reordering`, ...; `portfolio.delegates.fast_downward.translate`), and attempts record the
 flags they were translated with (`details["translator"]`, none: the driver's defaults). Records are kept per
 task and per flag set ("variant"); `predict_translator` compares each variant with the defaults on the tasks
 recorded under both, each with its own best race of `race_size` (the greedy order above, over that variant's

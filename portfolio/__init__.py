@@ -8,7 +8,7 @@
         print(result.status, result.plan)
 """
 
-from portfolio.results import Attempt, PlanRequest, PlanResult, Status
+from portfolio.engine.results import Attempt, PlanRequest, PlanResult, Status
 
 __all__ = [
     "Agent", "Attempt", "PlanRequest", "PlanResult", "Planner", "PortfolioDecomposition", "ReplanRequested",
@@ -27,7 +27,7 @@ def __getattr__(name: str):
 
         return getattr(agent, name)
     if name in ("PortfolioDecomposition", "Tier"):
-        from portfolio import cascade
+        from portfolio.engine import cascade
 
         return getattr(cascade, name)
     raise AttributeError(name)

@@ -35,8 +35,8 @@ from domains.ground_text import normalise_actions
 from domains.ground_text import parse_ground_action
 from domains.model import Atom, GroundAction, Plan, State, Task, plan_cost
 from domains.validate import validate_plan
-from portfolio.cascade import CLASSICAL_BUDGET_S, PortfolioDecomposition, Stage, Tier
-from portfolio.delegates.fast_downward import FastDownward
+from portfolio.engine.cascade import CLASSICAL_BUDGET_S, PortfolioDecomposition, Stage, Tier
+from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.registry import (  # noqa: F401 - the catalog's names, re-exported for callers
     AGENT_DELEGATES,
     CLASSICAL_DELEGATES,
@@ -46,7 +46,7 @@ from portfolio.delegates.registry import (  # noqa: F401 - the catalog's names, 
     build_stages,
     make_delegate,
 )
-from portfolio.results import Attempt, PlanRequest, PlanResult, Resource, Status, elapsed_ms_since
+from portfolio.engine.results import Attempt, PlanRequest, PlanResult, Resource, Status, elapsed_ms_since
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ class Planner(Resource):
 
     `carry_over` (default True): Fast Downward's translation and searches go on past its share of the classical
     tier, beside the later delegates, until the cascade's final deadline; the first valid plan wins
-    (`portfolio.cascade`, "Carry-over"). False: they are killed when its share ends, as before.
+    (`portfolio.engine.cascade`, "Carry-over"). False: they are killed when its share ends, as before.
 
     `eliminate_steps` (default True): the steps of the winning plan that no goal needs are removed after
     validation (`domains.action_elimination`; `PlanResult.eliminated_steps` says how many).
@@ -119,7 +119,7 @@ class Planner(Resource):
     `quality` (default "anytime"): with costs (learned or the task's own), how Fast Downward trades plan cost
     for time: "anytime" returns the cheapest plan found once optimality is proved (A* races on small tasks) or a
     quarter of its time has passed with a plan in hand, "optimal" waits for the proof, "first" returns the first
-    cost-aware plan (`portfolio.delegates.fd_anytime`). Per call: `plan(quality=...)`.
+    cost-aware plan (`portfolio.delegates.fast_downward.anytime`). Per call: `plan(quality=...)`.
     """
 
     def __init__(
@@ -138,7 +138,7 @@ class Planner(Resource):
         load_model: bool = True,
     ) -> None:
         from learning.explore import DEFAULT_EXPLORE, check_explore
-        from portfolio.delegates.fd_search import DEFAULT_QUALITY, check_quality
+        from portfolio.delegates.fast_downward.searches import DEFAULT_QUALITY, check_quality
 
         self.explore = check_explore(explore or DEFAULT_EXPLORE)
         self.quality = check_quality(quality or DEFAULT_QUALITY)
@@ -259,7 +259,7 @@ class Planner(Resource):
         """Grounded action (PDDL form) -> `learning.costs.ActionCost` for every action Fast Downward grounds,
         from the latest model; {} without one. For inspection (`portfolio costs`): planning computes the same
         costs inside the delegates' budget."""
-        from portfolio.arguments import check_state, check_task
+        from portfolio.engine.arguments import check_state, check_task
 
         init = check_state(check_task(task), init)
         fast_downward = self._fast_downward()
@@ -327,8 +327,8 @@ class Planner(Resource):
         planning (module docstring). `quality` and `weight` (lambda of the learned costs) override the planner's
         for this call."""
         from learning.explore import check_explore
-        from portfolio.arguments import check_actions, check_state, check_task
-        from portfolio.delegates.fd_search import check_quality
+        from portfolio.engine.arguments import check_actions, check_state, check_task
+        from portfolio.delegates.fast_downward.searches import check_quality
 
         start = time.monotonic()
         init = check_state(check_task(task), init)  # a wrong type fails here, never inside a delegate

@@ -12,8 +12,8 @@ from domains.action_elimination import eliminate
 from domains.bundled import bundled_task
 from domains.model import GroundAction
 from domains.validate import applicable, apply, validate_plan
-from portfolio.cascade import PortfolioDecomposition, Tier
-from portfolio.results import DelegateOutcome, PlanRequest, Status
+from portfolio.engine.cascade import PortfolioDecomposition, Tier
+from portfolio.engine.results import DelegateOutcome, PlanRequest, Status
 
 
 def _step(text: str) -> GroundAction:

@@ -12,7 +12,7 @@ import pytest
 
 from domains.validate import validate_plan
 from portfolio.agent import action
-from portfolio.results import parse_ground_action
+from portfolio.engine.results import parse_ground_action
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

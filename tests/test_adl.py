@@ -149,7 +149,7 @@ def test_strips_task_is_strips_whatever_it_declares() -> None:
 
 def test_pyperplan_declines_what_it_cannot_read() -> None:
     from portfolio.delegates.pyperplan import Pyperplan
-    from portfolio.results import PlanRequest, Status
+    from portfolio.engine.results import PlanRequest, Status
 
     task = parse_task(*AXIOMS)
     with Pyperplan() as delegate:
@@ -159,7 +159,7 @@ def test_pyperplan_declines_what_it_cannot_read() -> None:
 
 def test_typed_search_simulates_axioms_instead_of_bitmasks() -> None:
     from portfolio.delegates.typed_search import TypedSearch
-    from portfolio.results import PlanRequest, Status
+    from portfolio.engine.results import PlanRequest, Status
     import time
 
     small = """(define (problem small) (:domain lamps) (:objects n1 n2 - node l1 - lamp)
@@ -225,7 +225,7 @@ def test_goal_agenda_plans_every_feature_task() -> None:
     import time
 
     from portfolio.delegates.goal_agenda import GoalAgenda
-    from portfolio.results import PlanRequest, Status
+    from portfolio.engine.results import PlanRequest, Status
 
     agenda = GoalAgenda()
     try:

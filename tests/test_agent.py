@@ -17,7 +17,7 @@ from domains.typed_actions import TypedActionError, action, compile_actions, fac
 from domains.validate import validate_plan
 from portfolio.agent import Agent, classical_stages
 from portfolio.delegates.typed_search import TypedSearch
-from portfolio.results import PlanRequest, Status
+from portfolio.engine.results import PlanRequest, Status
 
 
 @dataclass
@@ -228,7 +228,7 @@ def test_classical_stages_put_the_exact_search_first():
 
 
 def test_demo_runs_and_shows_replanning_and_learning(capsys):
-    from portfolio.demo import main
+    from portfolio.commands.demo import main
 
     assert main(["--runs", "3"]) == 0
     out = capsys.readouterr().out

@@ -12,7 +12,7 @@ from domains.typed_actions import ReplanRequested, TypedActionError, action, fac
 from domains.validate import validate_plan
 from portfolio.agent import Agent, classical_stages
 from portfolio.planner import Planner
-from portfolio.results import parse_ground_action
+from portfolio.engine.results import parse_ground_action
 
 
 @dataclass

@@ -12,7 +12,7 @@ from domains.model import Atom
 from domains.typed_actions import ReplanRequested, TypedActionError, action, compile_actions, fact, named_fact
 from domains.validate import validate_plan
 from portfolio.agent import Agent
-from portfolio.results import parse_ground_action
+from portfolio.engine.results import parse_ground_action
 
 
 @dataclass

@@ -5,7 +5,7 @@ Tasks (times measured here, 2 cores under load): termes p01 (ipc-more) takes Fas
 0.4 s, lama-first's search the rest), so a 0.5 s classical tier never solves it, even on a machine 3x faster;
 blocks 9-0 takes pyperplan 0.5 s and a blind A* search more than 8 s; the largest parking problem's translation
 alone takes ~10 s. The decomposer tier is a stub where the test needs one that cannot solve the task: it waits
-out its budget as a slow LLM would, through `portfolio.cancel` like every blocking wait in the real delegates.
+out its budget as a slow LLM would, through `portfolio.engine.cancel` like every blocking wait in the real delegates.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ import pytest
 from conftest import IPC, descendants, hardest_parking, load_ipc
 from domains.load import load_task
 from domains.validate import validate_plan
-from portfolio import cancel
-from portfolio.cascade import PortfolioDecomposition, Tier
-from portfolio.delegates.fast_downward import FastDownward
+from portfolio.engine import cancel
+from portfolio.engine.cascade import PortfolioDecomposition, Tier
+from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.pyperplan import Pyperplan
-from portfolio.results import DelegateOutcome, PlanRequest, Status
-from portfolio.workers import BudgetExpired, WorkerProcess
+from portfolio.engine.results import DelegateOutcome, PlanRequest, Status
+from portfolio.engine.workers import BudgetExpired, WorkerProcess
 
 IPC_MORE = IPC.parent / "ipc-more"
 
@@ -240,8 +240,8 @@ def test_service_worker_kills_carried_over_work_at_the_request_deadline(tmp_path
 def test_past_the_answer_deadline_the_first_plan_ends_the_wait():
     """With costs, the cost-aware search's plan is preferred for a grace period of twice the time taken; work
     carried over past its share (`race_after`) returns the first plan instead (exit code 0: a plan)."""
-    from portfolio.delegates.fd_search import _wait
-    from portfolio.workers import SearchRun
+    from portfolio.delegates.fast_downward.searches import _wait
+    from portfolio.engine.workers import SearchRun
 
     def pair():
         return [("cost-blind", SearchRun(subprocess.Popen(["sleep", "1"]), "", "")),

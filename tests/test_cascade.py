@@ -10,10 +10,10 @@ from conftest import IPC, load_ipc
 from domains.bundled import bundled_task
 from domains.model import GroundAction
 from domains.validate import validate_plan
-from portfolio.cascade import PortfolioDecomposition, Tier
-from portfolio.delegates.fast_downward import FastDownward
+from portfolio.engine.cascade import PortfolioDecomposition, Tier
+from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.pyperplan import Pyperplan
-from portfolio.results import DelegateOutcome, PlanRequest, Status
+from portfolio.engine.results import DelegateOutcome, PlanRequest, Status
 
 
 class Recording:

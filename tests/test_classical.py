@@ -12,11 +12,11 @@ from conftest import descendants, hardest_parking, ipc_domains, load_ipc, smalle
 from domains.bundled import BUNDLED, bundled_task
 from domains.model import plan_cost
 from domains.validate import apply, validate_plan
-from portfolio.cascade import PortfolioDecomposition, Tier
-from portfolio.delegates.fast_downward import FastDownward
+from portfolio.engine.cascade import PortfolioDecomposition, Tier
+from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.pyperplan import Pyperplan
 from portfolio.planner import CLASSICAL_ONLY, Planner, default_stages
-from portfolio.results import PlanRequest, Status
+from portfolio.engine.results import PlanRequest, Status
 
 # lama-first needs seconds even on the smallest parking problems: Fast Downward's 4/5 share of 37.5 s is 30 s.
 SLOW_DOMAINS = {"parking-sat11-strips": 37.5}

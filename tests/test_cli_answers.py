@@ -11,7 +11,7 @@ import sys
 from conftest import IPC, REPO
 from domains.json_task import task_from_json
 from domains.validate import validate_plan
-from portfolio.results import parse_ground_action
+from portfolio.engine.results import parse_ground_action
 
 BLOCKS_DOMAIN = IPC / "blocks" / "domain.pddl"
 BLOCKS_4 = IPC / "blocks" / "probBLOCKS-4-0.pddl"

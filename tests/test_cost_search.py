@@ -1,5 +1,5 @@
 """Search that respects the costs: with costs (learned, or the task's own) the plan returned is the cheapest the
-budget allows, not the first one found (`portfolio.delegates.fd_anytime`).
+budget allows, not the first one found (`portfolio.delegates.fast_downward.anytime`).
 
 The shape that exposed it: a delivery world (load, drive, unload; `domains/examples/delivery-*`) where the one
 road between the two sites fails 60% and a three-road detour 3%. The first plan of weighted A* (w = 3) takes the
@@ -22,8 +22,8 @@ from domains.ground_text import parse_ground_action
 from domains.load import load_task
 from domains.model import plan_cost
 from domains.validate import validate_plan
-from portfolio.delegates.fast_downward import FastDownward
-from portfolio.results import PlanRequest, Status
+from portfolio.delegates.fast_downward.delegate import FastDownward
+from portfolio.engine.results import PlanRequest, Status
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "domains" / "examples"
 # domains/examples/delivery-*: s-d is the shortcut, s-x-y-d the detour; the steps file holds 40 recorded drives of

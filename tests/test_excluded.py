@@ -15,9 +15,9 @@ from domains.validate import validate_plan
 from portfolio.delegates.pyperplan import Pyperplan
 from portfolio.delegates.typed_search import TypedSearch
 from portfolio.planner import Planner
-from portfolio.results import PlanRequest, Status
+from portfolio.engine.results import PlanRequest, Status
 
-# In the cheapest plan of the task below (the default search returns it: `portfolio.delegates.fd_anytime`).
+# In the cheapest plan of the task below (the default search returns it: `portfolio.delegates.fast_downward.anytime`).
 SPELLINGS = ["query-database job1 pricing db-internal", "(query-database job1 pricing db-internal)",
              "( QUERY-DATABASE  job1 Pricing db-internal )",
              GroundAction("query-database", ("job1", "pricing", "db-internal"))]

@@ -14,9 +14,9 @@ from conftest import IPC
 from domains.bundled import bundled_task
 from domains.load import load_task
 from domains.validate import validate_plan
-from portfolio.delegates.fast_downward import FastDownward
-from portfolio.delegates.fd_search import RACE_ALIASES, available_cores, search_aliases
-from portfolio.results import PlanRequest, Status
+from portfolio.delegates.fast_downward.delegate import FastDownward
+from portfolio.delegates.fast_downward.searches import RACE_ALIASES, available_cores, search_aliases
+from portfolio.engine.results import PlanRequest, Status
 
 
 def test_which_searches_run():

@@ -12,7 +12,7 @@ from domains.typed_actions import action, fact
 from domains.validate import validate_plan
 from portfolio.agent import Agent
 from portfolio.agent.failures import KnowledgeFailure, TransientFailure
-from portfolio.results import parse_ground_action
+from portfolio.engine.results import parse_ground_action
 
 
 @dataclass

@@ -10,12 +10,12 @@ import pytest
 
 from domains.load import load_task
 from domains.validate import validate_plan
-from portfolio.cascade import PortfolioDecomposition
+from portfolio.engine.cascade import PortfolioDecomposition
 from portfolio.delegates.decompose import SubgoalSolver
 from portfolio.delegates.goal_agenda import GoalAgenda
 from portfolio.delegates.registry import decomposer_tier
 from portfolio.planner import default_stages
-from portfolio.results import PlanRequest, Status
+from portfolio.engine.results import PlanRequest, Status
 
 IPC = Path(__file__).resolve().parents[2] / "shared" / "ipc"
 

@@ -84,7 +84,7 @@ def test_the_ff_replan_arm_plans_with_ffs_search_and_takes_the_tower_moves():
     elimination: on blocksworld p01 its plan is valid and moves towers (1/10 reliable), what learned costs beat."""
     from benchmarks.ippc import FF_SEARCH
     from domains.validate import validate_plan
-    from portfolio.delegates.fast_downward import FastDownward
+    from portfolio.delegates.fast_downward.delegate import FastDownward
     from portfolio.planner import Planner
 
     _, task, _ = load("blocksworld")

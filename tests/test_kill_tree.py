@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from portfolio.workers import descendants, kill_group
+from portfolio.engine.workers import descendants, kill_group
 
 # A parent in its own session that starts a child in another session (as planner workers start searches), prints
 # the child's pid, and waits.
@@ -60,9 +60,9 @@ SEARCHING = """
 import sys, time
 sys.path.insert(0, {root!r})
 from conftest import load_ipc
-from portfolio.delegates.fd_search import search_binary
-from portfolio.translate import translate
-from portfolio.workers import SearchProcessPool
+from portfolio.delegates.fast_downward.searches import search_binary
+from portfolio.delegates.fast_downward.translate import translate
+from portfolio.engine.workers import SearchProcessPool
 task = load_ipc("blocks", "probBLOCKS-12-0.pddl")
 sas = translate(task.domain_pddl, task.problem_pddl).sas
 pool = SearchProcessPool()

@@ -146,8 +146,8 @@ def test_memoised_posteriors_equal_a_fresh_prediction_across_tasks_and_situation
     from domains.ground_text import parse_ground_action
     from learning.costs import action_posteriors
     from learning.retrain import load_latest
-    from portfolio.delegates.fast_downward import FastDownward
-    from portfolio.results import PlanRequest
+    from portfolio.delegates.fast_downward.delegate import FastDownward
+    from portfolio.engine.results import PlanRequest
 
     with TraceStore(tmp_path / "traces.db") as store:
         record(store, "pick", ("ball1", "room1", "left"), flaky(8, 4), "bad")

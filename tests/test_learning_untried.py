@@ -18,7 +18,7 @@ from domains.load import load_task
 from domains.validate import validate_plan
 from learning.retrain import retrain
 from portfolio.planner import Planner, default_stages
-from portfolio.results import parse_ground_action
+from portfolio.engine.results import parse_ground_action
 from traces.records import StepRecord
 from traces.store import TraceStore
 

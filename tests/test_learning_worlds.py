@@ -70,7 +70,7 @@ def test_worlds_are_reproducible_and_plans_valid():
 
 
 def planner_step(text: str):
-    from portfolio.results import parse_ground_action
+    from portfolio.engine.results import parse_ground_action
 
     return parse_ground_action(text)
 
@@ -168,7 +168,7 @@ def test_the_cost_recorder_keeps_the_costs_the_planner_planned_with():
     from learning.costs import action_costs
     from learning.retrain import retrain
     from portfolio.planner import Planner
-    from portfolio.results import parse_ground_action
+    from portfolio.engine.results import parse_ground_action
     from traces.records import StepRecord
 
     world = make_world("detours", 2)

@@ -17,12 +17,12 @@ import pytest
 from domains.load import load_task
 from domains.validate import validate_plan
 from fake_openai import FakeOpenAI, Reply, answer
-from portfolio.cascade import PortfolioDecomposition
+from portfolio.engine.cascade import PortfolioDecomposition
 from portfolio.delegates.decompose import SubgoalSolver
 from portfolio.delegates.llm import LLMDelegate
 from portfolio.delegates.llm_client import LLMClient
 from portfolio.delegates.registry import decomposer_tier, make_extra_delegate
-from portfolio.results import PlanRequest, Status
+from portfolio.engine.results import PlanRequest, Status
 
 IPC = Path(__file__).resolve().parents[2] / "shared" / "ipc"
 KEY = "sk-test-SECRET-0123456789"

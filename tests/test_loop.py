@@ -20,7 +20,7 @@ from portfolio.agent.failures import (
     decide,
 )
 from portfolio.agent.loop_types import LoopConfig, divergence
-from portfolio.results import parse_ground_action
+from portfolio.engine.results import parse_ground_action
 from traces.store import TraceStore
 
 

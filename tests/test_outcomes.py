@@ -13,12 +13,12 @@ import pytest
 from conftest import IPC, hardest_parking
 from domains.pddl import parse_task
 from domains.validate import validate_plan
-from portfolio.cascade import PortfolioDecomposition, Tier, share_deadline
-from portfolio.delegates import fd_exitcodes
-from portfolio.delegates.fast_downward import FastDownward
+from portfolio.engine.cascade import PortfolioDecomposition, Tier, share_deadline
+from portfolio.delegates.fast_downward import exitcodes as fd_exitcodes
+from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.pyperplan import Pyperplan
 from portfolio.planner import default_stages
-from portfolio.results import DelegateOutcome, PlanRequest, Status, no_plan_status
+from portfolio.engine.results import DelegateOutcome, PlanRequest, Status, no_plan_status
 
 # The only plan starts with `w`, which the relaxed plan from the initial state does not use (`z`, `y` reach the
 # goal when deletes are ignored): pyperplan's helpful-action pruning never tries it.
@@ -196,7 +196,7 @@ def test_equal_shares_by_default_and_unused_time_goes_to_the_next():
 
 
 def test_handing_the_task_to_a_search_that_does_not_read_stops_at_the_deadline():
-    from portfolio.delegates.fd_search import _feed
+    from portfolio.delegates.fast_downward.searches import _feed
 
     stuck = subprocess.Popen(["sleep", "30"], stdin=subprocess.PIPE)  # never reads: the pipe fills up
     try:

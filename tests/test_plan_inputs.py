@@ -12,7 +12,7 @@ from domains import Atom, TaskInputError, parse_state
 from domains.pddl import parse_task
 from domains.validate import validate_plan
 from portfolio.planner import Planner
-from portfolio.results import parse_ground_action
+from portfolio.engine.results import parse_ground_action
 
 # b on a, the rest on the table: a state other than the problem's own
 STATE = ["(clear b)", "(on b a)", "(ontable a)", "(clear c)", "(ontable c)", "(clear d)", "(ontable d)",

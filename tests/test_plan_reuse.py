@@ -8,7 +8,7 @@ import pytest
 from domains.bundled import bundled_task
 from domains.validate import applicable, apply, validate_plan
 from portfolio.planner import REUSE_DELEGATE, Planner, reusable_suffix
-from portfolio.results import parse_ground_action
+from portfolio.engine.results import parse_ground_action
 
 
 @pytest.fixture(scope="module")

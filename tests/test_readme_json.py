@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from conftest import REPO
-from portfolio.results import Attempt, PlanResult
+from portfolio.engine.results import Attempt, PlanResult
 
 COMMAND = "$ portfolio plan ../shared/ipc/blocks/domain.pddl ../shared/ipc/blocks/probBLOCKS-4-0.pddl --json\n"
 

@@ -14,11 +14,11 @@ import pytest
 from conftest import IPC
 from domains.load import load_task
 from domains.validate import validate_plan
-from portfolio.delegates.fast_downward import FastDownward
+from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.planner import default_stages
-from portfolio.results import PlanRequest, Status, parse_ground_action
-from portfolio.sas_cache import CachedTranslation, SasCache, cache_key, default_cache_dir
-from portfolio.translate import TranslatorOptionsError
+from portfolio.engine.results import PlanRequest, Status, parse_ground_action
+from portfolio.delegates.fast_downward.sas_cache import CachedTranslation, SasCache, cache_key, default_cache_dir
+from portfolio.delegates.fast_downward.translate import TranslatorOptionsError
 
 DOMAIN = IPC / "blocks" / "domain.pddl"
 PROBLEM = IPC / "blocks" / "probBLOCKS-4-0.pddl"
@@ -148,7 +148,7 @@ def test_concurrent_writers_and_readers_never_see_half_an_entry(tmp_path):
 
 
 def test_the_key_depends_on_the_texts_and_the_translator_version():
-    from portfolio.sas_cache import translator_version
+    from portfolio.delegates.fast_downward.sas_cache import translator_version
 
     assert "up-fast-downward" in translator_version() and "pipeline" in translator_version()
     base = cache_key("(define (domain d))", "(define (problem p))")

@@ -14,7 +14,7 @@ from domains.bundled import bundled_task
 from domains.validate import validate_plan
 from learning.selection import SelectionFormatError, SelectionModel, load_selection, observations, retrain_selection
 from portfolio.cli import main as cli
-from portfolio.delegates.fd_search import search_aliases
+from portfolio.delegates.fast_downward.searches import search_aliases
 from portfolio.planner import Planner, default_stages
 from traces import TraceStore
 from traces.schema import MIGRATIONS

@@ -41,7 +41,7 @@ def test_plan_pddl_texts_and_from_another_state(service):
 
 
 def test_plan_json_task_keeps_the_cli_json_shape(service):
-    from portfolio.results import PlanResult
+    from portfolio.engine.results import PlanResult
 
     client, _ = service
     task = json.loads(open("domains/examples/blocks-task.json").read())

@@ -1,5 +1,5 @@
 """One memory budget per request: the planner processes of a worker's tree share `--memory-limit` (each capped
-at an equal share, `portfolio.limits.tree_share_mb`), and the default budget fits the machine."""
+at an equal share, `portfolio.engine.limits.tree_share_mb`), and the default budget fits the machine."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def test_a_requests_process_tree_shares_one_budget():
 
 
 def test_the_default_budget_fits_the_machine():
-    from portfolio import limits
+    from portfolio.engine import limits
     from portfolio.cli import build_parser
     from portfolio.commands.serve_cmd import service_config
     from portfolio.serve.validator import VALIDATOR_HEADROOM_MB

@@ -99,7 +99,7 @@ def test_a_killed_worker_is_answered_500_with_the_reason_and_replaced():
 @pytest.mark.slow
 def test_a_task_whose_grounding_exceeds_the_memory_limit_is_an_out_of_memory_attempt():
     # a generous budget: on a loaded machine the grounding must reach the cap before the budget runs out
-    # 150 MB for each of the worker's four planner processes (`portfolio.limits.tree_share_mb`)
+    # 150 MB for each of the worker's four planner processes (`portfolio.engine.limits.tree_share_mb`)
     with serve_in_thread(config(workers=1, memory_limit_mb=600, fd_workers=1, budget_s=60.0,
                                 max_budget_s=60.0)) as (url, _):
         answer = httpx.post(url + "/v1/plan", json={"domain": BOOM_DOMAIN, "problem": boom_problem()}, timeout=120)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from portfolio.bench import benchmark_pairs, driver_translate
-from portfolio.translate import TranslatorOptionsError, translate
-from portfolio.workers import WorkerProcess
+from portfolio.delegates.fast_downward.translate import TranslatorOptionsError, translate
+from portfolio.engine.workers import WorkerProcess
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SUBSET = [  # (folder, domain file, problem file) under ../shared

@@ -68,7 +68,7 @@ class StepRecord(BaseModel):
     @field_validator("action")
     @classmethod
     def _lower_action(cls, value: str) -> str:
-        # PDDL names are case-insensitive; the planner speaks lower case (see portfolio.results).
+        # PDDL names are case-insensitive; the planner speaks lower case (see portfolio.engine.results).
         if any(c.isspace() or c in "()" for c in value):
             raise ValueError("an action name with args (\"drive\", [\"t1\", \"a\", \"b\"]) or a grounded "
                              "action as plans spell it (\"(drive t1 a b)\")")

@@ -42,7 +42,7 @@ def send(channel: TextIO, message: dict[str, Any]) -> None:
 
 def validate(task, plan: list[str]) -> dict[str, Any]:
     from domains.validate import validate_plan
-    from portfolio.results import parse_ground_action
+    from portfolio.engine.results import parse_ground_action
 
     try:
         verdict = validate_plan(task, [parse_ground_action(step) for step in plan])

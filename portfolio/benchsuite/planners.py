@@ -40,7 +40,7 @@ class PlannerError(ValueError):
 class Outcome:
     """What one planner did on one task, before validation."""
 
-    status: str  # a portfolio.results.Status value: solved, unsolvable, timeout, incomplete, memout, error...
+    status: str  # a portfolio.engine.results.Status value: solved, unsolvable, timeout, incomplete, memout, error...
     plan: list[str] = field(default_factory=list)  # grounded actions, PDDL form
     time_s: float | None = None
     setup_s: float | None = None
@@ -182,8 +182,8 @@ def run_driver(alias: str, domain_file: Path, problem_file: Path, budget_s: floa
     """One `fast-downward.py --alias ALIAS` run in `workdir`, its own process group killed at the budget."""
     from portfolio.bench import driver_script
     from portfolio.benchsuite.child import die_with_parent
-    from portfolio.delegates import fd_exitcodes
-    from portfolio.results import Status
+    from portfolio.delegates.fast_downward import exitcodes as fd_exitcodes
+    from portfolio.engine.results import Status
 
     log = workdir / "driver.log"
     start = time.monotonic()

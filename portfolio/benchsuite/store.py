@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from domains.errors import TaskInputError
-from portfolio.results import Resource
+from portfolio.engine.results import Resource
 
 RUNS_FILE = "runs.jsonl"
 

@@ -33,7 +33,7 @@ def add_traces_argument(parser: argparse.ArgumentParser, required: bool = True) 
 def add_cost_arguments(parser: argparse.ArgumentParser, request_field: bool = False) -> None:
     """`--weight` (lambda of learned costs) and `--quality` (how a search with costs trades plan cost for time).
     `request_field`: the server's defaults, which a request's own `weight` / `quality` override."""
-    from portfolio.delegates.fd_search import QUALITIES
+    from portfolio.delegates.fast_downward.searches import QUALITIES
 
     wins = " (a request's own field wins)" if request_field else ""
     parser.add_argument("--weight", type=weight_type, default=None, metavar="LAMBDA",

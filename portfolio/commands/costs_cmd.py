@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from domains.errors import TaskInputError
     from domains.load import load_task
-    from portfolio.delegates.fast_downward import FastDownward
+    from portfolio.delegates.fast_downward.delegate import FastDownward
     from portfolio.planner import Planner
 
     try:

@@ -119,12 +119,12 @@ def fd_workers(args: argparse.Namespace) -> int | None:
 
 
 def translation_cache(args: argparse.Namespace):
-    """The on-disk translation cache `--cache-dir`/`--no-cache` ask for (`portfolio.sas_cache`), or None."""
+    """The on-disk translation cache `--cache-dir`/`--no-cache` ask for (`portfolio.delegates.fast_downward.sas_cache`), or None."""
     if args.no_cache:
         return None
     from pathlib import Path
 
-    from portfolio.sas_cache import SasCache
+    from portfolio.delegates.fast_downward.sas_cache import SasCache
 
     if args.cache_dir and Path(args.cache_dir).exists() and not Path(args.cache_dir).is_dir():
         raise ValueError(f"--cache-dir {args.cache_dir}: expected a directory, found a file")

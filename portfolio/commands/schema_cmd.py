@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
 
         schema = task_json_schema()
     elif args.which == "result":
-        from portfolio.results import PlanResult
+        from portfolio.engine.results import PlanResult
 
         schema = PlanResult.model_json_schema()
     else:

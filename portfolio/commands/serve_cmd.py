@@ -109,7 +109,7 @@ def service_config(args: argparse.Namespace):
     """The `ServiceConfig` the options describe; ValueError with a readable message when they are wrong."""
     from pydantic import ValidationError
 
-    from portfolio import limits
+    from portfolio.engine import limits
     from portfolio.commands.plan_cmd import delegate_names
     from portfolio.planner import CLASSICAL_DELEGATES, DECOMPOSER_DELEGATES
     from portfolio.serve.pool import default_workers

@@ -25,9 +25,9 @@ from typing import Any, Sequence
 from domains.model import And, Atom, Formula, GroundAction, Plan, State, Task
 from domains.pddl_writer import domain_to_pddl, formula_to_pddl, problem_to_pddl
 from domains.validate import holds, unmet_goals, validate_plan
-from portfolio import cancel
-from portfolio.results import Delegate, DelegateOutcome, PlanRequest, Resource, Status
-from portfolio.sas import SasTask, sas_atom_name
+from portfolio.engine import cancel
+from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Resource, Status
+from portfolio.delegates.fast_downward.sas import SasTask, sas_atom_name
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class SubgoalSolver(Resource):
         return self._delegates
 
     def _fast_downward(self):
-        from portfolio.delegates.fast_downward import FastDownward
+        from portfolio.delegates.fast_downward.delegate import FastDownward
 
         return next((d for d in self.delegates if isinstance(d, FastDownward)), None)
 
@@ -122,7 +122,7 @@ class SubgoalSolver(Resource):
         fast_downward = self._fast_downward()
         if fast_downward is None:
             return None, "no Fast Downward delegate"
-        from portfolio.workers import BudgetExpired, WorkerCrashed, WorkerError
+        from portfolio.engine.workers import BudgetExpired, WorkerCrashed, WorkerError
 
         try:
             translation, _ = fast_downward.translate(request, deadline)

@@ -11,7 +11,7 @@ task reaches first.
 The goals are then planned incrementally (entries 1..k as the k-th subgoal, so achieved goals are kept) by the
 classical planners on one shared translation, with part of the budget; if that fails, the full goal is planned
 with what is left, which is the larger-budget classical run the 1 s tier could not afford. When the cascade has
-carried Fast Downward's work over from the classical tier (`portfolio.cascade`), that run is already going on:
+carried Fast Downward's work over from the classical tier (`portfolio.engine.cascade`), that run is already going on:
 the agenda then waits for (and reuses) its translation and, on unit-cost tasks (where that run is the same race
 as its full-goal one), takes the whole budget and skips the full goal.
 """
@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from domains.model import And, Atom, Formula
-from portfolio import cancel
+from portfolio.engine import cancel
 from portfolio.delegates.decompose import SubgoalSolver, conjunction
 from domains.model import Task
-from portfolio.results import DelegateOutcome, PlanRequest, Resource, Status
-from portfolio.sas import SasTask, sas_atom_name
+from portfolio.engine.results import DelegateOutcome, PlanRequest, Resource, Status
+from portfolio.delegates.fast_downward.sas import SasTask, sas_atom_name
 
 log = logging.getLogger(__name__)
 
@@ -277,7 +277,7 @@ class GoalAgenda(Resource):
             return DelegateOutcome(Status.UNSOLVABLE, reason="translator: goal not relaxed-reachable", details=details)
         if why:
             details["translation"] = why
-        # With Fast Downward's work carried over (`portfolio.cascade`), it is already searching the full goal on
+        # With Fast Downward's work carried over (`portfolio.engine.cascade`), it is already searching the full goal on
         # this translation: the agenda gets the whole budget, and the full goal is not searched a second time
         # (that would only take half the CPU from the search that started first). With action costs the
         # carried-over pair is cost-aware and the full-goal race here is not, so that one still runs.

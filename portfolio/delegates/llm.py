@@ -25,10 +25,10 @@ from domains.literals import parse_ground_literal as parse_literal
 from domains.model import Plan, Task
 from domains.pddl_writer import formula_to_pddl
 from domains.validate import validate_plan
-from portfolio import cancel
+from portfolio.engine import cancel
 from portfolio.delegates.decompose import SubgoalSolver, conjunction, relevant_facts
 from portfolio.delegates.llm_client import LLMClient, LLMError, extract_json
-from portfolio.results import DelegateOutcome, PlanRequest, Resource, Status, parse_ground_action
+from portfolio.engine.results import DelegateOutcome, PlanRequest, Resource, Status, parse_ground_action
 
 log = logging.getLogger(__name__)
 

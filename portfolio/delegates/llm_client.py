@@ -29,8 +29,8 @@ from typing import Any
 
 import httpx
 
-from portfolio import cancel
-from portfolio.results import Resource
+from portfolio.engine import cancel
+from portfolio.engine.results import Resource
 
 log = logging.getLogger(__name__)
 

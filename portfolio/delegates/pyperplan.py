@@ -17,8 +17,8 @@ from dataclasses import replace
 
 from domains.model import STRIPS_FRAGMENT, TRUE, And, Atom, Formula, Task
 from domains.pddl_writer import task_with_texts
-from portfolio.results import DelegateOutcome, PlanRequest, Resource, Status, parse_ground_action
-from portfolio.workers import BudgetExpired, OutOfMemory, WorkerCrashed, WorkerError, WorkerProcess
+from portfolio.engine.results import DelegateOutcome, PlanRequest, Resource, Status, parse_ground_action
+from portfolio.engine.workers import BudgetExpired, OutOfMemory, WorkerCrashed, WorkerError, WorkerProcess
 
 
 def _atoms_only(formula: Formula) -> bool:

@@ -8,7 +8,7 @@ Factories import their module only when called, so the classical path never impo
 tier's delegates share one `SubgoalSolver`, which plans subgoals with the classical tier's own delegates when
 there are any (one translator worker, one translation cache for both tiers).
 
-Shares split a tier's budget (see `portfolio.cascade`): Fast Downward 4 to pyperplan's 1 gives Fast Downward
+Shares split a tier's budget (see `portfolio.engine.cascade`): Fast Downward 4 to pyperplan's 1 gives Fast Downward
 0.8 s of the default 1 s and pyperplan at least 0.2 s (all of it when Fast Downward fails fast); the LLM 2 to the
 goal agenda's 1 leaves the non-LLM fallback at least a third of the decomposer tier.
 """
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 if TYPE_CHECKING:
-    from portfolio.cascade import Stage, Tier
+    from portfolio.engine.cascade import Stage, Tier
 
 # Imported by the CLI to build `--help`: only the builders below import the cascade (and the validator).
 
@@ -45,8 +45,8 @@ class DelegateSpec:
 
 
 def _fast_downward(options: Mapping[str, Any], solver: Any):
-    from portfolio.delegates.fast_downward import FastDownward
-    from portfolio.delegates.fd_search import DEFAULT_QUALITY
+    from portfolio.delegates.fast_downward.delegate import FastDownward
+    from portfolio.delegates.fast_downward.searches import DEFAULT_QUALITY
 
     return FastDownward(alias=options.get("fd_alias") or "lama-first", search=options.get("fd_search"),
                         disk_cache=options.get("translation_cache"), workers=options.get("fd_workers"),
@@ -180,7 +180,7 @@ def decomposer_tier(names: Sequence[str], classical_names: Sequence[str] = (), *
     if wrong:
         raise ValueError(f"{', '.join(wrong)} cannot run in the decomposer tier")
     shared = [d for d in options.pop("classical_delegates", None) or () if d.name in SOLVER_DELEGATES]
-    from portfolio.cascade import DECOMPOSER_BUDGET_S, Tier
+    from portfolio.engine.cascade import DECOMPOSER_BUDGET_S, Tier
 
     budget = options.get("decomposer_budget_s") or DECOMPOSER_BUDGET_S
     with contextlib.ExitStack() as cleanup:
@@ -206,7 +206,7 @@ def build_stages(names: Sequence[str] = DEFAULT_DELEGATES, budget_s: float | Non
     tier_shares(names, shares)
     classical_names = [n for n in names if CATALOG[n].tier == CLASSICAL_TIER]
     others = [n for n in names if CATALOG[n].tier == DECOMPOSER_TIER]
-    from portfolio.cascade import CLASSICAL_BUDGET_S, Tier
+    from portfolio.engine.cascade import CLASSICAL_BUDGET_S, Tier
 
     budget_s = CLASSICAL_BUDGET_S if budget_s is None else budget_s
     stages: list[Stage] = []

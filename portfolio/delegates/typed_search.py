@@ -25,7 +25,7 @@ from typing import Any
 
 from domains.model import TRUE, And, Atom, GroundAction, Task, action_cost
 from domains.validate import applicable, apply, goal_reached
-from portfolio.results import DelegateOutcome, PlanRequest, Resource, Status
+from portfolio.engine.results import DelegateOutcome, PlanRequest, Resource, Status
 
 _INF = float("inf")
 

@@ -53,7 +53,7 @@ class Metrics:
         for attempt in result.get("attempts") or []:
             if settled and (attempt["delegate"], attempt["status"]) == (result.get("delegate"), result["status"]):
                 continue  # the attempt that decided the call
-            # With carry-over (`portfolio.cascade`) a delegate's background record and a delegate stopped by the
+            # With carry-over (`portfolio.engine.cascade`) a delegate's background record and a delegate stopped by the
             # other side's answer handed nothing over: the hand-over was counted at the end of the share.
             details = attempt.get("details") or {}
             if not details.get("background") and not details.get("stopped_by"):

@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from portfolio.delegates.fd_search import QUALITIES
-from portfolio.results import PlanResult
+from portfolio.delegates.fast_downward.searches import QUALITIES
+from portfolio.engine.results import PlanResult
 from traces.records import ActionStats, StepRecord
 
 JobStatus = Literal["running", "done", "failed"]

@@ -7,10 +7,10 @@ waits in a bounded FIFO queue: when `queue_limit` requests already wait, it is r
 answered 503 with Retry-After) rather than left to wait without limit. A small request is therefore never held
 up by a large one while another worker is free.
 
-Each worker is a `portfolio.workers.WorkerProcess` (the same killable channel the delegates use) running a
+Each worker is a `portfolio.engine.workers.WorkerProcess` (the same killable channel the delegates use) running a
 different program: a call that outlives its deadline kills the worker's process group and starts a fresh one,
 and a worker that dies (out of memory, killed) is replaced and its request fails with the reason. The
-kernel's parent-death signal (see `portfolio.limits`) takes the worker's own children down with it.
+kernel's parent-death signal (see `portfolio.engine.limits`) takes the worker's own children down with it.
 
 All bookkeeping (idle list, waiters) happens on the event loop's thread; the blocking call runs on a thread of
 a dedicated executor with one thread per worker, so the loop never blocks.
@@ -30,8 +30,8 @@ from typing import Any, Callable
 
 from pydantic import BaseModel
 
-from portfolio import limits
-from portfolio.workers import BudgetExpired, WorkerCrashed, WorkerError, WorkerProcess, kill_group
+from portfolio.engine import limits
+from portfolio.engine.workers import BudgetExpired, WorkerCrashed, WorkerError, WorkerProcess, kill_group
 
 log = logging.getLogger(__name__)
 

@@ -52,8 +52,8 @@ def validate(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
-    from portfolio import limits
-    from portfolio.worker_main import serve
+    from portfolio.engine import limits
+    from portfolio.engine.worker_main import serve
 
     responses = os.fdopen(os.dup(1), "wb")
     requests = os.fdopen(os.dup(0), "rb")

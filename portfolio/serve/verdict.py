@@ -11,7 +11,7 @@ from typing import Sequence
 
 from domains.errors import TaskInputError
 from domains.model import Task
-from portfolio.results import parse_ground_action
+from portfolio.engine.results import parse_ground_action
 from portfolio.serve.models import BadRequest, ValidateBody, Verdict, load_task
 
 

@@ -2,7 +2,7 @@
 
 Each worker is a process with its own warm `Planner` (cascade, translator worker, pre-started searches,
 translation cache) and its own connection to the trace store, answering one request at a time over the same
-length-prefixed pickle channel and request loop as `portfolio.worker_main`. Parsing and planning happen here, not in the server,
+length-prefixed pickle channel and request loop as `portfolio.engine.worker_main`. Parsing and planning happen here, not in the server,
 so a task that explodes takes down (and costs the memory of) one worker, which the pool replaces.
 
 A stored model this release cannot read (hand-edited, damaged: `learning.storage.ModelFormatError`) does not
@@ -25,8 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from portfolio import limits
-from portfolio.worker_main import serve
+from portfolio.engine import limits
+from portfolio.engine.worker_main import serve
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class PlannerWorker:
         from portfolio.planner import Planner, default_stages
 
         self.config = config
-        from portfolio.sas_cache import SasCache
+        from portfolio.delegates.fast_downward.sas_cache import SasCache
 
         # Workers share the on-disk translation cache: a task one worker translated, any other reads.
         cache = SasCache(config.cache_dir) if config.translation_cache else None
@@ -132,7 +132,7 @@ class PlannerWorker:
         """The classical tier's budget for one call (the server has already capped it)."""
         from contextlib import contextmanager
 
-        from portfolio.cascade import Tier
+        from portfolio.engine.cascade import Tier
 
         @contextmanager
         def scope():
@@ -171,7 +171,7 @@ class PlannerWorker:
 
 def tree_processes(config: WorkerConfig) -> int:
     """The processes of one worker that hold a request's task at once: the worker itself (it parses), Fast
-    Downward's translator worker and its raced searches, the pyperplan worker (`portfolio.limits`)."""
+    Downward's translator worker and its raced searches, the pyperplan worker (`portfolio.engine.limits`)."""
     fast_downward = 1 + config.fd_workers if "fast-downward" in config.delegates else 0
     return 1 + fast_downward + ("pyperplan" in config.delegates)
 

@@ -19,7 +19,7 @@ from domains.model import Atom, GroundAction, Task
 from domains.typed_actions import ReplanRequested, TypedAction, action, compile_actions, known_names, registered_types
 from domains.validate import goal_reached
 from portfolio.agent.failures import Failure, classify, default_critique, describe
-from portfolio.results import PlanResult
+from portfolio.engine.results import PlanResult
 
 
 @dataclass(frozen=True)

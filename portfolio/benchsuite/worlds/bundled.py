@@ -8,7 +8,7 @@ Per bundled task shape (`TASKS`: blocksworld, gripper, logistics and tools at tw
 one grounded action in `BAD_EVERY` fails 50% of the time (chosen by a hash of the action, so the same groundings
 fail in every problem of that size), every other 2%. A learned `Planner(traces=..., cost_weight=5)` with the
 default cascade plans `episodes` problems of that size (the generator's seeds `first_problem`, +1, ...; 0-29 were
-the tuning tasks of the anytime search, `portfolio.delegates.fd_search._ANYTIME`, so the default starts at 100),
+the tuning tasks of the anytime search, `portfolio.delegates.fast_downward.searches._ANYTIME`, so the default starts at 100),
 each executed in
 simulation and recorded, retrained every `retrain_every`; every call made with learned costs is compared with
 the optimum under the very same costs (`exact.ExactSearch`: A* with LM-cut, `budget_s` per task). Where the
@@ -60,7 +60,7 @@ def bundled_quality(episodes: int = 30, retrain_every: int = 5, tasks=TASKS, bud
     from portfolio.benchsuite.worlds.family import Episode
     from portfolio.benchsuite.worlds.report import quality
     from portfolio.benchsuite.worlds.runner import LAM, execute
-    from portfolio.cascade import CLASSICAL_BUDGET_S
+    from portfolio.engine.cascade import CLASSICAL_BUDGET_S
     from portfolio.planner import Planner
     from traces.records import StepRecord
 

@@ -9,7 +9,7 @@
 (`RouteSearch`) is exact; for every other domain Fast Downward's `seq-opt-lmcut` alias (A* with the admissible
 LM-cut heuristic) runs alone with a generous budget, and a result that is not a plan of that search raises:
 a yardstick that silently fell back to a satisficing search would measure nothing. Fast Downward takes integer
-costs (`portfolio.sas.COST_SCALE` = 1000: three decimals), so "optimal" is up to 0.0005 per step.
+costs (`portfolio.delegates.fast_downward.sas.COST_SCALE` = 1000: three decimals), so "optimal" is up to 0.0005 per step.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Callable, Mapping, Sequence
 
 from domains.model import Task, action_cost
-from portfolio.results import PlanRequest, PlanResult
+from portfolio.engine.results import PlanRequest, PlanResult
 
 EXACT_ALIAS = "seq-opt-lmcut"
 EXACT_BUDGET_S = 60.0
@@ -34,7 +34,7 @@ class ExactSearch:
     """Optimal plans for one domain's tasks under given costs (module docstring)."""
 
     def __init__(self, domain: str, budget_s: float = EXACT_BUDGET_S) -> None:
-        from portfolio.cascade import PortfolioDecomposition
+        from portfolio.engine.cascade import PortfolioDecomposition
         from portfolio.planner import default_stages
 
         self.domain = domain

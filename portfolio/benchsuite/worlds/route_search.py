@@ -18,7 +18,7 @@ import heapq
 import itertools
 
 from domains.model import GroundAction, Task, action_cost
-from portfolio.results import DelegateOutcome, PlanRequest, Status
+from portfolio.engine.results import DelegateOutcome, PlanRequest, Status
 
 
 def _facts(state, predicate: str) -> list[tuple[str, ...]]:

@@ -85,7 +85,7 @@ def answered_by(result) -> str:
 def _true_costs(world: World, task, spec) -> Callable[[Sequence[str]], dict[str, float]]:
     def costs(grounded: Sequence[str]) -> dict[str, float]:
         from learning.costs import risk_cost
-        from portfolio.results import parse_ground_action
+        from portfolio.engine.results import parse_ground_action
 
         out = {}
         for text in grounded:
@@ -114,7 +114,7 @@ def run_world(world: World, episodes: int = 200, retrain_every: int = 10,
     from domains.pddl_writer import formula_to_pddl
     from learning.retrain import retrain
     from portfolio.benchsuite.worlds.exact import CostRecorder, ExactSearch, plan_cost_under
-    from portfolio.cascade import CLASSICAL_BUDGET_S
+    from portfolio.engine.cascade import CLASSICAL_BUDGET_S
     from portfolio.planner import Planner
     from traces.records import StepRecord
 

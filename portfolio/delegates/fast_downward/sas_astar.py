@@ -2,12 +2,12 @@
 
 What: A* (duplicate detection by best g, reopening a state reached more cheaply) guided by h_max (the costliest
 single fact the relaxed task needs, with operator costs: admissible and consistent), over the operators of
-`portfolio.sas_search.compile_task`. A plan it returns is optimal under the costs it was given.
+`portfolio.delegates.fast_downward.sas_search.compile_task`. A plan it returns is optimal under the costs it was given.
 
 Why: with costs (learned, or the task's own) the plan must be the cheapest one, and on a small task proving it
-takes a search process (`anytime-wastar` beside A* with LM-cut, `portfolio.delegates.fd_anytime`) 15-30 ms, most
+takes a search process (`anytime-wastar` beside A* with LM-cut, `portfolio.delegates.fast_downward.anytime`) 15-30 ms, most
 of it the process itself; a cost-blind replan of the same task is answered in this process by GBFS in 2-3 ms
-(`portfolio.sas_search`). This search gives calls with costs the same shortcut: `FastDownward` runs it first on
+(`portfolio.delegates.fast_downward.sas_search`). This search gives calls with costs the same shortcut: `FastDownward` runs it first on
 tasks below its in-process operator threshold and falls back to the processes when it stops (deadline or node
 cap: `timeout` / `memout`) or runs out of states (`incomplete`: never `unsolvable`, as in `sas_search`).
 Costs are floats (the process search rounds them to thousandths).
@@ -20,8 +20,8 @@ import time
 from itertools import count
 from typing import Sequence
 
-from portfolio.results import Status
-from portfolio.sas_search import Problem, Relaxation, SearchResult, _successor, _trace, relax
+from portfolio.engine.results import Status
+from portfolio.delegates.fast_downward.sas_search import Problem, Relaxation, SearchResult, _successor, _trace, relax
 
 
 def h_max(relaxation: Relaxation, op_costs: Sequence[float], state: tuple[int, ...]) -> float | None:

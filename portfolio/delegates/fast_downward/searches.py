@@ -1,14 +1,14 @@
 """The search side of the Fast Downward delegate: which searches to run, and running `downward` processes.
 
 Fast Downward's driver keeps translate, search and portfolio apart (`aliases.py`, `run_components.py`,
-`portfolio_runner.py`); so does this project. `portfolio.delegates.fast_downward` translates and caches; this
+`portfolio_runner.py`); so does this project. `portfolio.delegates.fast_downward.delegate` translates and caches; this
 module holds what happens once a SAS task exists:
 - the search configurations by alias (`SEARCH_ALIASES`), with the measured reasons for each choice beside them;
 - which of them one call runs side by side (`search_aliases`: a small portfolio over the cores available, first
   plan wins on unit costs, the cost-aware plan preferred with costs);
-- running them (`run_searches`): the SAS task is handed to pre-started `downward` processes (`portfolio.workers`)
+- running them (`run_searches`): the SAS task is handed to pre-started `downward` processes (`portfolio.engine.workers`)
   under the call's deadline, the wait ends on a plan, a proof, the deadline or the thread's stop signal
-  (`portfolio.cancel`), and the plan or the reasons are read back from the processes' files.
+  (`portfolio.engine.cancel`), and the plan or the reasons are read back from the processes' files.
 
 Exit codes go through `fd_exitcodes` (named as in Fast Downward's driver): when several searches run side by
 side, one `aggregate` over the ones that ran decides the outcome, and a search that fails early never cuts
@@ -26,11 +26,12 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from portfolio import cancel
-from portfolio.delegates import fd_anytime, fd_exitcodes
-from portfolio.results import DelegateOutcome, Status
-from portfolio.sas import operator_action
-from portfolio.workers import SearchProcessPool, wait_any
+from portfolio.engine import cancel
+from portfolio.delegates.fast_downward import anytime as fd_anytime
+from portfolio.delegates.fast_downward import exitcodes as fd_exitcodes
+from portfolio.engine.results import DelegateOutcome, Status
+from portfolio.delegates.fast_downward.sas import operator_action
+from portfolio.engine.workers import SearchProcessPool, wait_any
 
 _LAMA_FIRST = (
     "let(hlm, eval_modify_costs(landmark_sum(lm_factory=lm_reasonable_orders_hps(lm_rhw()),pref=false),"
@@ -41,7 +42,7 @@ _LAMA_FIRST = (
 # actions still count) in an eager weighted A*. Eager, not lazy as in LAMA: lazy search scores a successor by its
 # parent's estimate, so on a task where one expensive action reaches the goal directly it takes that action
 # (measured: cost 100 vs 3). With w = 3 the heuristic outweighs the cost already paid, so its first plan may be
-# a short risky route where a longer safe one is cheaper (`portfolio.delegates.fd_anytime`).
+# a short risky route where a longer safe one is cheaper (`portfolio.delegates.fast_downward.anytime`).
 _LAMA_COSTS = (
     "let(hlm, eval_modify_costs(landmark_sum(lm_factory=lm_reasonable_orders_hps(lm_rhw()),pref=false),"
     "cost_type=plusone),let(hff, eval_modify_costs(ff(),cost_type=plusone),"

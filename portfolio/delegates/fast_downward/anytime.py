@@ -19,7 +19,7 @@ and a single search's to `PLAN`, the cost last (`; cost = N (general cost)`), so
 they appear: a plan file without that line is still being written and is skipped. The wait (`wait_anytime`)
 ends on a proof (a proving search exited with a plan, or any search proved the task unsolvable), when every
 search has exited, at the deadline, or once a plan exists and `improve_by` has passed: the share of the call's
-budget the caller gives improvement (`quality` in `portfolio.delegates.fast_downward`). The outcome is the
+budget the caller gives improvement (`quality` in `portfolio.delegates.fast_downward.delegate`). The outcome is the
 cheapest plan found by any search; the attempt's details record every plan found (search, cost, ms) and
 whether optimality was proved.
 """
@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from portfolio import cancel
-from portfolio.delegates import fd_exitcodes
-from portfolio.results import DelegateOutcome, Status
-from portfolio.workers import SearchRun, wait_any
+from portfolio.engine import cancel
+from portfolio.delegates.fast_downward import exitcodes as fd_exitcodes
+from portfolio.engine.results import DelegateOutcome, Status
+from portfolio.engine.workers import SearchRun, wait_any
 
 _COST_LINE = re.compile(r";\s*cost\s*=\s*(\d+)")
 # After `improve_by`, while no plan exists yet, plan files are looked for this often (a search process does not

@@ -2,7 +2,7 @@
 
 Every process that runs planning code on a task (the translator worker, the pyperplan worker, each Fast Downward
 search, and the service's planner workers) runs with `RLIMIT_AS` set, by `cap()` at the spawn points in
-`portfolio.workers`. Exceeding the cap makes Python raise `MemoryError` in the worker (reported back as an
+`portfolio.engine.workers`. Exceeding the cap makes Python raise `MemoryError` in the worker (reported back as an
 attempt with status `error` and reason "out of memory", and the worker is replaced) and makes the search binary
 exit with its out-of-memory code; the cascade goes on with the next delegate.
 

@@ -13,12 +13,12 @@ slow first delegate cannot starve the later ones, and time a delegate leaves unu
 
 **Carry-over** (`carry_over=True`, the default; `--no-carry-over` in the CLI and the service). A share is the
 deadline for a delegate's *first answer*, not for its work. A delegate that says it can be carried over (Fast
-Downward: `carries_over = True`) runs on a thread of its own (`portfolio.carry`) with the cascade's final
+Downward: `carries_over = True`) runs on a thread of its own (`portfolio.engine.carry`) with the cascade's final
 deadline (the start plus every stage's budget); the cascade waits for it only until its share ends. If it has
 not answered by then, its translation and searches go on in the background while the later delegates run
 (pyperplan still gets its share of the 1 s tier, then the decomposer tier its 30 s), and the first valid plan
 from either side wins: a carried-over plan is validated the moment it arrives and stops the delegate running
-in the foreground (`portfolio.cancel`); a foreground plan stops the carried-over work. With no plan from the
+in the foreground (`portfolio.engine.cancel`); a foreground plan stops the carried-over work. With no plan from the
 tiers, the cascade waits for the carried-over work until the final deadline, so the whole call still ends by
 it, and returns with nothing of either left running. Only one delegate is carried over per call (the first).
 The goal agenda reuses the carried-over translation (`FastDownward.translate` waits for a translation another
@@ -44,9 +44,9 @@ from typing import Sequence, Union
 from domains.action_elimination import eliminate
 from domains.model import Task, plan_cost
 from domains.validate import goal_reached, validate_plan
-from portfolio import cancel
-from portfolio.carry import CarriedOver
-from portfolio.results import (
+from portfolio.engine import cancel
+from portfolio.engine.carry import CarriedOver
+from portfolio.engine.results import (
     Attempt,
     Delegate,
     DelegateOutcome,

@@ -1,6 +1,6 @@
 """`make demo`: a research agent with unreliable tools replans within a run and learns across runs.
 
-    python -m portfolio.demo [--runs 6] [--traces PATH] [--seed 3] [--outage 0.8] [--verbose]
+    python -m portfolio.commands.demo [--runs 6] [--traces PATH] [--seed 3] [--outage 0.8] [--verbose]
 
 Each run asks the agent (`domains.bundled.tools_sim`) for a write-up. The cheap news wire times out most of the
 time: the loop retries it (transient failure), then plans around it (the archive) in the same run. Every step
@@ -23,7 +23,7 @@ from portfolio.agent import Agent
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m portfolio.demo", description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(prog="python -m portfolio.commands.demo", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=6, help="runs of the agent (default 6)")
     parser.add_argument("--traces", help="trace store path (default: a temporary file, deleted afterwards)")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from portfolio.results import Status
+from portfolio.engine.results import Status
 
 SUCCESS = 0
 SEARCH_PLAN_FOUND_AND_OUT_OF_MEMORY = 1

@@ -1,4 +1,4 @@
-"""The child side of a planner worker process: `python -m portfolio.worker_main`.
+"""The child side of a planner worker process: `python -m portfolio.engine.worker_main`.
 
 Python threads cannot be stopped, so everything that runs Python planning code under a budget (Fast Downward's
 translator, pyperplan's search) runs here, in a process the parent can kill. The worker imports its planners
@@ -38,9 +38,9 @@ def write_message(stream: BinaryIO, message: Any) -> None:
 
 
 def translate(domain_pddl: str, problem_pddl: str, options: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Fast Downward's translate pipeline (see `portfolio.translate`) with the translator's `options`: SAS text
+    """Fast Downward's translate pipeline (see `portfolio.delegates.fast_downward.translate`) with the translator's `options`: SAS text
     and whether the translator proved the task unsolvable."""
-    from portfolio.translate import translate as run_translator
+    from portfolio.delegates.fast_downward.translate import translate as run_translator
 
     return run_translator(domain_pddl, problem_pddl, options).as_dict()
 
@@ -94,7 +94,7 @@ def serve(requests: BinaryIO, responses: BinaryIO, handlers: dict | None = None)
 
 
 def main() -> None:
-    from portfolio.limits import die_with_parent_if_asked
+    from portfolio.engine.limits import die_with_parent_if_asked
 
     die_with_parent_if_asked()
     responses = os.fdopen(os.dup(1), "wb")
@@ -105,7 +105,7 @@ def main() -> None:
     if "translate" in preload:
         import fast_downward.translate.main  # noqa: F401 - warm the import before the first request
         import fast_downward.translate.normalize  # noqa: F401
-        import portfolio.translate  # noqa: F401
+        import portfolio.delegates.fast_downward.translate  # noqa: F401
     if "pyperplan" in preload:
         import pyperplan.planner  # noqa: F401
     serve(requests, responses)

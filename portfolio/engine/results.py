@@ -57,11 +57,11 @@ class PlanRequest:
     instead of the model's own (learned costs); `excluded` lists grounded actions no plan may use (an action that
     just failed, for this adaptation generation); `critiques` are verbal reasons from earlier failures, for
     delegates that can read them (an LLM); `carried_over` names delegates whose work on this very request goes
-    on in the background (`portfolio.cascade`, "Carry-over"), so a delegate need not repeat it; `answer_by` (a
+    on in the background (`portfolio.engine.cascade`, "Carry-over"), so a delegate need not repeat it; `answer_by` (a
     monotonic time, set on carried-over work) is when the caller wanted its first answer: after it, a delegate
     returns its first plan rather than wait for a cheaper one. `quality` ("first", "anytime", "optimal"; None:
     the delegate's own) says how a cost-aware delegate trades plan cost for time on this call
-    (`portfolio.delegates.fd_search.QUALITIES`).
+    (`portfolio.delegates.fast_downward.searches.QUALITIES`).
     """
 
     task: Task
@@ -161,7 +161,7 @@ STATUS_HELP = ("solved; unsolvable (proved by a complete method: the only status
 
 class Attempt(BaseModel):
     """One delegate's try, in the order things happened. Fast Downward's work carried over past its share
-    (`portfolio.cascade`, "Carry-over") has two: `timeout` with `details.carried_over` at the end of its share,
+    (`portfolio.engine.cascade`, "Carry-over") has two: `timeout` with `details.carried_over` at the end of its share,
     then one with `details.background` saying how the work ended (`details.stopped_by` when another delegate
     answered first); a delegate cut short by a carried-over plan is `timeout` with `details.stopped_by`."""
 

@@ -3,17 +3,17 @@
 This is the driver's translate -> search pipeline without the driver: the `fast-downward.py` script pays
 interpreter start-up and imports on every call, a long-lived delegate pays them once. Translations are cached
 by task content and re-used for replanning from a changed state and for other action costs (see `sas.py`);
-with a `SasCache` (`portfolio.sas_cache`) they also survive the process: a task translated by any process
+with a `SasCache` (`portfolio.delegates.fast_downward.sas_cache`) they also survive the process: a task translated by any process
 before is read from disk instead (the attempt's `details["translation"]` says "disk"). A replan on a small unit-cost
-task (translation reused, init rewritten) is first searched in this process (`portfolio.sas_search`, no process:
+task (translation reused, init rewritten) is first searched in this process (`portfolio.delegates.fast_downward.sas_search`, no process:
 `details["search"]` says "in-process"); when that finds nothing, the process search runs in what is left.
 Both stages run in processes that are killed when the deadline passes, so the budget is hard; handing the SAS
 task to a search process is bounded by the same deadline.
 
-The cascade may carry this delegate's work over past its share (`carries_over`, see `portfolio.cascade`): it
+The cascade may carry this delegate's work over past its share (`carries_over`, see `portfolio.engine.cascade`): it
 then runs on another thread beside the decomposer tier, which shares it. So a translation under way is made
 once (a second caller waits for it), and every wait also ends when the thread's stop signal is set
-(`portfolio.cancel`). The decomposer's subgoal searches still race `workers` searches beside the carried-over
+(`portfolio.engine.cancel`). The decomposer's subgoal searches still race `workers` searches beside the carried-over
 ones: capping all calls together at one search per core was tried and lost (citycar p3-2-2-0-1: the goal
 agenda's first subgoal took lama-first alone > 5 s, the race's eager-ff-cg 0.23 s).
 
@@ -31,18 +31,18 @@ from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from domains.model import Atom, Task
-from portfolio import cancel
-from portfolio.delegates import fd_inprocess
-from portfolio.delegates.fd_inprocess import INPROCESS_MAX_OPERATORS, INPROCESS_NODE_CAP
-from portfolio.delegates.fd_search import (
+from portfolio.engine import cancel
+from portfolio.delegates.fast_downward import inprocess as fd_inprocess
+from portfolio.delegates.fast_downward.inprocess import INPROCESS_MAX_OPERATORS, INPROCESS_NODE_CAP
+from portfolio.delegates.fast_downward.searches import (
     DEFAULT_QUALITY, RACE_ALIASES, SATISFICING, SEARCH_ALIASES, available_cores, run_searches,
     check_quality, search_aliases, search_binary,
 )
-from portfolio.results import DelegateOutcome, PlanRequest, Resource, Status
-from portfolio.sas import COST_SCALE, SasTask, parse_sas
-from portfolio.sas_cache import CachedTranslation, SasCache, cache_key
-from portfolio.translate import TranslatorOptionsError, check_options
-from portfolio.workers import (
+from portfolio.engine.results import DelegateOutcome, PlanRequest, Resource, Status
+from portfolio.delegates.fast_downward.sas import COST_SCALE, SasTask, parse_sas
+from portfolio.delegates.fast_downward.sas_cache import CachedTranslation, SasCache, cache_key
+from portfolio.delegates.fast_downward.translate import TranslatorOptionsError, check_options
+from portfolio.engine.workers import (
     BudgetExpired, OutOfMemory, SearchProcessPool, WorkerCrashed, WorkerError, WorkerProcess,
 )
 
@@ -90,7 +90,7 @@ class FastDownward(Resource):
     (`details["sas"]`) and which configurations raced (`details["searches"]`) and won (`details["search"]`):
     what the selection is learned from.
 
-    `translate_options` (translator flags, `portfolio.translate.check_options`): every task is translated with
+    `translate_options` (translator flags, `portfolio.delegates.fast_downward.translate.check_options`): every task is translated with
     them. None (the default): the driver's defaults, unless `translator_chooser` (settable later; set from the
     learned selection model like `selector`) returns options for the task, chosen BEFORE translation. Attempts
     record the options used (`details["translator"]`); both caches key on them, so a translation made with one
@@ -103,7 +103,7 @@ class FastDownward(Resource):
     attempt's details record every plan found (`details["plans"]`: search, cost, ms) and `details["optimal"]`."""
 
     source = "classical"
-    carries_over = True  # the cascade may let its work go on past its share (`portfolio.cascade`)
+    carries_over = True  # the cascade may let its work go on past its share (`portfolio.engine.cascade`)
 
     def __init__(
         self,

@@ -24,9 +24,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from portfolio import cancel, limits
-from portfolio.results import Resource
-from portfolio.worker_main import HEADER, write_message
+from portfolio.engine import cancel
+from portfolio.engine import limits
+from portfolio.engine.results import Resource
+from portfolio.engine.worker_main import HEADER, write_message
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ class WorkerError(Exception):
 
 
 class OutOfMemory(WorkerError):
-    """The code the worker ran went over the memory cap (`portfolio.limits`); the worker was replaced."""
+    """The code the worker ran went over the memory cap (`portfolio.engine.limits`); the worker was replaced."""
 
 
 def descendants(pid: int) -> list[int]:
@@ -105,7 +106,7 @@ def kill_group(process: subprocess.Popen) -> None:
 
 
 class WorkerProcess(Resource):
-    """A long-lived `python -m portfolio.worker_main` answering one request at a time."""
+    """A long-lived `python -m portfolio.engine.worker_main` answering one request at a time."""
 
     def __init__(self, preload: tuple[str, ...] = ()) -> None:
         self.preload = preload
@@ -115,14 +116,14 @@ class WorkerProcess(Resource):
 
     def spawn(self) -> None:
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "portfolio.worker_main", *self.preload],
+            [sys.executable, "-m", "portfolio.engine.worker_main", *self.preload],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
             bufsize=0,
         )
-        limits.cap(self._process)  # memory cap (see portfolio.limits)
+        limits.cap(self._process)  # memory cap (see portfolio.engine.limits)
 
     @property
     def pid(self) -> int | None:
@@ -130,7 +131,7 @@ class WorkerProcess(Resource):
 
     def call(self, op: str, deadline: float, **kwargs: Any) -> Any:
         """Run `op(**kwargs)` in the worker; kill it and raise BudgetExpired if `deadline` passes first (or this
-        thread's stop signal is set: `portfolio.cancel`). Waiting for another thread's call counts against the
+        thread's stop signal is set: `portfolio.engine.cancel`). Waiting for another thread's call counts against the
         deadline too."""
         while not self._lock.acquire(timeout=max(0.0, min(0.05, deadline - time.monotonic()))):
             if cancel.expired(deadline):
@@ -236,7 +237,7 @@ class SearchProcessPool(Resource):
                 stdin=subprocess.PIPE, stdout=output, stderr=subprocess.STDOUT, cwd=self._dir,
                 start_new_session=True,
             )
-        limits.cap(process)  # memory cap (see portfolio.limits)
+        limits.cap(process)  # memory cap (see portfolio.engine.limits)
         return SearchRun(process, plan_path, output_path)
 
     def _do_chores(self) -> None:
@@ -284,7 +285,7 @@ class SearchProcessPool(Resource):
             run.process.wait()
         if run.process.stdin:
             run.process.stdin.close()
-        # an iterated search writes PLAN.1, PLAN.2, ... (`portfolio.delegates.fd_anytime`)
+        # an iterated search writes PLAN.1, PLAN.2, ... (`portfolio.delegates.fast_downward.anytime`)
         self._chores.put(lambda: _unlink(run.plan_path, run.output_path,
                                          *glob.glob(glob.escape(run.plan_path) + ".*")))
 
@@ -360,7 +361,7 @@ def _exit_code(process: subprocess.Popen) -> int | None:
 
 def wait_any(processes: list[subprocess.Popen], timeout: float) -> None:
     """Block until one of `processes` exits, `timeout` seconds pass or this thread's stop signal is set
-    (`portfolio.cancel`), without polling (Linux pidfds)."""
+    (`portfolio.engine.cancel`), without polling (Linux pidfds)."""
     fds = []
     try:
         for process in processes:

@@ -2,16 +2,16 @@
 
 What: eager greedy best-first search (duplicate detection, no reopening) guided by hFF (a relaxed plan extracted
 from hadd best supporters, unit costs, as Fast Downward's `ff()`), over the variables and operators of the
-translator's output (`portfolio.sas.SasTask`): prevail conditions, effect preconditions and conditional effects.
+translator's output (`portfolio.delegates.fast_downward.sas.SasTask`): prevail conditions, effect preconditions and conditional effects.
 Tasks with axioms are declined (`compile` returns None): evaluating derived variables is not worth it here.
 
 Why: a replan from a perturbed state already reuses the cached translation (only `begin_state` changes), and on
 small tasks what is left is mostly the cost of the `downward` process itself (start-up, parsing the SAS text,
 writing the plan file: ~3.4 ms of process work measured on the tiny IPC tasks of `portfolio.bench`). A search in
 this process pays none of that; a pure-Python hFF costs ~O(operators) per state, so it only pays off on small
-tasks: `portfolio.delegates.fast_downward` uses it below an operator threshold and falls back to the process.
+tasks: `portfolio.delegates.fast_downward.delegate` uses it below an operator threshold and falls back to the process.
 
-Outcomes follow `portfolio.results.Status`: a plan is `solved`; running out of open states is `incomplete`, never
+Outcomes follow `portfolio.engine.results.Status`: a plan is `solved`; running out of open states is `incomplete`, never
 `unsolvable` (this search is not one of the complete methods the cascade trusts with a proof, and a caller may
 have cut operators away); the node cap is `memout`; the deadline, checked every `check_every` expansions, is
 `timeout`. Plans ignore action costs, like lama-first's first iteration: callers with costs use the process.
@@ -24,8 +24,8 @@ import time
 from dataclasses import dataclass
 from itertools import count
 
-from portfolio.results import Status
-from portfolio.sas import SasTask
+from portfolio.engine.results import Status
+from portfolio.delegates.fast_downward.sas import SasTask
 
 Fact = tuple[int, int]  # (variable, value)
 

@@ -1,9 +1,9 @@
 """Searches in this process for small tasks, before Fast Downward's search processes (`FastDownward.solve`).
 
 - `greedy`: a replan of a small unit-cost task (translation reused, init rewritten): GBFS with hFF
-  (`portfolio.sas_search`), first plan.
+  (`portfolio.delegates.fast_downward.sas_search`), first plan.
 - `cheapest`: a small task with costs (learned, or the task's own), quality "anytime" or "optimal": A* with h_max
-  (`portfolio.sas_astar`), an optimal plan.
+  (`portfolio.delegates.fast_downward.sas_astar`), an optimal plan.
 
 Both give up (None, the reason in `details["in_process"]`) at their node cap or their time budget, and the
 process searches run within what is left of the budget. Only for satisficing configurations: an optimal alias
@@ -15,16 +15,16 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from portfolio.delegates.fd_search import SATISFICING
-from portfolio.results import DelegateOutcome, Status
-from portfolio.sas import SasTask, operator_action
-from portfolio.sas_astar import astar_search
-from portfolio.sas_search import Problem, compile_task, greedy_search
+from portfolio.delegates.fast_downward.searches import SATISFICING
+from portfolio.engine.results import DelegateOutcome, Status
+from portfolio.delegates.fast_downward.sas import SasTask, operator_action
+from portfolio.delegates.fast_downward.sas_astar import astar_search
+from portfolio.delegates.fast_downward.sas_search import Problem, compile_task, greedy_search
 
 if TYPE_CHECKING:
-    from portfolio.delegates.fast_downward import FastDownward
+    from portfolio.delegates.fast_downward.delegate import FastDownward
 
-# In-process search (`portfolio.sas_search`, `portfolio.sas_astar`): only for tasks with at most this many
+# In-process search (`portfolio.delegates.fast_downward.sas_search`, `portfolio.delegates.fast_downward.sas_astar`): only for tasks with at most this many
 # operators. Measured on 2 cores, from the initial state: pure-Python GBFS+hFF solves the IPC tasks of `portfolio.bench` (4-72
 # operators) in 0.1-7 ms plus ~0.5 ms to compile, where a whole perturbed replan through a `downward` process took
 # 9-12 ms (`benchmarks.bench_reuse`); at 156-180 operators (logistics00 8-0, depot p02) it took 21-28 ms, slower
@@ -74,7 +74,7 @@ def greedy(fd: "FastDownward", sas: SasTask, init: tuple[int, ...], excluded: fr
 def cheapest(fd: "FastDownward", sas: SasTask, init: tuple[int, ...], costs: dict[str, float] | None,
              excluded: frozenset[str], deadline: float, details: dict) -> DelegateOutcome | None:
     """A task with costs below the in-process threshold: A* with h_max in this process
-    (`portfolio.sas_astar`), whose plan is optimal; None (after recording why in `details["in_process"]`)
+    (`portfolio.delegates.fast_downward.sas_astar`), whose plan is optimal; None (after recording why in `details["in_process"]`)
     so the process searches run within what is left of the budget."""
     started = time.monotonic()
     problem = _problem(fd, sas, excluded, details)

@@ -1,10 +1,10 @@
 """Work carried over past a delegate's share: a delegate's `solve` on a thread of its own, stoppable.
 
-Used by the cascade (`portfolio.cascade`, "Carry-over"): the delegate is started with the cascade's final
+Used by the cascade (`portfolio.engine.cascade`, "Carry-over"): the delegate is started with the cascade's final
 deadline as its deadline, the cascade waits for it only until the end of its share, and if it has not answered
 by then it goes on here while the next delegates run. Its outcome is validated on its own thread as soon as it
 arrives (the same check as every plan), and when it settles the task (a valid plan, or a proof) `on_settled`
-is called, which stops whatever the cascade is running at that moment (`portfolio.cancel`).
+is called, which stops whatever the cascade is running at that moment (`portfolio.engine.cancel`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import threading
 import time
 from typing import Callable
 
-from portfolio import cancel
-from portfolio.results import Delegate, DelegateOutcome, PlanRequest, Status
+from portfolio.engine import cancel
+from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
 
 log = logging.getLogger(__name__)
 

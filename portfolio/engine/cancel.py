@@ -1,13 +1,13 @@
 """Stopping a delegate before its deadline: a per-thread stop signal that every blocking wait honours like the
 deadline itself.
 
-The cascade carries Fast Downward's unfinished work over into the next tier (`portfolio.cascade`), so two
+The cascade carries Fast Downward's unfinished work over into the next tier (`portfolio.engine.cascade`), so two
 delegates can run at once, one on a thread of its own; whichever answers first wins and the other must stop
 at once, not at its deadline. The `Delegate` protocol only knows deadlines, so stopping is not a new argument
 threaded through every call: the cascade opens a `scope(signal)` on the thread that runs a delegate, and the
 places where a delegate blocks read it from there:
 
-- a worker call (`portfolio.workers.WorkerProcess.call`: the translator, pyperplan) waits on its channel *and*
+- a worker call (`portfolio.engine.workers.WorkerProcess.call`: the translator, pyperplan) waits on its channel *and*
   the signal, and a stop is treated exactly like the deadline passing (the worker is killed and replaced);
 - Fast Downward's search wait (`wait_any`) and hand-over (`fd_search._feed`) watch the signal's file descriptor too;
 - Python loops that check their deadline (the goal agenda's relaxed reachability, the subgoal sequence) ask
