@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+from portfolio.delegates.fast_downward import translate as translate_worker
 from portfolio.bench import benchmark_pairs, driver_translate
 from portfolio.engine.workers import WorkerProcess
 
@@ -25,13 +26,13 @@ DEFAULT_SOURCES = (Path("../shared/ipc"), Path("../shared/ipc-more/pairs.txt"))
 
 def compare(pairs: list[tuple[str, Path, Path]], timeout_s: float = 120.0) -> Iterator[tuple[str, str]]:
     """(task, verdict) per pair, as each is done: 'same', 'DIFFERENT', or why one side produced nothing."""
-    worker = WorkerProcess(preload=("translate",))
+    worker = WorkerProcess(preload=translate_worker.PRELOAD)
     try:
         for label, domain, problem in pairs:
             name = f"{label}/{problem.name}"
             deadline = time.monotonic() + timeout_s
             try:
-                ours = worker.call("translate", deadline, domain_pddl=domain.read_text(errors="replace"),
+                ours = worker.call(translate_worker.TRANSLATE_OP, deadline, domain_pddl=domain.read_text(errors="replace"),
                                    problem_pddl=problem.read_text(errors="replace"))["sas"]
             except Exception as error:  # noqa: BLE001 - reported per task
                 ours, why = None, f"worker: {type(error).__name__}: {str(error)[:120]}"

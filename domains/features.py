@@ -1,9 +1,9 @@
-"""Which parts of PDDL a task uses, and the stratification of its derived predicates.
+"""The stratification of a domain's derived predicates (which parts of PDDL a task uses: `Task.requirements_used`).
 
 Planners differ in what they accept: Fast Downward takes the whole classical fragment the model holds, pyperplan
-only STRIPS with typing. `requirements_used` reads what the task really uses (a domain may declare `:adl` and use
-none of it, or use negation without declaring anything), so a delegate can decline in microseconds instead of
-failing inside a worker.
+only STRIPS with typing. `Task.requirements_used` (in `domains.model`, on which this module builds) reads what the
+task really uses (a domain may declare `:adl` and use none of it, or use negation without declaring anything), so
+a delegate can decline in microseconds instead of failing inside a worker.
 
 Derived predicates are evaluated stratum by stratum (PDDL 2.2): a predicate that depends on another through a
 negation must come in a later stratum, and a cycle through negation has no meaning. `axiom_strata` computes the
@@ -30,62 +30,6 @@ from domains.model import (
     Task,
     either_types,
 )
-
-
-def _formula_features(formula: Formula, positive: bool = True) -> Iterator[str]:
-    if isinstance(formula, Atom):
-        if not positive:
-            yield ":negative-preconditions"
-    elif isinstance(formula, Not):
-        yield from _formula_features(formula.arg, not positive)
-    elif isinstance(formula, And):
-        if not positive and len(formula.parts) > 1:
-            yield ":disjunctive-preconditions"
-        for part in formula.parts:
-            yield from _formula_features(part, positive)
-    elif isinstance(formula, Or):
-        if positive and len(formula.parts) > 1:
-            yield ":disjunctive-preconditions"
-        for part in formula.parts:
-            yield from _formula_features(part, positive)
-    elif isinstance(formula, Imply):
-        yield ":disjunctive-preconditions"
-        yield from _formula_features(formula.condition, not positive)
-        yield from _formula_features(formula.consequence, positive)
-    elif isinstance(formula, Equals):
-        yield ":equality"
-        if not positive:
-            yield ":negative-preconditions"
-    elif isinstance(formula, (Exists, Forall)):
-        existential = isinstance(formula, Exists) == positive
-        yield ":existential-preconditions" if existential else ":universal-preconditions"
-        yield from _formula_features(formula.body, positive)
-
-
-def requirements_used(task: Task) -> frozenset[str]:
-    """See `Task.requirements_used`."""
-    domain, problem = task.domain, task.problem
-    used = {":strips"}
-    typed = [t for _, t in (*domain.constants, *problem.objects)] + [
-        p.type for schema in domain.actions for p in schema.parameters]
-    if domain.types or any(t != OBJECT for t in typed):
-        used.add(":typing")
-    if any(either_types(p.type) for predicate in domain.predicates for p in predicate.parameters):
-        used.add("either")
-    for schema in domain.actions:
-        used.update(_formula_features(schema.precondition))
-        for effect in schema.effects:
-            if effect.condition != TRUE or effect.parameters:
-                used.add(":conditional-effects")
-                used.update(_formula_features(effect.condition))
-        if schema.cost is not None:
-            used.add(":action-costs")
-    used.update(_formula_features(problem.goal))
-    if domain.axioms:
-        used.add(":derived-predicates")
-        for axiom in domain.axioms:
-            used.update(_formula_features(axiom.body))
-    return frozenset(used)
 
 
 def _dependencies(formula: Formula, derived: frozenset[str], positive: bool = True) -> Iterator[tuple[str, bool]]:

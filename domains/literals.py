@@ -12,34 +12,11 @@ from __future__ import annotations
 from domains.errors import ArityError, PDDLSyntaxError, UndefinedSymbolError
 from typing import Iterable
 
-from domains.model import Atom, Formula, Not, State, Task
+from domains.model import Atom, Formula, Not, State, Task, parse_atom, parse_literal
+
+__all__ = ["check_atom", "parse_atom", "parse_ground_atoms", "parse_ground_literal", "parse_literal", "parse_state"]
 
 STATE_TYPES = "a set (any iterable) of domains.Atom or of atoms spelled as in plans, like \"(on b a)\""
-
-
-def parse_literal(text: str) -> tuple[Atom, bool]:
-    """Syntax only: `"(at a)"` -> (Atom("at", ("a",)), False); `"(not (at a))"` -> (..., True); `"ready"` ->
-    Atom("ready"). Names are lower-cased, as in PDDL."""
-    tokens = " ".join(str(text).replace("(", " ( ").replace(")", " ) ").split()).lower().split()
-    negated = False
-    if tokens[:2] == ["(", "not"] and tokens[-1:] == [")"]:
-        negated, tokens = True, tokens[2:-1]
-    if tokens[:1] == ["("] and tokens[-1:] == [")"]:
-        tokens = tokens[1:-1]
-    if not tokens or "(" in tokens or ")" in tokens:
-        raise PDDLSyntaxError(f"{text!r} is not a literal like (on a b) or (not (on a b))")
-    return Atom(tokens[0], tuple(tokens[1:])), negated
-
-
-def parse_atom(text: str) -> Atom:
-    """`"(on b a)"` -> `Atom("on", ("b", "a"))` (syntax only, lower-cased); `PDDLSyntaxError` for anything that
-    is not one positive atom."""
-    if not isinstance(text, str):
-        raise TypeError(f"an atom is a string like \"(on b a)\", not {type(text).__name__}")
-    atom, negated = parse_literal(text)
-    if negated:
-        raise PDDLSyntaxError(f"{text!r} is a negated literal; an atom is positive, like (on b a)")
-    return atom
 
 
 def parse_state(task: Task, atoms: Iterable[Atom | str] | None) -> State | None:

@@ -15,7 +15,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Union
+from typing import Iterator, Union
+
+from domains.errors import PDDLSyntaxError
 
 OBJECT = "object"
 EITHER = "either"
@@ -42,8 +44,6 @@ class Atom:
     def parse(cls, text: str) -> "Atom":
         """`Atom.parse("(on b a)") == Atom("on", ("b", "a"))`, the inverse of `str`; `PDDLSyntaxError` for text
         that is not one positive atom (`domains.literals.parse_atom`)."""
-        from domains.literals import parse_atom  # literals builds on this module
-
         return parse_atom(text)
 
 
@@ -291,8 +291,6 @@ class Task:
 
     @cached_property
     def _requirements_used(self) -> frozenset[str]:
-        from domains.features import requirements_used  # the walk over formulas lives with its tests
-
         return requirements_used(self)
 
     @property
@@ -326,3 +324,87 @@ def action_cost(task: Task, action: GroundAction) -> float:
 
 def plan_cost(task: Task, plan: Plan) -> float:
     return sum(action_cost(task, step) for step in plan)
+
+
+# -- the text of one atom, and what a task uses (here, not in `literals` or `features`, which build on this
+# module: `Atom.parse` and `Task.requirements_used` need them) ------------------------------------------
+
+def parse_literal(text: str) -> tuple[Atom, bool]:
+    """Syntax only: `"(at a)"` -> (Atom("at", ("a",)), False); `"(not (at a))"` -> (..., True); `"ready"` ->
+    Atom("ready"). Names are lower-cased, as in PDDL."""
+    tokens = " ".join(str(text).replace("(", " ( ").replace(")", " ) ").split()).lower().split()
+    negated = False
+    if tokens[:2] == ["(", "not"] and tokens[-1:] == [")"]:
+        negated, tokens = True, tokens[2:-1]
+    if tokens[:1] == ["("] and tokens[-1:] == [")"]:
+        tokens = tokens[1:-1]
+    if not tokens or "(" in tokens or ")" in tokens:
+        raise PDDLSyntaxError(f"{text!r} is not a literal like (on a b) or (not (on a b))")
+    return Atom(tokens[0], tuple(tokens[1:])), negated
+
+
+def parse_atom(text: str) -> Atom:
+    """`"(on b a)"` -> `Atom("on", ("b", "a"))` (syntax only, lower-cased); `PDDLSyntaxError` for anything that
+    is not one positive atom."""
+    if not isinstance(text, str):
+        raise TypeError(f"an atom is a string like \"(on b a)\", not {type(text).__name__}")
+    atom, negated = parse_literal(text)
+    if negated:
+        raise PDDLSyntaxError(f"{text!r} is a negated literal; an atom is positive, like (on b a)")
+    return atom
+
+
+def _formula_features(formula: Formula, positive: bool = True) -> Iterator[str]:
+    if isinstance(formula, Atom):
+        if not positive:
+            yield ":negative-preconditions"
+    elif isinstance(formula, Not):
+        yield from _formula_features(formula.arg, not positive)
+    elif isinstance(formula, And):
+        if not positive and len(formula.parts) > 1:
+            yield ":disjunctive-preconditions"
+        for part in formula.parts:
+            yield from _formula_features(part, positive)
+    elif isinstance(formula, Or):
+        if positive and len(formula.parts) > 1:
+            yield ":disjunctive-preconditions"
+        for part in formula.parts:
+            yield from _formula_features(part, positive)
+    elif isinstance(formula, Imply):
+        yield ":disjunctive-preconditions"
+        yield from _formula_features(formula.condition, not positive)
+        yield from _formula_features(formula.consequence, positive)
+    elif isinstance(formula, Equals):
+        yield ":equality"
+        if not positive:
+            yield ":negative-preconditions"
+    elif isinstance(formula, (Exists, Forall)):
+        existential = isinstance(formula, Exists) == positive
+        yield ":existential-preconditions" if existential else ":universal-preconditions"
+        yield from _formula_features(formula.body, positive)
+
+
+def requirements_used(task: Task) -> frozenset[str]:
+    """See `Task.requirements_used`."""
+    domain, problem = task.domain, task.problem
+    used = {":strips"}
+    typed = [t for _, t in (*domain.constants, *problem.objects)] + [
+        p.type for schema in domain.actions for p in schema.parameters]
+    if domain.types or any(t != OBJECT for t in typed):
+        used.add(":typing")
+    if any(either_types(p.type) for predicate in domain.predicates for p in predicate.parameters):
+        used.add("either")
+    for schema in domain.actions:
+        used.update(_formula_features(schema.precondition))
+        for effect in schema.effects:
+            if effect.condition != TRUE or effect.parameters:
+                used.add(":conditional-effects")
+                used.update(_formula_features(effect.condition))
+        if schema.cost is not None:
+            used.add(":action-costs")
+    used.update(_formula_features(problem.goal))
+    if domain.axioms:
+        used.add(":derived-predicates")
+        for axiom in domain.axioms:
+            used.update(_formula_features(axiom.body))
+    return frozenset(used)

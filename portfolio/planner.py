@@ -169,8 +169,7 @@ class Planner(Resource):
                 self._open_traces()
             if warm:
                 for delegate in self._all_delegates():
-                    if hasattr(delegate, "warm_up"):
-                        delegate.warm_up()
+                    delegate.warm_up()
         except BaseException:
             self.close()
             raise

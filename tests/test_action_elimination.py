@@ -13,7 +13,7 @@ from domains.bundled import bundled_task
 from domains.model import GroundAction
 from domains.validate import applicable, apply, validate_plan
 from portfolio.engine.cascade import PortfolioDecomposition, Tier
-from portfolio.engine.results import DelegateOutcome, PlanRequest, Status
+from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
 
 
 def _step(text: str) -> GroundAction:
@@ -94,7 +94,7 @@ def test_removal_never_raises_a_cost_on_a_task_with_action_costs():
     assert before.ok and after.ok and after.cost <= before.cost
 
 
-class Scripted:
+class Scripted(Delegate):
     """A delegate double whose answer is a fixed plan: the cascade's post-processing is what is tested."""
 
     name = "scripted"

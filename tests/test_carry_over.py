@@ -20,11 +20,12 @@ import pytest
 from conftest import IPC, descendants, hardest_parking, load_ipc
 from domains.load import load_task
 from domains.validate import validate_plan
+from portfolio.delegates.fast_downward import translate as translate_worker
 from portfolio.engine import cancel
 from portfolio.engine.cascade import PortfolioDecomposition, Tier
 from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.pyperplan import Pyperplan
-from portfolio.engine.results import DelegateOutcome, PlanRequest, Status
+from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
 from portfolio.engine.workers import BudgetExpired, WorkerProcess
 
 IPC_MORE = IPC.parent / "ipc-more"
@@ -35,7 +36,7 @@ def termes():
     return load_task(folder / "domain.pddl", folder / "p01.pddl")
 
 
-class Sleeper:
+class Sleeper(Delegate):
     """A decomposer-tier delegate that finds nothing: it waits until its deadline, or until it is stopped."""
 
     budget_s = None
@@ -200,12 +201,12 @@ def test_a_translation_under_way_is_made_once_for_two_callers():
 def test_a_stop_signal_ends_a_worker_call_before_its_deadline():
     task = load_ipc("parking-sat11-strips", hardest_parking())  # ~10 s to translate
     signal = cancel.StopSignal()
-    worker = WorkerProcess(preload=("translate",))
+    worker = WorkerProcess(preload=translate_worker.PRELOAD)
     try:
         threading.Timer(0.3, signal.set).start()
         started = time.monotonic()
         with cancel.scope(signal), pytest.raises(BudgetExpired):
-            worker.call("translate", time.monotonic() + 60, domain_pddl=task.domain_pddl,
+            worker.call(translate_worker.TRANSLATE_OP, time.monotonic() + 60, domain_pddl=task.domain_pddl,
                         problem_pddl=task.problem_pddl)
         assert time.monotonic() - started < 2.0
     finally:

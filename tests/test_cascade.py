@@ -13,10 +13,10 @@ from domains.validate import validate_plan
 from portfolio.engine.cascade import PortfolioDecomposition, Tier
 from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.pyperplan import Pyperplan
-from portfolio.engine.results import DelegateOutcome, PlanRequest, Status
+from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
 
 
-class Recording:
+class Recording(Delegate):
     """A delegate double that records when it was called and answers as scripted (tests of the cascade's
     own logic: what it does with each kind of answer)."""
 

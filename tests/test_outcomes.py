@@ -18,7 +18,7 @@ from portfolio.delegates.fast_downward import exitcodes as fd_exitcodes
 from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.pyperplan import Pyperplan
 from portfolio.planner import default_stages
-from portfolio.engine.results import DelegateOutcome, PlanRequest, Status, no_plan_status
+from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status, no_plan_status
 
 # The only plan starts with `w`, which the relaxed plan from the initial state does not use (`z`, `y` reach the
 # goal when deletes are ignored): pyperplan's helpful-action pruning never tries it.
@@ -149,7 +149,7 @@ def test_a_cost_aware_search_that_fails_does_not_kill_a_running_one():
 # -- time shares -------------------------------------------------------------------------------------------
 
 
-class Recording:
+class Recording(Delegate):
     """Records the deadline the cascade gives it (tests of the cascade's own time split)."""
 
     name, budget_s, source = "second", None, "classical"

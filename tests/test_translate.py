@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from portfolio.delegates.fast_downward import translate as translate_worker
 from portfolio.bench import benchmark_pairs, driver_translate
 from portfolio.delegates.fast_downward.translate import TranslatorOptionsError, translate
 from portfolio.engine.workers import WorkerProcess
@@ -30,11 +31,11 @@ pytestmark = pytest.mark.skipif(not (SHARED / "ipc-more").is_dir(), reason="../s
 
 
 def test_warm_worker_sas_equals_the_drivers_translate_output() -> None:
-    worker = WorkerProcess(preload=("translate",))
+    worker = WorkerProcess(preload=translate_worker.PRELOAD)
     try:
         for folder, domain, problem in SUBSET:
             domain_path, problem_path = SHARED / folder / domain, SHARED / folder / problem
-            ours = worker.call("translate", time.monotonic() + 60, domain_pddl=domain_path.read_text(),
+            ours = worker.call(translate_worker.TRANSLATE_OP, time.monotonic() + 60, domain_pddl=domain_path.read_text(),
                                problem_pddl=problem_path.read_text())
             theirs = driver_translate(domain_path, problem_path, timeout=60)
             assert theirs is not None, f"the driver did not translate {problem}"

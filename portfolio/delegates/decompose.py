@@ -74,8 +74,9 @@ class SequenceResult:
 
 
 class SubgoalSolver(Resource):
-    """Plans subgoals with classical delegates: `delegates` when given (not owned), else its own Fast Downward
-    and pyperplan from the delegate catalog (owned, closed by `close`). Pyperplan only runs when Fast Downward
+    """Plans subgoals with classical delegates: `delegates` when given (not owned; `portfolio.delegates.registry`
+    hands it the classical tier's own), else its own Fast Downward and pyperplan, made on first use (owned,
+    closed by `close`). Pyperplan only runs when Fast Downward
     fails without a verdict (error, unsupported, incomplete, memout), never after a timeout or a proof, as the
     deadline is shared."""
 
@@ -94,11 +95,17 @@ class SubgoalSolver(Resource):
     @property
     def delegates(self) -> list[Delegate]:
         if self._delegates is None:
-            from portfolio.delegates.registry import CATALOG
-
-            options = {"fd_alias": self._options["alias"], "fd_search": self._options["search"]}
-            self._delegates = [CATALOG[name].factory(options, None) for name in self._names]
+            self._delegates = [self._make(name) for name in self._names]
         return self._delegates
+
+    def _make(self, name: str) -> Delegate:
+        if name == "fast-downward":
+            from portfolio.delegates.fast_downward.delegate import FastDownward
+
+            return FastDownward(alias=self._options["alias"], search=self._options["search"])
+        from portfolio.delegates.pyperplan import Pyperplan
+
+        return Pyperplan()
 
     def _fast_downward(self):
         from portfolio.delegates.fast_downward.delegate import FastDownward
@@ -107,8 +114,7 @@ class SubgoalSolver(Resource):
 
     def warm_up(self) -> None:
         for delegate in self.delegates:
-            if hasattr(delegate, "warm_up"):
-                delegate.warm_up()
+            delegate.warm_up()
 
     def close(self) -> None:
         if self._owned and self._delegates is not None:
@@ -149,7 +155,7 @@ class SubgoalSolver(Resource):
             for delegate in self.delegates:
                 if cancel.expired(deadline):
                     break
-                if hasattr(delegate, "supports") and not delegate.supports(sub.task):
+                if not delegate.supports(sub.task):
                     continue
                 try:
                     outcome = delegate.solve(sub, deadline)

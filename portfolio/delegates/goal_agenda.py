@@ -27,7 +27,7 @@ from domains.model import And, Atom, Formula
 from portfolio.engine import cancel
 from portfolio.delegates.decompose import SubgoalSolver, conjunction
 from domains.model import Task
-from portfolio.engine.results import DelegateOutcome, PlanRequest, Resource, Status
+from portfolio.engine.results import DelegateOutcome, PlanRequest, Delegate, Status
 from portfolio.delegates.fast_downward.sas import SasTask, sas_atom_name
 
 log = logging.getLogger(__name__)
@@ -215,7 +215,7 @@ def _condensed_order(goals: list[Fact], before: dict[Fact, set[Fact]], rank) -> 
     return order
 
 
-class GoalAgenda(Resource):
+class GoalAgenda(Delegate):
     """Decomposer delegate without an LLM: goal agenda, then the full goal with the rest of the budget.
 
     `agenda_share` is the part of the budget (after translation) the agenda may use before the fallback starts.

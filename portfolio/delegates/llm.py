@@ -28,7 +28,7 @@ from domains.validate import validate_plan
 from portfolio.engine import cancel
 from portfolio.delegates.decompose import SubgoalSolver, conjunction, relevant_facts
 from portfolio.delegates.llm_client import LLMClient, LLMError, extract_json
-from portfolio.engine.results import DelegateOutcome, PlanRequest, Resource, Status, parse_ground_action
+from portfolio.engine.results import DelegateOutcome, PlanRequest, Delegate, Status, parse_ground_action
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class _Round:
     critique: str
 
 
-class LLMDelegate(Resource):
+class LLMDelegate(Delegate):
     """Decomposer-tier delegate backed by an OpenAI-compatible chat endpoint.
 
     `repair_rounds` bounds the critique-and-retry rounds per mode; `subgoal_share` is the part of the budget the
@@ -72,6 +72,7 @@ class LLMDelegate(Resource):
     """
 
     source = "llm"
+    share = 2.0  # of the decomposer tier's budget, the goal agenda's 1 (`portfolio.delegates.registry`)
 
     def __init__(self, client: LLMClient, solver: SubgoalSolver | None = None, repair_rounds: int = 3,
                  modes: tuple[str, ...] = ("subgoals", "plan"), subgoal_share: float = 0.6,

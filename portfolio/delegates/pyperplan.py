@@ -17,7 +17,8 @@ from dataclasses import replace
 
 from domains.model import STRIPS_FRAGMENT, TRUE, And, Atom, Formula, Task
 from domains.pddl_writer import task_with_texts
-from portfolio.engine.results import DelegateOutcome, PlanRequest, Resource, Status, parse_ground_action
+from portfolio.delegates.pyperplan_search import PRELOAD, SEARCH_OP
+from portfolio.engine.results import DelegateOutcome, PlanRequest, Delegate, Status, parse_ground_action
 from portfolio.engine.workers import BudgetExpired, OutOfMemory, WorkerCrashed, WorkerError, WorkerProcess
 
 
@@ -42,7 +43,7 @@ def strips_features(task: Task) -> list[str]:
     return found
 
 
-class Pyperplan(Resource):
+class Pyperplan(Delegate):
     source = "classical"
 
     def __init__(self, budget_s: float | None = None, name: str = "pyperplan") -> None:
@@ -59,7 +60,7 @@ class Pyperplan(Resource):
 
     def warm_up(self) -> None:
         if self._worker is None:
-            self._worker = WorkerProcess(preload=("pyperplan",))
+            self._worker = WorkerProcess(preload=PRELOAD)
 
     def solve(self, request: PlanRequest, deadline: float) -> DelegateOutcome:
         self.warm_up()
@@ -71,7 +72,7 @@ class Pyperplan(Resource):
         if task.has_action_costs():
             task = self._without_costs(task)
         try:
-            answer = self._worker.call("pyperplan", deadline, domain_pddl=task.domain_pddl,
+            answer = self._worker.call(SEARCH_OP, deadline, domain_pddl=task.domain_pddl,
                                        problem_pddl=task.problem_pddl, excluded=tuple(sorted(request.excluded)))
         except BudgetExpired:
             return DelegateOutcome(Status.TIMEOUT, reason="budget expired (pyperplan worker killed)")

@@ -32,7 +32,8 @@ DECOMPOSER_TIER = "decomposer"
 class DelegateSpec:
     """One catalog entry. `factory(options, solver)` makes the delegate (`solver`: the decomposer tier's shared
     `SubgoalSolver`, None for classical delegates); `options` are the keyword options it reads; `required`
-    maps options it cannot do without to the message that says so."""
+    maps options it cannot do without to the message that says so. `share` repeats the delegate class's own
+    (`Delegate.share`) so that `--help` can print it without importing the delegate; a test keeps them equal."""
 
     name: str
     factory: Callable[[Mapping[str, Any], Any], Any]

@@ -25,7 +25,7 @@ from typing import Any
 
 from domains.model import TRUE, And, Atom, GroundAction, Task, action_cost
 from domains.validate import applicable, apply, goal_reached
-from portfolio.engine.results import DelegateOutcome, PlanRequest, Resource, Status
+from portfolio.engine.results import DelegateOutcome, PlanRequest, Delegate, Status
 
 _INF = float("inf")
 
@@ -98,7 +98,7 @@ def ground(task: Task, limit: int) -> _Ground | None:
                    tuple(add_bits), goal)
 
 
-class TypedSearch(Resource):
+class TypedSearch(Delegate):
     """Exact in-process search for tiny tasks (see the module docstring)."""
 
     source = "classical"

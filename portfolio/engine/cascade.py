@@ -75,8 +75,8 @@ ELIMINATION_MIN_S = 0.1
 @dataclass
 class Tier(Resource):
     """Delegates that share one budget, tried in order within it; `shares` (one weight per delegate) split the
-    budget as the module docstring says. Without them each delegate gets the delegate catalog's share for its
-    name (Fast Downward 4, the LLM 2), or 1."""
+    budget as the module docstring says. Without them each delegate's own `share` counts (`Delegate.share`:
+    Fast Downward 4, the LLM 2, others 1)."""
 
     name: str
     delegates: list[Delegate]
@@ -84,6 +84,7 @@ class Tier(Resource):
     shares: Sequence[float] | None = None
 
     def __post_init__(self) -> None:
+        _check_delegates(self.delegates, f"tier {self.name}")
         if self.shares is not None:
             if len(self.shares) != len(self.delegates):
                 raise ValueError(f"tier {self.name}: {len(self.shares)} shares for {len(self.delegates)} delegates")
@@ -93,10 +94,7 @@ class Tier(Resource):
     def share_of(self, index: int) -> float:
         if self.shares is not None:
             return float(self.shares[index])
-        from portfolio.delegates.registry import CATALOG  # the catalog builds tiers, so it imports this module
-
-        spec = CATALOG.get(self.delegates[index].name)
-        return spec.share if spec is not None else 1.0
+        return float(self.delegates[index].share)
 
     def close(self) -> None:
         for delegate in self.delegates:
@@ -106,6 +104,15 @@ class Tier(Resource):
 Stage = Union[Tier, Delegate]
 
 
+def _check_delegates(delegates: Sequence[object], where: str) -> None:
+    """A TypeError naming the first stage that is not a `Delegate` (the base class holds the defaults the cascade
+    relies on: `supports`, `share`, `carries_over`, `source`)."""
+    for delegate in delegates:
+        if not isinstance(delegate, Delegate):
+            raise TypeError(f"{where}: {delegate!r} is not a Delegate; subclass portfolio.engine.results.Delegate "
+                            "and implement solve(request, deadline)")
+
+
 def share_deadline(now: float, tier_deadline: float, share: float, shares_left: float) -> float:
     """When a delegate's slice of its tier ends: the remaining time x share / shares still to run."""
     remaining = max(0.0, tier_deadline - now)
@@ -113,14 +120,11 @@ def share_deadline(now: float, tier_deadline: float, share: float, shares_left: 
 
 
 def _checked_supports(delegate: Delegate, task: Task) -> tuple[bool, str]:
-    """(whether the delegate takes the task, why not). Delegates without `supports` take everything; a
-    `decline_reason(task)` method, when present, says why one does not."""
+    """(whether the delegate takes the task, why not: `decline_reason`, or a sentence naming it)."""
     try:
-        check = getattr(delegate, "supports", None)
-        if check is None or check(task):
+        if delegate.supports(task):
             return True, ""
-        explain = getattr(delegate, "decline_reason", None)
-        return False, (explain(task) if explain else "") or f"{delegate.name} does not support this task"
+        return False, delegate.decline_reason(task) or f"{delegate.name} does not support this task"
     except Exception as error:  # noqa: BLE001 - a broken check is that delegate's failure, not the cascade's
         return False, f"supports() raised {type(error).__name__}: {error}"
 
@@ -151,6 +155,9 @@ class PortfolioDecomposition(Resource):
     carry_over: bool = True
     eliminate_steps: bool = True
     _closed: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        _check_delegates([stage for stage in self.delegates if not isinstance(stage, Tier)], "the cascade")
 
     def solve(self, request: PlanRequest) -> PlanResult:
         start = time.monotonic()
@@ -265,7 +272,7 @@ class PortfolioDecomposition(Resource):
         deadline = slice_end
         if delegate.budget_s is not None:
             deadline = min(deadline, now + delegate.budget_s)
-        carry = (self.carry_over and call.carried is None and getattr(delegate, "carries_over", False)
+        carry = (self.carry_over and call.carried is None and delegate.carries_over
                  and call.deadline > deadline)
         if carry:
             work_deadline = call.deadline if delegate.budget_s is None else min(call.deadline, now + delegate.budget_s)
@@ -317,7 +324,7 @@ class PortfolioDecomposition(Resource):
             return PlanResult(
                 status=Status.SOLVED, plan=[str(step) for step in plan],
                 cost=plan_cost(call.request.task, plan), delegate=delegate.name,
-                source=getattr(delegate, "source", "classical"), eliminated_steps=len(outcome.plan) - len(plan),
+                source=delegate.source, eliminated_steps=len(outcome.plan) - len(plan),
             )
         if outcome.status is Status.UNSOLVABLE:
             return PlanResult(status=Status.UNSOLVABLE, delegate=delegate.name)

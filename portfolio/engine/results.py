@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -118,29 +118,6 @@ class DelegateOutcome:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-class Delegate(Protocol):
-    """Anything that can try to solve a request before a deadline (a `time.monotonic()` value).
-
-    A delegate must return by the deadline (give or take the time to stop what it started) and leave nothing
-    running; exceptions it raises count as its failure and the cascade moves on. `supports(task)` is asked
-    first and must be cheap (no grounding, no search): False records `unsupported` and moves on. `warm_up`
-    starts workers ahead of the first call; `close` stops everything the delegate started (delegates are
-    context managers through `Resource`). `source` says what kind of plan it makes (`PlanResult.source`).
-    """
-
-    name: str
-    budget_s: float | None  # its own budget; None: its share of its tier
-    source: str  # "classical", "llm" or "decomposition"
-
-    def supports(self, task: Task) -> bool: ...
-
-    def warm_up(self) -> None: ...
-
-    def solve(self, request: PlanRequest, deadline: float) -> DelegateOutcome: ...
-
-    def close(self) -> None: ...
-
-
 class Resource:
     """Mixin for objects that own processes, threads or directories: `with X() as x:` closes them."""
 
@@ -152,6 +129,42 @@ class Resource:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class Delegate(Resource):
+    """The base class of everything the cascade can try: solve a request before a deadline (a
+    `time.monotonic()` value).
+
+    A delegate must return by the deadline (give or take the time to stop what it started) and leave nothing
+    running; exceptions it raises count as its failure and the cascade moves on. Subclasses set `name` and
+    implement `solve`; every other member has the default the cascade assumes of a delegate that says nothing:
+    - `supports(task)` is asked first and must be cheap (no grounding, no search): False records `unsupported`
+      (with `decline_reason(task)`) and moves on;
+    - `share`: its weight when its tier's budget is split (`portfolio.engine.cascade`), unless the tier says;
+    - `carries_over`: whether the cascade may let its work go on past its share (`portfolio.engine.carry`);
+    - `source`: what kind of plan it makes (`PlanResult.source`: "classical", "llm" or "decomposition");
+    - `budget_s`: a budget of its own (None: its share of its tier);
+    - `warm_up` starts workers ahead of the first call; `close` stops everything it started (delegates are
+      context managers).
+    """
+
+    name: str = "delegate"
+    budget_s: float | None = None
+    source: str = "classical"
+    share: float = 1.0
+    carries_over: bool = False
+
+    def supports(self, task: Task) -> bool:
+        return True
+
+    def decline_reason(self, task: Task) -> str:
+        return ""
+
+    def warm_up(self) -> None:
+        return None
+
+    def solve(self, request: PlanRequest, deadline: float) -> DelegateOutcome:
+        raise NotImplementedError(f"{type(self).__name__} must implement solve(request, deadline)")
 
 
 STATUS_HELP = ("solved; unsolvable (proved by a complete method: the only status that stops the cascade); "

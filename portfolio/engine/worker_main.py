@@ -1,8 +1,9 @@
 """The child side of a planner worker process: `python -m portfolio.engine.worker_main`.
 
 Python threads cannot be stopped, so everything that runs Python planning code under a budget (Fast Downward's
-translator, pyperplan's search) runs here, in a process the parent can kill. The worker imports its planners
-once and then serves requests, so a warm worker pays no start-up per call.
+translator, pyperplan's search) runs here, in a process the parent can kill. A request names the function to run
+("package.module:function"); the modules named on the command line are imported at start, so a warm worker pays
+no start-up per call.
 
 Protocol: length-prefixed pickles on the original stdout/stdin file descriptors. File descriptor 1 is pointed
 at stderr before anything else runs, because the translator and pyperplan print freely.
@@ -10,12 +11,13 @@ at stderr before anything else runs, because the translator and pyperplan print 
 
 from __future__ import annotations
 
+import importlib
 import os
 import pickle
 import struct
 import sys
 import traceback
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Callable
 
 HEADER = struct.Struct("!Q")
 
@@ -37,51 +39,33 @@ def write_message(stream: BinaryIO, message: Any) -> None:
     stream.flush()
 
 
-def translate(domain_pddl: str, problem_pddl: str, options: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Fast Downward's translate pipeline (see `portfolio.delegates.fast_downward.translate`) with the translator's `options`: SAS text
-    and whether the translator proved the task unsolvable."""
-    from portfolio.delegates.fast_downward.translate import translate as run_translator
-
-    return run_translator(domain_pddl, problem_pddl, options).as_dict()
+def _ping() -> dict[str, Any]:
+    return {"pong": True}
 
 
-def pyperplan_solve(domain_pddl: str, problem_pddl: str, excluded: tuple[str, ...] = ()) -> dict[str, Any]:
-    """pyperplan's greedy best-first search with hFF and helpful-action pruning, through its public parser and
-    grounder (no temporary files). Operators named in `excluded` (PDDL form, lower case) are removed first.
-    Returns the plan as PDDL strings, or `plan: None` when the search space was exhausted. Helpful-action
-    pruning makes the search incomplete, so an exhausted space says nothing about the task: the delegate
-    reports `incomplete`, never `unsolvable`."""
-    from pyperplan.grounding import ground
-    from pyperplan.heuristics.relaxation import hFFHeuristic
-    from pyperplan.pddl.parser import Parser
-    from pyperplan.search import greedy_best_first_search
-
-    parser = Parser(None)
-    parser.domInput, parser.probInput = domain_pddl, problem_pddl
-    problem = parser.parse_problem(parser.parse_domain(read_from_file=False), read_from_file=False)
-    task = ground(problem)
-    if excluded:
-        banned = set(excluded)
-        task.operators = [op for op in task.operators if op.name not in banned]
-    solution = greedy_best_first_search(task, hFFHeuristic(task), use_relaxed_plan=True)
-    if solution is None:
-        return {"plan": None}
-    return {"plan": [op.name for op in solution]}
-
-
-HANDLERS = {"translate": translate, "pyperplan": pyperplan_solve, "ping": lambda: {"pong": True}}
+def handler(op: str) -> Callable[..., Any]:
+    """The function an op names: "ping", or "package.module:function", imported here on first use. The engine
+    names no planner: each delegate says which of its functions runs in the worker (`TRANSLATE_OP` in
+    `portfolio.delegates.fast_downward.translate`, `SEARCH_OP` in `portfolio.delegates.pyperplan_search`)."""
+    if op == "ping":
+        return _ping
+    module, _, function = op.partition(":")
+    if not module or not function:
+        raise ValueError(f"unknown worker op {op!r}; expected \"ping\" or \"package.module:function\"")
+    return getattr(importlib.import_module(module), function)
 
 
 def serve(requests: BinaryIO, responses: BinaryIO, handlers: dict | None = None) -> None:
-    """Answer requests until the input ends; `handlers` (op -> function) default to the planner ops above."""
-    handlers = HANDLERS if handlers is None else handlers
+    """Answer requests until the input ends; `handlers` (op -> function; by default every op is resolved by
+    `handler`)."""
     while True:
         try:
             op, kwargs = read_message(requests)
         except EOFError:
             return
         try:
-            result = {"ok": True, "value": handlers[op](**kwargs)}
+            function = handlers[op] if handlers is not None else handler(op)
+            result = {"ok": True, "value": function(**kwargs)}
         except MemoryError:  # over the memory cap: no traceback, it would need memory the frames still hold
             result = {"ok": False, "error": "MemoryError: out of memory"}
         except BaseException as error:  # noqa: BLE001 - every failure goes back to the parent as data
@@ -101,13 +85,8 @@ def main() -> None:
     requests = os.fdopen(os.dup(0), "rb")
     os.dup2(2, 1)  # stray prints from planners go to stderr, never into the message channel
     sys.stdout = sys.stderr
-    preload = sys.argv[1:]
-    if "translate" in preload:
-        import fast_downward.translate.main  # noqa: F401 - warm the import before the first request
-        import fast_downward.translate.normalize  # noqa: F401
-        import portfolio.delegates.fast_downward.translate  # noqa: F401
-    if "pyperplan" in preload:
-        import pyperplan.planner  # noqa: F401
+    for module in sys.argv[1:]:  # warm the imports before the first request
+        importlib.import_module(module)
     serve(requests, responses)
 
 

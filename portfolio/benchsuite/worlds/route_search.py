@@ -18,7 +18,7 @@ import heapq
 import itertools
 
 from domains.model import GroundAction, Task, action_cost
-from portfolio.engine.results import DelegateOutcome, PlanRequest, Status
+from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
 
 
 def _facts(state, predicate: str) -> list[tuple[str, ...]]:
@@ -27,7 +27,7 @@ def _facts(state, predicate: str) -> list[tuple[str, ...]]:
     return sorted(atom.args for atom in state if atom.predicate == predicate)
 
 
-class RouteSearch:
+class RouteSearch(Delegate):
     name = "route-search"
     source = "classical"
     budget_s: float | None = None

@@ -38,10 +38,10 @@ from portfolio.delegates.fast_downward.searches import (
     DEFAULT_QUALITY, RACE_ALIASES, SATISFICING, SEARCH_ALIASES, available_cores, run_searches,
     check_quality, search_aliases, search_binary,
 )
-from portfolio.engine.results import DelegateOutcome, PlanRequest, Resource, Status
+from portfolio.engine.results import DelegateOutcome, PlanRequest, Delegate, Status
 from portfolio.delegates.fast_downward.sas import COST_SCALE, SasTask, parse_sas
 from portfolio.delegates.fast_downward.sas_cache import CachedTranslation, SasCache, cache_key
-from portfolio.delegates.fast_downward.translate import TranslatorOptionsError, check_options
+from portfolio.delegates.fast_downward.translate import PRELOAD, TRANSLATE_OP, TranslatorOptionsError, check_options
 from portfolio.engine.workers import (
     BudgetExpired, OutOfMemory, SearchProcessPool, WorkerCrashed, WorkerError, WorkerProcess,
 )
@@ -76,7 +76,7 @@ def structure_key(task: Task) -> tuple:
     return (task.domain_pddl or task.domain, problem.objects, problem.numeric_init, problem.goal)
 
 
-class FastDownward(Resource):
+class FastDownward(Delegate):
     """Delegate running Fast Downward with `alias` (or a raw `search` string) on tasks with unit costs and
     `cost_alias` on tasks with action costs or learned costs.
 
@@ -104,6 +104,7 @@ class FastDownward(Resource):
 
     source = "classical"
     carries_over = True  # the cascade may let its work go on past its share (`portfolio.engine.cascade`)
+    share = 4.0  # of the classical tier's budget, pyperplan's 1 (`portfolio.delegates.registry`)
 
     def __init__(
         self,
@@ -155,7 +156,7 @@ class FastDownward(Resource):
     # -- translation ------------------------------------------------------------------------------------
     def _translator(self) -> WorkerProcess:
         if self._worker is None:
-            self._worker = WorkerProcess(preload=("translate",))
+            self._worker = WorkerProcess(preload=PRELOAD)
         return self._worker
 
     def supports(self, task: Task) -> bool:
@@ -238,7 +239,7 @@ class FastDownward(Resource):
         if translation is None:
             self.translations += 1
             answer = self._translator().call(
-                "translate", deadline, domain_pddl=task.domain_pddl, problem_pddl=task.problem_pddl, options=options
+                TRANSLATE_OP, deadline, domain_pddl=task.domain_pddl, problem_pddl=task.problem_pddl, options=options
             )
             translation = Translation(
                 init=init,

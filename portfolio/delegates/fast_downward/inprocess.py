@@ -13,7 +13,7 @@ or a raw search string asked for a search of its own.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from portfolio.delegates.fast_downward.searches import SATISFICING
 from portfolio.engine.results import DelegateOutcome, Status
@@ -21,8 +21,15 @@ from portfolio.delegates.fast_downward.sas import SasTask, operator_action
 from portfolio.delegates.fast_downward.sas_astar import astar_search
 from portfolio.delegates.fast_downward.sas_search import Problem, compile_task, greedy_search
 
-if TYPE_CHECKING:
-    from portfolio.delegates.fast_downward.delegate import FastDownward
+
+
+class Settings(Protocol):
+    """What the searches here read of their `FastDownward` (a protocol, so this module need not import it)."""
+
+    search: str | None
+    alias: str
+    inprocess_max_operators: int
+    inprocess_node_cap: int
 
 # In-process search (`portfolio.delegates.fast_downward.sas_search`, `portfolio.delegates.fast_downward.sas_astar`): only for tasks with at most this many
 # operators. Measured on 2 cores, from the initial state: pure-Python GBFS+hFF solves the IPC tasks of `portfolio.bench` (4-72
@@ -40,7 +47,7 @@ INPROCESS_NODE_CAP = 20_000
 ASTAR_BUDGET_S = 0.02
 
 
-def _problem(fd: "FastDownward", sas: SasTask, excluded: frozenset[str], details: dict) -> Problem | None:
+def _problem(fd: Settings, sas: SasTask, excluded: frozenset[str], details: dict) -> Problem | None:
     """The in-process search's view of `sas`, or None when this delegate's configuration or the task's size rule
     it out, or the task has axioms (recorded in `details["in_process"]`)."""
     if fd.search or fd.alias not in SATISFICING or len(sas.operators) > fd.inprocess_max_operators:
@@ -51,7 +58,7 @@ def _problem(fd: "FastDownward", sas: SasTask, excluded: frozenset[str], details
     return problem
 
 
-def greedy(fd: "FastDownward", sas: SasTask, init: tuple[int, ...], excluded: frozenset[str], deadline: float,
+def greedy(fd: Settings, sas: SasTask, init: tuple[int, ...], excluded: frozenset[str], deadline: float,
            details: dict) -> DelegateOutcome | None:
     """A replan on a small unit-cost task (translation reused, init rewritten): GBFS+hFF in this process, no
     search process. The plan, or None (after recording why in `details["in_process"]`) so the process search
@@ -71,7 +78,7 @@ def greedy(fd: "FastDownward", sas: SasTask, init: tuple[int, ...], excluded: fr
     return DelegateOutcome(Status.SOLVED, plan=[operator_action(name) for name in result.plan], details=details)
 
 
-def cheapest(fd: "FastDownward", sas: SasTask, init: tuple[int, ...], costs: dict[str, float] | None,
+def cheapest(fd: Settings, sas: SasTask, init: tuple[int, ...], costs: dict[str, float] | None,
              excluded: frozenset[str], deadline: float, details: dict) -> DelegateOutcome | None:
     """A task with costs below the in-process threshold: A* with h_max in this process
     (`portfolio.delegates.fast_downward.sas_astar`), whose plan is optimal; None (after recording why in `details["in_process"]`)

@@ -152,3 +152,13 @@ def translate(domain_pddl: str, problem_pddl: str, options: Sequence[str] = ()) 
     out = io.StringIO()
     sas_task.output(out)
     return TranslatorResult(out.getvalue(), proved_unsolvable(sas_task), printed.getvalue())
+
+
+TRANSLATE_OP = "portfolio.delegates.fast_downward.translate:translate_message"
+PRELOAD = ("fast_downward.translate.main", "fast_downward.translate.normalize",
+           "portfolio.delegates.fast_downward.translate")
+
+
+def translate_message(domain_pddl: str, problem_pddl: str, options: Sequence[str] = ()) -> dict[str, Any]:
+    """`translate` as a worker process answers it (`portfolio.engine.worker_main`): a plain dict."""
+    return translate(domain_pddl, problem_pddl, options).as_dict()
