@@ -146,7 +146,10 @@ class _Call:
 
 @dataclass
 class PortfolioDecomposition(Resource):
-    """The cascade. `delegates` are tried in order; a bare delegate without its own `budget_s` gets
+    """The cascade: stages tried in order, each a `Tier` of delegates sharing one budget or a bare `Delegate`.
+    The default has two tiers (`portfolio.delegates.registry.build_stages`): classical planning (Fast Downward,
+    pyperplan) in 1 s, then decomposition (the goal agenda, and an LLM when configured) in 30 s; decomposition
+    is one tier of the portfolio, not the whole of it. A bare delegate without its own `budget_s` gets
     `default_budget_s`. `carry_over`: let a delegate that allows it work on past its share (module docstring).
     `eliminate_steps`: drop the steps of the winning plan that no goal needs (`domains.action_elimination`)."""
 

@@ -1,0 +1,59 @@
+"""One front door: everything a user needs comes from `import portfolio`, typed, and `import portfolio` stays
+cheap (names resolve on first use)."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import portfolio
+
+
+def test_every_public_name_resolves_to_the_object_its_home_module_defines():
+    for name in portfolio.__all__:
+        value = getattr(portfolio, name)
+        home = importlib.import_module(portfolio._HOMES[name])
+        assert value is getattr(home, name), name
+    assert set(portfolio.__all__) <= set(dir(portfolio))
+
+
+def test_an_unknown_name_is_an_attribute_error():
+    try:
+        portfolio.Plannr  # noqa: B018 - the attribute access is the test
+    except AttributeError as error:
+        assert "Plannr" in str(error)
+    else:
+        raise AssertionError("portfolio.Plannr resolved")
+
+
+def test_import_portfolio_loads_neither_the_planner_nor_scikit_learn():
+    code = "import sys, portfolio; print(sorted(m for m in ('portfolio.planner', 'sklearn', 'pydantic') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_plan_record_retrain_and_plan_again_through_the_front_door_only(tmp_path):
+    """The README's learned-cost loop with nothing but `from portfolio import ...`: the risky shortcut of the
+    delivery example is avoided once its failures are recorded and a model is trained."""
+    from pathlib import Path
+
+    from portfolio import Planner, StepRecord, TraceStore, load_task, retrain
+
+    examples = Path(__file__).resolve().parents[1] / "domains" / "examples"
+    task = load_task(examples / "delivery-domain.pddl", examples / "delivery-1.pddl")
+    with Planner() as planner:
+        blind = planner.plan(task)
+    shortcut = next(step for step in blind.plan if step.startswith("(drive ") and " s d" in step)
+    name, *args = shortcut.strip("()").split()
+    store_path = tmp_path / "traces.db"
+    with TraceStore(store_path) as store:
+        store.record_steps(StepRecord(run_id="r", step=i, action=name, args=tuple(args),
+                                      outcome="failure" if i % 10 < 6 else "success") for i in range(40))
+        retrain(store)
+    with Planner(traces=store_path) as planner:
+        learned = planner.plan(task)
+    from domains.validate import validate_plan
+
+    assert learned.solved and validate_plan(task, learned.actions()).ok
+    assert shortcut not in learned.plan
