@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test test-fast lint format typecheck bench clean
 
 install: $(STAMP)
 
@@ -19,6 +19,23 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest -q -x --benchmark-disable
+
+# The suite without the tests marked slow (closed-loop benchmarks, fuzzing, IPC sweeps): for the edit-test loop.
+test-fast: install
+	$(BIN)/python -m pytest -q -x --benchmark-disable -m "not slow"
+
+# ruff: lint rules and the formatter's check (`make format` rewrites); both in CI.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+# mypy with pyproject.toml's [tool.mypy]: strict on the engine and the front door.
+typecheck: install
+	$(BIN)/mypy
 
 bench: install
 	$(BIN)/python -m pytest benchmarks --benchmark-only --benchmark-columns=median,mean,min,max,rounds -q

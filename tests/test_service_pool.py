@@ -225,6 +225,35 @@ def test_a_worker_that_does_not_answer_in_time_is_replaced_and_the_call_fails_wi
     assert restarts == ["timeout"] and answer["result"]["status"] == "solved"
 
 
+def test_a_replacement_worker_s_start_up_is_not_charged_to_the_next_request():
+    """A validator replaced after a timeout starts a new interpreter (imports included); the next request's budget
+    must count its own work only. Before, a trivial validation with a 0.3 s budget right after a replacement was
+    refused as too costly: the start-up alone takes longer (under load, longer than the service's 1 s)."""
+    import asyncio
+
+    from portfolio.serve.pool import CallTimedOut, PlannerPool
+    from portfolio.serve.validator import ValidatorConfig, ValidatorWorker
+
+    pool = PlannerPool(ValidatorConfig(memory_limit_mb=1024), size=1, queue_limit=0,
+                       worker_class=ValidatorWorker, name="validator")
+    body = {"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4, "plan": ["(pick-up b)"]}
+
+    async def scenario() -> dict:
+        await pool.warm_up()
+        pool.workers[0].spawn()  # as `_restarted` leaves it: a new process that has not answered yet
+        started = time.monotonic()
+        _, answer = await pool.call("validate", 0.3, body=body)
+        return {"answer": answer, "seconds": time.monotonic() - started}
+
+    try:
+        outcome = asyncio.run(scenario())
+    except CallTimedOut as error:
+        raise AssertionError(f"the replacement's start-up was charged to the request: {error}") from None
+    finally:
+        pool.close()
+    assert outcome["answer"]["result"]["valid"] is False
+
+
 def test_workers_share_the_disk_translation_cache_and_race_no_more_searches_than_their_cores(tmp_path):
     cache = tmp_path / "cache"
     with serve_in_thread(config(workers=2, cache_dir=str(cache))) as (url, service):

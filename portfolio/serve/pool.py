@@ -36,6 +36,10 @@ from portfolio.engine.workers import BudgetExpired, WorkerCrashed, WorkerError, 
 log = logging.getLogger(__name__)
 
 
+# How long a (re)started worker may take to answer its first ping (interpreter, imports, the planner's warm-up).
+START_TIMEOUT_S = 120.0
+
+
 class QueueFull(Exception):
     """Every worker is busy and `queue_limit` requests already wait."""
 
@@ -164,7 +168,7 @@ class PlannerPool:
         comes first just waits for its worker in the same way). Returns what each answered (None: failed)."""
         async def ping(worker: PoolWorker) -> Any:
             try:
-                return (await self.call("ping", 120.0, prefer=worker.index))[1]
+                return (await self.call("ping", START_TIMEOUT_S, prefer=worker.index))[1]
             except (PlannerFailed, QueueFull):
                 return None
 
@@ -176,6 +180,12 @@ class PlannerPool:
 
     def _blocking_call(self, worker: PoolWorker, op: str, timeout_s: float, kwargs: dict[str, Any]) -> Any:
         try:
+            if not worker.ready and op != "ping":
+                # A worker (re)started since its last answer is still importing: its start-up is not the
+                # request's budget. Under load a replacement validator took longer than a 1 s --validate-budget
+                # to start, and the trivial validation that came next was refused as too costly.
+                worker.call("ping", time.monotonic() + START_TIMEOUT_S)
+                worker.ready = True
             return worker.call(op, time.monotonic() + timeout_s, **kwargs)
         except BudgetExpired:
             self._restarted(worker, "timeout")
