@@ -115,9 +115,30 @@ def default_names(with_llm: bool = False) -> tuple[str, ...]:
     return DEFAULT_WITH_LLM if with_llm else DEFAULT_DELEGATES
 
 
+# Options of the cascade itself, beside each delegate's own (`DelegateSpec.options`).
+CASCADE_OPTIONS = ("decomposer_budget_s", "classical_delegates", "classical_names")
+
+
+def known_options() -> tuple[str, ...]:
+    return tuple(sorted({*CASCADE_OPTIONS, *(o for spec in CATALOG.values() for o in spec.options)}))
+
+
+def check_options(options: Mapping[str, Any]) -> None:
+    """ValueError for an option no delegate reads (a misspelling would otherwise be dropped without a word),
+    with the closest known names."""
+    import difflib
+
+    known = known_options()
+    for option in sorted(set(options) - set(known)):
+        close = difflib.get_close_matches(option, known, n=2)
+        hint = f"; did you mean {' or '.join(close)}?" if close else f"; known options: {', '.join(known)}"
+        raise ValueError(f"unknown option {option!r}{hint}")
+
+
 def check_names(names: Sequence[str], **options: Any) -> None:
-    """ValueError naming the problem for an unknown delegate or a missing required option, before anything is
-    started (so a bad command line leaves no process behind)."""
+    """ValueError naming the problem for an unknown delegate, an unknown option or a missing required option,
+    before anything is started (so a bad command line leaves no process behind)."""
+    check_options(options)
     for name in names:
         spec = CATALOG.get(name)
         if spec is None:

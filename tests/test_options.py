@@ -1,0 +1,61 @@
+"""Options a cascade is built with are checked: a misspelled one is an error naming the closest known option,
+raised before any process starts (it used to be dropped without a word)."""
+
+from __future__ import annotations
+
+import pytest
+
+from portfolio.delegates.registry import build_stages, check_options, known_options
+from portfolio.engine.cascade import PortfolioDecomposition, Tier
+from portfolio.engine.results import Delegate
+
+
+def test_a_misspelled_option_is_an_error_that_suggests_the_right_one():
+    with pytest.raises(ValueError, match=r"unknown option 'fd_alais'; did you mean fd_alias\b"):
+        build_stages(["fast-downward"], fd_alais="seq-opt-lmcut")
+
+
+def test_an_option_nothing_is_close_to_lists_the_known_ones():
+    with pytest.raises(ValueError, match="known options: .*decomposer_budget_s.*fd_alias"):
+        check_options({"colour": "blue"})
+
+
+def test_every_option_a_delegate_reads_is_known():
+    assert {"fd_alias", "fd_quality", "llm_url", "decomposer_budget_s"} <= set(known_options())
+    stages = build_stages(["fast-downward"], fd_alias="lama-first", fd_workers=1)
+    try:
+        assert [d.name for d in stages[0].delegates] == ["fast-downward"]
+    finally:
+        for stage in stages:
+            stage.close()
+
+
+def test_a_stage_that_is_not_a_delegate_is_a_type_error_naming_it():
+    class Planner:  # a delegate-like object that does not subclass Delegate
+        name = "mine"
+
+        def solve(self, request, deadline):
+            raise AssertionError("never called")
+
+    with pytest.raises(TypeError, match="is not a Delegate; subclass portfolio.engine.results.Delegate"):
+        Tier("classical", [Planner()], 1.0)
+    with pytest.raises(TypeError, match="the cascade: .* is not a Delegate"):
+        PortfolioDecomposition([Planner()])
+
+
+def test_catalog_shares_are_the_delegates_own():
+    """`--help` prints the catalog's shares without importing the delegates; a tier without shares uses each
+    delegate's `share` attribute: the two must agree."""
+    from portfolio.delegates.fast_downward.delegate import FastDownward
+    from portfolio.delegates.goal_agenda import GoalAgenda
+    from portfolio.delegates.llm import LLMDelegate
+    from portfolio.delegates.pyperplan import Pyperplan
+    from portfolio.delegates.registry import CATALOG
+    from portfolio.delegates.typed_search import TypedSearch
+
+    classes = {"fast-downward": FastDownward, "pyperplan": Pyperplan, "typed-search": TypedSearch,
+               "llm": LLMDelegate, "goal-agenda": GoalAgenda}
+    assert set(classes) == set(CATALOG)
+    for name, cls in classes.items():
+        assert CATALOG[name].share == cls.share, name
+    assert issubclass(FastDownward, Delegate) and FastDownward.share == 4.0
