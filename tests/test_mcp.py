@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO
 from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, serve_in_thread, validated
 
-TOOLS = {"plan", "replan", "validate", "record_steps", "action_stats"}
+TOOLS = {"plan", "replan", "validate", "record_steps", "action_stats", "retrain"}
 STATE = ["(clear a)", "(on a b)", "(ontable b)", "(clear c)", "(ontable c)", "(clear d)", "(ontable d)",
          "(handempty)"]
 
@@ -44,6 +44,11 @@ async def exercise(session) -> dict:
              for i in range(3)]
     out["steps"] = await session.call_tool("record_steps", {"steps": steps})
     out["stats"] = await session.call_tool("action_stats", {})
+    # a misspelled argument: refused, as HTTP refuses an unknown field (it used to plan without the exclusion)
+    out["misspelled"] = await session.call_tool("plan", {"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4,
+                                                         "exclueded": ["(pick-up b)"]})
+    out["retrain"] = await session.call_tool("retrain", {"prior_mean": 0.05})
+    out["stats_after"] = await session.call_tool("action_stats", {})
     return out
 
 
@@ -71,6 +76,23 @@ def check(out: dict) -> None:
     assert out["steps"].structured_content == {"recorded": 3, "skipped": 0, "conflicts": []}
     rows = {row["action"]: row for row in out["stats"].structured_content["actions"]}
     assert rows["pick-up"]["steps"] == 3
+    misspelled = out["misspelled"]
+    assert misspelled.is_error and "exclueded" in misspelled.content[0].text, misspelled.content
+    assert out["retrain"].structured_content["version"] == 1, out["retrain"].content
+    assert out["stats_after"].structured_content["model_version"] == 1
+    check_schemas_match_http(tools)
+
+
+def check_schemas_match_http(tools) -> None:
+    """Each tool's input schema is its HTTP body's (the fields, their types and descriptions), less `wait`."""
+    from portfolio.serve.models import PlanBody, ReplanBody, StepsBody, ValidateBody
+
+    for name, body in (("plan", PlanBody), ("replan", ReplanBody), ("validate", ValidateBody),
+                       ("record_steps", StepsBody)):
+        http = body.model_json_schema()["properties"]
+        http.pop("wait", None)
+        assert tools[name].input_schema["properties"] == http, name
+        assert tools[name].input_schema.get("additionalProperties") is False, name
 
 
 def test_stdio_client_session_against_portfolio_mcp(tmp_path):

@@ -1,8 +1,10 @@
 """The planner as MCP tools, with the official MCP Python SDK (`mcp.server.mcpserver.MCPServer`).
 
-Tools: `plan`, `replan`, `validate`, `record_steps`, `action_stats`. Each declares an input schema (from its
-parameters) and an output schema (from its pydantic return model), and answers with structured content plus
-the same JSON as text for clients that only read text. They call the same `Service` as the HTTP routes, so a
+Tools: `plan`, `replan`, `validate`, `record_steps`, `action_stats`, `retrain`. Each takes the fields of the
+HTTP route's pydantic body as its arguments (`PlanArgs` for `plan`, ..., `_take_arguments_from`): one input
+schema for both interfaces, an unknown argument refused as HTTP refuses an unknown field. Each declares an output
+schema (from its pydantic return model), and answers with structured content plus the same JSON as text for
+clients that only read text. They call the same `Service` as the HTTP routes, so a
 tool call takes a worker from the same pool, obeys the same queue limit and writes the same trace store.
 
 Transports: stdio (`portfolio mcp`, one planner worker by default) and streamable HTTP, mounted at `/mcp` on
@@ -14,27 +16,26 @@ result with `isError` and the message. A stdio line that is not a JSON-RPC messa
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from mcp import types
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from portfolio.serve.models import (
-    QUALITY_HELP,
-    WEIGHT_HELP,
     ActionsResponse,
     BadRequest,
+    PlanArgs,
     PlanBody,
     PlanResponse,
-    Quality,
+    ReplanArgs,
     ReplanBody,
+    RetrainBody,
     StepsBody,
     StepsResponse,
     ValidateBody,
     Verdict,
 )
 from portfolio.serve.service import Service
-from traces.records import StepRecord
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -48,11 +49,6 @@ INSTRUCTIONS = (
     "`action_stats` shows which actions fail how often."
 )
 
-Atoms = Annotated[list[str] | None, Field(description='atoms like "(on a b)"')]
-Explore = Annotated[Literal["mean", "thompson", "ucb"] | None,
-                    Field(description="how learned costs explore; default: the server's")]
-QualityArg = Annotated[Quality | None, Field(description=QUALITY_HELP)]
-WeightArg = Annotated[float | None, Field(ge=0, allow_inf_nan=False, description=WEIGHT_HELP)]
 
 
 def _anticipated() -> tuple[type[Exception], ...]:
@@ -67,6 +63,33 @@ def _anticipated() -> tuple[type[Exception], ...]:
 
     return (BadRequest, TaskInputError, ValidationError, NotFound, Unavailable, QueueFull, PlannerFailed,
             TraceStoreError)
+
+
+class NoArguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RetrainResponse(BaseModel):
+    """What the `retrain` tool answers: the stored model's version and how it was fitted."""
+
+    model_config = ConfigDict(extra="allow")
+
+    version: int = Field(description="the new model's version; plans made from now on use it")
+
+
+def _take_arguments_from(mcp: MCPServer, name: str, model: type[BaseModel]) -> None:
+    """Make tool `name` take `model`'s fields as its arguments: its input schema is the model's JSON Schema (the
+    HTTP body's, so the two interfaces cannot drift apart) and an argument the model does not know is refused,
+    not dropped (`extra="forbid"`: a misspelled `exclueded` used to plan as if nothing were excluded). The SDK
+    reads a tool's `fn_metadata.arg_model` at each call and publishes `parameters` as its input schema."""
+    from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
+
+    tool = mcp._tool_manager.get_tool(name)  # noqa: SLF001 - the SDK (2.x) has no public lookup of a tool
+    if tool is None:
+        raise RuntimeError(f"MCP tool {name!r} was not registered")
+    arguments = type(f"{name}_arguments", (model, ArgModelBase), {"__module__": __name__})
+    tool.fn_metadata.arg_model = arguments
+    tool.parameters = arguments.model_json_schema(by_alias=True)
 
 
 def build_mcp(service: Service):
@@ -84,63 +107,38 @@ def build_mcp(service: Service):
         except anticipated as error:  # an isError result naming the kind, as the HTTP error body does
             raise ToolError(f"{getattr(error, 'kind', type(error).__name__)}: {error}") from error
 
-    @mcp.tool(description="Find a validated plan for a task; returns the PlanResult (as `portfolio plan --json`) "
-              "and a run_id for replan and record_steps.")
-    async def plan(
-        domain: Annotated[str | None, Field(description="PDDL domain text")] = None,
-        problem: Annotated[str | None, Field(description="PDDL problem text")] = None,
-        task: Annotated[dict[str, Any] | None, Field(description="a JSON task instead of PDDL texts")] = None,
-        init: Atoms = None,
-        excluded: Annotated[list[str] | None, Field(description="grounded actions no plan may use")] = None,
-        critiques: Annotated[list[str] | None, Field(description="why earlier plans failed")] = None,
-        features: Annotated[dict[str, Any] | None, Field(description="the situation, for learned costs")] = None,
-        explore: Explore = None,
-        quality: QualityArg = None,
-        weight: WeightArg = None,
-        budget: Annotated[float | None, Field(gt=0, description="classical tier seconds")] = None,
-        run_id: Annotated[str | None, Field(description="record the plan under this run")] = None,
-    ) -> PlanResponse:
-        body = PlanBody(domain=domain, problem=problem, task=task, init=init, excluded=excluded or [],
-                        critiques=critiques or [], features=features, explore=explore, quality=quality,
-                        weight=weight, budget=budget, run_id=run_id)
-        return await guarded(service.plan(body))
+    async def plan(**arguments: Any) -> PlanResponse:
+        return await guarded(service.plan(PlanBody(**arguments)))
 
-    @mcp.tool(description="Plan again for an earlier run from the state the runtime observed (every true atom).")
-    async def replan(
-        run_id: Annotated[str, Field(description="the run_id a plan call returned")],
-        state: Annotated[list[str], Field(description='the observed state: atoms like "(on a b)"')],
-        excluded: Annotated[list[str] | None, Field(description="grounded actions no plan may use")] = None,
-        critiques: Annotated[list[str] | None, Field(description="why earlier plans failed")] = None,
-        features: Annotated[dict[str, Any] | None, Field(description="the situation, for learned costs")] = None,
-        explore: Explore = None,
-        quality: QualityArg = None,
-        weight: WeightArg = None,
-        budget: Annotated[float | None, Field(gt=0, description="classical tier seconds")] = None,
-    ) -> PlanResponse:
-        body = ReplanBody(run_id=run_id, state=state, excluded=excluded or [], critiques=critiques or [],
-                          features=features, explore=explore, quality=quality, weight=weight, budget=budget)
-        return await guarded(service.replan(body))
+    async def replan(**arguments: Any) -> PlanResponse:
+        return await guarded(service.replan(ReplanBody(**arguments)))
 
-    @mcp.tool(description="Check a plan against a task with the validator: valid or not, the failing step "
-              "(1-based), the kind of problem and the literals that did not hold.")
-    async def validate(
-        plan: Annotated[list[str], Field(description='grounded actions in order, like "(pick-up a)"')],
-        domain: Annotated[str | None, Field(description="PDDL domain text")] = None,
-        problem: Annotated[str | None, Field(description="PDDL problem text")] = None,
-        task: Annotated[dict[str, Any] | None, Field(description="a JSON task instead of PDDL texts")] = None,
-        init: Atoms = None,
-    ) -> Verdict:
-        return await guarded(service.validate(ValidateBody(domain=domain, problem=problem, task=task, plan=plan,
-                                                           init=init)))
+    async def validate(**arguments: Any) -> Verdict:
+        return await guarded(service.validate(ValidateBody(**arguments)))
 
-    @mcp.tool(description="Record executed plan steps in the trace store (learned costs come from them).")
-    async def record_steps(steps: list[StepRecord]) -> StepsResponse:
-        return await guarded(service.record_steps(StepsBody(steps=steps)))
+    async def record_steps(**arguments: Any) -> StepsResponse:
+        return await guarded(service.record_steps(StepsBody(**arguments)))
 
-    @mcp.tool(description="Per action name: steps run, failures, failure rate, mean duration and the current "
-              "predicted failure probability.")
-    async def action_stats() -> ActionsResponse:
+    async def action_stats(**arguments: Any) -> ActionsResponse:
         return await guarded(service.actions())
+
+    async def retrain(**arguments: Any) -> RetrainResponse:
+        return RetrainResponse(**await guarded(service.retrain(RetrainBody(**arguments))))
+
+    for fn, arguments, description in (
+        (plan, PlanArgs, "Find a validated plan for a task; returns the PlanResult (as `portfolio plan --json`) "
+         "and a run_id for replan and record_steps."),
+        (replan, ReplanArgs, "Plan again for an earlier run from the state the runtime observed (every true atom)."),
+        (validate, ValidateBody, "Check a plan against a task with the validator: valid or not, the failing step "
+         "(1-based), the kind of problem and the literals that did not hold."),
+        (record_steps, StepsBody, "Record executed plan steps in the trace store (learned costs come from them)."),
+        (action_stats, NoArguments, "Per action name: steps run, failures, failure rate, mean duration and the "
+         "current predicted failure probability."),
+        (retrain, RetrainBody, "Fit the failure model on every recorded step (as `portfolio retrain`); later plans "
+         "use its learned costs. Returns the new model's version and fit."),
+    ):
+        mcp.add_tool(fn, description=description)
+        _take_arguments_from(mcp, fn.__name__, arguments)
 
     return mcp
 

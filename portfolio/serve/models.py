@@ -48,7 +48,9 @@ class TaskSource(BaseModel):
     task: dict[str, Any] | None = Field(default=None, description="a JSON task instead of PDDL texts")
 
 
-class PlanBody(TaskSource):
+class PlanArgs(TaskSource):
+    """What a plan request says, over HTTP (`PlanBody`) and as the MCP `plan` tool's arguments."""
+
     init: list[str] | None = Field(default=None, description='plan from this state: atoms like "(on a b)"')
     excluded: list[str] = Field(default_factory=list, description="grounded actions no plan may use")
     critiques: list[str] = Field(default_factory=list, description="reasons earlier plans failed (for an LLM)")
@@ -59,23 +61,31 @@ class PlanBody(TaskSource):
     weight: float | None = Field(default=None, ge=0, allow_inf_nan=False, description=WEIGHT_HELP)
     budget: float | None = Field(default=None, gt=0, description="classical tier seconds (capped by the server)")
     run_id: str | None = Field(default=None, min_length=1, description="record the plan under this run")
+
+
+class PlanBody(PlanArgs):
     wait: bool = Field(default=True, description="false: answer 202 with a job id at once")
 
 
-class ReplanBody(BaseModel):
-    """Plan again for the task of an earlier run, from the state the runtime observed."""
+class ReplanArgs(BaseModel):
+    """Plan again for the task of an earlier run, from the state the runtime observed (HTTP `ReplanBody`, the
+    MCP `replan` tool's arguments)."""
 
     model_config = ConfigDict(extra="forbid")
 
     run_id: str = Field(min_length=1, description="the run_id of an earlier /v1/plan answer")
     state: list[str] = Field(description='the observed state: every true atom, like "(on a b)"')
-    excluded: list[str] = Field(default_factory=list)
-    critiques: list[str] = Field(default_factory=list)
-    features: dict[str, Any] | None = None
-    explore: Literal["mean", "thompson", "ucb"] | None = None
+    excluded: list[str] = Field(default_factory=list, description="grounded actions no plan may use")
+    critiques: list[str] = Field(default_factory=list, description="reasons earlier plans failed (for an LLM)")
+    features: dict[str, Any] | None = Field(default=None, description="the situation, for learned costs")
+    explore: Literal["mean", "thompson", "ucb"] | None = Field(
+        default=None, description="how learned costs explore (mean, thompson, ucb); default: the server's")
     quality: Quality | None = Field(default=None, description=QUALITY_HELP)
     weight: float | None = Field(default=None, ge=0, allow_inf_nan=False, description=WEIGHT_HELP)
-    budget: float | None = Field(default=None, gt=0)
+    budget: float | None = Field(default=None, gt=0, description="classical tier seconds (capped by the server)")
+
+
+class ReplanBody(ReplanArgs):
     wait: bool = True
 
 
