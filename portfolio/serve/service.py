@@ -112,6 +112,8 @@ class Service:
             self.model_version = latest.version if latest else None
         self.pool: PlannerPool | None = None
         self.runs: collections.OrderedDict[str, tuple[str, int]] = collections.OrderedDict()
+        # each run's current plan and the cost model it was made under: a replan keeps what is still valid
+        self.run_plans: collections.OrderedDict[str, tuple[list[str], str | None]] = collections.OrderedDict()
         self._sources: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
         self._source_chars: dict[str, int] = {}  # key -> characters of its texts (for MAX_SOURCE_CHARS)
         self.jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()
@@ -185,14 +187,18 @@ class Service:
                 self.store.close()
 
     # -- planning -------------------------------------------------------------------------------------------
-    async def plan(self, body: PlanBody, prefer: int | None = None) -> PlanResponse:
+    async def plan(self, body: PlanBody, prefer: int | None = None,
+                   previous: tuple[list[str], str | None] | None = None) -> PlanResponse:
+        """Plan `body` on a worker (`prefer`: the one whose caches know the task). `previous`: the run's current
+        plan and its cost model, for a replan to keep what is still valid (`Planner.plan(previous_plan=)`)."""
         assert self.pool is not None
         budget = min(body.budget or self.config.budget_s, self.config.max_budget_s)
         run_id = body.run_id or uuid.uuid4().hex
         payload = body.model_dump(exclude={"wait"}) | {"budget": budget, "run_id": run_id}
         timeout = budget + self.config.decomposer_budget_s + CALL_GRACE_S
+        reuse = {"previous_plan": previous[0], "previous_cost_model": previous[1]} if previous else {}
         index, answer = await self.pool.call("plan", timeout, prefer=prefer, body=payload,
-                                             model_version=self.model_version)
+                                             model_version=self.model_version, **reuse)
         if "unavailable" in answer:  # the stored model is unreadable: every worker would say the same
             self.model_error = answer["unavailable"]["error"]
             raise Unavailable(answer["unavailable"]["error"], answer["unavailable"]["kind"])
@@ -200,6 +206,11 @@ class Service:
         if "bad_input" in answer:
             raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
         self.metrics.observe_plan(answer["result"])
+        if answer["result"].get("plan") is not None:
+            self.run_plans[run_id] = (list(answer["result"]["plan"]), answer["result"].get("cost_model"))
+            self.run_plans.move_to_end(run_id)
+            while len(self.run_plans) > MAX_RUNS:
+                self.run_plans.popitem(last=False)
         source = self._remember(run_id, body, index)
         if source is not None and self.store is not None:
             await anyio.to_thread.run_sync(self._store_source, run_id, source, limiter=self._store_threads)
@@ -257,7 +268,7 @@ class Service:
         request = PlanBody(**source, init=body.state, excluded=body.excluded, critiques=body.critiques,
                            features=body.features, explore=body.explore, quality=body.quality, weight=body.weight,
                            budget=body.budget, run_id=body.run_id)
-        return await self.plan(request, prefer=worker)
+        return await self.plan(request, prefer=worker, previous=self.run_plans.get(body.run_id))
 
     # -- traces ---------------------------------------------------------------------------------------------
     def need_store(self):

@@ -94,7 +94,10 @@ class PlannerWorker:
         latest = store.latest_model() if store is not None else None
         return latest.version if latest is not None else None
 
-    def plan(self, body: dict[str, Any], model_version: int | None = None) -> dict[str, Any]:
+    def plan(self, body: dict[str, Any], model_version: int | None = None, previous_plan: list[str] | None = None,
+             previous_cost_model: str | None = None) -> dict[str, Any]:
+        """One plan request (`Service.plan`); `previous_plan` (with the cost model it was made under) is the run's
+        current plan, kept where still valid (`plan-reuse`, as `Planner.plan` does in Python)."""
         from domains.errors import TaskInputError
         from domains.literals import parse_ground_atoms
         from portfolio.serve.models import BadRequest, PlanBody, load_task
@@ -111,7 +114,8 @@ class PlannerWorker:
             run_id = self._run(task, request.run_id)
             options = {k: v for k, v in request.model_dump().items() if k in self.plan_options and v is not None}
             with self._budget(request.budget):  # the planner reads `excluded` & co. too: bad spellings are 400s
-                result = self.planner.plan(task, init=init, run_id=run_id, **options)
+                result = self.planner.plan(task, init=init, run_id=run_id, previous_plan=previous_plan or (),
+                                           previous_cost_model=previous_cost_model, **options)
         except (TaskInputError, BadRequest) as error:
             return {"bad_input": {"error": str(error), "kind": getattr(error, "kind", type(error).__name__)}}
         return {"result": {**result.model_dump(mode="json"), "run_id": request.run_id}}
