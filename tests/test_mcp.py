@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO
 from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, serve_in_thread, validated
 
-TOOLS = {"plan", "replan", "validate", "record_steps", "action_stats", "retrain"}
+TOOLS = {"plan", "replan", "validate", "record_steps", "action_stats", "costs", "retrain"}
 STATE = ["(clear a)", "(on a b)", "(ontable b)", "(clear c)", "(ontable c)", "(clear d)", "(ontable d)",
          "(handempty)"]
 

@@ -130,3 +130,33 @@ def validated(task_domain: str, task_problem: str, plan: list[str], init=None) -
     return validate_plan(task, [parse_ground_action(s) for s in plan], init=init).ok
 
 
+def over_http(url: str):
+    """`call(operation, body) -> answer` over HTTP (httpx); with `over_mcp`, one test runs on both interfaces."""
+    import httpx
+
+    def call(name: str, body: dict) -> dict:
+        route = {"plan": "/v1/plan", "replan": "/v1/replan", "costs": "/v1/costs", "retrain": "/v1/retrain",
+                 "record_steps": "/v1/steps"}[name]
+        answer = httpx.post(url + route, json=body, timeout=60)
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+    return call
+
+
+def over_mcp(url: str):
+    """`call(operation, body) -> answer` through the official MCP client (streamable HTTP at /mcp)."""
+    import anyio
+
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    def call(name: str, body: dict) -> dict:
+        async def main() -> dict:
+            async with streamable_http_client(url + "/mcp") as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    result = await session.call_tool(name, body)
+                    assert not result.is_error, result.content
+                    return result.structured_content
+        return anyio.run(main)
+    return call

@@ -4,11 +4,9 @@ new plan. One test over both interfaces, the same bodies, the same answers (http
 
 from __future__ import annotations
 
-import anyio
-import httpx
 import pytest
 
-from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, serve_in_thread, validated
+from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, over_http, over_mcp, serve_in_thread, validated
 
 
 def _state_after(steps: list[str]) -> list[str]:
@@ -23,32 +21,7 @@ def _state_after(steps: list[str]) -> list[str]:
     return sorted(str(atom) for atom in state)
 
 
-def _over_http(url: str):
-    def call(name: str, body: dict) -> dict:
-        route = {"plan": "/v1/plan", "replan": "/v1/replan"}[name]
-        answer = httpx.post(url + route, json=body, timeout=60)
-        assert answer.status_code == 200, answer.text
-        return answer.json()
-    return call
-
-
-def _over_mcp(url: str):
-    from mcp.client.session import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
-
-    def call(name: str, body: dict) -> dict:
-        async def main() -> dict:
-            async with streamable_http_client(url + "/mcp") as (read, write):
-                async with ClientSession(read, write) as session:
-                    await session.initialize()
-                    result = await session.call_tool(name, body)
-                    assert not result.is_error, result.content
-                    return result.structured_content
-        return anyio.run(main)
-    return call
-
-
-@pytest.mark.parametrize("interface", [_over_http, _over_mcp], ids=["http", "mcp"])
+@pytest.mark.parametrize("interface", [over_http, over_mcp], ids=["http", "mcp"])
 def test_a_replan_from_a_state_the_plan_still_fits_returns_the_rest_of_it(tmp_path, interface):
     with serve_in_thread(config(traces=str(tmp_path / "t.db"))) as (url, _):
         call = interface(url)

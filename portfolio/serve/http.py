@@ -43,6 +43,8 @@ from portfolio.serve.metrics import route_label
 from portfolio.serve.models import (
     ActionsResponse,
     BadRequest,
+    CostsBody,
+    CostsResponse,
     ErrorBody,
     HealthResponse,
     Job,
@@ -318,6 +320,12 @@ def create_app(service: Service, token: str | None = None, max_body_bytes: int =
             await service.run_source(body.run_id)  # an unknown run is a 404 now, not a failed job later
             return _job_response(service.submit("replan", lambda: service.replan(body)))
         return await service.replan(body)
+
+    @app.post("/v1/costs", response_model=CostsResponse, responses=ERRORS)
+    async def costs(body: CostsBody) -> CostsResponse:
+        """The learned cost of every grounded action of the task (as `portfolio costs`): base cost, p_fail and
+        the cost plans pay, dearest first."""
+        return await service.costs(body)
 
     @app.post("/v1/validate", response_model=Verdict, responses=ERRORS)
     async def validate(body: ValidateBody) -> Verdict:

@@ -1,6 +1,6 @@
 """The planner as MCP tools, with the official MCP Python SDK (`mcp.server.mcpserver.MCPServer`).
 
-Tools: `plan`, `replan`, `validate`, `record_steps`, `action_stats`, `retrain`. Each takes the fields of the
+Tools: `plan`, `replan`, `validate`, `record_steps`, `action_stats`, `costs`, `retrain`. Each takes the fields of the
 HTTP route's pydantic body as its arguments (`PlanArgs` for `plan`, ..., `_take_arguments_from`): one input
 schema for both interfaces, an unknown argument refused as HTTP refuses an unknown field. Each declares an output
 schema (from its pydantic return model), and answers with structured content plus the same JSON as text for
@@ -24,6 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from portfolio.serve.models import (
     ActionsResponse,
     BadRequest,
+    CostsBody,
+    CostsResponse,
     PlanArgs,
     PlanBody,
     PlanResponse,
@@ -122,6 +124,9 @@ def build_mcp(service: Service):
     async def action_stats(**arguments: Any) -> ActionsResponse:
         return await guarded(service.actions())
 
+    async def costs(**arguments: Any) -> CostsResponse:
+        return await guarded(service.costs(CostsBody(**arguments)))
+
     async def retrain(**arguments: Any) -> RetrainResponse:
         return RetrainResponse(**await guarded(service.retrain(RetrainBody(**arguments))))
 
@@ -134,6 +139,8 @@ def build_mcp(service: Service):
         (record_steps, StepsBody, "Record executed plan steps in the trace store (learned costs come from them)."),
         (action_stats, NoArguments, "Per action name: steps run, failures, failure rate, mean duration and the "
          "current predicted failure probability."),
+        (costs, CostsBody, "The learned cost of every grounded action of a task (base cost, p_fail, the cost "
+         "plans pay), dearest first; empty until a model is trained."),
         (retrain, RetrainBody, "Fit the failure model on every recorded step (as `portfolio retrain`); later plans "
          "use its learned costs. Returns the new model's version and fit."),
     ):

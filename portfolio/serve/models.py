@@ -89,6 +89,26 @@ class ReplanBody(ReplanArgs):
     wait: bool = True
 
 
+class CostsBody(TaskSource):
+    """What the learned costs of a task's grounded actions are (as `portfolio costs`)."""
+
+    init: list[str] | None = Field(default=None, description='from this state: atoms like "(on a b)"')
+    features: dict[str, Any] | None = Field(default=None, description="the situation, for learned costs")
+    weight: float | None = Field(default=None, ge=0, allow_inf_nan=False, description=WEIGHT_HELP)
+
+
+class ActionCostInfo(BaseModel):
+    action: str = Field(description='the grounded action, as plans spell it: "(pick-up b)"')
+    base_cost: float = Field(description="the task's own cost of the action")
+    p_fail: float = Field(description="the model's posterior mean probability that it fails")
+    cost: float = Field(description="what plans pay for it: base + weight * -log(1 - p_fail)")
+
+
+class CostsResponse(BaseModel):
+    model_version: int | None = Field(description="the failure model the costs come from (None: no model yet)")
+    costs: list[ActionCostInfo] = Field(description="every grounded action, dearest first; empty without a model")
+
+
 class PlanResponse(PlanResult):
     run_id: str | None = Field(default=None, description="pass to /v1/replan and with the executed steps")
 

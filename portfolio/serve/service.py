@@ -32,6 +32,8 @@ from portfolio.serve.models import (
     ActionInfo,
     ActionsResponse,
     BadRequest,
+    CostsBody,
+    CostsResponse,
     HealthResponse,
     Job,
     PlanBody,
@@ -269,6 +271,17 @@ class Service:
                            features=body.features, explore=body.explore, quality=body.quality, weight=body.weight,
                            budget=body.budget, run_id=body.run_id)
         return await self.plan(request, prefer=worker, previous=self.run_plans.get(body.run_id))
+
+    async def costs(self, body: CostsBody) -> CostsResponse:
+        """The learned cost of every grounded action of a task, from a planner worker (its model)."""
+        assert self.pool is not None
+        timeout = self.config.max_budget_s + CALL_GRACE_S
+        _, answer = await self.pool.call("costs", timeout, body=body.model_dump(), model_version=self.model_version)
+        if "unavailable" in answer:
+            raise Unavailable(answer["unavailable"]["error"], answer["unavailable"]["kind"])
+        if "bad_input" in answer:
+            raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
+        return CostsResponse.model_validate(answer["result"])
 
     # -- traces ---------------------------------------------------------------------------------------------
     def need_store(self):

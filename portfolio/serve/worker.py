@@ -169,8 +169,30 @@ class PlannerWorker:
         self.model_version = info.version
         return {"result": info.model_dump(mode="json") | {"selection": selection.model_dump(mode="json")}}
 
+    def costs(self, body: dict[str, Any], model_version: int | None = None) -> dict[str, Any]:
+        """The learned cost of every grounded action of a task (`Planner.learned_costs`, as `portfolio costs`)."""
+        from domains.errors import TaskInputError
+        from domains.literals import parse_ground_atoms
+        from portfolio.serve.models import BadRequest, CostsBody, load_task
+
+        if model_version is not None and model_version != self.model_version:
+            self._load_model()
+            self.model_version = model_version
+        if self.model_error is not None:
+            return {"unavailable": {"error": self.model_error, "kind": "ModelFormatError"}}
+        request = CostsBody.model_validate(body)
+        try:
+            task = load_task(request)
+            init = parse_ground_atoms(task, request.init) if request.init is not None else None
+            costs = self.planner.learned_costs(task, init=init, features=request.features, weight=request.weight)
+        except (TaskInputError, BadRequest) as error:
+            return {"bad_input": {"error": str(error), "kind": getattr(error, "kind", type(error).__name__)}}
+        rows = [{"action": action, "base_cost": c.base_cost, "p_fail": c.p_fail, "cost": c.cost}
+                for action, c in sorted(costs.items(), key=lambda item: (-item[1].cost, item[0]))]
+        return {"result": {"model_version": self.model_version if costs else None, "costs": rows}}
+
     def handlers(self) -> dict[str, Any]:
-        return {"plan": self.plan, "retrain": self.retrain, "ping": self.ping}
+        return {"plan": self.plan, "costs": self.costs, "retrain": self.retrain, "ping": self.ping}
 
 
 def tree_processes(config: WorkerConfig) -> int:
