@@ -25,7 +25,7 @@ are search-bound (caldera p02, grid 02: translation 0.27-0.39 s CPU) or translat
 race 137 vs driver 133 (1.03x; load slows the cold driver more than the warm planner), no domain below the
 driver, median latency 0.25x the driver's on the 133 both solve. Again at the end of the next session (load
 0.8 -> 1.1): race 139 vs driver 135 (1.03x), none below, median latency 0.23x. Target (1.1x) not met; how far
-the misses are beyond 1 s, and so what bounds it: `benchmarks/near_misses.py`.
+the misses are beyond 1 s, and so what bounds it: `benchmarks/experiments/near_misses.py`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 task after task in one process, and unsolvability read from the translator's result.
 
 The full comparison (one problem of every domain of ../shared/ipc and ../shared/ipc-more) is
-`benchmarks/sas_compare.py`; here a representative subset runs through one warm worker: ADL (quantifiers,
+`benchmarks/experiments/sas_compare.py`; here a representative subset runs through one warm worker: ADL (quantifiers,
 conditional effects), derived predicates, action costs, plain STRIPS between them.
 """
 

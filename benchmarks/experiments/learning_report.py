@@ -1,10 +1,10 @@
 """The learning evaluation's report: per-window success rates, the targets' verdicts, the Markdown table, the plot.
 
-`benchmarks/learning_eval.py` runs the episodes and hands back an `Evaluation`; this module only reads it:
+`benchmarks/experiments/learning_eval.py` runs the episodes and hands back an `Evaluation`; this module only reads it:
 `windows` (success and expected success per window of episodes), `verdicts` (the issue's targets on the final
 window), `report` (Markdown), `plot` (PNG, matplotlib imported on first use so the harness and its tests do not pay
 for it) and `write_results` (learning.md, learning.png, learning.json in `RESULTS_DIR`). `learning_eval`
-re-exports all of these, so `from benchmarks.learning_eval import report` keeps working.
+re-exports all of these, so `from benchmarks.experiments.learning_eval import report` keeps working.
 
 The names the report prints and the harness runs by (the arms, the domain and the task latency is measured on,
 the targets, the results folder) are defined here, at the bottom of the dependency chain, so the harness imports
@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from benchmarks.learning_eval import Evaluation
+    from benchmarks.experiments.learning_eval import Evaluation
 
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+RESULTS_DIR = Path(__file__).resolve().parents[1] / "results"
 ARMS = ("cost-blind", "learned", "oracle")
 DOMAIN = "tools"
 LATENCY_TASK = (3, 0)  # (size, seed) of the task warm latency is measured on

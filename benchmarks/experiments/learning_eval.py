@@ -1,6 +1,6 @@
 """Does planning with learned costs approach an oracle that knows the true failure probabilities?
 
-    python -m benchmarks.learning_eval --episodes 200      # table on stdout, results in benchmarks/results/
+    python -m benchmarks.experiments.learning_eval --episodes 200      # table on stdout, results in benchmarks/results/
     pytest benchmarks/bench_learning.py --benchmark-only   # the same run under pytest-benchmark (`make bench`)
 
 The world: report jobs of the bundled `tools` domain (sizes 2-4, ten generator seeds, so episodes differ), in a
@@ -26,8 +26,8 @@ the report gives each arm's expected success (the true probability that its chos
 the window): noise-free, it separates plan quality from luck in windows of 25 episodes.
 
 This module runs the episodes (the simulation, the arms, `evaluate`) and the command line; the latency
-measurement is `benchmarks/learning_latency.py`;
-the windows, verdicts, Markdown report, plot and result files are `benchmarks/learning_report.py`, whose names
+measurement is `benchmarks/experiments/learning_latency.py`;
+the windows, verdicts, Markdown report, plot and result files are `benchmarks/experiments/learning_report.py`, whose names
 are re-exported here.
 """
 
@@ -42,14 +42,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from benchmarks.learning_report import (  # re-exported: tests and bench_learning.py use these names from here
+from benchmarks.experiments.learning_report import (  # re-exported: tests and bench_learning.py use these names from here
     ARMS, DOMAIN, LATENCY_TASK, RESULTS_DIR, TARGET_FAILURES_VS_BLIND, TARGET_LATENCY_OVERHEAD,
     TARGET_SUCCESS_VS_ORACLE, Verdict, WindowRow, plot, report, verdicts, windows, write_results,
 )
 from domains.bundled import bundled_task
 from domains.model import GroundAction, Task, action_cost
 from domains.validate import applicable, apply, goal_reached
-from benchmarks.learning_latency import Latency, measure_latency  # re-exported: bench_learning.py uses them
+from benchmarks.experiments.learning_latency import Latency, measure_latency  # re-exported: bench_learning.py uses them
 from portfolio.benchsuite.worlds.tools import (  # re-exported: tests and notes use these names from here
     DEFAULT_P_FAIL, WORLD_RULES, FailureRule, plan_success_probability, true_p_fail,
 )
@@ -292,13 +292,13 @@ def evaluate(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.learning_eval",
+        prog="python -m benchmarks.experiments.learning_eval",
         description="Simulated evaluation of learned action costs: episodes of the bundled tools domain in which "
         "some grounded actions fail with hidden, situation-dependent probabilities. Three arms plan the same "
         "episodes (cost-blind, learned from the arm's own traces, oracle with the true costs); each plan is "
         "executed once in simulation without replanning. Prints a table of success rates per window and the "
         "target verdicts; writes learning.md, learning.png and learning.json to --out.",
-        epilog="Example: python -m benchmarks.learning_eval --episodes 200 --retrain-every 10",
+        epilog="Example: python -m benchmarks.experiments.learning_eval --episodes 200 --retrain-every 10",
     )
     parser.add_argument("--episodes", type=int, default=200, help="episodes per arm (default 200)")
     parser.add_argument("--retrain-every", type=int, default=10, metavar="K",

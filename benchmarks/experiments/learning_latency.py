@@ -1,4 +1,4 @@
-"""What learned costs add to a warm planning call: `measure_latency` for `benchmarks/learning_eval.py`.
+"""What learned costs add to a warm planning call: `measure_latency` for `benchmarks/experiments/learning_eval.py`.
 
 The same task planned by three warm planners, interleaved so that machine load hits them alike: one without a
 trace store, one that records its plans but has no model, one with learned costs. Learned costs are billed only
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from benchmarks.learning_report import DOMAIN, LATENCY_TASK
+from benchmarks.experiments.learning_report import DOMAIN, LATENCY_TASK
 from domains.bundled import bundled_task
 
 
