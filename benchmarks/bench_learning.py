@@ -16,7 +16,6 @@ from dataclasses import asdict
 
 import pytest
 
-
 from benchmarks.experiments.learning_eval import RESULTS_DIR, evaluate, report, verdicts, windows, write_results
 
 pytestmark = pytest.mark.slow

@@ -38,7 +38,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from domains.load import load_task
-from portfolio.bench import run_driver
+from portfolio.benchsuite.planners import solve_with_driver
 from portfolio.planner import CLASSICAL_ONLY, Planner, default_stages
 from portfolio.engine.results import PlanRequest
 
@@ -88,7 +88,7 @@ def main(per_domain: int = 5, which: str = "ipc", configs: str = "lama-alone,rac
                         times[key][name] = elapsed
                     search = result.attempts[0].details.get("search", "") if result.attempts else ""
                     line.append(f"{name}: {result.status.value} {result.delegate or ''}/{search} {elapsed * 1000:.0f}")
-                ok, elapsed = run_driver(domain_path, problem, timeout=1.0)
+                ok, elapsed = solve_with_driver(domain_path, problem, timeout=1.0)
                 if ok:
                     solved[domain]["driver"] += 1
                     times[key]["driver"] = elapsed

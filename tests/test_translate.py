@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from portfolio.delegates.fast_downward import translate as translate_worker
-from portfolio.bench import benchmark_pairs, driver_translate
+from portfolio.benchsuite.planners import driver_translate
+from portfolio.benchsuite.suites import benchmark_pairs
 from portfolio.delegates.fast_downward.translate import TranslatorOptionsError, translate
 from portfolio.engine.workers import WorkerProcess
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Iterator
 
 from portfolio.delegates.fast_downward import translate as translate_worker
-from portfolio.bench import benchmark_pairs, driver_translate
+from portfolio.benchsuite.planners import driver_translate
+from portfolio.benchsuite.suites import benchmark_pairs
 from portfolio.engine.workers import WorkerProcess
 
 DEFAULT_SOURCES = (Path("../shared/ipc"), Path("../shared/ipc-more/pairs.txt"))

@@ -23,7 +23,7 @@ from domains.load import load_task
 from domains.model import Plan, Task
 from domains.up_bridge import up_validate
 from domains.validate import validate_plan
-from portfolio.bench import benchmark_pairs
+from portfolio.benchsuite.suites import benchmark_pairs
 
 DEFAULT_SOURCES = (Path("../shared/ipc"), Path("../shared/ipc-more/pairs.txt"))
 

@@ -15,5 +15,5 @@ were tuned on?
                      bad-type object; learning-worlds.md / .json / .png
 
 It lives in the package (not only in the checkout's `benchmarks/`) so that an installed `portfolio` can run it;
-`python -m benchmarks.learning_worlds` is the same command with the checkout's results folder.
+`python -m benchmarks.experiments.learning_worlds` is the same command with the checkout's results folder.
 """
