@@ -1,6 +1,7 @@
 """Learned costs in simulated worlds where some grounded actions fail with hidden probabilities (`make bench`,
 never `make test`). One 200-episode run of three arms (cost-blind, learned, oracle) in the tools world (see
-benchmarks/experiments/learning_eval.py), and the family of generated worlds (benchmarks/experiments/learning_worlds.py).
+benchmarks/experiments/learning_eval.py), and the family of generated worlds
+(benchmarks/experiments/learning_worlds.py).
 
 Targets (reported, not asserted): in the final window of 25 episodes the learned arm's success rate is >= 95% of
 the oracle's and its failures <= half of the cost-blind arm's; learned costs add <= 10% to warm plan latency.

@@ -2,8 +2,8 @@
 
     PYTHONPATH=. python -m benchmarks.bench_reuse [rounds]      # one table, medians of `rounds` (default 5)
 
-Per instance of `portfolio.benchsuite.suites.LATENCY_INSTANCES` (IPC, `../shared/ipc`), all in one run so load hits every
-column alike:
+Per instance of `portfolio.benchsuite.suites.LATENCY_INSTANCES` (IPC, `../shared/ipc`), all in one run so load
+hits every column alike:
 - driver: `fast-downward.py --alias lama-first` (start-up, translation, search);
 - first: the warm Planner's first plan (translation cache emptied each round);
 - predicted: a replan halfway through the plan, from the state the plan predicted, passing the rest of the plan

@@ -1,5 +1,5 @@
-"""The IPPC harness (benchmarks/experiments/ippc.py) determinizes PPDDL as documented and its simulator samples outcomes
-with the domain's probabilities. Reads ../shared/ippc by path; the planning arms run in the benchmark."""
+"""The IPPC harness (benchmarks/experiments/ippc.py) determinizes PPDDL as documented and its simulator samples
+outcomes with the domain's probabilities. Reads ../shared/ippc by path; the planning arms run in the benchmark."""
 
 from __future__ import annotations
 

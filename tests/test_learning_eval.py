@@ -1,5 +1,5 @@
-"""The learning evaluation harness (benchmarks/experiments/learning_eval.py) keeps honest books: every step the learned arm
-executes is in its trace store with the episode's situation, runs end with the episode's outcome, retrains
+"""The learning evaluation harness (benchmarks/experiments/learning_eval.py) keeps honest books: every step the
+learned arm executes is in its trace store with the episode's situation, runs end with the episode's outcome, retrains
 happen every K episodes, plans are valid, and the oracle's plans are at least as likely to succeed as the
 cost-blind ones. Targets and timings are the benchmark's business (`make bench`), not asserted here."""
 
