@@ -34,7 +34,8 @@ import time
 from pathlib import Path
 
 from domains.load import load_task
-from portfolio.bench import benchmark_pairs, run_driver
+from portfolio.benchsuite.planners import solve_with_driver
+from portfolio.benchsuite.suites import benchmark_pairs
 from portfolio.engine.cascade import CLASSICAL_BUDGET_S
 from portfolio.planner import Planner
 
@@ -58,7 +59,8 @@ def hard_keys(runs: Path | None, tasks: list[tuple[str, Path, Path]]) -> set[str
         solved = {row["task"] for row in rows if row["planner"].startswith("driver") and row["status"] == "solved"}
         ran = {row["task"] for row in rows if row["planner"].startswith("driver")}
         return {key for key, _, _ in tasks if key in ran and key not in solved}
-    return {key for key, domain, problem in tasks if not run_driver(domain, problem, timeout=CLASSICAL_BUDGET_S)[0]}
+    return {key for key, domain, problem in tasks
+            if not solve_with_driver(domain, problem, timeout=CLASSICAL_BUDGET_S)[0]}
 
 
 def plan_with(planner: Planner, domain: Path, problem: Path) -> tuple[str, float, str]:
@@ -129,7 +131,7 @@ def main() -> None:
             shift = len(rows) % len(order)  # each arm goes first on a third of the tasks
             for name in order[shift:] + order[:shift]:
                 if name == "driver":
-                    ok, elapsed = run_driver(domain, problem, timeout=args.budget)
+                    ok, elapsed = solve_with_driver(domain, problem, timeout=args.budget)
                     row["driver"] = ("solved" if ok else "no plan", elapsed, "")
                 else:
                     row[name] = plan_with(planners[name], domain, problem)

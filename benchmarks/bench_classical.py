@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from domains.load import load_task
-from portfolio.bench import LATENCY_INSTANCES, changed_state, run_driver
+from portfolio.benchsuite.measure import changed_state
+from portfolio.benchsuite.planners import solve_with_driver
+from portfolio.benchsuite.suites import LATENCY_INSTANCES
 from portfolio.planner import CLASSICAL_ONLY, Planner
 
 IPC = Path(__file__).resolve().parents[1].parent / "shared" / "ipc"
@@ -29,8 +31,8 @@ def planner():
 @pytest.mark.parametrize("domain, problem", CASES)
 def test_raw_driver(benchmark, domain, problem):
     benchmark.extra_info["instance"] = f"{domain}/{problem}"
-    solved, _ = benchmark.pedantic(run_driver, args=(IPC / domain / "domain.pddl", IPC / domain / problem),
-                                   rounds=5, iterations=1)
+    solved, _ = benchmark.pedantic(solve_with_driver,
+                                   args=(IPC / domain / "domain.pddl", IPC / domain / problem), rounds=5, iterations=1)
     assert solved
 
 

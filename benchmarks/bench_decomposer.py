@@ -25,11 +25,10 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from domains.load import load_task  # noqa: E402
-from domains.validate import validate_plan  # noqa: E402
-from portfolio.planner import Planner, default_stages  # noqa: E402
+from domains.load import load_task
+from domains.validate import validate_plan
+from portfolio.planner import Planner, default_stages
 
 IPC = ROOT.parent / "shared" / "ipc"
 

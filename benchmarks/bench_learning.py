@@ -1,27 +1,23 @@
 """Learned costs in simulated worlds where some grounded actions fail with hidden probabilities (`make bench`,
 never `make test`). One 200-episode run of three arms (cost-blind, learned, oracle) in the tools world (see
-benchmarks/learning_eval.py), and the family of generated worlds (benchmarks/learning_worlds.py).
+benchmarks/experiments/learning_eval.py), and the family of generated worlds
+(benchmarks/experiments/learning_worlds.py).
 
 Targets (reported, not asserted): in the final window of 25 episodes the learned arm's success rate is >= 95% of
 the oracle's and its failures <= half of the cost-blind arm's; learned costs add <= 10% to warm plan latency.
 Writes benchmarks/results/learning.{md,png,json}.
 
     pytest benchmarks/bench_learning.py --benchmark-only
-    python -m benchmarks.learning_eval --episodes 200        # the same run, table on stdout
+    python -m benchmarks.experiments.learning_eval --episodes 200        # the same run, table on stdout
 """
 
 from __future__ import annotations
 
-import sys
 from dataclasses import asdict
-from pathlib import Path
 
 import pytest
 
-if str(Path(__file__).resolve().parents[1]) not in sys.path:  # `benchmarks` is a checkout directory
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.learning_eval import RESULTS_DIR, evaluate, report, verdicts, windows, write_results  # noqa: E402
+from benchmarks.experiments.learning_eval import RESULTS_DIR, evaluate, report, verdicts, windows, write_results
 
 pytestmark = pytest.mark.slow
 
@@ -49,10 +45,10 @@ def test_learning_200_episodes(benchmark) -> None:
 
 
 def test_learning_worlds(benchmark) -> None:
-    """The family of generated worlds (benchmarks/learning_worlds.py) at the default exploration policy, 20
+    """The family of generated worlds (benchmarks/experiments/learning_worlds.py) at the default exploration policy, 20
     held-out worlds per type: writes benchmarks/results/learning-worlds.{md,json,png}; its wall time is the
-    benchmark. The three policies side by side: `python -m benchmarks.learning_worlds --seeds 5`."""
-    from benchmarks.learning_worlds import main
+    benchmark. The three policies side by side: `python -m benchmarks.experiments.learning_worlds --seeds 5`."""
+    from benchmarks.experiments.learning_worlds import main
 
     code = benchmark.pedantic(lambda: main(["--policies", "mean"]), rounds=1, iterations=1)
     assert code == 0

@@ -25,7 +25,7 @@ are search-bound (caldera p02, grid 02: translation 0.27-0.39 s CPU) or translat
 race 137 vs driver 133 (1.03x; load slows the cold driver more than the warm planner), no domain below the
 driver, median latency 0.25x the driver's on the 133 both solve. Again at the end of the next session (load
 0.8 -> 1.1): race 139 vs driver 135 (1.03x), none below, median latency 0.23x. Target (1.1x) not met; how far
-the misses are beyond 1 s, and so what bounds it: `benchmarks/near_misses.py`.
+the misses are beyond 1 s, and so what bounds it: `benchmarks/experiments/near_misses.py`.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from domains.load import load_task
-from portfolio.bench import run_driver
+from portfolio.benchsuite.planners import solve_with_driver
 from portfolio.planner import CLASSICAL_ONLY, Planner, default_stages
 from portfolio.engine.results import PlanRequest
 
@@ -88,7 +88,7 @@ def main(per_domain: int = 5, which: str = "ipc", configs: str = "lama-alone,rac
                         times[key][name] = elapsed
                     search = result.attempts[0].details.get("search", "") if result.attempts else ""
                     line.append(f"{name}: {result.status.value} {result.delegate or ''}/{search} {elapsed * 1000:.0f}")
-                ok, elapsed = run_driver(domain_path, problem, timeout=1.0)
+                ok, elapsed = solve_with_driver(domain_path, problem, timeout=1.0)
                 if ok:
                     solved[domain]["driver"] += 1
                     times[key]["driver"] = elapsed

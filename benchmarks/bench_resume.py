@@ -25,9 +25,8 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from portfolio.benchsuite.store import read_runs, runs_path  # noqa: E402
+from portfolio.benchsuite.store import read_runs, runs_path
 
 
 def live_marked(marker: str) -> int:

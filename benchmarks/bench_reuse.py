@@ -2,8 +2,8 @@
 
     PYTHONPATH=. python -m benchmarks.bench_reuse [rounds]      # one table, medians of `rounds` (default 5)
 
-Per instance of `portfolio.bench.LATENCY_INSTANCES` (IPC, `../shared/ipc`), all in one run so load hits every
-column alike:
+Per instance of `portfolio.benchsuite.suites.LATENCY_INSTANCES` (IPC, `../shared/ipc`), all in one run so load
+hits every column alike:
 - driver: `fast-downward.py --alias lama-first` (start-up, translation, search);
 - first: the warm Planner's first plan (translation cache emptied each round);
 - predicted: a replan halfway through the plan, from the state the plan predicted, passing the rest of the plan
@@ -25,7 +25,9 @@ from pathlib import Path
 from domains.ground_text import parse_ground_action
 from domains.load import load_task
 from domains.validate import applicable, apply
-from portfolio.bench import LATENCY_INSTANCES, median_seconds, run_driver
+from portfolio.benchsuite.measure import median_seconds
+from portfolio.benchsuite.planners import solve_with_driver
+from portfolio.benchsuite.suites import LATENCY_INSTANCES
 from portfolio.planner import CLASSICAL_ONLY, REUSE_DELEGATE, Planner, reusable_suffix
 from portfolio.engine.results import PlanRequest
 
@@ -81,7 +83,7 @@ def row(planner: Planner, domain: str, problem: str, rounds: int) -> dict:
         timings["process"] = median_seconds(replan, rounds) if moved is not None else None
     finally:
         fast_downward.inprocess_max_operators = threshold
-    timings["driver"] = median_seconds(lambda: run_driver(domain_path, problem_path), rounds)
+    timings["driver"] = median_seconds(lambda: solve_with_driver(domain_path, problem_path), rounds)
     return timings
 
 

@@ -8,7 +8,7 @@ of 5: record_steps 96,000 steps/s of CPU time (98,000 before), 23,000 wall; JSON
 before). Idempotent recording (issue 25: each batch looks its (run_id, step) keys up before writing), measured
 against the code before it at load 2-3, 3 rounds: record_steps 78,000 steps/s of CPU time (100,000 before),
 JSONL import 32,000 (41,000 before). The fault-injection and soak loops are `tests/test_store_faults.py` and
-`benchmarks/store_soak.py`.
+`benchmarks/experiments/store_soak.py`.
 """
 
 from __future__ import annotations

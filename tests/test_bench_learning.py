@@ -53,9 +53,10 @@ def test_bad_input_exits_2_with_a_message(tmp_path, capsys, argv, message):
 
 
 def test_the_checkout_command_is_the_same_command():
-    """`python -m benchmarks.learning_worlds` (cited in notes) is a thin wrapper: same flags, same checks."""
-    done = subprocess.run([sys.executable, "-m", "benchmarks.learning_worlds", "--kinds", "nope"], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+    """`python -m benchmarks.experiments.learning_worlds` (cited in notes) is a thin wrapper: same flags, same
+    checks."""
+    done = subprocess.run([sys.executable, "-m", "benchmarks.experiments.learning_worlds", "--kinds", "nope"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "unknown world type 'nope'" in done.stderr and "Traceback" not in done.stderr
     help_text = subprocess.run([sys.executable, "-m", "portfolio.cli", "bench", "learning", "--help"], cwd=REPO,
                                capture_output=True, text=True, timeout=120).stdout

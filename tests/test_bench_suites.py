@@ -82,7 +82,7 @@ def test_typed_scenario_starts_from_inputs_no_action_produces():
 
 
 def test_latency_suite_is_the_old_tables_instances():
-    from portfolio.bench import LATENCY_INSTANCES
+    from portfolio.benchsuite.suites import LATENCY_INSTANCES
 
     specs = suites.read_suite("latency", ipc=IPC)
     assert len(specs) == sum(len(v) for v in LATENCY_INSTANCES.values())

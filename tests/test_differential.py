@@ -1,5 +1,5 @@
 """Differential validation on a sample: the project's validator and unified-planning's plan validator agree on
-the cascade's plans (and on broken versions of them). The full sweep is `benchmarks/up_differential.py`."""
+the cascade's plans (and on broken versions of them). The full sweep is `benchmarks/experiments/up_differential.py`."""
 
 from __future__ import annotations
 

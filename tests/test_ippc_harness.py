@@ -1,21 +1,15 @@
-"""The IPPC harness (benchmarks/ippc.py) determinizes PPDDL as documented and its simulator samples outcomes
-with the domain's probabilities. Reads ../shared/ippc by path; the planning arms run in the benchmark."""
+"""The IPPC harness (benchmarks/experiments/ippc.py) determinizes PPDDL as documented and its simulator samples
+outcomes with the domain's probabilities. Reads ../shared/ippc by path; the planning arms run in the benchmark."""
 
 from __future__ import annotations
 
 import random
-import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from benchmarks.ippc import IPPC_DIR, clean_problem, determinize, read_domain, simulate  # noqa: E402
-from domains.model import GroundAction  # noqa: E402
-from domains.pddl import parse_task  # noqa: E402
+from benchmarks.experiments.ippc import IPPC_DIR, clean_problem, determinize, read_domain, simulate
+from domains.model import GroundAction
+from domains.pddl import parse_task
 
 pytestmark = pytest.mark.skipif(not IPPC_DIR.exists(), reason="../shared/ippc is not there")
 
@@ -82,7 +76,7 @@ def test_nested_outcomes_and_rewards():
 def test_the_ff_replan_arm_plans_with_ffs_search_and_takes_the_tower_moves():
     """The baseline FF-Replan ran is FF's greedy h_FF search with helpful actions, alone and without step
     elimination: on blocksworld p01 its plan is valid and moves towers (1/10 reliable), what learned costs beat."""
-    from benchmarks.ippc import FF_SEARCH
+    from benchmarks.experiments.ippc import FF_SEARCH
     from domains.validate import validate_plan
     from portfolio.delegates.fast_downward.delegate import FastDownward
     from portfolio.planner import Planner

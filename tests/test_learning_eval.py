@@ -1,21 +1,15 @@
-"""The learning evaluation harness (benchmarks/learning_eval.py) keeps honest books: every step the learned arm
-executes is in its trace store with the episode's situation, runs end with the episode's outcome, retrains
+"""The learning evaluation harness (benchmarks/experiments/learning_eval.py) keeps honest books: every step the
+learned arm executes is in its trace store with the episode's situation, runs end with the episode's outcome, retrains
 happen every K episodes, plans are valid, and the oracle's plans are at least as likely to succeed as the
 cost-blind ones. Targets and timings are the benchmark's business (`make bench`), not asserted here."""
 
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # `benchmarks` is a directory of the checkout, not an installed package
-    sys.path.insert(0, str(REPO))
-
-from benchmarks.learning_eval import (  # noqa: E402
+from benchmarks.experiments.learning_eval import (
     ARMS,
     EpisodeSpec,
     evaluate,
@@ -27,10 +21,10 @@ from benchmarks.learning_eval import (  # noqa: E402
     true_p_fail,
     windows,
 )
-from domains.bundled import bundled_task  # noqa: E402
-from domains.model import GroundAction  # noqa: E402
-from domains.validate import validate_plan  # noqa: E402
-from traces.store import TraceStore  # noqa: E402
+from domains.bundled import bundled_task
+from domains.model import GroundAction
+from domains.validate import validate_plan
+from traces.store import TraceStore
 
 EPISODES, K, WINDOW = 20, 5, 10
 

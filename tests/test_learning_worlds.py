@@ -236,7 +236,8 @@ def test_a_detours_shortcut_is_cheaper_under_unit_costs_and_worse_under_true_cos
 
 
 def test_plan_quality_on_bundled_tasks_compares_with_a_proved_optimum():
-    from portfolio.benchsuite.worlds.bundled import BundledWorld, bundled_quality, bundled_table
+    from portfolio.benchsuite.worlds.bundled import BundledWorld, bundled_quality
+    from portfolio.benchsuite.worlds.report import bundled_table
 
     rows = bundled_quality(episodes=6, retrain_every=3, tasks=(("gripper", 4), ("tools", 3)))
     for name in ("gripper-4", "tools-3"):

@@ -1,7 +1,7 @@
 """Fault injection on the trace store: the runtime-and-cron loop that lost locks (issue 9), threads sharing one
 connection, writers killed at random points, a full disk, read-only files and directories, an exhausted lock
 budget, and a WAL left behind by a killed process. Every fault must leave every committed batch whole and
-`PRAGMA integrity_check` "ok". The 200-iteration loop is `benchmarks/store_soak.py`."""
+`PRAGMA integrity_check` "ok". The 200-iteration loop is `benchmarks/experiments/store_soak.py`."""
 
 from __future__ import annotations
 
@@ -22,11 +22,9 @@ from typing import Callable
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # `benchmarks` is a directory of the checkout, not an installed package
-    sys.path.insert(0, str(REPO))
 
-from benchmarks.store_soak import Question, answer, batch, find_person, soak  # noqa: E402
-from traces import (  # noqa: E402
+from benchmarks.experiments.store_soak import Question, answer, batch, find_person, soak
+from traces import (
     CorruptDatabaseError,
     DatabaseLockedError,
     DiskFullError,
@@ -34,7 +32,7 @@ from traces import (  # noqa: E402
     TraceStore,
     TraceStoreError,
 )
-from traces.connection import database_key, open_connections  # noqa: E402
+from traces.connection import database_key, open_connections
 
 BATCH = 100
 

@@ -2,7 +2,7 @@
 task after task in one process, and unsolvability read from the translator's result.
 
 The full comparison (one problem of every domain of ../shared/ipc and ../shared/ipc-more) is
-`benchmarks/sas_compare.py`; here a representative subset runs through one warm worker: ADL (quantifiers,
+`benchmarks/experiments/sas_compare.py`; here a representative subset runs through one warm worker: ADL (quantifiers,
 conditional effects), derived predicates, action costs, plain STRIPS between them.
 """
 
@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from portfolio.delegates.fast_downward import translate as translate_worker
-from portfolio.bench import benchmark_pairs, driver_translate
+from portfolio.benchsuite.planners import driver_translate
+from portfolio.benchsuite.suites import benchmark_pairs
 from portfolio.delegates.fast_downward.translate import TranslatorOptionsError, translate
 from portfolio.engine.workers import WorkerProcess
 

@@ -6,6 +6,13 @@
     runner.py   every run in its own process group under a hard budget; local pool or Dask; resume
     store.py    the JSON-lines results file (fsync per line; a torn last line is cut off and rerun)
     report.py   Markdown/HTML tables and PNG plots from a results folder
+    measure.py  `portfolio bench latency`: the warm Planner's first plan, replan and coverage beside the raw
+                driver, measured in one process (the old `portfolio bench` table)
+    worlds/     `portfolio bench learning`: learned costs over generated worlds
 
-The old `portfolio bench` latency/coverage table (portfolio/bench.py) stays as `portfolio bench latency`.
+Imports point down this list's dependencies, never back: suites and planners know nothing of each other; child
+(a run's process) and measure use both; runner uses child's protocol, store and planners; report reads results.
+There is one task lister (suites.py, also the latency instances and the (label, domain, problem) triples
+measure.py and the micro-benchmarks iterate over) and one raw-driver runner (planners.run_driver; the
+measurements call it through `solve_with_driver`).
 """

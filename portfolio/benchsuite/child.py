@@ -5,32 +5,29 @@ hard budget's clock) and `{"result": {...}}` at the end, one line each, on the o
 is pointed at stderr first, so anything a planner prints cannot corrupt the channel. The plan is validated here
 (`domains.validate`), outside the timed part, and only its length, cost and verdict travel back.
 
-The process dies with the runner thread that started it (PR_SET_PDEATHSIG on Linux, and an exit at start-up if
-the runner died before that was set), so a `kill -9` of the runner does not leave runs planning on.
+The process dies with the runner thread that started it (`portfolio.engine.limits.die_with_parent`:
+PR_SET_PDEATHSIG on Linux; and an exit at start-up if the runner died before that was set), so a `kill -9` of the
+runner does not leave runs planning on.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import signal
 import sys
 import traceback
 from pathlib import Path
 from typing import Any, TextIO
 
-_PR_SET_PDEATHSIG = 1
+from portfolio.benchsuite import planners, suites
+from portfolio.engine.limits import die_with_parent
+
 PARENT_ENV = "PORTFOLIO_BENCH_PARENT"  # the runner's pid, set by runner.execute
 
 
-def die_with_parent(parent: int | None = None) -> None:
-    """Best effort: ask Linux to SIGKILL this process when its parent thread exits. With `parent` (the pid that
-    started us), also exit now if it is already gone: it may have died before the request was made."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):  # pragma: no cover - not Linux
-        return
+def exit_if_orphaned(parent: int | None) -> None:
+    """With `parent` (the pid that started us), exit now if it is already gone: it may have died before
+    `die_with_parent` made its request, and then the kernel never sends the signal."""
     if parent is not None and os.getppid() != parent:
         os._exit(1)
 
@@ -55,8 +52,6 @@ def validate(task, plan: list[str]) -> dict[str, Any]:
 
 
 def run(spec: dict[str, Any], channel: TextIO) -> dict[str, Any]:
-    from portfolio.benchsuite import planners, suites
-
     task_spec = suites.TaskSpec.model_validate(spec["task"])
     workdir = Path(spec["workdir"])
     record: dict[str, Any] = {}
@@ -86,7 +81,8 @@ def run(spec: dict[str, Any], channel: TextIO) -> dict[str, Any]:
 
 
 def main() -> int:
-    die_with_parent(int(os.environ.get(PARENT_ENV, "0")) or None)
+    die_with_parent()
+    exit_if_orphaned(int(os.environ.get(PARENT_ENV, "0")) or None)
     channel = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     sys.stdout = sys.stderr

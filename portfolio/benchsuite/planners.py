@@ -19,15 +19,20 @@ driver's log, where known.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+
+from portfolio.engine.limits import die_with_parent
 
 CASCADE_PLANNERS = ("cascade", "classical")
 
@@ -178,29 +183,41 @@ _DONE = re.compile(r"^Done! \[[\d.]+s CPU, ([\d.]+)s wall-clock\]", re.M)
 _TOTAL = re.compile(r"\] Total time: ([\d.]+)s", re.M)
 
 
-def run_driver(alias: str, domain_file: Path, problem_file: Path, budget_s: float, workdir: Path) -> Outcome:
-    """One `fast-downward.py --alias ALIAS` run in `workdir`, its own process group killed at the budget."""
-    from portfolio.bench import driver_script
-    from portfolio.benchsuite.child import die_with_parent
-    from portfolio.delegates.fast_downward import exitcodes as fd_exitcodes
-    from portfolio.engine.results import Status
+def driver_script() -> Path:
+    """The wheel's `fast-downward.py` (up-fast-downward ships the whole Fast Downward driver)."""
+    spec = importlib.util.find_spec("up_fast_downward")
+    assert spec is not None and spec.submodule_search_locations
+    return Path(list(spec.submodule_search_locations)[0]) / "downward" / "fast-downward.py"
 
-    log = workdir / "driver.log"
+
+def _run_script(arguments: list[str], workdir: Path, budget_s: float | None) -> tuple[int | None, float]:
+    """`fast-downward.py ARGUMENTS` in `workdir`, output to `workdir/driver.log`, in a process group of its own
+    that dies with this thread and is killed at `budget_s`: (exit code or None when killed, wall seconds). The
+    one place the raw driver is started, for runs (`run_driver`) and translations (`driver_translate`)."""
     start = time.monotonic()
-    with open(log, "wb") as out:
+    with open(workdir / "driver.log", "wb") as out:
         process = subprocess.Popen(
-            [sys.executable, str(driver_script()), "--alias", alias, str(domain_file.resolve()),
-             str(problem_file.resolve())],
-            cwd=workdir, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            preexec_fn=die_with_parent)
+            [sys.executable, str(driver_script()), *arguments], cwd=workdir, stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent)
         try:
-            code = process.wait(timeout=budget_s)
+            code: int | None = process.wait(timeout=budget_s)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-            return Outcome("timeout", time_s=time.monotonic() - start, reason=f"killed at {budget_s} s")
-    elapsed = time.monotonic() - start
-    text = log.read_text(errors="replace")
+            code = None
+    return code, time.monotonic() - start
+
+
+def run_driver(alias: str, domain_file: Path, problem_file: Path, budget_s: float | None, workdir: Path) -> Outcome:
+    """One `fast-downward.py --alias ALIAS` run in `workdir`, its own process group killed at the budget."""
+    from portfolio.delegates.fast_downward import exitcodes as fd_exitcodes
+    from portfolio.engine.results import Status
+
+    code, elapsed = _run_script(["--alias", alias, str(Path(domain_file).resolve()),
+                                 str(Path(problem_file).resolve())], workdir, budget_s)
+    if code is None:
+        return Outcome("timeout", time_s=elapsed, reason=f"killed at {budget_s} s")
+    text = (workdir / "driver.log").read_text(errors="replace")
     translate = _DONE.findall(text)
     search = _TOTAL.findall(text)
     status = fd_exitcodes.status_of(code)  # the driver's exit codes are Fast Downward's returncodes
@@ -215,6 +232,31 @@ def run_driver(alias: str, domain_file: Path, problem_file: Path, budget_s: floa
     elif status is not Status.UNSOLVABLE:
         outcome.reason = f"{fd_exitcodes.meaning(code)}: " + " | ".join(text.strip().splitlines()[-2:])
     return outcome
+
+
+def solve_with_driver(domain_file: Path, problem_file: Path, timeout: float | None = None,
+                      alias: str = "lama-first") -> tuple[bool, float]:
+    """`run_driver` in a fresh scratch folder, for measurements outside `bench run` (the latency and coverage
+    tables, the micro-benchmarks): (solved, wall seconds of the driver's whole run)."""
+    workdir = Path(tempfile.mkdtemp(prefix="portfolio-driver-"))
+    try:
+        outcome = run_driver(alias, domain_file, problem_file, timeout, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return outcome.status == "solved", outcome.time_s or 0.0
+
+
+def driver_translate(domain_file: Path, problem_file: Path, timeout: float | None = None) -> str | None:
+    """The SAS text the raw driver's translator writes (`fast-downward.py --translate`), or None when it failed
+    or ran out of time: the reference the warm translator's output is compared with."""
+    workdir = Path(tempfile.mkdtemp(prefix="portfolio-driver-"))
+    try:
+        code, _ = _run_script(["--translate", str(Path(domain_file).resolve()), str(Path(problem_file).resolve())],
+                              workdir, timeout)
+        output = workdir / "output.sas"
+        return output.read_text() if code == 0 and output.exists() else None
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def run_up(engine: str, domain_file: Path, problem_file: Path, budget_s: float, workdir: Path,

@@ -196,13 +196,29 @@ def typed_task(target: str):
     return compile_actions(actions, goals, init=needed - produced)
 
 
-# -- the old latency instances ---------------------------------------------------------------------------------
+# -- the latency table's instances, and (label, domain, problem) triples for measurements -------------------------
+
+LATENCY_INSTANCES = {
+    "blocks": ["probBLOCKS-4-0.pddl", "probBLOCKS-5-0.pddl", "probBLOCKS-6-0.pddl"],
+    "gripper": ["prob01.pddl", "prob02.pddl"],
+    "logistics00": ["probLOGISTICS-4-0.pddl", "probLOGISTICS-5-0.pddl"],
+    "miconic": ["s1-0.pddl", "s2-0.pddl", "s3-0.pddl"],
+}
+
+
+def latency_instances(ipc: Path) -> tuple[Path, dict[str, list[str]]]:
+    """(base folder, domain -> problem files) to time: `LATENCY_INSTANCES` under an IPC folder, or, for one
+    domain folder (`../shared/ipc/blocks`, as `bench run` takes), that domain's latency instances, else its two
+    smallest problems."""
+    ipc = Path(ipc)
+    if not (ipc / "domain.pddl").exists():
+        return ipc, LATENCY_INSTANCES
+    problems = LATENCY_INSTANCES.get(ipc.name) or [p.name for p in problem_files(ipc)[:2]]
+    return ipc.parent, {ipc.name: problems}
 
 
 def latency_suite(ipc: Path) -> list[TaskSpec]:
-    """The instances of `portfolio bench`'s latency table (portfolio.bench.LATENCY_INSTANCES)."""
-    from portfolio.bench import LATENCY_INSTANCES
-
+    """The instances of `portfolio bench latency`'s table (`LATENCY_INSTANCES`)."""
     ipc = ipc.resolve()
     specs = []
     for domain, problems in LATENCY_INSTANCES.items():
@@ -213,6 +229,16 @@ def latency_suite(ipc: Path) -> list[TaskSpec]:
             specs.append(TaskSpec(id=f"{domain}/{problem}", domain=domain, kind="pddl",
                                   domain_file=str(ipc / domain / "domain.pddl"), problem_file=str(path)))
     return specs
+
+
+def benchmark_pairs(source: Path, per_domain: int | None = None) -> list[tuple[str, Path, Path]]:
+    """(domain label, domain file, problem file) triples of a benchmark folder or a `pairs.txt`: the tasks
+    `folder_suite` / `pairs_suite` list (the `per_domain` smallest of each folder, or the first `per_domain`
+    pairs of each domain folder, in file order), as the plain triples the latency and coverage measurements and
+    the micro-benchmarks iterate over."""
+    source = Path(source)
+    specs = pairs_suite(source, per_domain) if source.is_file() else folder_suite(source, per_domain)
+    return [(spec.domain, Path(spec.domain_file or ""), Path(spec.problem_file or "")) for spec in specs]
 
 
 # -- dispatch ----------------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 costs over generated worlds (learning).
 
 `bench run` and `bench report` are thin layers over `portfolio.benchsuite`; `bench latency` (and `bench` with
-its old flags and no subcommand, for compatibility) over `portfolio.bench`; `bench learning`
+its old flags and no subcommand, for compatibility) over `portfolio.benchsuite.measure`; `bench learning`
 (`bench_learning_cmd.py`) over `portfolio.benchsuite.worlds`.
 """
 
@@ -194,13 +194,14 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def run_latency(args: argparse.Namespace) -> int:
-    from portfolio import bench
+    from portfolio.benchsuite import measure
+    from portfolio.benchsuite.suites import benchmark_pairs
 
     if args.ipc.is_file():
         if not args.coverage:
             return fail_bad_input(f"{args.ipc} is a pairs file: it only works with --coverage")
         try:
-            bench.benchmark_pairs(args.ipc)
+            benchmark_pairs(args.ipc)
         except ValueError as error:
             return fail_bad_input(str(error))
         report: dict = {}
@@ -209,8 +210,8 @@ def run_latency(args: argparse.Namespace) -> int:
         return fail_bad_input(f"{args.ipc} is neither the IPC folder (no blocks/domain.pddl) nor a domain folder "
                               "(no domain.pddl)")
     else:
-        rows = bench.latency(args.ipc, rounds=args.rounds)
-        cold = bench.cold_start(args.ipc, rounds=max(3, args.rounds // 2))
+        rows = measure.latency(args.ipc, rounds=args.rounds)
+        cold = measure.cold_start(args.ipc, rounds=max(3, args.rounds // 2))
         report = {
             "latency": [asdict(r) | {"first_ratio": r.first_ratio, "replan_ratio": r.replan_ratio} for r in rows],
             "median_first_ratio": statistics.median(r.first_ratio for r in rows),
@@ -218,7 +219,7 @@ def run_latency(args: argparse.Namespace) -> int:
             "cold_start_s": cold,
         }
     if args.coverage:
-        cover = bench.coverage(args.ipc, per_domain=args.per_domain, budget_s=args.budget)
+        cover = measure.coverage(args.ipc, per_domain=args.per_domain, budget_s=args.budget)
         report["coverage"] = [asdict(c) for c in cover]
         report["coverage_total"] = {"planner": sum(c.planner for c in cover), "driver": sum(c.driver for c in cover),
                                     "invalid": sum(c.invalid for c in cover), "late": sum(c.late for c in cover),

@@ -1,6 +1,7 @@
 """`portfolio bench learning`: do learned costs approach the oracle in every kind of world, not only the one they
 were tuned on?
 
+    model.py         what a world is made of (`Episode`, `WorldData`, the ring road graph), shared by the types
     family.py        the generated worlds: a type (`KINDS`) and a seed give a graph, vehicles and hidden faults
     delivery.py      the delivery worlds (`detours`, `vehicle-roads`): trucks, packages, load/drive/unload
     tools.py         the hidden truth of the `tools` and `agent-tools` worlds (the bundled tools domain)
@@ -12,8 +13,8 @@ were tuned on?
                      parallel processes
     bundled.py       plan quality with learned costs on the bundled domains' tasks (`--bundled-episodes`)
     report.py        the per-type report: success vs oracle and cost-blind, calibration, consistency, the new
-                     bad-type object; learning-worlds.md / .json / .png
+                     bad-type object, the bundled tasks' section; learning-worlds.md / .json / .png
 
 It lives in the package (not only in the checkout's `benchmarks/`) so that an installed `portfolio` can run it;
-`python -m benchmarks.learning_worlds` is the same command with the checkout's results folder.
+`python -m benchmarks.experiments.learning_worlds` is the same command with the checkout's results folder.
 """

@@ -57,7 +57,7 @@ def bundled_quality(episodes: int = 30, retrain_every: int = 5, tasks=TASKS, bud
     from domains.bundled import bundled_task
     from learning.retrain import retrain
     from portfolio.benchsuite.worlds.exact import CostRecorder, ExactError, ExactSearch, plan_cost_under
-    from portfolio.benchsuite.worlds.family import Episode
+    from portfolio.benchsuite.worlds.model import Episode
     from portfolio.benchsuite.worlds.report import quality
     from portfolio.benchsuite.worlds.runner import LAM, execute
     from portfolio.engine.cascade import CLASSICAL_BUDGET_S
@@ -105,21 +105,3 @@ def bundled_quality(episodes: int = 30, retrain_every: int = 5, tasks=TASKS, bud
         out[f"{domain}-{size}"] = (quality(calls) or {"calls": 0}) | {
             "unproved": unproved, "unsolved": unsolved, "seconds": round(time.perf_counter() - start, 1)}
     return out
-
-
-def bundled_table(rows: dict) -> list[str]:
-    """The report's section for `bundled_quality`'s rows."""
-    lines = ["Plan quality with learned costs on the bundled tasks (the default cascade's plan / the optimum under "
-             "the same costs; unproved: calls whose optimum A* with LM-cut could not prove in its budget; unsolved: calls "
-             "with learned costs that returned no plan):", "",
-             "| task | calls | cost / optimum: median | p95 | max | latency ms: median | p95 | max | over budget "
-             "| unproved | unsolved | seconds |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for name, q in rows.items():
-        if q.get("calls"):
-            lines.append(f"| {name} | {q['calls']} | {q['ratio_median']:.3f} | {q['ratio_p95']:.3f} | "
-                         f"{q['ratio_max']:.3f} | {q['ms_median']:.1f} | {q['ms_p95']:.1f} | {q['ms_max']:.1f} | "
-                         f"{q['over_budget']} | {q['unproved']} | {q['unsolved']} | {q['seconds']:.0f} |")
-        else:
-            lines.append(f"| {name} | 0 | n/a | n/a | n/a | n/a | n/a | n/a | 0 | {q['unproved']} | "
-                         f"{q['unsolved']} | {q['seconds']:.0f} |")
-    return lines

@@ -1,7 +1,7 @@
 """The delivery worlds of the family (`detours`, `vehicle-roads`): trucks carry packages along roads, with
 handling steps around the drives, as a new user would write the domain (load, drive, unload; unit costs).
 
-    world = make_world("detours", 3)      # through family.make_world, which calls `make_delivery_world`
+    world = make_world("detours", 3)      # through family.make_world, which calls `delivery_layout`
     spec = world.episode(5)               # spec.cargo: (package, from, to) per package; spec.starts: truck places
 
 `detours`: two districts (west and east: a hub and 2-3 places each, joined to their hub) joined by a one-road
@@ -18,12 +18,9 @@ Everywhere load and unload fail 1%. Trucks start, and packages start and end, at
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING
 
 from domains.model import GroundAction, Task
-
-if TYPE_CHECKING:
-    from portfolio.benchsuite.worlds.family import Episode, World
+from portfolio.benchsuite.worlds.model import Episode, WorldData, ring_roads
 
 DELIVERY_KINDS = ("detours", "vehicle-roads")
 SHORTCUT_P = 0.75  # `detours`: the hubs' direct road, for every truck
@@ -50,9 +47,10 @@ def _both_ways(edges) -> frozenset[tuple[str, str]]:
     return frozenset((a, b) for edge in edges for a in edge for b in edge if a != b)
 
 
-def make_delivery_world(kind: str, seed: int, rng: random.Random) -> "World":
-    from portfolio.benchsuite.worlds.family import World, _graph
-
+def delivery_layout(kind: str, rng: random.Random) -> tuple[tuple[str, ...], dict[str, str], frozenset, None,
+                                                             dict]:
+    """A delivery world's (places, trucks, roads, lengths, bad): what `family.make_world` builds its `World`
+    from."""
     n_trucks = 1 + rng.randrange(2) if kind == "detours" else 2 + rng.randrange(3)
     trucks = {f"t{i}": "truck" for i in range(n_trucks)}
     bad: dict = {"packages": 1 + rng.randrange(2)}
@@ -72,15 +70,13 @@ def make_delivery_world(kind: str, seed: int, rng: random.Random) -> "World":
         roads = _both_ways(edges)
     else:
         places = tuple(f"p{i}" for i in range(6 + rng.randrange(4)))
-        roads = _graph(rng, len(places))
+        roads = ring_roads(rng, len(places))
         edges = sorted({frozenset(r) for r in roads}, key=sorted)
         bad["truck_roads"] = {t: frozenset(rng.sample(edges, max(1, len(edges) // 4))) for t in sorted(trucks)}
-    return World(kind, seed, places, trucks, roads, None, bad)
+    return places, trucks, roads, None, bad
 
 
-def episode(world: "World", index: int, rng: random.Random, context: dict) -> "Episode":
-    from portfolio.benchsuite.worlds.family import Episode
-
+def episode(world: WorldData, index: int, rng: random.Random, context: dict) -> Episode:
     n = world.bad["packages"]
     if world.kind == "detours":
         start, end = world.bad["districts"]
@@ -94,7 +90,7 @@ def episode(world: "World", index: int, rng: random.Random, context: dict) -> "E
     return Episode(index, cargo[0][1], cargo[0][2], context, cargo=cargo, starts=starts)
 
 
-def task(world: "World", spec: "Episode") -> Task:
+def task(world: WorldData, spec: Episode) -> Task:
     from domains.pddl import parse_task
 
     objects = (" ".join(world.places) + " - place " + " ".join(sorted(world.vehicles)) + " - truck "
@@ -108,7 +104,7 @@ def task(world: "World", spec: "Episode") -> Task:
     return parse_task(DOMAIN, problem, f"{world.name}.domain", f"{name}.problem")
 
 
-def p_fail(world: "World", step: GroundAction) -> float:
+def p_fail(world: WorldData, step: GroundAction) -> float:
     """The hidden probability that `step` fails (no situation dependence in these worlds)."""
     if step.name != "drive":
         return HANDLING_P

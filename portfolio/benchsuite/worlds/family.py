@@ -22,8 +22,8 @@ World types (`KINDS`), each a different shape of what fails (everything else fai
   the van-a vehicles (~100 of their drives in every arm's traces); at episode 100 a new van-a and a new van-b
   join;
 - `costed`: drives cost the road's length (the task's own action costs) and a few grounded drives fail 70%;
-- `tools`: the old evaluation world (`tools.py`, also `benchmarks/learning_eval.py`'s: bundled `tools` tasks,
-  situation-dependent faults), kept as one type;
+- `tools`: the old evaluation world (`tools.py`, also `benchmarks/experiments/learning_eval.py`'s: bundled
+  `tools` tasks, situation-dependent faults), kept as one type;
 - `detours` (`delivery.py`): trucks load, drive and unload packages; a one-road shortcut between two districts
   fails 75% for every truck, a detour 2-4 drives longer fails 3% a road (cheaper under unit costs, dearer under
   the true costs); 1-2 trucks, 1-2 packages, 7-12 places;
@@ -41,10 +41,11 @@ from __future__ import annotations
 
 import functools
 import random
-from dataclasses import dataclass, field
 from typing import Mapping
 
 from domains.model import GroundAction, Task
+from portfolio.benchsuite.worlds import delivery
+from portfolio.benchsuite.worlds.model import Episode, WorldData, ring_roads
 
 KINDS = ("groundings", "object", "pairs", "situation", "drift", "type", "costed", "tools", "detours",
          "vehicle-roads", "agent-tools")
@@ -79,39 +80,15 @@ DOMAIN = """(define (domain routes)
 """
 
 
-@dataclass(frozen=True)
-class Episode:
-    index: int
-    origin: str
-    dest: str
-    context: dict[str, str]
-    task_seed: int = 0  # `tools` worlds: the bundled task's (size, seed)
-    size: int = 0
-    cargo: tuple[tuple[str, str, str], ...] = ()  # delivery worlds: (package, from, to)
-    starts: tuple[tuple[str, str], ...] = ()  # delivery worlds: (truck, place)
-
-
-@dataclass
-class World:
-    kind: str
-    seed: int
-    places: tuple[str, ...]
-    vehicles: dict[str, str]  # name -> type
-    roads: frozenset[tuple[str, str]]
-    lengths: dict[frozenset, int] | None = None
-    bad: dict = field(default_factory=dict)  # what fails: grounded drives, vehicles, roads, ...
-    _tasks: dict = field(default_factory=dict, repr=False)
-
-    @property
-    def name(self) -> str:
-        return f"{self.kind}-{self.seed}"
+class World(WorldData):
+    """A world of the family: its data (`model.WorldData`) and what it does, per type."""
 
     @property
     def domain(self) -> str:
         """The planning domain of its tasks: "routes", "delivery" or "tools"."""
-        from portfolio.benchsuite.worlds.delivery import DELIVERY_KINDS
-
-        return "tools" if self.kind in TOOLS_KINDS else "delivery" if self.kind in DELIVERY_KINDS else "routes"
+        if self.kind in TOOLS_KINDS:
+            return "tools"
+        return "delivery" if self.kind in delivery.DELIVERY_KINDS else "routes"
 
     # -- episodes -------------------------------------------------------------------------------------------------
     def episode(self, index: int) -> Episode:
@@ -124,8 +101,6 @@ class World:
         if self.kind == "agent-tools":
             return Episode(index, "", "", context, rng.randrange(10), self.bad["size"])
         if self.domain == "delivery":
-            from portfolio.benchsuite.worlds import delivery
-
             return delivery.episode(self, index, rng, context)
         origin, dest = rng.sample(self.places, 2)
         return Episode(index, origin, dest, context)
@@ -144,8 +119,6 @@ class World:
 
             return bundled_task("tools", spec.size, spec.task_seed)
         if self.domain == "delivery":
-            from portfolio.benchsuite.worlds import delivery
-
             key = (spec.cargo, spec.starts)
             if key not in self._tasks:
                 self._tasks[key] = delivery.task(self, spec)
@@ -167,8 +140,6 @@ class World:
 
             return true_p_fail(step, spec.context, AGENT_TOOLS_RULES)
         if self.domain == "delivery":
-            from portfolio.benchsuite.worlds import delivery
-
             return delivery.p_fail(self, step)
         if step.name != "drive":
             return 0.0
@@ -212,15 +183,6 @@ def _routes_task(world: World, origin: str, dest: str, vehicles: Mapping[str, st
     return parse_task(domain, problem, f"{world.name}.domain", f"{world.name}.problem")
 
 
-def _graph(rng: random.Random, n: int) -> frozenset[tuple[str, str]]:
-    places = [f"p{i}" for i in range(n)]
-    edges = {frozenset((places[i], places[(i + 1) % n])) for i in range(n)}
-    while len(edges) < n + n // 3:
-        a, b = rng.sample(places, 2)
-        edges.add(frozenset((a, b)))
-    return frozenset((a, b) for edge in edges for a in edge for b in edge if a != b)
-
-
 @functools.lru_cache(maxsize=None)
 def make_world(kind: str, seed: int) -> World:
     """The world of type `kind` generated from `seed` (the same world for the same pair)."""
@@ -228,14 +190,12 @@ def make_world(kind: str, seed: int) -> World:
         raise ValueError(f"unknown world kind {kind!r}; expected one of {', '.join(KINDS)}")
     rng = random.Random(f"world:{kind}:{seed}")
     if kind in ("detours", "vehicle-roads"):
-        from portfolio.benchsuite.worlds.delivery import make_delivery_world
-
-        return make_delivery_world(kind, seed, rng)
+        return World(kind, seed, *delivery.delivery_layout(kind, rng))
     if kind == "agent-tools":
         return World(kind, seed, (), {}, frozenset(), None, {"size": rng.choice(AGENT_TOOLS_SIZES)})
     n_places, n_vehicles = SIZES[seed % len(SIZES)]
     places = tuple(f"p{i}" for i in range(n_places))
-    roads = _graph(rng, n_places)
+    roads = ring_roads(rng, n_places)
     edges = sorted({frozenset(r) for r in roads}, key=sorted)
     vehicles = {f"v{i}": "van-b" for i in range(n_vehicles)}
     bad: dict = {}

@@ -281,13 +281,29 @@ def _reliability(pairs: list[tuple[float, float]], bins: int = 10) -> list[tuple
     return out
 
 
+def bundled_table(rows: dict) -> list[str]:
+    """The report's section for `bundled_quality`'s rows."""
+    lines = ["Plan quality with learned costs on the bundled tasks (the default cascade's plan / the optimum under "
+             "the same costs; unproved: calls whose optimum A* with LM-cut could not prove in its budget; unsolved: calls "
+             "with learned costs that returned no plan):", "",
+             "| task | calls | cost / optimum: median | p95 | max | latency ms: median | p95 | max | over budget "
+             "| unproved | unsolved | seconds |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, q in rows.items():
+        if q.get("calls"):
+            lines.append(f"| {name} | {q['calls']} | {q['ratio_median']:.3f} | {q['ratio_p95']:.3f} | "
+                         f"{q['ratio_max']:.3f} | {q['ms_median']:.1f} | {q['ms_p95']:.1f} | {q['ms_max']:.1f} | "
+                         f"{q['over_budget']} | {q['unproved']} | {q['unsolved']} | {q['seconds']:.0f} |")
+        else:
+            lines.append(f"| {name} | 0 | n/a | n/a | n/a | n/a | n/a | n/a | 0 | {q['unproved']} | "
+                         f"{q['unsolved']} | {q['seconds']:.0f} |")
+    return lines
+
+
 def write_results(runs_by_kind: dict[str, list[WorldRun]], policies: Sequence[str], out: Path,
                   bundled: dict | None = None) -> dict[str, Path]:
     """learning-worlds.md (the report), .json (summary and every run, without the calibration points) and .png
     (curves and reliability) in `out`; returns their paths. `bundled`: `bundled.bundled_quality`'s rows, added
     as a section of the report and a key of the JSON."""
-    from portfolio.benchsuite.worlds.bundled import bundled_table
-
     summary = {kind: summarise(runs, policies) for kind, runs in runs_by_kind.items()}
     out.mkdir(parents=True, exist_ok=True)
     paths = {"report": out / "learning-worlds.md", "json": out / "learning-worlds.json",

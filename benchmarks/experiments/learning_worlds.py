@@ -1,9 +1,9 @@
 """Do learned costs approach the oracle in every kind of world, not only the one they were tuned on?
 
-    python -m benchmarks.learning_worlds                     # every type, 20 held-out worlds each, 200 episodes
-    python -m benchmarks.learning_worlds --kinds pairs,type --seeds 3 --episodes 100     # a quick look
-    python -m benchmarks.learning_worlds --jobs 2            # two worlds at a time, each in its own process
-    python -m benchmarks.learning_worlds --policies mean --bundled-episodes 30   # plus plan quality on bundled tasks
+    python -m benchmarks.experiments.learning_worlds                 # every type, 20 held-out worlds each, 200 episodes
+    python -m benchmarks.experiments.learning_worlds --kinds pairs,type --seeds 3 --episodes 100     # a quick look
+    python -m benchmarks.experiments.learning_worlds --jobs 2            # two worlds at a time, each in its own process
+    python -m benchmarks.experiments.learning_worlds --policies mean --bundled-episodes 30  # plus plan quality on bundled tasks
 
 The same command as `portfolio bench learning` (see its --help), with the checkout's results folder
 (benchmarks/results/learning-worlds.{md,json,png}) as the default --out. The worlds, arms and report live in the
@@ -25,10 +25,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-if str(Path(__file__).resolve().parents[1]) not in sys.path:  # `benchmarks` is a checkout directory
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+RESULTS_DIR = Path(__file__).resolve().parents[1] / "results"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,7 +5,7 @@ half a ~30 MB body (a blocks problem with that many objects), then measures: how
 trivial validate take once they have all been answered, the server process's peak resident memory (it must
 stay under its cap: nothing is parsed in it any more), and how long SIGTERM takes to exit.
 
-    PYTHONPATH=. python benchmarks/hostile_service.py --hostile 20      # the issue's target
+    PYTHONPATH=. python -m benchmarks.experiments.hostile_service --hostile 20      # the issue's target
 
 Bounded: every request has a client timeout, the server is stopped (SIGKILL after 15 s) whatever happens.
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 IPC = REPO.parent / "shared" / "ipc"
 WEDGE_DOMAIN = """(define (domain wedge) (:requirements :adl :typing) (:types obj)
   (:predicates (p ?x - obj) (done))

@@ -1,6 +1,6 @@
 """Does planning with learned costs approach an oracle that knows the true failure probabilities?
 
-    python -m benchmarks.learning_eval --episodes 200      # table on stdout, results in benchmarks/results/
+    python -m benchmarks.experiments.learning_eval --episodes 200      # table on stdout, results in benchmarks/results/
     pytest benchmarks/bench_learning.py --benchmark-only   # the same run under pytest-benchmark (`make bench`)
 
 The world: report jobs of the bundled `tools` domain (sizes 2-4, ten generator seeds, so episodes differ), in a
@@ -26,9 +26,9 @@ the report gives each arm's expected success (the true probability that its chos
 the window): noise-free, it separates plan quality from luck in windows of 25 episodes.
 
 This module runs the episodes (the simulation, the arms, `evaluate`) and the command line; the latency
-measurement is `benchmarks/learning_latency.py`;
-the windows, verdicts, Markdown report, plot and result files are `benchmarks/learning_report.py`, whose names
-are re-exported here.
+measurement is `learning_latency.py`; the windows, verdicts, Markdown report, plot and result files are
+`learning_report.py`; the names and records all three share (`Outcome`, `Latency`, `Evaluation`, the arms, the
+targets) are `learning_data.py`. Their names are re-exported here.
 """
 
 from __future__ import annotations
@@ -38,18 +38,21 @@ import logging
 import random
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from benchmarks.learning_report import (  # re-exported: tests and bench_learning.py use these names from here
+from benchmarks.experiments.learning_data import (  # re-exported: tests and notes use these names from here
     ARMS, DOMAIN, LATENCY_TASK, RESULTS_DIR, TARGET_FAILURES_VS_BLIND, TARGET_LATENCY_OVERHEAD,
-    TARGET_SUCCESS_VS_ORACLE, Verdict, WindowRow, plot, report, verdicts, windows, write_results,
+    TARGET_SUCCESS_VS_ORACLE, Evaluation, Latency, Outcome,
+)
+from benchmarks.experiments.learning_latency import measure_latency
+from benchmarks.experiments.learning_report import (  # re-exported: tests and bench_learning.py use these
+    Verdict, WindowRow, plot, report, verdicts, windows, write_results,
 )
 from domains.bundled import bundled_task
 from domains.model import GroundAction, Task, action_cost
 from domains.validate import applicable, apply, goal_reached
-from benchmarks.learning_latency import Latency, measure_latency  # re-exported: bench_learning.py uses them
 from portfolio.benchsuite.worlds.tools import (  # re-exported: tests and notes use these names from here
     DEFAULT_P_FAIL, WORLD_RULES, FailureRule, plan_success_probability, true_p_fail,
 )
@@ -118,26 +121,6 @@ def execute(task: Task, plan: Sequence[GroundAction], spec: EpisodeSpec, seed: i
     return Execution(executed, goal_reached(task, state))
 
 
-@dataclass
-class Outcome:
-    """One arm's episode."""
-
-    arm: str
-    episode: int
-    size: int
-    task_seed: int
-    context: dict[str, str]
-    solved: bool
-    plan: list[str]
-    base_cost: float
-    expected_success: float
-    success: bool
-    steps_executed: int
-    failed_step: str | None
-    plan_ms: float
-    predicted_success: float | None = None  # the learned arm's own estimate
-
-
 # -- arms -------------------------------------------------------------------------------------------------------
 
 
@@ -173,24 +156,6 @@ def plan_oracle(planner, task: Task, context: Mapping[str, str], lam: float):
 
 
 # -- the evaluation ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Evaluation:
-    episodes: int
-    retrain_every: int
-    window: int
-    seed: int
-    lam: float
-    outcomes: list[Outcome]
-    model_versions: int
-    seconds: float
-    latency: Latency | None = None
-    retrain_seconds: list[float] = field(default_factory=list)
-    model_params: dict[str, float | None] = field(default_factory=dict)
-
-    def of(self, arm: str) -> list[Outcome]:
-        return [o for o in self.outcomes if o.arm == arm]
 
 
 def _outcome(arm: str, spec: EpisodeSpec, task: Task, result, seed: int, plan_ms: float) -> tuple[Outcome, Execution]:
@@ -292,13 +257,13 @@ def evaluate(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.learning_eval",
+        prog="python -m benchmarks.experiments.learning_eval",
         description="Simulated evaluation of learned action costs: episodes of the bundled tools domain in which "
         "some grounded actions fail with hidden, situation-dependent probabilities. Three arms plan the same "
         "episodes (cost-blind, learned from the arm's own traces, oracle with the true costs); each plan is "
         "executed once in simulation without replanning. Prints a table of success rates per window and the "
         "target verdicts; writes learning.md, learning.png and learning.json to --out.",
-        epilog="Example: python -m benchmarks.learning_eval --episodes 200 --retrain-every 10",
+        epilog="Example: python -m benchmarks.experiments.learning_eval --episodes 200 --retrain-every 10",
     )
     parser.add_argument("--episodes", type=int, default=200, help="episodes per arm (default 200)")
     parser.add_argument("--retrain-every", type=int, default=10, metavar="K",

@@ -1,7 +1,7 @@
 """Learned costs on the competition's worlds: IPPC 2008 probabilistic domains (PPDDL, `../shared/ippc/`).
 
-    python -m benchmarks.ippc --problems 5 --runs 20          # all four domains
-    python -m benchmarks.ippc --domains blocksworld,ex-blocksworld-fixed --problems 5 --runs 20     # ~3 min
+    python -m benchmarks.experiments.ippc --problems 5 --runs 20          # all four domains
+    python -m benchmarks.experiments.ippc --domains blocksworld,ex-blocksworld-fixed --problems 5 --runs 20     # ~3 min
 
 The planner gets a deterministic domain: each `(probabilistic p1 e1 p2 e2 ...)` is replaced by the action's
 intended outcome. When the probabilistic effect is the whole effect, the intended outcome is the first one listed
@@ -48,13 +48,11 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Sequence
 
-if str(Path(__file__).resolve().parents[1]) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from domains.model import GroundAction, Task  # noqa: E402
-from domains.sexpr import SList, read_sexpr  # noqa: E402
+from domains.model import GroundAction, Task
+from domains.sexpr import SList, read_sexpr
 
-IPPC_DIR = Path(__file__).resolve().parents[2] / "shared" / "ippc"
+IPPC_DIR = Path(__file__).resolve().parents[3] / "shared" / "ippc"
 MAX_STEPS = 60
 # zenotravel's actions are durations: `complete-flying` ends a flight with 1/25 a step, `complete-zooming` 1/15,
 # so one flight takes 15-25 steps on average and a two-passenger problem ~60-100: 60 steps would end most runs

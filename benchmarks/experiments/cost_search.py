@@ -1,9 +1,9 @@
 """Does the plan a user gets respect the costs? Plan cost against the optimum, and latency, per search quality.
 
-    python -m benchmarks.cost_search                           # held-out seeds 100-119, every family
-    python -m benchmarks.cost_search --first-seed 0 --seeds 3 --families logistics-large,tools-large,ipc-costs \
+    python -m benchmarks.experiments.cost_search                           # held-out seeds 100-119, every family
+    python -m benchmarks.experiments.cost_search --first-seed 0 --seeds 3 --families logistics-large,tools-large,ipc-costs \
         --qualities first,anytime --improve-share 0.25     # the tuning run IMPROVE_SHARE was chosen on
-    python -m benchmarks.cost_search --families tools,delivery --qualities anytime --out /tmp/cs
+    python -m benchmarks.experiments.cost_search --families tools,delivery --qualities anytime --out /tmp/cs
 
 What runs: the default cascade, warm, as `Planner` runs it (`Planner().cascade.solve` with a cost model: the
 very call `Planner.plan` makes with learned costs), with `quality` first / anytime / optimal. Costs are
@@ -40,10 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-if str(Path(__file__).resolve().parents[1]) not in sys.path:  # `benchmarks` is a checkout directory
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-SHARED_IPC = Path(__file__).resolve().parents[2] / "shared" / "ipc"
+SHARED_IPC = Path(__file__).resolve().parents[3] / "shared" / "ipc"
 FAMILIES = ("tools", "logistics", "blocksworld", "gripper", "delivery", "logistics-large", "tools-large",
             "ipc-costs", "ipc-more-costs")
 SIZES = {"tools": (1, 2, 3, 4), "logistics": (1, 2, 3), "blocksworld": (4, 5, 6), "gripper": (2, 3, 4),

@@ -1,7 +1,7 @@
 """Differential validation: every plan the cascade returns, judged by the project's validator and by
 unified-planning's `SequentialPlanValidator`, an independent implementation of the same semantics.
 
-    PYTHONPATH=. python benchmarks/up_differential.py [--per-domain 5] [--budget 1] [SOURCE ...]
+    PYTHONPATH=. python -m benchmarks.experiments.up_differential [--per-domain 5] [--budget 1] [SOURCE ...]
 
 SOURCE is a benchmark folder or a pairs.txt (default: ../shared/ipc and ../shared/ipc-more/pairs.txt). For each
 task the classical tier plans within the budget; the plan, and two broken variants of it (last step dropped,
@@ -23,7 +23,7 @@ from domains.load import load_task
 from domains.model import Plan, Task
 from domains.up_bridge import up_validate
 from domains.validate import validate_plan
-from portfolio.bench import benchmark_pairs
+from portfolio.benchsuite.suites import benchmark_pairs
 
 DEFAULT_SOURCES = (Path("../shared/ipc"), Path("../shared/ipc-more/pairs.txt"))
 

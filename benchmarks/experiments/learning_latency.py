@@ -1,4 +1,4 @@
-"""What learned costs add to a warm planning call: `measure_latency` for `benchmarks/learning_eval.py`.
+"""What learned costs add to a warm planning call: `measure_latency` for `benchmarks/experiments/learning_eval.py`.
 
 The same task planned by three warm planners, interleaved so that machine load hits them alike: one without a
 trace store, one that records its plans but has no model, one with learned costs. Learned costs are billed only
@@ -9,29 +9,11 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from benchmarks.learning_report import DOMAIN, LATENCY_TASK
+from benchmarks.experiments.learning_data import DOMAIN, LATENCY_TASK, Latency
 from domains.bundled import bundled_task
-
-
-@dataclass
-class Latency:
-    """Warm `Planner.plan` latency on one task, without and with learned costs (medians of `rounds` calls,
-    interleaved). The learned call includes the cost lookup (cached per task and situation), the search with
-    learned costs and recording the plan in SQLite; `cost_lookup_cold_ms` is one `learned_costs` call right after
-    `reload_model` (cache empty: grounding list plus one predict_proba); `cost_lookup_warm_ms` a cache hit."""
-
-    rounds: int
-    plain_ms: float  # no trace store
-    recorded_ms: float  # a trace store that records the plan, no model: what learned costs are measured against
-    learned_ms: float
-    overhead: float  # learned vs recorded: what learned costs themselves add
-    store_overhead: float  # recorded vs plain: what recording every plan in SQLite adds
-    cost_lookup_cold_ms: float
-    cost_lookup_warm_ms: float  # a cache hit, as in every learned call above
 
 
 def measure_latency(plain, learner, specs: Sequence[Any], rounds: int) -> Latency:

@@ -7,7 +7,7 @@ what is in the file and runs `PRAGMA integrity_check`. Before the fix, the first
 this process's POSIX locks, the next cron close deleted the WAL and shared-memory files under live
 connections, and runs failed with "disk I/O error" or lost their rows.
 
-    PYTHONPATH=. python benchmarks/store_soak.py --iterations 200      # the issue's target: 200 clean
+    PYTHONPATH=. python -m benchmarks.experiments.store_soak --iterations 200      # the issue's target: 200 clean
 
 `tests/test_store_faults.py` runs the same loop for a few iterations on every `make test`.
 """
@@ -23,12 +23,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # run as a script or as a helper process
-    sys.path.insert(0, str(REPO))
+REPO = Path(__file__).resolve().parents[2]
 
-from domains.typed_actions import action  # noqa: E402
-from traces import StepRecord, TraceStore  # noqa: E402
+from domains.typed_actions import action
+from traces import StepRecord, TraceStore
 
 
 @dataclass
@@ -92,7 +90,7 @@ class Helper:
 
     def __init__(self, path: Path) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--serve", str(path)],
+            [sys.executable, "-m", "benchmarks.experiments.store_soak", "--serve", str(path)],
             cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONPATH": str(REPO)},
         )  # fmt: skip

@@ -1,14 +1,14 @@
 """The learning evaluation's report: per-window success rates, the targets' verdicts, the Markdown table, the plot.
 
-`benchmarks/learning_eval.py` runs the episodes and hands back an `Evaluation`; this module only reads it:
-`windows` (success and expected success per window of episodes), `verdicts` (the issue's targets on the final
-window), `report` (Markdown), `plot` (PNG, matplotlib imported on first use so the harness and its tests do not pay
-for it) and `write_results` (learning.md, learning.png, learning.json in `RESULTS_DIR`). `learning_eval`
-re-exports all of these, so `from benchmarks.learning_eval import report` keeps working.
+`learning_eval.py` runs the episodes and hands back an `Evaluation`; this module only reads it: `windows`
+(success and expected success per window of episodes), `verdicts` (the issue's targets on the final window),
+`report` (Markdown), `plot` (PNG, matplotlib imported on first use so the harness and its tests do not pay for it)
+and `write_results` (learning.md, learning.png, learning.json in `RESULTS_DIR`). `learning_eval` re-exports all of
+these, so `from benchmarks.experiments.learning_eval import report` keeps working.
 
 The names the report prints and the harness runs by (the arms, the domain and the task latency is measured on,
-the targets, the results folder) are defined here, at the bottom of the dependency chain, so the harness imports
-its report without an import cycle; `Evaluation` is imported for type checking only, for the same reason.
+the targets, the results folder) and the `Evaluation` it reads are `learning_data.py`'s, at the bottom of the
+dependency chain, so the harness imports its report without an import cycle.
 """
 
 from __future__ import annotations
@@ -17,19 +17,11 @@ import json
 import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from benchmarks.learning_eval import Evaluation
-
-
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
-ARMS = ("cost-blind", "learned", "oracle")
-DOMAIN = "tools"
-LATENCY_TASK = (3, 0)  # (size, seed) of the task warm latency is measured on
-TARGET_SUCCESS_VS_ORACLE = 0.95
-TARGET_FAILURES_VS_BLIND = 0.5
-TARGET_LATENCY_OVERHEAD = 0.10
+from benchmarks.experiments.learning_data import (
+    ARMS, DOMAIN, LATENCY_TASK, RESULTS_DIR, TARGET_FAILURES_VS_BLIND, TARGET_LATENCY_OVERHEAD,
+    TARGET_SUCCESS_VS_ORACLE, Evaluation,
+)
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The warm translator worker's SAS output against the raw driver's `--translate` output, task by task.
 
-    PYTHONPATH=. python benchmarks/sas_compare.py [--per-domain 1] [SOURCE ...]
+    PYTHONPATH=. python -m benchmarks.experiments.sas_compare [--per-domain 1] [SOURCE ...]
 
 SOURCE is a benchmark folder or a pairs.txt (default: ../shared/ipc and ../shared/ipc-more/pairs.txt). Every
 task is translated by one warm worker process (the same `WorkerProcess` the Fast Downward delegate uses, so tasks
@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Iterator
 
 from portfolio.delegates.fast_downward import translate as translate_worker
-from portfolio.bench import benchmark_pairs, driver_translate
+from portfolio.benchsuite.planners import driver_translate
+from portfolio.benchsuite.suites import benchmark_pairs
 from portfolio.engine.workers import WorkerProcess
 
 DEFAULT_SOURCES = (Path("../shared/ipc"), Path("../shared/ipc-more/pairs.txt"))

@@ -2,7 +2,7 @@
 domain in ../shared/ipc, planned by two warm classical tiers of 1 s, interleaved task by task so machine load
 hits both alike: Fast Downward with (nearly) the whole tier, as before time shares, and the default 4:1 split.
 
-    PYTHONPATH=. python -m benchmarks.shares_coverage
+    PYTHONPATH=. python -m benchmarks.experiments.shares_coverage
 
 Measured (2 cores shared with five other sessions, load average ~15): 33 of 39 solved by each; the six misses
 (barman and parking) are the same for both and need seconds either way. The split gives pyperplan at least
@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-from conftest import ipc_domains, load_ipc, smallest_problems  # noqa: E402
-from portfolio.engine.cascade import PortfolioDecomposition  # noqa: E402
-from portfolio.planner import CLASSICAL_ONLY, default_stages  # noqa: E402
-from portfolio.engine.results import PlanRequest  # noqa: E402
+from tests.conftest import ipc_domains, load_ipc, smallest_problems
+from portfolio.engine.cascade import PortfolioDecomposition
+from portfolio.planner import CLASSICAL_ONLY, default_stages
+from portfolio.engine.results import PlanRequest
 
 CONFIGS = {"fd-whole-tier": {"fast-downward": 1e9, "pyperplan": 1.0}, "4:1": None}
 

@@ -1,6 +1,6 @@
 """How far beyond the 1 s budget are the tasks the planner misses? What bounds issue 11's coverage target.
 
-    PYTHONPATH=. python -m benchmarks.near_misses [per_domain] [ipc|ipc-more|both] [longer_s]
+    PYTHONPATH=. python -m benchmarks.experiments.near_misses [per_domain] [ipc|ipc-more|both] [longer_s]
     # defaults: 5, both, 3.0
 
 Every task of `benchmarks.bench_race`'s set is planned by the warm classical tier at 1 s (the race, as in
