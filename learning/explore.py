@@ -8,7 +8,7 @@
 - `ucb`: optimism in the face of uncertainty (Bayes-UCB): the `UCB_QUANTILE` lower quantile of p_fail, so an
   untried grounding is priced as if it were as reliable as it plausibly is. Deterministic.
 
-The benchmark (`python -m benchmarks.learning_worlds`) measures all three; `DEFAULT_EXPLORE` is its pick.
+The benchmark (`python -m benchmarks.experiments.learning_worlds`) measures all three; `DEFAULT_EXPLORE` is its pick.
 Measured on the tuning worlds (seeds 0-2 of seven types, 200 episodes, last 50, expected success over the
 oracle's, median): mean 0.95-1.00 on every type, thompson 0.92-1.00, ucb 0.92-1.00; failures relative to
 cost-blind on `pairs` 0.33 / 0.46 / 0.61 and on `costed` 0.19 / 0.34 / 0.24. Greedy wins because the prior is

@@ -31,7 +31,7 @@ class BadRequest(Exception):
         self.status = status
 
 
-Quality = Literal[QUALITIES]  # type: ignore[valid-type]  # the search qualities, one list (fd_search)
+Quality = Literal[QUALITIES]  # type: ignore[valid-type]  # the search qualities, one list (searches)
 QUALITY_HELP = ("with costs: anytime (the cheapest plan found once optimality is proved or a quarter of the "
                 "search's time has passed), optimal (wait for the proof), first (the first cost-aware plan); "
                 "default: the server's")

@@ -8,7 +8,7 @@ search respects them, so the cost-aware searches run here are
 
 - `anytime-wastar`: LAMA's first phase (a greedy first plan that ignores costs: lama-first's coverage), then
   eager weighted A* restarts with w = 5, 3, 2, 1 on the real costs, each bounded by the incumbent's cost, the
-  last repeated until it finds nothing cheaper (why not LAMA's own five phases: `fd_search._ANYTIME`). A phase
+  last repeated until it finds nothing cheaper (why not LAMA's own five phases: `searches._ANYTIME`). A phase
   that finds nothing does not end it (this build's iterated search goes on), so it ends only when its last phase
   (A* order, reopening closed states, pruning on the bound) has exhausted every state cheaper than the incumbent:
   when it exits on its own, its last plan is optimal;

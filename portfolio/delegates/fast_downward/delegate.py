@@ -17,7 +17,7 @@ once (a second caller waits for it), and every wait also ends when the thread's 
 ones: capping all calls together at one search per core was tried and lost (citycar p3-2-2-0-1: the goal
 agenda's first subgoal took lama-first alone > 5 s, the race's eager-ff-cg 0.23 s).
 
-Which searches run, and running them as `downward` processes, is `fd_search` (the driver's own split between
+Which searches run, and running them as `downward` processes, is `searches` (the driver's own split between
 translate, search and portfolio): this module decides when to search and with what SAS task.
 """
 
@@ -50,14 +50,14 @@ log = logging.getLogger(__name__)
 
 # With costs and quality "anytime": the share of the time left when the searches start (up to when the caller
 # wants its answer) that improvement may use once a plan exists; a proof of optimality ends it sooner. See
-# `fd_search.QUALITIES`. Chosen on tuning tasks (`python -m benchmarks.cost_search`, seeds 0-2 of
+# `searches.QUALITIES`. Chosen on tuning tasks (`python -m benchmarks.experiments.cost_search`, seeds 0-2 of
 # logistics-large and tools-large, the ipc-costs tasks): 0.25 / 0.5 / 1.0 returned plans as cheap on all of them
 # but the elevators pair (median cost / optimum 1.000, 1.000, 1.000 on logistics-large; ipc-costs 1.135, 1.135,
 # 1.009), at median latencies of 161 / 208 / 247 ms (logistics-large) and 230 / 456 / 859 ms (ipc-costs): the
 # extra time bought a cheaper plan only on elevators, whose improvement is slow whatever the share.
 IMPROVE_SHARE = 0.25
 # A* with LM-cut races the anytime search on tasks with at most this many operators (larger ones: a second
-# satisficing search instead, see `fd_search.search_aliases`).
+# satisficing search instead, see `searches.search_aliases`).
 EXACT_MAX_OPERATORS = 1000
 
 
@@ -96,7 +96,7 @@ class FastDownward(Delegate):
     record the options used (`details["translator"]`); both caches key on them, so a translation made with one
     option set is never handed to a call that asked for another.
 
-    `quality` (tasks with costs, the task's own or learned; `fd_search.QUALITIES`): "anytime" (the default)
+    `quality` (tasks with costs, the task's own or learned; `searches.QUALITIES`): "anytime" (the default)
     returns the cheapest plan found once optimality is proved or `improve_share` of the time left has passed
     with a plan in hand; "optimal" waits for a proof (or the deadline); "first" returns the first cost-aware plan.
     A* with LM-cut races beside the anytime search on tasks of at most `exact_max_operators` operators. The

@@ -32,7 +32,7 @@ class Settings(Protocol):
     inprocess_node_cap: int
 
 # In-process search (`portfolio.delegates.fast_downward.sas_search`, `portfolio.delegates.fast_downward.sas_astar`): only for tasks with at most this many
-# operators. Measured on 2 cores, from the initial state: pure-Python GBFS+hFF solves the IPC tasks of `portfolio.bench` (4-72
+# operators. Measured on 2 cores, from the initial state: pure-Python GBFS+hFF solves the IPC tasks of `portfolio.benchsuite.measure` (4-72
 # operators) in 0.1-7 ms plus ~0.5 ms to compile, where a whole perturbed replan through a `downward` process took
 # 9-12 ms (`benchmarks.bench_reuse`); at 156-180 operators (logistics00 8-0, depot p02) it took 21-28 ms, slower
 # than the process, since hFF costs O(operators) per state in Python. 120 sits between the two.
@@ -41,7 +41,7 @@ INPROCESS_MAX_OPERATORS = 120
 INPROCESS_BUDGET_S = 0.1
 INPROCESS_NODE_CAP = 20_000
 # A* with h_max gives up sooner: its plan must be proved optimal, and a task it cannot finish in a few thousand
-# states is better left to the processes at once. Measured (`python -m benchmarks.cost_search`, held-out seeds
+# states is better left to the processes at once. Measured (`python -m benchmarks.experiments.cost_search`, held-out seeds
 # 100-109): with 0.1 s the tools-large and logistics-large calls it could not finish waited 0.1 s for nothing
 # (median 120-144 ms against 13-17 ms for the processes' first plan); the small families finish in 4-12 ms.
 ASTAR_BUDGET_S = 0.02

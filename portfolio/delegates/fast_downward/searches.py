@@ -10,7 +10,7 @@ module holds what happens once a SAS task exists:
   under the call's deadline, the wait ends on a plan, a proof, the deadline or the thread's stop signal
   (`portfolio.engine.cancel`), and the plan or the reasons are read back from the processes' files.
 
-Exit codes go through `fd_exitcodes` (named as in Fast Downward's driver): when several searches run side by
+Exit codes go through `exitcodes` (named as in Fast Downward's driver): when several searches run side by
 side, one `aggregate` over the ones that ran decides the outcome, and a search that fails early never cuts
 short another one that is still working. Everything here is a function of its arguments: the delegate owns the
 process pool, the binary and the configuration.
@@ -58,7 +58,7 @@ _LAMA_COSTS = (
 # bounded by the first plan's cost, ignores g and so can search the whole bounded space without finding anything
 # (on bundled logistics-6 with learned costs it ran for 3 s of a 1 s budget while the weighted A* phases behind it
 # never started). Measured on the tuning tasks (bundled logistics-6 and gripper-8 problems 0-29 with learned costs,
-# `portfolio bench learning --bundled-episodes`; `python -m benchmarks.cost_search --first-seed 0 --seeds 3
+# `portfolio bench learning --bundled-episodes`; `python -m benchmarks.experiments.cost_search --first-seed 0 --seeds 3
 # --families logistics-large,tools-large,ipc-costs`), cost / optimum median and p95:
 #     LAMA's five phases                logistics-6 1.136 / 1.299, gripper-8 1.004 / 1.139, ipc-costs 1.057 / 1.269
 #     without its phase 2 (lazy w A*)   logistics-6 1.004 / 1.247, gripper-8 1.000 / 1.013, ipc-costs 1.057 / 1.250
@@ -82,7 +82,7 @@ _LAZY_CEA = "let(hcea, cea(), lazy_greedy([hcea], preferred=[hcea]))"
 _LAZY_ADD = "let(hadd, add(), lazy_greedy([hadd], preferred=[hadd]))"
 RACE_ALIASES = ("eager-ff-cg", "lazy-cea", "lazy-add")
 SATISFICING = frozenset({"lama-first", *RACE_ALIASES})
-# Searches whose exit with a plan proves it optimal (`fd_anytime`): A* with an admissible heuristic, and the
+# Searches whose exit with a plan proves it optimal (`anytime`): A* with an admissible heuristic, and the
 # anytime search once its last phase is exhausted.
 PROVING = frozenset({"anytime-wastar", "seq-opt-lmcut", "seq-opt-bjolp"})
 EXACT_ALIAS = "seq-opt-lmcut"
@@ -166,7 +166,7 @@ def run_searches(pool: SearchProcessPool, commands: Sequence[tuple[str, tuple[st
     """Run one search per (alias, command) side by side, each in a process taken from `pool`. `race`: the first
     plan wins and the others are killed. `anytime` (with costs, `quality` "anytime" or "optimal"): the cheapest
     plan of any search wins, the wait ends on a proof of optimality or once a plan exists after `improve_by`
-    (None: only a proof or the deadline), as `fd_anytime` says; `cost_scale` converts the SAS task's integer
+    (None: only a proof or the deadline), as `anytime` says; `cost_scale` converts the SAS task's integer
     costs back for the details. Else (with costs, "first": the cost-blind one for coverage, the cost-aware one
     for cheap plans) the last alias's plan is preferred; once an earlier one has a plan, the later ones get a
     grace period of twice the time taken so far (at least 0.2 s) instead of the whole budget. A search that exits
@@ -209,7 +209,7 @@ def _anytime_outcome(runs, codes: dict[str, int | None], proof: str | None, deta
 
 
 def _outcome(runs, codes: dict[str, int | None], details: dict, custom: bool) -> DelegateOutcome:
-    """One verdict over the searches that ran (`fd_exitcodes.aggregate`)."""
+    """One verdict over the searches that ran (`exitcodes.aggregate`)."""
     label = (lambda alias: "custom") if custom else (lambda alias: alias)
     details["searches"] = {label(alias): fd_exitcodes.meaning(code) for alias, code in codes.items()}
     verdict = fd_exitcodes.aggregate(codes)

@@ -1,0 +1,136 @@
+"""The map the code follows, enforced: imports point one way and no module imports itself round a cycle.
+
+- `domains` and `traces` import no other package of the project; `learning` only those two;
+- the engine (`portfolio.engine`) imports nothing of `portfolio` outside itself: not the delegates, the Planner,
+  the service, the agents, the commands, the benchmarks or the CLI;
+- the delegates import neither the Planner nor anything built on it;
+- no import cycle between modules, benchmarks included, counting imports inside functions and under
+  `TYPE_CHECKING` (a cycle hidden in a function is still a cycle in the design).
+
+The import graph is read from the source with `ast` (no module is imported)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("portfolio", "domains", "learning", "traces", "benchmarks")
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The project modules `name` imports (`from pkg import sub` counts as importing `pkg.sub`)."""
+    def known(target: str) -> str | None:
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        return target or None
+
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+        else:
+            continue
+        found.update(t for t in map(known, targets) if t is not None and t != name)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(sorted(edges[child]))))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return found
+
+
+def _breaks(edges: dict[str, set[str]], layer: str, allowed) -> list[str]:
+    return sorted(f"{module} -> {target}" for module, targets in edges.items()
+                  if module == layer or module.startswith(layer + ".")
+                  for target in targets if not allowed(target))
+
+
+def _within(*prefixes: str):
+    return lambda target: any(target == p or target.startswith(p + ".") for p in prefixes)
+
+
+def test_no_import_cycles():
+    assert cycles(graph()) == []
+
+
+def test_domains_and_traces_import_no_other_package_and_learning_only_those_two():
+    edges = graph()
+    assert _breaks(edges, "domains", _within("domains")) == []
+    assert _breaks(edges, "traces", _within("traces")) == []
+    assert _breaks(edges, "learning", _within("learning", "domains", "traces")) == []
+
+
+def test_the_engine_imports_nothing_built_on_it():
+    assert _breaks(graph(), "portfolio.engine", _within("portfolio.engine", "domains")) == []
+
+
+def test_the_delegates_import_neither_the_planner_nor_what_is_built_on_it():
+    built_on = _within("portfolio.planner", "portfolio.serve", "portfolio.agent", "portfolio.commands",
+                       "portfolio.benchsuite", "portfolio.cli", "benchmarks")
+    assert _breaks(graph(), "portfolio.delegates", lambda target: not built_on(target)) == []
+
+
+def test_the_checker_sees_a_cycle_and_a_layer_break():
+    """The checks above could pass by reading nothing: on a made-up graph they must find both."""
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "domains.x": {"portfolio.y"}, "portfolio.y": set()}
+    assert cycles(edges) == [["a", "b", "c"]]
+    assert _breaks(edges, "domains", _within("domains")) == ["domains.x -> portfolio.y"]
+    assert len(graph()) > 100 and "portfolio.engine.cascade" in graph()["portfolio.planner"]
