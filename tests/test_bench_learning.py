@@ -15,6 +15,7 @@ from portfolio.cli import main
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_one_small_world_end_to_end_writes_its_report(tmp_path, capsys):
     code = main(["bench", "learning", "--kinds", "object", "--seeds", "1", "--episodes", "30", "--retrain-every",
                  "10", "--policies", "mean,ucb", "--no-progress", "--out", str(tmp_path)])

@@ -60,6 +60,7 @@ def test_execution_stops_at_the_first_failure():
     assert len(failed) <= 1 and (not failed or always.steps[-1][1])
 
 
+@pytest.mark.slow
 def test_every_executed_step_of_the_learned_arm_is_recorded(run):
     evaluation, traces = run
     learned = evaluation.of("learned")
@@ -81,6 +82,7 @@ def test_every_executed_step_of_the_learned_arm_is_recorded(run):
         assert store.latest_model().version == evaluation.model_versions == EPISODES // K
 
 
+@pytest.mark.slow
 def test_arms_play_the_same_episodes_with_valid_plans(run):
     evaluation, _ = run
     by_arm = {arm: evaluation.of(arm) for arm in ARMS}
@@ -97,6 +99,7 @@ def test_arms_play_the_same_episodes_with_valid_plans(run):
         assert 0.0 < outcome.expected_success <= 1.0
 
 
+@pytest.mark.slow
 def test_oracle_plans_are_at_least_as_likely_to_succeed_as_cost_blind_ones(run):
     evaluation, _ = run
     # Expected success is the true probability of the chosen plan: free of execution luck. The oracle pays up to
@@ -106,6 +109,7 @@ def test_oracle_plans_are_at_least_as_likely_to_succeed_as_cost_blind_ones(run):
     assert mean["oracle"] > mean["cost-blind"] + 0.1
 
 
+@pytest.mark.slow
 def test_windows_and_report_add_up(run):
     evaluation, _ = run
     rows = windows(evaluation)
@@ -117,6 +121,7 @@ def test_windows_and_report_add_up(run):
     assert "| 1-10 |" in text and "| 11-20 |" in text and "## Targets" in text
 
 
+@pytest.mark.slow
 def test_an_existing_trace_store_is_refused_not_deleted(run, tmp_path):
     """The evaluation used to unlink an existing store and its -wal/-shm files by hand before a run."""
     _, traces = run

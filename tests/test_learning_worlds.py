@@ -26,6 +26,7 @@ def last_failure(run, arm: str, last: int = LAST) -> float:
     return 1.0 - statistics.mean(run.expected[arm][-last:])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", [k for k in KINDS if k != "tools"])  # tools: test_learning_eval.py
 def test_learned_costs_beat_cost_blind_in_a_small_world(kind):
     episodes, last, factor = SETTINGS.get(kind, (EPISODES, LAST, 0.6))
@@ -235,6 +236,7 @@ def test_a_detours_shortcut_is_cheaper_under_unit_costs_and_worse_under_true_cos
         assert validate_plan(task, unit.actions()).ok and validate_plan(task, true.actions()).ok
 
 
+@pytest.mark.slow
 def test_plan_quality_on_bundled_tasks_compares_with_a_proved_optimum():
     from portfolio.benchsuite.worlds.bundled import BundledWorld, bundled_quality
     from portfolio.benchsuite.worlds.report import bundled_table
