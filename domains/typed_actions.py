@@ -351,7 +351,7 @@ def compile_actions(
     factor = next((f for f in (1, 10, 100) if all(abs(a.cost * f - round(a.cost * f)) < 1e-9 for a in actions)),
                   1000)
     text_domain = replace(domain, actions=tuple(replace(s, cost=float(round(a.cost * factor)))
-                                                      for s, a in zip(schemas, actions)))
+                                                      for s, a in zip(schemas, actions, strict=True)))
     return Task(domain, problem, domain_pddl=domain_to_pddl(text_domain), problem_pddl=problem_to_pddl(problem))
 
 

@@ -44,7 +44,7 @@ from portfolio.delegates.registry import (  # the catalog's names, re-exported (
     DECOMPOSER_DELEGATES as DECOMPOSER_DELEGATES,
     DEFAULT_DELEGATES as DEFAULT_DELEGATES,
     build_stages,
-    make_delegate,
+    make_delegate as make_delegate,
 )
 from portfolio.engine.results import Attempt, Delegate, PlanRequest, PlanResult, Resource, Status, elapsed_ms_since
 

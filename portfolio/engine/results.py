@@ -20,7 +20,7 @@ from typing import Any, Callable, Self, Sequence
 from pydantic import BaseModel, Field
 
 from domains.ground_text import ground_action_text, normalise_actions, normalise_keys
-from domains.ground_text import parse_ground_action as parse_ground_action  # re-exported; the one parser lives in domains
+from domains.ground_text import parse_ground_action as parse_ground_action  # re-exported: the parser lives in domains
 from domains.model import GroundAction, Plan, State, Task
 
 
