@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -132,6 +132,10 @@ def _one_expression(text: str) -> SList:
     return root
 
 
+@overload
+def _literal(ctx: _Ctx, text: str, scope: dict[str, str], where: str, atom_only: Literal[True]) -> Atom: ...
+@overload
+def _literal(ctx: _Ctx, text: str, scope: dict[str, str], where: str, atom_only: bool = False) -> Formula: ...
 def _literal(ctx: _Ctx, text: str, scope: dict[str, str], where: str, atom_only: bool = False) -> Formula:
     """Parse one condition string with the PDDL checks; errors name the JSON field instead of a line."""
     try:
@@ -261,9 +265,9 @@ def _action(ctx: _Ctx, index: int, action: JsonAction) -> ActionSchema:
     if len(scope) != len(action.parameters):
         raise SchemaError(f"{where}.parameters: a variable name is used twice.", file=ctx.file)
     pre = [_literal(ctx, s, scope, f"{where}.preconditions[{j}]") for j, s in enumerate(action.preconditions)]
-    effects = [Effect(_literal(ctx, s, scope, f"{where}.delete[{j}]", atom_only=True), True)  # type: ignore[arg-type]
+    effects = [Effect(_literal(ctx, s, scope, f"{where}.delete[{j}]", atom_only=True), True)
                for j, s in enumerate(action.delete)]
-    effects += [Effect(_literal(ctx, s, scope, f"{where}.add[{j}]", atom_only=True))  # type: ignore[arg-type]
+    effects += [Effect(_literal(ctx, s, scope, f"{where}.add[{j}]", atom_only=True))
                 for j, s in enumerate(action.add)]
     for j, text in enumerate(action.effects):
         effects += _effect_list(ctx, text, scope, f"{where}.effects[{j}]")

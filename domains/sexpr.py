@@ -6,12 +6,16 @@ deep in an effect, say) can name the exact line. A missing ')' is reported at th
 
 from __future__ import annotations
 
+from typing import Any
+
 from domains.errors import PDDLSyntaxError
 
-class SList(list):
+class SList(list[Any]):  # elements are str or SList
     """A parenthesised list; `line` is where its '(' is, `lines[i]` is where element i starts."""
 
     __slots__ = ("line", "lines")
+    line: int
+    lines: list[int]
 
 
 def new_list(line: int) -> SList:

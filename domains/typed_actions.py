@@ -329,6 +329,7 @@ def compile_actions(
     atoms: dict[str, None] = {}
     for schema in schemas:
         for part in (schema.precondition.parts if isinstance(schema.precondition, And) else ()):
+            assert isinstance(part, Atom)  # schema() builds preconditions as conjunctions of atoms
             atoms[part.predicate] = None
         for effect in schema.effects:
             atoms[effect.atom.predicate] = None
@@ -349,7 +350,8 @@ def compile_actions(
     # reported plan costs use. Relative costs, and so the cheapest plan, are unchanged.
     factor = next((f for f in (1, 10, 100) if all(abs(a.cost * f - round(a.cost * f)) < 1e-9 for a in actions)),
                   1000)
-    text_domain = replace(domain, actions=tuple(replace(s, cost=float(round(s.cost * factor))) for s in schemas))
+    text_domain = replace(domain, actions=tuple(replace(s, cost=float(round(a.cost * factor)))
+                                                      for s, a in zip(schemas, actions, strict=True)))
     return Task(domain, problem, domain_pddl=domain_to_pddl(text_domain), problem_pddl=problem_to_pddl(problem))
 
 

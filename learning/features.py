@@ -115,7 +115,7 @@ class RowParser:
     def __init__(self, object_types: Mapping[str, str] | None = None) -> None:
         self.object_types = object_types
         self._args: dict[str, tuple] = {}
-        self._features: dict[str, tuple] = {}
+        self._features: dict[str | None, tuple] = {}
         self._interactions: dict[tuple[str, str | None], list[Token]] = {}
 
     def _parse_args(self, args_json: str) -> tuple:

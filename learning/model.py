@@ -262,7 +262,7 @@ class FailureModel(BaseEstimator):
                object_types: Mapping[str, str] | None) -> dict[str, Any]:
         """Log loss, Brier and AUC of the current model on the held-out (newest) steps: one prediction call per
         situation, not per step."""
-        by_situation: dict[str | None, list] = {}
+        by_situation: dict[str, list] = {}
         for (action, (args_json, features_json)), counts in newer.items():
             by_situation.setdefault(features_json, []).append((action, args_json, counts))
         p: list[float] = []

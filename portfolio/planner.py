@@ -29,7 +29,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from domains.ground_text import normalise_actions
 from domains.ground_text import parse_ground_action
@@ -37,16 +37,25 @@ from domains.model import Atom, GroundAction, Plan, State, Task, plan_cost
 from domains.validate import validate_plan
 from portfolio.engine.cascade import CLASSICAL_BUDGET_S, PortfolioDecomposition, Stage, Tier
 from portfolio.delegates.fast_downward.delegate import FastDownward
-from portfolio.delegates.registry import (  # noqa: F401 - the catalog's names, re-exported for callers
-    AGENT_DELEGATES,
-    CLASSICAL_DELEGATES,
-    CLASSICAL_ONLY,
-    DECOMPOSER_DELEGATES,
-    DEFAULT_DELEGATES,
+from portfolio.delegates.registry import (  # the catalog's names, re-exported (`X as X`) for callers
+    AGENT_DELEGATES as AGENT_DELEGATES,
+    CLASSICAL_DELEGATES as CLASSICAL_DELEGATES,
+    CLASSICAL_ONLY as CLASSICAL_ONLY,
+    DECOMPOSER_DELEGATES as DECOMPOSER_DELEGATES,
+    DEFAULT_DELEGATES as DEFAULT_DELEGATES,
     build_stages,
-    make_delegate,
+    make_delegate as make_delegate,
 )
-from portfolio.engine.results import Attempt, PlanRequest, PlanResult, Resource, Status, elapsed_ms_since
+from portfolio.engine.results import Attempt, Delegate, PlanRequest, PlanResult, Resource, Status, elapsed_ms_since
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from learning.costs import ActionCost
+    from learning.explore import Explore
+    from learning.model import FailureModel
+    from learning.selection import SelectionModel
+    from traces.store import TraceStore
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +135,7 @@ class Planner(Resource):
         self,
         delegates: Sequence[Stage] | Sequence[str] | None = None,
         budget_s: float = CLASSICAL_BUDGET_S,
-        traces: str | os.PathLike | None = None,
+        traces: str | os.PathLike[str] | None = None,
         cost_weight: float = 5.0,
         warm: bool = True,
         explore: str | None = None,
@@ -143,7 +152,7 @@ class Planner(Resource):
         self.explore = check_explore(explore or DEFAULT_EXPLORE)
         self.quality = check_quality(quality or DEFAULT_QUALITY)
         self.seed = seed
-        self._rng = None  # numpy's Generator, made on the first draw
+        self._rng: np.random.Generator | None = None  # made on the first draw
         if delegates is None or all(isinstance(d, str) for d in delegates):
             stages = default_stages(tuple(delegates or DEFAULT_DELEGATES), budget_s=budget_s)  # type: ignore[arg-type]
         else:
@@ -156,12 +165,13 @@ class Planner(Resource):
         # False: the caller loads the model itself (`reload_model`), and decides what a bad one means (the
         # service's worker keeps serving and reports it, rather than dying at start in a loop).
         self._load_model_at_start = load_model
-        self._store = None
-        self._model = None
+        self._store: TraceStore | None = None
+        self._model: FailureModel | None = None
         self.select = select
-        self._selection = None
-        self._cost_cache: dict[tuple, dict] = {}
-        self._posterior_memo: dict = {}  # per grounding (`learning.costs.action_posteriors`), per model
+        self._selection: SelectionModel | None = None
+        # task key -> `learning.costs.Posteriors`; (task key, "mean", lambda) -> their mean costs
+        self._cost_cache: dict[tuple[Any, ...], Any] = {}
+        self._posterior_memo: dict[Any, Any] = {}  # per grounding (`learning.costs.action_posteriors`), per model
         self._model_generation = 0  # bumped on every model (re)load: plans made under another one are not reused
         self._lock = threading.RLock()  # store writes, cost cache, model (see the module docstring)
         try:
@@ -174,19 +184,19 @@ class Planner(Resource):
             self.close()
             raise
 
-    def _all_delegates(self) -> list:
-        found = []
+    def _all_delegates(self) -> list[Delegate]:
+        found: list[Delegate] = []
         for stage in self.cascade.delegates:
             found.extend(stage.delegates if isinstance(stage, Tier) else [stage])
         return found
 
     @property
-    def model(self):
+    def model(self) -> FailureModel | None:
         """The failure model learned costs come from (`learning.model.FailureModel`), or None."""
         return self._model
 
     @property
-    def selection(self):
+    def selection(self) -> SelectionModel | None:
         """The configuration selection model (`learning.selection.SelectionModel`) in use, or None."""
         return self._selection
 
@@ -199,7 +209,7 @@ class Planner(Resource):
         return next((d for d in self._all_delegates() if isinstance(d, FastDownward)), None)
 
     @property
-    def store(self):
+    def store(self) -> TraceStore | None:
         """The `traces.store.TraceStore` plans are recorded in, or None without `traces`."""
         return self._store
 
@@ -241,7 +251,7 @@ class Planner(Resource):
         fast_downward.translator_chooser = lambda task: model.predict_translator(task.domain_fingerprint,
                                                                                  fast_downward.workers)
 
-    def cost_model_for(self, explore: str, features: dict | None, weight: float | None = None) -> str | None:
+    def cost_model_for(self, explore: str, features: dict[str, Any] | None, weight: float | None = None) -> str | None:
         """Which costs a call makes plans under: "task", or "learned:<generation>:<policy>:<situation>" (plus
         ":w<weight>" when the call's weight is not the planner's) with a failure model; None when no two calls
         share them (Thompson sampling draws fresh costs every call)."""
@@ -253,8 +263,9 @@ class Planner(Resource):
         name = f"learned:{self._model_generation}:{explore}:{situation}"
         return name if weight is None or weight == self.cost_weight else f"{name}:w{weight:g}"
 
-    def learned_costs(self, task: Task, init: Iterable[Atom | str] | None = None, features: dict | None = None,
-                      deadline: float | None = None, weight: float | None = None) -> dict:
+    def learned_costs(self, task: Task, init: Iterable[Atom | str] | None = None,
+                      features: dict[str, Any] | None = None, deadline: float | None = None,
+                      weight: float | None = None) -> dict[str, ActionCost]:
         """Grounded action (PDDL form) -> `learning.costs.ActionCost` for every action Fast Downward grounds,
         from the latest model; {} without one. For inspection (`portfolio costs`): planning computes the same
         costs inside the delegates' budget."""
@@ -268,8 +279,8 @@ class Planner(Resource):
         grounded = fast_downward.grounded_actions(request, deadline or time.monotonic() + 60.0)
         return self._costs_for(task, grounded, features, "mean", weight)
 
-    def _costs_for(self, task: Task, grounded: Sequence[str], features: dict | None, explore: str,
-                   weight: float | None = None) -> dict:
+    def _costs_for(self, task: Task, grounded: Sequence[str], features: dict[str, Any] | None, explore: Explore,
+                   weight: float | None = None) -> dict[str, ActionCost]:
         """Costs under `explore` and `weight` (lambda; None: the planner's `cost_weight`); the model's
         posteriors are cached per task, situation and grounding list, so a Thompson draw per call costs one
         vectorised sample."""
@@ -289,7 +300,7 @@ class Planner(Resource):
                     self._cost_cache.clear()
                 self._cost_cache[key] = cached
             if explore == "mean":
-                costs = self._cost_cache.get((key, "mean", lam))
+                costs: dict[str, ActionCost] | None = self._cost_cache.get((key, "mean", lam))
                 if costs is None:
                     costs = self._cost_cache[(key, "mean", lam)] = priced(cached, lam)
                 return costs
@@ -307,7 +318,7 @@ class Planner(Resource):
         init: Iterable[Atom | str] | None = None,
         excluded: Sequence[GroundAction | str] = (),
         critiques: Sequence[str] = (),
-        features: dict | None = None,
+        features: dict[str, Any] | None = None,
         run_id: str | None = None,
         explore: str | None = None,
         previous_plan: Sequence[GroundAction | str] = (),
@@ -342,7 +353,7 @@ class Planner(Resource):
             if self._store is not None:
                 self._record(task, reused, run_id)
             return reused
-        info: dict = {}
+        info: dict[str, ActionCost] = {}
 
         def cost_model(grounded: Sequence[str]) -> dict[str, float]:
             """Called by a delegate once it has grounded the task, inside its own budget."""

@@ -15,10 +15,10 @@ from traces.errors import SchemaVersionError
 
 
 def _v1(db: sqlite_utils.Database) -> None:
-    db["runs"].create(
+    db.table("runs").create(
         {"id": str, "fingerprint": str, "goal": str, "started": str, "ended": str, "outcome": str}, pk="id"
     )
-    db["plans"].create(
+    db.table("plans").create(
         {
             "id": int,
             "run_id": str,
@@ -30,7 +30,7 @@ def _v1(db: sqlite_utils.Database) -> None:
         },
         pk="id",
     )
-    db["steps"].create(
+    db.table("steps").create(
         {
             "id": int,  # insertion order: the time axis the learner decays over
             "run_id": str,
@@ -50,36 +50,36 @@ def _v1(db: sqlite_utils.Database) -> None:
         pk="id",
         not_null={"run_id", "step", "action", "args", "features", "outcome"},
     )
-    db["models"].create(
+    db.table("models").create(
         {"id": int, "created": str, "version": int, "metadata": str, "metrics": str, "blob": bytes},
         pk="id",
         not_null={"version", "blob"},
     )
-    db["plans"].create_index(["run_id"])
-    db["steps"].create_index(["action"])
-    db["steps"].create_index(["run_id", "step"])
-    db["models"].create_index(["version"], unique=True)
+    db.table("plans").create_index(["run_id"])
+    db.table("steps").create_index(["action"])
+    db.table("steps").create_index(["run_id", "step"])
+    db.table("models").create_index(["version"], unique=True)
 
 
 def _v2(db: sqlite_utils.Database) -> None:
     """Configuration selection (`learning.selection`): each run names its domain (the domain text's hash, so the
     problems of one domain file are found together; NULL in runs recorded before), and the fitted selection
     models get a table of their own, apart from the failure models in `models`."""
-    db["runs"].add_column("domain", str)
-    db["runs"].create_index(["domain"])
-    db["selection_models"].create(
+    db.table("runs").add_column("domain", str)
+    db.table("runs").create_index(["domain"])
+    db.table("selection_models").create(
         {"id": int, "created": str, "version": int, "metadata": str, "model": str},
         pk="id",
         not_null={"version", "model"},
     )
-    db["selection_models"].create_index(["version"], unique=True)
+    db.table("selection_models").create_index(["version"], unique=True)
 
 
 def _v3(db: sqlite_utils.Database) -> None:
     """Replanning a run after a restart or on another server sharing the file (`traces.task_sources`): the task
     text each run was planned from, one copy per distinct task (an agent plans one task many times)."""
-    db["task_sources"].create({"key": str, "source": str, "created": str}, pk="key", not_null={"source"})
-    db["run_tasks"].create({"run_id": str, "key": str}, pk="run_id", not_null={"key"})
+    db.table("task_sources").create({"key": str, "source": str, "created": str}, pk="key", not_null={"source"})
+    db.table("run_tasks").create({"run_id": str, "key": str}, pk="run_id", not_null={"key"})
 
 
 def _v4(db: sqlite_utils.Database) -> None:

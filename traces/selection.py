@@ -66,7 +66,7 @@ def save_selection_model(store: TraceStore, model_json: str, metadata: dict[str,
     def body() -> int:
         current = store.db.execute("SELECT coalesce(max(version), 0) FROM selection_models").fetchone()[0]
         version = int(current) + 1
-        store.db["selection_models"].insert({"created": _now(), "version": version,
+        store.db.table("selection_models").insert({"created": _now(), "version": version,
                                              "metadata": json.dumps(metadata, default=str), "model": model_json})
         return version
 

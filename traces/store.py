@@ -30,7 +30,7 @@ import time
 import uuid
 import weakref
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar, cast
 
 import sqlite_utils
 
@@ -204,7 +204,7 @@ class TraceStore:
 
         return self._retry(attempt)
 
-    def _translate(self, error: sqlite3.DatabaseError) -> TraceStoreError:
+    def _translate(self, error: sqlite3.Error) -> TraceStoreError:
         """SQLite's error as ours, named by what the user can do about it."""
         return translate(self.path, error)
 
@@ -216,7 +216,7 @@ class TraceStore:
         selection groups runs by); returns its run id (a fresh hex id unless given)."""
         run_id = run_id or uuid.uuid4().hex
         row = {"id": run_id, "fingerprint": fingerprint, "goal": goal, "started": _now(), "domain": domain}
-        self._write(lambda: self.db["runs"].insert(row, replace=True))
+        self._write(lambda: self.db.table("runs").insert(row, replace=True))
         return run_id
 
     def end_run(self, run_id: str, outcome: str) -> None:
@@ -249,7 +249,8 @@ class TraceStore:
             "plan": json.dumps([str(step) for step in plan]),
             "recorded": _now(),
         }
-        return self._write(lambda: self.db["plans"].insert(row).last_pk)
+        # last_pk of a rowid table's insert is the new row's integer id (sqlite-utils types it Any | None)
+        return self._write(lambda: cast(int, self.db.table("plans").insert(row).last_pk))
 
     def plans(self, run_id: str) -> list[dict[str, Any]]:
         rows = self._retry(lambda: list(self.db.query("SELECT * FROM plans WHERE run_id = ? ORDER BY id", [run_id])))
@@ -358,7 +359,7 @@ class TraceStore:
         def body() -> int:
             current = self.db.execute("SELECT coalesce(max(version), 0) FROM models").fetchone()[0]
             version = int(current) + 1
-            self.db["models"].insert(
+            self.db.table("models").insert(
                 {
                     "created": _now(),
                     "version": version,

@@ -13,7 +13,7 @@ import inspect
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Generator
+from typing import Any, Callable, Generator, Literal
 
 from domains.model import GroundAction, State, Task
 from domains.typed_actions import ReplanRequested
@@ -139,9 +139,9 @@ class LoopRun:
         return self.no_plan if self.plan is None else None
 
     # -- recording -----------------------------------------------------------------------------------------
-    def record(self, step: GroundAction, outcome: str, ms: float, expected: list[str], observed: list[str],
-               share: float, error: str | None = None, failure: Failure | None = None,
-               decision: Decision | None = None) -> None:
+    def record(self, step: GroundAction, outcome: Literal["success", "failure", "replan"], ms: float,
+               expected: list[str], observed: list[str], share: float, error: str | None = None,
+               failure: Failure | None = None, decision: Decision | None = None) -> None:
         number = len(self.result.steps)
         entry = StepResult(number, str(step), outcome, round(ms, 3), error,
                            failure.category.value if failure else None, decision.value if decision else None,
@@ -280,6 +280,8 @@ class LoopRun:
                 return self.concede(f"step limit reached ({config.max_steps})")
             if time.monotonic() - self.start > config.max_seconds:
                 return self.concede(f"time limit reached ({config.max_seconds} s)")
+            trigger: str | None
+            reason: str | None
             if self.index >= len(self.plan) or not applicable(self.task, self.state, self.plan[self.index]):
                 what = "plan ended" if self.index >= len(self.plan) else f"{self.plan[self.index]} not applicable"
                 trigger, reason = "plan-invalid", f"{what} before the goal was reached"

@@ -13,13 +13,16 @@ import contextlib
 import logging
 import threading
 from collections import Counter
+from types import ModuleType
 from typing import Any, Iterator
 
 log = logging.getLogger("portfolio.events")
 
+_otel_metrics: ModuleType | None
+_otel_trace: ModuleType | None
 try:  # optional dependency
-    from opentelemetry import metrics as _otel_metrics  # type: ignore[import-not-found]
-    from opentelemetry import trace as _otel_trace  # type: ignore[import-not-found]
+    from opentelemetry import metrics as _otel_metrics
+    from opentelemetry import trace as _otel_trace
 except ImportError:  # pragma: no cover - depends on the environment
     _otel_trace = None
     _otel_metrics = None

@@ -140,7 +140,7 @@ class Agent:
         if planner is None:
             from portfolio.planner import Planner
 
-            weight = {} if cost_weight is None else {"cost_weight": cost_weight}  # None: the Planner's default
+            weight: dict[str, Any] = {} if cost_weight is None else {"cost_weight": cost_weight}  # None: the default
             planner = Planner(classical_stages(budget_s), traces=traces, warm=warm, explore=explore, **weight)
         self.planner = planner
         self.store = None
@@ -250,7 +250,9 @@ class Agent:
         if self.store is not None and run.run_id is not None:
             self.store.end_run(run.run_id, "success" if result.succeeded else "conceded")
         self._finished_runs += 1
-        if self.learn_every is not None and self._finished_runs % self.learn_every == 0 and self.store.count_steps():
+        # learn_every is refused without a trace store, so the store is there whenever it is set
+        if (self.learn_every is not None and self._finished_runs % self.learn_every == 0 and self.store is not None
+                and self.store.count_steps()):
             self.learn()
         return result
 

@@ -150,7 +150,7 @@ def run_mcp(args: argparse.Namespace) -> int:
 
     try:
         service = open_service(args)
-    except (ValueError, *store_error_types()) as error:
+    except (ValueError,) + store_error_types() as error:
         return fail_bad_input(str(error))
     anyio.run(serve_stdio, service)
     return 0
@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         return fail_bad_input("--idle-timeout, --request-timeout and --max-connections must be positive")
     try:
         service = open_service(args)
-    except (ValueError, *store_error_types()) as error:
+    except (ValueError,) + store_error_types() as error:
         return fail_bad_input(str(error))
     try:
         sock = socket.create_server((args.host, args.port))

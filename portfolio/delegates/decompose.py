@@ -88,7 +88,7 @@ class SubgoalSolver(Resource):
         delegates: Sequence[Delegate] | None = None,
     ) -> None:
         self._names = [n for n in classical if n in CLASSICAL] or list(CLASSICAL)
-        self._options = {"alias": fd_alias or "lama-first", "search": fd_search}
+        self._fd_alias, self._fd_search = fd_alias or "lama-first", fd_search
         self._delegates: list[Delegate] | None = list(delegates) if delegates is not None else None
         self._owned = delegates is None
 
@@ -102,7 +102,7 @@ class SubgoalSolver(Resource):
         if name == "fast-downward":
             from portfolio.delegates.fast_downward.delegate import FastDownward
 
-            return FastDownward(alias=self._options["alias"], search=self._options["search"])
+            return FastDownward(alias=self._fd_alias, search=self._fd_search)
         from portfolio.delegates.pyperplan import Pyperplan
 
         return Pyperplan()

@@ -78,11 +78,12 @@ def relaxed_operators(sas: SasTask) -> list[RelaxedOp]:
 def mutex_groups(sas: SasTask) -> list[set[Fact]]:
     """The translator's mutex groups (from the SAS head)."""
     lines = sas.head.split("\n")
-    groups = []
+    groups: list[set[Fact]] = []
     for number, line in enumerate(lines):
         if line == "begin_mutex_group":
             size = int(lines[number + 1])
-            groups.append({tuple(map(int, lines[number + 2 + i].split())) for i in range(size)})
+            pairs = (lines[number + 2 + i].split() for i in range(size))
+            groups.append({(int(var), int(value)) for var, value in pairs})  # each line: "var value"
     return groups
 
 

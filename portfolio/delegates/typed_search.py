@@ -49,7 +49,7 @@ def _conjunction(formula: Any) -> list[Atom] | None:
     if isinstance(formula, Atom):
         return [formula]
     if isinstance(formula, And) and all(isinstance(p, Atom) for p in formula.parts):
-        return list(formula.parts)
+        return [p for p in formula.parts if isinstance(p, Atom)]  # all of them (checked above)
     return None
 
 
@@ -85,14 +85,17 @@ def ground(task: Task, limit: int) -> _Ground | None:
 
     pre, add, delete, pre_bits, add_bits = [], [], [], [], []
     for act in actions:
-        schema = task.domain.action(act.name)
-        assert schema is not None
-        env = {p.name: a for p, a in zip(schema.parameters, act.args)}
-        p_mask, p_bits = mask([_bind(a, env) for a in (_conjunction(schema.precondition) or [])])
-        a_mask, a_bits = mask([_bind(e.atom, env) for e in schema.effects if not e.negated])
-        d_mask, _ = mask([_bind(e.atom, env) for e in schema.effects if e.negated])
-        pre.append(p_mask), add.append(a_mask), delete.append(d_mask & ~a_mask)  # PDDL: add wins
-        pre_bits.append(p_bits), add_bits.append(a_bits)
+        act_schema = task.domain.action(act.name)
+        assert act_schema is not None
+        env = {p.name: a for p, a in zip(act_schema.parameters, act.args)}
+        p_mask, p_bits = mask([_bind(a, env) for a in (_conjunction(act_schema.precondition) or [])])
+        a_mask, a_bits = mask([_bind(e.atom, env) for e in act_schema.effects if not e.negated])
+        d_mask, _ = mask([_bind(e.atom, env) for e in act_schema.effects if e.negated])
+        pre.append(p_mask)
+        add.append(a_mask)
+        delete.append(d_mask & ~a_mask)  # PDDL: add wins
+        pre_bits.append(p_bits)
+        add_bits.append(a_bits)
     goal = mask(goal_atoms)[0] if goal_atoms is not None else None
     return _Ground(tuple(actions), names, True, atoms, tuple(pre), tuple(add), tuple(delete), tuple(pre_bits),
                    tuple(add_bits), goal)
@@ -117,7 +120,11 @@ class TypedSearch(Delegate):
             return hit[1]
         grounded = ground(task, self.max_ground_actions)
         key = id(task)
-        self._cache[key] = (weakref.ref(task, lambda _ref, key=key: self._cache.pop(key, None)), grounded)
+
+        def forget(_ref: object, key: int = key) -> None:
+            self._cache.pop(key, None)
+
+        self._cache[key] = (weakref.ref(task, forget), grounded)
         return grounded
 
     def supports(self, task: Task) -> bool:

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from typing import Sequence, Union
 
 from domains.action_elimination import eliminate
-from domains.model import Task, plan_cost
+from domains.model import Plan, Task, plan_cost
 from domains.validate import goal_reached, validate_plan
 from portfolio.engine import cancel
 from portfolio.engine.carry import CarriedOver
@@ -333,7 +333,7 @@ class PortfolioDecomposition(Resource):
             return PlanResult(status=Status.UNSOLVABLE, delegate=delegate.name)
         return None
 
-    def _reduced(self, plan: list, call: _Call) -> list:
+    def _reduced(self, plan: Plan, call: _Call) -> Plan:
         """`plan` (validated) without the steps no goal needs, within the time module constants allow; the
         original plan when elimination is off, or when (it cannot, but every plan returned is checked) the
         reduced one does not validate."""

@@ -15,12 +15,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Self, Sequence
 
 from pydantic import BaseModel, Field
 
 from domains.ground_text import ground_action_text, normalise_actions, normalise_keys
-from domains.ground_text import parse_ground_action  # noqa: F401 - re-exported; the one parser lives in domains
+from domains.ground_text import parse_ground_action as parse_ground_action  # re-exported: the parser lives in domains
 from domains.model import GroundAction, Plan, State, Task
 
 
@@ -124,7 +124,7 @@ class Resource:
     def close(self) -> None:  # pragma: no cover - overridden
         pass
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

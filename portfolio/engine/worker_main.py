@@ -17,12 +17,12 @@ import pickle
 import struct
 import sys
 import traceback
-from typing import Any, BinaryIO, Callable
+from typing import IO, Any, BinaryIO, Callable
 
 HEADER = struct.Struct("!Q")
 
 
-def read_message(stream: BinaryIO) -> Any:
+def read_message(stream: IO[bytes]) -> Any:
     header = stream.read(HEADER.size)
     if len(header) < HEADER.size:
         raise EOFError("worker channel closed")
@@ -33,7 +33,7 @@ def read_message(stream: BinaryIO) -> Any:
     return pickle.loads(payload)
 
 
-def write_message(stream: BinaryIO, message: Any) -> None:
+def write_message(stream: IO[bytes], message: Any) -> None:
     payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(HEADER.pack(len(payload)) + payload)
     stream.flush()
@@ -52,10 +52,11 @@ def handler(op: str) -> Callable[..., Any]:
     module, _, function = op.partition(":")
     if not module or not function:
         raise ValueError(f"unknown worker op {op!r}; expected \"ping\" or \"package.module:function\"")
-    return getattr(importlib.import_module(module), function)
+    found: Callable[..., Any] = getattr(importlib.import_module(module), function)
+    return found
 
 
-def serve(requests: BinaryIO, responses: BinaryIO, handlers: dict | None = None) -> None:
+def serve(requests: BinaryIO, responses: BinaryIO, handlers: dict[str, Callable[..., Any]] | None = None) -> None:
     """Answer requests until the input ends; `handlers` (op -> function; by default every op is resolved by
     `handler`)."""
     while True:

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,7 +79,7 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def kill_group(process: subprocess.Popen) -> None:
+def kill_group(process: subprocess.Popen[bytes]) -> None:
     """SIGKILL the process group led by `process`, and every process below it, and reap the leader.
 
     The group alone is not enough: a process that plans (a service's planner worker) starts its own killable
@@ -111,7 +112,7 @@ class WorkerProcess(Resource):
     def __init__(self, preload: tuple[str, ...] = ()) -> None:
         self.preload = preload
         self._lock = threading.Lock()
-        self._process: subprocess.Popen | None = None
+        self._process: subprocess.Popen[bytes] | None = None
         self.spawn()
 
     def spawn(self) -> None:
@@ -161,7 +162,7 @@ class WorkerProcess(Resource):
         finally:
             self._lock.release()
 
-    def _receive(self, process: subprocess.Popen, deadline: float) -> Any:
+    def _receive(self, process: subprocess.Popen[bytes], deadline: float) -> Any:
         assert process.stdout is not None
         fd = process.stdout.fileno()
         buffer = bytearray()
@@ -188,7 +189,7 @@ class WorkerProcess(Resource):
             raise WorkerError(message["error"], message.get("traceback", ""))
         return message["value"]
 
-    def _replace(self, process: subprocess.Popen) -> None:
+    def _replace(self, process: subprocess.Popen[bytes]) -> None:
         kill_group(process)
         self.spawn()
 
@@ -203,7 +204,7 @@ class WorkerProcess(Resource):
 class SearchRun:
     """A started search process waiting for its task on stdin, and where its plan and output go."""
 
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     plan_path: str
     output_path: str
 
@@ -223,7 +224,7 @@ class SearchProcessPool(Resource):
         self._lock = threading.Lock()
         self._numbers = itertools.count()
         self._closed = False
-        self._chores: queue.SimpleQueue = queue.SimpleQueue()
+        self._chores: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
         self._helper = threading.Thread(target=self._do_chores, name="search-pool", daemon=True)
         self._helper.start()
 
@@ -320,7 +321,7 @@ def sweep_stale_dirs(root: str | None = None) -> list[str]:
             return []
         _swept = True
     root = root or tempfile.gettempdir()
-    removed = []
+    removed: list[str] = []
     try:
         entries = list(os.scandir(root))
     except OSError:
@@ -351,7 +352,7 @@ def _unlink(*paths: str) -> None:
             pass
 
 
-def _exit_code(process: subprocess.Popen) -> int | None:
+def _exit_code(process: subprocess.Popen[bytes]) -> int | None:
     """The exit code of a process that just closed its channel (it may need a moment to finish dying)."""
     try:
         return process.wait(timeout=1.0)
@@ -359,7 +360,7 @@ def _exit_code(process: subprocess.Popen) -> int | None:
         return None
 
 
-def wait_any(processes: list[subprocess.Popen], timeout: float) -> None:
+def wait_any(processes: list[subprocess.Popen[bytes]], timeout: float) -> None:
     """Block until one of `processes` exits, `timeout` seconds pass or this thread's stop signal is set
     (`portfolio.engine.cancel`), without polling (Linux pidfds)."""
     fds = []

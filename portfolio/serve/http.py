@@ -35,7 +35,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from domains.errors import TaskInputError
@@ -65,8 +65,9 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 32 * 1024 * 1024
 LARGE_BODY_BYTES = 1024 * 1024  # bodies from this size on count against the Guard's budget for large bodies
 OPEN_PATHS = frozenset({"/v1/health"})
-ERRORS = {400: {"model": ErrorBody}, 401: {"model": ErrorBody}, 422: {"model": ErrorBody},
-          500: {"model": ErrorBody}, 503: {"model": ErrorBody}}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody}, 401: {"model": ErrorBody}, 422: {"model": ErrorBody}, 500: {"model": ErrorBody},
+    503: {"model": ErrorBody}}
 
 
 def _json_error(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -383,7 +384,7 @@ def create_app(service: Service, token: str | None = None, max_body_bytes: int =
     return Guard(app, service, token, max_body_bytes, large_body_budget)
 
 
-def _publish(app: FastAPI, *models: type) -> None:
+def _publish(app: FastAPI, *models: type[BaseModel]) -> None:
     """Add `models`' JSON Schemas to the OpenAPI components (for routes that take the raw request)."""
     generate = app.openapi
 
@@ -398,4 +399,5 @@ def _publish(app: FastAPI, *models: type) -> None:
                 components[model.__name__] = definition
         return app.openapi_schema or schema
 
-    app.openapi = openapi
+    # FastAPI's documented way to extend the schema is to replace `app.openapi`; the alternative is a subclass
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -34,7 +34,14 @@ INT64 = (-(2**63), 2**63 - 1)  # what SQLite's INTEGER holds
 
 NOT_JSON = object()  # what `screen` returns for a body that is not JSON (the app says where it breaks)
 _SPACE = re.compile(r"[ \t\n\r]*")
-_DECODER = None
+_DECODER: json.JSONDecoder | None = None
+
+
+def _skip(text: str, index: int) -> int:
+    """The index after the JSON whitespace at `index` (`_SPACE` matches the empty string too: always a match)."""
+    match = _SPACE.match(text, index)
+    assert match is not None
+    return match.end()
 
 
 class BodyRejected(ValueError):
@@ -73,20 +80,21 @@ def _decoder() -> json.JSONDecoder:
 def _value(text: str, index: int, path: tuple, level: int, top: bool = False) -> tuple[Any, int]:
     """Decode the value at `index`: the first two levels of containers element by element, the rest with one
     `raw_decode` each, every decoded element walked. Returns (value, index after it)."""
-    index = _SPACE.match(text, index).end()
+    index = _skip(text, index)
     opening = text[index:index + 1]
     if level < 2 and opening in ("{", "["):
+        container: dict[str, Any] | list[Any]
         closing, container = ("}", {}) if opening == "{" else ("]", [])
-        index = _SPACE.match(text, index + 1).end()
+        index = _skip(text, index + 1)
         if text[index:index + 1] == closing:
             return container, _end(text, index + 1, top)
         while True:
-            if opening == "{":
+            if isinstance(container, dict):  # opening == "{"
                 key, index = _decoder().raw_decode(text, index)
                 if not isinstance(key, str):
                     raise _NotJSON()
                 _check_text(key, path + (key,))
-                index = _SPACE.match(text, index).end()
+                index = _skip(text, index)
                 if text[index:index + 1] != ":":
                     raise _NotJSON()
                 item, index = _value(text, index + 1, path + (key,), level + 1)
@@ -94,20 +102,20 @@ def _value(text: str, index: int, path: tuple, level: int, top: bool = False) ->
             else:
                 item, index = _value(text, index, path + (len(container),), level + 1)
                 container.append(item)
-            index = _SPACE.match(text, index).end()
+            index = _skip(text, index)
             separator = text[index:index + 1]
             if separator == closing:
                 return container, _end(text, index + 1, top)
             if separator != ",":
                 raise _NotJSON()
-            index = _SPACE.match(text, index + 1).end()
+            index = _skip(text, index + 1)
     value, end = _decoder().raw_decode(text, index)
     _walk(value, path, level)
     return value, _end(text, end, top)
 
 
 def _end(text: str, index: int, top: bool) -> int:
-    if top and _SPACE.match(text, index).end() != len(text):
+    if top and _skip(text, index) != len(text):
         raise _NotJSON()  # trailing data
     return index
 
@@ -165,6 +173,6 @@ def steps_body(document: Any, batch: int = 2000) -> "StepsBody":
             records += adapter.validate_python(steps[start:start + batch])
         except ValidationError as error:
             item = error.errors()[0]
-            where = ".".join(str(p) for p in (item["loc"][0] + start, *item["loc"][1:]))
+            where = ".".join(str(p) for p in (int(item["loc"][0]) + start, *item["loc"][1:]))  # [0]: the index
             raise BadRequest(f"steps.{where}: {item['msg']}", "SchemaError") from None
     return StepsBody.model_construct(steps=records)

@@ -157,6 +157,7 @@ class Service:
         """Warm the workers up; then, every `period_s`, replace workers that died while idle and notice a model
         trained elsewhere (`portfolio retrain` on the same store), which the workers then load."""
         assert self.pool is not None and self.validators is not None
+        answers: list[Any]
         answers, _ = await asyncio.gather(self.pool.warm_up(), self.validators.warm_up())
         for answer in answers:
             if isinstance(answer, dict) and answer.get("model_error"):
@@ -240,10 +241,12 @@ class Service:
         return source if known is None or known[0] != key else None
 
     def _store_source(self, run_id: str, source: dict[str, Any]) -> None:
+        assert self.store is not None  # called only with a store
         with self._store_lock:
             remember_task_source(self.store, run_id, source)
 
     def _stored_source(self, run_id: str) -> dict[str, Any] | None:
+        assert self.store is not None  # called only with a store
         with self._store_lock:
             return task_source(self.store, run_id)
 
@@ -312,7 +315,7 @@ class Service:
                 if self._model[0] != self.model_version:
                     self._model = (self.model_version, load_latest(store))
             model = self._model[1]
-            p_fail = [None] * len(stats)
+            p_fail: list[float | None] = [None] * len(stats)
             if model is not None and stats:
                 p_fail = [float(p) for p in model.predict_proba([GroundAction(s.action, ()) for s in stats])]
             return ActionsResponse(model_version=self.model_version, actions=[
@@ -324,7 +327,8 @@ class Service:
         assert self.pool is not None
         self.need_store()
         # the same parameters as `portfolio retrain` (learning.FailureModel's own names)
-        params = dict(prior_mean=body.prior_mean, prior_strength=body.prior_strength, half_life_steps=body.half_life)
+        params: dict[str, Any] = dict(prior_mean=body.prior_mean, prior_strength=body.prior_strength,
+                                      half_life_steps=body.half_life)
         _, answer = await self.pool.call("retrain", 3600.0, **params)
         if "bad_input" in answer:
             raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
@@ -352,7 +356,8 @@ class Service:
         return Verdict.model_validate(answer["result"])
 
     # -- jobs -----------------------------------------------------------------------------------------------
-    def submit(self, kind: str, work: Callable[[], Awaitable[BaseModel | dict]]) -> Job:
+    def submit(self, kind: Literal["plan", "replan", "retrain"],
+               work: Callable[[], Awaitable[BaseModel | dict]]) -> Job:
         """Run `work` in the background as a job; refused at once (QueueFull) when it could only queue
         beyond the limit, like a request that waits."""
         assert self.pool is not None

@@ -68,9 +68,9 @@ class PlannerWorker:
                                 fd_workers=config.fd_workers, translation_cache=cache)
         # A request's deadline is its classical budget plus the decomposer tier's: the cascade computes it per
         # call from the tiers' budgets (`_budget` sets the request's own), and carried-over work dies there.
+        weight: dict[str, Any] = {} if config.weight is None else {"cost_weight": config.weight}
         self.planner = Planner(stages, budget_s=config.budget_s, traces=config.traces, carry_over=config.carry_over,
-                               explore=config.explore, quality=config.quality, load_model=False,
-                               **({} if config.weight is None else {"cost_weight": config.weight}))
+                               explore=config.explore, quality=config.quality, load_model=False, **weight)
         self.model_error: str | None = None
         self.model_version = self._stored_version()
         self._load_model()

@@ -50,7 +50,8 @@ def planner_node(session: Session):
             return {"next": None, "plan": [], "status": "success", "reason": "goal reached"}
         result = await session.next_steps(board)
         update: dict[str, Any] = {"plan": list(result.plan)}
-        last = (state.get("steps") or [None])[-1]
+        steps = state.get("steps")
+        last = steps[-1] if steps else None
         if last is not None and last.outcome != "success":
             update["replans"] = [{"after": last.action, "reason": board.critiques[-1] if board.critiques else "",
                                   "plan": list(result.plan), "ms": result.elapsed_ms}]

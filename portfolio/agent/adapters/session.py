@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 from domains.model import Atom, GroundAction, Task
 from domains.typed_actions import ReplanRequested, TypedAction, action, compile_actions, known_names, registered_types
@@ -36,7 +36,7 @@ class Board:
 @dataclass(frozen=True)
 class StepReport:
     action: str  # PDDL form, e.g. "(find-flight)"
-    outcome: str  # success | failure | replan
+    outcome: Literal["success", "failure", "replan"]
     ms: float
     error: str | None = None
     category: str | None = None

@@ -199,15 +199,14 @@ class FastDownward(Delegate):
             if found is not None:
                 return found
             with self._cache_lock:
-                running = self._pending.get(key)
-                mine = running is None
-                if mine:
+                other = self._pending.get(key)
+                if other is None:
                     running = self._pending[key] = threading.Event()
-            if mine:
+            if other is None:
                 break
             # Another thread (work carried over from the classical tier) is translating this task: wait for its
             # translation instead of making a second one, then look again (if it failed, translate here).
-            while not running.wait(max(0.0, min(0.05, deadline - time.monotonic()))):
+            while not other.wait(max(0.0, min(0.05, deadline - time.monotonic()))):
                 if cancel.expired(deadline):
                     raise BudgetExpired()
         try:

@@ -32,8 +32,8 @@ def h_max(relaxation: Relaxation, op_costs: Sequence[float], state: tuple[int, .
     remaining = list(relaxation.pre_counts)
     maxed = [0.0] * len(remaining)
     heap: list[tuple[float, int]] = []
-    for var, value in enumerate(state):
-        fact = relaxation.offsets[var] + value
+    for var, val in enumerate(state):
+        fact = relaxation.offsets[var] + val
         cost[fact] = 0.0
         heap.append((0.0, fact))
     for unary in relaxation.free:

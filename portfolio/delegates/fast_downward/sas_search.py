@@ -60,7 +60,7 @@ def parse_operator(name: str, body: str) -> Operator:
     """One operator from the lines between its name and its cost (`SasOperator.body`)."""
     lines = body.strip("\n").split("\n")
     prevail_count = int(lines[0])
-    pre = [tuple(_ints(line)) for line in lines[1 : 1 + prevail_count]]
+    pre = [(var, value) for var, value in map(_ints, lines[1 : 1 + prevail_count])]  # prevail: "var value"
     effect_count = int(lines[1 + prevail_count])
     effects = []
     for line in lines[2 + prevail_count : 2 + prevail_count + effect_count]:
@@ -117,8 +117,8 @@ def relax(problem: Problem) -> Relaxation:
             effect.append(offsets[var] + new)
             origin.append(index)
     watchers: list[list[int]] = [[] for _ in range(total)]
-    for unary, facts in enumerate(pres):
-        for fact in facts:
+    for unary, unary_pre in enumerate(pres):
+        for fact in unary_pre:
             watchers[fact].append(unary)
     return Relaxation(
         tuple(offsets), total, tuple(len(p) for p in pres), tuple(effect), tuple(origin), tuple(pres),
@@ -224,8 +224,9 @@ def greedy_search(
     return SearchResult(Status.INCOMPLETE, None, expanded, len(parents))
 
 
-def _trace(problem: Problem, parents, state) -> list[str]:
-    names = []
+def _trace(problem: Problem, parents: dict[tuple[int, ...], tuple[tuple[int, ...] | None, int]],
+           state: tuple[int, ...]) -> list[str]:
+    names: list[str] = []
     while True:
         parent, index = parents[state]
         if parent is None:
