@@ -6,7 +6,8 @@ behaviour), and the raw driver given the cascade's whole 31 s, interleaved task 
 
 The task set is `../shared/ipc` + `../shared/ipc-more/pairs.txt`, the `--per-domain` smallest (first) problems of
 each domain, narrowed to those the raw driver does not solve within 1 s (at most `--hard-per-domain` of each
-domain, the smallest first; there are ~125 such problems, too many for three 31 s arms): read from a `portfolio bench run`
+domain, the smallest first; there are ~125 such problems, too many for three 31 s arms): read from a `portfolio bench
+run`
 results file (`--hard-from`, e.g. made by `portfolio bench run ../shared/ipc ../shared/ipc-more/pairs.txt
 --per-domain 5 --planners driver:lama-first --budget 1 --jobs 1 --out DIR`), else found here by a 1 s driver
 pass. Each cascade arm is a warm `Planner` (workers started once; nothing cached between tasks: every task is
@@ -59,15 +60,16 @@ def hard_keys(runs: Path | None, tasks: list[tuple[str, Path, Path]]) -> set[str
         solved = {row["task"] for row in rows if row["planner"].startswith("driver") and row["status"] == "solved"}
         ran = {row["task"] for row in rows if row["planner"].startswith("driver")}
         return {key for key, _, _ in tasks if key in ran and key not in solved}
-    return {key for key, domain, problem in tasks
-            if not solve_with_driver(domain, problem, timeout=CLASSICAL_BUDGET_S)[0]}
+    return {
+        key for key, domain, problem in tasks if not solve_with_driver(domain, problem, timeout=CLASSICAL_BUDGET_S)[0]
+    }
 
 
 def plan_with(planner: Planner, domain: Path, problem: Path) -> tuple[str, float, str]:
     """(status, seconds, who solved it) for one cascade run; a task the PDDL reader rejects is unsolved."""
     try:
         task = load_task(domain, problem)
-    except Exception as error:  # noqa: BLE001 - a reader gap counts as unsolved, and is shown
+    except Exception as error:
         return f"unread ({type(error).__name__})", 0.0, ""
     started = time.monotonic()
     result = planner.plan(task)
@@ -89,21 +91,33 @@ def summary(rows: list[dict], budget: float) -> list[str]:
             ratio = statistics.median(row[name][1] / row["driver"][1] for row in both)
             ours = statistics.median(row[name][1] for row in both)
             theirs = statistics.median(row["driver"][1] for row in both)
-            lines.append(f"{name}: on the {len(both)} both solve, median {ours:.2f} s vs the driver's {theirs:.2f} s "
-                         f"({ours / theirs:.2f}x); median per-task ratio {ratio:.2f}x")
+            lines.append(
+                f"{name}: on the {len(both)} both solve, median {ours:.2f} s vs the driver's {theirs:.2f} s "
+                f"({ours / theirs:.2f}x); median per-task ratio {ratio:.2f}x"
+            )
     lines.append(f"(driver given {budget:g} s; cascade 1 s classical + {budget - 1:g} s decomposer)")
     return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--hard-from", type=Path, default=None, metavar="RUNS.jsonl",
-                        help="a `portfolio bench run` runs.jsonl with 1 s driver runs (default: run that pass here)")
+    parser.add_argument(
+        "--hard-from",
+        type=Path,
+        default=None,
+        metavar="RUNS.jsonl",
+        help="a `portfolio bench run` runs.jsonl with 1 s driver runs (default: run that pass here)",
+    )
     parser.add_argument("--per-domain", type=int, default=5)
     parser.add_argument("--budget", type=float, default=31.0, help="seconds in all (default 31: 1 s + 30 s)")
-    parser.add_argument("--hard-per-domain", type=int, default=1, metavar="K",
-                        help="at most K hard tasks per domain, the smallest first (default 1: ~25 tasks x 31 s x 3 "
-                        "arms fits an hour; 0: all)")
+    parser.add_argument(
+        "--hard-per-domain",
+        type=int,
+        default=1,
+        metavar="K",
+        help="at most K hard tasks per domain, the smallest first (default 1: ~25 tasks x 31 s x 3 "
+        "arms fits an hour; 0: all)",
+    )
     args = parser.parse_args()
     tasks = candidates(args.per_domain)
     hard = hard_keys(args.hard_from, tasks)
@@ -113,8 +127,11 @@ def main() -> None:
         if task[0] in hard and (args.hard_per_domain <= 0 or taken.get(domain, 0) < args.hard_per_domain):
             taken[domain] = taken.get(domain, 0) + 1
             chosen.append(task)
-    print(f"{len(chosen)} tasks the driver does not solve in 1 s; cores {len(os.sched_getaffinity(0))}, "
-          f"load average {os.getloadavg()[0]:.2f}", flush=True)
+    print(
+        f"{len(chosen)} tasks the driver does not solve in 1 s; cores {len(os.sched_getaffinity(0))}, "
+        f"load average {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
     decomposer = args.budget - CLASSICAL_BUDGET_S
     planners = {name: Planner(budget_s=CLASSICAL_BUDGET_S, carry_over=carry) for name, carry in ARMS.items()}
     for planner in planners.values():

@@ -31,8 +31,9 @@ def planner():
 @pytest.mark.parametrize("domain, problem", CASES)
 def test_raw_driver(benchmark, domain, problem):
     benchmark.extra_info["instance"] = f"{domain}/{problem}"
-    solved, _ = benchmark.pedantic(solve_with_driver,
-                                   args=(IPC / domain / "domain.pddl", IPC / domain / problem), rounds=5, iterations=1)
+    solved, _ = benchmark.pedantic(
+        solve_with_driver, args=(IPC / domain / "domain.pddl", IPC / domain / problem), rounds=5, iterations=1
+    )
     assert solved
 
 

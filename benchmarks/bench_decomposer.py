@@ -24,11 +24,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
 from domains.load import load_task
 from domains.validate import validate_plan
 from portfolio.planner import Planner, default_stages
+
+ROOT = Path(__file__).resolve().parents[1]
 
 IPC = ROOT.parent / "shared" / "ipc"
 
@@ -40,8 +40,9 @@ def problems(domain: str, count: int | None) -> list[Path]:
     return ordered if count is None else ordered[:count]
 
 
-def measure(domains: list[str], count: int | None, classical_s: float, decomposer_s: float,
-            decomposers: list[str], log=print) -> list[dict]:
+def measure(
+    domains: list[str], count: int | None, classical_s: float, decomposer_s: float, decomposers: list[str], log=print
+) -> list[dict]:
     """One row per task: which tier solved it (classical, decomposer or none) and how long it took."""
     names = ["fast-downward", "pyperplan", *decomposers]
     stages = default_stages(names, budget_s=classical_s, decomposer_budget_s=decomposer_s)
@@ -57,10 +58,25 @@ def measure(domains: list[str], count: int | None, classical_s: float, decompose
                 if result.solved:
                     assert validate_plan(task, result.actions()).ok, (domain, problem.name)
                     tier = "decomposer" if result.delegate in decomposers else "classical"
-                method = next((a.details.get("method", "") for a in result.attempts
-                               if a.delegate in decomposers and a.status.value == "solved"), "")
-                rows.append({"domain": domain, "problem": problem.name, "tier": tier, "delegate": result.delegate,
-                             "method": method, "seconds": round(elapsed, 2), "steps": len(result.plan)})
+                method = next(
+                    (
+                        a.details.get("method", "")
+                        for a in result.attempts
+                        if a.delegate in decomposers and a.status.value == "solved"
+                    ),
+                    "",
+                )
+                rows.append(
+                    {
+                        "domain": domain,
+                        "problem": problem.name,
+                        "tier": tier,
+                        "delegate": result.delegate,
+                        "method": method,
+                        "seconds": round(elapsed, 2),
+                        "steps": len(result.plan),
+                    }
+                )
                 log(f"{domain:24} {problem.name:24} {tier:10} {method:9} {elapsed:6.2f} s")
     return rows
 
@@ -89,10 +105,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decomposers", default="goal-agenda", help="decomposer-tier delegates (default goal-agenda)")
     parser.add_argument("--out", default=None, help="write the rows as JSON here")
     args = parser.parse_args(argv)
-    domains = args.domains.split(",") if args.domains else sorted(
-        p.name for p in IPC.iterdir() if (p / "domain.pddl").exists())
-    rows = measure(domains, 10 if args.set == "smallest10" else None, args.classical_budget,
-                   args.decomposer_budget, [d for d in args.decomposers.split(",") if d])
+    domains = (
+        args.domains.split(",")
+        if args.domains
+        else sorted(p.name for p in IPC.iterdir() if (p / "domain.pddl").exists())
+    )
+    rows = measure(
+        domains,
+        10 if args.set == "smallest10" else None,
+        args.classical_budget,
+        args.decomposer_budget,
+        [d for d in args.decomposers.split(",") if d],
+    )
     print(summary(rows))
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1))
@@ -101,9 +125,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def test_decomposer_tier_adds_coverage(benchmark):
     """pytest-benchmark entry (`make bench`): the hard-for-1-s domains, 3 smallest problems each."""
-    rows = benchmark.pedantic(measure, args=(["barman-sat11-strips", "parking-sat11-strips"], 3, 1.0, 30.0,
-                                             ["goal-agenda"]), kwargs={"log": lambda *a: None},
-                              rounds=1, iterations=1)
+    rows = benchmark.pedantic(
+        measure,
+        args=(["barman-sat11-strips", "parking-sat11-strips"], 3, 1.0, 30.0, ["goal-agenda"]),
+        kwargs={"log": lambda *a: None},
+        rounds=1,
+        iterations=1,
+    )
     counts = Counter(row["tier"] for row in rows)
     benchmark.extra_info.update(counts)
     assert counts["decomposer"] > 0

@@ -33,9 +33,10 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 def problems(per_domain: int) -> list[tuple[Path, Path]]:
     out = []
     for domain in sorted(p for p in (SHARED / "ipc").iterdir() if (p / "domain.pddl").exists()):
-        found = sorted((p for p in domain.glob("*.pddl") if p.name != "domain.pddl"),
-                       key=lambda p: (p.stat().st_size, p.name))
-        out += [(domain / "domain.pddl", problem) for problem in found[2:2 + per_domain]]
+        found = sorted(
+            (p for p in domain.glob("*.pddl") if p.name != "domain.pddl"), key=lambda p: (p.stat().st_size, p.name)
+        )
+        out += [(domain / "domain.pddl", problem) for problem in found[2 : 2 + per_domain]]
     return out
 
 
@@ -61,14 +62,19 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{problem}: elimination broke the plan", file=sys.stderr)
                 return 1
             rows.append((len(plan), len(reduced), ms, result.elapsed_ms))
-            print(f"{domain.parent.name:28s} {problem.name:24s} {len(plan):4d} -> {len(reduced):4d} steps, cost "
-                  f"{before.cost:g} -> {after.cost:g}, {ms:7.1f} ms (planning {result.elapsed_ms:7.0f} ms)", flush=True)
+            print(
+                f"{domain.parent.name:28s} {problem.name:24s} {len(plan):4d} -> {len(reduced):4d} steps, cost "
+                f"{before.cost:g} -> {after.cost:g}, {ms:7.1f} ms (planning {result.elapsed_ms:7.0f} ms)",
+                flush=True,
+            )
     if not rows:
         return 1
-    print(f"\n{len(rows)} problems, {sum(r[1] < r[0] for r in rows)} with steps removed (max share "
-          f"{max(1 - r[1] / r[0] for r in rows):.2f}); elimination median {statistics.median(r[2] for r in rows):.1f}"
-          f" ms, max {max(r[2] for r in rows):.1f} ms; median share of the planning call's time "
-          f"{statistics.median(r[2] / r[3] for r in rows):.3f}")
+    print(
+        f"\n{len(rows)} problems, {sum(r[1] < r[0] for r in rows)} with steps removed (max share "
+        f"{max(1 - r[1] / r[0] for r in rows):.2f}); elimination median {statistics.median(r[2] for r in rows):.1f}"
+        f" ms, max {max(r[2] for r in rows):.1f} ms; median share of the planning call's time "
+        f"{statistics.median(r[2] / r[3] for r in rows):.3f}"
+    )
     return 0
 
 

@@ -36,8 +36,12 @@ def test_learning_200_episodes(benchmark) -> None:
         for row in windows(evaluation)
     ]
     for verdict in verdicts(evaluation):
-        info[verdict.name] = {"measured": verdict.measured, "target": verdict.target, "met": verdict.met,
-                              "on_expected_success": verdict.noise_free}
+        info[verdict.name] = {
+            "measured": verdict.measured,
+            "target": verdict.target,
+            "met": verdict.met,
+            "on_expected_success": verdict.noise_free,
+        }
     if evaluation.latency is not None:
         info["latency"] = asdict(evaluation.latency)
     info["model_versions"] = evaluation.model_versions

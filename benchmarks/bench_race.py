@@ -15,7 +15,8 @@ alone 119, driver 116 (1.04x; no domain below the driver; median latency 0.19x t
 race won trucks p07, maintenance 000 (eager-ff-cg's plan), grid 02 and thoughtful 05, and lost thoughtful 03
 and 04 to lama-first alone: under load two searches share what one had.
 
-Again with the translator's collector paused (`portfolio.delegates.fast_downward.translate`; `5 both race,beside` then `5 both
+Again with the translator's collector paused (`portfolio.delegates.fast_downward.translate`; `5 both race,beside` then
+`5 both
 race,race-skip`, load average 6-11): race 123 vs driver 113 (1.09x; within 1.0 s exactly 119 vs 111), then
 125 vs 119 (1.05x); no domain below the driver in either. Both alternatives lost: pyperplan beside Fast
 Downward from 50 ms on ("beside") 120 (three processes on two cores; and on tasks with costs its cost-blind
@@ -39,22 +40,27 @@ from pathlib import Path
 
 from domains.load import load_task
 from portfolio.benchsuite.planners import solve_with_driver
-from portfolio.planner import CLASSICAL_ONLY, Planner, default_stages
 from portfolio.engine.results import PlanRequest
+from portfolio.planner import CLASSICAL_ONLY, Planner, default_stages
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-CONFIGS = {"lama-alone": {"fd_workers": 1}, "race": {},
-           # pyperplan beside Fast Downward for (almost) the whole second: Fast Downward's share ends after 50 ms
-           # and it is carried over (its work goes on), so pyperplan starts then instead of at 0.8 s.
-           "beside": {"shares": {"fast-downward": 1.0, "pyperplan": 19.0}},
-           # a translation that skips work (`portfolio.delegates.fast_downward.translate`), for every task: the SAS is no longer the driver's
-           "race-skip": {"fd_translate_options": ("--keep-unreachable-facts", "--skip-variable-reordering")}}
+CONFIGS = {
+    "lama-alone": {"fd_workers": 1},
+    "race": {},
+    # pyperplan beside Fast Downward for (almost) the whole second: Fast Downward's share ends after 50 ms
+    # and it is carried over (its work goes on), so pyperplan starts then instead of at 0.8 s.
+    "beside": {"shares": {"fast-downward": 1.0, "pyperplan": 19.0}},
+    # a translation that skips work (`portfolio.delegates.fast_downward.translate`), for every task: the SAS is no
+    # longer the driver's
+    "race-skip": {"fd_translate_options": ("--keep-unreachable-facts", "--skip-variable-reordering")},
+}
 
 
 def problems(root: Path, per_domain: int):
     for domain in sorted(p for p in root.iterdir() if (p / "domain.pddl").exists()):
-        found = sorted((p for p in domain.glob("*.pddl") if p.name != "domain.pddl"),
-                       key=lambda p: (p.stat().st_size, p.name))[:per_domain]
+        found = sorted(
+            (p for p in domain.glob("*.pddl") if p.name != "domain.pddl"), key=lambda p: (p.stat().st_size, p.name)
+        )[:per_domain]
         for problem in found:
             yield domain.name, domain / "domain.pddl", problem
 
@@ -73,7 +79,7 @@ def main(per_domain: int = 5, which: str = "ipc", configs: str = "lama-alone,rac
                 key = f"{domain}/{problem.name}"
                 try:
                     task = load_task(domain_path, problem)
-                except Exception as error:  # noqa: BLE001 - a reader gap counts as unsolved, and is shown
+                except Exception as error:
                     task, why = None, f"{type(error).__name__}"
                 line = [key]
                 for name, planner in planners.items():
@@ -106,12 +112,17 @@ def main(per_domain: int = 5, which: str = "ipc", configs: str = "lama-alone,rac
         worse = [d for d, row in solved.items() if row[name] < row["driver"]]
         both = [t for t in times.values() if name in t and "driver" in t]
         ratio = statistics.median(t[name] / t["driver"] for t in both) if both else float("nan")
-        print(f"{name}: {totals[name] / max(1, totals['driver']):.2f}x the driver's coverage; domains below the "
-              f"driver: {', '.join(worse) or 'none'}; median latency {ratio:.2f}x the driver on {len(both)} "
-              f"tasks both solve")
+        print(
+            f"{name}: {totals[name] / max(1, totals['driver']):.2f}x the driver's coverage; domains below the "
+            f"driver: {', '.join(worse) or 'none'}; median latency {ratio:.2f}x the driver on {len(both)} "
+            f"tasks both solve"
+        )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 5, sys.argv[2] if len(sys.argv) > 2 else "ipc",
-         sys.argv[3] if len(sys.argv) > 3 else "lama-alone,race")
+    main(
+        int(sys.argv[1]) if len(sys.argv) > 1 else 5,
+        sys.argv[2] if len(sys.argv) > 2 else "ipc",
+        sys.argv[3] if len(sys.argv) > 3 else "lama-alone,race",
+    )

@@ -63,8 +63,8 @@ def task_and_states():
 
 def make_planner(kind: str, traces: str | None):
     from portfolio.agent import classical_stages
-    from portfolio.engine.cascade import Tier
     from portfolio.delegates.fast_downward.delegate import FastDownward
+    from portfolio.engine.cascade import Tier
     from portfolio.planner import Planner
 
     stages = classical_stages() if kind == "agent" else [Tier("classical", [FastDownward()], 1.0)]
@@ -78,8 +78,12 @@ def seed_model(path: str) -> None:
 
     with TraceStore(path) as store:
         run = store.start_run("bench", "goal")
-        store.record_steps([StepRecord(run_id=run, step=i, action=f"a{i % LAYERS}",
-                                       outcome="failure" if i % 4 == 0 else "success") for i in range(200)])
+        store.record_steps(
+            [
+                StepRecord(run_id=run, step=i, action=f"a{i % LAYERS}", outcome="failure" if i % 4 == 0 else "success")
+                for i in range(200)
+            ]
+        )
         retrain(store)
 
 
@@ -197,20 +201,27 @@ def main() -> None:
         for config in CONFIGS:
             times = measure(config, 300 if config != "fast-downward" else 100, folder)
             median, p90 = summary(times)
-            print(f"{config:14} replan via Planner.plan: median {median:6.2f} ms, p90 {p90:6.2f} ms "
-                  f"({len(times)} calls)")
+            print(
+                f"{config:14} replan via Planner.plan: median {median:6.2f} ms, p90 {p90:6.2f} ms ({len(times)} calls)"
+            )
         times = loop_times(str(Path(folder) / "loop.db"), 30)
         median, p90 = summary(times)
-        print(f"{'loop':14} every-step replans measured by the loop: median {median:6.2f} ms, p90 {p90:6.2f} ms "
-              f"({len(times)} replans)")
+        print(
+            f"{'loop':14} every-step replans measured by the loop: median {median:6.2f} ms, p90 {p90:6.2f} ms "
+            f"({len(times)} replans)"
+        )
         times = async_loop_times(30)
         median, p90 = summary(times)
-        print(f"{'async loop':14} every-step replans under Agent.arun: median {median:6.2f} ms, p90 {p90:6.2f} ms "
-              f"({len(times)} replans)")
+        print(
+            f"{'async loop':14} every-step replans under Agent.arun: median {median:6.2f} ms, p90 {p90:6.2f} ms "
+            f"({len(times)} replans)"
+        )
         wall, times, failed = concurrent_agents(100)
         median, p90 = summary(times)
-        print(f"{'100 agents':14} at once on one planner: {wall:7.0f} ms wall, {failed} failed runs, replan median "
-              f"{median:6.2f} ms, p90 {p90:6.2f} ms ({len(times)} replans)")
+        print(
+            f"{'100 agents':14} at once on one planner: {wall:7.0f} ms wall, {failed} failed runs, replan median "
+            f"{median:6.2f} ms, p90 {p90:6.2f} ms ({len(times)} replans)"
+        )
 
 
 if __name__ == "__main__":

@@ -24,9 +24,9 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
 from portfolio.benchsuite.store import read_runs, runs_path
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def live_marked(marker: str) -> int:
@@ -44,8 +44,21 @@ def measure(seeds: int = 200, kill_after: int = 500, jobs: int = 2, out: Path | 
     out = out or Path(tempfile.mkdtemp(prefix="bench-resume-"))
     marker = uuid.uuid4().hex
     suite = f"gen:blocksworld:sizes=1..5:seeds=0..{seeds - 1}"
-    command = [sys.executable, "-m", "portfolio.cli", "bench", "run", suite,
-               "--planners", "typed-search", "--out", str(out), "--jobs", str(jobs), "--no-progress"]
+    command = [
+        sys.executable,
+        "-m",
+        "portfolio.cli",
+        "bench",
+        "run",
+        suite,
+        "--planners",
+        "typed-search",
+        "--out",
+        str(out),
+        "--jobs",
+        str(jobs),
+        "--no-progress",
+    ]
     env = dict(os.environ, PYTHONPATH=str(ROOT), PORTFOLIO_BENCH_MARK=marker)
     path = runs_path(out)
     started = time.monotonic()
@@ -63,11 +76,19 @@ def measure(seeds: int = 200, kill_after: int = 500, jobs: int = 2, out: Path | 
     resume_s = time.monotonic() - started
     ids = Counter(record["run_id"] for record in read_runs(path))
     total = 5 * seeds
-    return {"total": total, "written_before_kill": before, "resume_output": resumed.stdout.splitlines()[0],
-            "in_file": sum(ids.values()), "distinct": len(ids), "repeated": sum(c > 1 for c in ids.values()),
-            "lost": total - len(ids), "left_behind_after_kill": left_behind,
-            "runs_per_s_before_kill": round(before / first_s, 2),
-            "runs_per_s_resume": round((total - before) / resume_s, 2), "out": str(out)}
+    return {
+        "total": total,
+        "written_before_kill": before,
+        "resume_output": resumed.stdout.splitlines()[0],
+        "in_file": sum(ids.values()),
+        "distinct": len(ids),
+        "repeated": sum(c > 1 for c in ids.values()),
+        "lost": total - len(ids),
+        "left_behind_after_kill": left_behind,
+        "runs_per_s_before_kill": round(before / first_s, 2),
+        "runs_per_s_resume": round((total - before) / resume_s, 2),
+        "out": str(out),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

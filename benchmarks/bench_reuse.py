@@ -10,7 +10,8 @@ hits every column alike:
   (`previous_plan`): answered by `plan-reuse`;
 - perturbed: the same replan after another applicable action than the plan's next one was executed instead
   (chosen so that no suffix of the plan still works): a real replan (translation re-used), plus the failed
-  reuse check. Small tasks are searched in this process (`portfolio.delegates.fast_downward.sas_search`); the `process` column is the same
+  reuse check. Small tasks are searched in this process (`portfolio.delegates.fast_downward.sas_search`); the `process`
+  column is the same
   replan with that turned off (the search runs in a `downward` process, as before it existed).
 Targets (issue 11): perturbed <= 0.2x first, predicted <= 0.02x first (medians over the instances).
 """
@@ -28,8 +29,8 @@ from domains.validate import applicable, apply
 from portfolio.benchsuite.measure import median_seconds
 from portfolio.benchsuite.planners import solve_with_driver
 from portfolio.benchsuite.suites import LATENCY_INSTANCES
-from portfolio.planner import CLASSICAL_ONLY, REUSE_DELEGATE, Planner, reusable_suffix
 from portfolio.engine.results import PlanRequest
+from portfolio.planner import CLASSICAL_ONLY, REUSE_DELEGATE, Planner, reusable_suffix
 
 IPC = Path(__file__).resolve().parents[1].parent / "shared" / "ipc"
 
@@ -88,8 +89,9 @@ def row(planner: Planner, domain: str, problem: str, rounds: int) -> dict:
 
 
 def main(rounds: int = 5) -> None:
-    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}, cores: "
-          f"{len(os.sched_getaffinity(0))}")
+    print(
+        f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}, cores: {len(os.sched_getaffinity(0))}"
+    )
     rows = []
     with Planner(CLASSICAL_ONLY) as planner:
         for domain, problems in LATENCY_INSTANCES.items():
@@ -98,19 +100,23 @@ def main(rounds: int = 5) -> None:
                 rows.append(r)
                 perturbed_ms = "   n/a" if r["perturbed"] is None else f"{r['perturbed'] * 1000:7.2f}"
                 process_ms = "   n/a" if r["process"] is None else f"{r['process'] * 1000:7.2f}"
-                print(f"{r['instance']:38} driver {r['driver'] * 1000:7.1f} ms  first {r['first'] * 1000:7.1f} ms  "
-                      f"predicted {r['predicted'] * 1000:6.3f} ms  perturbed {perturbed_ms} ms (process {process_ms} ms)",
-                      flush=True)
+                print(
+                    f"{r['instance']:38} driver {r['driver'] * 1000:7.1f} ms  first {r['first'] * 1000:7.1f} ms  "
+                    f"predicted {r['predicted'] * 1000:6.3f} ms  perturbed {perturbed_ms} ms (process {process_ms} ms)",
+                    flush=True,
+                )
     first = statistics.median(r["first"] for r in rows)
     predicted = statistics.median(r["predicted"] / r["first"] for r in rows)
     both = [r for r in rows if r["perturbed"] is not None]
     perturbed_ratio = statistics.median(r["perturbed"] / r["first"] for r in both)
     process_ratio = statistics.median(r["process"] / r["first"] for r in both)
     driver_ratio = statistics.median(r["first"] / r["driver"] for r in rows)
-    print(f"median first plan {first * 1000:.1f} ms = {driver_ratio:.2f}x the driver; replan / first plan: "
-          f"predicted {predicted:.4f}x (target <= 0.02), perturbed {perturbed_ratio:.3f}x (target <= 0.2) "
-          f"over {len(rows)} instances ({len(both)} perturbed); perturbed with the process search only: "
-          f"{process_ratio:.3f}x")
+    print(
+        f"median first plan {first * 1000:.1f} ms = {driver_ratio:.2f}x the driver; replan / first plan: "
+        f"predicted {predicted:.4f}x (target <= 0.02), perturbed {perturbed_ratio:.3f}x (target <= 0.2) "
+        f"over {len(rows)} instances ({len(both)} perturbed); perturbed with the process search only: "
+        f"{process_ratio:.3f}x"
+    )
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -20,7 +20,8 @@ the fixed order), and so is one with action costs (the cost-aware pair races the
 domains were looked at while writing the selection model; `ipc-more` ones are held out.
 
 Prints per domain the race the model chose and both means, then per root and overall: the ratio of mean times
-(target: learned <= 0.8x fixed) over all held-back problems and over those either planner solved, the median and quartiles of per-domain ratios, coverage, and the load average
+(target: learned <= 0.8x fixed) over all held-back problems and over those either planner solved, the median and
+quartiles of per-domain ratios, coverage, and the load average
 before and after (2 cores shared with other sessions: times are noisy, domains where both race the same pair
 show the noise floor).
 
@@ -55,8 +56,8 @@ from pathlib import Path
 from domains.load import load_task
 from learning.selection import retrain_selection
 from portfolio.delegates.fast_downward.searches import SATISFICING, search_aliases
-from portfolio.planner import Planner, default_stages
 from portfolio.engine.results import PlanRequest
+from portfolio.planner import Planner, default_stages
 from traces.store import TraceStore
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -70,8 +71,9 @@ FIXED = search_aliases("lama-first", "lama-costs", False, 2)
 
 def pick(domain: Path, per_domain: int) -> list[Path]:
     """`per_domain` problems spread over the domain's smallest 3 x per_domain (by file size)."""
-    found = sorted((p for p in domain.glob("*.pddl") if p.name != "domain.pddl"), key=lambda p: (p.stat().st_size,
-                                                                                                  p.name))
+    found = sorted(
+        (p for p in domain.glob("*.pddl") if p.name != "domain.pddl"), key=lambda p: (p.stat().st_size, p.name)
+    )
     window = found[: 3 * per_domain]
     if len(window) <= per_domain:
         return window
@@ -102,8 +104,9 @@ def record(traces: str, tasks: list, spare, budget: float) -> int:
     solved = set()
     for options in TRANSLATIONS:
         for config in CONFIGS:
-            stages = default_stages(["fast-downward"], budget, fd_alias=config, fd_workers=1,
-                                    fd_translate_options=options)
+            stages = default_stages(
+                ["fast-downward"], budget, fd_alias=config, fd_workers=1, fd_translate_options=options
+            )
             with Planner(stages, traces=traces) as planner:
                 warm(planner, spare, budget)
                 for index, task in enumerate(tasks):
@@ -117,7 +120,7 @@ def load_all(problems: list[Path], domain_file: Path) -> list:
     for problem in problems:
         try:
             tasks.append(load_task(domain_file, problem))
-        except Exception:  # noqa: BLE001 - a reader gap leaves the problem out, for both planners alike
+        except Exception:
             pass
     return tasks
 
@@ -134,9 +137,15 @@ def measure(planners: list[tuple[str, Planner]], task, budget: float, repeats: i
             times[name].append(plan_seconds(planner, task, budget))
         if not any(run[1] for runs in times.values() for run in runs):
             break  # neither solved it within the budget: repeating would only cost budgets
-    return {name: (statistics.median(run[0] for run in runs), any(run[1] for run in runs),
-                   next((run[2] for run in reversed(runs) if run[2]), None), statistics.median(run[3] for run in runs))
-            for name, runs in times.items()}
+    return {
+        name: (
+            statistics.median(run[0] for run in runs),
+            any(run[1] for run in runs),
+            next((run[2] for run in reversed(runs) if run[2]), None),
+            statistics.median(run[3] for run in runs),
+        )
+        for name, runs in times.items()
+    }
 
 
 def run_domain(domain: Path, per_domain: int, budget: float, traces: str, repeats: int = 1) -> dict | None:
@@ -184,23 +193,29 @@ def summary(label: str, results: dict[str, dict]) -> None:
         return
     fixed = [row["fixed"][0] for row in rows]
     learned = [row["learned"][0] for row in rows]
-    ratios = sorted(statistics.mean(row["learned"][0] for row in r["rows"]) /
-                    statistics.mean(row["fixed"][0] for row in r["rows"]) for r in results.values())
+    ratios = sorted(
+        statistics.mean(row["learned"][0] for row in r["rows"]) / statistics.mean(row["fixed"][0] for row in r["rows"])
+        for r in results.values()
+    )
     quartiles = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else ratios * 3
     same = sum(1 for r in results.values() if not differs(r))
     variant = sum(1 for r in results.values() if r["translator"])
-    print(f"{label}: {len(results)} domains, {len(rows)} held-back problems; mean time to first plan fixed "
-          f"{statistics.mean(fixed):.3f} s, learned {statistics.mean(learned):.3f} s, ratio "
-          f"{statistics.mean(learned) / statistics.mean(fixed):.2f}; per-domain ratio median "
-          f"{statistics.median(ratios):.2f} (quartiles {quartiles[0]:.2f}-{quartiles[2]:.2f}, range "
-          f"{ratios[0]:.2f}-{ratios[-1]:.2f}); solved fixed {sum(row['fixed'][1] for row in rows)}, learned "
-          f"{sum(row['learned'][1] for row in rows)}; {same} domains raced the fixed pair on the default translation, "
-          f"{variant} chose a translator variant")
+    print(
+        f"{label}: {len(results)} domains, {len(rows)} held-back problems; mean time to first plan fixed "
+        f"{statistics.mean(fixed):.3f} s, learned {statistics.mean(learned):.3f} s, ratio "
+        f"{statistics.mean(learned) / statistics.mean(fixed):.2f}; per-domain ratio median "
+        f"{statistics.median(ratios):.2f} (quartiles {quartiles[0]:.2f}-{quartiles[2]:.2f}, range "
+        f"{ratios[0]:.2f}-{ratios[-1]:.2f}); solved fixed {sum(row['fixed'][1] for row in rows)}, learned "
+        f"{sum(row['learned'][1] for row in rows)}; {same} domains raced the fixed pair on the default translation, "
+        f"{variant} chose a translator variant"
+    )
     low, high = bootstrap_ratio(fixed, learned)
     print(f"  ratio of means, 90% bootstrap interval over problems: {low:.2f}-{high:.2f}")
     f, g = (statistics.mean(row[name][3] for row in rows) for name in ("fixed", "learned"))
-    print(f"  time not spent translating (what the choice of searches changes): fixed {f:.3f} s, learned {g:.3f} s, "
-          f"ratio {g / f:.2f}")
+    print(
+        f"  time not spent translating (what the choice of searches changes): fixed {f:.3f} s, learned {g:.3f} s, "
+        f"ratio {g / f:.2f}"
+    )
     either = [row for row in rows if row["fixed"][1] or row["learned"][1]]
     if either:
         f = statistics.mean(row["fixed"][0] for row in either)
@@ -210,8 +225,11 @@ def summary(label: str, results: dict[str, dict]) -> None:
     if other:
         f = [row["fixed"][0] for r in other for row in r["rows"]]
         g = [row["learned"][0] for r in other for row in r["rows"]]
-        print(f"  on the {len(other)} domains where the learned pair or translation differs: fixed {statistics.mean(f):.3f} s, "
-              f"learned {statistics.mean(g):.3f} s, ratio {statistics.mean(g) / statistics.mean(f):.2f}")
+        print(
+            f"  on the {len(other)} domains where the learned pair or translation differs: "
+            f"fixed {statistics.mean(f):.3f} s, "
+            f"learned {statistics.mean(g):.3f} s, ratio {statistics.mean(g) / statistics.mean(f):.2f}"
+        )
 
 
 def main() -> None:
@@ -226,8 +244,11 @@ def main() -> None:
     assert set(CONFIGS) == SATISFICING
     traces = args.traces or os.path.join(tempfile.mkdtemp(prefix="bench-selection-"), "traces.db")
     only = {d for d in args.domains.split(",") if d}
-    print(f"cores {len(os.sched_getaffinity(0))}, load average {os.getloadavg()[0]:.2f}, budget {args.budget} s, "
-          f"{args.per_domain} problems per domain, {args.repeats} repeats, traces {traces}", flush=True)
+    print(
+        f"cores {len(os.sched_getaffinity(0))}, load average {os.getloadavg()[0]:.2f}, budget {args.budget} s, "
+        f"{args.per_domain} problems per domain, {args.repeats} repeats, traces {traces}",
+        flush=True,
+    )
     start = time.monotonic()
     by_root: dict[str, dict[str, dict]] = {}
     for root in args.roots.split(","):
@@ -237,18 +258,24 @@ def main() -> None:
                 continue
             result = run_domain(domain, args.per_domain, args.budget, traces, args.repeats)
             if result is None:
-                print(f"{root}/{domain.name}: skipped (action costs, too few readable problems, or none solved "
-                      "when recorded)",
-                      flush=True)
+                print(
+                    f"{root}/{domain.name}: skipped (action costs, too few readable problems, or none solved "
+                    "when recorded)",
+                    flush=True,
+                )
                 continue
             by_root[root][domain.name] = result
             f = statistics.mean(row["fixed"][0] for row in result["rows"])
             g = statistics.mean(row["learned"][0] for row in result["rows"])
-            per_task = " ".join(f"{row['fixed'][0]:.2f}/{row['learned'][0]:.2f}({row['learned'][2]})"
-                                for row in result["rows"])
-            print(f"{root}/{domain.name}: race {'+'.join(result['chosen'])}, translator "
-                  f"{' '.join(result['translator']) or 'defaults'}; fixed {f:.3f} s, learned {g:.3f} s, "
-                  f"ratio {g / f:.2f}; fixed/learned(winner) {per_task}; load {os.getloadavg()[0]:.2f}", flush=True)
+            per_task = " ".join(
+                f"{row['fixed'][0]:.2f}/{row['learned'][0]:.2f}({row['learned'][2]})" for row in result["rows"]
+            )
+            print(
+                f"{root}/{domain.name}: race {'+'.join(result['chosen'])}, translator "
+                f"{' '.join(result['translator']) or 'defaults'}; fixed {f:.3f} s, learned {g:.3f} s, "
+                f"ratio {g / f:.2f}; fixed/learned(winner) {per_task}; load {os.getloadavg()[0]:.2f}",
+                flush=True,
+            )
     for root, results in by_root.items():
         summary(root, results)
     summary("overall", {f"{root}/{name}": r for root, results in by_root.items() for name, r in results.items()})

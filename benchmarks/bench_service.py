@@ -38,8 +38,10 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 IPC = REPO.parent / "shared" / "ipc"
-SMALL = {"domain": (IPC / "blocks" / "domain.pddl").read_text(),
-         "problem": (IPC / "blocks" / "probBLOCKS-4-0.pddl").read_text()}
+SMALL = {
+    "domain": (IPC / "blocks" / "domain.pddl").read_text(),
+    "problem": (IPC / "blocks" / "probBLOCKS-4-0.pddl").read_text(),
+}
 PARKING = IPC / "parking-sat11-strips"
 
 
@@ -50,10 +52,27 @@ def long_request(seconds: float) -> dict:
 
 def start_server(workers: int, *extra: str) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "portfolio.cli", "serve", "--port", "0", "--workers", str(workers),
-         "--delegates", "fast-downward,pyperplan", "--queue", "1000", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)})
+        [
+            sys.executable,
+            "-m",
+            "portfolio.cli",
+            "serve",
+            "--port",
+            "0",
+            "--workers",
+            str(workers),
+            "--delegates",
+            "fast-downward,pyperplan",
+            "--queue",
+            "1000",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert process.stdout is not None
     url = process.stdout.readline().split()[2].removesuffix("/v1/")
     deadline = time.monotonic() + 120
@@ -125,10 +144,16 @@ def summary(latencies: list[float], errors: list[str], wall: float) -> dict:
     def pct(q: float) -> float:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else float("nan")
 
-    return {"ok": len(latencies), "errors": len(errors), "first_error": errors[0] if errors else "",
-            "p50_ms": round(pct(0.50), 1), "p99_ms": round(pct(0.99), 1),
-            "mean_ms": round(statistics.fmean(ordered) * 1000, 1) if ordered else float("nan"),
-            "throughput_rps": round(len(latencies) / wall, 1), "wall_s": round(wall, 1)}
+    return {
+        "ok": len(latencies),
+        "errors": len(errors),
+        "first_error": errors[0] if errors else "",
+        "p50_ms": round(pct(0.50), 1),
+        "p99_ms": round(pct(0.99), 1),
+        "mean_ms": round(statistics.fmean(ordered) * 1000, 1) if ordered else float("nan"),
+        "throughput_rps": round(len(latencies) / wall, 1),
+        "wall_s": round(wall, 1),
+    }
 
 
 def throughput(workers: int, requests: int, clients: int) -> dict:
@@ -154,9 +179,14 @@ def isolation(workers: int, probes: int, clients: int, long_s: float) -> dict:
             in_flight = not big.done()
             big_status = big.result().json().get("status")
             big_seconds = time.monotonic() - started
-        return {"alone": alone, "beside_long": beside, "long_still_running_when_probes_ended": in_flight,
-                "long_status": big_status, "long_s_after_probes_started": round(big_seconds, 1),
-                "p99_ratio": round(beside["p99_ms"] / alone["p99_ms"], 2)}
+        return {
+            "alone": alone,
+            "beside_long": beside,
+            "long_still_running_when_probes_ended": in_flight,
+            "long_status": big_status,
+            "long_s_after_probes_started": round(big_seconds, 1),
+            "p99_ratio": round(beside["p99_ms"] / alone["p99_ms"], 2),
+        }
     finally:
         stop_server(process)
 
@@ -188,10 +218,15 @@ def main(argv: list[str] | None = None) -> None:
     many = throughput(args.workers, args.requests, args.clients)
     print(f"{args.workers} workers: {many}", flush=True)
     ratio = many["throughput_rps"] / (args.workers * one["throughput_rps"])
-    print(f"scaling: {many['throughput_rps']} / ({args.workers} x {one['throughput_rps']}) = {ratio:.2f} "
-          f"(target >= 0.8)", flush=True)
-    print(f"isolation: {isolation(args.workers, args.probes, args.probe_clients, args.long_seconds)} "
-          "(target p99_ratio <= 2)", flush=True)
+    print(
+        f"scaling: {many['throughput_rps']} / ({args.workers} x {one['throughput_rps']}) = {ratio:.2f} (target >= 0.8)",
+        flush=True,
+    )
+    print(
+        f"isolation: {isolation(args.workers, args.probes, args.probe_clients, args.long_seconds)} "
+        "(target p99_ratio <= 2)",
+        flush=True,
+    )
     print(f"shutdown: {shutdown(args.workers)} (target <= 5 s, 0 left)", flush=True)
     print(f"load average after: {os.getloadavg()}", flush=True)
 

@@ -5,12 +5,14 @@
     PYTHONPATH=. python -m benchmarks.bench_translate_options --collector [--domains a,b] [--per-domain 8]
 
 Per domain, the problems `benchmarks.bench_selection` picks; per problem and variant (`VARIANTS`, in rotating
-order): the translator in this process (warm, `portfolio.delegates.fast_downward.translate`), the SAS text parsed and rendered as the
+order): the translator in this process (warm, `portfolio.delegates.fast_downward.translate`), the SAS text parsed and
+rendered as the
 delegate does, then the delegate's fixed search order (`FastDownward.search_sas`: lama-first + eager-ff-cg on 2
 cores; the cost-aware pair on tasks with costs), and the plan checked by the validator. Time = translate + parse +
 search: what a variant changes in the planner's `elapsed_ms`. Prints per domain the mean time per variant, its
 translate and search parts, how many solved and how many plans the validator rejected. With `--collector`:
-translation CPU time (default flags) with Python's garbage collector paused, as `portfolio.delegates.fast_downward.translate` runs it,
+translation CPU time (default flags) with Python's garbage collector paused, as
+`portfolio.delegates.fast_downward.translate` runs it,
 and with it on (the pause replaced by a no-op), alternating, on the held-back half of the picked problems.
 
 Measured 2026-11-30 (before the translator's collector pause; 8 problems per domain, 5 s, load average 1-4 on
@@ -37,20 +39,19 @@ import os
 import statistics
 import time
 
+import portfolio.delegates.fast_downward.translate
 from benchmarks.bench_selection import SHARED, load_all, pick
 from domains.validate import validate_plan
 from portfolio.delegates.fast_downward.delegate import FastDownward
-from portfolio.engine.results import Status
 from portfolio.delegates.fast_downward.sas import parse_sas
-import portfolio.delegates.fast_downward.translate
 from portfolio.delegates.fast_downward.translate import translate
+from portfolio.engine.results import Status
 
 VARIANTS: dict[str, tuple[str, ...]] = {
     "default": (),
     "keep-unreachable": ("--keep-unreachable-facts",),
     "keep+skip-reorder": ("--keep-unreachable-facts", "--skip-variable-reordering"),
-    "keep+no-reorder-pass": ("--keep-unreachable-facts", "--skip-variable-reordering",
-                             "--keep-unimportant-variables"),
+    "keep+no-reorder-pass": ("--keep-unreachable-facts", "--skip-variable-reordering", "--keep-unimportant-variables"),
 }
 
 
@@ -61,14 +62,26 @@ def one(delegate: FastDownward, task, options: tuple[str, ...], budget: float) -
     sas = None if result.unsolvable else parse_sas(result.sas)
     translated = time.monotonic()
     if sas is None:
-        return {"translate": translated - start, "search": 0.0, "solved": False, "invalid": False,
-                "operators": 0, "variables": 0}
+        return {
+            "translate": translated - start,
+            "search": 0.0,
+            "solved": False,
+            "invalid": False,
+            "operators": 0,
+            "variables": 0,
+        }
     outcome = delegate.search_sas(sas.render(), translated + budget, with_costs=task.has_action_costs())
     searched = time.monotonic()
     solved = outcome.status is Status.SOLVED and outcome.plan is not None
     invalid = solved and not validate_plan(task, outcome.plan).ok
-    return {"translate": translated - start, "search": searched - translated, "solved": solved and not invalid,
-            "invalid": invalid, "operators": len(sas.operators), "variables": len(sas.values)}
+    return {
+        "translate": translated - start,
+        "search": searched - translated,
+        "solved": solved and not invalid,
+        "invalid": invalid,
+        "operators": len(sas.operators),
+        "variables": len(sas.values),
+    }
 
 
 def collector(domains: list, per_domain: int) -> None:
@@ -80,21 +93,28 @@ def collector(domains: list, per_domain: int) -> None:
         problems = pick(domain, per_domain)[1::2]
         text = (domain / "domain.pddl").read_text()
         for index, problem in enumerate(problems):
-            for mode in (("paused", "on") if index % 2 == 0 else ("on", "paused")):
-                portfolio.delegates.fast_downward.translate.collector_paused = paused if mode == "paused" else contextlib.nullcontext
+            for mode in ("paused", "on") if index % 2 == 0 else ("on", "paused"):
+                portfolio.delegates.fast_downward.translate.collector_paused = (
+                    paused if mode == "paused" else contextlib.nullcontext
+                )
                 try:
                     start = time.process_time()
                     translate(text, problem.read_text())
                     spent[mode] += time.process_time() - start
-                except Exception as error:  # noqa: BLE001 - report and go on
+                except Exception as error:
                     print(f"  {domain.name}/{problem.name} {mode}: {type(error).__name__}", flush=True)
                 finally:
                     portfolio.delegates.fast_downward.translate.collector_paused = paused
         totals = {mode: totals[mode] + spent[mode] for mode in totals}
-        print(f"{domain.parent.name}/{domain.name}: paused {spent['paused']:.3f} s, on {spent['on']:.3f} s, ratio "
-              f"{spent['paused'] / max(spent['on'], 1e-9):.2f}", flush=True)
-    print(f"overall: paused {totals['paused']:.2f} s, on {totals['on']:.2f} s CPU, ratio "
-          f"{totals['paused'] / max(totals['on'], 1e-9):.2f}")
+        print(
+            f"{domain.parent.name}/{domain.name}: paused {spent['paused']:.3f} s, on {spent['on']:.3f} s, ratio "
+            f"{spent['paused'] / max(spent['on'], 1e-9):.2f}",
+            flush=True,
+        )
+    print(
+        f"overall: paused {totals['paused']:.2f} s, on {totals['on']:.2f} s CPU, ratio "
+        f"{totals['paused'] / max(totals['on'], 1e-9):.2f}"
+    )
 
 
 def main() -> None:
@@ -107,9 +127,15 @@ def main() -> None:
     args = parser.parse_args()
     only = {d for d in args.domains.split(",") if d}
     if args.collector:
-        collector([domain for root in args.roots.split(",")
-                   for domain in sorted(p for p in (SHARED / root).iterdir() if (p / "domain.pddl").exists())
-                   if not only or domain.name in only], args.per_domain)
+        collector(
+            [
+                domain
+                for root in args.roots.split(",")
+                for domain in sorted(p for p in (SHARED / root).iterdir() if (p / "domain.pddl").exists())
+                if not only or domain.name in only
+            ],
+            args.per_domain,
+        )
         return
     print(f"load average {os.getloadavg()[0]:.2f}, budget {args.budget} s", flush=True)
     totals: dict[str, list[float]] = {name: [] for name in VARIANTS}
@@ -125,28 +151,42 @@ def main() -> None:
                     translate(tasks[0].domain_pddl, tasks[0].problem_pddl)
                 for index, task in enumerate(tasks):
                     names = list(VARIANTS)
-                    names = names[index % len(names):] + names[: index % len(names)]
+                    names = names[index % len(names) :] + names[: index % len(names)]
                     for name in names:
                         try:
                             rows[name].append(one(delegate, task, VARIANTS[name], args.budget))
-                        except Exception as error:  # noqa: BLE001 - report and go on
+                        except Exception as error:
                             print(f"  {domain.name} {name}: {type(error).__name__}: {error}", flush=True)
-                            rows[name].append({"translate": args.budget, "search": 0.0, "solved": False,
-                                               "invalid": False, "operators": 0, "variables": 0})
+                            rows[name].append(
+                                {
+                                    "translate": args.budget,
+                                    "search": 0.0,
+                                    "solved": False,
+                                    "invalid": False,
+                                    "operators": 0,
+                                    "variables": 0,
+                                }
+                            )
                 parts = []
                 for name, runs in rows.items():
                     if not runs:
                         continue
                     total = [r["translate"] + (r["search"] if r["solved"] else args.budget) for r in runs]
                     totals[name].extend(total)
-                    parts.append(f"{name} {statistics.mean(total):.3f} s (tr {statistics.mean(r['translate'] for r in runs):.3f}"
-                                 f" se {statistics.mean(r['search'] for r in runs):.3f} solved "
-                                 f"{sum(r['solved'] for r in runs)} invalid {sum(r['invalid'] for r in runs)} ops "
-                                 f"{sum(r['operators'] for r in runs)} vars {sum(r['variables'] for r in runs)})")
+                    parts.append(
+                        f"{name} {statistics.mean(total):.3f} s (tr {statistics.mean(r['translate'] for r in runs):.3f}"
+                        f" se {statistics.mean(r['search'] for r in runs):.3f} solved "
+                        f"{sum(r['solved'] for r in runs)} invalid {sum(r['invalid'] for r in runs)} ops "
+                        f"{sum(r['operators'] for r in runs)} vars {sum(r['variables'] for r in runs)})"
+                    )
                 print(f"{root}/{domain.name}: " + "; ".join(parts) + f"; load {os.getloadavg()[0]:.2f}", flush=True)
     base = statistics.mean(totals["default"])
-    print("overall: " + "; ".join(f"{name} {statistics.mean(t):.3f} s ({statistics.mean(t) / base:.2f}x)"
-                                  for name, t in totals.items() if t))
+    print(
+        "overall: "
+        + "; ".join(
+            f"{name} {statistics.mean(t):.3f} s ({statistics.mean(t) / base:.2f}x)" for name, t in totals.items() if t
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ costs. It is a post-processing step, not a search: what it returns is a subseque
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from domains.model import GroundAction, State, Task
 from domains.validate import goal_reached, successor
@@ -40,8 +40,9 @@ def _run_without(task: Task, state: State, steps: Sequence[GroundAction], skip: 
     return kept, goal_reached(task, state)
 
 
-def eliminate(task: Task, plan: Sequence[GroundAction], init: State | None = None,
-              deadline: float | None = None) -> list[GroundAction]:
+def eliminate(
+    task: Task, plan: Sequence[GroundAction], init: State | None = None, deadline: float | None = None
+) -> list[GroundAction]:
     """`plan` without the steps the goal does not need (greedy action elimination). `plan` must be valid from
     `init` (the task's initial state by default); the result is a valid subsequence of it. `deadline`
     (time.monotonic()): stop there and return the plan as reduced so far."""

@@ -12,23 +12,18 @@ strata once per domain; the reader refuses unstratifiable domains with a message
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from domains.model import (
-    OBJECT,
-    TRUE,
     And,
     Atom,
     Domain,
-    Equals,
     Exists,
     Forall,
     Formula,
     Imply,
     Not,
     Or,
-    Task,
-    either_types,
 )
 
 
@@ -67,8 +62,10 @@ def axiom_strata(domain: Domain) -> list[list[str]]:
             want = max([level[u] for u in positive[head]] + [level[u] + 1 for u in negative[head]], default=0)
             if want > level[head]:
                 if want >= len(derived):  # a valid stratum is at most len(derived) - 1
-                    raise ValueError(f"derived predicate '{head}' depends on its own negation; the derived "
-                                     "predicates cannot be stratified")
+                    raise ValueError(
+                        f"derived predicate '{head}' depends on its own negation; the derived "
+                        "predicates cannot be stratified"
+                    )
                 level[head], changed = want, True
         if not changed:
             break

@@ -9,8 +9,8 @@ in one pair of parentheses, which is also what `str(GroundAction)` prints.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Iterable
 
 from domains.errors import PDDLSyntaxError
 from domains.model import GroundAction

@@ -18,8 +18,8 @@ Measured (philosophers p05, 102-step plan): 37 ms CPU to validate with joins; op
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Callable, Collection, Iterable, Iterator, Mapping
 
 from domains.model import And, Atom, Equals, Exists, Forall, Formula, Imply, Not, Or, Parameter
 
@@ -84,8 +84,13 @@ class _Step:
 Join = Callable[[IndexedState, Env], Iterator[dict[str, str]]]
 
 
-def plan_join(names: tuple[str, ...], members: Mapping[str, frozenset[str]], domains: Mapping[str, tuple[str, ...]],
-              generators: list[Atom], tests: list[tuple[frozenset[str], Test]]) -> Join:
+def plan_join(
+    names: tuple[str, ...],
+    members: Mapping[str, frozenset[str]],
+    domains: Mapping[str, tuple[str, ...]],
+    generators: list[Atom],
+    tests: list[tuple[frozenset[str], Test]],
+) -> Join:
     """A function yielding every binding of `names` (extending the caller's env) under which all `generators`
     are in the state and all `tests` hold. `members[name]` is the set of objects the variable may take (its
     type), `domains[name]` the same in a fixed order, for enumeration; each test comes with the variables of
@@ -147,8 +152,13 @@ def _membership(atom: Atom) -> Test:
     return lambda state, env: Atom(predicate, tuple(env.get(a, a) for a in args)) in state
 
 
-def _matches(pattern: Atom | None, state: IndexedState, env: dict[str, str], wanted: set[str],
-             members: Mapping[str, frozenset[str]]) -> Iterator[dict[str, str]]:
+def _matches(
+    pattern: Atom | None,
+    state: IndexedState,
+    env: dict[str, str],
+    wanted: set[str],
+    members: Mapping[str, frozenset[str]],
+) -> Iterator[dict[str, str]]:
     """Extensions of `env` binding the pattern's unbound variables to the arguments of a state atom."""
     assert pattern is not None
     args = pattern.args

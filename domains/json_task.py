@@ -39,8 +39,8 @@ from domains.model import (
 )
 from domains.pddl import TOTAL_COST, _check_axioms
 from domains.pddl_formulas import _atom, _Ctx, _effects, _formula
-from domains.sexpr import SList, read_sexpr
 from domains.pddl_writer import effect_to_pddl, formula_to_pddl, task_with_texts
+from domains.sexpr import SList, read_sexpr
 
 
 class _Strict(BaseModel):
@@ -70,13 +70,18 @@ class JsonParameter(_Strict):
 class JsonAction(_Strict):
     name: str
     parameters: list[JsonParameter] = Field(default_factory=list)
-    preconditions: list[str] = Field(default_factory=list,
-                                     description="Conditions that must hold, e.g. '(on ?x ?y)', '(not (clear ?x))' "
-                                     "or any PDDL condition ('(or ...)', '(exists (?b - block) ...)').")
+    preconditions: list[str] = Field(
+        default_factory=list,
+        description="Conditions that must hold, e.g. '(on ?x ?y)', '(not (clear ?x))' "
+        "or any PDDL condition ('(or ...)', '(exists (?b - block) ...)').",
+    )
     add: list[str] = Field(default_factory=list, description="Atoms the action makes true, e.g. '(holding ?x)'.")
     delete: list[str] = Field(default_factory=list, description="Atoms the action makes false.")
-    effects: list[str] = Field(default_factory=list, description="Other PDDL effects: conditional "
-                               "'(when <condition> <effect>)' and universal '(forall (<variables>) <effect>)'.")
+    effects: list[str] = Field(
+        default_factory=list,
+        description="Other PDDL effects: conditional "
+        "'(when <condition> <effect>)' and universal '(forall (<variables>) <effect>)'.",
+    )
     cost: float | None = Field(None, ge=0, description="Non-negative action cost; omit for unit-cost tasks.")
 
 
@@ -95,8 +100,10 @@ class JsonTask(_Strict):
     objects: list[JsonObject] = Field(default_factory=list)
     predicates: list[JsonPredicate]
     actions: list[JsonAction]
-    derived: list[JsonDerived] = Field(default_factory=list, description="Derived predicates (axioms): rules "
-                                       "computed in every state, never set by actions.")
+    derived: list[JsonDerived] = Field(
+        default_factory=list,
+        description="Derived predicates (axioms): rules computed in every state, never set by actions.",
+    )
     init: list[str] = Field(default_factory=list, description="Atoms true in the initial state, e.g. '(on a b)'.")
     goal: list[str] = Field(description="Conditions that must hold at the end (any PDDL condition).")
 
@@ -157,8 +164,9 @@ def _effect_list(ctx: _Ctx, text: str, scope: dict[str, str], where: str) -> lis
     except TaskInputError as error:
         raise type(error)(f"{where}: {error.message} (in {text!r})", file=ctx.file) from None
     if costs:
-        raise UnsupportedFeatureError(f"{where}: give the action's cost in its 'cost' field, not as an effect "
-                                      f"(in {text!r}).", file=ctx.file)
+        raise UnsupportedFeatureError(
+            f"{where}: give the action's cost in its 'cost' field, not as an effect (in {text!r}).", file=ctx.file
+        )
     return out
 
 
@@ -171,8 +179,9 @@ def task_from_json(text: str, file: str | None = None) -> Task:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
-        raise SchemaError(f"invalid JSON: {error.msg} at line {error.lineno}, column {error.colno}.",
-                          file=file, line=error.lineno) from None
+        raise SchemaError(
+            f"invalid JSON: {error.msg} at line {error.lineno}, column {error.colno}.", file=file, line=error.lineno
+        ) from None
     try:
         spec = JsonTask.model_validate(_lower(data))
     except ValidationError as error:
@@ -195,7 +204,7 @@ def _build(spec: JsonTask, file: str | None) -> Task:
     ctx = _Ctx(file)
     types = tuple((t.name, t.parent) for t in spec.types)
     ctx.types |= {name for name, _ in types}
-    for i, (name, parent) in enumerate(types):
+    for i, (_name, parent) in enumerate(types):
         if parent not in ctx.types:
             raise SchemaError(f"types[{i}].parent: undefined type '{parent}'; declare it in 'types'.", file=file)
     _check_types(ctx, [(f"objects[{i}].type", o.type) for i, o in enumerate(spec.objects)])
@@ -210,10 +219,25 @@ def _build(spec: JsonTask, file: str | None) -> Task:
     init = frozenset(_literal(ctx, s, {}, f"init[{i}]", atom_only=True) for i, s in enumerate(spec.init))
     goal = _conjunction([_literal(ctx, s, {}, f"goal[{i}]") for i, s in enumerate(spec.goal)])
     costs = any(a.cost is not None for a in spec.actions)
-    domain = Domain(spec.domain, (), types, (), tuple(predicates),
-                    (Predicate(TOTAL_COST),) if costs else (), tuple(actions), tuple(axioms))
-    problem = Problem(spec.name, spec.domain, tuple((o.name, o.type) for o in spec.objects), init,
-                      ((FunctionTerm(TOTAL_COST), 0.0),) if costs else (), goal, costs)
+    domain = Domain(
+        spec.domain,
+        (),
+        types,
+        (),
+        tuple(predicates),
+        (Predicate(TOTAL_COST),) if costs else (),
+        tuple(actions),
+        tuple(axioms),
+    )
+    problem = Problem(
+        spec.name,
+        spec.domain,
+        tuple((o.name, o.type) for o in spec.objects),
+        init,
+        ((FunctionTerm(TOTAL_COST), 0.0),) if costs else (),
+        goal,
+        costs,
+    )
     try:
         _check_axioms(ctx, domain, {a.head.predicate: 0 for a in axioms})
     except TaskInputError as error:
@@ -229,8 +253,9 @@ def _either_type(ctx: _Ctx, where: str, type_name: str) -> str:
         root = read_sexpr(type_name)
         inner = root[0] if len(root) == 1 and isinstance(root[0], SList) else None
         if not inner or inner[0] != EITHER or any(isinstance(t, SList) for t in inner[1:]) or len(inner) < 2:
-            raise SchemaError(f"{where}: expected a type name or '(either <type> ...)', got {type_name!r}.",
-                              file=ctx.file)
+            raise SchemaError(
+                f"{where}: expected a type name or '(either <type> ...)', got {type_name!r}.", file=ctx.file
+            )
         _check_types(ctx, [(where, t) for t in inner[1:]])
         return "(" + " ".join(inner) + ")"
     _check_types(ctx, [(where, type_name)])
@@ -242,11 +267,14 @@ def _derived(ctx: _Ctx, index: int, rule: JsonDerived) -> Axiom:
     _check_types(ctx, [(f"{where}.parameters[{j}].type", p.type) for j, p in enumerate(rule.parameters)])
     arity = ctx.predicates.get(rule.name)
     if arity is None:
-        raise UndefinedSymbolError(f"{where}.name: derived predicate '{rule.name}' is not declared in 'predicates'.",
-                                   file=ctx.file)
+        raise UndefinedSymbolError(
+            f"{where}.name: derived predicate '{rule.name}' is not declared in 'predicates'.", file=ctx.file
+        )
     if arity != len(rule.parameters):
-        raise ArityError(f"{where}.parameters: predicate '{rule.name}' expects {arity} argument(s), got "
-                         f"{len(rule.parameters)}.", file=ctx.file)
+        raise ArityError(
+            f"{where}.parameters: predicate '{rule.name}' expects {arity} argument(s), got {len(rule.parameters)}.",
+            file=ctx.file,
+        )
     params = tuple(Parameter(p.name, p.type) for p in rule.parameters)
     body = _literal(ctx, rule.condition, {p.name: p.type for p in params}, f"{where}.condition")
     return Axiom(Atom(rule.name, tuple(p.name for p in params)), params, body)
@@ -265,10 +293,11 @@ def _action(ctx: _Ctx, index: int, action: JsonAction) -> ActionSchema:
     if len(scope) != len(action.parameters):
         raise SchemaError(f"{where}.parameters: a variable name is used twice.", file=ctx.file)
     pre = [_literal(ctx, s, scope, f"{where}.preconditions[{j}]") for j, s in enumerate(action.preconditions)]
-    effects = [Effect(_literal(ctx, s, scope, f"{where}.delete[{j}]", atom_only=True), True)
-               for j, s in enumerate(action.delete)]
-    effects += [Effect(_literal(ctx, s, scope, f"{where}.add[{j}]", atom_only=True))
-                for j, s in enumerate(action.add)]
+    effects = [
+        Effect(_literal(ctx, s, scope, f"{where}.delete[{j}]", atom_only=True), True)
+        for j, s in enumerate(action.delete)
+    ]
+    effects += [Effect(_literal(ctx, s, scope, f"{where}.add[{j}]", atom_only=True)) for j, s in enumerate(action.add)]
     for j, text in enumerate(action.effects):
         effects += _effect_list(ctx, text, scope, f"{where}.effects[{j}]")
     params = tuple(Parameter(p.name, p.type) for p in action.parameters)
@@ -284,19 +313,23 @@ def task_to_json(task: Task) -> str:
     actions = []
     for schema in domain.actions:
         if isinstance(schema.cost, FunctionTerm):
-            raise UnsupportedFeatureError(f"action '{schema.name}' takes its cost from a numeric function; the "
-                                          "JSON format has constant costs only.")
+            raise UnsupportedFeatureError(
+                f"action '{schema.name}' takes its cost from a numeric function; the "
+                "JSON format has constant costs only."
+            )
         plain = [e for e in schema.effects if e.condition == TRUE and not e.parameters]
         richer = [e for e in schema.effects if not (e.condition == TRUE and not e.parameters)]
-        actions.append({
-            "name": schema.name,
-            "parameters": [{"name": p.name, "type": p.type} for p in schema.parameters],
-            "preconditions": _parts(schema.precondition),
-            "add": [str(e.atom) for e in plain if not e.negated],
-            "delete": [str(e.atom) for e in plain if e.negated],
-            **({"effects": [effect_to_pddl(e) for e in richer]} if richer else {}),
-            **({"cost": schema.cost} if schema.cost is not None else {}),
-        })
+        actions.append(
+            {
+                "name": schema.name,
+                "parameters": [{"name": p.name, "type": p.type} for p in schema.parameters],
+                "preconditions": _parts(schema.precondition),
+                "add": [str(e.atom) for e in plain if not e.negated],
+                "delete": [str(e.atom) for e in plain if e.negated],
+                **({"effects": [effect_to_pddl(e) for e in richer]} if richer else {}),
+                **({"cost": schema.cost} if schema.cost is not None else {}),
+            }
+        )
     data = {
         "domain": domain.name,
         "name": problem.name,
@@ -304,9 +337,20 @@ def task_to_json(task: Task) -> str:
         "objects": [{"name": o, "type": t} for o, t in problem.objects],
         "predicates": [{"name": p.name, "parameters": [x.type for x in p.parameters]} for p in domain.predicates],
         "actions": actions,
-        **({"derived": [{"name": a.head.predicate,
-                         "parameters": [{"name": p.name, "type": p.type} for p in a.parameters],
-                         "condition": formula_to_pddl(a.body)} for a in domain.axioms]} if domain.axioms else {}),
+        **(
+            {
+                "derived": [
+                    {
+                        "name": a.head.predicate,
+                        "parameters": [{"name": p.name, "type": p.type} for p in a.parameters],
+                        "condition": formula_to_pddl(a.body),
+                    }
+                    for a in domain.axioms
+                ]
+            }
+            if domain.axioms
+            else {}
+        ),
         "init": [str(a) for a in sorted(problem.init)],
         "goal": _parts(problem.goal),
     }

@@ -9,14 +9,14 @@ refused at the call and never reaches a delegate (issue 25: a list of Atoms once
 
 from __future__ import annotations
 
-from domains.errors import ArityError, PDDLSyntaxError, UndefinedSymbolError
-from typing import Iterable
+from collections.abc import Iterable
 
+from domains.errors import ArityError, PDDLSyntaxError, UndefinedSymbolError
 from domains.model import Atom, Formula, Not, State, Task, parse_atom, parse_literal
 
 __all__ = ["check_atom", "parse_atom", "parse_ground_atoms", "parse_ground_literal", "parse_literal", "parse_state"]
 
-STATE_TYPES = "a set (any iterable) of domains.Atom or of atoms spelled as in plans, like \"(on b a)\""
+STATE_TYPES = 'a set (any iterable) of domains.Atom or of atoms spelled as in plans, like "(on b a)"'
 
 
 def parse_state(task: Task, atoms: Iterable[Atom | str] | None) -> State | None:
@@ -51,8 +51,9 @@ def check_atom(task: Task, atom: Atom, text: str) -> None:
         known = ", ".join(sorted(p.name for p in task.domain.predicates))
         raise UndefinedSymbolError(f"{text!r}: unknown predicate '{atom.predicate}' (known: {known})")
     if len(atom.args) != predicate.arity:
-        raise ArityError(f"{text!r}: predicate '{atom.predicate}' takes {predicate.arity} arguments, "
-                         f"got {len(atom.args)}")
+        raise ArityError(
+            f"{text!r}: predicate '{atom.predicate}' takes {predicate.arity} arguments, got {len(atom.args)}"
+        )
     objects = task.objects()
     for arg in atom.args:
         if arg not in objects:

@@ -13,9 +13,9 @@ Everything here is an immutable value, so a task can be hashed, cached and share
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterator, Union
 
 from domains.errors import PDDLSyntaxError
 
@@ -41,7 +41,7 @@ class Atom:
         return "(" + " ".join((self.predicate, *self.args)) + ")"
 
     @classmethod
-    def parse(cls, text: str) -> "Atom":
+    def parse(cls, text: str) -> Atom:
         """`Atom.parse("(on b a)") == Atom("on", ("b", "a"))`, the inverse of `str`; `PDDLSyntaxError` for text
         that is not one positive atom (`domains.literals.parse_atom`)."""
         return parse_atom(text)
@@ -55,23 +55,23 @@ class Parameter:
 
 @dataclass(frozen=True)
 class Not:
-    arg: "Formula"
+    arg: Formula
 
 
 @dataclass(frozen=True)
 class And:
-    parts: tuple["Formula", ...] = ()
+    parts: tuple[Formula, ...] = ()
 
 
 @dataclass(frozen=True)
 class Or:
-    parts: tuple["Formula", ...] = ()
+    parts: tuple[Formula, ...] = ()
 
 
 @dataclass(frozen=True)
 class Imply:
-    condition: "Formula"
-    consequence: "Formula"
+    condition: Formula
+    consequence: Formula
 
 
 @dataclass(frozen=True)
@@ -83,16 +83,16 @@ class Equals:
 @dataclass(frozen=True)
 class Exists:
     parameters: tuple[Parameter, ...]
-    body: "Formula"
+    body: Formula
 
 
 @dataclass(frozen=True)
 class Forall:
     parameters: tuple[Parameter, ...]
-    body: "Formula"
+    body: Formula
 
 
-Formula = Union[Atom, Not, And, Or, Imply, Equals, Exists, Forall]
+Formula = Atom | Not | And | Or | Imply | Equals | Exists | Forall
 TRUE: Formula = And(())
 
 
@@ -107,7 +107,7 @@ class FunctionTerm:
         return "(" + " ".join((self.name, *self.args)) + ")"
 
 
-Cost = Union[float, FunctionTerm]
+Cost = float | FunctionTerm
 
 
 @dataclass(frozen=True)
@@ -329,6 +329,7 @@ def plan_cost(task: Task, plan: Plan) -> float:
 # -- the text of one atom, and what a task uses (here, not in `literals` or `features`, which build on this
 # module: `Atom.parse` and `Task.requirements_used` need them) ------------------------------------------
 
+
 def parse_literal(text: str) -> tuple[Atom, bool]:
     """Syntax only: `"(at a)"` -> (Atom("at", ("a",)), False); `"(not (at a))"` -> (..., True); `"ready"` ->
     Atom("ready"). Names are lower-cased, as in PDDL."""
@@ -347,7 +348,7 @@ def parse_atom(text: str) -> Atom:
     """`"(on b a)"` -> `Atom("on", ("b", "a"))` (syntax only, lower-cased); `PDDLSyntaxError` for anything that
     is not one positive atom."""
     if not isinstance(text, str):
-        raise TypeError(f"an atom is a string like \"(on b a)\", not {type(text).__name__}")
+        raise TypeError(f'an atom is a string like "(on b a)", not {type(text).__name__}')
     atom, negated = parse_literal(text)
     if negated:
         raise PDDLSyntaxError(f"{text!r} is a negated literal; an atom is positive, like (on b a)")
@@ -389,7 +390,8 @@ def requirements_used(task: Task) -> frozenset[str]:
     domain, problem = task.domain, task.problem
     used = {":strips"}
     typed = [t for _, t in (*domain.constants, *problem.objects)] + [
-        p.type for schema in domain.actions for p in schema.parameters]
+        p.type for schema in domain.actions for p in schema.parameters
+    ]
     if domain.types or any(t != OBJECT for t in typed):
         used.add(":typing")
     if any(either_types(p.type) for predicate in domain.predicates for p in predicate.parameters):

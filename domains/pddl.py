@@ -18,14 +18,13 @@ sections, derived-predicate checks, and the public entry points `parse_domain`, 
 from __future__ import annotations
 
 from domains.errors import ArityError, PDDLSyntaxError, UndefinedSymbolError, UnsupportedFeatureError
-from domains.sexpr import SList, new_list, read_sexpr
 from domains.features import axiom_strata
 from domains.model import (
     OBJECT,
     TRUE,
     ActionSchema,
-    Axiom,
     Atom,
+    Axiom,
     Cost,
     Domain,
     Effect,
@@ -49,16 +48,28 @@ from domains.pddl_formulas import (
     _term,
     _typed_list,
 )
+from domains.sexpr import SList, new_list, read_sexpr
 
-__all__ = ["SUPPORTED_REQUIREMENTS", "TOTAL_COST", "distinct_parameters", "parse_domain", "parse_problem",
-           "parse_task"]
+__all__ = ["SUPPORTED_REQUIREMENTS", "TOTAL_COST", "distinct_parameters", "parse_domain", "parse_problem", "parse_task"]
 
 # Exactly the requirement labels Fast Downward's translator accepts (pddl/tasks.py REQUIREMENT_LABELS).
-SUPPORTED_REQUIREMENTS = frozenset({
-    ":strips", ":adl", ":typing", ":negation", ":equality", ":negative-preconditions",
-    ":disjunctive-preconditions", ":existential-preconditions", ":universal-preconditions",
-    ":quantified-preconditions", ":conditional-effects", ":derived-predicates", ":action-costs",
-})
+SUPPORTED_REQUIREMENTS = frozenset(
+    {
+        ":strips",
+        ":adl",
+        ":typing",
+        ":negation",
+        ":equality",
+        ":negative-preconditions",
+        ":disjunctive-preconditions",
+        ":existential-preconditions",
+        ":universal-preconditions",
+        ":quantified-preconditions",
+        ":conditional-effects",
+        ":derived-predicates",
+        ":action-costs",
+    }
+)
 
 
 def _define(ctx: _Ctx, root: SList, kind: str) -> tuple[SList, str]:
@@ -67,11 +78,16 @@ def _define(ctx: _Ctx, root: SList, kind: str) -> tuple[SList, str]:
         raise PDDLSyntaxError(f"empty input: expected '(define ({kind} <name>) ...)'.", file=ctx.file, line=1)
     top = _expect_list(ctx, root, 0, f"'(define ({kind} <name>) ...)'")
     if len(root) > 1:
-        ctx.fail(PDDLSyntaxError, f"unexpected token after the end of the {kind} definition; "
-                 "expected nothing after its closing ')'.", root, 1)
+        ctx.fail(
+            PDDLSyntaxError,
+            f"unexpected token after the end of the {kind} definition; expected nothing after its closing ')'.",
+            root,
+            1,
+        )
     if not top or top[0] != "define":
-        ctx.fail(PDDLSyntaxError, f"expected '(define ({kind} <name>) ...)', got '({top[0] if top else ''} ...'.",
-                 root, 0)
+        ctx.fail(
+            PDDLSyntaxError, f"expected '(define ({kind} <name>) ...)', got '({top[0] if top else ''} ...'.", root, 0
+        )
     header = _expect_list(ctx, top, 1, f"'({kind} <name>)'")
     if len(header) != 2 or header[0] != kind:
         ctx.fail(PDDLSyntaxError, f"expected '({kind} <name>)' after 'define'.", top, 1)
@@ -82,8 +98,12 @@ def _requirements(ctx: _Ctx, section: SList) -> tuple[str, ...]:
     for i in range(1, len(section)):
         req = _expect_name(ctx, section, i, "a requirement")
         if req not in SUPPORTED_REQUIREMENTS:
-            ctx.fail(UnsupportedFeatureError, f"requirement '{req}' is not supported; supported: "
-                     f"{' '.join(sorted(SUPPORTED_REQUIREMENTS))}.", section, i)
+            ctx.fail(
+                UnsupportedFeatureError,
+                f"requirement '{req}' is not supported; supported: {' '.join(sorted(SUPPORTED_REQUIREMENTS))}.",
+                section,
+                i,
+            )
     return tuple(section[1:])
 
 
@@ -135,8 +155,9 @@ def parse_domain(text: str, file: str | None = None) -> Domain:
             for i in range(1, len(section)):
                 decl = _expect_list(ctx, section, i, "a predicate declaration '(name ?x ...)'")
                 pname = _expect_name(ctx, decl, 0, "a predicate name")
-                params = distinct_parameters(_parameters(ctx, _slice(decl, 1), f"predicate '{pname}'", {},
-                                                         either_allowed=True))
+                params = distinct_parameters(
+                    _parameters(ctx, _slice(decl, 1), f"predicate '{pname}'", {}, either_allowed=True)
+                )
                 ctx.predicates[pname] = len(params)
                 predicates.append(Predicate(pname, params))
         elif key == ":functions":
@@ -147,14 +168,31 @@ def parse_domain(text: str, file: str | None = None) -> Domain:
             axioms.append(_axiom(ctx, section))
             derived_lines.setdefault(axioms[-1].head.predicate, section.line)
         elif key in (":durative-action", ":process", ":event", ":constraints"):
-            ctx.fail(UnsupportedFeatureError, f"'{key}' is not supported; expected a classical domain "
-                     "(:requirements, :types, :constants, :predicates, :functions, :action, :derived).",
-                     section, 0)
+            ctx.fail(
+                UnsupportedFeatureError,
+                f"'{key}' is not supported; expected a classical domain "
+                "(:requirements, :types, :constants, :predicates, :functions, :action, :derived).",
+                section,
+                0,
+            )
         else:
-            ctx.fail(PDDLSyntaxError, f"unknown domain section '{key}'; expected :requirements, :types, "
-                     ":constants, :predicates, :functions, :action or :derived.", section, 0)
-    domain = Domain(name, requirements, tuple(types), tuple(constants), tuple(predicates), tuple(functions),
-                    tuple(actions), tuple(axioms))
+            ctx.fail(
+                PDDLSyntaxError,
+                f"unknown domain section '{key}'; expected :requirements, :types, "
+                ":constants, :predicates, :functions, :action or :derived.",
+                section,
+                0,
+            )
+    domain = Domain(
+        name,
+        requirements,
+        tuple(types),
+        tuple(constants),
+        tuple(predicates),
+        tuple(functions),
+        tuple(actions),
+        tuple(axioms),
+    )
     _check_axioms(ctx, domain, derived_lines)
     return domain
 
@@ -171,8 +209,7 @@ def _axiom(ctx: _Ctx, section: SList) -> Axiom:
     if arity is None:
         ctx.fail(UndefinedSymbolError, f"{where} is not declared in :predicates; expected it there too.", head, 0)
     if arity != len(params):
-        ctx.fail(ArityError, f"{where}: predicate '{pname}' expects {arity} argument(s), got {len(params)}.",
-                 head, 0)
+        ctx.fail(ArityError, f"{where}: predicate '{pname}' expects {arity} argument(s), got {len(params)}.", head, 0)
     scope = {p.name: p.type for p in params}
     body = _formula(ctx, section, 2, scope, f"the condition of {where}")
     return Axiom(Atom(pname, tuple(p.name for p in params)), params, body)
@@ -186,9 +223,13 @@ def _check_axioms(ctx: _Ctx, domain: Domain, lines: dict[str, int]) -> None:
     for schema in domain.actions:
         for effect in schema.effects:
             if effect.atom.predicate in derived:
-                ctx.fail_at(UnsupportedFeatureError, f"action '{schema.name}' changes derived predicate "
-                            f"'{effect.atom.predicate}'; derived predicates are computed by their :derived rules "
-                            "and cannot be effects.", lines[effect.atom.predicate])
+                ctx.fail_at(
+                    UnsupportedFeatureError,
+                    f"action '{schema.name}' changes derived predicate "
+                    f"'{effect.atom.predicate}'; derived predicates are computed by their :derived rules "
+                    "and cannot be effects.",
+                    lines[effect.atom.predicate],
+                )
     try:
         axiom_strata(domain)
     except ValueError as error:
@@ -215,8 +256,12 @@ def _functions(ctx: _Ctx, section: SList) -> list[Predicate]:
         i += 1
         if i < len(section) and section[i] == "-":
             if i + 1 >= len(section) or section[i + 1] != "number":
-                ctx.fail(UnsupportedFeatureError, f"function '{fname}' must be of type 'number'; object "
-                         "fluents are not supported.", section, i + 1)
+                ctx.fail(
+                    UnsupportedFeatureError,
+                    f"function '{fname}' must be of type 'number'; object fluents are not supported.",
+                    section,
+                    i + 1,
+                )
             i += 2
     return result
 
@@ -229,16 +274,22 @@ def _action(ctx: _Ctx, section: SList) -> ActionSchema:
     while i < len(section):
         key = section[i]
         if key not in (":parameters", ":precondition", ":effect"):
-            ctx.fail(PDDLSyntaxError, f"{where}: expected ':parameters', ':precondition' or ':effect', "
-                     f"got '{key if not isinstance(key, SList) else '(...)'}'.", section, i)
+            ctx.fail(
+                PDDLSyntaxError,
+                f"{where}: expected ':parameters', ':precondition' or ':effect', "
+                f"got '{key if not isinstance(key, SList) else '(...)'}'.",
+                section,
+                i,
+            )
         if i + 1 >= len(section):
             ctx.fail(PDDLSyntaxError, f"{where}: '{key}' needs a value.", section, i)
         fields[key] = i + 1
         i += 2
     params: tuple[Parameter, ...] = ()
     if ":parameters" in fields:
-        params = _parameters(ctx, _expect_list(ctx, section, fields[":parameters"], "a parameter list"),
-                             f"the parameters of {where}")
+        params = _parameters(
+            ctx, _expect_list(ctx, section, fields[":parameters"], "a parameter list"), f"the parameters of {where}"
+        )
     scope = {p.name: p.type for p in params}
     precondition = TRUE
     if ":precondition" in fields and section[fields[":precondition"]] != SList():
@@ -248,8 +299,12 @@ def _action(ctx: _Ctx, section: SList) -> ActionSchema:
     if ":effect" in fields and section[fields[":effect"]] != SList():
         _effects(ctx, section, fields[":effect"], scope, f"the effect of {where}", (), TRUE, effects, costs)
     if len(costs) > 1:
-        ctx.fail(UnsupportedFeatureError, f"{where}: more than one '(increase (total-cost) ...)' is not "
-                 "supported.", section, fields[":effect"])
+        ctx.fail(
+            UnsupportedFeatureError,
+            f"{where}: more than one '(increase (total-cost) ...)' is not supported.",
+            section,
+            fields[":effect"],
+        )
     return ActionSchema(name, params, precondition, tuple(effects), costs[0] if costs else None)
 
 
@@ -279,8 +334,13 @@ def parse_problem(text: str, domain: Domain, file: str | None = None) -> Problem
         if key == ":domain":
             domain_name = _expect_name(ctx, section, 1, "the domain name")
             if domain_name != domain.name:
-                ctx.fail(UndefinedSymbolError, f"problem '{name}' is for domain '{domain_name}', but the "
-                         f"domain file defines '{domain.name}'; expected matching names.", section, 1)
+                ctx.fail(
+                    UndefinedSymbolError,
+                    f"problem '{name}' is for domain '{domain_name}', but the "
+                    f"domain file defines '{domain.name}'; expected matching names.",
+                    section,
+                    1,
+                )
         elif key == ":requirements":
             _requirements(ctx, section)
         elif key == ":objects":
@@ -295,8 +355,12 @@ def parse_problem(text: str, domain: Domain, file: str | None = None) -> Problem
                 elif fact and isinstance(fact[0], SList):
                     ctx.fail(PDDLSyntaxError, "expected a predicate name after '(' in the initial state.", fact, 0)
                 elif fact and fact[0] in ("not", "at", "and") and fact[0] not in ctx.predicates:
-                    ctx.fail(UnsupportedFeatureError if fact[0] == "at" else PDDLSyntaxError,
-                             f"the initial state lists only positive atoms, got '({fact[0]} ...)'.", section, i)
+                    ctx.fail(
+                        UnsupportedFeatureError if fact[0] == "at" else PDDLSyntaxError,
+                        f"the initial state lists only positive atoms, got '({fact[0]} ...)'.",
+                        section,
+                        i,
+                    )
                 elif not fact:
                     ctx.fail(PDDLSyntaxError, "the initial state has an empty '()'; expected an atom.", section, i)
                 else:
@@ -306,15 +370,21 @@ def parse_problem(text: str, domain: Domain, file: str | None = None) -> Problem
                 ctx.fail(PDDLSyntaxError, "expected exactly one condition in '(:goal ...)'.", section, 0)
             goal, has_goal = _formula(ctx, section, 1, {}, "goal"), True
         elif key == ":metric":
-            if (len(section) != 3 or section[1] != "minimize" or not isinstance(section[2], SList)
-                    or list(section[2]) != [TOTAL_COST]):
-                ctx.fail(UnsupportedFeatureError, "only '(:metric minimize (total-cost))' is supported.",
-                         section, 0)
+            if (
+                len(section) != 3
+                or section[1] != "minimize"
+                or not isinstance(section[2], SList)
+                or list(section[2]) != [TOTAL_COST]
+            ):
+                ctx.fail(UnsupportedFeatureError, "only '(:metric minimize (total-cost))' is supported.", section, 0)
             minimize = True
         else:
-            ctx.fail(UnsupportedFeatureError if key == ":constraints" else PDDLSyntaxError,
-                     f"unexpected problem section '{key}'; expected :domain, :objects, :init, :goal or "
-                     ":metric.", section, 0)
+            ctx.fail(
+                UnsupportedFeatureError if key == ":constraints" else PDDLSyntaxError,
+                f"unexpected problem section '{key}'; expected :domain, :objects, :init, :goal or :metric.",
+                section,
+                0,
+            )
     if not domain_name:
         raise PDDLSyntaxError(f"problem '{name}' has no '(:domain <name>)' section.", file=file, line=top.line)
     if not has_goal:
@@ -326,17 +396,23 @@ def _numeric_fact(ctx: _Ctx, fact: SList) -> tuple[FunctionTerm, float]:
     term = fact[1]
     fname = term[0] if term else ""
     if fname not in ctx.functions:
-        ctx.fail(UndefinedSymbolError, f"the initial state sets undefined function '{fname}'; expected one "
-                 "declared in :functions.", fact, 1)
+        ctx.fail(
+            UndefinedSymbolError,
+            f"the initial state sets undefined function '{fname}'; expected one declared in :functions.",
+            fact,
+            1,
+        )
     if len(term) - 1 != ctx.functions[fname]:
-        ctx.fail(ArityError, f"function '{fname}' expects {ctx.functions[fname]} argument(s), got "
-                 f"{len(term) - 1}.", fact, 1)
+        ctx.fail(
+            ArityError, f"function '{fname}' expects {ctx.functions[fname]} argument(s), got {len(term) - 1}.", fact, 1
+        )
     args = tuple(_term(ctx, term, i, {}, "the initial state") for i in range(1, len(term)))
     return FunctionTerm(fname, args), _number(ctx, fact, 2, "the initial state")
 
 
-def parse_task(domain_text: str, problem_text: str, domain_file: str | None = None,
-               problem_file: str | None = None) -> Task:
+def parse_task(
+    domain_text: str, problem_text: str, domain_file: str | None = None, problem_file: str | None = None
+) -> Task:
     """Read a domain and a problem into a `Task` that keeps the original texts for the planners."""
     domain = parse_domain(domain_text, domain_file)
     problem = parse_problem(problem_text, domain, problem_file)

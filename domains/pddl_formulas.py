@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 
 from domains.errors import ArityError, PDDLSyntaxError, UndefinedSymbolError, UnsupportedFeatureError
-from domains.sexpr import SList
 from domains.model import (
     EITHER,
     OBJECT,
@@ -35,6 +34,7 @@ from domains.model import (
     Or,
     Parameter,
 )
+from domains.sexpr import SList
 
 TOTAL_COST = "total-cost"
 _NUMERIC_EFFECTS = frozenset({"decrease", "assign", "scale-up", "scale-down"})
@@ -80,8 +80,9 @@ def _expect_name(ctx: _Ctx, parent: SList, index: int, what: str) -> str:
     return item
 
 
-def _typed_list(ctx: _Ctx, items: SList, start: int, what: str, check_types: bool = True,
-                either_allowed: bool = False) -> list[tuple[str, str, int]]:
+def _typed_list(
+    ctx: _Ctx, items: SList, start: int, what: str, check_types: bool = True, either_allowed: bool = False
+) -> list[tuple[str, str, int]]:
     """`a b - t c` -> [(a, t, line), (b, t, line), (c, object, line)]. An `(either t1 t2)` type (allowed where
     Fast Downward allows it: predicate declarations) is kept as the text `(either t1 t2)`."""
     result: list[tuple[str, str, int]] = []
@@ -103,8 +104,12 @@ def _typed_list(ctx: _Ctx, items: SList, start: int, what: str, check_types: boo
                 else:
                     ctx.fail(PDDLSyntaxError, "expected a type name after '-'.", items, i + 1)
             elif check_types and type_name not in ctx.types:
-                ctx.fail(UndefinedSymbolError, f"undefined type '{type_name}'; declared types are: "
-                         f"{', '.join(sorted(ctx.types))}.", items, i + 1)
+                ctx.fail(
+                    UndefinedSymbolError,
+                    f"undefined type '{type_name}'; declared types are: {', '.join(sorted(ctx.types))}.",
+                    items,
+                    i + 1,
+                )
             result.extend((name, type_name, line) for name, line in pending)
             pending = []
             i += 2
@@ -119,22 +124,32 @@ def _either(ctx: _Ctx, items: SList, index: int, allowed: bool) -> str:
     """`(either t1 t2)` -> "(either t1 t2)", its member types checked."""
     expr = items[index]
     if not allowed:
-        ctx.fail(UnsupportedFeatureError, "'either' types are accepted in predicate declarations only (as in "
-                 "Fast Downward); declare a common supertype here instead.", items, index)
+        ctx.fail(
+            UnsupportedFeatureError,
+            "'either' types are accepted in predicate declarations only (as in "
+            "Fast Downward); declare a common supertype here instead.",
+            items,
+            index,
+        )
     members = []
     for i in range(1, len(expr)):
         member = _expect_name(ctx, expr, i, "a type name inside 'either'")
         if member not in ctx.types:
-            ctx.fail(UndefinedSymbolError, f"undefined type '{member}' in 'either'; declared types are: "
-                     f"{', '.join(sorted(ctx.types))}.", expr, i)
+            ctx.fail(
+                UndefinedSymbolError,
+                f"undefined type '{member}' in 'either'; declared types are: {', '.join(sorted(ctx.types))}.",
+                expr,
+                i,
+            )
         members.append(member)
     if not members:
         ctx.fail(PDDLSyntaxError, "expected at least one type name in '(either ...)'.", items, index)
     return "(" + " ".join((EITHER, *members)) + ")"
 
 
-def _parameters(ctx: _Ctx, items: SList, what: str, scope: dict[str, str] | None = None,
-                either_allowed: bool = False) -> tuple[Parameter, ...]:
+def _parameters(
+    ctx: _Ctx, items: SList, what: str, scope: dict[str, str] | None = None, either_allowed: bool = False
+) -> tuple[Parameter, ...]:
     params = []
     seen = set(scope or ())
     for name, type_name, line in _typed_list(ctx, items, 0, "variable", either_allowed=either_allowed):
@@ -150,16 +165,28 @@ def _parameters(ctx: _Ctx, items: SList, what: str, scope: dict[str, str] | None
 def _term(ctx: _Ctx, parent: SList, index: int, scope: dict[str, str], where: str) -> str:
     term = parent[index]
     if isinstance(term, SList):
-        ctx.fail(UnsupportedFeatureError if term and term[0] in ctx.functions else PDDLSyntaxError,
-                 f"{where}: expected an object or variable, got a parenthesised expression "
-                 "(numeric expressions are only supported as action costs).", parent, index)
+        ctx.fail(
+            UnsupportedFeatureError if term and term[0] in ctx.functions else PDDLSyntaxError,
+            f"{where}: expected an object or variable, got a parenthesised expression "
+            "(numeric expressions are only supported as action costs).",
+            parent,
+            index,
+        )
     if term.startswith("?"):
         if term not in scope:
-            ctx.fail(UndefinedSymbolError, f"{where} uses undefined variable '{term}'; declare it in "
-                     ":parameters or a quantifier.", parent, index)
+            ctx.fail(
+                UndefinedSymbolError,
+                f"{where} uses undefined variable '{term}'; declare it in :parameters or a quantifier.",
+                parent,
+                index,
+            )
     elif term not in ctx.objects:
-        ctx.fail(UndefinedSymbolError, f"{where} mentions unknown object '{term}'; expected a declared "
-                 "object or constant.", parent, index)
+        ctx.fail(
+            UndefinedSymbolError,
+            f"{where} mentions unknown object '{term}'; expected a declared object or constant.",
+            parent,
+            index,
+        )
     return term
 
 
@@ -169,11 +196,14 @@ def _atom(ctx: _Ctx, expr: SList, scope: dict[str, str], where: str) -> Atom:
         ctx.fail(PDDLSyntaxError, f"{where}: expected a predicate name, got a parenthesised list.", expr, 0)
     arity = ctx.predicates.get(name)
     if arity is None:
-        ctx.fail(UndefinedSymbolError, f"{where} uses undefined predicate '{name}'; expected one declared "
-                 "in :predicates.", expr, 0)
+        ctx.fail(
+            UndefinedSymbolError,
+            f"{where} uses undefined predicate '{name}'; expected one declared in :predicates.",
+            expr,
+            0,
+        )
     if len(expr) - 1 != arity:
-        ctx.fail(ArityError, f"{where}: predicate '{name}' expects {arity} argument(s), got {len(expr) - 1}.",
-                 expr, 0)
+        ctx.fail(ArityError, f"{where}: predicate '{name}' expects {arity} argument(s), got {len(expr) - 1}.", expr, 0)
     return Atom(name, tuple(_term(ctx, expr, i, scope, where) for i in range(1, len(expr))))
 
 
@@ -218,15 +248,28 @@ def _conjoin(first: Formula, second: Formula) -> Formula:
     return second if first == TRUE else And((first, second))
 
 
-def _effects(ctx: _Ctx, parent: SList, index: int, scope: dict[str, str], where: str,
-             params: tuple[Parameter, ...], condition: Formula, out: list[Effect], costs: list[Cost]) -> None:
+def _effects(
+    ctx: _Ctx,
+    parent: SList,
+    index: int,
+    scope: dict[str, str],
+    where: str,
+    params: tuple[Parameter, ...],
+    condition: Formula,
+    out: list[Effect],
+    costs: list[Cost],
+) -> None:
     expr = _expect_list(ctx, parent, index, "an effect")
     if not expr:
         ctx.fail(PDDLSyntaxError, f"{where}: expected an effect, got '()'.", parent, index)
     head = expr[0]
     if isinstance(head, SList):
-        ctx.fail(PDDLSyntaxError, f"{where}: expected a predicate name or 'and', 'not', 'forall', 'when' after "
-                 "'(', got '('.", expr, 0)
+        ctx.fail(
+            PDDLSyntaxError,
+            f"{where}: expected a predicate name or 'and', 'not', 'forall', 'when' after '(', got '('.",
+            expr,
+            0,
+        )
     if head == "and":
         for i in range(1, len(expr)):
             _effects(ctx, expr, i, scope, where, params, condition, out, costs)
@@ -251,8 +294,12 @@ def _effects(ctx: _Ctx, parent: SList, index: int, scope: dict[str, str], where:
     elif head == "increase":
         costs.append(_cost(ctx, expr, scope, where, bool(params) or condition != TRUE))
     elif head in _NUMERIC_EFFECTS:
-        ctx.fail(UnsupportedFeatureError, f"{where}: numeric effect '{head}' is not supported; only "
-                 "'(increase (total-cost) ...)' is.", expr, 0)
+        ctx.fail(
+            UnsupportedFeatureError,
+            f"{where}: numeric effect '{head}' is not supported; only '(increase (total-cost) ...)' is.",
+            expr,
+            0,
+        )
     else:
         out.append(Effect(_atom(ctx, expr, scope, where), False, condition, params))
 
@@ -262,19 +309,31 @@ def _cost(ctx: _Ctx, expr: SList, scope: dict[str, str], where: str, nested: boo
         ctx.fail(PDDLSyntaxError, f"{where}: expected '(increase (total-cost) <amount>)'.", expr, 0)
     target = expr[1]
     if not (isinstance(target, SList) and list(target) == [TOTAL_COST]):
-        ctx.fail(UnsupportedFeatureError, f"{where}: only '(increase (total-cost) ...)' is supported; "
-                 "numeric fluents are not.", expr, 1)
+        ctx.fail(
+            UnsupportedFeatureError,
+            f"{where}: only '(increase (total-cost) ...)' is supported; numeric fluents are not.",
+            expr,
+            1,
+        )
     if nested:
         ctx.fail(UnsupportedFeatureError, f"{where}: a cost inside 'forall' or 'when' is not supported.", expr, 0)
     amount = expr[2]
     if isinstance(amount, SList):
         if not amount or isinstance(amount[0], SList) or amount[0] not in ctx.functions:
-            ctx.fail(UndefinedSymbolError, f"{where}: expected a number or a function declared in "
-                     ":functions as the cost.", expr, 2)
+            ctx.fail(
+                UndefinedSymbolError,
+                f"{where}: expected a number or a function declared in :functions as the cost.",
+                expr,
+                2,
+            )
         name = amount[0]
         if len(amount) - 1 != ctx.functions[name]:
-            ctx.fail(ArityError, f"{where}: function '{name}' expects {ctx.functions[name]} argument(s), "
-                     f"got {len(amount) - 1}.", amount, 0)
+            ctx.fail(
+                ArityError,
+                f"{where}: function '{name}' expects {ctx.functions[name]} argument(s), got {len(amount) - 1}.",
+                amount,
+                0,
+            )
         return FunctionTerm(name, tuple(_term(ctx, amount, i, scope, where) for i in range(1, len(amount))))
     return _number(ctx, expr, 2, where)
 

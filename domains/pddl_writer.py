@@ -8,16 +8,15 @@ texts and equal fingerprints.
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from collections.abc import Mapping
 
-from domains.pddl import distinct_parameters
 from domains.model import (
     OBJECT,
     TRUE,
     ActionSchema,
     And,
-    Axiom,
     Atom,
+    Axiom,
     Cost,
     Domain,
     Effect,
@@ -33,6 +32,7 @@ from domains.model import (
     Problem,
     Task,
 )
+from domains.pddl import distinct_parameters
 
 
 def _number(value: float) -> str:
@@ -162,5 +162,9 @@ def replace_init(task: Task, init: frozenset[Atom]) -> Task:
     """The same task from another initial state. The domain text is kept byte for byte (the planners keep
     seeing what the user wrote); the problem text is rewritten, so the fingerprint follows the state."""
     problem = dataclasses.replace(task.problem, init=frozenset(init))
-    return Task(task.domain, problem, domain_pddl=task.domain_pddl or domain_to_pddl(task.domain),
-                problem_pddl=problem_to_pddl(problem))
+    return Task(
+        task.domain,
+        problem,
+        domain_pddl=task.domain_pddl or domain_to_pddl(task.domain),
+        problem_pddl=problem_to_pddl(problem),
+    )

@@ -10,6 +10,7 @@ from typing import Any
 
 from domains.errors import PDDLSyntaxError
 
+
 class SList(list[Any]):  # elements are str or SList
     """A parenthesised list; `line` is where its '(' is, `lines[i]` is where element i starts."""
 
@@ -48,8 +49,9 @@ def read_sexpr(text: str, file: str | None = None) -> SList:
                 current, lines = node, node.lines
             elif token == ")":
                 if len(stack) == 1:
-                    raise PDDLSyntaxError("unexpected ')': there is no open '(' for it to close.",
-                                          file=file, line=lineno)
+                    raise PDDLSyntaxError(
+                        "unexpected ')': there is no open '(' for it to close.", file=file, line=lineno
+                    )
                 stack.pop()
                 current = stack[-1]
                 lines = current.lines
@@ -60,19 +62,38 @@ def read_sexpr(text: str, file: str | None = None) -> SList:
         # A missing ')' is only noticed at the end of the file, where the outermost list is left open; the
         # list that really lacks it is the one that swallowed the next section or action field.
         culprit = _swallower(stack[1]) or stack[-1]
-        raise PDDLSyntaxError(f"unbalanced parentheses: the '(' opened at line {culprit.line} is never closed; "
-                              f"expected ')' before the end of the file.", file=file, line=culprit.line)
+        raise PDDLSyntaxError(
+            f"unbalanced parentheses: the '(' opened at line {culprit.line} is never closed; "
+            f"expected ')' before the end of the file.",
+            file=file,
+            line=culprit.line,
+        )
     return root
 
 
-_SECTIONS = frozenset({":requirements", ":types", ":constants", ":predicates", ":functions", ":action",
-                       ":derived", ":durative-action", ":domain", ":objects", ":init", ":goal", ":metric"})
+_SECTIONS = frozenset(
+    {
+        ":requirements",
+        ":types",
+        ":constants",
+        ":predicates",
+        ":functions",
+        ":action",
+        ":derived",
+        ":durative-action",
+        ":domain",
+        ":objects",
+        ":init",
+        ":goal",
+        ":metric",
+    }
+)
 _ACTION_FIELDS = frozenset({":parameters", ":precondition", ":effect"})
 
 
 def _swallower(node: SList) -> SList | None:
     """The first list (depth first) holding a section or action field it cannot hold."""
-    for index, child in enumerate(node):
+    for child in node:
         if isinstance(child, SList):
             if child and isinstance(child[0], str) and child[0] in _SECTIONS and (not node or node[0] != "define"):
                 return node

@@ -31,8 +31,9 @@ from __future__ import annotations
 import inspect
 import re
 import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from domains.literals import parse_literal
 from domains.model import TRUE, ActionSchema, And, Atom, Domain, Effect, FunctionTerm, Predicate, Problem, Task
@@ -105,8 +106,10 @@ def _condition(text: str, where: str, params: Mapping[str, Any], negation: bool)
     else:
         negated, pred, about = bool(match.group(1)), kebab(match.group(2)), match.group(3)
         if about is not None and about not in params:
-            raise TypedActionError(f"{where}: condition {text!r} is about '{about}', which is not one of "
-                                   f"{', '.join(params) or 'no parameters or named outputs'}")
+            raise TypedActionError(
+                f"{where}: condition {text!r} is about '{about}', which is not one of "
+                f"{', '.join(params) or 'no parameters or named outputs'}"
+            )
     if negated and not negation:
         raise TypedActionError(f"{where}: precondition {text!r} cannot be negated (STRIPS: say what must hold)")
     return pred, about, negated
@@ -212,8 +215,10 @@ def typed_action(
     where = f"action {getattr(fn, '__qualname__', fn)!s}"
     is_async = inspect.iscoroutinefunction(fn)
     if timeout is not None and not (is_async and timeout > 0):
-        raise TypedActionError(f"{where}: timeout needs an async def action and a number of seconds > 0 (a running "
-                               f"thread cannot be cancelled), got timeout={timeout!r}")
+        raise TypedActionError(
+            f"{where}: timeout needs an async def action and a number of seconds > 0 (a running "
+            f"thread cannot be cancelled), got timeout={timeout!r}"
+        )
     if hint not in HINTS:
         raise TypedActionError(f"{where}: hint must be one of {', '.join(HINTS)}, got {hint!r}")
     if not cost >= 0:
@@ -245,14 +250,16 @@ def typed_action(
     return made
 
 
-def _output_names(outputs: str | Sequence[str | None] | None, returns: tuple[Any, ...],
-                  where: str) -> tuple[str | None, ...]:
+def _output_names(
+    outputs: str | Sequence[str | None] | None, returns: tuple[Any, ...], where: str
+) -> tuple[str | None, ...]:
     if outputs is None:
         return ()
     names = (outputs,) if isinstance(outputs, str) else tuple(outputs)
     if len(names) != len(returns):
-        raise TypedActionError(f"{where}: outputs={list(names)} names {len(names)} values but the return type "
-                               f"declares {len(returns)}")
+        raise TypedActionError(
+            f"{where}: outputs={list(names)} names {len(names)} values but the return type declares {len(returns)}"
+        )
     for n in names:
         if n is not None and not (isinstance(n, str) and n.isidentifier()):
             raise TypedActionError(f"{where}: output names must be identifiers like 'source', got {n!r}")
@@ -299,8 +306,10 @@ def output_names(actions: Sequence[TypedAction]) -> dict[str, Any]:
     for act in actions:
         for name, t in act.named_outputs():
             if found.setdefault(name, t) is not t:
-                raise TypedActionError(f"output name '{name}' is given to a {found[name].__name__} and a "
-                                       f"{t.__name__}; a name holds one object")
+                raise TypedActionError(
+                    f"output name '{name}' is given to a {found[name].__name__} and a "
+                    f"{t.__name__}; a name holds one object"
+                )
     return found
 
 
@@ -328,7 +337,7 @@ def compile_actions(
         raise TypedActionError("a goal is needed: pass goal=SomeType or mark an action @action(goal=True)")
     atoms: dict[str, None] = {}
     for schema in schemas:
-        for part in (schema.precondition.parts if isinstance(schema.precondition, And) else ()):
+        for part in schema.precondition.parts if isinstance(schema.precondition, And) else ():
             assert isinstance(part, Atom)  # schema() builds preconditions as conjunctions of atoms
             atoms[part.predicate] = None
         for effect in schema.effects:
@@ -348,10 +357,11 @@ def compile_actions(
     # Fast Downward reads integer costs only: the planner-facing text scales every cost by the smallest power of
     # ten (up to 1000) that makes them whole; the model keeps the declared costs, which validation and
     # reported plan costs use. Relative costs, and so the cheapest plan, are unchanged.
-    factor = next((f for f in (1, 10, 100) if all(abs(a.cost * f - round(a.cost * f)) < 1e-9 for a in actions)),
-                  1000)
-    text_domain = replace(domain, actions=tuple(replace(s, cost=float(round(a.cost * factor)))
-                                                      for s, a in zip(schemas, actions, strict=True)))
+    factor = next((f for f in (1, 10, 100) if all(abs(a.cost * f - round(a.cost * f)) < 1e-9 for a in actions)), 1000)
+    text_domain = replace(
+        domain,
+        actions=tuple(replace(s, cost=float(round(a.cost * factor))) for s, a in zip(schemas, actions, strict=True)),
+    )
     return Task(domain, problem, domain_pddl=domain_to_pddl(text_domain), problem_pddl=problem_to_pddl(problem))
 
 

@@ -20,8 +20,27 @@ from domains.pddl_writer import domain_to_pddl, problem_to_pddl, task_with_texts
 _PDDL_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 # Words that would change the meaning of the text; UP also avoids harmless ones ("goal", "action", "domain")
 # that Fast Downward and `domains.pddl` read fine as names.
-_RESERVED = frozenset({"and", "or", "not", "imply", "exists", "forall", "when", "increase", "decrease", "assign",
-                       "scale-up", "scale-down", "either", "define", "object", "number", "total-cost"})
+_RESERVED = frozenset(
+    {
+        "and",
+        "or",
+        "not",
+        "imply",
+        "exists",
+        "forall",
+        "when",
+        "increase",
+        "decrease",
+        "assign",
+        "scale-up",
+        "scale-down",
+        "either",
+        "define",
+        "object",
+        "number",
+        "total-cost",
+    }
+)
 
 
 def task_from_up(problem: Any) -> Task:
@@ -100,7 +119,7 @@ def up_validate(task: Task, plan: Plan) -> UpVerdict:
         # UP's kind check refuses static cost fluents (elevators, transport); its simulator evaluates them fine.
         validator.skip_checks = True
         result = validator.validate(problem, SequentialPlan(steps))
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:
         return UpVerdict(None, f"unified-planning cannot validate the plan: {type(error).__name__}: {error}")
     messages = "; ".join(str(m.message) for m in result.log_messages or ())
     costs = list((result.metric_evaluations or {}).values())
@@ -122,12 +141,14 @@ def _up_problem(task: Task) -> tuple[Any, str]:
     if cached is not None:
         return cached
     problem, why = None, ""
-    for domain_text, problem_text in ((task.domain_pddl, task.problem_pddl),
-                                      (domain_to_pddl(task.domain), problem_to_pddl(task.problem))):
+    for domain_text, problem_text in (
+        (task.domain_pddl, task.problem_pddl),
+        (domain_to_pddl(task.domain), problem_to_pddl(task.problem)),
+    ):
         try:
             problem = PDDLReader().parse_problem_string(domain_text, problem_text)
             break
-        except Exception as error:  # noqa: BLE001 - UP raises many types for what it cannot read
+        except Exception as error:
             why = f"{type(error).__name__}: {error}"
     if len(_UP_PROBLEMS) >= 16:
         _UP_PROBLEMS.clear()

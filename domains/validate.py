@@ -21,11 +21,10 @@ PDDL form, for messages) and the public functions.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from itertools import product
-from typing import Collection
 
-from domains.pddl_writer import formula_to_pddl
 from domains.model import (
     And,
     Atom,
@@ -36,7 +35,8 @@ from domains.model import (
     State,
     Task,
 )
-from domains.validate_compile import Env, _Compiled, _Schema, _compile_formula, _compiled, _quantified
+from domains.pddl_writer import formula_to_pddl
+from domains.validate_compile import Env, _compile_formula, _Compiled, _compiled, _quantified, _Schema
 
 PROBLEMS = ("unknown-action", "wrong-arity", "unknown-object", "wrong-type", "precondition", "goal")
 
@@ -112,7 +112,9 @@ def _check(compiled: _Compiled, action: GroundAction) -> tuple[str, str | None]:
     schema = compiled.schemas.get(action.name)
     if schema is None:
         close = difflib.get_close_matches(action.name, list(compiled.schemas), n=3, cutoff=0.6)
-        hint = f"; did you mean {_or_list(close)}?" if close else f"; known actions: {', '.join(sorted(compiled.schemas))}"
+        hint = (
+            f"; did you mean {_or_list(close)}?" if close else f"; known actions: {', '.join(sorted(compiled.schemas))}"
+        )
         return "unknown-action", f"unknown action '{action.name}'{hint}"
     if len(action.args) != len(schema.names):
         signature = " ".join(f"{n} - {t}" for n, t in zip(schema.names, schema.types))
@@ -253,6 +255,7 @@ def validate_plan(task: Task, plan: Plan, init: State | None = None) -> Validati
     if not compiled.goal(full, {}):
         missing = _failures(task.problem.goal, full, {}, compiled)
         verb = "does" if len(missing) == 1 else "do"
-        text = f"goal not reached after {len(plan)} step{'s' if len(plan) != 1 else ''}: {', '.join(missing)} {verb} not hold"
+        steps = f"{len(plan)} step{'s' if len(plan) != 1 else ''}"
+        text = f"goal not reached after {steps}: {', '.join(missing)} {verb} not hold"
         return Validation(False, final, cost, None, "goal", text, missing)
     return Validation(True, final, cost)

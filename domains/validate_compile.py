@@ -15,29 +15,28 @@ functions); the names stay underscored because only the validator (and its tests
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from itertools import product
-from typing import Callable, Collection, Mapping
 
 from domains.features import axiom_order, axiom_strata
 from domains.joins import IndexedState, Join, conjuncts, negate, plan_join, variables
 from domains.model import (
     OBJECT,
+    And,
     Atom,
     Equals,
     Exists,
     Forall,
+    Formula,
     FunctionTerm,
     Imply,
     Not,
     Or,
-    And,
-    Formula,
     Parameter,
     Task,
     either_types,
 )
-
 
 Env = Mapping[str, str]
 # A compiled formula: does it hold in `state` (anything supporting `in`) under `env` (variable -> object)?
@@ -162,10 +161,12 @@ def _compile_task(task: Task) -> _Compiled:
     rules: dict[str, list[_Rule]] = {}
     for axiom in task.domain.axioms:
         rules.setdefault(axiom.head.predicate, []).append(
-            _Rule(_compile_join(axiom.parameters, axiom.body, compiled), _builder(axiom.head)))
+            _Rule(_compile_join(axiom.parameters, axiom.body, compiled), _builder(axiom.head))
+        )
     axiom_strata(task.domain)  # raises on a domain that cannot be stratified (the reader refuses those first)
-    compiled.strata = [([rule for p in component for rule in rules[p]], recursive)
-                       for component, recursive in axiom_order(task.domain)]
+    compiled.strata = [
+        ([rule for p in component for rule in rules[p]], recursive) for component, recursive in axiom_order(task.domain)
+    ]
     return compiled
 
 
@@ -203,7 +204,9 @@ def _builder(atom: Atom) -> Builder:
     return lambda env: Atom(predicate, tuple([env.get(x, x) for x in args]))
 
 
-def _quantified(parameters: tuple[Parameter, ...], compiled: _Compiled) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+def _quantified(
+    parameters: tuple[Parameter, ...], compiled: _Compiled
+) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
     return tuple(p.name for p in parameters), tuple(compiled.domain(p.type) for p in parameters)
 
 
@@ -261,10 +264,16 @@ def _compile_join(parameters: tuple[Parameter, ...], body: Formula, compiled: _C
     names = tuple(p.name for p in params)
     wanted = set(names)
     generators = [p for p in parts if isinstance(p, Atom)]
-    tests = [(frozenset(variables(p) & wanted), _compile_formula(p, compiled)) for p in parts
-             if not isinstance(p, Atom)]
-    return plan_join(names, {p.name: compiled.of_type(p.type) for p in params},
-                     {p.name: compiled.domain(p.type) for p in params}, generators, tests)
+    tests = [
+        (frozenset(variables(p) & wanted), _compile_formula(p, compiled)) for p in parts if not isinstance(p, Atom)
+    ]
+    return plan_join(
+        names,
+        {p.name: compiled.of_type(p.type) for p in params},
+        {p.name: compiled.domain(p.type) for p in params},
+        generators,
+        tests,
+    )
 
 
 def _compile_effect(effect, compiled: _Compiled) -> _Effect:

@@ -40,8 +40,9 @@ async def main(traces: str | None = None) -> dict:
     folder = tempfile.TemporaryDirectory()
     traces = traces or str(Path(folder.name) / "traces.db")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    server = StdioServerParameters(command=sys.executable, args=["-m", "portfolio.cli", "mcp", "--traces", traces],
-                                   env=env)
+    server = StdioServerParameters(
+        command=sys.executable, args=["-m", "portfolio.cli", "mcp", "--traces", traces], env=env
+    )
     session = Session(TOOLS, goal=Booking)  # executes the tools locally; planning happens in the server
     board = session.start(Trip("Oslo", "Rome"))
     log: dict = {"plans": [], "steps": []}
@@ -51,10 +52,17 @@ async def main(traces: str | None = None) -> dict:
             log["tools"] = sorted(t.name for t in (await client.list_tools()).tools)
             while not session.done(board):
                 task = session.task(board)
-                answer = await call(client, "plan", {
-                    "domain": task.domain_pddl, "problem": task.problem_pddl,
-                    "init": sorted(str(a) for a in board.facts), "excluded": list(board.excluded),
-                    "critiques": list(board.critiques)})
+                answer = await call(
+                    client,
+                    "plan",
+                    {
+                        "domain": task.domain_pddl,
+                        "problem": task.problem_pddl,
+                        "init": sorted(str(a) for a in board.facts),
+                        "excluded": list(board.excluded),
+                        "critiques": list(board.critiques),
+                    },
+                )
                 if answer["status"] != "solved":
                     raise RuntimeError(f"no plan: {answer['status']}")
                 log["plans"].append(answer["plan"])
@@ -63,10 +71,23 @@ async def main(traces: str | None = None) -> dict:
                     board, report = await session.execute(board, step)
                     log["steps"].append(report)
                     print(f"step   {report.action:14} {report.outcome:8} {report.error or ''}".rstrip())
-                    recorded = await call(client, "record_steps", {"steps": [{
-                        "run_id": "mcp-example", "step": len(log["steps"]) - 1, "action": report.action,
-                        "outcome": report.outcome, "error": report.error, "failure_category": report.category,
-                        "duration_ms": report.ms}]})
+                    recorded = await call(
+                        client,
+                        "record_steps",
+                        {
+                            "steps": [
+                                {
+                                    "run_id": "mcp-example",
+                                    "step": len(log["steps"]) - 1,
+                                    "action": report.action,
+                                    "outcome": report.outcome,
+                                    "error": report.error,
+                                    "failure_category": report.category,
+                                    "duration_ms": report.ms,
+                                }
+                            ]
+                        },
+                    )
                     assert recorded["recorded"] == 1, recorded
                     if report.outcome != "success":
                         break  # replan from the state reached, without the failed step

@@ -15,7 +15,10 @@ import importlib
 from typing import Any
 
 # Eager (and cheap: scikit-learn loads inside): binds `learning.retrain` to the function, not the submodule.
-from learning.retrain import ModelInfo, NoTrainingDataError, load_latest, retrain
+from learning.retrain import ModelInfo as ModelInfo
+from learning.retrain import NoTrainingDataError as NoTrainingDataError
+from learning.retrain import load_latest as load_latest
+from learning.retrain import retrain as retrain
 
 _WHERE = {
     "ActionCost": "costs", "action_costs": "costs", "action_posteriors": "costs",

@@ -15,8 +15,9 @@ per task and situation), and `priced` turns posteriors into costs under an explo
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -52,8 +53,13 @@ class Posteriors:
     concentration: np.ndarray
 
 
-def action_posteriors(model: FailureModel | None, task: Task, actions: Sequence[GroundAction],
-                      features: Mapping[str, Any] | None = None, memo: dict | None = None) -> Posteriors:
+def action_posteriors(
+    model: FailureModel | None,
+    task: Task,
+    actions: Sequence[GroundAction],
+    features: Mapping[str, Any] | None = None,
+    memo: dict | None = None,
+) -> Posteriors:
     """What the model believes of each action; `model=None` (nothing learned yet): p_fail 0, the task's costs.
     Object types come from the task.
 
@@ -73,8 +79,14 @@ def action_posteriors(model: FailureModel | None, task: Task, actions: Sequence[
     return Posteriors(keys, base, np.clip(mean, 0.0, MAX_P_FAIL), concentration)
 
 
-def _memoised_posterior(model: FailureModel, task: Task, actions: Sequence[GroundAction], keys: tuple[str, ...],
-                        features: Mapping[str, Any] | None, memo: dict) -> tuple[np.ndarray, np.ndarray]:
+def _memoised_posterior(
+    model: FailureModel,
+    task: Task,
+    actions: Sequence[GroundAction],
+    keys: tuple[str, ...],
+    features: Mapping[str, Any] | None,
+    memo: dict,
+) -> tuple[np.ndarray, np.ndarray]:
     if len(memo) > 1_000:
         memo.clear()
     objects = task.objects()
@@ -86,12 +98,15 @@ def _memoised_posterior(model: FailureModel, task: Task, actions: Sequence[Groun
         for j, i in enumerate(missing):
             known[keys[i]] = (float(mean[j]), float(concentration[j]))
     pairs = [known[key] for key in keys]
-    return (np.array([m for m, _ in pairs], dtype=float).reshape(len(keys)),
-            np.array([c for _, c in pairs], dtype=float).reshape(len(keys)))
+    return (
+        np.array([m for m, _ in pairs], dtype=float).reshape(len(keys)),
+        np.array([c for _, c in pairs], dtype=float).reshape(len(keys)),
+    )
 
 
-def priced(posteriors: Posteriors, lam: float = 1.0, explore: Explore = "mean",
-           rng: np.random.Generator | None = None) -> dict[str, ActionCost]:
+def priced(
+    posteriors: Posteriors, lam: float = 1.0, explore: Explore = "mean", rng: np.random.Generator | None = None
+) -> dict[str, ActionCost]:
     """Cost of each action under an exploration policy, keyed by its PDDL form."""
     if explore == "mean" or not np.isfinite(posteriors.concentration).all():
         p_plan = posteriors.mean
@@ -99,8 +114,10 @@ def priced(posteriors: Posteriors, lam: float = 1.0, explore: Explore = "mean",
         p_plan = explore_p_fail(posteriors.mean, posteriors.concentration, explore, rng)
     risk = -lam * np.log1p(-np.clip(p_plan, 0.0, MAX_P_FAIL))
     cost = posteriors.base + risk
-    return {key: ActionCost(base_cost=float(b), p_fail=float(p), cost=float(c))
-            for key, b, p, c in zip(posteriors.keys, posteriors.base, posteriors.mean, cost)}
+    return {
+        key: ActionCost(base_cost=float(b), p_fail=float(p), cost=float(c))
+        for key, b, p, c in zip(posteriors.keys, posteriors.base, posteriors.mean, cost)
+    }
 
 
 def action_costs(

@@ -39,7 +39,7 @@ class Counts:
         else:
             exponent = (k - self._offset.get(action, 0)) / self.half_life
             if exponent > _RESCALE_AT:
-                self._scale(table, 2.0 ** -exponent)
+                self._scale(table, 2.0**-exponent)
                 self._offset[action] = k
                 exponent = 0.0
             weight = 2.0**exponent
@@ -58,7 +58,7 @@ class Counts:
             acc[0] *= factor
             acc[1] *= factor
 
-    def finish(self) -> "Counts":
+    def finish(self) -> Counts:
         """Scale weights so that each action's newest step weighs 1 (call once, after the last `add`)."""
         if not self.finished and self.half_life is not None:
             for action, table in self.cells.items():

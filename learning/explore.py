@@ -44,8 +44,9 @@ def check_explore(name: str) -> Explore:
     return name  # type: ignore[return-value]
 
 
-def explore_p_fail(mean: "np.ndarray", concentration: "np.ndarray", policy: Explore,
-                   rng: "np.random.Generator | None" = None) -> "np.ndarray":
+def explore_p_fail(
+    mean: np.ndarray, concentration: np.ndarray, policy: Explore, rng: np.random.Generator | None = None
+) -> np.ndarray:
     """The p_fail to plan with for each grounding under `policy`."""
     import numpy as np  # here, not at the top: the planner imports this module for the names alone
 

@@ -49,8 +49,16 @@ def token_family(token: str) -> str:
     return head
 
 
-def token_scales(X: sparse.csr_matrix, vocab: dict[str, int], n: np.ndarray, f: np.ndarray, C: float,
-                 anchor: tuple[float, float], rounds: int = ROUNDS, df: float = DF) -> np.ndarray:
+def token_scales(
+    X: sparse.csr_matrix,
+    vocab: dict[str, int],
+    n: np.ndarray,
+    f: np.ndarray,
+    C: float,
+    anchor: tuple[float, float],
+    rounds: int = ROUNDS,
+    df: float = DF,
+) -> np.ndarray:
     """Per column of `X`, the prior scale of its weight (see the module docstring); multiply the columns by it
     before fitting, and the fitted weights by it after. `n`, `f`, `C` and `anchor` as for
     `learning.prior.fit_logistic`. All ones when there is nothing to separate."""
@@ -71,7 +79,7 @@ def token_scales(X: sparse.csr_matrix, vocab: dict[str, int], n: np.ndarray, f: 
         p = model.predict_proba(scaled)[:, 1]
         curvature = squared.T @ (n_cap * p * (1.0 - p))  # the data's part of each weight's precision
         weight = model.coef_[0][: len(scale)] * scale
-        second_moment = weight ** 2 + 1.0 / (C * curvature + 1.0 / scale ** 2)
+        second_moment = weight**2 + 1.0 / (C * curvature + 1.0 / scale**2)
         family_variance = np.bincount(index, weights=second_moment, minlength=len(names)) / members
         family_variance = np.clip(family_variance, SCALE_BOUNDS[0] ** 2, SCALE_BOUNDS[1] ** 2)
         new = np.sqrt((second_moment + df * family_variance[index]) / (1.0 + df))

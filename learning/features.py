@@ -34,7 +34,8 @@ numeric features would make every step its own cell).
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 Token = tuple[str, float]
 # An argument-in-a-situation token enters at this value, not 1: its family's prior scale is fitted
@@ -95,12 +96,15 @@ def situated(tokens: list[Token], has_arguments: bool) -> list[Token]:
     return [(t, v) for t, v in tokens if not t.startswith("f:")] if has_arguments else tokens
 
 
-def step_tokens(args: tuple[str, ...], features: Mapping[str, Any] | None,
-                object_types: Mapping[str, str] | None = None) -> list[Token]:
+def step_tokens(
+    args: tuple[str, ...], features: Mapping[str, Any] | None, object_types: Mapping[str, str] | None = None
+) -> list[Token]:
     """Every token of one step: the grounded action, its situation, and the two combined."""
-    return ([(t, 1.0) for t in action_tokens(args, object_types)]
-            + situated(feature_tokens(features), bool(args))
-            + [(t, INTERACTION_VALUE) for t in interaction_tokens(args, features)])
+    return (
+        [(t, 1.0) for t in action_tokens(args, object_types)]
+        + situated(feature_tokens(features), bool(args))
+        + [(t, INTERACTION_VALUE) for t in interaction_tokens(args, features)]
+    )
 
 
 class RowParser:
@@ -124,8 +128,11 @@ class RowParser:
         hit = self._args.get(args_json)
         if hit is None:
             args = tuple(json.loads(args_json))
-            hit = self._args[args_json] = (args, [(t, 1.0) for t in action_tokens(args, self.object_types)],
-                                           " ".join(args))
+            hit = self._args[args_json] = (
+                args,
+                [(t, 1.0) for t in action_tokens(args, self.object_types)],
+                " ".join(args),
+            )
         return hit
 
     def _parse_features(self, features_json: str | None) -> tuple:
@@ -136,8 +143,13 @@ class RowParser:
             features = json.loads(features_json) if features_json not in (None, "", "{}", "null") else None
             tokens = feature_tokens(features)
             situation = [t for t, _ in tokens if t.startswith("f:")]
-            hit = self._features[features_json] = (features, tokens, situation, "&".join(situation),
-                                                   situated(tokens, True))
+            hit = self._features[features_json] = (
+                features,
+                tokens,
+                situation,
+                "&".join(situation),
+                situated(tokens, True),
+            )
         return hit
 
     def row(self, args_json: str, features_json: str | None) -> tuple:
@@ -147,5 +159,6 @@ class RowParser:
         interactions = self._interactions.get((args_json, situation_text))
         if interactions is None:
             interactions = self._interactions[(args_json, situation_text)] = [
-                (f"a{i}:{obj}&{s}", INTERACTION_VALUE) for s in situation for i, obj in enumerate(args)]
+                (f"a{i}:{obj}&{s}", INTERACTION_VALUE) for s in situation for i, obj in enumerate(args)
+            ]
         return args, features, (args_tokens, tokens, interactions), grounding + "|" + situation_text, grounding

@@ -46,7 +46,8 @@ without a token model however long the other fails (0.19 after 20 steps, 0.26 af
 failing row weighs at most `learning.prior.CAP_STEPS` steps in the fit. So under `mean` the sibling, or
 another alternative, is planned within a bounded number of calls unless its base cost is dearer by more than
 about 13 lambda (`tests/test_learning_untried.py`, retrained every 3 calls: the tools world's web-pro at call 10,
-never before; gripper's other hand at call 4, at call 10 before, priced like the failing one until then). Measured closed loop (`portfolio bench learning --policies mean`, 200 episodes, learned /
+never before; gripper's other hand at call 4, at call 10 before, priced like the failing one until then). Measured
+closed loop (`portfolio bench learning --policies mean`, 200 episodes, learned /
 oracle expected success over the last 50, pooled per type; before -> after): tuning seeds 1000-1019 (tools
 1000-1004) pairs 0.985 -> 0.980, costed 0.992 -> 0.987, groundings 0.995 -> 0.996, situation 0.997 -> 0.996,
 tools 0.976 -> 0.973, type 1.000, object 0.998 and drift 0.998 unchanged; realised success per window of 50
@@ -57,7 +58,8 @@ retraining every 8, 9, 10, 11 or 12 episodes instead gives 0.981-0.995 pooled on
 on the new (means 0.985 and 0.981), a world alone moving by up to 0.05.
 
 Object types: given to `fit` (`t<i>:<type>` tokens) they are learned directly. The trace store does not keep
-types, so at prediction the task's types also pool evidence: an object never seen in position i gets the log-odds of its type's pooled failure
+types, so at prediction the task's types also pool evidence: an object never seen in position i gets the log-odds of
+its type's pooled failure
 rate there (over the action's rate) added to its prior score, so a new truck of a bad model starts pessimistic.
 
 `predict_posterior` returns each grounding's posterior mean and concentration (n_g + m pseudo-steps): what
@@ -69,8 +71,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import sparse
@@ -79,12 +82,12 @@ from sklearn.metrics import brier_score_loss, log_loss, roc_auc_score
 
 from domains.model import GroundAction
 from learning.counts import Counts
-from learning.features import RowParser, situation_key, step_tokens
 from learning.families import token_scales
+from learning.features import RowParser, situation_key, step_tokens
 from learning.prior import capped, design, fit_logistic, out_of_fold
 from learning.shrinkage import fit_mixture, fit_strength, population_means, posterior
-from learning.types import type_offset
 from learning.situations import borrow_across_situations, from_elsewhere
+from learning.types import type_offset
 from traces.records import StepRecord
 
 RawRow = tuple[str, str, str, str]  # action, args JSON, features JSON, outcome: as stored in the steps table
@@ -127,9 +130,17 @@ class FailureModel(BaseEstimator):
         0.053 measured in one tools world of 20).
     """
 
-    def __init__(self, half_life_steps: float | None = 5000.0, prior_mean: float = 0.05,
-                 prior_strength: float = 10.0, min_samples: int = 20, C: float = 1.0, tolerance: float = 0.05,
-                 trust_steps: float = 25.0, outliers: bool = True) -> None:
+    def __init__(
+        self,
+        half_life_steps: float | None = 5000.0,
+        prior_mean: float = 0.05,
+        prior_strength: float = 10.0,
+        min_samples: int = 20,
+        C: float = 1.0,
+        tolerance: float = 0.05,
+        trust_steps: float = 25.0,
+        outliers: bool = True,
+    ) -> None:
         self.half_life_steps = half_life_steps
         self.prior_mean = prior_mean
         self.prior_strength = prior_strength
@@ -141,15 +152,31 @@ class FailureModel(BaseEstimator):
 
     # -- fitting ---------------------------------------------------------------------------------------------------
 
-    def fit(self, records: Iterable[StepRecord], object_types: Mapping[str, str] | None = None,
-            holdout_fraction: float = 0.0) -> "FailureModel":
+    def fit(
+        self,
+        records: Iterable[StepRecord],
+        object_types: Mapping[str, str] | None = None,
+        holdout_fraction: float = 0.0,
+    ) -> FailureModel:
         """Fit on steps in time order (oldest first); see `fit_rows`."""
-        rows = [(r.action, json.dumps(list(r.args), separators=(",", ":")),
-                 json.dumps(r.features, separators=(",", ":"), sort_keys=True), r.outcome) for r in records]
+        rows = [
+            (
+                r.action,
+                json.dumps(list(r.args), separators=(",", ":")),
+                json.dumps(r.features, separators=(",", ":"), sort_keys=True),
+                r.outcome,
+            )
+            for r in records
+        ]
         return self.fit_rows([rows], holdout_fraction, total_rows=len(rows), object_types=object_types)
 
-    def fit_rows(self, chunks: Iterable[Sequence[RawRow]], holdout_fraction: float = 0.0,
-                 total_rows: int | None = None, object_types: Mapping[str, str] | None = None) -> "FailureModel":
+    def fit_rows(
+        self,
+        chunks: Iterable[Sequence[RawRow]],
+        holdout_fraction: float = 0.0,
+        total_rows: int | None = None,
+        object_types: Mapping[str, str] | None = None,
+    ) -> FailureModel:
         """Fit on raw `steps` rows (action, args JSON, features JSON, outcome) in chunks, oldest first: the
         streaming path `learning.retrain` uses for millions of steps. With `holdout_fraction` > 0 the newest
         fraction of steps (of `total_rows`) also measures `holdout_metrics_` (log loss, Brier, AUC) of a model
@@ -204,8 +231,7 @@ class FailureModel(BaseEstimator):
         if model is not None:
             q = out_of_fold(X, n_w, f_w, groups, self.C, fallback=mu0, strength=s0)
             coef = model.coef_[0]
-            weights = {t: float(coef[c] * scales[c]) for t, c in vocab.items()
-                       if c < len(coef) and coef[c] != 0.0}
+            weights = {t: float(coef[c] * scales[c]) for t, c in vocab.items() if c < len(coef) and coef[c] != 0.0}
             action = ActionModel("logistic", s0, float(base_rate), float(model.intercept_[0]), weights)
         else:
             base_rate, q = self._population_rate(groups, n_w, f_w)
@@ -238,8 +264,9 @@ class FailureModel(BaseEstimator):
         if moved:  # refit on the shifted priors
             cells = np.array(list(action.cells.values()), dtype=float).reshape(-1, 5)
         if self.outliers:
-            strength, action.outlier_share = fit_mixture(cells[:, 0], cells[:, 1], cells[:, 2], default=s0,
-                                                         start=None if moved else strength)
+            strength, action.outlier_share = fit_mixture(
+                cells[:, 0], cells[:, 1], cells[:, 2], default=s0, start=None if moved else strength
+            )
         elif moved:
             strength = fit_strength(cells[:, 0], cells[:, 1], cells[:, 2], default=s0)
         action.strength = strength
@@ -258,8 +285,12 @@ class FailureModel(BaseEstimator):
         full, loo = population_means(own_n, own_f, self.prior_mean, self.prior_strength)
         return full, loo[rows]
 
-    def _score(self, newer: dict[tuple[str, tuple[str, str]], list[int]], parser: RowParser,
-               object_types: Mapping[str, str] | None) -> dict[str, Any]:
+    def _score(
+        self,
+        newer: dict[tuple[str, tuple[str, str]], list[int]],
+        parser: RowParser,
+        object_types: Mapping[str, str] | None,
+    ) -> dict[str, Any]:
         """Log loss, Brier and AUC of the current model on the held-out (newest) steps: one prediction call per
         situation, not per step."""
         by_situation: dict[str, list] = {}
@@ -294,8 +325,12 @@ class FailureModel(BaseEstimator):
         if not hasattr(self, "actions_"):
             raise RuntimeError("FailureModel is not fitted: call fit() or learning.retrain.load_latest() first")
 
-    def predict_posterior(self, actions: Sequence[GroundAction], features: Mapping[str, Any] | None = None,
-                          object_types: Mapping[str, str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def predict_posterior(
+        self,
+        actions: Sequence[GroundAction],
+        features: Mapping[str, Any] | None = None,
+        object_types: Mapping[str, str] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean p_fail and concentration (pseudo-steps) of each grounded action (1-D arrays in the
         order given) in a situation described by `features`. Unknown action names get the optimistic prior."""
         self._check_fitted()
@@ -310,8 +345,11 @@ class FailureModel(BaseEstimator):
         memo = self.__dict__.setdefault("_prior_memo", {})
         if len(memo) > 200_000:
             memo.clear()
-        context = (situation, tuple(sorted((features or {}).items(), key=str)),
-                   tuple(sorted(object_types.items())) if object_types else None)
+        context = (
+            situation,
+            tuple(sorted((features or {}).items(), key=str)),
+            tuple(sorted(object_types.items())) if object_types else None,
+        )
         for name, positions in groups.items():
             model = self.actions_.get(name)
             if model is None:
@@ -334,18 +372,29 @@ class FailureModel(BaseEstimator):
                             prior = from_elsewhere(prior, seen, model.strength, model.outlier_share)
                         memo[key] = prior
                     q[j] = prior
-            mean[positions], concentration[positions] = posterior(n, f, q, model.strength, self.tolerance,
-                                                                  self.trust_steps, model.outlier_share)
+            mean[positions], concentration[positions] = posterior(
+                n, f, q, model.strength, self.tolerance, self.trust_steps, model.outlier_share
+            )
         return mean, concentration
 
-    def predict_proba(self, actions: Sequence[GroundAction], features: Mapping[str, Any] | None = None,
-                      object_types: Mapping[str, str] | None = None) -> np.ndarray:
+    def predict_proba(
+        self,
+        actions: Sequence[GroundAction],
+        features: Mapping[str, Any] | None = None,
+        object_types: Mapping[str, str] | None = None,
+    ) -> np.ndarray:
         """Posterior mean p_fail of each grounded action (a 1-D array in the order given)."""
         return self.predict_posterior(actions, features, object_types)[0]
 
-    def _prior(self, model: ActionModel, args: tuple[str, ...], features: Mapping[str, Any] | None,
-               object_types: Mapping[str, str] | None, by_type: dict[str, list[str]],
-               pooled: dict[tuple[int, str], float]) -> float:
+    def _prior(
+        self,
+        model: ActionModel,
+        args: tuple[str, ...],
+        features: Mapping[str, Any] | None,
+        object_types: Mapping[str, str] | None,
+        by_type: dict[str, list[str]],
+        pooled: dict[tuple[int, str], float],
+    ) -> float:
         if model.kind != "logistic":
             return model.base_rate
         get = model.weights.get
@@ -361,8 +410,9 @@ class FailureModel(BaseEstimator):
                 if kind is None:
                     continue
                 if (i, kind) not in pooled:
-                    pooled[(i, kind)] = type_offset(model, i, by_type.get(kind, ()), self.prior_mean,
-                                                    self.prior_strength)
+                    pooled[(i, kind)] = type_offset(
+                        model, i, by_type.get(kind, ()), self.prior_mean, self.prior_strength
+                    )
                 offset = pooled[(i, kind)]
                 if offset == 0.0:
                     continue

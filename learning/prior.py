@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import warnings
 import zlib
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import sparse
@@ -43,8 +43,9 @@ FOLDS = 3
 CAP_STEPS = 10.0
 
 
-def design(rows: Sequence[Sequence[Sequence[Token]]], vocab: dict[str, int] | None = None
-           ) -> tuple[sparse.csr_matrix, dict]:
+def design(
+    rows: Sequence[Sequence[Sequence[Token]]], vocab: dict[str, int] | None = None
+) -> tuple[sparse.csr_matrix, dict]:
     """Sparse design matrix of rows, each a sequence of token lists (parts) whose tokens are concatenated; new
     tokens extend `vocab` (a fresh one when None). A part object seen before (`RowParser` shares them) is mapped
     to columns once."""
@@ -65,8 +66,10 @@ def design(rows: Sequence[Sequence[Sequence[Token]]], vocab: dict[str, int] | No
             indices.extend(hit[0])
             values.extend(hit[1])
         indptr.append(len(indices))
-    matrix = sparse.csr_matrix((np.asarray(values, float), np.asarray(indices, np.int64), np.asarray(indptr)),
-                               shape=(len(rows), max(len(vocab), 1)))
+    matrix = sparse.csr_matrix(
+        (np.asarray(values, float), np.asarray(indices, np.int64), np.asarray(indptr)),
+        shape=(len(rows), max(len(vocab), 1)),
+    )
     return matrix, vocab
 
 
@@ -76,8 +79,15 @@ def capped(n: np.ndarray, f: np.ndarray, cap: float = CAP_STEPS) -> tuple[np.nda
     return n * scale, f * scale
 
 
-def fit_logistic(X: sparse.csr_matrix, n: np.ndarray, f: np.ndarray, C: float, anchor: tuple[float, float],
-                 cap: float = CAP_STEPS, max_iter: int = 300) -> LogisticRegression | None:
+def fit_logistic(
+    X: sparse.csr_matrix,
+    n: np.ndarray,
+    f: np.ndarray,
+    C: float,
+    anchor: tuple[float, float],
+    cap: float = CAP_STEPS,
+    max_iter: int = 300,
+) -> LogisticRegression | None:
     """Logistic regression on aggregated counts: each row twice, as a failure weighing f and a success weighing
     n - f, a row's weight capped at `cap` steps, plus an empty row of `anchor` = (rate, steps) pseudo-steps.
     None when only one outcome occurs (nothing to separate)."""
@@ -105,8 +115,15 @@ def fold_of(group: str) -> int:
     return zlib.crc32(group.encode()) % FOLDS
 
 
-def out_of_fold(X: sparse.csr_matrix, n: np.ndarray, f: np.ndarray, groups: Sequence[str], C: float,
-                fallback: float, strength: float) -> np.ndarray:
+def out_of_fold(
+    X: sparse.csr_matrix,
+    n: np.ndarray,
+    f: np.ndarray,
+    groups: Sequence[str],
+    C: float,
+    fallback: float,
+    strength: float,
+) -> np.ndarray:
     """Each row's prediction by a model fit on the other folds (rows of one group share a fold). A fold whose
     training part has one outcome only gets that part's failure rate smoothed towards `fallback` with
     `strength` pseudo-steps."""

@@ -31,14 +31,15 @@ class ModelInfo(BaseModel):
     version: int
     created: str
     n_steps: int
-    actions: dict[str, dict[str, Any]] = Field(default_factory=dict,
-                                               description="per action: steps, failures, prior kind, strength m")
+    actions: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="per action: steps, failures, prior kind, strength m"
+    )
     metrics: dict[str, Any] = Field(default_factory=dict, description="held-out log loss, Brier, AUC")
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
     train_seconds: float = 0.0
 
 
-def retrain(store: "TraceStore", *, holdout_fraction: float = 0.2, chunk_size: int = 50_000, **params: Any) -> ModelInfo:
+def retrain(store: TraceStore, *, holdout_fraction: float = 0.2, chunk_size: int = 50_000, **params: Any) -> ModelInfo:
     """Fit a `FailureModel(**params)` on every step in `store` (oldest first) and save it as the next version.
 
     The newest `holdout_fraction` of steps is held out first to measure log loss, Brier score and AUC of a model
@@ -77,7 +78,7 @@ def retrain(store: "TraceStore", *, holdout_fraction: float = 0.2, chunk_size: i
     )  # fmt: skip
 
 
-def load_latest(store: "TraceStore") -> "FailureModel | None":
+def load_latest(store: TraceStore) -> FailureModel | None:
     """The newest stored model, or None if none was trained yet (callers then plan with base costs).
     `ModelFormatError` for a model this release does not read (a pickle from an older release, damage)."""
     from learning.storage import ModelFormatError, model_from_bytes
@@ -88,6 +89,8 @@ def load_latest(store: "TraceStore") -> "FailureModel | None":
     where = f"{store.path}: model version {stored.version}"
     model = model_from_bytes(bytes(stored.blob), where)
     if stored.metadata.get("format") not in (None, FORMAT):
-        raise ModelFormatError(f"{where} has format {stored.metadata.get('format')!r}; expected {FORMAT!r}. "
-                               "Run `portfolio retrain` to train a model this release can read.")
+        raise ModelFormatError(
+            f"{where} has format {stored.metadata.get('format')!r}; expected {FORMAT!r}. "
+            "Run `portfolio retrain` to train a model this release can read."
+        )
     return model

@@ -17,7 +17,8 @@ to learn about every configuration, record with all of them racing (`fd_workers=
 (`fd_alias=X, fd_workers=1`), as `benchmarks/bench_selection.py` does.
 
 The translation is chosen too, before it runs: Fast Downward's translator has flags that skip work
-(`--keep-unreachable-facts`, `--skip-variable-reordering`, ...; `portfolio.delegates.fast_downward.translate`), and attempts record the
+(`--keep-unreachable-facts`, `--skip-variable-reordering`, ...; `portfolio.delegates.fast_downward.translate`), and
+attempts record the
 flags they were translated with (`details["translator"]`, none: the driver's defaults). Records are kept per
 task and per flag set ("variant"); `predict_translator` compares each variant with the defaults on the tasks
 recorded under both, each with its own best race of `race_size` (the greedy order above, over that variant's
@@ -35,8 +36,9 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -63,8 +65,11 @@ class TaskRecord:
 
     def add(self, config: str, seconds: float, solved: bool) -> None:
         old = self.times.get(config)
-        if old is None or (solved and (not old[1] or seconds < old[0])) or (not solved and not old[1]
-                                                                             and seconds > old[0]):
+        if (
+            old is None
+            or (solved and (not old[1] or seconds < old[0]))
+            or (not solved and not old[1] and seconds > old[0])
+        ):
             self.times[config] = (seconds, solved)
 
 
@@ -84,8 +89,12 @@ def observations(plans: Iterable[Any]) -> dict[str, dict[str, dict[str, TaskReco
         for attempt in plan.attempts:
             details = attempt.get("details") or {}
             searches = details.get("searches")
-            if attempt.get("delegate") != DELEGATE or not isinstance(searches, dict) or not searches \
-                    or details.get("costs"):
+            if (
+                attempt.get("delegate") != DELEGATE
+                or not isinstance(searches, dict)
+                or not searches
+                or details.get("costs")
+            ):
                 continue
             seconds = float(attempt.get("elapsed_ms") or 0.0) / 1000.0
             winner = details.get("search") if attempt.get("status") == "solved" else None
@@ -113,8 +122,9 @@ def _set_time(record: TaskRecord, chosen: Sequence[str], unsolved_factor: float)
     return unsolved_factor * longest
 
 
-def greedy_order(records: Sequence[TaskRecord], configs: Sequence[str], weights: Sequence[float],
-                 unsolved_factor: float) -> list[str]:
+def greedy_order(
+    records: Sequence[TaskRecord], configs: Sequence[str], weights: Sequence[float], unsolved_factor: float
+) -> list[str]:
     """Configurations in the order a greedy race-builder adds them (module docstring). Ties (common once one
     configuration solved everything first) go to the better configuration on its own, then to `configs`' order:
     the second of a race is then the best stand-in for the first, should it stall on the next task."""
@@ -144,8 +154,13 @@ class SelectionModel:
     which a recorded task weighs half (None: all weigh alike); `translator_margin`: how much faster than the
     defaults a translator variant must have been to be chosen."""
 
-    def __init__(self, min_tasks: int = 3, unsolved_factor: float = 2.0, size_halving: float | None = 2.0,
-                 translator_margin: float = 0.95) -> None:
+    def __init__(
+        self,
+        min_tasks: int = 3,
+        unsolved_factor: float = 2.0,
+        size_halving: float | None = 2.0,
+        translator_margin: float = 0.95,
+    ) -> None:
         self.min_tasks = min_tasks
         self.unsolved_factor = unsolved_factor
         self.size_halving = size_halving
@@ -154,14 +169,23 @@ class SelectionModel:
     def get_params(self) -> dict[str, Any]:
         return {key: getattr(self, key) for key in _PARAMS}
 
-    def fit(self, plans: Iterable[Any]) -> "SelectionModel":
+    def fit(self, plans: Iterable[Any]) -> SelectionModel:
         """Learn from recorded plans (`traces.selection.domain_plans`)."""
-        if self.min_tasks < 1 or self.unsolved_factor < 1 or (self.size_halving is not None and self.size_halving <= 0) \
-                or not 0 < self.translator_margin <= 1:
-            raise ValueError("min_tasks must be >= 1, unsolved_factor >= 1, size_halving positive or None and "
-                             "translator_margin in (0, 1]")
-        self.domains_ = {domain: list(tasks.values()) for domain, tasks in observations(plans).items()
-                         if len(tasks) >= self.min_tasks}
+        if (
+            self.min_tasks < 1
+            or self.unsolved_factor < 1
+            or (self.size_halving is not None and self.size_halving <= 0)
+            or not 0 < self.translator_margin <= 1
+        ):
+            raise ValueError(
+                "min_tasks must be >= 1, unsolved_factor >= 1, size_halving positive or None and "
+                "translator_margin in (0, 1]"
+            )
+        self.domains_ = {
+            domain: list(tasks.values())
+            for domain, tasks in observations(plans).items()
+            if len(tasks) >= self.min_tasks
+        }
         self.__dict__.pop("_memo", None)
         return self
 
@@ -188,8 +212,9 @@ class SelectionModel:
         caller keeps its fixed order)."""
         self._check_fitted()
         translator = tuple(translator)
-        ranking = self._memoised(("rank", domain, operators, translator),
-                                 lambda: self._rank(domain, operators, translator))
+        ranking = self._memoised(
+            ("rank", domain, operators, translator), lambda: self._rank(domain, operators, translator)
+        )
         return None if ranking is None else list(ranking)  # the caller's own copy: the memo keeps its answer
 
     def _rank(self, domain: str, operators: int | None, translator: tuple[str, ...]) -> list[str] | None:
@@ -212,8 +237,9 @@ class SelectionModel:
             both = [task for task in tasks if variant in task and DEFAULTS in task]
             if len(both) < self.min_tasks:
                 continue
-            ratio = (variant_cost([t[variant] for t in both], race_size, self.unsolved_factor)
-                     / max(1e-9, variant_cost([t[DEFAULTS] for t in both], race_size, self.unsolved_factor)))
+            ratio = variant_cost([t[variant] for t in both], race_size, self.unsolved_factor) / max(
+                1e-9, variant_cost([t[DEFAULTS] for t in both], race_size, self.unsolved_factor)
+            )
             if ratio <= best_ratio:
                 best, best_ratio = variant, ratio
         return tuple(best.split())
@@ -230,42 +256,63 @@ class SelectionModel:
             configs: dict[str, dict[str, Any]] = {}
             for config in dict.fromkeys(c for r in records for c in r.times):
                 solved = [r.times[config][0] for r in records if r.times.get(config, (0, False))[1]]
-                configs[config] = {"solved": len(solved),
-                                   "median_s": round(statistics.median(solved), 3) if solved else None}
-            out[domain] = {"tasks": len(tasks), "translator": list(translator),
-                           "variants": {v or "defaults": sum(v in t for t in tasks) for v in
-                                        dict.fromkeys(v for t in tasks for v in t)},
-                           "ranking": self.predict(domain, int(statistics.median(sizes)) if sizes else None,
-                                                   translator),
-                           "configs": configs}
+                configs[config] = {
+                    "solved": len(solved),
+                    "median_s": round(statistics.median(solved), 3) if solved else None,
+                }
+            out[domain] = {
+                "tasks": len(tasks),
+                "translator": list(translator),
+                "variants": {
+                    v or "defaults": sum(v in t for t in tasks) for v in dict.fromkeys(v for t in tasks for v in t)
+                },
+                "ranking": self.predict(domain, int(statistics.median(sizes)) if sizes else None, translator),
+                "configs": configs,
+            }
         return out
 
     # -- storage --------------------------------------------------------------------------------------------------
     def to_json(self) -> str:
         self._check_fitted()
-        domains = {domain: [{variant: {"operators": r.operators, "times": {c: list(t) for c, t in r.times.items()}}
-                             for variant, r in task.items()} for task in tasks]
-                   for domain, tasks in self.domains_.items()}
-        return json.dumps({"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "params": self.get_params(),
-                           "domains": domains}, separators=(",", ":"), allow_nan=False)
+        domains = {
+            domain: [
+                {
+                    variant: {"operators": r.operators, "times": {c: list(t) for c, t in r.times.items()}}
+                    for variant, r in task.items()
+                }
+                for task in tasks
+            ]
+            for domain, tasks in self.domains_.items()
+        }
+        return json.dumps(
+            {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "params": self.get_params(), "domains": domains},
+            separators=(",", ":"),
+            allow_nan=False,
+        )
 
     @classmethod
-    def from_json(cls, text: str, where: str = "selection model") -> "SelectionModel":
+    def from_json(cls, text: str, where: str = "selection model") -> SelectionModel:
         try:
             data = json.loads(text)
             version = data.get("format_version")
             if data.get("format") != FORMAT_NAME or version not in (1, FORMAT_VERSION):
                 raise SelectionFormatError(
-                    f"{where} is not a {FORMAT_NAME} version {FORMAT_VERSION} document; run `portfolio retrain`.")
+                    f"{where} is not a {FORMAT_NAME} version {FORMAT_VERSION} document; run `portfolio retrain`."
+                )
             model = cls(**{key: data["params"][key] for key in _PARAMS if key in data["params"]})
 
             def record(r: dict) -> TaskRecord:
                 return TaskRecord(r["operators"], {c: (float(t[0]), bool(t[1])) for c, t in r["times"].items()})
 
             model.domains_ = {
-                domain: [{DEFAULTS: record(task)} if version == 1 else
-                         {str(variant): record(r) for variant, r in task.items()} for task in tasks]
-                for domain, tasks in data["domains"].items()}
+                domain: [
+                    {DEFAULTS: record(task)}
+                    if version == 1
+                    else {str(variant): record(r) for variant, r in task.items()}
+                    for task in tasks
+                ]
+                for domain, tasks in data["domains"].items()
+            }
         except SelectionFormatError:
             raise
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as error:
@@ -275,8 +322,9 @@ class SelectionModel:
 
 class SelectionInfo(BaseModel):
     version: int | None = Field(default=None, description="stored version; None when nothing was stored")
-    domains: dict[str, dict[str, Any]] = Field(default_factory=dict,
-                                               description="per domain fingerprint: tasks, ranking, configs")
+    domains: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="per domain fingerprint: tasks, ranking, configs"
+    )
     skipped_domains: int = Field(0, description="domains with too few recorded tasks (fixed order kept)")
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
 
@@ -290,11 +338,13 @@ def retrain_selection(store: Any, **params: Any) -> SelectionInfo:
     plans = list(domain_plans(store))
     model.fit(plans)
     seen = {plan.domain for plan in plans}
-    info = SelectionInfo(domains=model.explain(), skipped_domains=len(seen - set(model.domains_)),
-                         hyperparameters=model.get_params())
+    info = SelectionInfo(
+        domains=model.explain(), skipped_domains=len(seen - set(model.domains_)), hyperparameters=model.get_params()
+    )
     if model.domains_:
-        info.version = save_selection_model(store, model.to_json(), {"format": FORMAT_NAME,
-                                                                     "domains": len(model.domains_)})
+        info.version = save_selection_model(
+            store, model.to_json(), {"format": FORMAT_NAME, "domains": len(model.domains_)}
+        )
     return info
 
 

@@ -75,8 +75,9 @@ def population_mean(n: np.ndarray, f: np.ndarray, prior_mean: float, prior_stren
     return population_means(n, f, prior_mean, prior_strength)[0]
 
 
-def population_means(n: np.ndarray, f: np.ndarray, prior_mean: float, prior_strength: float
-                     ) -> tuple[float, np.ndarray]:
+def population_means(
+    n: np.ndarray, f: np.ndarray, prior_mean: float, prior_strength: float
+) -> tuple[float, np.ndarray]:
     """`population_mean` of all groundings, and of all but each one (its prior: a model that never saw it)."""
     n, f = np.asarray(n, float), np.asarray(f, float)
     keep = n > 1e-9
@@ -96,11 +97,16 @@ def population_means(n: np.ndarray, f: np.ndarray, prior_mean: float, prior_stre
     rate = f_k / n_k
     if len(np.unique(rate.round(6))) > 256:
         rate = rate.round(2)
-    rows, inverse, weight = np.unique(np.stack([steps, rate * steps], axis=1).round(6), axis=0,
-                                      return_inverse=True, return_counts=True)
+    rows, inverse, weight = np.unique(
+        np.stack([steps, rate * steps], axis=1).round(6), axis=0, return_inverse=True, return_counts=True
+    )
     a, b = _M_GRID[None, :, None] * mu, _M_GRID[None, :, None] * (1.0 - mu)
-    terms = np.concatenate([_log_bb(rows[i:i + 256, 0, None, None], rows[i:i + 256, 1, None, None], a, b)
-                            for i in range(0, len(rows), 256)])  # (distinct counts, m, mu)
+    terms = np.concatenate(
+        [
+            _log_bb(rows[i : i + 256, 0, None, None], rows[i : i + 256, 1, None, None], a, b)
+            for i in range(0, len(rows), 256)
+        ]
+    )  # (distinct counts, m, mu)
     total = np.tensordot(weight.astype(float), terms, axes=1)
 
     def mean(log_like: np.ndarray) -> np.ndarray:
@@ -131,13 +137,18 @@ def _strength(n: np.ndarray, f: np.ndarray, q: np.ndarray, weights: np.ndarray) 
         m = np.exp(log_m)
         return -float(np.sum(weights * _log_bb(n, f, m * q, m * (1.0 - q))))
 
-    found = minimize_scalar(negative_log_likelihood, bounds=(np.log(MIN_STRENGTH), np.log(MAX_STRENGTH)),
-                            method="bounded", options={"xatol": 1e-3})
+    found = minimize_scalar(
+        negative_log_likelihood,
+        bounds=(np.log(MIN_STRENGTH), np.log(MAX_STRENGTH)),
+        method="bounded",
+        options={"xatol": 1e-3},
+    )
     return float(np.exp(found.x))
 
 
-def posterior(n: np.ndarray, f: np.ndarray, q: np.ndarray, m: float, tolerance: float, trust: float,
-              outlier_share: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+def posterior(
+    n: np.ndarray, f: np.ndarray, q: np.ndarray, m: float, tolerance: float, trust: float, outlier_share: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
     """Posterior mean p_fail and concentration (pseudo-steps, for sampling) of each grounding, from its
     recency-weighted steps `n` and failures `f`; with `outlier_share` > 0, a mixture of the shrunk estimate
     and the broad component's, weighted by how likely the grounding is an outlier (`outlier_weights`).
@@ -180,8 +191,9 @@ def outlier_weights(n: np.ndarray, f: np.ndarray, q: np.ndarray, m: float, share
     return out
 
 
-def fit_mixture(n: np.ndarray, f: np.ndarray, q: np.ndarray, default: float,
-                start: float | None = None) -> tuple[float, float]:
+def fit_mixture(
+    n: np.ndarray, f: np.ndarray, q: np.ndarray, default: float, start: float | None = None
+) -> tuple[float, float]:
     """(m, outlier share) by EM: groundings are either members of the prior's population, Beta(m q, m (1-q)),
     or outliers with a broad Beta; m is refit on the members' weights each round. A handful of groundings that
     fail most of the time (a broken road among hundreds of fine ones) no longer pulls m down for all, nor

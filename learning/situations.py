@@ -14,7 +14,7 @@ the situation cells that do have counts, each from its siblings' records.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

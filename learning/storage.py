@@ -19,6 +19,7 @@ import math
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
 from learning.model import ActionModel, FailureModel
 from traces.errors import TraceStoreError
 
@@ -135,8 +136,10 @@ def model_from_bytes(blob: bytes, where: str = "model") -> FailureModel:
     try:
         stored = StoredModel.model_validate_json(blob)  # JSON mode: arrays for the tuples, no "5" for 5
     except ValidationError as error:
-        raise ModelFormatError(f"{where} has a malformed field: {_field_errors(error)}; run `portfolio retrain` "
-                               "to rebuild it from the traces.") from None
+        raise ModelFormatError(
+            f"{where} has a malformed field: {_field_errors(error)}; run `portfolio retrain` "
+            "to rebuild it from the traces."
+        ) from None
     params = stored.params.model_dump()
     model = FailureModel(**params)
     model.actions_ = {name: ActionModel(**_plain(action)) for name, action in stored.actions.items()}

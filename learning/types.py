@@ -8,7 +8,8 @@ for their groundings, so a new truck of a bad model starts pessimistic.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from learning.features import step_tokens
 from learning.situations import logit

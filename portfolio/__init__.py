@@ -23,20 +23,30 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from domains.errors import TaskInputError
-    from domains.literals import parse_state
-    from domains.load import load_task
-    from domains.model import Atom, GroundAction, Task
-    from domains.typed_actions import ReplanRequested, action, replan_when
-    from learning.retrain import retrain
-    from portfolio.agent.runtime import Agent
-    from portfolio.delegates.fast_downward.delegate import FastDownward
-    from portfolio.delegates.pyperplan import Pyperplan
-    from portfolio.engine.cascade import PortfolioDecomposition, Tier
-    from portfolio.engine.results import Attempt, Delegate, DelegateOutcome, PlanRequest, PlanResult, Status
-    from portfolio.planner import Planner
-    from traces.records import StepRecord
-    from traces.store import TraceStore
+    from domains.errors import TaskInputError as TaskInputError
+    from domains.literals import parse_state as parse_state
+    from domains.load import load_task as load_task
+    from domains.model import Atom as Atom
+    from domains.model import GroundAction as GroundAction
+    from domains.model import Task as Task
+    from domains.typed_actions import ReplanRequested as ReplanRequested
+    from domains.typed_actions import action as action
+    from domains.typed_actions import replan_when as replan_when
+    from learning.retrain import retrain as retrain
+    from portfolio.agent.runtime import Agent as Agent
+    from portfolio.delegates.fast_downward.delegate import FastDownward as FastDownward
+    from portfolio.delegates.pyperplan import Pyperplan as Pyperplan
+    from portfolio.engine.cascade import PortfolioDecomposition as PortfolioDecomposition
+    from portfolio.engine.cascade import Tier as Tier
+    from portfolio.engine.results import Attempt as Attempt
+    from portfolio.engine.results import Delegate as Delegate
+    from portfolio.engine.results import DelegateOutcome as DelegateOutcome
+    from portfolio.engine.results import PlanRequest as PlanRequest
+    from portfolio.engine.results import PlanResult as PlanResult
+    from portfolio.engine.results import Status as Status
+    from portfolio.planner import Planner as Planner
+    from traces.records import StepRecord as StepRecord
+    from traces.store import TraceStore as TraceStore
 
 # name -> the module that defines it
 _HOMES = {

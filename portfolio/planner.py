@@ -28,24 +28,36 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from domains.ground_text import normalise_actions
-from domains.ground_text import parse_ground_action
+from domains.ground_text import normalise_actions, parse_ground_action
 from domains.model import Atom, GroundAction, Plan, State, Task, plan_cost
 from domains.validate import validate_plan
-from portfolio.engine.cascade import CLASSICAL_BUDGET_S, PortfolioDecomposition, Stage, Tier
 from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.registry import (  # the catalog's names, re-exported (`X as X`) for callers
     AGENT_DELEGATES as AGENT_DELEGATES,
+)
+from portfolio.delegates.registry import (
     CLASSICAL_DELEGATES as CLASSICAL_DELEGATES,
+)
+from portfolio.delegates.registry import (
     CLASSICAL_ONLY as CLASSICAL_ONLY,
+)
+from portfolio.delegates.registry import (
     DECOMPOSER_DELEGATES as DECOMPOSER_DELEGATES,
+)
+from portfolio.delegates.registry import (
     DEFAULT_DELEGATES as DEFAULT_DELEGATES,
+)
+from portfolio.delegates.registry import (
     build_stages,
+)
+from portfolio.delegates.registry import (
     make_delegate as make_delegate,
 )
+from portfolio.engine.cascade import CLASSICAL_BUDGET_S, PortfolioDecomposition, Stage, Tier
 from portfolio.engine.results import Attempt, Delegate, PlanRequest, PlanResult, Resource, Status, elapsed_ms_since
 
 if TYPE_CHECKING:
@@ -63,8 +75,9 @@ REUSE_DELEGATE = "plan-reuse"
 TASK_COSTS = "task"  # `PlanResult.cost_model` without learned costs: the task's own action costs
 
 
-def reusable_suffix(task: Task, init: State, steps: Sequence[GroundAction | str],
-                    excluded: frozenset[str] = frozenset()) -> tuple[int, Plan] | None:
+def reusable_suffix(
+    task: Task, init: State, steps: Sequence[GroundAction | str], excluded: frozenset[str] = frozenset()
+) -> tuple[int, Plan] | None:
     """(offset, suffix): the longest suffix `steps[offset:]` that is valid from `init` and uses no excluded
     action, or None. Offset 0 is the common case (the state is the one the plan predicted); later offsets
     cover an action that happened without the plan (its effect is already there). A suffix is only
@@ -246,10 +259,12 @@ class Planner(Resource):
         if model is None:
             fast_downward.selector = fast_downward.translator_chooser = None
             return
-        fast_downward.selector = lambda task, sas, options: model.predict(task.domain_fingerprint,
-                                                                          len(sas.operators), options)
-        fast_downward.translator_chooser = lambda task: model.predict_translator(task.domain_fingerprint,
-                                                                                 fast_downward.workers)
+        fast_downward.selector = lambda task, sas, options: model.predict(
+            task.domain_fingerprint, len(sas.operators), options
+        )
+        fast_downward.translator_chooser = lambda task: model.predict_translator(
+            task.domain_fingerprint, fast_downward.workers
+        )
 
     def cost_model_for(self, explore: str, features: dict[str, Any] | None, weight: float | None = None) -> str | None:
         """Which costs a call makes plans under: "task", or "learned:<generation>:<policy>:<situation>" (plus
@@ -263,9 +278,14 @@ class Planner(Resource):
         name = f"learned:{self._model_generation}:{explore}:{situation}"
         return name if weight is None or weight == self.cost_weight else f"{name}:w{weight:g}"
 
-    def learned_costs(self, task: Task, init: Iterable[Atom | str] | None = None,
-                      features: dict[str, Any] | None = None, deadline: float | None = None,
-                      weight: float | None = None) -> dict[str, ActionCost]:
+    def learned_costs(
+        self,
+        task: Task,
+        init: Iterable[Atom | str] | None = None,
+        features: dict[str, Any] | None = None,
+        deadline: float | None = None,
+        weight: float | None = None,
+    ) -> dict[str, ActionCost]:
         """Grounded action (PDDL form) -> `learning.costs.ActionCost` for every action Fast Downward grounds,
         from the latest model; {} without one. For inspection (`portfolio costs`): planning computes the same
         costs inside the delegates' budget."""
@@ -279,8 +299,14 @@ class Planner(Resource):
         grounded = fast_downward.grounded_actions(request, deadline or time.monotonic() + 60.0)
         return self._costs_for(task, grounded, features, "mean", weight)
 
-    def _costs_for(self, task: Task, grounded: Sequence[str], features: dict[str, Any] | None, explore: Explore,
-                   weight: float | None = None) -> dict[str, ActionCost]:
+    def _costs_for(
+        self,
+        task: Task,
+        grounded: Sequence[str],
+        features: dict[str, Any] | None,
+        explore: Explore,
+        weight: float | None = None,
+    ) -> dict[str, ActionCost]:
         """Costs under `explore` and `weight` (lambda; None: the planner's `cost_weight`); the model's
         posteriors are cached per task, situation and grounding list, so a Thompson draw per call costs one
         vectorised sample."""
@@ -294,8 +320,7 @@ class Planner(Resource):
                 from domains.ground_text import parse_ground_action
 
                 actions = [parse_ground_action(text) for text in grounded]
-                cached = action_posteriors(self._model, task, actions, features=features,
-                                            memo=self._posterior_memo)
+                cached = action_posteriors(self._model, task, actions, features=features, memo=self._posterior_memo)
                 if len(self._cost_cache) > 256:
                     self._cost_cache.clear()
                 self._cost_cache[key] = cached
@@ -327,7 +352,8 @@ class Planner(Resource):
         weight: float | None = None,
     ) -> PlanResult:
         """Plan `task` (from `init` when given: Atoms or atoms spelled as in plans, `"(on b a)"`, in any
-        iterable; `task.init` is the default; anything else is a `TypeError`, before any delegate runs). With a trace store: learned costs steer the plan (in the
+        iterable; `task.init` is the default; anything else is a `TypeError`, before any delegate runs). With a trace
+        store: learned costs steer the plan (in the
         situation `features` describes, exploring as `explore` says, default the planner's), its predicted
         success probability is reported, and the plan is recorded (under `run_id`, or a new run).
 
@@ -337,8 +363,8 @@ class Planner(Resource):
         planning (module docstring). `quality` and `weight` (lambda of the learned costs) override the planner's
         for this call."""
         from learning.explore import check_explore
-        from portfolio.engine.arguments import check_actions, check_state, check_task
         from portfolio.delegates.fast_downward.searches import check_quality
+        from portfolio.engine.arguments import check_actions, check_state, check_task
 
         start = time.monotonic()
         init = check_state(check_task(task), init)  # a wrong type fails here, never inside a delegate
@@ -380,9 +406,16 @@ class Planner(Resource):
             self._record(task, result, run_id)
         return result
 
-    def _reuse(self, task: Task, init: State | None, previous: Sequence[GroundAction | str],
-               excluded: Sequence[GroundAction | str], previous_cost_model: str | None, cost_model: str | None,
-               start: float) -> PlanResult | None:
+    def _reuse(
+        self,
+        task: Task,
+        init: State | None,
+        previous: Sequence[GroundAction | str],
+        excluded: Sequence[GroundAction | str],
+        previous_cost_model: str | None,
+        cost_model: str | None,
+        start: float,
+    ) -> PlanResult | None:
         """The plan-reuse result, or None when the previous plan cannot be kept (module docstring)."""
         if not previous or cost_model is None:
             return None
@@ -394,12 +427,23 @@ class Planner(Resource):
             return None
         offset, suffix = found
         ms = elapsed_ms_since(start)
-        attempt = Attempt(delegate=REUSE_DELEGATE, status=Status.SOLVED, elapsed_ms=ms,
-                          reason=f"the previous plan's steps {offset + 1}..{len(previous)} are still valid",
-                          details={"offset": offset, "previous_length": len(previous)})
-        return PlanResult(status=Status.SOLVED, plan=[str(step) for step in suffix], cost=plan_cost(task, suffix),
-                          delegate=REUSE_DELEGATE, attempts=[attempt], elapsed_ms=ms, source="classical",
-                          cost_model=cost_model)
+        attempt = Attempt(
+            delegate=REUSE_DELEGATE,
+            status=Status.SOLVED,
+            elapsed_ms=ms,
+            reason=f"the previous plan's steps {offset + 1}..{len(previous)} are still valid",
+            details={"offset": offset, "previous_length": len(previous)},
+        )
+        return PlanResult(
+            status=Status.SOLVED,
+            plan=[str(step) for step in suffix],
+            cost=plan_cost(task, suffix),
+            delegate=REUSE_DELEGATE,
+            attempts=[attempt],
+            elapsed_ms=ms,
+            source="classical",
+            cost_model=cost_model,
+        )
 
     async def aplan(self, task: Task, **options: Any) -> PlanResult:
         """`plan(task, **options)` off the event loop (in a worker thread), for async runtimes; safe to await
@@ -412,10 +456,16 @@ class Planner(Resource):
 
         with self._lock:  # one connection: transactions of concurrent callers must not interleave
             if run_id is None:
-                run_id = self._store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal),
-                                               domain=task.domain_fingerprint)
-            self._store.record_plan(run_id, result.delegate, [a.model_dump(mode="json") for a in result.attempts],
-                                    result.elapsed_ms, result.plan)
+                run_id = self._store.start_run(
+                    task.fingerprint, formula_to_pddl(task.problem.goal), domain=task.domain_fingerprint
+                )
+            self._store.record_plan(
+                run_id,
+                result.delegate,
+                [a.model_dump(mode="json") for a in result.attempts],
+                result.elapsed_ms,
+                result.plan,
+            )
 
     def close(self) -> None:
         self.cascade.close()
@@ -423,5 +473,5 @@ class Planner(Resource):
             self._store.close()
             self._store = None
 
-    def __enter__(self) -> "Planner":
+    def __enter__(self) -> Planner:
         return self

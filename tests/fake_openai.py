@@ -44,7 +44,7 @@ class FakeOpenAI:
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with fake._lock:
@@ -68,15 +68,27 @@ class FakeOpenAI:
                     self._send(reply.status, reply.raw, reply.headers)
                     return
                 if reply.status != 200:
-                    self._send(reply.status, json.dumps({"error": {"message": reply.content or "error"}}), reply.headers)
+                    self._send(
+                        reply.status, json.dumps({"error": {"message": reply.content or "error"}}), reply.headers
+                    )
                     return
                 prompt, completion = reply.usage
                 payload = {
-                    "id": f"chatcmpl-{len(fake.requests)}", "object": "chat.completion", "model": body.get("model"),
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": reply.content}}],
-                    "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                              "total_tokens": prompt + completion},
+                    "id": f"chatcmpl-{len(fake.requests)}",
+                    "object": "chat.completion",
+                    "model": body.get("model"),
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": reply.content},
+                        }
+                    ],
+                    "usage": {
+                        "prompt_tokens": prompt,
+                        "completion_tokens": completion,
+                        "total_tokens": prompt + completion,
+                    },
                 }
                 self._send(200, json.dumps(payload), reply.headers)
 
@@ -124,7 +136,7 @@ class FakeOpenAI:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
-    def __enter__(self) -> "FakeOpenAI":
+    def __enter__(self) -> FakeOpenAI:
         self._thread.start()
         return self
 

@@ -6,8 +6,8 @@ import random
 import time
 
 import pytest
-
 from conftest import load_ipc
+
 from domains.action_elimination import eliminate
 from domains.bundled import bundled_task
 from domains.model import GroundAction
@@ -21,9 +21,21 @@ def _step(text: str) -> GroundAction:
     return GroundAction(name, tuple(args))
 
 
-BLOCKS_PLAN = [_step(s) for s in ("(unstack b2 b4)", "(put-down b2)", "(unstack b4 b1)", "(put-down b4)",
-                                  "(unstack b1 b3)", "(stack b1 b2)", "(pick-up b4)", "(stack b4 b1)",
-                                  "(pick-up b3)", "(stack b3 b4)")]
+BLOCKS_PLAN = [
+    _step(s)
+    for s in (
+        "(unstack b2 b4)",
+        "(put-down b2)",
+        "(unstack b4 b1)",
+        "(put-down b4)",
+        "(unstack b1 b3)",
+        "(stack b1 b2)",
+        "(pick-up b4)",
+        "(stack b4 b1)",
+        "(pick-up b3)",
+        "(stack b3 b4)",
+    )
+]
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +56,11 @@ def _with_detours(task, plan, rng: random.Random, detours: int) -> list[GroundAc
         rng.shuffle(blocks)
         for block in blocks:
             below = next((a.args[1] for a in state if a.predicate == "on" and a.args[0] == block), None)
-            pair = ([GroundAction("pick-up", (block,)), GroundAction("put-down", (block,))] if below is None else
-                    [GroundAction("unstack", (block, below)), GroundAction("stack", (block, below))])
+            pair = (
+                [GroundAction("pick-up", (block,)), GroundAction("put-down", (block,))]
+                if below is None
+                else [GroundAction("unstack", (block, below)), GroundAction("stack", (block, below))]
+            )
             if applicable(task, state, pair[0]):
                 padded[at:at] = pair
                 inserted += 1
@@ -65,8 +80,13 @@ def test_detours_are_removed_and_what_is_left_is_valid(blocks):
 
 def test_a_step_whose_removal_breaks_later_steps_goes_with_them(blocks):
     """Removing `pick-up b2` makes its `put-down b2` inapplicable: the pair goes in one trial."""
-    plan = [_step("(unstack b2 b4)"), _step("(put-down b2)"), _step("(pick-up b2)"), _step("(put-down b2)"),
-            *BLOCKS_PLAN[2:]]
+    plan = [
+        _step("(unstack b2 b4)"),
+        _step("(put-down b2)"),
+        _step("(pick-up b2)"),
+        _step("(put-down b2)"),
+        *BLOCKS_PLAN[2:],
+    ]
     assert validate_plan(blocks, plan).ok
     assert eliminate(blocks, plan) == BLOCKS_PLAN
 

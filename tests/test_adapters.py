@@ -39,7 +39,10 @@ def test_langgraph_example_replans_around_the_failing_tool(examples):
     example, travel = examples("langgraph_replan"), examples("travel")
     final = asyncio.run(example.main())
     assert [(s.action, s.outcome) for s in final["steps"]] == [
-        ("(find-flight)", "failure"), ("(find-train)", "success"), ("(book)", "success")]
+        ("(find-flight)", "failure"),
+        ("(find-train)", "success"),
+        ("(book)", "success"),
+    ]
     (replan,) = final["replans"]
     assert replan["after"] == "(find-flight)" and "airline API down" in replan["reason"]
     assert replan["plan"] == ["(find-train)", "(book)"]
@@ -69,7 +72,10 @@ def test_pydantic_ai_example_uses_the_planner_tool_and_replans(examples):
     tools = asyncio.run(example.main())
     assert tools.plans[0] == ["(find-flight)", "(book)"] and tools.plans[1] == ["(find-train)", "(book)"]
     assert [(r.action, r.outcome) for r in tools.reports] == [
-        ("(find-flight)", "failure"), ("(find-train)", "success"), ("(book)", "success")]
+        ("(find-flight)", "failure"),
+        ("(find-train)", "success"),
+        ("(book)", "success"),
+    ]
     assert tools.output("booking") == travel.Booking("BK-TRAIN-89")
     assert executed_steps_are_valid(travel, tools.reports)
 
@@ -83,12 +89,18 @@ def test_mcp_example_plans_reports_and_replans_through_portfolio_mcp(examples, t
     assert {"plan", "record_steps"} <= set(log["tools"])
     assert log["plans"] == [["(find-flight)", "(book)"], ["(find-train)", "(book)"]]
     assert [(s.action, s.outcome) for s in log["steps"]] == [
-        ("(find-flight)", "failure"), ("(find-train)", "success"), ("(book)", "success")]
+        ("(find-flight)", "failure"),
+        ("(find-train)", "success"),
+        ("(book)", "success"),
+    ]
     assert log["booking"] == travel.Booking("BK-TRAIN-89")
     assert executed_steps_are_valid(travel, log["steps"])
     with TraceStore(tmp_path / "server.db") as store:  # what the server recorded from record_steps
         assert [(s.action, s.outcome) for s in store.iter_steps()] == [
-            ("find-flight", "failure"), ("find-train", "success"), ("book", "success")]
+            ("find-flight", "failure"),
+            ("find-train", "success"),
+            ("book", "success"),
+        ]
 
 
 @dataclass

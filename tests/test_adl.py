@@ -11,19 +11,23 @@ from domains.pddl import parse_task
 from domains.pddl_writer import domain_to_pddl, problem_to_pddl
 from domains.validate import applicable, goal_reached, holds, validate_plan
 
-EITHER = ("""(define (domain pets)
+EITHER = (
+    """(define (domain pets)
   (:requirements :strips :typing)
   (:types cat dog - animal)
   (:predicates (hungry ?a - (either cat dog)) (fed ?a - (either cat dog)))
   (:action feed-cat :parameters (?c - cat) :precondition (hungry ?c) :effect (and (fed ?c) (not (hungry ?c))))
   (:action feed-dog :parameters (?d - dog) :precondition (hungry ?d) :effect (and (fed ?d) (not (hungry ?d)))))
-""", """(define (problem p) (:domain pets) (:objects tom - cat rex - dog)
+""",
+    """(define (problem p) (:domain pets) (:objects tom - cat rex - dog)
   (:init (hungry tom) (hungry rex)) (:goal (and (fed tom) (fed rex))))
-""")
+""",
+)
 
 # Stratum 1: lit lamps and the transitive `powered` relation; stratum 2: `dark` negates `lit`. A single
 # fixpoint over both strata would derive `dark` before `lit` and get it wrong.
-AXIOMS = ("""(define (domain lamps)
+AXIOMS = (
+    """(define (domain lamps)
   (:requirements :strips :typing :derived-predicates :negative-preconditions :universal-preconditions)
   (:types node lamp)
   (:predicates (wire ?a ?b - node) (feeds ?n - node ?l - lamp) (source ?n - node) (powered ?n - node)
@@ -36,12 +40,15 @@ AXIOMS = ("""(define (domain lamps)
   (:action connect :parameters (?a ?b - node) :precondition (not (wire ?a ?b)) :effect (wire ?a ?b))
   (:action mourn :parameters () :precondition (dark) :effect (mourned))
   (:action celebrate :parameters () :precondition (forall (?l - lamp) (lit ?l)) :effect (celebrated)))
-""", """(define (problem p) (:domain lamps) (:objects n1 n2 n3 n4 - node l1 l2 - lamp)
+""",
+    """(define (problem p) (:domain lamps) (:objects n1 n2 n3 n4 - node l1 l2 - lamp)
   (:init (source n1) (wire n1 n2) (wire n3 n4) (feeds n2 l1) (feeds n4 l2))
   (:goal (and (mourned) (celebrated))))
-""")
+""",
+)
 
-QUANTIFIED = ("""(define (domain rooms)
+QUANTIFIED = (
+    """(define (domain rooms)
   (:requirements :adl)
   (:types room key)
   (:predicates (locked ?r - room) (clean ?r - room) (holding ?k - key) (fits ?k - key ?r - room) (done))
@@ -52,12 +59,15 @@ QUANTIFIED = ("""(define (domain rooms)
   (:action clean-all :parameters ()
     :precondition (forall (?r - room) (not (locked ?r)))
     :effect (and (done) (forall (?r - room) (clean ?r)))))
-""", """(define (problem p) (:domain rooms) (:objects r1 r2 - room k1 k2 - key)
+""",
+    """(define (problem p) (:domain rooms) (:objects r1 r2 - room k1 k2 - key)
   (:init (locked r1) (locked r2) (fits k1 r1) (fits k2 r2))
   (:goal (and (clean r1) (clean r2) (or (done) (not (done))))))
-""")
+""",
+)
 
-CONDITIONAL = ("""(define (domain paint)
+CONDITIONAL = (
+    """(define (domain paint)
   (:requirements :adl)
   (:types ball color)
   (:constants red - color)
@@ -67,10 +77,12 @@ CONDITIONAL = ("""(define (domain paint)
     :effect (forall (?b - ball)
               (when (and (in-bucket ?b) (imply (= ?c red) (dry ?b)))
                     (and (painted ?b ?c) (not (in-bucket ?b)))))))
-""", """(define (problem p) (:domain paint) (:objects b1 b2 - ball blue - color)
+""",
+    """(define (problem p) (:domain paint) (:objects b1 b2 - ball blue - color)
   (:init (dry b2))
   (:goal (and (painted b1 blue) (painted b2 red) (not (painted b1 red)))))
-""")
+""",
+)
 
 CASES = {"either": EITHER, "axioms": AXIOMS, "quantified": QUANTIFIED, "conditional": CONDITIONAL}
 
@@ -127,15 +139,46 @@ def test_either_members_are_accepted_where_declared() -> None:
     assert task.is_of_type("rex", "(either cat dog)") and not task.is_of_type("rex", "(either cat)")
 
 
-@pytest.mark.parametrize("name,expected", [
-    ("either", {":strips", ":typing", "either"}),
-    ("axioms", {":strips", ":typing", ":derived-predicates", ":negative-preconditions", ":existential-preconditions",
-                ":universal-preconditions"}),
-    ("quantified", {":strips", ":typing", ":negative-preconditions", ":existential-preconditions",
-                    ":universal-preconditions", ":conditional-effects", ":disjunctive-preconditions"}),
-    ("conditional", {":strips", ":typing", ":negative-preconditions", ":conditional-effects",
-                     ":disjunctive-preconditions", ":equality"}),
-])
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        ("either", {":strips", ":typing", "either"}),
+        (
+            "axioms",
+            {
+                ":strips",
+                ":typing",
+                ":derived-predicates",
+                ":negative-preconditions",
+                ":existential-preconditions",
+                ":universal-preconditions",
+            },
+        ),
+        (
+            "quantified",
+            {
+                ":strips",
+                ":typing",
+                ":negative-preconditions",
+                ":existential-preconditions",
+                ":universal-preconditions",
+                ":conditional-effects",
+                ":disjunctive-preconditions",
+            },
+        ),
+        (
+            "conditional",
+            {
+                ":strips",
+                ":typing",
+                ":negative-preconditions",
+                ":conditional-effects",
+                ":disjunctive-preconditions",
+                ":equality",
+            },
+        ),
+    ],
+)
 def test_requirements_used_reads_the_task_not_its_declaration(name: str, expected: set[str]) -> None:
     task = parse_task(*CASES[name])
     assert task.requirements_used() == expected and not task.is_strips
@@ -149,7 +192,6 @@ def test_strips_task_is_strips_whatever_it_declares() -> None:
 
 def test_pyperplan_declines_what_it_cannot_read() -> None:
     from portfolio.delegates.pyperplan import Pyperplan
-    from portfolio.engine.results import PlanRequest, Status
 
     task = parse_task(*AXIOMS)
     with Pyperplan() as delegate:
@@ -158,9 +200,10 @@ def test_pyperplan_declines_what_it_cannot_read() -> None:
 
 
 def test_typed_search_simulates_axioms_instead_of_bitmasks() -> None:
+    import time
+
     from portfolio.delegates.typed_search import TypedSearch
     from portfolio.engine.results import PlanRequest, Status
-    import time
 
     small = """(define (problem small) (:domain lamps) (:objects n1 n2 - node l1 - lamp)
       (:init (source n1) (wire n1 n2) (feeds n2 l1)) (:goal (and (mourned) (celebrated))))"""
@@ -170,10 +213,11 @@ def test_typed_search_simulates_axioms_instead_of_bitmasks() -> None:
 
 
 def test_numeric_fluents_stay_refused() -> None:
-    domain = QUANTIFIED[0].replace("(:action take :parameters (?k - key) :precondition (not (holding ?k)) "
-                                   ":effect (holding ?k))",
-                                   "(:action take :parameters (?k - key) :precondition (not (holding ?k)) "
-                                   ":effect (and (holding ?k) (increase (weight) 1)))")
+    domain = QUANTIFIED[0].replace(
+        "(:action take :parameters (?k - key) :precondition (not (holding ?k)) :effect (holding ?k))",
+        "(:action take :parameters (?k - key) :precondition (not (holding ?k)) "
+        ":effect (and (holding ?k) (increase (weight) 1)))",
+    )
     with pytest.raises(UnsupportedFeatureError) as info:
         parse_task(domain, QUANTIFIED[1], "d.pddl", "p.pddl")
     assert info.value.file == "d.pddl" and info.value.line == 8
@@ -213,7 +257,7 @@ def test_joins_agree_with_plain_enumeration_on_random_states() -> None:
     objects = task.objects()
     basic = [Atom("wire", (a, b)) for a in objects for b in objects if objects[a] == objects[b] == "node"]
     basic += [Atom("switched-on", (n,)) for n in objects if objects[n] == "node"]
-    basic += [Atom("feeds", (n, l)) for n in objects for l in objects if (objects[n], objects[l]) == ("node", "lamp")]
+    basic += [Atom("feeds", (n, m)) for n in objects for m in objects if (objects[n], objects[m]) == ("node", "lamp")]
     rng = random.Random(7)
     for _ in range(60):
         state = frozenset(rng.sample(basic, rng.randint(0, 12))) | task.problem.init

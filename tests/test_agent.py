@@ -57,14 +57,21 @@ def write_up(person: Person, news: News) -> WriteUpDoc:
 
 def test_compiled_task_has_known_facts_costs_and_round_trips():
     task = compile_actions([find_person, fetch_news, write_up], [WriteUpDoc], [fact(UserInput)])
-    assert {p.name for p in task.domain.predicates} == {"known-user-input", "known-person", "known-news",
-                                                        "known-write-up-doc"}
+    assert {p.name for p in task.domain.predicates} == {
+        "known-user-input",
+        "known-person",
+        "known-news",
+        "known-write-up-doc",
+    }
     assert task.problem.init == frozenset({Atom("known-user-input")})
     assert [s.cost for s in task.domain.actions] == [1.0, 2.5, 1.0]
     assert "(increase (total-cost) 25)" in task.domain_pddl  # Fast Downward reads integers: scaled by 10
     parsed = parse_task(task.domain_pddl, task.problem_pddl)
-    assert parsed.problem == task.problem and [a.name for a in parsed.domain.actions] == ["find-person",
-                                                                                          "fetch-news", "write-up"]
+    assert parsed.problem == task.problem and [a.name for a in parsed.domain.actions] == [
+        "find-person",
+        "fetch-news",
+        "write-up",
+    ]
 
 
 def test_compile_errors_are_precise():
@@ -88,8 +95,11 @@ def test_typed_search_finds_the_cheapest_plan_and_honours_exclusions():
     task = compile_actions([find_person, fetch_news, cheap_news, write_up], [WriteUpDoc], [fact(UserInput)])
     search = TypedSearch()
     outcome = search.solve(PlanRequest(task), deadline=float("inf"))
-    assert outcome.status is Status.SOLVED and [str(a) for a in outcome.plan] == ["(find-person)", "(cheap-news)",
-                                                                                  "(write-up)"]
+    assert outcome.status is Status.SOLVED and [str(a) for a in outcome.plan] == [
+        "(find-person)",
+        "(cheap-news)",
+        "(write-up)",
+    ]
     assert validate_plan(task, outcome.plan).ok
     outcome = search.solve(PlanRequest(task, excluded=frozenset({"(cheap-news)"})), deadline=float("inf"))
     assert "(fetch-news)" in [str(a) for a in outcome.plan] and validate_plan(task, outcome.plan).ok
@@ -127,7 +137,10 @@ def test_agent_run_returns_the_goal_object_and_uses_the_goal_action_by_default()
         result = agent.run(UserInput("Ada Lovelace"))
         assert result.succeeded and result.output == WriteUpDoc("Ada: Ada news")
         assert [(s.action, s.outcome, s.error) for s in result.steps] == [
-            ("(find-person)", "success", None), ("(fetch-news)", "success", None), ("(write-up)", "success", None)]
+            ("(find-person)", "success", None),
+            ("(fetch-news)", "success", None),
+            ("(write-up)", "success", None),
+        ]
         assert all(s.ms >= 0 for s in result.steps)
         with pytest.raises(ValueError, match="no action takes a int"):
             agent.run(42)
@@ -192,8 +205,9 @@ def test_learn_every_retrains_as_runs_accumulate_and_costs_shows_the_prices(tmp_
     each grounded action's p_fail and cost for the task a run would plan."""
     tools = make_tools(seed=0, outage=1.0)  # the wire is down for good
     firsts = []
-    with Agent(tools, traces=tmp_path / "traces.db", cost_weight=2.0, backoff_s=0.0, max_retries=1,
-               learn_every=2) as agent:
+    with Agent(
+        tools, traces=tmp_path / "traces.db", cost_weight=2.0, backoff_s=0.0, max_retries=1, learn_every=2
+    ) as agent:
         assert agent.costs(Request("About Grace Hopper"), goal=WriteUp) == {}  # nothing learned yet
         for run in range(4):
             result = agent.run(Request("About Grace Hopper"), goal=WriteUp)
@@ -266,8 +280,15 @@ def test_spans_when_opentelemetry_is_present(span_exporter):
         assert agent.run(UserInput("Ada Lovelace")).succeeded
     spans = sorted(span_exporter.get_finished_spans(), key=lambda s: s.start_time)
     names = [s.name for s in spans]
-    assert names == ["portfolio.run", "portfolio.plan", "portfolio.step", "portfolio.step", "portfolio.replan",
-                     "portfolio.step", "portfolio.step"]
+    assert names == [
+        "portfolio.run",
+        "portfolio.plan",
+        "portfolio.step",
+        "portfolio.step",
+        "portfolio.replan",
+        "portfolio.step",
+        "portfolio.step",
+    ]
     run = spans[0]
     assert all(s.parent is not None and s.parent.span_id == run.context.span_id for s in spans[1:])
     replan = spans[4].attributes

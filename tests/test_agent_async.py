@@ -11,8 +11,8 @@ import pytest
 from domains.typed_actions import ReplanRequested, TypedActionError, action, fact
 from domains.validate import validate_plan
 from portfolio.agent import Agent, classical_stages
-from portfolio.planner import Planner
 from portfolio.engine.results import parse_ground_action
+from portfolio.planner import Planner
 
 
 @dataclass
@@ -115,8 +115,10 @@ def test_timeout_is_retried_when_transient_and_a_later_attempt_is_fast():
             return await agent.arun(Query("x"))
 
     result = asyncio.run(main())
-    assert result.succeeded and [(s.outcome, s.decision) for s in result.steps] == [("failure", "persist"),
-                                                                                  ("success", None)]
+    assert result.succeeded and [(s.outcome, s.decision) for s in result.steps] == [
+        ("failure", "persist"),
+        ("success", None),
+    ]
 
 
 def test_timeout_needs_a_coroutine_action():

@@ -126,8 +126,10 @@ def test_pre_and_post_named_facts_order_the_plan():
     task = compile_actions([verify, publish], [Receipt], [fact(Document), Atom("draft-document")])
     schemas = {s.name: s for s in task.domain.actions}
     assert Atom("verified-document") in schemas["publish"].precondition.parts
-    assert {(e.atom.predicate, e.negated) for e in schemas["publish"].effects} >= {("published-document", False),
-                                                                                  ("draft-document", True)}
+    assert {(e.atom.predicate, e.negated) for e in schemas["publish"].effects} >= {
+        ("published-document", False),
+        ("draft-document", True),
+    }
     with Agent([publish, verify], warm=False) as agent:
         result = agent.run(Document("q3 report"), facts=["(draft-document)"], goal=Receipt)
     assert result.succeeded and [s.action for s in result.steps] == ["(verify)", "(publish)"]

@@ -33,8 +33,12 @@ UNSOLVABLE = """(define (problem two-block-cycle) (:domain blocks)
 def ipc_pairs(path: Path) -> Path:
     """Easy tasks of four IPC domains, and a blocks task with no plan (a miss for every planner, whatever the
     load: budgets are generous so the table does not depend on how busy the machine is)."""
-    picked = [("blocks", "probBLOCKS-4-0.pddl"), ("gripper", "prob01.pddl"), ("miconic", "s1-0.pddl"),
-              ("logistics00", "probLOGISTICS-4-0.pddl")]
+    picked = [
+        ("blocks", "probBLOCKS-4-0.pddl"),
+        ("gripper", "prob01.pddl"),
+        ("miconic", "s1-0.pddl"),
+        ("logistics00", "probLOGISTICS-4-0.pddl"),
+    ]
     lines = [f"{IPC / d / 'domain.pddl'} {IPC / d / p}\n" for d, p in picked]
     (path.parent / "blocks-cycle").mkdir()
     (path.parent / "blocks-cycle" / "cycle.pddl").write_text(UNSOLVABLE)
@@ -44,11 +48,13 @@ def ipc_pairs(path: Path) -> Path:
 
 
 def test_local_cluster_and_local_pool_give_the_same_coverage(tmp_path):
-    specs = runner.plan_runs(suites.read_suite(str(ipc_pairs(tmp_path / "pairs.txt"))),
-                             ["classical", "driver:lama-first"], budget_s=20.0)
+    specs = runner.plan_runs(
+        suites.read_suite(str(ipc_pairs(tmp_path / "pairs.txt"))), ["classical", "driver:lama-first"], budget_s=20.0
+    )
     runner.run_experiment(specs, tmp_path / "local", jobs=2, progress=False)
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
-                                  dashboard_address=None) as cluster:
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
+    ) as cluster:
         runner.run_experiment(specs, tmp_path / "dask", dask_address=cluster.scheduler_address, progress=False)
     local, dask = (read_runs(runs_path(tmp_path / kind)) for kind in ("local", "dask"))
     assert sorted(r["run_id"] for r in local) == sorted(r["run_id"] for r in dask) == sorted(s.run_id for s in specs)
@@ -56,14 +62,16 @@ def test_local_cluster_and_local_pool_give_the_same_coverage(tmp_path):
     table = coverage(dask)
     assert table["blocks-cycle"] == {"classical": (0, 1), "driver:lama-first": (0, 1)}
     assert {r["status"] for r in dask if r["domain"] == "blocks-cycle"} == {"unsolvable"}
-    assert all(row == {"classical": (1, 1), "driver:lama-first": (1, 1)} for d, row in table.items()
-               if d != "blocks-cycle")
+    assert all(
+        row == {"classical": (1, 1), "driver:lama-first": (1, 1)} for d, row in table.items() if d != "blocks-cycle"
+    )
     assert all(r["valid"] for r in dask if r["status"] == "solved")
 
 
 def _start(command: list[str], env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    return subprocess.Popen(
+        command, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -82,8 +90,20 @@ def test_scheduler_and_worker_as_separate_processes(tmp_path, capsys):
     env = dict(os.environ, PYTHONPATH=str(REPO), PORTFOLIO_BENCH_TEST=marker)
     dask = str(Path(sys.executable).parent / "dask")
     scheduler_file = tmp_path / "scheduler.json"
-    scheduler = _start([dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                        "--scheduler-file", str(scheduler_file)], env)
+    scheduler = _start(
+        [
+            dask,
+            "scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--no-dashboard",
+            "--scheduler-file",
+            str(scheduler_file),
+        ],
+        env,
+    )
     worker = None
     try:
         deadline = time.monotonic() + 60
@@ -91,8 +111,21 @@ def test_scheduler_and_worker_as_separate_processes(tmp_path, capsys):
             time.sleep(0.1)
         address = json.loads(scheduler_file.read_text())["address"]
         assert address.startswith("tcp://127.0.0.1:")
-        worker = _start([dask, "worker", address, "--nthreads", "2", "--host", "127.0.0.1", "--no-dashboard",
-                         "--death-timeout", "60"], env)
+        worker = _start(
+            [
+                dask,
+                "worker",
+                address,
+                "--nthreads",
+                "2",
+                "--host",
+                "127.0.0.1",
+                "--no-dashboard",
+                "--death-timeout",
+                "60",
+            ],
+            env,
+        )
         with distributed.Client(address, timeout="30s") as client:
             client.wait_for_workers(1, timeout=60)
         suite = ["gen:gripper:sizes=1..4", "typed:research"]
@@ -113,7 +146,17 @@ def test_scheduler_and_worker_as_separate_processes(tmp_path, capsys):
 
 def test_unreachable_scheduler_is_bad_input(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(runner, "CONNECT_TIMEOUT_S", 2.0)
-    argv = ["bench", "run", "gen:gripper:sizes=1", "--planners", "typed-search", "--no-progress",
-            "--dask", "tcp://127.0.0.1:9", "--out", str(tmp_path)]
+    argv = [
+        "bench",
+        "run",
+        "gen:gripper:sizes=1",
+        "--planners",
+        "typed-search",
+        "--no-progress",
+        "--dask",
+        "tcp://127.0.0.1:9",
+        "--out",
+        str(tmp_path),
+    ]
     assert main(argv) == 2
     assert "cannot use the Dask scheduler at tcp://127.0.0.1:9" in capsys.readouterr().err

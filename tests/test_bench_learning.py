@@ -17,8 +17,25 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow
 def test_one_small_world_end_to_end_writes_its_report(tmp_path, capsys):
-    code = main(["bench", "learning", "--kinds", "object", "--seeds", "1", "--episodes", "30", "--retrain-every",
-                 "10", "--policies", "mean,ucb", "--no-progress", "--out", str(tmp_path)])
+    code = main(
+        [
+            "bench",
+            "learning",
+            "--kinds",
+            "object",
+            "--seeds",
+            "1",
+            "--episodes",
+            "30",
+            "--retrain-every",
+            "10",
+            "--policies",
+            "mean,ucb",
+            "--no-progress",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     out = capsys.readouterr()
     assert code == 0, out.err
     report = (tmp_path / "learning-worlds.md").read_text()
@@ -36,16 +53,19 @@ def test_one_small_world_end_to_end_writes_its_report(tmp_path, capsys):
     assert set(run["searches"]["oracle"]) == {"route-search"}
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--kinds", "pairs,nope"], "unknown world type 'nope'"),
-    (["--seeds", "0"], "--seeds must be >= 1"),
-    (["--seeds", "-3"], "--seeds must be >= 1"),
-    (["--episodes", "0"], "--episodes must be >= 1"),
-    (["--policies", "greedy"], "unknown explore policy 'greedy'"),
-    (["--jobs", "0"], "--jobs must be >= 1"),
-    (["--first-seed", "-1"], "--first-seed must be >= 0"),
-    (["--bundled-episodes", "-1"], "--bundled-episodes must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--kinds", "pairs,nope"], "unknown world type 'nope'"),
+        (["--seeds", "0"], "--seeds must be >= 1"),
+        (["--seeds", "-3"], "--seeds must be >= 1"),
+        (["--episodes", "0"], "--episodes must be >= 1"),
+        (["--policies", "greedy"], "unknown explore policy 'greedy'"),
+        (["--jobs", "0"], "--jobs must be >= 1"),
+        (["--first-seed", "-1"], "--first-seed must be >= 0"),
+        (["--bundled-episodes", "-1"], "--bundled-episodes must be >= 0"),
+    ],
+)
 def test_bad_input_exits_2_with_a_message(tmp_path, capsys, argv, message):
     assert main(["bench", "learning", *argv, "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
@@ -56,11 +76,34 @@ def test_bad_input_exits_2_with_a_message(tmp_path, capsys, argv, message):
 def test_the_checkout_command_is_the_same_command():
     """`python -m benchmarks.experiments.learning_worlds` (cited in notes) is a thin wrapper: same flags, same
     checks."""
-    done = subprocess.run([sys.executable, "-m", "benchmarks.experiments.learning_worlds", "--kinds", "nope"],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.experiments.learning_worlds", "--kinds", "nope"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2 and "unknown world type 'nope'" in done.stderr and "Traceback" not in done.stderr
-    help_text = subprocess.run([sys.executable, "-m", "portfolio.cli", "bench", "learning", "--help"], cwd=REPO,
-                               capture_output=True, text=True, timeout=120).stdout
-    for taught in ("held out", "tuning", "--jobs", "thompson", "learning-worlds.png", "van-a", "detours",
-                   "vehicle-roads", "agent-tools", "default cascade", "seq-opt-lmcut", "Speed:", "seconds per world"):
+    help_text = subprocess.run(
+        [sys.executable, "-m", "portfolio.cli", "bench", "learning", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    for taught in (
+        "held out",
+        "tuning",
+        "--jobs",
+        "thompson",
+        "learning-worlds.png",
+        "van-a",
+        "detours",
+        "vehicle-roads",
+        "agent-tools",
+        "default cascade",
+        "seq-opt-lmcut",
+        "Speed:",
+        "seconds per world",
+    ):
         assert taught in help_text

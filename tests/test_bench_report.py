@@ -23,8 +23,16 @@ from portfolio.benchsuite import report, runner, suites
 from portfolio.benchsuite.store import read_runs, runs_path
 from portfolio.cli import main
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--no-first-run", "--disable-sync", "--window-size=1200,1600"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--window-size=1200,1600",
+]
 
 
 @pytest.fixture(scope="module")
@@ -40,21 +48,26 @@ def results(tmp_path_factory) -> Path:
 def test_tables_count_tasks_over_repeats_and_ratios_per_task(results):
     records = read_runs(runs_path(results))
     assert len(records) == 16
-    assert report.coverage(records) == {"gen-gripper": {"classical": (3, 3), "typed-search": (3, 3)},
-                                        "typed-research": {"classical": (1, 1), "typed-search": (1, 1)}}
+    assert report.coverage(records) == {
+        "gen-gripper": {"classical": (3, 3), "typed-search": (3, 3)},
+        "typed-research": {"classical": (1, 1), "typed-search": (1, 1)},
+    }
     rows = {r.planner: r for r in report.latency(records, "classical", ["classical", "typed-search"])}
     assert rows["classical"].ratio == 1.0 and rows["typed-search"].common == 4
     per_task = report.task_results(records)
-    expected = sorted(per_task[("typed-search", t)].time / per_task[("classical", t)].time
-                      for t in {r["task"] for r in records})
+    expected = sorted(
+        per_task[("typed-search", t)].time / per_task[("classical", t)].time for t in {r["task"] for r in records}
+    )
     assert rows["typed-search"].ratio == pytest.approx((expected[1] + expected[2]) / 2)
     times = sorted(r.time for (p, _), r in per_task.items() if p == "classical")
     assert rows["classical"].p95_s == pytest.approx(times[2] + 0.85 * (times[3] - times[2]))
 
 
 def test_a_task_is_solved_when_most_of_its_runs_are():
-    records = [{"planner": "p", "task": "t", "domain": "d", "status": s, "valid": True, "time_s": 1.0}
-               for s in ("solved", "timeout", "timeout")]
+    records = [
+        {"planner": "p", "task": "t", "domain": "d", "status": s, "valid": True, "time_s": 1.0}
+        for s in ("solved", "timeout", "timeout")
+    ]
     assert report.coverage(records) == {"d": {"p": (0, 1)}}
     records[1]["status"] = "solved"
     assert report.coverage(records) == {"d": {"p": (1, 1)}}
@@ -65,8 +78,7 @@ def test_a_task_is_solved_when_most_of_its_runs_are():
 def test_report_files(results, capsys):
     assert main(["bench", "report", str(results), "--baseline", "classical"]) == 0
     printed = capsys.readouterr().out
-    for name in ("report.md", "report.html", "cactus.png", "latency-size.png",
-                 "scatter-typed-search-vs-classical.png"):
+    for name in ("report.md", "report.html", "cactus.png", "latency-size.png", "scatter-typed-search-vs-classical.png"):
         assert name in printed and (results / name).stat().st_size > 500, name
     import matplotlib.image
 
@@ -107,8 +119,12 @@ class DevTools:
 
         self.process = subprocess.Popen(
             [binary, *CHROMIUM_FLAGS, f"--user-data-dir={self.profile}", "--remote-debugging-pipe", "about:blank"],
-            pass_fds=(3, 4), preexec_fn=wire, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True)
+            pass_fds=(3, 4),
+            preexec_fn=wire,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         os.close(to_r)
         os.close(from_w)
         self.deadline = time.monotonic() + timeout

@@ -70,7 +70,15 @@ def test_runs_are_interleaved_across_planners():
     tasks = suites.read_suite("gen:gripper:sizes=1..2")
     specs = runner.plan_runs(tasks, ["a", "b"], repeat=2)
     assert [(s.repeat, s.task.size, s.planner) for s in specs] == [
-        (0, 1, "a"), (0, 1, "b"), (0, 2, "a"), (0, 2, "b"), (1, 1, "a"), (1, 1, "b"), (1, 2, "a"), (1, 2, "b")]
+        (0, 1, "a"),
+        (0, 1, "b"),
+        (0, 2, "a"),
+        (0, 2, "b"),
+        (1, 1, "a"),
+        (1, 1, "b"),
+        (1, 2, "a"),
+        (1, 2, "b"),
+    ]
 
 
 def test_a_planner_that_ignores_its_budget_is_killed_with_its_process_group(monkeypatch):
@@ -78,7 +86,9 @@ def test_a_planner_that_ignores_its_budget_is_killed_with_its_process_group(monk
     budget plus the margin, and nothing it started survives."""
     marker = f"PORTFOLIO_BENCH_TEST={uuid.uuid4().hex}"
     monkeypatch.setenv(*marker.split("="))
-    task = next(t for t in suites.read_suite(str(IPC / "rovers")) if t.id == "rovers/p40.pddl")  # minutes for pyperplan, on any machine
+    task = next(
+        t for t in suites.read_suite(str(IPC / "rovers")) if t.id == "rovers/p40.pddl"
+    )  # minutes for pyperplan, on any machine
     spec = runner.plan_runs([task], ["up:pyperplan"], budget_s=0.2)[0]
     started = time.monotonic()
     record = runner.execute(spec)
@@ -105,14 +115,22 @@ def test_resume_skips_recorded_runs_and_reruns_a_torn_last_line(tmp_path):
     counts = runner.run_experiment(specs, tmp_path, jobs=1, progress=False)
     assert counts == {"total": 3, "skipped": 2, "ran": 1, "solved": 1}
     lines = path.read_text().splitlines()
-    assert lines[:2] == first and [json.loads(l)["run_id"] for l in lines] == [s.run_id for s in specs]
+    assert lines[:2] == first and [json.loads(line)["run_id"] for line in lines] == [s.run_id for s in specs]
 
 
 def test_resuming_with_another_budget_is_refused(tmp_path, capsys):
     from portfolio.cli import main
 
-    argv = ["bench", "run", "gen:gripper:sizes=1", "--planners", "typed-search", "--no-progress", "--out",
-            str(tmp_path)]
+    argv = [
+        "bench",
+        "run",
+        "gen:gripper:sizes=1",
+        "--planners",
+        "typed-search",
+        "--no-progress",
+        "--out",
+        str(tmp_path),
+    ]
     assert main(argv) == 0
     assert main(argv + ["--budget", "2"]) == 2
     assert "was run with --budget 1.0 here, not 2.0" in capsys.readouterr().err
@@ -134,11 +152,25 @@ def test_kill_9_mid_experiment_then_resume_loses_and_repeats_nothing(tmp_path):
     again runs exactly the missing ones."""
     marker = uuid.uuid4().hex
     suite = "gen:blocksworld:sizes=1..3:seeds=0..9"
-    command = [sys.executable, "-m", "portfolio.cli", "bench", "run", suite, "--planners", "typed-search",
-               "--out", str(tmp_path), "--jobs", "2", "--no-progress"]
+    command = [
+        sys.executable,
+        "-m",
+        "portfolio.cli",
+        "bench",
+        "run",
+        suite,
+        "--planners",
+        "typed-search",
+        "--out",
+        str(tmp_path),
+        "--jobs",
+        "2",
+        "--no-progress",
+    ]
     env = dict(os.environ, PYTHONPATH=str(REPO), PORTFOLIO_BENCH_TEST=marker)
-    runner_process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL, start_new_session=True)
+    runner_process = subprocess.Popen(
+        command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     path = runs_path(tmp_path)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and (not path.exists() or path.read_bytes().count(b"\n") < 12):

@@ -32,7 +32,7 @@ def test_one_domain_folder_is_a_suite_too():
 
 def test_pairs_file_resolves_paths_against_its_folder():
     specs = suites.read_suite(str(IPC_MORE / "pairs.txt"))
-    lines = [l for l in (IPC_MORE / "pairs.txt").read_text().splitlines() if l.strip() and not l.startswith("#")]
+    lines = [x for x in (IPC_MORE / "pairs.txt").read_text().splitlines() if x.strip() and not x.startswith("#")]
     assert len(specs) == len(lines)
     psr = next(s for s in specs if s.domain == "psr-small")
     assert Path(psr.domain_file).name.endswith("domain.pddl") and Path(psr.domain_file).parent.name == "psr-small"
@@ -97,11 +97,20 @@ def test_suites_are_concatenated_without_duplicates():
 
 def test_planner_names():
     assert parse_planners("cascade, driver:lama-first,typed-search,cascade:typed-search+fast-downward") == [
-        "cascade", "driver:lama-first", "typed-search", "cascade:typed-search+fast-downward"]
+        "cascade",
+        "driver:lama-first",
+        "typed-search",
+        "cascade:typed-search+fast-downward",
+    ]
     assert cascade_names("classical") == ("fast-downward", "pyperplan")
     assert hard_budget_s("cascade", 1.0, 30.0) == 31.0 and hard_budget_s("classical", 1.0, 30.0) == 1.0
-    for bad, message in (("nope", "unknown planner 'nope'"), ("cascade:fast-downward+nope", "unknown delegate nope"),
-                         ("cascade,cascade", "twice"), ("", "empty"), ("driver:LAMA FIRST", "driver:ALIAS")):
+    for bad, message in (
+        ("nope", "unknown planner 'nope'"),
+        ("cascade:fast-downward+nope", "unknown delegate nope"),
+        ("cascade,cascade", "twice"),
+        ("", "empty"),
+        ("driver:LAMA FIRST", "driver:ALIAS"),
+    ):
         with pytest.raises(PlannerError, match=message):
             parse_planners(bad)
 
@@ -130,4 +139,3 @@ def test_old_flags_still_mean_the_latency_table():
     for args in (old, new):
         assert args.func is bench_cmd.run_latency
         assert (args.ipc, args.coverage, args.per_domain, args.budget, args.rounds) == (IPC, True, 3, 1.0, 7)
-

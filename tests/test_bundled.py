@@ -69,12 +69,15 @@ def test_sizes_1_to_50_parse_with_size_many_main_objects(name: str) -> None:
         assert task.problem.minimize_total_cost == (name in ("logistics", "tools"))
 
 
-@pytest.mark.parametrize("name, sizes", [
-    ("blocksworld", (1, 2, 3, 4)),
-    ("gripper", (1, 2, 3, 4)),
-    ("logistics", (1, 2, 3)),
-    ("tools", (1, 2, 3)),
-])
+@pytest.mark.parametrize(
+    "name, sizes",
+    [
+        ("blocksworld", (1, 2, 3, 4)),
+        ("gripper", (1, 2, 3, 4)),
+        ("logistics", (1, 2, 3)),
+        ("tools", (1, 2, 3)),
+    ],
+)
 def test_small_problems_are_solvable(name: str, sizes: tuple[int, ...]) -> None:
     for size, seed in product(sizes, range(3)):
         task = bundled_task(name, size, seed)
@@ -115,8 +118,12 @@ def test_large_gripper_solvable_one_ball_at_a_time() -> None:
     plan = []
     for goal in task.problem.goal.parts:
         ball, target = goal.args
-        for step in (("move", (robot, start[ball])), ("pick", (ball, start[ball], "left")),
-                     ("move", (start[ball], target)), ("drop", (ball, target, "left"))):
+        for step in (
+            ("move", (robot, start[ball])),
+            ("pick", (ball, start[ball], "left")),
+            ("move", (start[ball], target)),
+            ("drop", (ball, target, "left")),
+        ):
             plan.append(GroundAction(*step))
         robot = target
     result = validate_plan(task, plan)
@@ -181,8 +188,11 @@ def tools_routes(task: Task, job: str) -> dict[str, list[GroundAction]]:
     return {
         "web": [GroundAction("web-search", (job, topic, "web-basic")), GroundAction("fact-check", (job,)), write],
         "web-pro": [GroundAction("web-search", (job, topic, "web-pro")), GroundAction("fact-check", (job,)), write],
-        "database": [GroundAction("connect-database", (database,)),
-                     GroundAction("query-database", (job, topic, database)), write],
+        "database": [
+            GroundAction("connect-database", (database,)),
+            GroundAction("query-database", (job, topic, database)),
+            write,
+        ],
         "expert": [GroundAction("ask-expert", (job, topic, expert)), write],
     }
 
@@ -199,8 +209,13 @@ def test_tools_every_job_has_distinct_routes_with_different_costs(seed: int) -> 
     assert costs["web"] == 1 + 2 + 1 < costs["web-pro"] == 3 + 2 + 1
     assert costs["web"] < costs["database"] < costs["expert"]
     # without fact-checking, web notes cannot be written up: the routes really differ in what they need
-    bad = validate_plan(task, [GroundAction("web-search", (job, tools_routes(task, job)["web"][0].args[1], "web-basic")),
-                               GroundAction("write-report", (job, "writer-small"))])
+    bad = validate_plan(
+        task,
+        [
+            GroundAction("web-search", (job, tools_routes(task, job)["web"][0].args[1], "web-basic")),
+            GroundAction("write-report", (job, "writer-small")),
+        ],
+    )
     assert (bad.failed_step, bad.missing) == (2, [f"(verified {job})"])
 
 
@@ -219,10 +234,13 @@ def test_write_instance_round_trips(tmp_path) -> None:
     assert parse_task(domain_path.read_text(), problem_path.read_text()) == bundled_task("logistics", 4, 9)
 
 
-@pytest.mark.parametrize("args, message", [
-    (("chess", 3), "unknown bundled domain 'chess'; expected one of: blocksworld, gripper, logistics, tools"),
-    (("gripper", 0), "size must be a whole number >= 1, got 0"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("chess", 3), "unknown bundled domain 'chess'; expected one of: blocksworld, gripper, logistics, tools"),
+        (("gripper", 0), "size must be a whole number >= 1, got 0"),
+    ],
+)
 def test_bad_arguments_get_precise_errors(args: tuple, message: str) -> None:
     with pytest.raises(ValueError) as error:
         generate_problem(*args)

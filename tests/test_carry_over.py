@@ -16,15 +16,15 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import IPC, descendants, hardest_parking, load_ipc
+
 from domains.load import load_task
 from domains.validate import validate_plan
 from portfolio.delegates.fast_downward import translate as translate_worker
-from portfolio.engine import cancel
-from portfolio.engine.cascade import PortfolioDecomposition, Tier
 from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.pyperplan import Pyperplan
+from portfolio.engine import cancel
+from portfolio.engine.cascade import PortfolioDecomposition, Tier
 from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
 from portfolio.engine.workers import BudgetExpired, WorkerProcess
 
@@ -67,8 +67,9 @@ class Sleeper(Delegate):
 
 
 def cascade(classical, decomposer, classical_s: float = 0.5, decomposer_s: float = 20.0, **options):
-    return PortfolioDecomposition([Tier("classical", classical, classical_s),
-                                   Tier("decomposer", decomposer, decomposer_s)], **options)
+    return PortfolioDecomposition(
+        [Tier("classical", classical, classical_s), Tier("decomposer", decomposer, decomposer_s)], **options
+    )
 
 
 def busy_cpu(delegates, seconds: float = 0.5) -> float:
@@ -139,8 +140,11 @@ def test_the_cascade_waits_for_carried_over_work_when_the_later_delegates_give_u
     planner = cascade([FastDownward()], [Sleeper(give_up=True)])
     try:
         result, _ = solved_by(planner, task, "fast-downward")
-        assert summary(result) == [("fast-downward", "timeout", False), ("sleeper", "incomplete", False),
-                                   ("fast-downward", "solved", True)]
+        assert summary(result) == [
+            ("fast-downward", "timeout", False),
+            ("sleeper", "incomplete", False),
+            ("fast-downward", "solved", True),
+        ]
     finally:
         planner.close()
 
@@ -187,9 +191,12 @@ def test_a_translation_under_way_is_made_once_for_two_callers():
     with FastDownward() as fast_downward:
         fast_downward.warm_up()
         found = []
-        callers = [threading.Thread(target=lambda: found.append(fast_downward.translate(PlanRequest(task),
-                                                                                       time.monotonic() + 60)))
-                   for _ in range(2)]
+        callers = [
+            threading.Thread(
+                target=lambda: found.append(fast_downward.translate(PlanRequest(task), time.monotonic() + 60))
+            )
+            for _ in range(2)
+        ]
         for caller in callers:
             caller.start()
         for caller in callers:
@@ -206,8 +213,12 @@ def test_a_stop_signal_ends_a_worker_call_before_its_deadline():
         threading.Timer(0.3, signal.set).start()
         started = time.monotonic()
         with cancel.scope(signal), pytest.raises(BudgetExpired):
-            worker.call(translate_worker.TRANSLATE_OP, time.monotonic() + 60, domain_pddl=task.domain_pddl,
-                        problem_pddl=task.problem_pddl)
+            worker.call(
+                translate_worker.TRANSLATE_OP,
+                time.monotonic() + 60,
+                domain_pddl=task.domain_pddl,
+                problem_pddl=task.problem_pddl,
+            )
         assert time.monotonic() - started < 2.0
     finally:
         worker.close()
@@ -218,12 +229,20 @@ def test_service_worker_kills_carried_over_work_at_the_request_deadline(tmp_path
     from portfolio.serve.worker import PlannerWorker, WorkerConfig
 
     parking = IPC / "parking-sat11-strips"
-    config = WorkerConfig(delegates=["fast-downward", "pyperplan", "goal-agenda"], budget_s=5.0,
-                          decomposer_budget_s=0.5, memory_limit_mb=2048, translation_cache=False)
+    config = WorkerConfig(
+        delegates=["fast-downward", "pyperplan", "goal-agenda"],
+        budget_s=5.0,
+        decomposer_budget_s=0.5,
+        memory_limit_mb=2048,
+        translation_cache=False,
+    )
     worker = PlannerWorker(config)
     try:
-        body = {"domain": (parking / "domain.pddl").read_text(), "problem": hardest_parking().read_text(),
-                "budget": 0.4}
+        body = {
+            "domain": (parking / "domain.pddl").read_text(),
+            "problem": hardest_parking().read_text(),
+            "budget": 0.4,
+        }
         started = time.monotonic()
         answer = worker.plan(body)
         elapsed = time.monotonic() - started
@@ -245,8 +264,10 @@ def test_past_the_answer_deadline_the_first_plan_ends_the_wait():
     from portfolio.engine.workers import SearchRun
 
     def pair():
-        return [("cost-blind", SearchRun(subprocess.Popen(["sleep", "1"]), "", "")),
-                ("cost-aware", SearchRun(subprocess.Popen(["sleep", "30"]), "", ""))]
+        return [
+            ("cost-blind", SearchRun(subprocess.Popen(["sleep", "1"]), "", "")),
+            ("cost-aware", SearchRun(subprocess.Popen(["sleep", "30"]), "", "")),
+        ]
 
     for race_after, low, high in ((None, 2.5, 6.0), (0.3, 0.9, 1.8)):
         runs = pair()
@@ -269,15 +290,36 @@ def test_service_metrics_count_only_real_hand_overs():
         return {"delegate": delegate, "status": status, "details": details}
 
     metrics = Metrics()
-    metrics.observe_plan({"status": "solved", "delegate": "fast-downward", "elapsed_ms": 5000, "attempts": [
-        attempt("fast-downward", "timeout", carried_over=True), attempt("pyperplan", "timeout"),
-        attempt("fast-downward", "solved", background=True),
-        attempt("goal-agenda", "timeout", stopped_by="fast-downward")]})
-    metrics.observe_plan({"status": "solved", "delegate": "goal-agenda", "elapsed_ms": 3000, "attempts": [
-        attempt("fast-downward", "timeout", carried_over=True), attempt("pyperplan", "timeout"),
-        attempt("goal-agenda", "solved"),
-        attempt("fast-downward", "timeout", background=True, stopped_by="goal-agenda")]})
+    metrics.observe_plan(
+        {
+            "status": "solved",
+            "delegate": "fast-downward",
+            "elapsed_ms": 5000,
+            "attempts": [
+                attempt("fast-downward", "timeout", carried_over=True),
+                attempt("pyperplan", "timeout"),
+                attempt("fast-downward", "solved", background=True),
+                attempt("goal-agenda", "timeout", stopped_by="fast-downward"),
+            ],
+        }
+    )
+    metrics.observe_plan(
+        {
+            "status": "solved",
+            "delegate": "goal-agenda",
+            "elapsed_ms": 3000,
+            "attempts": [
+                attempt("fast-downward", "timeout", carried_over=True),
+                attempt("pyperplan", "timeout"),
+                attempt("goal-agenda", "solved"),
+                attempt("fast-downward", "timeout", background=True, stopped_by="goal-agenda"),
+            ],
+        }
+    )
     text = metrics.render().decode()
-    counted = {line.split("{")[1].split("}")[0]: float(line.rsplit(" ", 1)[1])
-               for line in text.splitlines() if line.startswith("portfolio_cascade_fallthroughs_total{")}
+    counted = {
+        line.split("{")[1].split("}")[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("portfolio_cascade_fallthroughs_total{")
+    }
     assert counted == {'delegate="fast-downward",status="timeout"': 2.0, 'delegate="pyperplan",status="timeout"': 2.0}

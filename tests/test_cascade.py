@@ -5,14 +5,14 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from conftest import IPC, load_ipc
+
 from domains.bundled import bundled_task
 from domains.model import GroundAction
 from domains.validate import validate_plan
-from portfolio.engine.cascade import PortfolioDecomposition, Tier
 from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.pyperplan import Pyperplan
+from portfolio.engine.cascade import PortfolioDecomposition, Tier
 from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
 
 

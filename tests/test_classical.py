@@ -7,16 +7,16 @@ import os
 import time
 
 import pytest
-
 from conftest import descendants, hardest_parking, ipc_domains, load_ipc, smallest_problems
+
 from domains.bundled import BUNDLED, bundled_task
 from domains.model import plan_cost
 from domains.validate import apply, validate_plan
-from portfolio.engine.cascade import PortfolioDecomposition, Tier
 from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.pyperplan import Pyperplan
-from portfolio.planner import CLASSICAL_ONLY, Planner, default_stages
+from portfolio.engine.cascade import PortfolioDecomposition, Tier
 from portfolio.engine.results import PlanRequest, Status
+from portfolio.planner import CLASSICAL_ONLY, Planner, default_stages
 
 # lama-first needs seconds even on the smallest parking problems: Fast Downward's 4/5 share of 37.5 s is 30 s.
 SLOW_DOMAINS = {"parking-sat11-strips": 37.5}

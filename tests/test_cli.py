@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import IPC, hardest_parking
+
 from domains.load import load_task
 from domains.validate import validate_plan
 
@@ -17,8 +17,9 @@ BLOCKS_4 = IPC / "blocks" / "probBLOCKS-4-0.pddl"
 
 
 def portfolio(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "portfolio.cli", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "portfolio.cli", *map(str, args)], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_plain_output_is_a_valid_plan_file_with_cost_delegate_and_attempts(tmp_path):
@@ -55,8 +56,9 @@ def test_json_task_file_is_planned():
 
 def test_timeout_exits_1_and_says_out_of_time():
     problem = hardest_parking()
-    run = portfolio("plan", IPC / "parking-sat11-strips" / "domain.pddl", problem,
-                    "--delegates", "fast-downward,pyperplan")
+    run = portfolio(
+        "plan", IPC / "parking-sat11-strips" / "domain.pddl", problem, "--delegates", "fast-downward,pyperplan"
+    )
     assert run.returncode == 1
     assert "every delegate ran out of time" in run.stdout
 
@@ -150,12 +152,17 @@ def test_help_teaches_exit_codes_and_examples():
 
 
 def test_plan_help_is_built_from_the_delegate_catalog():
-    from portfolio.delegates.registry import CATALOG, DEFAULT_DELEGATES
-
     import os
 
-    run = subprocess.run([sys.executable, "-m", "portfolio.cli", "plan", "--help"], capture_output=True, text=True,
-                         timeout=60, env={**os.environ, "COLUMNS": "2000"})  # no wrapping inside names
+    from portfolio.delegates.registry import CATALOG, DEFAULT_DELEGATES
+
+    run = subprocess.run(
+        [sys.executable, "-m", "portfolio.cli", "plan", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "2000"},
+    )  # no wrapping inside names
     text = " ".join(run.stdout.split())
     assert run.returncode == 0
     assert f"default: {','.join(DEFAULT_DELEGATES)}" in text
@@ -173,8 +180,19 @@ def test_steps_no_goal_needs_are_removed_unless_asked_to_keep_them():
 
     plans = {}
     for flag in ((), ("--keep-all-steps",)):
-        run = portfolio("plan", BLOCKS_DOMAIN, problem, "--json", "--delegates", "fast-downward",
-                        "--fd-workers", "1", "--budget", "10", *flag)
+        run = portfolio(
+            "plan",
+            BLOCKS_DOMAIN,
+            problem,
+            "--json",
+            "--delegates",
+            "fast-downward",
+            "--fd-workers",
+            "1",
+            "--budget",
+            "10",
+            *flag,
+        )
         assert run.returncode == 0, run.stderr
         result = json.loads(run.stdout)
         plan = [parse_ground_action(step) for step in result["plan"]]

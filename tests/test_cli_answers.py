@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 from conftest import IPC, REPO
+
 from domains.json_task import task_from_json
 from domains.validate import validate_plan
 from portfolio.engine.results import parse_ground_action
@@ -19,8 +20,9 @@ JSON_TASK = REPO / "domains" / "examples" / "blocks-task.json"
 
 
 def portfolio(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "portfolio.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=120, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "portfolio.cli", *map(str, args)], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
 
 
 def test_plan_json_answers_bad_input_on_stdout(tmp_path):
@@ -97,14 +99,15 @@ def test_top_level_help_states_the_default_cascade_and_its_budgets():
     defaults = sub.choices["plan"].parse_args([])
     run = portfolio("--help")
     assert run.returncode == 0
-    line = " ".join(run.stdout.split("portfolio plan domain.pddl problem.pddl", 1)[1].split("portfolio plan")[0]
-                    .split())
+    line = " ".join(
+        run.stdout.split("portfolio plan domain.pddl problem.pddl", 1)[1].split("portfolio plan")[0].split()
+    )
     assert DEFAULT_DELEGATES == ("fast-downward", "pyperplan", "goal-agenda")
     assert line.index("Fast Downward") < line.index("pyperplan") < line.index("goal agenda"), line
     assert f"in {defaults.budget:g} s" in line and f"{defaults.decomposer_budget:g} s" in line, line
 
 
-SCENARIO = '''
+SCENARIO = """
 from dataclasses import dataclass
 from domains.typed_actions import action
 
@@ -124,7 +127,7 @@ def actions():
 
 def needs_an_argument(city):
     return actions()
-'''
+"""
 
 
 def test_the_typed_module_factory_contract_is_documented_and_held(tmp_path):
@@ -134,8 +137,14 @@ def test_the_typed_module_factory_contract_is_documented_and_held(tmp_path):
     env_path = f"{REPO}:{tmp_path}"
 
     def bench(*args) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "portfolio.cli", "bench", "run", *map(str, args)],
-                              capture_output=True, text=True, timeout=120, cwd=REPO, env={"PYTHONPATH": env_path})
+        return subprocess.run(
+            [sys.executable, "-m", "portfolio.cli", "bench", "run", *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=REPO,
+            env={"PYTHONPATH": env_path},
+        )
 
     helped = " ".join(bench("--help").stdout.split())
     assert "FACTORY a function without arguments returning a list of @action functions" in helped

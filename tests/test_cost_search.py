@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import IPC, smallest_problems
+
 from domains.bundled import bundled_task
 from domains.ground_text import parse_ground_action
 from domains.load import load_task
@@ -37,8 +37,7 @@ def is_shortcut(step: str) -> bool:
 
 
 def cli(*args: str) -> list[str]:
-    run = subprocess.run([sys.executable, "-m", "portfolio.cli", *args], capture_output=True, text=True,
-                         timeout=120)
+    run = subprocess.run([sys.executable, "-m", "portfolio.cli", *args], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert "Traceback" not in run.stderr
     return run.stdout.splitlines()
@@ -63,8 +62,21 @@ def test_learned_costs_route_the_cli_plan_around_the_risky_shortcut(tmp_path):
     assert probability > 0.8
 
     # The first cost-aware plan (weighted A*, the "first" quality) is the risky one: what the default fixed.
-    first = [line for line in cli("plan", str(DELIVERY_DOMAIN), str(DELIVERY_PROBLEM), "--traces", traces,
-                                  "--quality", "first", "--budget", "10") if line.startswith("(")]
+    first = [
+        line
+        for line in cli(
+            "plan",
+            str(DELIVERY_DOMAIN),
+            str(DELIVERY_PROBLEM),
+            "--traces",
+            traces,
+            "--quality",
+            "first",
+            "--budget",
+            "10",
+        )
+        if line.startswith("(")
+    ]
     assert validate_plan(task, [parse_ground_action(step) for step in first]).ok
     assert any(is_shortcut(step) for step in first)
 
@@ -88,8 +100,7 @@ def test_an_anytime_plan_is_the_cheapest_found_and_never_dearer_than_the_first(k
     cost_model = _random_costs(seed * 10 + size)
     with FastDownward() as fd:
         outcome = fd.solve(PlanRequest(task=task, cost_model=cost_model), time.monotonic() + 20)
-        optimum = fd.solve(PlanRequest(task=task, cost_model=cost_model, quality="optimal"),
-                           time.monotonic() + 20)
+        optimum = fd.solve(PlanRequest(task=task, cost_model=cost_model, quality="optimal"), time.monotonic() + 20)
     assert outcome.status is Status.SOLVED and validate_plan(task, outcome.plan).ok
     plans = outcome.details["plans"]
     costs = cost_model([str(step) for step in outcome.plan])

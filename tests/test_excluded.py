@@ -14,13 +14,16 @@ from domains.pddl_writer import domain_to_pddl, problem_to_pddl
 from domains.validate import validate_plan
 from portfolio.delegates.pyperplan import Pyperplan
 from portfolio.delegates.typed_search import TypedSearch
-from portfolio.planner import Planner
 from portfolio.engine.results import PlanRequest, Status
+from portfolio.planner import Planner
 
 # In the cheapest plan of the task below (the default search returns it: `portfolio.delegates.fast_downward.anytime`).
-SPELLINGS = ["query-database job1 pricing db-internal", "(query-database job1 pricing db-internal)",
-             "( QUERY-DATABASE  job1 Pricing db-internal )",
-             GroundAction("query-database", ("job1", "pricing", "db-internal"))]
+SPELLINGS = [
+    "query-database job1 pricing db-internal",
+    "(query-database job1 pricing db-internal)",
+    "( QUERY-DATABASE  job1 Pricing db-internal )",
+    GroundAction("query-database", ("job1", "pricing", "db-internal")),
+]
 ACTION = "(query-database job1 pricing db-internal)"
 
 
@@ -78,8 +81,10 @@ def test_pyperplan_removes_excluded_operators_before_searching():
       (:action b :parameters () :precondition (s) :effect (g)))"""
     task = parse_task(domain, "(define (problem p) (:domain two) (:init (s)) (:goal (g)))", "two.pddl", "p.pddl")
     with Pyperplan() as pyperplan:
-        plans = {name: pyperplan.solve(PlanRequest(task, excluded=frozenset({name})), time.monotonic() + 10).plan
-                 for name in ("a", "(B)")}
+        plans = {
+            name: pyperplan.solve(PlanRequest(task, excluded=frozenset({name})), time.monotonic() + 10).plan
+            for name in ("a", "(B)")
+        }
     assert plans == {"a": [GroundAction("b")], "(B)": [GroundAction("a")]}
 
 
@@ -91,7 +96,6 @@ def test_pyperplan_declines_what_its_parser_cannot_read(tools):
 
 def test_excluded_over_http_in_both_spellings(tools):
     import httpx
-
     from test_service_helpers import config, serve_in_thread
 
     with serve_in_thread(config(delegates=["fast-downward", "pyperplan", "goal-agenda"])) as (url, _):

@@ -9,8 +9,8 @@ import sys
 import time
 
 import pytest
-
 from conftest import IPC
+
 from domains.bundled import bundled_task
 from domains.load import load_task
 from domains.validate import validate_plan
@@ -25,10 +25,14 @@ def test_which_searches_run():
     assert search_aliases("lama-first", "lama-costs", False, 64) == ["lama-first", *RACE_ALIASES]
     assert search_aliases("lama-first", "lama-costs", True, 4) == ["lama-first", "lama-costs"]  # quality first
     assert search_aliases("lama-first", "lama-costs", True, 2, quality="anytime", exact=True) == [
-        "anytime-wastar", "seq-opt-lmcut"]
+        "anytime-wastar",
+        "seq-opt-lmcut",
+    ]
     assert search_aliases("lama-first", "lama-costs", True, 2, quality="anytime") == ["anytime-wastar", "lama-costs"]
     assert search_aliases("lama-first", "lama-costs", True, 2, ["eager-ff-cg"], quality="optimal") == [
-        "anytime-wastar", "eager-ff-cg"]
+        "anytime-wastar",
+        "eager-ff-cg",
+    ]
     assert search_aliases("lama-first", "lama-costs", True, 1, quality="anytime", exact=True) == ["anytime-wastar"]
     assert search_aliases("seq-opt-lmcut", "lama-costs", False, 4) == ["seq-opt-lmcut"]
     assert search_aliases("seq-opt-lmcut", "lama-costs", True, 4) == ["seq-opt-lmcut"]
@@ -58,8 +62,11 @@ def test_the_first_plan_wins_and_no_search_is_left_running():
         assert outcome.details["searches"][outcome.details["search"]] == "plan found"
         # the deadline was 30 s away: a search still running lost the race, and says so
         assert "killed at the deadline" not in outcome.details["searches"].values(), outcome.details["searches"]
-        assert all(v == f"stopped: {outcome.details['search']} found a plan first"
-                   for v in outcome.details["searches"].values() if v.startswith("stopped"))
+        assert all(
+            v == f"stopped: {outcome.details['search']} found a plan first"
+            for v in outcome.details["searches"].values()
+            if v.startswith("stopped")
+        )
         assert len(taken) == 3
         for run in taken:  # winners exited, losers were killed and reaped: none is still a process
             assert run.process.returncode is not None
@@ -84,10 +91,17 @@ def test_tasks_with_costs_run_the_cost_searches_of_their_quality():
 def test_an_optimal_configuration_gives_optimal_plans_with_costs_too():
     """With costs, the optimal alias used to run beside lama-costs, whose satisficing plan was preferred."""
     task = bundled_task("tools", 2, seed=0)
-    costs = {"(web-search job1 competitors web-basic)": 6.0, "(web-search job2 competitors web-basic)": 9.4,
-             "(web-search job1 competitors web-pro)": 3.1, "(web-search job2 competitors web-pro)": 3.1,
-             "(query-database job1 competitors db-news)": 3.0, "(query-database job2 competitors db-news)": 6.5,
-             "(connect-database db-news)": 2.2, "(fact-check job1)": 2.1, "(fact-check job2)": 2.1}
+    costs = {
+        "(web-search job1 competitors web-basic)": 6.0,
+        "(web-search job2 competitors web-basic)": 9.4,
+        "(web-search job1 competitors web-pro)": 3.1,
+        "(web-search job2 competitors web-pro)": 3.1,
+        "(query-database job1 competitors db-news)": 3.0,
+        "(query-database job2 competitors db-news)": 6.5,
+        "(connect-database db-news)": 2.2,
+        "(fact-check job1)": 2.1,
+        "(fact-check job2)": 2.1,
+    }
     request = PlanRequest(task=task, cost_model=lambda grounded: {g: costs.get(g, 8.0) for g in grounded})
     with FastDownward(alias="seq-opt-lmcut") as fd:
         outcome = fd.solve(request, time.monotonic() + 30)
@@ -96,7 +110,19 @@ def test_an_optimal_configuration_gives_optimal_plans_with_costs_too():
 
 
 def test_cli_rejects_a_worker_count_below_one():
-    run = subprocess.run([sys.executable, "-m", "portfolio.cli", "plan", str(IPC / "blocks" / "domain.pddl"),
-                          str(IPC / "blocks" / "probBLOCKS-4-0.pddl"), "--fd-workers", "0"],
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "portfolio.cli",
+            "plan",
+            str(IPC / "blocks" / "domain.pddl"),
+            str(IPC / "blocks" / "probBLOCKS-4-0.pddl"),
+            "--fd-workers",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 2 and "--fd-workers" in run.stderr and "Traceback" not in run.stderr

@@ -28,7 +28,10 @@ def test_an_unknown_name_is_an_attribute_error():
 
 
 def test_import_portfolio_loads_neither_the_planner_nor_scikit_learn():
-    code = "import sys, portfolio; print(sorted(m for m in ('portfolio.planner', 'sklearn', 'pydantic') if m in sys.modules))"
+    code = (
+        "import sys, portfolio; "
+        "print(sorted(m for m in ('portfolio.planner', 'sklearn', 'pydantic') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -48,8 +51,12 @@ def test_plan_record_retrain_and_plan_again_through_the_front_door_only(tmp_path
     name, *args = shortcut.strip("()").split()
     store_path = tmp_path / "traces.db"
     with TraceStore(store_path) as store:
-        store.record_steps(StepRecord(run_id="r", step=i, action=name, args=tuple(args),
-                                      outcome="failure" if i % 10 < 6 else "success") for i in range(40))
+        store.record_steps(
+            StepRecord(
+                run_id="r", step=i, action=name, args=tuple(args), outcome="failure" if i % 10 < 6 else "success"
+            )
+            for i in range(40)
+        )
         retrain(store)
     with Planner(traces=store_path) as planner:
         learned = planner.plan(task)

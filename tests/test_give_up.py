@@ -75,8 +75,9 @@ def test_an_async_action_timing_out_three_times_says_so():
 
     result = asyncio.run(main())
     assert result.status == "conceded"
-    assert result.reason.startswith("no plan: every action producing Flights failed: (search-slow) timed out 3 "
-                                    "times"), result.reason
+    assert result.reason.startswith(
+        "no plan: every action producing Flights failed: (search-slow) timed out 3 times"
+    ), result.reason
 
 
 def test_a_goal_type_no_action_produces_is_named():
@@ -90,8 +91,7 @@ def test_a_goal_type_no_action_produces_is_named():
 
     with Agent([search_ok, book_with_hotel], warm=False) as agent:
         result = agent.run(Trip("Oslo"))
-    assert result.status == "conceded" and result.reason.startswith("no plan: no action produces Hotel"), \
-        result.reason
+    assert result.status == "conceded" and result.reason.startswith("no plan: no action produces Hotel"), result.reason
 
 
 def test_the_critique_matches_the_decision():
@@ -134,8 +134,7 @@ def test_a_vetoed_provider_is_named_as_ruled_out_not_as_failed():
     with Agent([search_a, search_paid, book], warm=False, backoff_s=0.0, check=no_paid_searches) as agent:
         result = agent.run(Trip("Oslo"))
     assert result.status == "conceded"
-    assert result.reason.startswith("no plan: every action producing Flights failed or was ruled out: "), \
-        result.reason
+    assert result.reason.startswith("no plan: every action producing Flights failed or was ruled out: "), result.reason
     assert "(search-a) failed: transient x3" in result.reason and "(search-paid) ruled out (vetoed" in result.reason
 
 

@@ -10,12 +10,12 @@ import pytest
 
 from domains.load import load_task
 from domains.validate import validate_plan
-from portfolio.engine.cascade import PortfolioDecomposition
 from portfolio.delegates.decompose import SubgoalSolver
 from portfolio.delegates.goal_agenda import GoalAgenda
 from portfolio.delegates.registry import decomposer_tier
-from portfolio.planner import default_stages
+from portfolio.engine.cascade import PortfolioDecomposition
 from portfolio.engine.results import PlanRequest, Status
+from portfolio.planner import default_stages
 
 IPC = Path(__file__).resolve().parents[2] / "shared" / "ipc"
 
@@ -89,15 +89,17 @@ def test_tier_budget_and_llm_share():
     tier = decomposer_tier(["goal-agenda"], classical_names=["fast-downward"])
     assert tier.name == "decomposer" and tier.budget_s == 30.0
     tier.close()
-    both = decomposer_tier(["llm", "goal-agenda"], llm_url="http://127.0.0.1:9/v1", llm_model="m",
-                           decomposer_budget_s=30)
+    both = decomposer_tier(
+        ["llm", "goal-agenda"], llm_url="http://127.0.0.1:9/v1", llm_model="m", decomposer_budget_s=30
+    )
     llm, fallback = both.delegates
     assert llm.source == "llm" and fallback.source == "decomposition"
     # The split is configuration (the catalog's shares, overridable), not a constant: the fallback keeps a third.
     assert both.shares == (2.0, 1.0) and llm.budget_s is None and fallback.budget_s is None
     both.close()
-    custom = decomposer_tier(["llm", "goal-agenda"], llm_url="http://127.0.0.1:9/v1", llm_model="m",
-                             shares={"llm": 1, "goal-agenda": 1})
+    custom = decomposer_tier(
+        ["llm", "goal-agenda"], llm_url="http://127.0.0.1:9/v1", llm_model="m", shares={"llm": 1, "goal-agenda": 1}
+    )
     assert custom.shares == (1.0, 1.0)
     custom.close()
     with pytest.raises(ValueError, match="unknown delegate"):

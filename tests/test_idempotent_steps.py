@@ -15,19 +15,33 @@ import anyio
 import httpx
 import pytest
 import sqlite_utils
-
 from conftest import REPO
 from test_service_helpers import config, serve_in_thread
+
 from traces import StepConflictError, StepRecord, TraceStore, export_jsonl, import_jsonl
 
-LINES = [{"run_id": "r1", "step": i, "action": "drive", "args": ["t1", "a", "b"], "duration_ms": 10.0,
-          "outcome": "failure" if i % 4 == 0 else "success", "features": {"weather": "rain", "hour": i}}
-         for i in range(8)]
+LINES = [
+    {
+        "run_id": "r1",
+        "step": i,
+        "action": "drive",
+        "args": ["t1", "a", "b"],
+        "duration_ms": 10.0,
+        "outcome": "failure" if i % 4 == 0 else "success",
+        "features": {"weather": "rain", "hour": i},
+    }
+    for i in range(8)
+]
 
 
 def portfolio(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "portfolio.cli", *argv], cwd=REPO, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(REPO)})
+    return subprocess.run(
+        [sys.executable, "-m", "portfolio.cli", *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(REPO)},
+    )
 
 
 def write(path: Path, lines: list[dict]) -> str:

@@ -25,8 +25,15 @@ def test_intended_outcomes():
     det, task, sim = load("blocksworld")
     assert det.p_intended("pick-tower") == pytest.approx(0.1)  # its listed outcome is its purpose
     assert det.p_intended("pick-up") == pytest.approx(0.75) and det.p_intended("put-down") == 1.0
-    assert {a.name for a in task.domain.actions} == {"pick-up", "pick-up-from-table", "put-on-block", "put-down",
-                                                      "pick-tower", "put-tower-on-block", "put-tower-down"}
+    assert {a.name for a in task.domain.actions} == {
+        "pick-up",
+        "pick-up-from-table",
+        "put-on-block",
+        "put-down",
+        "pick-tower",
+        "put-tower-on-block",
+        "put-tower-down",
+    }
     assert task.problem.goal is not None and "pick-tower--o1" in {a.name for a in sim.domain.actions}
     exploding, _, _ = load("ex-blocksworld-fixed")
     assert exploding.p_intended("put-down") == pytest.approx(0.6)  # a side effect: nothing happening is intended
@@ -62,9 +69,12 @@ def test_nested_outcomes_and_rewards():
     target = sorted(a.args[1] for a in state if a.predicate == "can-drive" and a.args[0] == city)[0]
     wrong = {a.args[1] for a in state if a.predicate.startswith("wrong-drive") and a.args[0] == city}
     rng = random.Random(1)
-    ends = [(ok, {a.args[1] for a in s if a.predicate == "truck-at-city" and a.args[0] == truck})
-            for s, ok in (simulate(det, sim, state, GroundAction("drive-truck", (truck, city, target)), rng)
-                          for _ in range(1000))]
+    ends = [
+        (ok, {a.args[1] for a in s if a.predicate == "truck-at-city" and a.args[0] == truck})
+        for s, ok in (
+            simulate(det, sim, state, GroundAction("drive-truck", (truck, city, target)), rng) for _ in range(1000)
+        )
+    ]
     assert all(where == {target} for ok, where in ends if ok)
     assert all(len(where) == 1 and where <= wrong for ok, where in ends if not ok)
     assert abs(sum(ok for ok, _ in ends) / len(ends) - 0.8) < 0.04

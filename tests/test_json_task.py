@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from domains.errors import ArityError, SchemaError, UndefinedSymbolError, UnsupportedFeatureError
-from domains.load import load_json_task, load_task
-from domains.model import And, Atom, Not, Equals
 from domains.json_task import task_from_json, task_json_schema, task_to_json
+from domains.load import load_json_task, load_task
+from domains.model import And, Atom, Equals, Not
 from domains.pddl import parse_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,8 +47,10 @@ def test_example_text_is_accepted_by_fast_downward() -> None:
     from fast_downward.translate.pddl_parser import lisp_parser, parsing_functions
 
     task = load_json_task(EXAMPLE)
-    fd_task = parsing_functions.parse_task(lisp_parser.parse_nested_list(io.StringIO(task.domain_pddl)),
-                                           lisp_parser.parse_nested_list(io.StringIO(task.problem_pddl)))
+    fd_task = parsing_functions.parse_task(
+        lisp_parser.parse_nested_list(io.StringIO(task.domain_pddl)),
+        lisp_parser.parse_nested_list(io.StringIO(task.problem_pddl)),
+    )
     normalize.normalize(fd_task)
     assert len(translator.pddl_to_sas(fd_task).operators) > 0
 
@@ -82,21 +84,26 @@ def test_function_costs_are_not_json() -> None:
 
 def test_invalid_json_gives_line_and_column() -> None:
     text = EXAMPLE.read_text().replace('"name": "pick-up",', '"name": "pick-up"', 1)
-    line = next(i for i, l in enumerate(text.split("\n"), 1) if '"pick-up"' in l) + 1
+    line = next(i for i, x in enumerate(text.split("\n"), 1) if '"pick-up"' in x) + 1
     with pytest.raises(SchemaError) as info:
         task_from_json(text, "task.json")
     assert info.value.file == "task.json" and info.value.line == line
     assert "invalid JSON" in str(info.value) and "column" in str(info.value)
 
 
-@pytest.mark.parametrize("mutate,fields", [
-    (lambda d: d["actions"][2].update(cost="cheap"), ["actions[2].cost"]),
-    (lambda d: d.pop("goal"), ["goal: field required"]),
-    (lambda d: d["actions"][0]["parameters"][0].update(name="x"), ["actions[0].parameters[0].name", "'?'"]),
-    (lambda d: d["objects"][0].update(colour="red"), ["objects[0].colour"]),
-    (lambda d: (d["actions"][1].update(cost=-1), d["predicates"][0].update(parameters="block")),
-     ["actions[1].cost", "predicates[0].parameters"]),
-])
+@pytest.mark.parametrize(
+    "mutate,fields",
+    [
+        (lambda d: d["actions"][2].update(cost="cheap"), ["actions[2].cost"]),
+        (lambda d: d.pop("goal"), ["goal: field required"]),
+        (lambda d: d["actions"][0]["parameters"][0].update(name="x"), ["actions[0].parameters[0].name", "'?'"]),
+        (lambda d: d["objects"][0].update(colour="red"), ["objects[0].colour"]),
+        (
+            lambda d: (d["actions"][1].update(cost=-1), d["predicates"][0].update(parameters="block")),
+            ["actions[1].cost", "predicates[0].parameters"],
+        ),
+    ],
+)
 def test_schema_violation_names_each_bad_field(mutate, fields: list[str]) -> None:
     data = example()
     mutate(data)
@@ -155,9 +162,10 @@ def test_empty_literal_is_a_schema_error() -> None:
 # -- the fragment Fast Downward accepts, in JSON ---------------------------------------------------------------
 @pytest.mark.parametrize("name", ["either", "axioms", "quantified"])
 def test_adl_tasks_convert_to_json_and_back(planner, name: str) -> None:
+    from test_adl import CASES
+
     from domains.pddl import parse_task
     from domains.validate import validate_plan
-    from test_adl import CASES
 
     task = parse_task(*CASES[name])
     back = task_from_json(task_to_json(task))
@@ -170,7 +178,8 @@ def test_adl_tasks_convert_to_json_and_back(planner, name: str) -> None:
     assert back.domain.axioms == task.domain.axioms
     assert back.problem == task.problem
     assert [p.type for p in back.domain.predicates[0].parameters] == [
-        p.type for p in task.domain.predicates[0].parameters]
+        p.type for p in task.domain.predicates[0].parameters
+    ]
     assert back.requirements_used() <= set(back.domain.requirements) | {"either"}
     result = planner.plan(back)
     assert result.solved and validate_plan(task, result.actions()).ok
@@ -180,8 +189,11 @@ def _lamps() -> dict:
     return {
         "types": [{"name": "lamp"}],
         "objects": [{"name": "l1", "type": "lamp"}, {"name": "l2", "type": "lamp"}],
-        "predicates": [{"name": "on", "parameters": ["lamp"]}, {"name": "bright", "parameters": []},
-                       {"name": "done", "parameters": ["(either lamp)"]}],
+        "predicates": [
+            {"name": "on", "parameters": ["lamp"]},
+            {"name": "bright", "parameters": []},
+            {"name": "done", "parameters": ["(either lamp)"]},
+        ],
         "actions": [{"name": "switch-all", "effects": ["(forall (?l - lamp) (when (not (on ?l)) (on ?l)))"]}],
         "derived": [{"name": "bright", "condition": "(forall (?l - lamp) (on ?l))"}],
         "goal": ["(bright)"],
@@ -192,20 +204,29 @@ def test_json_effects_and_derived_predicates_plan(planner) -> None:
     from domains.validate import validate_plan
 
     task = task_from_json(json.dumps(_lamps()))
-    assert {":derived-predicates", ":conditional-effects", ":universal-preconditions"} <= set(
-        task.domain.requirements)
+    assert {":derived-predicates", ":conditional-effects", ":universal-preconditions"} <= set(task.domain.requirements)
     result = planner.plan(task)
     assert result.solved and [str(a) for a in result.actions()] == ["(switch-all)"]
     assert validate_plan(task, result.actions()).ok
 
 
-@pytest.mark.parametrize("mutate,error,where", [
-    (lambda d: d["derived"][0].update(name="dim"), UndefinedSymbolError, "derived[0].name"),
-    (lambda d: d["actions"][0]["effects"].append("(increase (total-cost) 1)"), UnsupportedFeatureError,
-     "actions[0].effects[1]"),
-    (lambda d: d["actions"][0]["effects"].append("(bright)"), UnsupportedFeatureError, "derived predicate 'bright'"),
-    (lambda d: d["predicates"][2].update(parameters=["(either lamp bulb)"]), SchemaError, "predicates[2]"),
-])
+@pytest.mark.parametrize(
+    "mutate,error,where",
+    [
+        (lambda d: d["derived"][0].update(name="dim"), UndefinedSymbolError, "derived[0].name"),
+        (
+            lambda d: d["actions"][0]["effects"].append("(increase (total-cost) 1)"),
+            UnsupportedFeatureError,
+            "actions[0].effects[1]",
+        ),
+        (
+            lambda d: d["actions"][0]["effects"].append("(bright)"),
+            UnsupportedFeatureError,
+            "derived predicate 'bright'",
+        ),
+        (lambda d: d["predicates"][2].update(parameters=["(either lamp bulb)"]), SchemaError, "predicates[2]"),
+    ],
+)
 def test_json_rich_parts_are_checked(mutate, error: type, where: str) -> None:
     data = _lamps()
     mutate(data)

@@ -30,8 +30,7 @@ def alive(pid: int) -> bool:
 
 
 def test_kill_group_kills_descendants_in_other_process_groups():
-    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True,
-                              start_new_session=True)
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True, start_new_session=True)
     child = int(parent.stdout.readline())
     try:
         assert child in descendants(parent.pid) and os.getpgid(child) != os.getpgid(parent.pid)
@@ -79,10 +78,18 @@ def test_a_search_dies_with_its_planner_process_when_asked(monkeypatch):
     from pathlib import Path
 
     root = str(Path(__file__).resolve().parents[1])
-    env = {**os.environ, "PORTFOLIO_KILL_WITH_PARENT": "1",
-           "PYTHONPATH": os.pathsep.join([root, str(Path(root) / "tests")])}
-    planner = subprocess.Popen([sys.executable, "-c", SEARCHING.format(root=root)], stdout=subprocess.PIPE,
-                               text=True, env=env, start_new_session=True)
+    env = {
+        **os.environ,
+        "PORTFOLIO_KILL_WITH_PARENT": "1",
+        "PYTHONPATH": os.pathsep.join([root, str(Path(root) / "tests")]),
+    }
+    planner = subprocess.Popen(
+        [sys.executable, "-c", SEARCHING.format(root=root)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     try:
         search = int(planner.stdout.readline())
         time.sleep(0.5)

@@ -29,6 +29,7 @@ def _modules() -> dict[str, Path]:
 
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """The project modules `name` imports (`from pkg import sub` counts as importing `pkg.sub`)."""
+
     def known(target: str) -> str | None:
         while target and target not in modules:
             target = target.rpartition(".")[0]
@@ -98,9 +99,13 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 
 def _breaks(edges: dict[str, set[str]], layer: str, allowed) -> list[str]:
-    return sorted(f"{module} -> {target}" for module, targets in edges.items()
-                  if module == layer or module.startswith(layer + ".")
-                  for target in targets if not allowed(target))
+    return sorted(
+        f"{module} -> {target}"
+        for module, targets in edges.items()
+        if module == layer or module.startswith(layer + ".")
+        for target in targets
+        if not allowed(target)
+    )
 
 
 def _within(*prefixes: str):
@@ -123,8 +128,15 @@ def test_the_engine_imports_nothing_built_on_it():
 
 
 def test_the_delegates_import_neither_the_planner_nor_what_is_built_on_it():
-    built_on = _within("portfolio.planner", "portfolio.serve", "portfolio.agent", "portfolio.commands",
-                       "portfolio.benchsuite", "portfolio.cli", "benchmarks")
+    built_on = _within(
+        "portfolio.planner",
+        "portfolio.serve",
+        "portfolio.agent",
+        "portfolio.commands",
+        "portfolio.benchsuite",
+        "portfolio.cli",
+        "benchmarks",
+    )
     assert _breaks(graph(), "portfolio.delegates", lambda target: not built_on(target)) == []
 
 

@@ -12,8 +12,8 @@ import threading
 import time
 
 import pytest
-
 from conftest import IPC, descendants
+
 from portfolio.cli import main
 
 BLOCKS = (str(IPC / "blocks" / "domain.pddl"), str(IPC / "blocks" / "probBLOCKS-4-0.pddl"))
@@ -66,8 +66,18 @@ def leftovers(root, before) -> tuple[list[str], list[int], list[str]]:
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("case", ["llm without --llm-url", "unknown delegate", "bad --shares", "bad --traces",
-                                  "bad task file", "costs with a bad store", "costs without a model"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "llm without --llm-url",
+        "unknown delegate",
+        "bad --shares",
+        "bad --traces",
+        "bad task file",
+        "costs with a bad store",
+        "costs without a model",
+    ],
+)
 def test_error_path_exits_2_and_leaves_nothing_behind(case, private_tmp, bad_store, capsys):
     before = snapshot()
     code = main(error_paths(bad_store, private_tmp)[case])
@@ -86,7 +96,8 @@ def test_a_solved_plan_leaves_nothing_behind(private_tmp, capsys):
 def test_as_a_process_no_directory_survives_the_error_paths(private_tmp, bad_store):
     env = {**os.environ, "TMPDIR": str(private_tmp)}
     for args in error_paths(bad_store, private_tmp).values():
-        run = subprocess.run([sys.executable, "-m", "portfolio.cli", *args], capture_output=True, text=True,
-                             timeout=60, env=env)
+        run = subprocess.run(
+            [sys.executable, "-m", "portfolio.cli", *args], capture_output=True, text=True, timeout=60, env=env
+        )
         assert run.returncode == 2, run.stderr
     assert sorted(p.name for p in private_tmp.glob("portfolio-*")) == []

@@ -18,10 +18,12 @@ from traces.store import TraceStore
 
 
 def record(store: TraceStore, action: str, args: tuple[str, ...], outcomes: list[str], run: str) -> None:
-    store.record_steps([
-        StepRecord(run_id=run, step=i, action=action, args=args, outcome=outcome)
-        for i, outcome in enumerate(outcomes)
-    ])
+    store.record_steps(
+        [
+            StepRecord(run_id=run, step=i, action=action, args=args, outcome=outcome)
+            for i, outcome in enumerate(outcomes)
+        ]
+    )
 
 
 def flaky(failures_in_ten: int, rounds: int) -> list[str]:
@@ -79,15 +81,23 @@ def test_plan_json_reports_success_probability_and_costs_command_lists_p_fail(tm
         record(store, "web-search", ("job1", "competitors", "web-basic"), flaky(8, 6), "r1")
         retrain(store)
     domain, problem = write_instance("tools", 1, 0, tmp_path)
-    run = subprocess.run([sys.executable, "-m", "portfolio.cli", "plan", domain, problem, "--traces", store_path,
-                          "--json"], capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-m", "portfolio.cli", "plan", domain, problem, "--traces", store_path, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 0, run.stderr
     result = json.loads(run.stdout)
     assert 0 < result["success_probability"] <= 1
     assert "(web-search job1 competitors web-basic)" not in result["plan"]
 
-    run = subprocess.run([sys.executable, "-m", "portfolio.cli", "costs", domain, problem, "--traces", store_path,
-                          "--json"], capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-m", "portfolio.cli", "costs", domain, problem, "--traces", store_path, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 0, run.stderr
     rows = {row["action"]: row for row in json.loads(run.stdout)}
     risky = rows["(web-search job1 competitors web-basic)"]
@@ -98,8 +108,12 @@ def test_plan_json_reports_success_probability_and_costs_command_lists_p_fail(tm
 
 def test_costs_without_a_model_is_a_clear_error(tmp_path):
     domain, problem = write_instance("tools", 1, 0, tmp_path)
-    run = subprocess.run([sys.executable, "-m", "portfolio.cli", "costs", domain, problem, "--traces",
-                          tmp_path / "empty.db"], capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-m", "portfolio.cli", "costs", domain, problem, "--traces", tmp_path / "empty.db"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 2
     assert "retrain" in run.stderr and "Traceback" not in run.stderr
 
@@ -121,6 +135,7 @@ def test_learned_costs_stay_inside_the_budget(tmp_path):
     import time
 
     from conftest import hardest_parking, load_ipc
+
     from portfolio.planner import CLASSICAL_ONLY
 
     store_path = tmp_path / "traces.db"
@@ -151,17 +166,28 @@ def test_memoised_posteriors_equal_a_fresh_prediction_across_tasks_and_situation
 
     with TraceStore(tmp_path / "traces.db") as store:
         record(store, "pick", ("ball1", "room1", "left"), flaky(8, 4), "bad")
-        store.record_steps([StepRecord(run_id="rain", step=i, action="move", args=("room1", "room2"),
-                                       features={"weather": "rain"}, outcome=o)
-                            for i, o in enumerate(flaky(5, 4))])
+        store.record_steps(
+            [
+                StepRecord(
+                    run_id="rain",
+                    step=i,
+                    action="move",
+                    args=("room1", "room2"),
+                    features={"weather": "rain"},
+                    outcome=o,
+                )
+                for i, o in enumerate(flaky(5, 4))
+            ]
+        )
         retrain(store)
         model = load_latest(store)
     memo: dict = {}
     tasks = [bundled_task("gripper", 1, seed=0), bundled_task("gripper", 2, seed=0), bundled_task("gripper", 1, seed=1)]
     for task in tasks:
         with FastDownward() as fd:
-            grounded = [parse_ground_action(a) for a in fd.grounded_actions(PlanRequest(task=task),
-                                                                             time.monotonic() + 30)]
+            grounded = [
+                parse_ground_action(a) for a in fd.grounded_actions(PlanRequest(task=task), time.monotonic() + 30)
+            ]
         for features in (None, {"weather": "rain"}, {"weather": "sun"}):
             for part in (grounded[::2], grounded):
                 fresh = action_posteriors(model, task, part, features)

@@ -26,9 +26,17 @@ def peak_store(tmp_path_factory):
     path = tmp_path_factory.mktemp("features") / "traces.db"
     with TraceStore(path) as store:
         store.record_steps(
-            StepRecord(run_id=f"r{i}-{hour}", step=0, action="web-search", args=("job1", "competitors", "web-basic"),
-                       outcome="failure" if hour == "peak" and i % 10 else "success", features={"hour": hour})
-            for i in range(80) for hour in ("peak", "off-peak"))
+            StepRecord(
+                run_id=f"r{i}-{hour}",
+                step=0,
+                action="web-search",
+                args=("job1", "competitors", "web-basic"),
+                outcome="failure" if hour == "peak" and i % 10 else "success",
+                features={"hour": hour},
+            )
+            for i in range(80)
+            for hour in ("peak", "off-peak")
+        )
         retrain(store)
     return path
 
@@ -51,17 +59,39 @@ def test_costs_and_plan_take_the_situation(peak_store, tmp_path, capsys):
 
     plans = {}
     for hour in ("peak", "off-peak"):
-        assert main(["plan", domain, problem, "--traces", str(peak_store), "--features", f"hour={hour}",
-                     "--explore", "mean", "--delegates", "fast-downward,pyperplan", "--budget", "10", "--json"]) == 0
+        assert (
+            main(
+                [
+                    "plan",
+                    domain,
+                    problem,
+                    "--traces",
+                    str(peak_store),
+                    "--features",
+                    f"hour={hour}",
+                    "--explore",
+                    "mean",
+                    "--delegates",
+                    "fast-downward,pyperplan",
+                    "--budget",
+                    "10",
+                    "--json",
+                ]
+            )
+            == 0
+        )
         plans[hour] = json.loads(capsys.readouterr().out)["plan"]
     assert RISKY not in plans["peak"] and RISKY in plans["off-peak"]  # off-peak the cheap engine is fine
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--features", "hour"], "expected KEY=VALUE"),
-    (["--features-json", "missing.json"], "cannot read"),
-    (["--explore", "greedy"], None),  # argparse's own message, exit 2
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--features", "hour"], "expected KEY=VALUE"),
+        (["--features-json", "missing.json"], "cannot read"),
+        (["--explore", "greedy"], None),  # argparse's own message, exit 2
+    ],
+)
 def test_bad_situation_input_is_exit_2(tmp_path, capsys, args, message):
     domain, problem = map(str, write_instance("tools", 1, 0, tmp_path))
     with pytest.raises(SystemExit) if message is None else contextlib.nullcontext():
@@ -76,7 +106,6 @@ def test_bad_situation_input_is_exit_2(tmp_path, capsys, args, message):
 
 def test_http_plan_request_passes_features_and_explore(peak_store):
     import httpx
-
     from test_service_helpers import config, serve_in_thread
 
     task = bundled_task("tools", 1, 0)

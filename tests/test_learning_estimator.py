@@ -22,8 +22,14 @@ from traces import StepRecord, TraceStore
 
 
 def rec(i: int, action: GroundAction, failed: bool, **features) -> StepRecord:
-    return StepRecord(run_id=f"r{i}", step=0, action=action.name, args=action.args,
-                      outcome="failure" if failed else "success", features=features)
+    return StepRecord(
+        run_id=f"r{i}",
+        step=0,
+        action=action.name,
+        args=action.args,
+        outcome="failure" if failed else "success",
+        features=features,
+    )
 
 
 @st.composite
@@ -31,9 +37,13 @@ def traces(draw):
     """A few groundings of one or two action names with arbitrary true rates and step counts, interleaved."""
     rng = random.Random(draw(st.integers(0, 10**6)))
     n_groundings = draw(st.integers(1, 8))
-    groundings = [GroundAction(draw(st.sampled_from(["drive", "fly"])),
-                               (f"v{draw(st.integers(0, 2))}", f"p{draw(st.integers(0, 4))}",
-                                f"p{draw(st.integers(0, 4))}")) for _ in range(n_groundings)]
+    groundings = [
+        GroundAction(
+            draw(st.sampled_from(["drive", "fly"])),
+            (f"v{draw(st.integers(0, 2))}", f"p{draw(st.integers(0, 4))}", f"p{draw(st.integers(0, 4))}"),
+        )
+        for _ in range(n_groundings)
+    ]
     rates = [draw(st.sampled_from([0.0, 0.02, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0])) for _ in groundings]
     counts = [draw(st.integers(0, 80)) for _ in groundings]
     steps = [(g, rate) for g, rate, count in zip(groundings, rates, counts) for _ in range(count)]
@@ -89,8 +99,11 @@ def test_the_issue_example_lands_on_the_traces_rates() -> None:
     places = [f"s{i}" for i in range(6)]
     rates = {(a, b): 0.03 for a in places for b in places if a != b}
     rates[("s0", "s1")], rates[("s2", "s3")] = 0.6, 0.7
-    history = [rec(i * 100 + j, GroundAction("move", ("truck", a, b)), rng.random() < rate)
-               for i, ((a, b), rate) in enumerate(rates.items()) for j in range(40)]
+    history = [
+        rec(i * 100 + j, GroundAction("move", ("truck", a, b)), rng.random() < rate)
+        for i, ((a, b), rate) in enumerate(rates.items())
+        for j in range(40)
+    ]
     rng.shuffle(history)
     model = FailureModel().fit(history)
     seen = observed(history)
@@ -107,8 +120,9 @@ def test_a_bad_pair_generalises_to_other_vehicles_and_both_directions() -> None:
         bad = {a, b} == {"s0", "s1"}
         history.append(rec(i, GroundAction("drive", (truck, a, b)), rng.random() < (0.7 if bad else 0.03)))
     model = FailureModel().fit(history)
-    new_truck_bad, new_truck_fine = model.predict_proba([GroundAction("drive", ("t9", "s1", "s0")),
-                                                         GroundAction("drive", ("t9", "s2", "s3"))])
+    new_truck_bad, new_truck_fine = model.predict_proba(
+        [GroundAction("drive", ("t9", "s1", "s0")), GroundAction("drive", ("t9", "s2", "s3"))]
+    )
     assert new_truck_bad > 0.35 and new_truck_fine < 0.1
 
 
@@ -118,14 +132,16 @@ def test_a_new_object_of_a_bad_type_starts_pessimistic() -> None:
     rng = random.Random(2)
     old = [f"old{i}" for i in range(3)]
     new = [f"new{i}" for i in range(3)]
-    history = [rec(i, GroundAction("haul", (truck, f"c{rng.randrange(5)}")),
-                   rng.random() < (0.6 if truck in old else 0.03))
-               for i, truck in enumerate(rng.choice(old + new) for _ in range(600))]
+    history = [
+        rec(i, GroundAction("haul", (truck, f"c{rng.randrange(5)}")), rng.random() < (0.6 if truck in old else 0.03))
+        for i, truck in enumerate(rng.choice(old + new) for _ in range(600))
+    ]
     types = {t: "old-truck" for t in old + ["old9"]} | {t: "new-truck" for t in new + ["new9"]}
     types |= {f"c{i}": "crate" for i in range(5)}
     model = FailureModel().fit(history)
-    p_old, p_new = model.predict_proba([GroundAction("haul", ("old9", "c1")), GroundAction("haul", ("new9", "c1"))],
-                                       object_types=types)
+    p_old, p_new = model.predict_proba(
+        [GroundAction("haul", ("old9", "c1")), GroundAction("haul", ("new9", "c1"))], object_types=types
+    )
     assert abs(p_old - 0.6) <= 0.15 and p_new < 0.15
     without_types = model.predict_proba([GroundAction("haul", ("old9", "c1"))])[0]
     assert without_types < p_old - 0.2  # the types are what made it pessimistic
@@ -143,9 +159,12 @@ def test_a_new_object_starts_at_its_types_rate_whatever_else_was_seen(seed: int)
     steps = [(rng.choice(old), rng.random() < rate) for _ in range(100)]
     steps += [(rng.choice(new), rng.random() < 0.03) for _ in range(rng.choice([100, 300, 600]))]
     rng.shuffle(steps)
-    history = [rec(i, GroundAction("haul", (truck, f"c{rng.randrange(5)}")), failed)
-               for i, (truck, failed) in enumerate(steps)]
-    types = {t: "old-truck" for t in old + ["old9"]} | {t: "new-truck" for t in new} | {f"c{i}": "crate" for i in range(5)}
+    history = [
+        rec(i, GroundAction("haul", (truck, f"c{rng.randrange(5)}")), failed) for i, (truck, failed) in enumerate(steps)
+    ]
+    types = (
+        {t: "old-truck" for t in old + ["old9"]} | {t: "new-truck" for t in new} | {f"c{i}": "crate" for i in range(5)}
+    )
     observed = sum(failed for truck, failed in steps if truck in old) / 100
     p = FailureModel().fit(history).predict_proba([GroundAction("haul", ("old9", "c1"))], object_types=types)[0]
     assert abs(p - observed) <= 0.15, (p, observed, rate)
@@ -159,12 +178,16 @@ def test_a_grounding_carries_its_record_into_a_situation_it_was_never_seen_in() 
     history = []
     for i in range(600):
         truck, a, b = f"t{rng.randrange(3)}", f"s{rng.randrange(5)}", f"s{rng.randrange(5)}"
-        history.append(rec(i, GroundAction("drive", (truck, a, b)), rng.random() < 0.02,
-                           weather=rng.choice(["sun", "rain"])))
+        history.append(
+            rec(i, GroundAction("drive", (truck, a, b)), rng.random() < 0.02, weather=rng.choice(["sun", "rain"]))
+        )
     bad = GroundAction("drive", ("t0", "s0", "s9"))
     history += [rec(600 + i, bad, i < 6, weather="sun") for i in range(8)]
     model = FailureModel().fit(history)
-    in_sun, in_rain = model.predict_proba([bad], {"weather": "sun"})[0], model.predict_proba([bad], {"weather": "rain"})[0]
+    in_sun, in_rain = (
+        model.predict_proba([bad], {"weather": "sun"})[0],
+        model.predict_proba([bad], {"weather": "rain"})[0],
+    )
     assert in_sun > 0.5 and in_rain > 0.3, (in_sun, in_rain)
     ordinary = GroundAction("drive", ("t1", "s1", "s2"))
     assert model.predict_proba([ordinary], {"weather": "rain"})[0] < 0.1
@@ -173,8 +196,9 @@ def test_a_grounding_carries_its_record_into_a_situation_it_was_never_seen_in() 
 def test_situation_splits_one_objects_counts() -> None:
     rng = random.Random(3)
     engine = GroundAction("search", ("engine-a",))
-    history = [rec(i, engine, rng.random() < (0.8 if i % 2 else 0.02), hour="peak" if i % 2 else "off")
-               for i in range(400)]
+    history = [
+        rec(i, engine, rng.random() < (0.8 if i % 2 else 0.02), hour="peak" if i % 2 else "off") for i in range(400)
+    ]
     model = FailureModel().fit(history)
     assert model.predict_proba([engine], {"hour": "peak"})[0] > 0.7
     assert model.predict_proba([engine], {"hour": "off"})[0] < 0.08
@@ -204,8 +228,9 @@ def test_thompson_tries_an_untried_alternative_within_a_bounded_number_of_calls(
 
 def test_models_are_stored_as_json_and_pickles_are_refused(tmp_path) -> None:
     rng = random.Random(5)
-    history = [rec(i, GroundAction("drive", ("t1", "a", f"b{i % 3}")), rng.random() < 0.2 * (i % 3))
-               for i in range(300)]
+    history = [
+        rec(i, GroundAction("drive", ("t1", "a", f"b{i % 3}")), rng.random() < 0.2 * (i % 3)) for i in range(300)
+    ]
     model = FailureModel(half_life_steps=100).fit(history, holdout_fraction=0.2)
     blob = model_to_bytes(model)
     data = json.loads(blob)
@@ -220,8 +245,11 @@ def test_models_are_stored_as_json_and_pickles_are_refused(tmp_path) -> None:
         store.save_model(pickle.dumps(model), {"format": "portfolio-planner/failure-model/1"}, {})
         with pytest.raises(ModelFormatError, match="pickle.*portfolio retrain"):
             load_latest(store)
-    for bad, message in ((b"{not json", "not a JSON"), (b'{"format": "x"}', "not a portfolio"),
-                         (blob.replace(b'"format_version":2', b'"format_version":9'), "format version 9")):
+    for bad, message in (
+        (b"{not json", "not a JSON"),
+        (b'{"format": "x"}', "not a portfolio"),
+        (blob.replace(b'"format_version":2', b'"format_version":9'), "format version 9"),
+    ):
         with pytest.raises(ModelFormatError, match=message):
             model_from_bytes(bad)
 
@@ -236,16 +264,24 @@ def test_failures_in_a_situation_go_to_the_object_that_failed_there(seed: int) -
     three seeds in ten."""
     rng = random.Random(seed)
     jobs, topics, steps = [f"job{i}" for i in range(8)], ["pricing", "patents", "hiring"], []
-    for engine, hour, p, count in (("web-basic", "off-peak", 0.04, 300), ("web-basic", "peak", 0.8, 40),
-                                   ("web-pro", "off-peak", 0.01, 40)):
+    for engine, hour, p, count in (
+        ("web-basic", "off-peak", 0.04, 300),
+        ("web-basic", "peak", 0.8, 40),
+        ("web-pro", "off-peak", 0.01, 40),
+    ):
         for _ in range(count):
             action = GroundAction("web-search", (rng.choice(jobs), rng.choice(topics), engine))
-            steps.append(rec(len(steps), action, rng.random() < p, hour=hour,
-                             weather=rng.choice(["sun", "rain", "fog"])))
+            steps.append(
+                rec(len(steps), action, rng.random() < p, hour=hour, weather=rng.choice(["sun", "rain", "fog"]))
+            )
     model = FailureModel().fit(steps)
-    basic, pro = model.predict_proba([GroundAction("web-search", ("job-new", "pricing", "web-basic")),
-                                      GroundAction("web-search", ("job-new", "pricing", "web-pro"))],
-                                     {"hour": "peak", "weather": "sun"})
+    basic, pro = model.predict_proba(
+        [
+            GroundAction("web-search", ("job-new", "pricing", "web-basic")),
+            GroundAction("web-search", ("job-new", "pricing", "web-pro")),
+        ],
+        {"hour": "peak", "weather": "sun"},
+    )
     assert basic > 0.6
     assert pro < 0.15
 
@@ -258,15 +294,21 @@ def test_a_few_bad_roads_among_many_keep_their_weight(seed: int) -> None:
     variance for every token 0.30-0.55, with the Student-t around the family's (`learning.families`) 0.45-0.69."""
     rng = random.Random(seed)
     places = [f"p{i}" for i in range(12)]
-    roads = [(a, b) for i, a in enumerate(places) for b in places[i + 1:]][:40]
+    roads = [(a, b) for i, a in enumerate(places) for b in places[i + 1 :]][:40]
     bad = set(rng.sample(roads, 3))
     steps = []
     for _ in range(3000):
         a, b = rng.choice(roads)
         p = 0.7 if (a, b) in bad else 0.02
         a, b = (b, a) if rng.random() < 0.5 else (a, b)
-        steps.append(rec(len(steps), GroundAction("drive", (f"v{rng.randrange(4)}", a, b)), rng.random() < p,
-                         weather=rng.choice(["sun", "rain"])))
+        steps.append(
+            rec(
+                len(steps),
+                GroundAction("drive", (f"v{rng.randrange(4)}", a, b)),
+                rng.random() < p,
+                weather=rng.choice(["sun", "rain"]),
+            )
+        )
     model = FailureModel().fit(steps)
     new = model.predict_proba([GroundAction("drive", ("v-new", a, b)) for a, b in sorted(bad)], {"weather": "sun"})
     assert min(new) > 0.42
@@ -294,6 +336,7 @@ def test_one_groundings_failures_stay_mostly_its_own_until_another_repeats_them(
     engine for the same job and topic) starts near the prior for nothing, far below it; before, the steps were
     pooled into the action's rate and the sibling started at 0.47 beside the failing one's 0.51. Each further
     grounding that fails alike raises the rate an untried one starts from (replicated failures generalise)."""
+
     def search(job: str, engine: str) -> GroundAction:
         return GroundAction("web-search", (job, "competitors", engine))
 
@@ -315,9 +358,23 @@ def test_with_a_token_model_a_lone_groundings_failures_reach_its_siblings_only_i
     origin) gets only the share it has in common: 0.08-0.25 beside the failing one's 0.92 (measured; a guard
     of `learning.model`'s docstring, true before the population prior too)."""
     rng = random.Random(seed)
-    history = [rec(i, GroundAction("drive", (f"t{rng.randrange(3)}", f"s{rng.randrange(6)}", f"s{rng.randrange(6)}")),
-                   rng.random() < 0.02) for i in range(300)]
+    history = [
+        rec(
+            i,
+            GroundAction("drive", (f"t{rng.randrange(3)}", f"s{rng.randrange(6)}", f"s{rng.randrange(6)}")),
+            rng.random() < 0.02,
+        )
+        for i in range(300)
+    ]
     history += [rec(1000 + i, GroundAction("drive", ("t0", "s0", "s9")), True) for i in range(10)]
-    p = FailureModel().fit(history).predict_proba([GroundAction("drive", args) for args in (
-        ("t0", "s0", "s9"), ("t1", "s0", "s9"), ("t0", "s9", "s0"), ("t0", "s1", "s9"))])
+    p = (
+        FailureModel()
+        .fit(history)
+        .predict_proba(
+            [
+                GroundAction("drive", args)
+                for args in (("t0", "s0", "s9"), ("t1", "s0", "s9"), ("t0", "s9", "s0"), ("t0", "s1", "s9"))
+            ]
+        )
+    )
     assert p[0] > 0.85 and max(p[1:]) < 0.3, p

@@ -17,8 +17,8 @@ from domains.bundled import write_instance
 from domains.load import load_task
 from domains.validate import validate_plan
 from learning.retrain import retrain
-from portfolio.planner import Planner, default_stages
 from portfolio.engine.results import parse_ground_action
+from portfolio.planner import Planner, default_stages
 from traces.records import StepRecord
 from traces.store import TraceStore
 
@@ -28,8 +28,9 @@ PRO = "(web-search job1 competitors web-pro)"
 
 
 def cli(*args) -> subprocess.CompletedProcess:
-    run = subprocess.run([sys.executable, "-m", "portfolio.cli", *map(str, args)], capture_output=True, text=True,
-                         timeout=120, cwd=REPO)
+    run = subprocess.run(
+        [sys.executable, "-m", "portfolio.cli", *map(str, args)], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
     assert run.returncode == 0, run.stderr
     return run
 
@@ -42,34 +43,36 @@ def test_readme_walkthrough_prices_the_untried_engine_below_the_failing_one_and_
     cli("traces", "import", REPO / "domains" / "examples" / "steps.jsonl", "--traces", store)
     cli("retrain", "--traces", store)
     domain, problem = write_instance("tools", 1, 0, tmp_path)
-    rows = {row["action"]: row for row in json.loads(cli("costs", domain, problem, "--traces", store,
-                                                         "--json").stdout)}
+    rows = {row["action"]: row for row in json.loads(cli("costs", domain, problem, "--traces", store, "--json").stdout)}
     basic, pro = rows[BASIC]["p_fail"], rows[PRO]["p_fail"]
     assert basic > 0.5 and pro <= 0.2, (basic, pro)
     assert rows[PRO]["cost"] < rows[BASIC]["cost"]
     for search in (("--fd-alias", "seq-opt-lmcut"), ()):  # the exact search, and the default one users get
-        result = json.loads(cli("plan", domain, problem, "--traces", store, "--budget", "10", *search,
-                                "--json").stdout)
+        result = json.loads(cli("plan", domain, problem, "--traces", store, "--budget", "10", *search, "--json").stdout)
         assert result["delegate"] == "fast-downward"
         assert PRO in result["plan"] and BASIC not in result["plan"], (search, result["plan"])
         assert validate_plan(load_task(domain, problem), [parse_ground_action(s) for s in result["plan"]]).ok
 
 
-@pytest.mark.parametrize("domain, failing, sibling, within", [
-    # Base costs of its own (web-basic 1, web-pro 3, a database route never tried at 0.05 beside both): N = 10.
-    # web-pro's route, priced at the untried population's rate (0.18 from one failing grounding), is cheaper than
-    # web-basic's once web-basic's own estimate passes about 0.45, which with m = 10 pseudo-steps (fewer than
-    # three groundings: the default strength) and the consistency band takes 8 recorded failures (0.511, the
-    # README's state); the model trained after call 9 has 9. Before, web-pro started at web-basic's pooled rate
-    # (0.47-0.53), the database route was always cheaper, and web-pro was never tried (30 calls).
-    ("tools", BASIC, PRO, 10),
-    # Unit costs: the sibling is the other gripper. N = 4, the first call with a model: after 3 failures the left
-    # gripper is at 0.27, the right one at 0.17. Before, both were priced at the same pooled rate (0.27, 0.41)
-    # until the band set them apart at call 10.
-    ("gripper", "(pick ball1 room1 left)", "(pick ball1 room1 right)", 4),
-])
+@pytest.mark.parametrize(
+    "domain, failing, sibling, within",
+    [
+        # Base costs of its own (web-basic 1, web-pro 3, a database route never tried at 0.05 beside both): N = 10.
+        # web-pro's route, priced at the untried population's rate (0.18 from one failing grounding), is cheaper than
+        # web-basic's once web-basic's own estimate passes about 0.45, which with m = 10 pseudo-steps (fewer than
+        # three groundings: the default strength) and the consistency band takes 8 recorded failures (0.511, the
+        # README's state); the model trained after call 9 has 9. Before, web-pro started at web-basic's pooled rate
+        # (0.47-0.53), the database route was always cheaper, and web-pro was never tried (30 calls).
+        ("tools", BASIC, PRO, 10),
+        # Unit costs: the sibling is the other gripper. N = 4, the first call with a model: after 3 failures the left
+        # gripper is at 0.27, the right one at 0.17. Before, both were priced at the same pooled rate (0.27, 0.41)
+        # until the band set them apart at call 10.
+        ("gripper", "(pick ball1 room1 left)", "(pick ball1 room1 right)", 4),
+    ],
+)
 def test_an_untried_sibling_of_a_grounding_that_keeps_failing_is_tried_within_a_bounded_number_of_calls(
-        tmp_path, domain, failing, sibling, within):
+    tmp_path, domain, failing, sibling, within
+):
     """Closed loop on a small bundled world: plan (exact A*), execute in simulation (`failing` always fails,
     every other action succeeds; a run stops at its first failure), record the steps, retrain every 3 calls,
     under the default policy. Nothing is known at first, so `failing` (the cheapest) is planned and fails;
@@ -94,8 +97,15 @@ def test_an_untried_sibling_of_a_grounding_that_keeps_failing_is_tried_within_a_
             steps = []
             for i, step in enumerate(result.plan):
                 action = parse_ground_action(step)
-                steps.append(StepRecord(run_id=f"run{call}", step=i, action=action.name, args=action.args,
-                                        outcome="failure" if step == failing else "success"))
+                steps.append(
+                    StepRecord(
+                        run_id=f"run{call}",
+                        step=i,
+                        action=action.name,
+                        args=action.args,
+                        outcome="failure" if step == failing else "success",
+                    )
+                )
                 if step == failing:
                     break
             planner.store.record_steps(steps)

@@ -4,14 +4,18 @@ default exploration policy. Noise-free (expected success of the chosen plans), s
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import statistics
 
 import pytest
 
 from domains.validate import validate_plan
 from learning.explore import DEFAULT_EXPLORE
+from portfolio.benchsuite.worlds.exact import CostRecorder, ExactSearch, plan_cost_under
 from portfolio.benchsuite.worlds.family import KINDS, make_world
-from portfolio.benchsuite.worlds.runner import execute, run_world
+from portfolio.benchsuite.worlds.runner import LAM, _true_costs, execute, run_world
+from portfolio.planner import DEFAULT_DELEGATES
 
 EPISODES, LAST = 120, 40
 # drift: roads turn bad at episode 60 and are repaired at 130; measured while they are bad, where the learned
@@ -44,9 +48,9 @@ def test_learned_costs_beat_cost_blind_in_a_small_world(kind):
     if kind == "type":  # the new van-a's starting p_fail, next to what its siblings' traces said at that moment
         new = run.new_object[DEFAULT_EXPLORE]
         assert new["episode"] == 100 and new["sibling_steps"] >= 60  # most episodes offered only van-a
-        for new in (new, *run.new_object_100.values()):  # the 100-step probe, when the siblings got there
-            assert new["true"] == 0.5 and new["sibling_weight"] <= new["sibling_steps"]
-            assert abs(new["sibling_rate"] - 0.5) < 0.2  # ~100 drives of vehicles failing half the time
+        for probe in (new, *run.new_object_100.values()):  # the 100-step probe, when the siblings got there
+            assert probe["true"] == 0.5 and probe["sibling_weight"] <= probe["sibling_steps"]
+            assert abs(probe["sibling_rate"] - 0.5) < 0.2  # ~100 drives of vehicles failing half the time
             assert new["gap_siblings"] == pytest.approx(abs(new["p_new"] - new["sibling_rate"]))
             assert new["gap_true"] == pytest.approx(abs(new["p_new"] - 0.5)) and new["p_new"] > 0.2  # pessimistic
 
@@ -67,7 +71,11 @@ def test_worlds_are_reproducible_and_plans_valid():
     assert all(not failed for _, failed in first[:-1])  # stops at the first failure
     bad = sorted(world.bad["roads"], key=sorted)[0]
     a, b = sorted(bad)
-    assert world.p_fail(planner_step(f"(drive v0 {a} {b})"), spec) == world.p_fail(planner_step(f"(drive v1 {b} {a})"), spec) == 0.7
+    assert (
+        world.p_fail(planner_step(f"(drive v0 {a} {b})"), spec)
+        == world.p_fail(planner_step(f"(drive v1 {b} {a})"), spec)
+        == 0.7
+    )
 
 
 def planner_step(text: str):
@@ -77,13 +85,6 @@ def planner_step(text: str):
 
 
 # -- the harness plans as users do; the yardsticks are exact ----------------------------------------------------
-
-import heapq
-import itertools
-
-from portfolio.benchsuite.worlds.exact import CostRecorder, ExactSearch, plan_cost_under
-from portfolio.benchsuite.worlds.runner import LAM, _true_costs
-from portfolio.planner import DEFAULT_DELEGATES
 
 NEW_KINDS = ("detours", "vehicle-roads", "agent-tools")
 
@@ -95,8 +96,9 @@ def brute_force_optimum(task, costs) -> float:
     from portfolio.delegates.typed_search import ground
 
     static = {atom for atom in task.problem.init if atom.predicate == "road"}
-    actions = [a for a in ground(task, 100_000).actions
-               if a.name != "drive" or any(atom.args == a.args[1:] for atom in static)]
+    actions = [
+        a for a in ground(task, 100_000).actions if a.name != "drive" or any(atom.args == a.args[1:] for atom in static)
+    ]
     start = task.problem.init
     frontier, seen, tie = [(0.0, 0, start)], set(), itertools.count(1)
     while frontier:
@@ -139,7 +141,8 @@ def test_the_oracle_is_exact(kind, seed):
                 assert result.attempts[-1].details["search"] == "seq-opt-lmcut"
             if with_trucks or world.domain == "tools" or index == 0:
                 assert plan_cost_under(task, result.plan, table) == pytest.approx(
-                    brute_force_optimum(task, table), abs=1e-2)
+                    brute_force_optimum(task, table), abs=1e-2
+                )
     finally:
         exact.close()
 
@@ -168,8 +171,8 @@ def test_measured_arms_run_the_default_cascade_and_the_oracle_does_not():
 def test_the_cost_recorder_keeps_the_costs_the_planner_planned_with():
     from learning.costs import action_costs
     from learning.retrain import retrain
-    from portfolio.planner import Planner
     from portfolio.engine.results import parse_ground_action
+    from portfolio.planner import Planner
     from traces.records import StepRecord
 
     world = make_world("detours", 2)
@@ -180,9 +183,17 @@ def test_the_cost_recorder_keeps_the_costs_the_planner_planned_with():
         blind = planner.plan(task)
         assert blind.solved and recorder.costs == {}  # no model yet: the task's own costs
         run_id = planner.store.start_run(task.fingerprint, "g", run_id="r")
-        planner.store.record_steps(StepRecord(run_id=run_id, step=i, action=s.name, args=s.args,
-                                              features=spec.context, outcome="failure" if s.name == "drive" else "success")
-                                   for i, s in enumerate(blind.actions()))
+        planner.store.record_steps(
+            StepRecord(
+                run_id=run_id,
+                step=i,
+                action=s.name,
+                args=s.args,
+                features=spec.context,
+                outcome="failure" if s.name == "drive" else "success",
+            )
+            for i, s in enumerate(blind.actions())
+        )
         retrain(planner.store, holdout_fraction=0.0)
         planner.reload_model()
         result = planner.plan(task, features=spec.context)

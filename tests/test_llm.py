@@ -13,15 +13,15 @@ import time
 from pathlib import Path
 
 import pytest
+from fake_openai import FakeOpenAI, Reply, answer
 
 from domains.load import load_task
 from domains.validate import validate_plan
-from fake_openai import FakeOpenAI, Reply, answer
-from portfolio.engine.cascade import PortfolioDecomposition
 from portfolio.delegates.decompose import SubgoalSolver
 from portfolio.delegates.llm import LLMDelegate
 from portfolio.delegates.llm_client import LLMClient
 from portfolio.delegates.registry import decomposer_tier, make_extra_delegate
+from portfolio.engine.cascade import PortfolioDecomposition
 from portfolio.engine.results import PlanRequest, Status
 
 IPC = Path(__file__).resolve().parents[2] / "shared" / "ipc"
@@ -148,8 +148,12 @@ def test_garbage_uses_every_repair_round_then_moves_on(task, solver):
 
 
 def test_schema_valid_nonsense_is_rejected(task, solver):
-    nonsense = [answer({"plan": ["(fly-to moon)"]}), answer({"plan": ["(stack b)"]}),
-                answer({"plan": ["(pick-up q)"]}), answer({"plan": []})]
+    nonsense = [
+        answer({"plan": ["(fly-to moon)"]}),
+        answer({"plan": ["(stack b)"]}),
+        answer({"plan": ["(pick-up q)"]}),
+        answer({"plan": []}),
+    ]
     with FakeOpenAI(nonsense) as server:
         made = delegate(server, solver, repair_rounds=3)
         outcome, _ = run(made, task)
@@ -261,8 +265,9 @@ def test_registry_rejects_unknown_names_and_llm_without_url():
 def test_delegates_llm_alone_in_the_cascade(task):
     replies = [answer({"subgoals": [["(on b zz)"]]}), answer({"subgoals": [["(on b a)"], ["(on c b)"]]})]
     with FakeOpenAI(replies) as server:
-        tier = decomposer_tier(["llm"], classical_names=[], llm_url=server.url, llm_model="m",
-                               decomposer_budget_s=20, llm_api_key=KEY)
+        tier = decomposer_tier(
+            ["llm"], classical_names=[], llm_url=server.url, llm_model="m", decomposer_budget_s=20, llm_api_key=KEY
+        )
         assert tier.name == "decomposer" and tier.budget_s == 20
         cascade = PortfolioDecomposition([tier])
         try:
@@ -282,12 +287,26 @@ def test_cli_runs_classical_then_decomposer_tier(capsys):
 
     blocks = IPC / "blocks"
     with FakeOpenAI([answer({"subgoals": [["(on b a)"], ["(on c b)"]]})]) as server:
-        code = main(["plan", str(blocks / "domain.pddl"), str(blocks / "probBLOCKS-4-0.pddl"), "--json",
-                     "--budget", "0.001", "--llm-url", server.url, "--llm-model", "m",
-                     "--decomposer-budget", "20", "--no-carry-over",  # else Fast Downward's carried-over work wins
-                     # and translate afresh: with this task's translation in the session's disk cache (earlier
-                     # tests), Fast Downward's in-process search once solved it inside the 1 ms (a CI run)
-                     "--no-cache"])
+        code = main(
+            [
+                "plan",
+                str(blocks / "domain.pddl"),
+                str(blocks / "probBLOCKS-4-0.pddl"),
+                "--json",
+                "--budget",
+                "0.001",
+                "--llm-url",
+                server.url,
+                "--llm-model",
+                "m",
+                "--decomposer-budget",
+                "20",
+                "--no-carry-over",  # else Fast Downward's carried-over work wins
+                # and translate afresh: with this task's translation in the session's disk cache (earlier
+                # tests), Fast Downward's in-process search once solved it inside the 1 ms (a CI run)
+                "--no-cache",
+            ]
+        )
     result = json.loads(capsys.readouterr().out)
     assert code == 0 and result["status"] == "solved"
     names = [a["delegate"] for a in result["attempts"]]

@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from fake_openai import FakeOpenAI, Reply
+
 from portfolio.delegates.llm_client import LLMClient, LLMError
 
 KEY = "sk-test-SECRET-0123456789abcdefghijklmnopq"  # 43 characters, as in the report
@@ -34,7 +34,7 @@ def test_an_echoed_key_is_redacted_before_the_message_is_cut(at):
         error, _ = chat(server)
     assert error.kind == "http-4xx"
     text = str(error)
-    assert not any(KEY[i:i + 8] in text for i in range(len(KEY) - 7)), text
+    assert not any(KEY[i : i + 8] in text for i in range(len(KEY) - 7)), text
 
 
 def test_an_answer_over_the_size_cap_is_refused_without_reading_it_all():

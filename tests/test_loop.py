@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from domains.validate import validate_plan
 from domains.typed_actions import ReplanRequested, action, fact, replan_when
+from domains.validate import validate_plan
 from portfolio.agent import Agent
 from portfolio.agent.failures import (
     Category,
@@ -253,8 +253,11 @@ def test_transient_failure_is_retried_then_succeeds():
     with agent([flaky], max_retries=2) as ag:
         result = ag.run(Start(), goal=D)
     assert result.succeeded and calls["n"] == 3
-    assert [(s.outcome, s.decision) for s in result.steps] == [("failure", "persist"), ("failure", "persist"),
-                                                               ("success", None)]
+    assert [(s.outcome, s.decision) for s in result.steps] == [
+        ("failure", "persist"),
+        ("failure", "persist"),
+        ("success", None),
+    ]
     assert result.replans == []
 
 

@@ -10,20 +10,20 @@ import sys
 
 import anyio
 import pytest
-
 from conftest import REPO
 from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, serve_in_thread, validated
 
 TOOLS = {"plan", "replan", "validate", "record_steps", "action_stats", "costs", "retrain"}
-STATE = ["(clear a)", "(on a b)", "(ontable b)", "(clear c)", "(ontable c)", "(clear d)", "(ontable d)",
-         "(handempty)"]
+STATE = ["(clear a)", "(on a b)", "(ontable b)", "(clear c)", "(ontable c)", "(clear d)", "(ontable d)", "(handempty)"]
 
 
 def server_parameters(traces):
     from mcp.client.stdio import StdioServerParameters
 
     return StdioServerParameters(
-        command=sys.executable, cwd=REPO, env={"PYTHONPATH": str(REPO)},
+        command=sys.executable,
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO)},
         args=["-m", "portfolio.cli", "mcp", "--delegates", "fast-downward,pyperplan", "--traces", str(traces)],
     )
 
@@ -35,18 +35,20 @@ async def exercise(session) -> dict:
     out: dict = {"tools": {tool.name: tool for tool in listing}}
     out["plan"] = await session.call_tool("plan", {"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4})
     run_id = out["plan"].structured_content["run_id"]
-    out["replan"] = await session.call_tool("replan", {"run_id": run_id, "state": STATE, "quality": "first",
-                                                       "weight": 2})
+    out["replan"] = await session.call_tool(
+        "replan", {"run_id": run_id, "state": STATE, "quality": "first", "weight": 2}
+    )
     out["bad"] = await session.call_tool("plan", {"domain": "(define (domain", "problem": BLOCKS_4})
-    out["validate"] = await session.call_tool("validate", {"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4,
-                                                           "plan": ["(pick-up b)", "(pick-up c)"]})
-    steps = [{"run_id": run_id, "step": i, "action": "pick-up", "args": ["b"], "outcome": "success"}
-             for i in range(3)]
+    out["validate"] = await session.call_tool(
+        "validate", {"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4, "plan": ["(pick-up b)", "(pick-up c)"]}
+    )
+    steps = [{"run_id": run_id, "step": i, "action": "pick-up", "args": ["b"], "outcome": "success"} for i in range(3)]
     out["steps"] = await session.call_tool("record_steps", {"steps": steps})
     out["stats"] = await session.call_tool("action_stats", {})
     # a misspelled argument: refused, as HTTP refuses an unknown field (it used to plan without the exclusion)
-    out["misspelled"] = await session.call_tool("plan", {"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4,
-                                                         "exclueded": ["(pick-up b)"]})
+    out["misspelled"] = await session.call_tool(
+        "plan", {"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4, "exclueded": ["(pick-up b)"]}
+    )
     out["retrain"] = await session.call_tool("retrain", {"prior_mean": 0.05})
     out["stats_after"] = await session.call_tool("action_stats", {})
     return out
@@ -87,8 +89,12 @@ def check_schemas_match_http(tools) -> None:
     """Each tool's input schema is its HTTP body's (the fields, their types and descriptions), less `wait`."""
     from portfolio.serve.models import PlanBody, ReplanBody, StepsBody, ValidateBody
 
-    for name, body in (("plan", PlanBody), ("replan", ReplanBody), ("validate", ValidateBody),
-                       ("record_steps", StepsBody)):
+    for name, body in (
+        ("plan", PlanBody),
+        ("replan", ReplanBody),
+        ("validate", ValidateBody),
+        ("record_steps", StepsBody),
+    ):
         http = body.model_json_schema()["properties"]
         http.pop("wait", None)
         assert tools[name].input_schema["properties"] == http, name
@@ -121,15 +127,23 @@ def test_streamable_http_client_behind_the_token(tmp_path):
 
     with serve_in_thread(config(traces=str(tmp_path / "t.db")), token="tok") as (url, _):
         check(anyio.run(main, url, "tok"))
-        with pytest.raises(Exception):  # wrong token: 401, the session never opens
+        with pytest.raises(Exception):  # noqa: B017 - wrong token: 401; the SDK wraps it in an ExceptionGroup
             anyio.run(main, url, "wrong")
 
 
 def test_a_malformed_message_does_not_end_the_stdio_server(tmp_path):
     """Raw JSON-RPC: tools/call whose params is not an object, then garbage, then a valid request."""
     messages = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": "not an object"},
         "this is not JSON",
@@ -137,9 +151,23 @@ def test_a_malformed_message_does_not_end_the_stdio_server(tmp_path):
     ]
     lines = "\n".join(m if isinstance(m, str) else json.dumps(m) for m in messages) + "\n"
     process = subprocess.Popen(
-        [sys.executable, "-m", "portfolio.cli", "mcp", "--delegates", "fast-downward", "--traces",
-         str(tmp_path / "t.db")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+        [
+            sys.executable,
+            "-m",
+            "portfolio.cli",
+            "mcp",
+            "--delegates",
+            "fast-downward",
+            "--traces",
+            str(tmp_path / "t.db"),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     try:
         assert process.stdin and process.stdout
         process.stdin.write(lines)

@@ -10,11 +10,11 @@ import sqlite3
 
 import httpx
 import pytest
-
 from conftest import IPC
+from test_service_helpers import config, serve_in_thread, small_plan
+
 from learning import retrain
 from portfolio.cli import main
-from test_service_helpers import config, serve_in_thread, small_plan
 from traces.records import StepRecord
 from traces.store import TraceStore
 
@@ -27,9 +27,16 @@ def trained(tmp_path_factory):
     path = tmp_path_factory.mktemp("model") / "traces.db"
     with TraceStore(path) as store:
         store.record_steps(
-            StepRecord(run_id=f"r{i}", step=0, action="pick-up", args=(x,),
-                       outcome="failure" if x == "b" and i % 5 == 0 else "success")
-            for i in range(30) for x in "abcd")
+            StepRecord(
+                run_id=f"r{i}",
+                step=0,
+                action="pick-up",
+                args=(x,),
+                outcome="failure" if x == "b" and i % 5 == 0 else "success",
+            )
+            for i in range(30)
+            for x in "abcd"
+        )
         retrain(store)
         document = json.loads(bytes(store.latest_model().blob))
     return path, document
@@ -63,8 +70,10 @@ def store_with(tmp_path, trained, edit) -> str:
     path = tmp_path / "edited.db"
     path.write_bytes(source.read_bytes())
     with sqlite3.connect(path) as db:
-        db.execute("UPDATE models SET blob = ? WHERE version = (SELECT max(version) FROM models)",
-                   (json.dumps(set_path(document, *edit)).encode(),))
+        db.execute(
+            "UPDATE models SET blob = ? WHERE version = (SELECT max(version) FROM models)",
+            (json.dumps(set_path(document, *edit)).encode(),),
+        )
     return str(path)
 
 

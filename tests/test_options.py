@@ -53,8 +53,13 @@ def test_catalog_shares_are_the_delegates_own():
     from portfolio.delegates.registry import CATALOG
     from portfolio.delegates.typed_search import TypedSearch
 
-    classes = {"fast-downward": FastDownward, "pyperplan": Pyperplan, "typed-search": TypedSearch,
-               "llm": LLMDelegate, "goal-agenda": GoalAgenda}
+    classes = {
+        "fast-downward": FastDownward,
+        "pyperplan": Pyperplan,
+        "typed-search": TypedSearch,
+        "llm": LLMDelegate,
+        "goal-agenda": GoalAgenda,
+    }
     assert set(classes) == set(CATALOG)
     for name, cls in classes.items():
         assert CATALOG[name].share == cls.share, name

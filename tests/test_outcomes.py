@@ -9,16 +9,16 @@ import sys
 import time
 
 import pytest
-
 from conftest import IPC, hardest_parking
+
 from domains.pddl import parse_task
 from domains.validate import validate_plan
-from portfolio.engine.cascade import PortfolioDecomposition, Tier, share_deadline
 from portfolio.delegates.fast_downward import exitcodes as fd_exitcodes
 from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.pyperplan import Pyperplan
-from portfolio.planner import default_stages
+from portfolio.engine.cascade import PortfolioDecomposition, Tier, share_deadline
 from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status, no_plan_status
+from portfolio.planner import default_stages
 
 # The only plan starts with `w`, which the relaxed plan from the initial state does not use (`z`, `y` reach the
 # goal when deletes are ignored): pyperplan's helpful-action pruning never tries it.
@@ -46,7 +46,9 @@ def test_an_incomplete_answer_does_not_stop_the_cascade(four):
     with PortfolioDecomposition(stages) as cascade:
         result = cascade.solve(PlanRequest(four))
     assert [(a.delegate, a.status) for a in result.attempts] == [
-        ("pyperplan", Status.INCOMPLETE), ("goal-agenda", Status.SOLVED)]
+        ("pyperplan", Status.INCOMPLETE),
+        ("goal-agenda", Status.SOLVED),
+    ]
     assert result.solved and result.plan == ["(w)", "(x)"]
     assert validate_plan(four, result.actions()).ok
 
@@ -54,9 +56,24 @@ def test_an_incomplete_answer_does_not_stop_the_cascade(four):
 def test_cli_solves_the_four_action_task_after_pyperplan_gives_up(tmp_path):
     (tmp_path / "d.pddl").write_text(FOUR_DOMAIN)
     (tmp_path / "p.pddl").write_text(FOUR_PROBLEM)
-    run = subprocess.run([sys.executable, "-m", "portfolio.cli", "plan", tmp_path / "d.pddl", tmp_path / "p.pddl",
-                          "--delegates", "pyperplan,goal-agenda", "--budget", "5", "--json"],
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "portfolio.cli",
+            "plan",
+            tmp_path / "d.pddl",
+            tmp_path / "p.pddl",
+            "--delegates",
+            "pyperplan,goal-agenda",
+            "--budget",
+            "5",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     result = json.loads(run.stdout)
     assert result["status"] == "solved" and result["attempts"][0]["status"] == "incomplete"
@@ -79,17 +96,20 @@ def test_unsupported_delegates_are_skipped_and_hold_no_share():
 # -- Fast Downward's exit codes --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("codes, status, search", [
-    ({"lama-first": 0, "lama-costs": 34}, Status.SOLVED, "lama-first"),
-    ({"lama-first": 0, "lama-costs": 0}, Status.SOLVED, "lama-costs"),  # the last search's plan is preferred
-    ({"lama-first": 12, "lama-costs": 11}, Status.UNSOLVABLE, "lama-costs"),
-    ({"lama-first": 12, "lama-costs": None}, Status.TIMEOUT, "lama-costs"),
-    ({"lama-first": 32, "lama-costs": 22}, Status.MEMOUT, "lama-costs"),
-    ({"lama-first": 12, "lama-costs": 34}, Status.INCOMPLETE, "lama-first"),
-    ({"lama-first": 34, "lama-costs": 34}, Status.UNSUPPORTED, "lama-first"),
-    ({"lama-first": 34, "lama-costs": 32}, Status.ERROR, "lama-first"),
-    ({"lama-first": -11}, Status.ERROR, "lama-first"),
-])
+@pytest.mark.parametrize(
+    "codes, status, search",
+    [
+        ({"lama-first": 0, "lama-costs": 34}, Status.SOLVED, "lama-first"),
+        ({"lama-first": 0, "lama-costs": 0}, Status.SOLVED, "lama-costs"),  # the last search's plan is preferred
+        ({"lama-first": 12, "lama-costs": 11}, Status.UNSOLVABLE, "lama-costs"),
+        ({"lama-first": 12, "lama-costs": None}, Status.TIMEOUT, "lama-costs"),
+        ({"lama-first": 32, "lama-costs": 22}, Status.MEMOUT, "lama-costs"),
+        ({"lama-first": 12, "lama-costs": 34}, Status.INCOMPLETE, "lama-first"),
+        ({"lama-first": 34, "lama-costs": 34}, Status.UNSUPPORTED, "lama-first"),
+        ({"lama-first": 34, "lama-costs": 32}, Status.ERROR, "lama-first"),
+        ({"lama-first": -11}, Status.ERROR, "lama-first"),
+    ],
+)
 def test_one_aggregation_over_the_searches_that_ran(codes, status, search):
     verdict = fd_exitcodes.aggregate(codes)
     assert (verdict.status, verdict.search) == (status, search)
@@ -118,13 +138,16 @@ def briefcase(objects: int, places: int) -> tuple[str, str]:
         :effect (and (not (in ?t)) (increase (total-cost) 1))))"""
     things = [f"t{i}" for i in range(objects)]
     spots = [f"p{i}" for i in range(places)]
-    roads = " ".join(f"(= (road {a} {b}) {1 + (i * 7 + j * 3) % 5})" for i, a in enumerate(spots)
-                     for j, b in enumerate(spots))
-    problem = (f"(define (problem bc) (:domain briefcase) (:objects {' '.join(things)} - thing "
-               f"{' '.join(spots)} - place) (:init (at-b p0) {roads} "
-               + " ".join(f"(at {t} {spots[i % places]})" for i, t in enumerate(things))
-               + f") (:goal (and {' '.join(f'(at {t} {spots[(i * 3 + 1) % places]})' for i, t in enumerate(things))}"
-               ")) (:metric minimize (total-cost)))")
+    roads = " ".join(
+        f"(= (road {a} {b}) {1 + (i * 7 + j * 3) % 5})" for i, a in enumerate(spots) for j, b in enumerate(spots)
+    )
+    problem = (
+        f"(define (problem bc) (:domain briefcase) (:objects {' '.join(things)} - thing "
+        f"{' '.join(spots)} - place) (:init (at-b p0) {roads} "
+        + " ".join(f"(at {t} {spots[i % places]})" for i, t in enumerate(things))
+        + f") (:goal (and {' '.join(f'(at {t} {spots[(i * 3 + 1) % places]})' for i, t in enumerate(things))}"
+        ")) (:metric minimize (total-cost)))"
+    )
     return domain, problem
 
 
@@ -188,8 +211,9 @@ def test_a_slow_first_delegate_leaves_the_second_its_share():
 def test_equal_shares_by_default_and_unused_time_goes_to_the_next():
     fast, second = Recording(), Recording()
     fast.name = "fast"
-    blocks = parse_task((IPC / "blocks" / "domain.pddl").read_text(),
-                        (IPC / "blocks" / "probBLOCKS-4-0.pddl").read_text(), "d", "p")
+    blocks = parse_task(
+        (IPC / "blocks" / "domain.pddl").read_text(), (IPC / "blocks" / "probBLOCKS-4-0.pddl").read_text(), "d", "p"
+    )
     PortfolioDecomposition([Tier("t", [fast, second], 2.0)]).solve(PlanRequest(blocks))
     assert fast.slices[0] == pytest.approx(1.0, abs=0.05)
     assert second.slices[0] == pytest.approx(2.0, abs=0.05)  # the first returned at once: all of it is left

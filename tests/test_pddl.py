@@ -35,7 +35,7 @@ def _section(text: str, key: str) -> str:
     for i in range(start, len(text)):
         depth += {"(": 1, ")": -1}.get(text[i], 0)
         if depth == 0:
-            return text[start + 1 + len(key):i]
+            return text[start + 1 + len(key) : i]
     raise AssertionError("unbalanced")
 
 
@@ -50,7 +50,7 @@ def _count_init(text: str) -> tuple[int, int]:
     for i, ch in enumerate(body):
         if ch == "(":
             if depth == 0:
-                if body[i + 1:].lstrip().startswith("="):
+                if body[i + 1 :].lstrip().startswith("="):
                     numeric += 1
                 else:
                     atoms += 1
@@ -88,7 +88,8 @@ def test_costs_are_read_from_constants_and_functions() -> None:
     lengths = dict(transport.problem.numeric_init)
     assert lengths[FunctionTerm("total-cost")] == 0.0
     assert sum(1 for t in lengths if t.name == "road-length") == _section(
-        problems("transport-sat08-strips")[0].read_text(), ":init").count("road-length")
+        problems("transport-sat08-strips")[0].read_text(), ":init"
+    ).count("road-length")
     blocks = load_task(IPC / "blocks" / "domain.pddl", problems("blocks")[0])
     assert not blocks.has_action_costs() and not blocks.problem.minimize_total_cost
 
@@ -110,8 +111,10 @@ def _fast_downward_accepts(domain_text: str, problem_text: str, translate: bool)
     from fast_downward.translate import main as translator
     from fast_downward.translate.pddl_parser import lisp_parser, parsing_functions
 
-    fd_task = parsing_functions.parse_task(lisp_parser.parse_nested_list(io.StringIO(domain_text)),
-                                           lisp_parser.parse_nested_list(io.StringIO(problem_text)))
+    fd_task = parsing_functions.parse_task(
+        lisp_parser.parse_nested_list(io.StringIO(domain_text)),
+        lisp_parser.parse_nested_list(io.StringIO(problem_text)),
+    )
     normalize.normalize(fd_task)
     if not translate:
         return len(fd_task.actions)
@@ -126,7 +129,9 @@ def test_writer_round_trips_and_fast_downward_translates_it(domain: str, problem
     assert again == task
     assert again.domain == task.domain and again.problem == task.problem
     # parking's translation takes seconds (grounding), so only its parsing and normalising are checked
-    operators = _fast_downward_accepts(written.domain_pddl, written.problem_pddl, translate=domain != "parking-sat11-strips")
+    operators = _fast_downward_accepts(
+        written.domain_pddl, written.problem_pddl, translate=domain != "parking-sat11-strips"
+    )
     assert operators > 0
 
 
@@ -176,11 +181,14 @@ def test_valid_inline_task_parses() -> None:
     assert task.problem.init == {Atom("clear", ("a",)), Atom("clear", ("b",))}
 
 
-@pytest.mark.parametrize("old,new,line", [
-    ("(clear ?x) (clear ?y))", "(clear ?x) (clear ?y)", 7),  # the precondition's (and swallows :effect
-    ("(clear ?x - block))", "(clear ?x - block)", 4),  # (:predicates swallows the action
-    ("(not (clear ?y)))))", "(not (clear ?y))))", 1),  # nothing follows: only (define is known open
-])
+@pytest.mark.parametrize(
+    "old,new,line",
+    [
+        ("(clear ?x) (clear ?y))", "(clear ?x) (clear ?y)", 7),  # the precondition's (and swallows :effect
+        ("(clear ?x - block))", "(clear ?x - block)", 4),  # (:predicates swallows the action
+        ("(not (clear ?y)))))", "(not (clear ?y))))", 1),  # nothing follows: only (define is known open
+    ],
+)
 def test_unclosed_paren_says_where_it_opened(old: str, new: str, line: int) -> None:
     error = _error(PDDLSyntaxError, DOMAIN.replace(old, new))
     assert error.file == "dom.pddl" and error.line == line
@@ -197,12 +205,15 @@ def test_unexpected_token_in_action() -> None:
     assert error.line == 8 and "':effect'" in str(error)
 
 
-@pytest.mark.parametrize("where,domain,problem,line", [
-    ("precondition", DOMAIN.replace("(clear ?x) (clear ?y))", "(clear ?x) (free ?y))"), None, 7),
-    ("effect", DOMAIN.replace("(on ?x ?y) (not", "(onn ?x ?y) (not"), None, 8),
-    ("init", DOMAIN, PROBLEM.replace("(clear b))", "(free b))"), 5),
-    ("goal", DOMAIN, PROBLEM.replace("(:goal (on a b))", "(:goal (above a b))"), 6),
-])
+@pytest.mark.parametrize(
+    "where,domain,problem,line",
+    [
+        ("precondition", DOMAIN.replace("(clear ?x) (clear ?y))", "(clear ?x) (free ?y))"), None, 7),
+        ("effect", DOMAIN.replace("(on ?x ?y) (not", "(onn ?x ?y) (not"), None, 8),
+        ("init", DOMAIN, PROBLEM.replace("(clear b))", "(free b))"), 5),
+        ("goal", DOMAIN, PROBLEM.replace("(:goal (on a b))", "(:goal (above a b))"), 6),
+    ],
+)
 def test_undefined_predicate(where: str, domain: str, problem: str | None, line: int) -> None:
     error = _error(UndefinedSymbolError, domain, problem)
     assert error.line == line and error.file == ("dom.pddl" if problem is None else "prob.pddl")
@@ -241,17 +252,31 @@ def test_domain_name_mismatch() -> None:
     assert (error.file, error.line) == ("prob.pddl", 2) and "'blocks'" in str(error) and "'d'" in str(error)
 
 
-@pytest.mark.parametrize("text,line,word", [
-    (DOMAIN.replace("(clear ?x - block))", "(clear ?x - block) (free ?x - block))").replace(
-        "  (:action move", "  (:derived (free ?x - block) (not (free ?x)))\n  (:action move"), 5, "stratified"),
-    (DOMAIN.replace("  (:action move", "  (:derived (on ?x ?y - block) (clear ?x))\n  (:action move"), 5,
-     "changes derived predicate 'on'"),
-    (DOMAIN.replace("(:action move", "(:durative-action move"), 5, ":durative-action"),
-    (DOMAIN.replace("(not (clear ?y))", "(decrease (fuel) 1)"), 8, "decrease"),
-    (DOMAIN.replace(":typing", ":typing :numeric-fluents"), 2, ":numeric-fluents"),
-    (DOMAIN.replace(":parameters (?x ?y - block)", ":parameters (?x - (either block object) ?y - block)"), 6,
-     "'either' types are accepted in predicate declarations only"),
-])
+@pytest.mark.parametrize(
+    "text,line,word",
+    [
+        (
+            DOMAIN.replace("(clear ?x - block))", "(clear ?x - block) (free ?x - block))").replace(
+                "  (:action move", "  (:derived (free ?x - block) (not (free ?x)))\n  (:action move"
+            ),
+            5,
+            "stratified",
+        ),
+        (
+            DOMAIN.replace("  (:action move", "  (:derived (on ?x ?y - block) (clear ?x))\n  (:action move"),
+            5,
+            "changes derived predicate 'on'",
+        ),
+        (DOMAIN.replace("(:action move", "(:durative-action move"), 5, ":durative-action"),
+        (DOMAIN.replace("(not (clear ?y))", "(decrease (fuel) 1)"), 8, "decrease"),
+        (DOMAIN.replace(":typing", ":typing :numeric-fluents"), 2, ":numeric-fluents"),
+        (
+            DOMAIN.replace(":parameters (?x ?y - block)", ":parameters (?x - (either block object) ?y - block)"),
+            6,
+            "'either' types are accepted in predicate declarations only",
+        ),
+    ],
+)
 def test_unsupported_features(text: str, line: int, word: str) -> None:
     error = _error(UnsupportedFeatureError, text)
     assert (error.file, error.line) == ("dom.pddl", line) and word in str(error)

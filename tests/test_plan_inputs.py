@@ -6,24 +6,27 @@ runs. `Atom.parse`, `domains.parse_state` and `task.init` are public. Real Fast 
 from __future__ import annotations
 
 import pytest
-
 from conftest import IPC
+
 from domains import Atom, TaskInputError, parse_state
 from domains.pddl import parse_task
 from domains.validate import validate_plan
-from portfolio.planner import Planner
 from portfolio.engine.results import parse_ground_action
+from portfolio.planner import Planner
 
 # b on a, the rest on the table: a state other than the problem's own
-STATE = ["(clear b)", "(on b a)", "(ontable a)", "(clear c)", "(ontable c)", "(clear d)", "(ontable d)",
-         "(handempty)"]
+STATE = ["(clear b)", "(on b a)", "(ontable a)", "(clear c)", "(ontable c)", "(clear d)", "(ontable d)", "(handempty)"]
 
 
 @pytest.fixture(scope="module")
 def task():
     blocks = IPC / "blocks"
-    return parse_task((blocks / "domain.pddl").read_text(), (blocks / "probBLOCKS-4-0.pddl").read_text(),
-                      "domain.pddl", "probBLOCKS-4-0.pddl")
+    return parse_task(
+        (blocks / "domain.pddl").read_text(),
+        (blocks / "probBLOCKS-4-0.pddl").read_text(),
+        "domain.pddl",
+        "probBLOCKS-4-0.pddl",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -52,13 +55,16 @@ def test_a_state_in_any_accepted_form_is_planned_by_fast_downward(task, planner,
     assert validate_plan(task, [parse_ground_action(s) for s in result.plan], init=init).ok
 
 
-@pytest.mark.parametrize("init, named", [
-    ("(on b a)", "str"),  # one string is not a state (it would be read as its characters)
-    (Atom("on", ("b", "a")), "Atom"),
-    ([("on", "b", "a")], "tuple"),
-    (42, "int"),
-    ([Atom("clear", ("b",)), 3], "int"),
-])
+@pytest.mark.parametrize(
+    "init, named",
+    [
+        ("(on b a)", "str"),  # one string is not a state (it would be read as its characters)
+        (Atom("on", ("b", "a")), "Atom"),
+        ([("on", "b", "a")], "tuple"),
+        (42, "int"),
+        ([Atom("clear", ("b",)), 3], "int"),
+    ],
+)
 def test_anything_else_is_a_type_error_before_any_delegate_runs(task, planner, monkeypatch, init, named):
     def no_delegate(request):
         raise AssertionError("a delegate ran")

@@ -7,8 +7,8 @@ import pytest
 
 from domains.bundled import bundled_task
 from domains.validate import applicable, apply, validate_plan
-from portfolio.planner import REUSE_DELEGATE, Planner, reusable_suffix
 from portfolio.engine.results import parse_ground_action
+from portfolio.planner import REUSE_DELEGATE, Planner, reusable_suffix
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ def console_blocks(section: str) -> list[list[tuple[str, list[str]]]]:
     start = text.index(section + "\n")
     end = text.find("\n#", start + len(section))
     blocks = []
-    for body in re.findall(r"```console\n(.*?)```", text[start:end if end > 0 else None], re.S):
+    for body in re.findall(r"```console\n(.*?)```", text[start : end if end > 0 else None], re.S):
         commands: list[tuple[str, list[str]]] = []
         for line in body.splitlines():
             if line.startswith("$ "):
@@ -48,8 +48,14 @@ def run_command(command: str, folder: Path) -> tuple[list[str], str]:
     """What `command` prints (stdout lines, with the scratch folder spelled /tmp/ex again) and its stderr."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     env.pop("PORTFOLIO_TRACES", None)
-    run = subprocess.run(["bash", "-c", command.replace("/tmp/ex", str(folder / "ex"))], cwd=folder, env=env,
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        ["bash", "-c", command.replace("/tmp/ex", str(folder / "ex"))],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return run.stdout.replace(str(folder / "ex"), "/tmp/ex").splitlines(), run.stderr
 
 

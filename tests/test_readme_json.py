@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from conftest import REPO
+
 from portfolio.engine.results import Attempt, PlanResult
 
 COMMAND = "$ portfolio plan ../shared/ipc/blocks/domain.pddl ../shared/ipc/blocks/probBLOCKS-4-0.pddl --json\n"
@@ -14,8 +15,8 @@ COMMAND = "$ portfolio plan ../shared/ipc/blocks/domain.pddl ../shared/ipc/block
 
 def test_the_readme_json_example_has_every_field_of_the_output():
     text = (REPO / "README.md").read_text()
-    block = text[text.index(COMMAND) + len(COMMAND):]
-    example = json.loads(block[:block.index("```")])
+    block = text[text.index(COMMAND) + len(COMMAND) :]
+    example = json.loads(block[: block.index("```")])
     assert set(example) == set(PlanResult.model_fields)
     [attempt] = example["attempts"]
     assert set(attempt) == set(Attempt.model_fields)

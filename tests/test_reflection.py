@@ -41,8 +41,10 @@ def reflection(server: FakeOpenAI, **options) -> LLMReflection:
 
 
 def test_pre_step_critic_vetoes_and_the_agent_replans_around_the_step():
-    replies = [answer({"veto": True, "reason": "an all-staff mail about a team release is spam"}),
-               answer({"veto": False, "reason": ""})]
+    replies = [
+        answer({"veto": True, "reason": "an all-staff mail about a team release is spam"}),
+        answer({"veto": False, "reason": ""}),
+    ]
     with FakeOpenAI(replies) as server:
         critics = reflection(server, post=False)
         with Agent([email_everyone, email_team], goal=Sent, reflection=critics, warm=False) as agent:
@@ -68,7 +70,9 @@ def test_post_step_critic_declares_the_step_failed():
         first = json.loads(server.requests[0]["body"]["messages"][1]["content"])
     assert result.succeeded and result.output == Sent("team list")
     assert [(s.action, s.outcome, s.category) for s in result.steps] == [
-        ("(email-everyone)", "failure", "knowledge"), ("(email-team)", "success", None)]
+        ("(email-everyone)", "failure", "knowledge"),
+        ("(email-team)", "success", None),
+    ]
     assert "post-step critic: the list bounced" in result.steps[0].error
     assert first["expected_effects"] == ["(known-sent)"] and first["observed_effects"] == ["(known-sent)"]
     assert "all-staff list" in first["output"]
@@ -76,9 +80,11 @@ def test_post_step_critic_declares_the_step_failed():
 
 def test_critics_run_under_arun_too():
     with FakeOpenAI([answer({"veto": True, "reason": "spam"}), answer({"veto": False, "reason": ""})]) as server:
+
         async def main():
-            with Agent([email_everyone, email_team], goal=Sent, reflection=reflection(server, post=False),
-                       warm=False) as agent:
+            with Agent(
+                [email_everyone, email_team], goal=Sent, reflection=reflection(server, post=False), warm=False
+            ) as agent:
                 return await agent.arun(Draft("v2"))
 
         result = asyncio.run(main())

@@ -15,8 +15,18 @@ def records(low: float, high: float, n: int = 40) -> list[dict]:
     for planner, factor in (("a", 1.0), ("b", 1.3)):
         for i in range(n):
             time = low * (high / low) ** (i / (n - 1))
-            out.append({"planner": planner, "task": f"t{i}", "domain": "d", "status": "solved", "valid": True,
-                        "time_s": min(time * factor, high), "size": 5 + i, "budget_s": 1.0})
+            out.append(
+                {
+                    "planner": planner,
+                    "task": f"t{i}",
+                    "domain": "d",
+                    "status": "solved",
+                    "valid": True,
+                    "time_s": min(time * factor, high),
+                    "size": 5 + i,
+                    "budget_s": 1.0,
+                }
+            )
     return out
 
 
@@ -27,10 +37,14 @@ def overlapping_labels(figure) -> list[tuple[str, str]]:
     for axes in figure.axes:
         for axis, limits in ((axes.xaxis, axes.get_xlim()), (axes.yaxis, axes.get_ylim())):
             low, high = sorted(limits)
-            shown = [(t.get_text(), t.get_window_extent(renderer)) for t in axis.get_ticklabels(which="both")
-                     if t.get_visible() and t.get_text()
-                     and low <= (t.get_position()[0] if axis is axes.xaxis else t.get_position()[1]) <= high]
-            found += [(a, b) for i, (a, box) in enumerate(shown) for b, other in shown[i + 1:] if box.overlaps(other)]
+            shown = [
+                (t.get_text(), t.get_window_extent(renderer))
+                for t in axis.get_ticklabels(which="both")
+                if t.get_visible()
+                and t.get_text()
+                and low <= (t.get_position()[0] if axis is axes.xaxis else t.get_position()[1]) <= high
+            ]
+            found += [(a, b) for i, (a, box) in enumerate(shown) for b, other in shown[i + 1 :] if box.overlaps(other)]
     return found
 
 

@@ -1,4 +1,5 @@
-"""A* with h_max in this process (`portfolio.delegates.fast_downward.sas_astar`): on small tasks with costs its plan is the optimum Fast
+"""A* with h_max in this process (`portfolio.delegates.fast_downward.sas_astar`): on small tasks with costs its plan is
+the optimum Fast
 Downward's A* with LM-cut proves, h_max never overestimates it, and a search that stops hands over to the
 search processes."""
 
@@ -12,9 +13,9 @@ import pytest
 from domains.bundled import bundled_task
 from domains.validate import validate_plan
 from portfolio.delegates.fast_downward.delegate import FastDownward
-from portfolio.engine.results import PlanRequest, Status
 from portfolio.delegates.fast_downward.sas_astar import astar_search, h_max
 from portfolio.delegates.fast_downward.sas_search import compile_task, relax
+from portfolio.engine.results import PlanRequest, Status
 
 TASKS = [("tools", 1, 0), ("tools", 2, 1), ("gripper", 2, 0), ("blocksworld", 4, 3), ("logistics", 1, 2)]
 

@@ -10,24 +10,41 @@ import sys
 import time
 
 import pytest
-
 from conftest import IPC
+
 from domains.load import load_task
 from domains.validate import validate_plan
 from portfolio.delegates.fast_downward.delegate import FastDownward
-from portfolio.planner import default_stages
-from portfolio.engine.results import PlanRequest, Status, parse_ground_action
 from portfolio.delegates.fast_downward.sas_cache import CachedTranslation, SasCache, cache_key, default_cache_dir
 from portfolio.delegates.fast_downward.translate import TranslatorOptionsError
+from portfolio.engine.results import PlanRequest, Status, parse_ground_action
+from portfolio.planner import default_stages
 
 DOMAIN = IPC / "blocks" / "domain.pddl"
 PROBLEM = IPC / "blocks" / "probBLOCKS-4-0.pddl"
 
 
 def plan_cli(*args, env=None) -> dict:
-    run = subprocess.run([sys.executable, "-m", "portfolio.cli", "plan", str(DOMAIN), str(PROBLEM), "--json",
-                          "--delegates", "fast-downward", "--budget", "10", *map(str, args)],
-                         capture_output=True, text=True, timeout=120, env=env)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "portfolio.cli",
+            "plan",
+            str(DOMAIN),
+            str(PROBLEM),
+            "--json",
+            "--delegates",
+            "fast-downward",
+            "--budget",
+            "10",
+            *map(str, args),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert run.returncode == 0, run.stderr
     result = json.loads(run.stdout)
     assert validate_plan(load_task(DOMAIN, PROBLEM), [parse_ground_action(s) for s in result["plan"]]).ok
@@ -65,8 +82,12 @@ def test_the_default_directory_follows_xdg_and_the_cli_uses_it(tmp_path, monkeyp
 def test_a_file_as_cache_dir_is_bad_input(tmp_path):
     file = tmp_path / "file"
     file.write_text("x")
-    run = subprocess.run([sys.executable, "-m", "portfolio.cli", "plan", str(DOMAIN), str(PROBLEM),
-                          "--cache-dir", str(file)], capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-m", "portfolio.cli", "plan", str(DOMAIN), str(PROBLEM), "--cache-dir", str(file)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 2 and "expected a directory" in run.stderr and "Traceback" not in run.stderr
 
 
@@ -93,7 +114,8 @@ def test_an_entry_with_a_good_checksum_but_bad_sas_is_dropped(tmp_path):
         outcome = delegate.solve(PlanRequest(task=task), time.monotonic() + 30)
     assert outcome.status is Status.SOLVED and outcome.details["translation"] == "translated"
     assert cache.corrupt == 1 and cache.get(cache_key(task.domain_pddl, task.problem_pddl)).sas.startswith(
-        "begin_version")
+        "begin_version"
+    )
 
 
 def test_least_recently_used_entries_go_first(tmp_path):
@@ -123,8 +145,9 @@ def test_eviction_removes_only_the_caches_own_files(tmp_path):
     for letter in "abc":
         cache.put(letter * 64, CachedTranslation("x" * 1000, False))
     assert users.read_bytes() == b"x" * 5000 and look_alike.exists()
-    assert sorted(p.name for p in cache.directory.glob("*.sas")) == sorted(["notes.sas", "b" * 64 + ".sas",
-                                                                             "c" * 64 + ".sas"])
+    assert sorted(p.name for p in cache.directory.glob("*.sas")) == sorted(
+        ["notes.sas", "b" * 64 + ".sas", "c" * 64 + ".sas"]
+    )
 
 
 def test_concurrent_writers_and_readers_never_see_half_an_entry(tmp_path):

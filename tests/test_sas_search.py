@@ -1,4 +1,5 @@
-"""In-process GBFS+hFF over a cached SAS translation (`portfolio.delegates.fast_downward.sas_search`): replans from a perturbed state on
+"""In-process GBFS+hFF over a cached SAS translation (`portfolio.delegates.fast_downward.sas_search`): replans from a
+perturbed state on
 small tasks run no search process, larger tasks still do, the deadline holds, and a search that finds nothing
 says `incomplete` while the process search goes on."""
 
@@ -12,9 +13,9 @@ import pytest
 from domains.load import load_task
 from domains.validate import applicable, apply, validate_plan
 from portfolio.delegates.fast_downward.delegate import INPROCESS_MAX_OPERATORS
-from portfolio.planner import REUSE_DELEGATE, Planner, reusable_suffix
-from portfolio.engine.results import PlanRequest, Status, parse_ground_action
 from portfolio.delegates.fast_downward.sas_search import compile_task, greedy_search
+from portfolio.engine.results import PlanRequest, Status, parse_ground_action
+from portfolio.planner import REUSE_DELEGATE, Planner, reusable_suffix
 
 IPC = Path(__file__).resolve().parents[1].parent / "shared" / "ipc"
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 
 import pytest
 
@@ -21,14 +20,28 @@ from traces.schema import MIGRATIONS
 from traces.selection import domain_plans
 
 
-def race(winner: str, seconds: float, raced=("lama-first", "eager-ff-cg", "lazy-cea", "lazy-add"),
-         operators: int = 100, translator: tuple[str, ...] = ()) -> dict:
+def race(
+    winner: str,
+    seconds: float,
+    raced=("lama-first", "eager-ff-cg", "lazy-cea", "lazy-add"),
+    operators: int = 100,
+    translator: tuple[str, ...] = (),
+) -> dict:
     """A Fast Downward attempt as the planner records it: `winner` found the first plan after `seconds`, on a
     task translated with the `translator` flags."""
     searches = {name: "plan found" if name == winner else "killed at the deadline" for name in raced}
-    return {"delegate": "fast-downward", "status": "solved", "elapsed_ms": seconds * 1000, "reason": "",
-            "details": {"searches": searches, "search": winner, "sas": {"variables": 9, "operators": operators},
-                        "translator": list(translator)}}
+    return {
+        "delegate": "fast-downward",
+        "status": "solved",
+        "elapsed_ms": seconds * 1000,
+        "reason": "",
+        "details": {
+            "searches": searches,
+            "search": winner,
+            "sas": {"variables": 9, "operators": operators},
+            "translator": list(translator),
+        },
+    }
 
 
 def record(store: TraceStore, domain: str | None, task: str, attempts: list[dict]) -> None:
@@ -65,8 +78,17 @@ def test_tasks_of_similar_size_weigh_more():
         for size, best in ((50, "lazy-cea"), (5000, "lazy-add")):
             for config in ("lazy-cea", "lazy-add"):
                 seconds = 0.1 if config == best else 0.4
-                plans.append(type("P", (), {"domain": "d", "fingerprint": f"{size}-{i}",
-                                            "attempts": [race(config, seconds, (config,), size)]}))
+                plans.append(
+                    type(
+                        "P",
+                        (),
+                        {
+                            "domain": "d",
+                            "fingerprint": f"{size}-{i}",
+                            "attempts": [race(config, seconds, (config,), size)],
+                        },
+                    )
+                )
     model = SelectionModel(min_tasks=3).fit(plans)
     assert model.predict("d", 60)[0] == "lazy-cea"
     assert model.predict("d", 4000)[0] == "lazy-add"
@@ -74,8 +96,9 @@ def test_tasks_of_similar_size_weigh_more():
 
 
 def test_model_is_json_and_rejects_damage():
-    plans = [type("P", (), {"domain": "d", "fingerprint": f"t{i}", "attempts": [race("lazy-cea", 0.3)]})
-             for i in range(3)]
+    plans = [
+        type("P", (), {"domain": "d", "fingerprint": f"t{i}", "attempts": [race("lazy-cea", 0.3)]}) for i in range(3)
+    ]
     model = SelectionModel().fit(plans)
     again = SelectionModel.from_json(model.to_json())
     assert again.predict("d", 100) == model.predict("d", 100) and again.get_params() == model.get_params()
@@ -85,12 +108,28 @@ def test_model_is_json_and_rejects_damage():
 
 
 def test_attempts_without_a_race_teach_nothing():
-    plans = [type("P", (), {"domain": "d", "fingerprint": "t", "attempts": [
-        {"delegate": "fast-downward", "status": "solved", "elapsed_ms": 3, "details": {"search": "in-process"}},
-        {"delegate": "pyperplan", "status": "solved", "elapsed_ms": 3, "details": {}},
-        {"delegate": "fast-downward", "status": "timeout", "elapsed_ms": 900, "details": {}},
-        race("lama-first", 0.5, ("lama-first", "lama-costs")) | {"details": {"costs": True, "search": "lama-first",
-                                                                 "searches": {"lama-first": "plan found"}}}]})]
+    plans = [
+        type(
+            "P",
+            (),
+            {
+                "domain": "d",
+                "fingerprint": "t",
+                "attempts": [
+                    {
+                        "delegate": "fast-downward",
+                        "status": "solved",
+                        "elapsed_ms": 3,
+                        "details": {"search": "in-process"},
+                    },
+                    {"delegate": "pyperplan", "status": "solved", "elapsed_ms": 3, "details": {}},
+                    {"delegate": "fast-downward", "status": "timeout", "elapsed_ms": 900, "details": {}},
+                    race("lama-first", 0.5, ("lama-first", "lama-costs"))
+                    | {"details": {"costs": True, "search": "lama-first", "searches": {"lama-first": "plan found"}}},
+                ],
+            },
+        )
+    ]
     assert observations(plans) == {}
 
 
@@ -111,9 +150,16 @@ def test_planner_races_the_learned_choice_and_records_what_it_learns_from(tmp_pa
     task = bundled_task("blocksworld", 6, seed=3)
     with TraceStore(db) as store:
         for i in range(3):
-            record(store, task.domain_fingerprint, f"t{i}", [race("lazy-add", 0.2, ("lazy-add",)),
-                                                             race("lazy-cea", 0.3, ("lazy-cea",)),
-                                                             race("lama-first", 0.9, ("lama-first", "eager-ff-cg"))])
+            record(
+                store,
+                task.domain_fingerprint,
+                f"t{i}",
+                [
+                    race("lazy-add", 0.2, ("lazy-add",)),
+                    race("lazy-cea", 0.3, ("lazy-cea",)),
+                    race("lama-first", 0.9, ("lama-first", "eager-ff-cg")),
+                ],
+            )
         retrain_selection(store)
     with Planner(default_stages(["fast-downward"], 30.0, fd_workers=2), traces=db) as planner:
         result = planner.plan(task)
@@ -139,12 +185,25 @@ def test_under_learned_costs_the_selection_chooses_the_coverage_search(tmp_path)
     task = bundled_task("blocksworld", 6, seed=3)
     with TraceStore(db) as store:
         for i in range(3):
-            record(store, task.domain_fingerprint, f"t{i}", [race("lazy-add", 0.2, ("lazy-add",)),
-                                                             race("lama-first", 0.9, ("lama-first",))])
+            record(
+                store,
+                task.domain_fingerprint,
+                f"t{i}",
+                [race("lazy-add", 0.2, ("lazy-add",)), race("lama-first", 0.9, ("lama-first",))],
+            )
         retrain_selection(store)
         run = store.start_run("steps", "goal")
-        store.record_steps(StepRecord(run_id=run, step=i, action="pick-up", args=("b1",), features={},
-                                      outcome="failure" if i % 3 == 0 else "success") for i in range(30))
+        store.record_steps(
+            StepRecord(
+                run_id=run,
+                step=i,
+                action="pick-up",
+                args=("b1",),
+                features={},
+                outcome="failure" if i % 3 == 0 else "success",
+            )
+            for i in range(30)
+        )
         retrain(store, holdout_fraction=0.0)
     with Planner(default_stages(["fast-downward"], 30.0, fd_workers=2), traces=db) as planner:
         assert planner.model is not None and planner.selection is not None
@@ -158,8 +217,11 @@ def test_under_learned_costs_the_selection_chooses_the_coverage_search(tmp_path)
         assert result.solved and validate_plan(task, result.actions()).ok
         assert result.attempts[0].details["selection"] == "learned"
         searches[name] = list(result.attempts[0].details["searches"])
-    assert searches == {"small": ["anytime-wastar", "seq-opt-lmcut"], "first": ["lazy-add", "lama-costs"],
-                        "large": ["anytime-wastar", "lazy-add"]}
+    assert searches == {
+        "small": ["anytime-wastar", "seq-opt-lmcut"],
+        "first": ["lazy-add", "lama-costs"],
+        "large": ["anytime-wastar", "lazy-add"],
+    }
 
 
 def test_without_a_selection_model_the_fixed_order_races(tmp_path):
@@ -179,8 +241,16 @@ def old_trace_file(path) -> None:
     MIGRATIONS[0](db)
     db.execute("PRAGMA user_version = 1")
     db["runs"].insert({"id": "r1", "fingerprint": "f", "goal": "g", "started": "2026-01-01"})
-    db["plans"].insert({"run_id": "r1", "delegate": "fast-downward", "attempts": json.dumps([race("lazy-add", 0.1)]),
-                        "latency_ms": 5.0, "plan": "[]", "recorded": "2026-01-01"})
+    db["plans"].insert(
+        {
+            "run_id": "r1",
+            "delegate": "fast-downward",
+            "attempts": json.dumps([race("lazy-add", 0.1)]),
+            "latency_ms": 5.0,
+            "plan": "[]",
+            "recorded": "2026-01-01",
+        }
+    )
     db.conn.commit()
     db.conn.close()
 
@@ -232,8 +302,12 @@ def test_the_translator_variant_the_traces_show_faster_is_chosen(tmp_path):
         for i in range(3):
             for config, seconds in (("lama-first", 1.0), ("lazy-add", 1.2)):
                 record(store, "fast", f"f{i}", [race(config, seconds, (config,))])
-                record(store, "fast", f"f{i}", [race(config, seconds - 0.5 if config == "lazy-add" else 0.9,
-                                                     (config,), translator=SKIP)])
+                record(
+                    store,
+                    "fast",
+                    f"f{i}",
+                    [race(config, seconds - 0.5 if config == "lazy-add" else 0.9, (config,), translator=SKIP)],
+                )
                 record(store, "fast", f"f{i}", [race(config, seconds - 0.1, (config,), translator=KEEP)])
                 record(store, "same", f"s{i}", [race(config, seconds, (config,))])
                 record(store, "same", f"s{i}", [race(config, seconds * 0.98, (config,), translator=KEEP)])
@@ -246,13 +320,18 @@ def test_the_translator_variant_the_traces_show_faster_is_chosen(tmp_path):
     assert model.predict_translator("same") == () and model.predict_translator("plain") == ()
     assert model.predict_translator("unknown") == ()
     assert info.domains["fast"]["translator"] == list(SKIP) and info.domains["fast"]["tasks"] == 3
-    assert SelectionModel(translator_margin=0.5).fit(domain_plans(TraceStore(tmp_path / "t.db"))) \
-        .predict_translator("fast") == ()  # 0.7x is not twice as fast
+    assert (
+        SelectionModel(translator_margin=0.5)
+        .fit(domain_plans(TraceStore(tmp_path / "t.db")))
+        .predict_translator("fast")
+        == ()
+    )  # 0.7x is not twice as fast
 
 
 def test_a_version_1_model_reads_as_records_of_the_default_translation():
-    plans = [type("P", (), {"domain": "d", "fingerprint": f"t{i}", "attempts": [race("lazy-cea", 0.3)]})
-             for i in range(3)]
+    plans = [
+        type("P", (), {"domain": "d", "fingerprint": f"t{i}", "attempts": [race("lazy-cea", 0.3)]}) for i in range(3)
+    ]
     document = json.loads(SelectionModel().fit(plans).to_json())
     document["format_version"] = 1
     document["params"].pop("translator_margin")
@@ -270,8 +349,7 @@ def test_planner_translates_with_the_learned_variant_and_records_it(tmp_path):
     with TraceStore(db) as store:
         for i in range(3):
             record(store, task.domain_fingerprint, f"t{i}", [race("lama-first", 0.9, ("lama-first",))])
-            record(store, task.domain_fingerprint, f"t{i}", [race("lama-first", 0.3, ("lama-first",),
-                                                                  translator=KEEP)])
+            record(store, task.domain_fingerprint, f"t{i}", [race("lama-first", 0.3, ("lama-first",), translator=KEEP)])
         retrain_selection(store)
     with Planner(default_stages(["fast-downward"], 30.0, fd_workers=2), traces=db) as planner:
         result = planner.plan(task)

@@ -7,9 +7,9 @@ import json
 
 import httpx
 import pytest
+from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, serve_in_thread, small_plan, validated, wait_for
 
 from domains.model import Atom
-from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, serve_in_thread, small_plan, validated, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -20,8 +20,7 @@ def service(tmp_path_factory):
             yield client, svc
 
 
-STATE = ["(clear a)", "(on a b)", "(ontable b)", "(clear c)", "(ontable c)", "(clear d)", "(ontable d)",
-         "(handempty)"]
+STATE = ["(clear a)", "(on a b)", "(ontable b)", "(clear c)", "(ontable c)", "(clear d)", "(ontable d)", "(handempty)"]
 
 
 def atoms(texts):
@@ -63,15 +62,18 @@ def test_replan_from_the_observed_state_of_a_run(service):
     assert missing.status_code == 404 and missing.json()["kind"] == "NotFound"
 
 
-@pytest.mark.parametrize("body, kind", [
-    (b"{not json", "BadRequest"),
-    ({"domain": "(define (domain d)", "problem": "(define (problem p))"}, "PDDLSyntaxError"),
-    ({"task": {"objects": 3}}, "SchemaError"),
-    ({}, "BadRequest"),
-    ({"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4, "init": ["(floating a)"]}, "UndefinedSymbolError"),
-    ({"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4, "budget": -1}, "SchemaError"),
-    ({"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4, "excluded": ["(pick-up (a))"]}, "PDDLSyntaxError"),
-])
+@pytest.mark.parametrize(
+    "body, kind",
+    [
+        (b"{not json", "BadRequest"),
+        ({"domain": "(define (domain d)", "problem": "(define (problem p))"}, "PDDLSyntaxError"),
+        ({"task": {"objects": 3}}, "SchemaError"),
+        ({}, "BadRequest"),
+        ({"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4, "init": ["(floating a)"]}, "UndefinedSymbolError"),
+        ({"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4, "budget": -1}, "SchemaError"),
+        ({"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4, "excluded": ["(pick-up (a))"]}, "PDDLSyntaxError"),
+    ],
+)
 def test_bad_input_is_a_400_with_a_message_and_kind(service, body, kind):
     client, _ = service
     if isinstance(body, bytes):
@@ -99,10 +101,19 @@ def test_validate_gives_the_verdict_and_a_precise_critique(service):
 
 def test_steps_are_recorded_and_actions_report_stats_and_p_fail_after_retraining(service):
     client, svc = service
-    steps = [{"run_id": "svc", "step": i, "action": "drive", "args": ["t1", "a", "b"],
-              "outcome": "failure" if i % 2 else "success"} for i in range(20)]
-    steps += [{"run_id": "svc", "step": 20 + i, "action": "walk", "args": ["a", "b"], "outcome": "success"}
-              for i in range(20)]
+    steps = [
+        {
+            "run_id": "svc",
+            "step": i,
+            "action": "drive",
+            "args": ["t1", "a", "b"],
+            "outcome": "failure" if i % 2 else "success",
+        }
+        for i in range(20)
+    ]
+    steps += [
+        {"run_id": "svc", "step": 20 + i, "action": "walk", "args": ["a", "b"], "outcome": "success"} for i in range(20)
+    ]
     answer = client.post("/v1/steps", json={"steps": steps})
     assert answer.status_code == 200 and answer.json() == {"recorded": 40, "skipped": 0, "conflicts": []}
     assert svc.store.count_steps("drive") == 20
@@ -130,8 +141,11 @@ def test_steps_are_recorded_and_actions_report_stats_and_p_fail_after_retraining
 
     with TraceStore(svc.config.traces) as other:
         newer = retrain(other).version
-    wait_for(lambda: client.get("/v1/actions").json()["model_version"] == newer, timeout=10,
-             what="the service to notice the new model")
+    wait_for(
+        lambda: client.get("/v1/actions").json()["model_version"] == newer,
+        timeout=10,
+        what="the service to notice the new model",
+    )
 
 
 def test_concurrent_step_batches_and_plans_all_land(service):
@@ -168,8 +182,16 @@ def test_a_plan_submitted_without_waiting_is_a_job(service):
 def test_openapi_document_and_docs(service):
     client, _ = service
     document = client.get("/openapi.json").json()
-    for route in ("/v1/plan", "/v1/replan", "/v1/validate", "/v1/steps", "/v1/actions", "/v1/retrain",
-                  "/v1/jobs/{job_id}", "/v1/health"):
+    for route in (
+        "/v1/plan",
+        "/v1/replan",
+        "/v1/validate",
+        "/v1/steps",
+        "/v1/actions",
+        "/v1/retrain",
+        "/v1/jobs/{job_id}",
+        "/v1/health",
+    ):
         assert route in document["paths"], route
     assert "PlanBody" in document["components"]["schemas"]
     assert client.get("/docs").status_code == 200
@@ -183,8 +205,9 @@ def test_metrics_count_requests_plans_and_steps(service):
     assert 'portfolio_requests_total{route="/v1/plan",status="200"}' in text
     assert 'portfolio_plan_seconds_count{delegate="fast-downward",outcome="solved"}' in text
     assert "portfolio_steps_recorded_total" in text and "portfolio_queue_depth" in text
-    steps = float(next(line.split()[-1] for line in text.splitlines()
-                       if line.startswith("portfolio_steps_recorded_total")))
+    steps = float(
+        next(line.split()[-1] for line in text.splitlines() if line.startswith("portfolio_steps_recorded_total"))
+    )
     assert steps >= 1
 
 
@@ -197,8 +220,7 @@ def test_a_trace_store_error_is_a_json_answer_not_a_dropped_connection(service, 
         raise DatabaseLockedError("database is locked after 10 retries")
 
     monkeypatch.setattr(svc.store, "record_steps", locked)
-    answer = client.post("/v1/steps", json={"steps": [{"run_id": "x", "step": 0, "action": "a",
-                                                       "outcome": "success"}]})
+    answer = client.post("/v1/steps", json={"steps": [{"run_id": "x", "step": 0, "action": "a", "outcome": "success"}]})
     assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
     assert answer.json()["kind"] == "DatabaseLockedError"
 
@@ -219,14 +241,15 @@ def test_no_route_and_no_store_answers(service):
         assert answer.status_code == 400 and "--traces" in answer.json()["error"]
 
 
-
 def test_retrain_also_fits_the_configuration_selection(tmp_path):
     """`POST /v1/retrain` fitted only the failure model; `portfolio retrain` also fits the per-domain ranking of
     Fast Downward's searches, which the workers then race. One worker racing two searches records which won."""
     from test_service_helpers import IPC
 
-    with serve_in_thread(config(workers=1, fd_workers=2, traces=str(tmp_path / "t.db"))) as (url, _), \
-            httpx.Client(base_url=url, timeout=60) as client:
+    with (
+        serve_in_thread(config(workers=1, fd_workers=2, traces=str(tmp_path / "t.db"))) as (url, _),
+        httpx.Client(base_url=url, timeout=60) as client,
+    ):
         for name in ("probBLOCKS-4-0", "probBLOCKS-4-1", "probBLOCKS-4-2", "probBLOCKS-5-0"):
             problem = (IPC / "blocks" / f"{name}.pddl").read_text()
             answer = client.post("/v1/plan", json={"domain": BLOCKS_DOMAIN, "problem": problem}).json()

@@ -5,8 +5,8 @@ unknown-run 404 does not show where the server keeps its trace store."""
 from __future__ import annotations
 
 import httpx
-
 from test_service_helpers import config, serve_in_thread
+
 from traces.store import TraceStore
 
 
@@ -62,14 +62,22 @@ def test_a_large_step_batch_does_not_hold_the_event_loop(tmp_path):
     import json
     import time
 
-    step = {"run_id": "r", "step": 1, "action": "pick-up", "args": ["b", "c"], "outcome": "success",
-            "duration_ms": 12.5, "features": {"hour": "peak"}}
+    step = {
+        "run_id": "r",
+        "step": 1,
+        "action": "pick-up",
+        "args": ["b", "c"],
+        "outcome": "success",
+        "duration_ms": 12.5,
+        "features": {"hour": "peak"},
+    }
     count = 16_000_000 // len(json.dumps(step))
     body = json.dumps({"steps": [{**step, "step": i} for i in range(count)]})
     with serve_in_thread(config(traces=str(tmp_path / "t.db"))) as (url, svc):
         with concurrent.futures.ThreadPoolExecutor(1) as pool, httpx.Client(base_url=url, timeout=30) as client:
-            batch = pool.submit(httpx.post, url + "/v1/steps", content=body,
-                                headers={"content-type": "application/json"}, timeout=120)
+            batch = pool.submit(
+                httpx.post, url + "/v1/steps", content=body, headers={"content-type": "application/json"}, timeout=120
+            )
             latencies = []
             while not batch.done():
                 started = time.monotonic()

@@ -9,7 +9,6 @@ import time
 
 import httpx
 import pytest
-
 from test_service_helpers import config, serve_in_thread
 
 
@@ -83,5 +82,4 @@ def test_connections_beyond_the_cap_are_closed_and_the_service_keeps_answering(s
 def test_the_auth_scheme_is_case_insensitive(server, scheme):
     answer = httpx.get(server + "/v1/actions", headers={"Authorization": f"{scheme} tok"}, timeout=5)
     assert answer.status_code == 400  # past auth: this server has no trace store
-    assert httpx.get(server + "/v1/actions", headers={"Authorization": f"{scheme} nope"},
-                     timeout=5).status_code == 401
+    assert httpx.get(server + "/v1/actions", headers={"Authorization": f"{scheme} nope"}, timeout=5).status_code == 401

@@ -4,7 +4,6 @@ answer, and what `portfolio costs` says."""
 from __future__ import annotations
 
 import pytest
-
 from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, over_http, over_mcp, serve_in_thread
 
 
@@ -20,8 +19,10 @@ def test_costs_list_every_grounded_action_dearest_first_once_a_model_exists(tmp_
         before = interface(url)("costs", body)
     assert before == {"model_version": None, "costs": []}
     with TraceStore(path) as store:
-        store.record_steps(StepRecord(run_id="r", step=i, action="pick-up", args=("b",),
-                                      outcome="failure" if i % 2 else "success") for i in range(20))
+        store.record_steps(
+            StepRecord(run_id="r", step=i, action="pick-up", args=("b",), outcome="failure" if i % 2 else "success")
+            for i in range(20)
+        )
         retrain(store)
     with serve_in_thread(config(traces=str(path))) as (url, _):
         after = interface(url)("costs", body)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import httpx
 import pytest
-
 from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, serve_in_thread, small_plan, validated
 
 
@@ -19,8 +18,14 @@ def service(tmp_path_factory):
 
     traces = str(tmp_path_factory.mktemp("explore") / "traces.db")
     with TraceStore(traces) as store:  # a model to plan with: blocks steps, pick-up failing now and then
-        store.record_steps([StepRecord(run_id="seed", step=i, action="pick-up", args=("a",),
-                                       outcome="failure" if i % 4 == 0 else "success") for i in range(40)])
+        store.record_steps(
+            [
+                StepRecord(
+                    run_id="seed", step=i, action="pick-up", args=("a",), outcome="failure" if i % 4 == 0 else "success"
+                )
+                for i in range(40)
+            ]
+        )
         retrain(store, holdout_fraction=0.0)
     with serve_in_thread(config(traces=traces, explore="ucb")) as (url, svc):
         with httpx.Client(base_url=url, timeout=60) as client:
@@ -47,8 +52,16 @@ def test_thompson_draws_fresh_costs_per_call(service):
 
 def test_replan_passes_its_explore_on(service):
     first = service.post("/v1/plan", json=small_plan()).json()
-    state = ["(clear a)", "(on a b)", "(ontable b)", "(clear c)", "(ontable c)", "(clear d)", "(ontable d)",
-             "(handempty)"]
+    state = [
+        "(clear a)",
+        "(on a b)",
+        "(ontable b)",
+        "(clear c)",
+        "(ontable c)",
+        "(clear d)",
+        "(ontable d)",
+        "(handempty)",
+    ]
     again = service.post("/v1/replan", json={"run_id": first["run_id"], "state": state, "explore": "mean"}).json()
     assert again["status"] == "solved" and again["cost_model"].split(":")[2] == "mean"
 

@@ -10,10 +10,8 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import httpx
-
 from conftest import IPC, REPO
 
 BLOCKS_DOMAIN = (IPC / "blocks" / "domain.pddl").read_text()
@@ -48,15 +46,28 @@ def long_plan(budget: float) -> dict:
 def config(**overrides):
     from portfolio.serve.service import ServiceConfig
 
-    values = dict(workers=1, queue=8, budget_s=1.0, max_budget_s=30.0, decomposer_budget_s=5.0,
-                  delegates=["fast-downward", "pyperplan"], traces=None, memory_limit_mb=4096)
+    values = dict(
+        workers=1,
+        queue=8,
+        budget_s=1.0,
+        max_budget_s=30.0,
+        decomposer_budget_s=5.0,
+        delegates=["fast-downward", "pyperplan"],
+        traces=None,
+        memory_limit_mb=4096,
+    )
     values.update(overrides)
     return ServiceConfig(**values)
 
 
 @contextlib.contextmanager
-def serve_in_thread(service_config, token: str | None = None, max_body_bytes: int = 32 * 1024 * 1024,
-                    limits=None, large_body_budget: int | None = None):
+def serve_in_thread(
+    service_config,
+    token: str | None = None,
+    max_body_bytes: int = 32 * 1024 * 1024,
+    limits=None,
+    large_body_budget: int | None = None,
+):
     """Yield (base URL, Service) for a uvicorn server running the app on a free 127.0.0.1 port, with the
     connection limits `portfolio serve` uses (`limits`: a `ConnectionLimits`, default the defaults)."""
     import uvicorn
@@ -89,7 +100,10 @@ def start_cli_server(*args: str, env: dict | None = None) -> tuple[subprocess.Po
     """`portfolio serve --port 0 ARGS` as a subprocess; returns it and its base URL once it answers."""
     process = subprocess.Popen(
         [sys.executable, "-m", "portfolio.cli", "serve", "--port", "0", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
     )
     assert process.stdout is not None
@@ -135,18 +149,23 @@ def over_http(url: str):
     import httpx
 
     def call(name: str, body: dict) -> dict:
-        route = {"plan": "/v1/plan", "replan": "/v1/replan", "costs": "/v1/costs", "retrain": "/v1/retrain",
-                 "record_steps": "/v1/steps"}[name]
+        route = {
+            "plan": "/v1/plan",
+            "replan": "/v1/replan",
+            "costs": "/v1/costs",
+            "retrain": "/v1/retrain",
+            "record_steps": "/v1/steps",
+        }[name]
         answer = httpx.post(url + route, json=body, timeout=60)
         assert answer.status_code == 200, answer.text
         return answer.json()
+
     return call
 
 
 def over_mcp(url: str):
     """`call(operation, body) -> answer` through the official MCP client (streamable HTTP at /mcp)."""
     import anyio
-
     from mcp.client.session import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
@@ -158,5 +177,7 @@ def over_mcp(url: str):
                     result = await session.call_tool(name, body)
                     assert not result.is_error, result.content
                     return result.structured_content
+
         return anyio.run(main)
+
     return call

@@ -8,7 +8,6 @@ import time
 
 import anyio
 import httpx
-
 from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, serve_in_thread
 
 # A precondition quantified over seven variables: 50^7 conditions to check, forever in practice.
@@ -16,8 +15,11 @@ WEDGE_DOMAIN = """(define (domain wedge) (:requirements :adl :typing) (:types ob
   (:predicates (p ?x - obj) (done))
   (:action go :parameters () :precondition (forall (?x1 ?x2 ?x3 ?x4 ?x5 ?x6 ?x7 - obj) (not (p ?x1)))
     :effect (done)))"""
-WEDGE_PROBLEM = ("(define (problem w) (:domain wedge) (:objects "
-                 + " ".join(f"o{i}" for i in range(50)) + " - obj) (:init) (:goal (done)))")
+WEDGE_PROBLEM = (
+    "(define (problem w) (:domain wedge) (:objects "
+    + " ".join(f"o{i}" for i in range(50))
+    + " - obj) (:init) (:goal (done)))"
+)
 WEDGE = {"domain": WEDGE_DOMAIN, "problem": WEDGE_PROBLEM, "plan": ["(go)"]}
 TRIVIAL = {"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4, "plan": ["(pick-up b)"]}
 
@@ -29,7 +31,11 @@ def test_validation_blow_ups_are_bounded_and_starve_neither_the_store_nor_a_triv
             time.sleep(0.3)  # the validators are busy with them now
             step = {"run_id": "r", "step": 0, "action": "pick-up", "args": ["b"], "outcome": "success"}
             # Before, validation took the trace store's threads: this timed out, as did /v1/actions.
-            assert client.post("/v1/steps", json={"steps": [step]}).json() == {"recorded": 1, "skipped": 0, "conflicts": []}
+            assert client.post("/v1/steps", json={"steps": [step]}).json() == {
+                "recorded": 1,
+                "skipped": 0,
+                "conflicts": [],
+            }
             assert client.get("/v1/actions").status_code == 200
             for future in hostile:
                 answer = future.result()

@@ -28,8 +28,9 @@ def test_every_planner_process_is_started_under_the_cap(monkeypatch):
         searches.prestart(fd._command(fd.alias))
         pids = [fd._translator().pid, planner._all_delegates()[1]._worker.pid]
         # warm-up pre-starts one per raced search, and the searches a call with costs runs (small task or not)
-        searching = len({*fd._aliases(with_costs=False), *fd._aliases(True, exact=True),
-                         *fd._aliases(True, exact=False)})
+        searching = len(
+            {*fd._aliases(with_costs=False), *fd._aliases(True, exact=True), *fd._aliases(True, exact=False)}
+        )
         deadline = time.monotonic() + 10
         while len(searches._ready) < searching and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -44,10 +45,24 @@ def test_the_cli_reports_out_of_memory_and_the_cascade_goes_on(tmp_path):
     (tmp_path / "d.pddl").write_text(BOOM_DOMAIN)
     (tmp_path / "p.pddl").write_text(boom_problem())
     run = subprocess.run(
-        [sys.executable, "-m", "portfolio.cli", "plan", str(tmp_path / "d.pddl"), str(tmp_path / "p.pddl"),
-         "--budget", "60", "--delegates", "fast-downward,pyperplan"],
-        capture_output=True, text=True, timeout=120, cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO), "PORTFOLIO_MEMORY_LIMIT_MB": "150"})
+        [
+            sys.executable,
+            "-m",
+            "portfolio.cli",
+            "plan",
+            str(tmp_path / "d.pddl"),
+            str(tmp_path / "p.pddl"),
+            "--budget",
+            "60",
+            "--delegates",
+            "fast-downward,pyperplan",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), "PORTFOLIO_MEMORY_LIMIT_MB": "150"},
+    )
     assert run.returncode == 1, run.stderr
     assert "attempt fast-downward: memout" in run.stdout and "out of memory (limit 150 MB)" in run.stdout
     assert "attempt pyperplan:" in run.stdout

@@ -8,7 +8,6 @@ import http.client
 import json
 
 import pytest
-
 from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, serve_in_thread
 
 
@@ -20,7 +19,8 @@ def deep(levels: int) -> dict:
 
 
 NESTED_AND = BLOCKS_DOMAIN.replace(":precondition (and", ":precondition " + "(and " * 5000 + "(and", 1).replace(
-    ":effect", ")" * 5000 + " :effect", 1)
+    ":effect", ")" * 5000 + " :effect", 1
+)
 STEP = {"run_id": "r", "step": 1, "action": "pick-up", "args": ["b"], "outcome": "success"}
 TASK = {"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4}
 CASES = [  # (path, body text, kind): each was a 500 (or, for the non-finite numbers, accepted)
@@ -28,14 +28,20 @@ CASES = [  # (path, body text, kind): each was a 500 (or, for the non-finite num
     ("/v1/plan", json.dumps({"task": deep(900)}), "BadRequest"),
     ("/v1/validate", json.dumps({"task": deep(900), "plan": []}), "BadRequest"),
     ("/v1/validate", json.dumps({**TASK, "plan": ["(pick-up \ud800)"]}), "BadRequest"),
-    ("/v1/plan", json.dumps({"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4.replace("(:goal", "; \ud800\n(:goal")}),
-     "BadRequest"),
+    (
+        "/v1/plan",
+        json.dumps({"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4.replace("(:goal", "; \ud800\n(:goal")}),
+        "BadRequest",
+    ),
     ("/v1/plan", json.dumps({"domain": NESTED_AND, "problem": BLOCKS_4}), "PDDLSyntaxError"),
     ("/v1/validate", json.dumps({"domain": NESTED_AND, "problem": BLOCKS_4, "plan": []}), "PDDLSyntaxError"),
     ("/v1/steps", json.dumps({"steps": [{**STEP, "step": 2**63}]}), "BadRequest"),
     ("/v1/steps", json.dumps({"steps": [STEP]})[:-2] + ', "duration_ms": NaN}]}', "BadRequest"),
-    ("/v1/steps", json.dumps({"steps": [{**STEP, "features": {"load": 1}}]}).replace("1}}", "Infinity}}"),
-     "BadRequest"),
+    (
+        "/v1/steps",
+        json.dumps({"steps": [{**STEP, "features": {"load": 1}}]}).replace("1}}", "Infinity}}"),
+        "BadRequest",
+    ),
     ("/v1/plan", json.dumps({**TASK, "features": {"x": 1}}).replace('"x": 1', '"x": 1e999'), "BadRequest"),
 ]
 
@@ -87,7 +93,10 @@ def test_a_handler_that_raises_is_a_500_and_the_connection_is_kept(server):
         socket = connection.sock
         assert socket is not None
         svc.record_steps = original
-        assert exchange(connection, "POST", "/v1/steps", json.dumps({"steps": [STEP]})) == (200, {"recorded": 1, "skipped": 0, "conflicts": []})
+        assert exchange(connection, "POST", "/v1/steps", json.dumps({"steps": [STEP]})) == (
+            200,
+            {"recorded": 1, "skipped": 0, "conflicts": []},
+        )
         assert connection.sock is socket
     finally:
         svc.record_steps = original

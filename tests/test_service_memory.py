@@ -7,7 +7,6 @@ import resource
 import time
 
 import httpx
-
 from conftest import descendants
 from test_service_helpers import config, serve_in_thread, small_plan
 
@@ -35,9 +34,9 @@ def test_a_requests_process_tree_shares_one_budget():
 
 
 def test_the_default_budget_fits_the_machine():
-    from portfolio.engine import limits
     from portfolio.cli import build_parser
     from portfolio.commands.serve_cmd import service_config
+    from portfolio.engine import limits
     from portfolio.serve.validator import VALIDATOR_HEADROOM_MB
     from portfolio.serve.worker import WORKER_HEADROOM_MB
 
@@ -45,6 +44,7 @@ def test_the_default_budget_fits_the_machine():
         chosen = service_config(build_parser().parse_args(["serve", "--workers", str(workers)]))
         validators = chosen.validators or chosen.workers
         # every planner tree at its budget, every validator at its cap, plus their start-up allowances
-        worst = (workers * (chosen.memory_limit_mb + WORKER_HEADROOM_MB)
-                 + validators * (chosen.memory_limit_mb + VALIDATOR_HEADROOM_MB))
+        worst = workers * (chosen.memory_limit_mb + WORKER_HEADROOM_MB) + validators * (
+            chosen.memory_limit_mb + VALIDATOR_HEADROOM_MB
+        )
         assert worst <= limits.physical_memory_mb() or chosen.memory_limit_mb == limits.MIN_DEFAULT_MB, workers

@@ -11,12 +11,10 @@ import time
 import httpx
 import psutil
 import pytest
-
-from portfolio.serve.pool import default_workers
 from test_service_helpers import (
-    BOOM_DOMAIN,
     BLOCKS_4,
     BLOCKS_DOMAIN,
+    BOOM_DOMAIN,
     boom_problem,
     config,
     long_plan,
@@ -26,6 +24,9 @@ from test_service_helpers import (
     validated,
     wait_for,
 )
+
+from portfolio.serve.pool import default_workers
+
 
 def running(processes: list[psutil.Process]) -> list[int]:
     """The pids still running. A zombie has ended: orphans wait for PID 1 to reap them, which here is slow."""
@@ -52,8 +53,10 @@ def test_a_small_request_is_not_held_up_by_a_large_one_while_a_worker_is_free():
 
 
 def test_a_full_queue_answers_503_with_retry_after_and_budgets_are_capped():
-    with serve_in_thread(config(workers=1, queue=1, max_budget_s=3.0)) as (url, svc), \
-            concurrent.futures.ThreadPoolExecutor(2) as pool:
+    with (
+        serve_in_thread(config(workers=1, queue=1, max_budget_s=3.0)) as (url, svc),
+        concurrent.futures.ThreadPoolExecutor(2) as pool,
+    ):
         start = time.monotonic()
         large = pool.submit(httpx.post, url + "/v1/plan", json=long_plan(100.0), timeout=60)
         wait_for(lambda: svc.pool.busy == 1, what="the worker to be busy")
@@ -100,8 +103,10 @@ def test_a_killed_worker_is_answered_500_with_the_reason_and_replaced():
 def test_a_task_whose_grounding_exceeds_the_memory_limit_is_an_out_of_memory_attempt():
     # a generous budget: on a loaded machine the grounding must reach the cap before the budget runs out
     # 150 MB for each of the worker's four planner processes (`portfolio.engine.limits.tree_share_mb`)
-    with serve_in_thread(config(workers=1, memory_limit_mb=600, fd_workers=1, budget_s=60.0,
-                                max_budget_s=60.0)) as (url, _):
+    with serve_in_thread(config(workers=1, memory_limit_mb=600, fd_workers=1, budget_s=60.0, max_budget_s=60.0)) as (
+        url,
+        _,
+    ):
         answer = httpx.post(url + "/v1/plan", json={"domain": BOOM_DOMAIN, "problem": boom_problem()}, timeout=120)
         assert answer.status_code == 200
         result = answer.json()
@@ -116,8 +121,14 @@ def test_the_token_guards_every_route_but_health_and_the_body_size_is_limited():
     with serve_in_thread(config(), token="s3cret", max_body_bytes=64 * 1024) as (url, _):
         good = {"Authorization": "Bearer s3cret"}
         assert httpx.get(url + "/v1/health").status_code == 200
-        for method, path in [("POST", "/v1/plan"), ("POST", "/v1/steps"), ("GET", "/v1/actions"),
-                             ("GET", "/metrics"), ("GET", "/openapi.json"), ("POST", "/mcp")]:
+        for method, path in [
+            ("POST", "/v1/plan"),
+            ("POST", "/v1/steps"),
+            ("GET", "/v1/actions"),
+            ("GET", "/metrics"),
+            ("GET", "/openapi.json"),
+            ("POST", "/mcp"),
+        ]:
             for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
                 answer = httpx.request(method, url + path, json={}, headers=headers)
                 assert answer.status_code == 401, (path, headers)
@@ -137,8 +148,9 @@ def test_the_token_guards_every_route_but_health_and_the_body_size_is_limited():
 
 @pytest.mark.slow
 def test_sigterm_drains_stops_every_process_and_exits_0_within_5_s(tmp_path):
-    server, url = start_cli_server("--workers", "2", "--drain", "2", "--delegates", "fast-downward,pyperplan",
-                                   "--traces", str(tmp_path / "t.db"))
+    server, url = start_cli_server(
+        "--workers", "2", "--drain", "2", "--delegates", "fast-downward,pyperplan", "--traces", str(tmp_path / "t.db")
+    )
     try:
         httpx.post(url + "/v1/plan", json=small_plan(), timeout=60)
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -183,11 +195,14 @@ def test_steps_posted_before_kill_9_are_in_the_store_after_restart(tmp_path):
         assert {row.action: row.steps for row in store.stats()} == {"drive": 500}
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--workers", "0"], "--workers"),
-    (["--delegates", "fast-downward,nope"], "unknown delegate"),
-    (["--max-budget", "-1"], "--max-budget"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--workers", "0"], "--workers"),
+        (["--delegates", "fast-downward,nope"], "unknown delegate"),
+        (["--max-budget", "-1"], "--max-budget"),
+    ],
+)
 def test_bad_options_exit_2_with_a_message(args, message, capsys):
     from portfolio.cli import main
 
@@ -204,8 +219,7 @@ def test_a_worker_that_does_not_answer_in_time_is_replaced_and_the_call_fails_wi
     from portfolio.serve.worker import WorkerConfig
 
     restarts: list[str] = []
-    worker = WorkerConfig(delegates=["fast-downward"], budget_s=20.0, decomposer_budget_s=1.0,
-                          memory_limit_mb=4096)
+    worker = WorkerConfig(delegates=["fast-downward"], budget_s=20.0, decomposer_budget_s=1.0, memory_limit_mb=4096)
     pool = PlannerPool(worker, size=1, queue_limit=0, on_restart=restarts.append)
 
     async def scenario() -> tuple[str, dict]:
@@ -234,8 +248,9 @@ def test_a_replacement_worker_s_start_up_is_not_charged_to_the_next_request():
     from portfolio.serve.pool import CallTimedOut, PlannerPool
     from portfolio.serve.validator import ValidatorConfig, ValidatorWorker
 
-    pool = PlannerPool(ValidatorConfig(memory_limit_mb=1024), size=1, queue_limit=0,
-                       worker_class=ValidatorWorker, name="validator")
+    pool = PlannerPool(
+        ValidatorConfig(memory_limit_mb=1024), size=1, queue_limit=0, worker_class=ValidatorWorker, name="validator"
+    )
     body = {"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4, "plan": ["(pick-up b)"]}
 
     async def scenario() -> dict:

@@ -5,7 +5,6 @@ new plan. One test over both interfaces, the same bodies, the same answers (http
 from __future__ import annotations
 
 import pytest
-
 from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, over_http, over_mcp, serve_in_thread, validated
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import IPC
+
 from portfolio.cli import main
 
 DOMAIN = str(IPC / "blocks" / "domain.pddl")
@@ -39,11 +39,17 @@ def test_an_invalid_plan_exits_1_with_the_step_and_the_missing_literals(tmp_path
     assert "unknown" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("make_args, message", [
-    (lambda tmp: [DOMAIN, PROBLEM, str(tmp / "missing.txt")], "file not found"),
-    (lambda tmp: [DOMAIN, str(tmp / "nope.pddl"), plan_file(tmp, GOOD)], "file not found"),
-    (lambda tmp: [DOMAIN, PROBLEM, plan_file(tmp, ["(pick-up b", "(stack b a)"])], "plan.txt:1: expected one action"),
-])
+@pytest.mark.parametrize(
+    "make_args, message",
+    [
+        (lambda tmp: [DOMAIN, PROBLEM, str(tmp / "missing.txt")], "file not found"),
+        (lambda tmp: [DOMAIN, str(tmp / "nope.pddl"), plan_file(tmp, GOOD)], "file not found"),
+        (
+            lambda tmp: [DOMAIN, PROBLEM, plan_file(tmp, ["(pick-up b", "(stack b a)"])],
+            "plan.txt:1: expected one action",
+        ),
+    ],
+)
 def test_bad_input_exits_2_with_a_message(tmp_path, capsys, make_args, message):
     assert main(["validate", *make_args(tmp_path)]) == 2
     err = capsys.readouterr().err

@@ -11,7 +11,6 @@ import tempfile
 
 import httpx
 import pytest
-
 from test_service_helpers import config, serve_in_thread, small_plan, wait_for, wait_healthy
 
 
@@ -51,8 +50,10 @@ def test_a_replaced_workers_directories_are_swept(private_tmp):
         worker = svc.pool.workers[0]._process
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait(timeout=10)
-        wait_for(lambda: svc.pool.workers[0].alive and svc.pool.workers[0]._process.pid != worker.pid,
-                 what="the worker's replacement")
+        wait_for(
+            lambda: svc.pool.workers[0].alive and svc.pool.workers[0]._process.pid != worker.pid,
+            what="the worker's replacement",
+        )
         # the replacement sweeps when it makes its own search pool, which a plan call waits for
         assert httpx.post(url + "/v1/plan", json=small_plan(), timeout=60).json()["status"] == "solved"
         wait_healthy(url)

@@ -12,10 +12,10 @@ import sys
 import anyio
 import httpx
 import pytest
-from pydantic import ValidationError
-
 from conftest import REPO
+from pydantic import ValidationError
 from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, serve_in_thread, validated
+
 from traces import StepRecord, TraceStore
 
 
@@ -55,8 +55,13 @@ def via_mcp(url: str, traces: str, steps: list[dict], tmp_path) -> None:
 def via_jsonl(url: str, traces: str, steps: list[dict], tmp_path) -> None:
     path = tmp_path / "steps.jsonl"
     path.write_text("".join(json.dumps(s) + "\n" for s in steps))
-    done = subprocess.run([sys.executable, "-m", "portfolio.cli", "traces", "import", str(path), "--traces", traces],
-                          cwd=REPO, capture_output=True, text=True, env={"PYTHONPATH": str(REPO)})
+    done = subprocess.run(
+        [sys.executable, "-m", "portfolio.cli", "traces", "import", str(path), "--traces", traces],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(REPO)},
+    )
     assert done.returncode == 0, done.stderr
 
 

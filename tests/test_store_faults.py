@@ -16,23 +16,22 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
 
 from benchmarks.experiments.store_soak import Question, answer, batch, find_person, soak
 from traces import (
     CorruptDatabaseError,
     DatabaseLockedError,
     DiskFullError,
-    ReadOnlyDatabaseError,
     TraceStore,
     TraceStoreError,
 )
 from traces.connection import database_key, open_connections
+
+REPO = Path(__file__).resolve().parents[1]
 
 BATCH = 100
 
@@ -85,7 +84,7 @@ def test_stores_planners_and_agents_share_one_connection_per_file(tmp_path: Path
 
 
 def test_in_memory_stores_are_separate_databases() -> None:
-    """":memory:" is a new database per SQLite connection: two stores on it must not share one (the learning
+    """ ":memory:" is a new database per SQLite connection: two stores on it must not share one (the learning
     benchmark gives each learned arm its own in-memory store; shared, every arm learned from every arm's steps)."""
     from traces.records import StepRecord
 
@@ -278,8 +277,11 @@ def test_exhausted_lock_budget_raises_and_writes_nothing(tmp_path: Path) -> None
     try:
         assert holder.stdout.readline().strip() == "locked"
         start = time.monotonic()
-        with pytest.raises(DatabaseLockedError, match=r"t\.db: database still locked by another writer after 2 "
-                           r"retries \(busy_timeout 50 ms each\); nothing from this batch was written"):
+        with pytest.raises(
+            DatabaseLockedError,
+            match=r"t\.db: database still locked by another writer after 2 "
+            r"retries \(busy_timeout 50 ms each\); nothing from this batch was written",
+        ):
             store.record_steps(batch("during", BATCH))
         assert time.monotonic() - start < 5.0
     finally:
@@ -373,4 +375,3 @@ def test_read_only_database_on_the_cli_exits_2_without_traceback(read_only: tupl
     assert result.returncode == 2
     assert f"portfolio: error: {ro_file}: the trace database is read-only" in result.stderr
     assert "Traceback" not in result.stderr
-

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from portfolio.delegates.fast_downward import translate as translate_worker
 from portfolio.benchsuite.planners import driver_translate
 from portfolio.benchsuite.suites import benchmark_pairs
+from portfolio.delegates.fast_downward import translate as translate_worker
 from portfolio.delegates.fast_downward.translate import TranslatorOptionsError, translate
 from portfolio.engine.workers import WorkerProcess
 
@@ -36,8 +36,12 @@ def test_warm_worker_sas_equals_the_drivers_translate_output() -> None:
     try:
         for folder, domain, problem in SUBSET:
             domain_path, problem_path = SHARED / folder / domain, SHARED / folder / problem
-            ours = worker.call(translate_worker.TRANSLATE_OP, time.monotonic() + 60, domain_pddl=domain_path.read_text(),
-                               problem_pddl=problem_path.read_text())
+            ours = worker.call(
+                translate_worker.TRANSLATE_OP,
+                time.monotonic() + 60,
+                domain_pddl=domain_path.read_text(),
+                problem_pddl=problem_path.read_text(),
+            )
             theirs = driver_translate(domain_path, problem_path, timeout=60)
             assert theirs is not None, f"the driver did not translate {problem}"
             assert ours["sas"] == theirs, f"SAS differs from the driver's on {problem}"
@@ -46,9 +50,11 @@ def test_warm_worker_sas_equals_the_drivers_translate_output() -> None:
         worker.close()
 
 
-UNREACHABLE_GOAL = ("""(define (domain d) (:predicates (p) (q))
+UNREACHABLE_GOAL = (
+    """(define (domain d) (:predicates (p) (q))
   (:action a :parameters () :precondition (p) :effect (q)))""",
-                    """(define (problem x) (:domain d) (:init) (:goal (q)))""")
+    """(define (problem x) (:domain d) (:init) (:goal (q)))""",
+)
 
 
 def test_unsolvable_is_read_from_the_translators_result() -> None:
@@ -77,30 +83,36 @@ def test_translator_state_does_not_leak_between_tasks() -> None:
     assert result.sas == driver_translate(domain, problem, timeout=60)
 
 
-MOVERS = ("""(define (domain m) (:requirements :strips) (:predicates (at ?x ?l) (mobile ?x) (road ?a ?b))
+MOVERS = (
+    """(define (domain m) (:requirements :strips) (:predicates (at ?x ?l) (mobile ?x) (road ?a ?b))
   (:action move :parameters (?x ?a ?b) :precondition (and (mobile ?x) (at ?x ?a) (road ?a ?b))
    :effect (and (at ?x ?b) (not (at ?x ?a)))))""",
-          """(define (problem p) (:domain m) (:objects t b l1 l2)
-  (:init (mobile t) (at t l1) (at b l1) (road l1 l2) (road l2 l1)) (:goal (at t l2)))""")
+    """(define (problem p) (:domain m) (:objects t b l1 l2)
+  (:init (mobile t) (at t l1) (at b l1) (road l1 l2) (road l2 l1)) (:goal (at t l2)))""",
+)
 
 
 def test_translator_options_apply_to_their_call_only() -> None:
     """`at(b, l1)` never changes (b is not mobile): the defaults prune it as unreachable-to-change, the flags
     keep it; the next call without flags is translated with the defaults again."""
     default = translate(*MOVERS)
-    kept = translate(*MOVERS, ("--keep-unreachable-facts", "--skip-variable-reordering",
-                               "--keep-unimportant-variables"))
+    kept = translate(
+        *MOVERS, ("--keep-unreachable-facts", "--skip-variable-reordering", "--keep-unimportant-variables")
+    )
     assert default.sas.count("begin_variable") == 1 and kept.sas.count("begin_variable") == 2
     assert translate(*MOVERS).sas == default.sas
     assert translate(*MOVERS, ("--invariant-generation-max-time", "5")).sas == default.sas
 
 
-@pytest.mark.parametrize("options, message", [
-    (("--sas-file", "x.sas"), "unsupported translator option '--sas-file'"),
-    (("--relaxed",), "unsupported translator option"),
-    (("--invariant-generation-max-time",), "needs a non-negative integer"),
-    (("--invariant-generation-max-time", "-1"), "needs a non-negative integer"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (("--sas-file", "x.sas"), "unsupported translator option '--sas-file'"),
+        (("--relaxed",), "unsupported translator option"),
+        (("--invariant-generation-max-time",), "needs a non-negative integer"),
+        (("--invariant-generation-max-time", "-1"), "needs a non-negative integer"),
+    ],
+)
 def test_options_outside_the_allow_list_are_refused(options, message) -> None:
     with pytest.raises(TranslatorOptionsError, match=message):
         translate(*MOVERS, options)
@@ -142,11 +154,12 @@ def test_bench_coverage_takes_a_pairs_file(tmp_path: Path, capsys) -> None:
 
     pairs = tmp_path / "pairs.txt"
     blocks = SHARED / "ipc" / "blocks"
-    pairs.write_text(f"{blocks / 'domain.pddl'} {blocks / 'probBLOCKS-4-0.pddl'}\n"
-                     f"{blocks / 'domain.pddl'} {blocks / 'probBLOCKS-4-1.pddl'}\n")
+    pairs.write_text(
+        f"{blocks / 'domain.pddl'} {blocks / 'probBLOCKS-4-0.pddl'}\n"
+        f"{blocks / 'domain.pddl'} {blocks / 'probBLOCKS-4-1.pddl'}\n"
+    )
     assert main(["bench", "--ipc", str(pairs), "--coverage", "--budget", "5", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["coverage"] == [{"domain": "blocks", "tasks": 2, "planner": 2, "driver": 2, "invalid": 0,
-                                   "late": 0}]
+    assert report["coverage"] == [{"domain": "blocks", "tasks": 2, "planner": 2, "driver": 2, "invalid": 0, "late": 0}]
     assert main(["bench", "--ipc", str(pairs)]) == 2  # a pairs file has no latency instances
     assert "only works with --coverage" in capsys.readouterr().err

@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def two_blocks(action_name: str = "move", object_name: str = "a", cost: int | None = 3):
     """A 2-block world: move a block from the table onto another clear block."""
     from unified_planning.model.metrics import MinimizeActionCosts
-    from unified_planning.shortcuts import BoolType, Equals as UEquals, Fluent, InstantaneousAction, Not as UNot
-    from unified_planning.shortcuts import Object, Problem, UserType
+    from unified_planning.shortcuts import BoolType, Fluent, InstantaneousAction, Object, Problem, UserType
+    from unified_planning.shortcuts import Equals as UEquals
+    from unified_planning.shortcuts import Not as UNot
 
     block = UserType("Block")
     on = Fluent("on", BoolType(), x=block, y=block)
@@ -54,8 +55,12 @@ def test_two_block_problem_becomes_the_expected_task() -> None:
 
     task = task_from_up(two_blocks())
     assert task.problem.objects == (("a", "block"), ("b", "block"))
-    assert task.problem.init == {Atom("clear", ("a",)), Atom("clear", ("b",)),
-                                 Atom("ontable", ("a",)), Atom("ontable", ("b",))}
+    assert task.problem.init == {
+        Atom("clear", ("a",)),
+        Atom("clear", ("b",)),
+        Atom("ontable", ("a",)),
+        Atom("ontable", ("b",)),
+    }
     assert task.problem.goal == And((Atom("on", ("a", "b")),))
     move = task.domain.action("move")
     assert move is not None and move.cost == 3.0 and task.problem.minimize_total_cost
@@ -81,15 +86,19 @@ def test_names_up_renames_are_mapped_back() -> None:
     from fast_downward.translate.pddl_parser import lisp_parser, parsing_functions
 
     options.set_options(["d", "p"])
-    fd_task = parsing_functions.parse_task(lisp_parser.parse_nested_list(io.StringIO(task.domain_pddl)),
-                                           lisp_parser.parse_nested_list(io.StringIO(task.problem_pddl)))
+    fd_task = parsing_functions.parse_task(
+        lisp_parser.parse_nested_list(io.StringIO(task.domain_pddl)),
+        lisp_parser.parse_nested_list(io.StringIO(task.problem_pddl)),
+    )
     normalize.normalize(fd_task)
     assert "(domain goal b)" in {op.name for op in translator.pddl_to_sas(fd_task).operators}
 
 
 def test_domains_never_import_unified_planning_at_import_time() -> None:
-    code = ("import sys, domains, domains.pddl, domains.pddl_writer, domains.json_task, domains.load, "
-            "domains.up_bridge; assert 'unified_planning' not in sys.modules, 'imported'")
+    code = (
+        "import sys, domains, domains.pddl, domains.pddl_writer, domains.json_task, domains.load, "
+        "domains.up_bridge; assert 'unified_planning' not in sys.modules, 'imported'"
+    )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
 

@@ -51,8 +51,12 @@ def ipc_task(domain: str, problem: str) -> Task:
     folder = IPC / domain
     if not folder.is_dir():
         pytest.skip(f"IPC data not found at {folder}")
-    return parse_task((folder / "domain.pddl").read_text(), (folder / problem).read_text(),
-                      domain_file=str(folder / "domain.pddl"), problem_file=str(folder / problem))
+    return parse_task(
+        (folder / "domain.pddl").read_text(),
+        (folder / problem).read_text(),
+        domain_file=str(folder / "domain.pddl"),
+        problem_file=str(folder / problem),
+    )
 
 
 # ---- hand-made tasks ------------------------------------------------------------------------------------
@@ -212,9 +216,7 @@ def test_disjunction_and_equality_reported_whole(box: Task) -> None:
 def test_forall_precondition_reports_failing_instances(box: Task) -> None:
     state = frozenset(a for a in box.problem.init if a != Atom("at", ("b2", "r1")))
     assert not applicable(box, state, GroundAction("refresh", ()))
-    assert unsatisfied_preconditions(box, state, GroundAction("refresh", ())) == [
-        "(exists (?r - room) (at b2 ?r))"
-    ]
+    assert unsatisfied_preconditions(box, state, GroundAction("refresh", ())) == ["(exists (?r - room) (at b2 ?r))"]
 
 
 def test_holds_covers_every_connective(box: Task) -> None:
@@ -234,8 +236,16 @@ def test_holds_covers_every_connective(box: Task) -> None:
 
 
 def test_custom_initial_state(blocks: Task) -> None:
-    start = frozenset({Atom("on", ("b", "c")), Atom("ontable", ("c",)), Atom("ontable", ("a",)),
-                       Atom("clear", ("a",)), Atom("clear", ("b",)), Atom("handempty")})
+    start = frozenset(
+        {
+            Atom("on", ("b", "c")),
+            Atom("ontable", ("c",)),
+            Atom("ontable", ("a",)),
+            Atom("clear", ("a",)),
+            Atom("clear", ("b",)),
+            Atom("handempty"),
+        }
+    )
     assert validate_plan(blocks, plan_of("(pick-up a) (stack a b)"), init=start).ok
     assert not validate_plan(blocks, plan_of("(pick-up a) (stack a b)")).ok
 
@@ -251,10 +261,15 @@ def test_apply_rejects_ill_formed_action_and_keeps_input(blocks: Task) -> None:
 def test_hand_built_model_task_without_parser() -> None:
     """The validator works on model objects however they were made (JSON, Python), not only parsed PDDL."""
     light = Parameter("?l", "light")
-    domain = Domain("lights", types=(("light", "object"),), predicates=(), actions=(
-        ActionSchema("switch-on", (light,), Not(Atom("on", ("?l",))), (Effect(Atom("on", ("?l",))),), cost=3.0),
-        ActionSchema("all-on", (), Forall((light,), Atom("on", ("?l",))), (Effect(Atom("done")),)),
-    ))
+    domain = Domain(
+        "lights",
+        types=(("light", "object"),),
+        predicates=(),
+        actions=(
+            ActionSchema("switch-on", (light,), Not(Atom("on", ("?l",))), (Effect(Atom("on", ("?l",))),), cost=3.0),
+            ActionSchema("all-on", (), Forall((light,), Atom("on", ("?l",))), (Effect(Atom("done")),)),
+        ),
+    )
     problem = Problem("p", "lights", (("l1", "light"), ("l2", "light")), frozenset(), goal=Atom("done"))
     task = Task(domain, problem)
     early = validate_plan(task, plan_of("(switch-on l1) (all-on)"))
@@ -267,9 +282,11 @@ def test_hand_built_model_task_without_parser() -> None:
 # ---- IPC tasks, plans from Fast Downward lama-first ----------------------------------------------------
 
 BLOCKS_4_0 = "(pick-up b) (stack b a) (pick-up c) (stack c b) (pick-up d) (stack d c)"
-GRIPPER_01 = ("(pick ball1 rooma left) (pick ball2 rooma right) (move rooma roomb) (drop ball1 roomb left) "
-              "(drop ball2 roomb right) (move roomb rooma) (pick ball3 rooma left) (pick ball4 rooma right) "
-              "(move rooma roomb) (drop ball3 roomb left) (drop ball4 roomb right)")
+GRIPPER_01 = (
+    "(pick ball1 rooma left) (pick ball2 rooma right) (move rooma roomb) (drop ball1 roomb left) "
+    "(drop ball2 roomb right) (move roomb rooma) (pick ball3 rooma left) (pick ball4 rooma right) "
+    "(move rooma roomb) (drop ball3 roomb left) (drop ball4 roomb right)"
+)
 ELEVATORS_01 = (
     "(move-up-slow slow1-0 n4 n5) (move-down-slow slow0-0 n4 n1) (board p1 slow0-0 n1 n0 n1) "
     "(move-down-slow slow0-0 n1 n0) (board p3 slow0-0 n0 n1 n2) (move-up-slow slow0-0 n0 n2) "
@@ -281,11 +298,14 @@ ELEVATORS_01 = (
 )
 
 
-@pytest.mark.parametrize("domain, problem, plan, cost", [
-    ("blocks", "probBLOCKS-4-0.pddl", BLOCKS_4_0, 6.0),
-    ("gripper", "prob01.pddl", GRIPPER_01, 11.0),
-    ("elevators-sat08-strips", "p01.pddl", ELEVATORS_01, 66.0),
-])
+@pytest.mark.parametrize(
+    "domain, problem, plan, cost",
+    [
+        ("blocks", "probBLOCKS-4-0.pddl", BLOCKS_4_0, 6.0),
+        ("gripper", "prob01.pddl", GRIPPER_01, 11.0),
+        ("elevators-sat08-strips", "p01.pddl", ELEVATORS_01, 66.0),
+    ],
+)
 def test_ipc_plans_validate_with_costs(domain: str, problem: str, plan: str, cost: float) -> None:
     task = ipc_task(domain, problem)
     result = validate_plan(task, plan_of(plan))

@@ -30,10 +30,10 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
-_registry: dict[str, "SharedConnection"] = {}
+_registry: dict[str, SharedConnection] = {}
 _registry_lock = threading.Lock()
 
 
@@ -59,8 +59,9 @@ def is_private(path: str | os.PathLike[str]) -> bool:
     """An in-memory (":memory:") or temporary ("") database: SQLite gives every connection its own, so there is
     no file to share a connection to, and two stores on ":memory:" are two databases."""
     text = os.fspath(path)
-    return text in ("", ":memory:") or (text.startswith("file:") and ("mode=memory" in text or
-                                                                       text.startswith("file::memory:")))
+    return text in ("", ":memory:") or (
+        text.startswith("file:") and ("mode=memory" in text or text.startswith("file::memory:"))
+    )
 
 
 def acquire(path: str | os.PathLike[str], connect: Callable[[str], sqlite3.Connection]) -> SharedConnection:

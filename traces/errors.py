@@ -57,11 +57,14 @@ class TraceImportError(TraceStoreError, ValueError):
         shown = "; ".join(f"{self.path}:{line}: {msg}" for line, msg in self.problems[:5])
         more = f" (and {len(self.problems) - 5} more bad lines)" if len(self.problems) > 5 else ""
         conflicts = sum(1 for _, msg in self.problems if "is already recorded with a different" in msg)
-        hint = ("Each line must be one JSON object with run_id, step, action, args and outcome "
-                '("success" or "failure").') if conflicts < len(self.problems) else (
-                "Give a new step a step number of its own, or leave the line out.")
-        return (f"{len(self.problems)} bad line(s) in {self.path}, {self.imported} step(s) imported: {shown}{more}. "
-                + hint)
+        hint = (
+            ('Each line must be one JSON object with run_id, step, action, args and outcome ("success" or "failure").')
+            if conflicts < len(self.problems)
+            else ("Give a new step a step number of its own, or leave the line out.")
+        )
+        return (
+            f"{len(self.problems)} bad line(s) in {self.path}, {self.imported} step(s) imported: {shown}{more}. " + hint
+        )
 
 
 def _error_name(error: sqlite3.Error) -> str:

@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import IO, Iterator
+from typing import IO
 
 from pydantic import ValidationError
 

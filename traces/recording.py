@@ -21,8 +21,8 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from traces.rows import STEP_COLUMNS, row_step
 
@@ -42,8 +42,10 @@ class StepConflict:
     fields: tuple[str, ...]
 
     def __str__(self) -> str:
-        return (f"step {self.step} of run {self.run_id!r} is already recorded with a different "
-                f"{', '.join(self.fields)}: not recorded (a step is identified by run_id and step)")
+        return (
+            f"step {self.step} of run {self.run_id!r} is already recorded with a different "
+            f"{', '.join(self.fields)}: not recorded (a step is identified by run_id and step)"
+        )
 
 
 @dataclass
@@ -61,10 +63,12 @@ def existing_rows(conn: sqlite3.Connection, keys: Sequence[Key]) -> dict[Key, li
     more than once before schema 4."""
     found: dict[Key, list[tuple]] = {}
     columns = ", ".join(f"s.{c}" for c in STEP_COLUMNS)
-    sql = (f"SELECT {columns} FROM json_each(?) AS k JOIN steps AS s "
-           "ON s.run_id = json_extract(k.value, '$[0]') AND s.step = json_extract(k.value, '$[1]') ORDER BY s.id")
+    sql = (
+        f"SELECT {columns} FROM json_each(?) AS k JOIN steps AS s "
+        "ON s.run_id = json_extract(k.value, '$[0]') AND s.step = json_extract(k.value, '$[1]') ORDER BY s.id"
+    )
     for start in range(0, len(keys), LOOKUP_CHUNK):
-        chunk = json.dumps([list(k) for k in keys[start:start + LOOKUP_CHUNK]])
+        chunk = json.dumps([list(k) for k in keys[start : start + LOOKUP_CHUNK]])
         for row in conn.execute(sql, [chunk]):
             found.setdefault((row[0], row[1]), []).append(tuple(row))
     return found

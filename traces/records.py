@@ -36,8 +36,9 @@ class StepRecord(BaseModel):
 
     run_id: str = Field(min_length=1, description="the run; with step, the step's identity")
     step: int = Field(ge=0, description="0-based position in the run; (run_id, step) identifies the step")
-    action: str = Field(min_length=1, description='the action as plans spell it, "(pick-up b)", or its name alone '
-                        '("pick-up") with args')
+    action: str = Field(
+        min_length=1, description='the action as plans spell it, "(pick-up b)", or its name alone ("pick-up") with args'
+    )
     args: tuple[str, ...] = Field(default=(), description="the objects, when action is a name alone")
     outcome: Literal["success", "failure", "replan"]  # replan: the action ran and asked for a new plan
     error: str | None = None
@@ -61,8 +62,10 @@ class StepRecord(BaseModel):
         name, args = split_ground(text)
         given = data.get("args")
         if given not in (None, (), []) and [str(a).lower() for a in given] != [a.lower() for a in args]:
-            raise ValueError(f"action {text!r} names the arguments {list(args)} but args says {list(given)}: "
-                             "give the grounded action alone, or the name with args")
+            raise ValueError(
+                f"action {text!r} names the arguments {list(args)} but args says {list(given)}: "
+                "give the grounded action alone, or the name with args"
+            )
         return {**data, "action": name, "args": args}
 
     @field_validator("action")
@@ -70,8 +73,10 @@ class StepRecord(BaseModel):
     def _lower_action(cls, value: str) -> str:
         # PDDL names are case-insensitive; the planner speaks lower case (see portfolio.engine.results).
         if any(c.isspace() or c in "()" for c in value):
-            raise ValueError("an action name with args (\"drive\", [\"t1\", \"a\", \"b\"]) or a grounded "
-                             "action as plans spell it (\"(drive t1 a b)\")")
+            raise ValueError(
+                'an action name with args ("drive", ["t1", "a", "b"]) or a grounded '
+                'action as plans spell it ("(drive t1 a b)")'
+            )
         return value.lower()
 
     @field_validator("args")
@@ -95,10 +100,10 @@ def split_ground(text: str) -> tuple[str, tuple[str, ...]]:
     store depends on nothing else in the project."""
     inner = text.strip()
     if not (inner.startswith("(") and inner.endswith(")")):
-        raise ValueError(f"{text!r} is not a grounded action like \"(drive t1 a b)\"")
+        raise ValueError(f'{text!r} is not a grounded action like "(drive t1 a b)"')
     tokens = inner[1:-1].split()
     if not tokens or any("(" in t or ")" in t for t in tokens):
-        raise ValueError(f"{text!r} is not a grounded action like \"(drive t1 a b)\" (one name, then objects)")
+        raise ValueError(f'{text!r} is not a grounded action like "(drive t1 a b)" (one name, then objects)')
     return tokens[0], tuple(tokens[1:])
 
 

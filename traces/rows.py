@@ -4,7 +4,8 @@ store (`traces.store`) and the JSONL import/export (`traces.jsonl`)."""
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from traces.records import StepRecord
 

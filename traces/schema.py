@@ -7,7 +7,7 @@ written by a newer release (user_version > SCHEMA_VERSION) is refused rather tha
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import sqlite_utils
 

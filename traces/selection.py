@@ -14,8 +14,9 @@ storage; they go through the store's own retry and transaction helpers.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from traces.store import TraceStore, _now
 
@@ -42,9 +43,11 @@ def domain_plans(store: TraceStore, chunk_size: int = 5000) -> Iterator[DomainPl
     """Every plan recorded under a run that names its domain, oldest first (keyset pages: no statement stays
     open between them). Rows whose attempts are not JSON are skipped rather than fatal: one damaged row must not
     stop training on the rest."""
-    sql = ("SELECT plans.id, runs.domain, runs.fingerprint, plans.attempts, plans.latency_ms FROM plans "
-           "JOIN runs ON runs.id = plans.run_id WHERE runs.domain IS NOT NULL AND plans.id > ? "
-           "ORDER BY plans.id LIMIT ?")
+    sql = (
+        "SELECT plans.id, runs.domain, runs.fingerprint, plans.attempts, plans.latency_ms FROM plans "
+        "JOIN runs ON runs.id = plans.run_id WHERE runs.domain IS NOT NULL AND plans.id > ? "
+        "ORDER BY plans.id LIMIT ?"
+    )
     after = 0
     while True:
         rows = store._retry(lambda: store.db.execute(sql, [after, chunk_size]).fetchall())
@@ -66,8 +69,9 @@ def save_selection_model(store: TraceStore, model_json: str, metadata: dict[str,
     def body() -> int:
         current = store.db.execute("SELECT coalesce(max(version), 0) FROM selection_models").fetchone()[0]
         version = int(current) + 1
-        store.db.table("selection_models").insert({"created": _now(), "version": version,
-                                             "metadata": json.dumps(metadata, default=str), "model": model_json})
+        store.db.table("selection_models").insert(
+            {"created": _now(), "version": version, "metadata": json.dumps(metadata, default=str), "model": model_json}
+        )
         return version
 
     return store._write(body)
@@ -87,6 +91,8 @@ def prune_selection_models(store: TraceStore, keep: int) -> int:
     """Delete every selection model version but the newest `keep` (at least 1); returns how many went."""
     if keep < 1:
         raise ValueError(f"keep must be at least 1 (the planner loads the newest model), got {keep}")
-    sql = ("DELETE FROM selection_models WHERE version NOT IN "
-           "(SELECT version FROM selection_models ORDER BY version DESC LIMIT ?)")
+    sql = (
+        "DELETE FROM selection_models WHERE version NOT IN "
+        "(SELECT version FROM selection_models ORDER BY version DESC LIMIT ?)"
+    )
     return store._write(lambda: store.db.execute(sql, [keep]).rowcount)

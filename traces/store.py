@@ -29,14 +29,19 @@ import sqlite3
 import time
 import uuid
 import weakref
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar, cast
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar, cast
 
 import sqlite_utils
 
 from traces import connection, recording, schema
 from traces.errors import (
-    CorruptDatabaseError, DatabaseLockedError, StepConflictError, TraceStoreError, translate,
+    CorruptDatabaseError,
+    DatabaseLockedError,
+    StepConflictError,
+    TraceStoreError,
+    translate,
 )  # fmt: skip
 from traces.recording import RecordReport
 from traces.records import ActionStats, RunRecord, StepRecord, StoredModel
@@ -56,7 +61,7 @@ def default_path() -> str:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def _is_locked(error: sqlite3.OperationalError) -> bool:
@@ -102,8 +107,9 @@ class TraceStore:
 
     def _connect(self, path: str) -> sqlite3.Connection:
         # isolation_level=None: the driver never opens a transaction behind our back; `_write` owns BEGIN/COMMIT.
-        return sqlite3.connect(path, timeout=self.busy_timeout_ms / 1000.0, check_same_thread=False,
-                               isolation_level=None)
+        return sqlite3.connect(
+            path, timeout=self.busy_timeout_ms / 1000.0, check_same_thread=False, isolation_level=None
+        )
 
     def _open_schema(self) -> None:
         """Check (first user: set up, migrate and probe) the database. Bad files surface here, as SQLite's own
@@ -210,8 +216,9 @@ class TraceStore:
 
     # -- runs and plans ------------------------------------------------------------------------------------------
 
-    def start_run(self, fingerprint: str | None, goal: str | None, *, run_id: str | None = None,
-                  domain: str | None = None) -> str:
+    def start_run(
+        self, fingerprint: str | None, goal: str | None, *, run_id: str | None = None, domain: str | None = None
+    ) -> str:
         """Record the start of one execution of a task (`domain`: its domain's fingerprint, what configuration
         selection groups runs by); returns its run id (a fresh hex id unless given)."""
         run_id = run_id or uuid.uuid4().hex
@@ -223,9 +230,7 @@ class TraceStore:
         """Mark a run finished with `outcome` (e.g. "success", "failure", "abandoned")."""
 
         def body() -> int:
-            cursor = self.db.execute(
-                "UPDATE runs SET ended = ?, outcome = ? WHERE id = ?", [_now(), outcome, run_id]
-            )
+            cursor = self.db.execute("UPDATE runs SET ended = ?, outcome = ? WHERE id = ?", [_now(), outcome, run_id])
             return cursor.rowcount
 
         if self._write(body) == 0:
@@ -261,16 +266,19 @@ class TraceStore:
 
     # -- steps -----------------------------------------------------------------------------------------------------
 
-    def record_steps(self, records: Iterable[StepRecord], *, all_or_nothing: bool = False,
-                     log_conflicts: bool = True) -> RecordReport:
+    def record_steps(
+        self, records: Iterable[StepRecord], *, all_or_nothing: bool = False, log_conflicts: bool = True
+    ) -> RecordReport:
         """Record steps in one transaction, idempotently (`traces.recording`): the report counts the new and the
         skipped ones and lists the conflicts (not written; logged unless `log_conflicts=False`); with
         `all_or_nothing`, a conflict is `StepConflictError` and nothing is written."""
-        return self._record_rows([step_row(r) for r in records], all_or_nothing=all_or_nothing,
-                                 log_conflicts=log_conflicts)
+        return self._record_rows(
+            [step_row(r) for r in records], all_or_nothing=all_or_nothing, log_conflicts=log_conflicts
+        )
 
-    def _record_rows(self, rows: list[tuple], *, all_or_nothing: bool = False,
-                     log_conflicts: bool = True) -> RecordReport:
+    def _record_rows(
+        self, rows: list[tuple], *, all_or_nothing: bool = False, log_conflicts: bool = True
+    ) -> RecordReport:
         if not rows:
             return RecordReport()
         placeholders = ", ".join("?" * len(STEP_COLUMNS))
@@ -345,7 +353,10 @@ class TraceStore:
         rows = self._retry(lambda: self.db.execute(sql).fetchall())
         return [
             ActionStats(
-                action=a, steps=n, failures=f, failure_rate=f / n if n else 0.0,
+                action=a,
+                steps=n,
+                failures=f,
+                failure_rate=f / n if n else 0.0,
                 mean_duration_ms=None if m is None else round(m, 3),
             )  # fmt: skip
             for a, n, f, m in rows
@@ -401,7 +412,7 @@ class TraceStore:
         self._shared = None
         self._release()  # runs `connection.release` once, whether called here or at garbage collection
 
-    def __enter__(self) -> "TraceStore":
+    def __enter__(self) -> TraceStore:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -5,9 +5,11 @@ MCP `replan` tool) can plan a run again after the service restarted, or on anoth
     task_source(store, run_id)                                            # the same dict, or None
 
 One copy per distinct task (`task_sources`, keyed by the SHA-256 of the source's canonical JSON): an agent
-plans one task many times, and a large PDDL problem is ~100 KB. Bounded: the newest `MAX_STORED_SOURCES` tasks are kept, and none older than `MAX_AGE_DAYS` (a runtime
+plans one task many times, and a large PDDL problem is ~100 KB. Bounded: the newest `MAX_STORED_SOURCES` tasks are
+kept, and none older than `MAX_AGE_DAYS` (a runtime
 replans within minutes); pruning runs in the same transaction as the write that adds a new task, and the
-runs of a pruned task are forgotten with it (replanning them is a 404: plan again). Functions, not `TraceStore` methods, like
+runs of a pruned task are forgotten with it (replanning them is a 404: plan again). Functions, not `TraceStore`
+methods, like
 `traces.selection`: the store stays about storage; they go through its retry and transaction helpers.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import UTC
 from typing import Any
 
 from traces.store import TraceStore, _now
@@ -39,8 +42,9 @@ def remember_task_source(store: TraceStore, run_id: str, source: dict[str, Any])
     text, key = canonical(source)
 
     def body() -> None:
-        added = store.db.execute("INSERT OR IGNORE INTO task_sources (key, source, created) VALUES (?, ?, ?)",
-                                 [key, text, _now()]).rowcount
+        added = store.db.execute(
+            "INSERT OR IGNORE INTO task_sources (key, source, created) VALUES (?, ?, ?)", [key, text, _now()]
+        ).rowcount
         store.db.execute("INSERT OR REPLACE INTO run_tasks (run_id, key) VALUES (?, ?)", [run_id, key])
         if added:
             _prune(store, key)
@@ -52,20 +56,23 @@ def remember_task_source(store: TraceStore, run_id: str, source: dict[str, Any])
 def _prune(store: TraceStore, keep: str) -> None:
     """Drop the tasks beyond the newest MAX_STORED_SOURCES or older than MAX_AGE_DAYS (never `keep`, just
     added), and the runs that named them. `created` is an ISO timestamp: it sorts as text."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
-    cutoff = (datetime.now(timezone.utc) - timedelta(days=MAX_AGE_DAYS)).strftime("%Y-%m-%dT%H:%M:%S")
+    cutoff = (datetime.now(UTC) - timedelta(days=MAX_AGE_DAYS)).strftime("%Y-%m-%dT%H:%M:%S")
     pruned = store.db.execute(
         "DELETE FROM task_sources WHERE key != ? AND (created < ? OR key NOT IN "
         "(SELECT key FROM task_sources ORDER BY created DESC, rowid DESC LIMIT ?))",
-        [keep, cutoff, MAX_STORED_SOURCES]).rowcount
+        [keep, cutoff, MAX_STORED_SOURCES],
+    ).rowcount
     if pruned:
         store.db.execute("DELETE FROM run_tasks WHERE key NOT IN (SELECT key FROM task_sources)")
 
 
 def task_source(store: TraceStore, run_id: str) -> dict[str, Any] | None:
     """The source `run_id` was planned from, or None when this store never heard of the run."""
-    sql = ("SELECT task_sources.source FROM run_tasks JOIN task_sources ON task_sources.key = run_tasks.key "
-           "WHERE run_tasks.run_id = ?")
+    sql = (
+        "SELECT task_sources.source FROM run_tasks JOIN task_sources ON task_sources.key = run_tasks.key "
+        "WHERE run_tasks.run_id = ?"
+    )
     rows = store._retry(lambda: store.db.execute(sql, [run_id]).fetchall())
     return json.loads(rows[0][0]) if rows else None

@@ -1,7 +1,8 @@
 """Does the plan a user gets respect the costs? Plan cost against the optimum, and latency, per search quality.
 
     python -m benchmarks.experiments.cost_search                           # held-out seeds 100-119, every family
-    python -m benchmarks.experiments.cost_search --first-seed 0 --seeds 3 --families logistics-large,tools-large,ipc-costs \
+    python -m benchmarks.experiments.cost_search --first-seed 0 --seeds 3 --families
+    logistics-large,tools-large,ipc-costs \
         --qualities first,anytime --improve-share 0.25     # the tuning run IMPROVE_SHARE was chosen on
     python -m benchmarks.experiments.cost_search --families tools,delivery --qualities anytime --out /tmp/cs
 
@@ -36,28 +37,51 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
-
 
 SHARED_IPC = Path(__file__).resolve().parents[3] / "shared" / "ipc"
-FAMILIES = ("tools", "logistics", "blocksworld", "gripper", "delivery", "logistics-large", "tools-large",
-            "ipc-costs", "ipc-more-costs")
-SIZES = {"tools": (1, 2, 3, 4), "logistics": (1, 2, 3), "blocksworld": (4, 5, 6), "gripper": (2, 3, 4),
-         "delivery": (5, 6, 8), "logistics-large": (4, 5), "tools-large": (6, 8)}
+FAMILIES = (
+    "tools",
+    "logistics",
+    "blocksworld",
+    "gripper",
+    "delivery",
+    "logistics-large",
+    "tools-large",
+    "ipc-costs",
+    "ipc-more-costs",
+)
+SIZES = {
+    "tools": (1, 2, 3, 4),
+    "logistics": (1, 2, 3),
+    "blocksworld": (4, 5, 6),
+    "gripper": (2, 3, 4),
+    "delivery": (5, 6, 8),
+    "logistics-large": (4, 5),
+    "tools-large": (6, 8),
+}
 IPC_COST_DOMAINS = ("elevators-sat08-strips", "transport-sat08-strips", "barman-sat11-strips")
 # Held out of choosing IMPROVE_SHARE: the action-cost domains of ../shared/ipc-more (the smallest problem of each
 # in pairs.txt), less labyrinth (minutes to translate, FIELD-NOTES) and the flashfill/recharging variants whose
 # domain file differs per problem (read from pairs.txt as well).
-IPC_MORE_COST_DOMAINS = ("agricola-sat18-strips", "cavediving-14-adl", "citycar-sat14-adl",
-                         "data-network-sat18-strips", "floortile-sat14-strips", "folding-sat23-adl",
-                         "pegsol-sat11-strips", "ricochet-robots-sat23-adl", "settlers-sat18-adl",
-                         "spider-sat18-strips", "tetris-sat14-strips")
+IPC_MORE_COST_DOMAINS = (
+    "agricola-sat18-strips",
+    "cavediving-14-adl",
+    "citycar-sat14-adl",
+    "data-network-sat18-strips",
+    "floortile-sat14-strips",
+    "folding-sat23-adl",
+    "pegsol-sat11-strips",
+    "ricochet-robots-sat23-adl",
+    "settlers-sat18-adl",
+    "spider-sat18-strips",
+    "tetris-sat14-strips",
+)
 QUALITIES = ("first", "anytime", "optimal")
 BUDGET_S = 1.0
 CASCADE_S = 31.0  # the default cascade: 1 s classical + 30 s decomposer tier
-
 
 
 def delivery_task(places: int, seed: int):
@@ -74,9 +98,11 @@ def delivery_task(places: int, seed: int):
         a, b = rng.sample(names, 2)
         roads.add(tuple(sorted((a, b))))
     facts = " ".join(f"(road {a} {b}) (road {b} {a})" for a, b in sorted(roads))
-    problem = (f"(define (problem delivery-{places}-{seed}) (:domain delivery) (:objects {' '.join(names)} - place "
-               "t1 t2 - truck k1 k2 - package) (:init (at t1 p0) (at t2 p0) (pkg-at k1 p0) (pkg-at k2 p0) "
-               f"{facts}) (:goal (and (pkg-at k1 {names[places // 2]}) (pkg-at k2 {names[places // 2]}))))")
+    problem = (
+        f"(define (problem delivery-{places}-{seed}) (:domain delivery) (:objects {' '.join(names)} - place "
+        "t1 t2 - truck k1 k2 - package) (:init (at t1 p0) (at t2 p0) (pkg-at k1 p0) (pkg-at k2 p0) "
+        f"{facts}) (:goal (and (pkg-at k1 {names[places // 2]}) (pkg-at k2 {names[places // 2]}))))"
+    )
     return parse_task(DELIVERY_DOMAIN, problem)
 
 
@@ -113,8 +139,10 @@ def tasks(families: Sequence[str], seeds: Sequence[int]):
         if family == "ipc-costs":
             for domain in IPC_COST_DOMAINS:
                 folder = SHARED_IPC / domain
-                problems = sorted((p for p in folder.glob("*.pddl") if p.name != "domain.pddl"),
-                                  key=lambda p: (p.stat().st_size, p.name))[:2]
+                problems = sorted(
+                    (p for p in folder.glob("*.pddl") if p.name != "domain.pddl"),
+                    key=lambda p: (p.stat().st_size, p.name),
+                )[:2]
                 for problem in problems:
                     yield family, f"{domain}/{problem.stem}", load_task(folder / "domain.pddl", problem), None
             continue
@@ -156,11 +184,16 @@ def cost_of(costs, task, plan) -> float:
     return plan_cost_under(task, plan, costs([str(step) for step in plan]) if costs else {})
 
 
-def measure(families: Sequence[str], seeds: Sequence[int], qualities: Sequence[str], progress: bool = True,
-            improve_share: float | None = None) -> Run:
+def measure(
+    families: Sequence[str],
+    seeds: Sequence[int],
+    qualities: Sequence[str],
+    progress: bool = True,
+    improve_share: float | None = None,
+) -> Run:
     from portfolio.benchsuite.worlds.exact import ExactError, ExactSearch
-    from portfolio.planner import Planner
     from portfolio.engine.results import PlanRequest
+    from portfolio.planner import Planner
 
     run = Run()
     planner = Planner()
@@ -188,12 +221,18 @@ def measure(families: Sequence[str], seeds: Sequence[int], qualities: Sequence[s
                 ms = (time.perf_counter() - started) * 1000
                 fd = next((a for a in result.attempts if a.delegate == "fast-downward"), None)
                 cost = cost_of(costs, task, result.actions()) if result.solved else None
-                run.rows.append(Row(family, name, quality, ms, cost, optimum,
-                                    bool(fd and fd.details.get("optimal")), blind_ms))
+                run.rows.append(
+                    Row(family, name, quality, ms, cost, optimum, bool(fd and fd.details.get("optimal")), blind_ms)
+                )
             if progress:
-                print(f"  {name}: " + ", ".join(f"{r.quality} {r.ratio if r.ratio is None else round(r.ratio, 3)}"
-                                                f" {r.ms:.0f} ms" for r in run.rows[-len(qualities):]),
-                      file=sys.stderr)
+                print(
+                    f"  {name}: "
+                    + ", ".join(
+                        f"{r.quality} {r.ratio if r.ratio is None else round(r.ratio, 3)} {r.ms:.0f} ms"
+                        for r in run.rows[-len(qualities) :]
+                    ),
+                    file=sys.stderr,
+                )
     finally:
         exact.close()
         planner.close()
@@ -206,11 +245,14 @@ def _pct(values: Sequence[float], q: float) -> float:
 
 
 def report(run: Run) -> str:
-    lines = ["| family | quality | calls | cost / optimum median | p95 | max | proved optimal | ms median | p95 | "
-             "max | > 1 s | > budget | with costs / cost-blind (median) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    keys = sorted({(r.family, r.quality) for r in run.rows}, key=lambda k: (FAMILIES.index(k[0]),
-                                                                             QUALITIES.index(k[1])))
+    lines = [
+        "| family | quality | calls | cost / optimum median | p95 | max | proved optimal | ms median | p95 | "
+        "max | > 1 s | > budget | with costs / cost-blind (median) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    keys = sorted(
+        {(r.family, r.quality) for r in run.rows}, key=lambda k: (FAMILIES.index(k[0]), QUALITIES.index(k[1]))
+    )
     for family, quality in keys:
         rows = [r for r in run.rows if r.family == family and r.quality == quality]
         ratios = [r.ratio for r in rows if r.ratio is not None]
@@ -218,27 +260,37 @@ def report(run: Run) -> str:
         blind = [r.ms / r.blind_ms for r in rows if r.blind_ms]
         lines.append(
             f"| {family} | {quality} | {len(rows)} | "
-            + (f"{statistics.median(ratios):.3f} | {_pct(ratios, 0.95):.3f} | {max(ratios):.3f}" if ratios
-               else "- | - | -")
+            + (
+                f"{statistics.median(ratios):.3f} | {_pct(ratios, 0.95):.3f} | {max(ratios):.3f}"
+                if ratios
+                else "- | - | -"
+            )
             + f" | {sum(r.optimal for r in rows)}/{len(rows)} | {statistics.median(ms):.1f} | {_pct(ms, 0.95):.1f} | "
             f"{max(ms):.1f} | {sum(m > BUDGET_S * 1000 for m in ms)} | {sum(m > CASCADE_S * 1000 for m in ms)} | "
-            + (f"{statistics.median(blind):.2f}x |" if blind else "- |"))
+            + (f"{statistics.median(blind):.2f}x |" if blind else "- |")
+        )
     if run.unproved:
         lines.append(f"\nunproved optimum (left out of the ratios): {', '.join(run.unproved)}")
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
     parser.add_argument("--families", default=",".join(FAMILIES))
     parser.add_argument("--qualities", default=",".join(QUALITIES))
     parser.add_argument("--seeds", type=int, default=20)
-    parser.add_argument("--first-seed", type=int, default=100,
-                        help="100 and up: held out (0-2 were tuning, with ipc-costs)")
+    parser.add_argument(
+        "--first-seed", type=int, default=100, help="100 and up: held out (0-2 were tuning, with ipc-costs)"
+    )
     parser.add_argument("--out", type=Path, default=None, help="also write cost-search.md there")
-    parser.add_argument("--improve-share", type=float, default=None,
-                        help="the anytime search's share of the time left (default: IMPROVE_SHARE)")
+    parser.add_argument(
+        "--improve-share",
+        type=float,
+        default=None,
+        help="the anytime search's share of the time left (default: IMPROVE_SHARE)",
+    )
     args = parser.parse_args(argv)
     families = [f for f in args.families.split(",") if f]
     qualities = [q for q in args.qualities.split(",") if q]
@@ -247,8 +299,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"unknown families or qualities: {', '.join(bad)}", file=sys.stderr)
         return 2
     started = time.perf_counter()
-    run = measure(families, range(args.first_seed, args.first_seed + args.seeds), qualities,
-                  improve_share=args.improve_share)
+    run = measure(
+        families, range(args.first_seed, args.first_seed + args.seeds), qualities, improve_share=args.improve_share
+    )
     text = report(run) + f"\n\n{len(run.rows)} calls in {time.perf_counter() - started:.0f} s"
     print(text)
     if args.out:

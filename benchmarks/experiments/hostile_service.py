@@ -37,22 +37,29 @@ WEDGE_DOMAIN = """(define (domain wedge) (:requirements :adl :typing) (:types ob
 
 def wedge() -> dict:
     objects = " ".join(f"o{i}" for i in range(50))
-    return {"domain": WEDGE_DOMAIN, "problem": f"(define (problem w) (:domain wedge) (:objects {objects} - obj) "
-            "(:init) (:goal (done)))", "plan": ["(go)"]}
+    return {
+        "domain": WEDGE_DOMAIN,
+        "problem": f"(define (problem w) (:domain wedge) (:objects {objects} - obj) (:init) (:goal (done)))",
+        "plan": ["(go)"],
+    }
 
 
 def big_body(megabytes: int = 30) -> dict:
     count = megabytes * 1024 * 1024 // 40
     objects = " ".join(f"b{i}" for i in range(count))
     init = " ".join(f"(clear b{i}) (ontable b{i})" for i in range(count))
-    problem = f"(define (problem big) (:domain blocks) (:objects {objects}) (:init (handempty) {init}) " \
-              "(:goal (on b0 b1)))"
+    problem = (
+        f"(define (problem big) (:domain blocks) (:objects {objects}) (:init (handempty) {init}) (:goal (on b0 b1)))"
+    )
     return {"domain": (IPC / "blocks" / "domain.pddl").read_text(), "problem": problem, "plan": ["(pick-up b0)"]}
 
 
 def trivial() -> dict:
-    return {"domain": (IPC / "blocks" / "domain.pddl").read_text(),
-            "problem": (IPC / "blocks" / "probBLOCKS-4-0.pddl").read_text(), "plan": ["(pick-up b)"]}
+    return {
+        "domain": (IPC / "blocks" / "domain.pddl").read_text(),
+        "problem": (IPC / "blocks" / "probBLOCKS-4-0.pddl").read_text(),
+        "plan": ["(pick-up b)"],
+    }
 
 
 def main() -> None:
@@ -62,11 +69,30 @@ def main() -> None:
     args = parser.parse_args()
     folder = tempfile.mkdtemp(prefix="hostile-")
     process = subprocess.Popen(
-        [sys.executable, "-m", "portfolio.cli", "serve", "--port", "0", "--workers", "2", "--token", "t",
-         "--traces", os.path.join(folder, "t.db"), "--memory-limit", str(args.memory_limit),
-         "--delegates", "fast-downward,pyperplan"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)})
+        [
+            sys.executable,
+            "-m",
+            "portfolio.cli",
+            "serve",
+            "--port",
+            "0",
+            "--workers",
+            "2",
+            "--token",
+            "t",
+            "--traces",
+            os.path.join(folder, "t.db"),
+            "--memory-limit",
+            str(args.memory_limit),
+            "--delegates",
+            "fast-downward,pyperplan",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     headers = {"Authorization": "Bearer t"}
     peak = {"rss_mb": 0.0}
     stop = threading.Event()
@@ -92,14 +118,26 @@ def main() -> None:
         bodies = [json.dumps(wedge() if i % 2 == 0 else big_body()) for i in range(args.hostile)]
         started = time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(args.hostile) as pool:
-            answers = list(pool.map(lambda body: httpx.post(
-                url + "/v1/validate", content=body, headers={**headers, "content-type": "application/json"},
-                timeout=300).status_code, bodies))
+            answers = list(
+                pool.map(
+                    lambda body: (
+                        httpx.post(
+                            url + "/v1/validate",
+                            content=body,
+                            headers={**headers, "content-type": "application/json"},
+                            timeout=300,
+                        ).status_code
+                    ),
+                    bodies,
+                )
+            )
         hostile_s = time.monotonic() - started
         step = {"run_id": "r", "step": 0, "action": "pick-up", "args": ["b"], "outcome": "success"}
         timed = {}
-        for name, path, body in [("steps", "/v1/steps", {"steps": [step]}),
-                                 ("trivial_validate", "/v1/validate", trivial())]:
+        for name, path, body in [
+            ("steps", "/v1/steps", {"steps": [step]}),
+            ("trivial_validate", "/v1/validate", trivial()),
+        ]:
             began = time.monotonic()
             status = httpx.post(url + path, json=body, headers=headers, timeout=30).status_code
             timed[name] = {"status": status, "seconds": round(time.monotonic() - began, 3)}
@@ -107,10 +145,16 @@ def main() -> None:
         began = time.monotonic()
         process.send_signal(signal.SIGTERM)
         code = process.wait(timeout=15)
-        result = {"hostile": args.hostile, "hostile_statuses": {str(s): answers.count(s) for s in set(answers)},
-                  "hostile_seconds": round(hostile_s, 1), **timed,
-                  "server_peak_rss_mb": round(peak["rss_mb"]), "memory_limit_mb": args.memory_limit,
-                  "sigterm_exit_seconds": round(time.monotonic() - began, 2), "exit_code": code}
+        result = {
+            "hostile": args.hostile,
+            "hostile_statuses": {str(s): answers.count(s) for s in set(answers)},
+            "hostile_seconds": round(hostile_s, 1),
+            **timed,
+            "server_peak_rss_mb": round(peak["rss_mb"]),
+            "memory_limit_mb": args.memory_limit,
+            "sigterm_exit_seconds": round(time.monotonic() - began, 2),
+            "exit_code": code,
+        }
         print(json.dumps(result, indent=1))
     finally:
         stop.set()

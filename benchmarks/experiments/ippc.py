@@ -20,7 +20,8 @@ Reported per problem: success rate within the step limit and mean executed steps
 
 Why both baselines: on blocksworld p01-p04 this planner's unit-cost plan (12 steps, the shortest) has a twin with
 four tower moves, and it returns the one without them (measured on p01; which of the raced searches or the step
-elimination picks it was not traced), so cost-blind, learned and oracle execute the same plans there; FF's search returns 20 steps with
+elimination picks it was not traced), so cost-blind, learned and oracle execute the same plans there; FF's search
+returns 20 steps with
 four tower moves (`fast-downward.py --search "lazy_greedy([ff()],preferred=[ff()])"`, 20 steps on p01-p04),
 which is what FF-Replan executes and what learned costs are meant to beat.
 
@@ -38,19 +39,17 @@ are durations that end with probability 1/25-1/2 per step.
 from __future__ import annotations
 
 import argparse
-import math
 import random
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Sequence
-
 
 from domains.model import GroundAction, Task
-from domains.sexpr import SList, read_sexpr
+from domains.sexpr import read_sexpr
 
 IPPC_DIR = Path(__file__).resolve().parents[3] / "shared" / "ippc"
 MAX_STEPS = 60
@@ -120,8 +119,12 @@ def _at(node, path):
 
 
 def _is_reward(node) -> bool:
-    return (isinstance(node, list) and len(node) == 3 and node[0] in ("increase", "decrease")
-            and node[1] in ("reward", ["reward"]))
+    return (
+        isinstance(node, list)
+        and len(node) == 3
+        and node[0] in ("increase", "decrease")
+        and node[1] in ("reward", ["reward"])
+    )
 
 
 def _strip_rewards(node):
@@ -135,8 +138,7 @@ def _strip_rewards(node):
     if not isinstance(node, list) or not node:
         return node
     if node[0] == "probabilistic":  # (probabilistic p1 e1 p2 e2 ...): strip the effects, keep the numbers
-        return ["probabilistic", *[x if i % 2 == 0 else (_strip_rewards(x) or ["and"])
-                                   for i, x in enumerate(node[1:])]]
+        return ["probabilistic", *[x if i % 2 == 0 else (_strip_rewards(x) or ["and"]) for i, x in enumerate(node[1:])]]
     if node[0] in ("when", "forall") and len(node) == 3:
         body = _strip_rewards(node[2])
         return None if body is None else [node[0], node[1], body]
@@ -200,14 +202,20 @@ def determinize(domain_text: str) -> Determinized:
         rest = outcomes[-1].probability if outcomes[-1].effect is None else 0.0
         # the whole effect: its first outcome is its purpose; beside deterministic effects: a side effect,
         # whose intended outcome is "nothing" when that is at least as likely as not
-        intended = 0 if not paths[0] else (len(outcomes) - 1 if rest >= 0.5
-                                           else max(range(len(outcomes)), key=lambda i: outcomes[i].probability))
+        intended = (
+            0
+            if not paths[0]
+            else (
+                len(outcomes) - 1 if rest >= 0.5 else max(range(len(outcomes)), key=lambda i: outcomes[i].probability)
+            )
+        )
         actions[name] = ProbAction(name, outcomes, intended)
         for i, outcome in enumerate(outcomes):
             variant = list(section)
             variant[1] = f"{name}--o{i}"
-            variant[effect_index] = _replace(effect, paths[0], outcome.effect if outcome.effect is not None
-                                             else ["and"])
+            variant[effect_index] = _replace(
+                effect, paths[0], outcome.effect if outcome.effect is not None else ["and"]
+            )
             simulation.append(variant)
             if i == intended:
                 planned = list(variant)
@@ -277,17 +285,19 @@ def evaluate(domain: str, problems: int, runs: int, retrain_every: int = 1, max_
     from learning.costs import risk_cost
     from learning.retrain import retrain
     from portfolio.delegates.fast_downward.delegate import FastDownward
-    from portfolio.planner import CLASSICAL_ONLY, Planner, default_stages
     from portfolio.engine.results import PlanRequest, parse_ground_action
+    from portfolio.planner import CLASSICAL_ONLY, Planner, default_stages
     from traces.records import StepRecord
 
     folder = IPPC_DIR / domain
     max_steps = max_steps or STEP_LIMITS.get(domain, MAX_STEPS)
     stages = lambda: default_stages(CLASSICAL_ONLY, budget_s=10.0)  # noqa: E731
     out: dict = {}
-    with Planner(stages(), budget_s=10.0) as plain, \
-            Planner([FastDownward(search=FF_SEARCH, workers=1)], budget_s=10.0, eliminate_steps=False) as ff, \
-            Planner(stages(), budget_s=10.0, traces=":memory:", cost_weight=LAM) as learner:
+    with (
+        Planner(stages(), budget_s=10.0) as plain,
+        Planner([FastDownward(search=FF_SEARCH, workers=1)], budget_s=10.0, eliminate_steps=False) as ff,
+        Planner(stages(), budget_s=10.0, traces=":memory:", cost_weight=LAM) as learner,
+    ):
         store = learner.store
         for problem in sorted(folder.glob("p*.pddl"))[:problems]:
             det = determinize(read_domain(folder, problem))
@@ -309,15 +319,24 @@ def evaluate(domain: str, problems: int, runs: int, retrain_every: int = 1, max_
                         plan_fn = lambda s, task=task: ff.plan(task, init=s)  # noqa: E731
                     elif arm == "oracle":
                         plan_fn = lambda s, task=task: plain.cascade.solve(  # noqa: E731
-                            PlanRequest(task=task, init=s, cost_model=oracle_costs))
+                            PlanRequest(task=task, init=s, cost_model=oracle_costs)
+                        )
                     else:
                         run_id = store.start_run(task.fingerprint, None, run_id=f"{problem.name}-{run}")
                         steps: list[StepRecord] = []
                         plan_fn = lambda s, task=task, run_id=run_id: learner.plan(task, init=s, run_id=run_id)  # noqa: E731
 
                         def record(step, ok, steps=steps, run_id=run_id):
-                            steps.append(StepRecord(run_id=run_id, step=len(steps), action=step.name, args=step.args,
-                                                    outcome="success" if ok else "failure"))
+                            steps.append(
+                                StepRecord(
+                                    run_id=run_id,
+                                    step=len(steps),
+                                    action=step.name,
+                                    args=step.args,
+                                    outcome="success" if ok else "failure",
+                                )
+                            )
+
                     ok, n = run_once(det, task, sim_task, plan_fn, rng, record, max_steps)
                     stat.success.append(ok)
                     stat.steps.append(n)
@@ -327,20 +346,29 @@ def evaluate(domain: str, problems: int, runs: int, retrain_every: int = 1, max_
                         if (run + 1) % retrain_every == 0 and store.count_steps():
                             retrain(store, holdout_fraction=0.0)
                             learner.reload_model()
-            out[problem.name] = {arm: {"success": round(statistics.mean(s.success), 3),
-                                       "mean_steps": round(statistics.mean(s.steps), 2)} for arm, s in stats.items()}
+            out[problem.name] = {
+                arm: {"success": round(statistics.mean(s.success), 3), "mean_steps": round(statistics.mean(s.steps), 2)}
+                for arm, s in stats.items()
+            }
             print(domain, problem.name, out[problem.name], file=sys.stderr, flush=True)
     return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--domains", default=",".join(DOMAINS), help="comma-separated folders of ../shared/ippc "
-                        f"(default: {','.join(DOMAINS)})")
+    parser.add_argument(
+        "--domains",
+        default=",".join(DOMAINS),
+        help=f"comma-separated folders of ../shared/ippc (default: {','.join(DOMAINS)})",
+    )
     parser.add_argument("--problems", type=int, default=2, help="first N problems of each domain (default 2)")
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--max-steps", type=int, default=None,
-                        help=f"executed steps a run may take (default {MAX_STEPS}; per domain: {STEP_LIMITS})")
+    parser.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help=f"executed steps a run may take (default {MAX_STEPS}; per domain: {STEP_LIMITS})",
+    )
     args = parser.parse_args(argv)
     start = time.perf_counter()
     lines = ["| domain | problem | arm | success | mean executed steps |", "|---|---|---|---|---|"]

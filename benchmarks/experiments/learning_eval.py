@@ -38,23 +38,28 @@ import logging
 import random
 import sys
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 from benchmarks.experiments.learning_data import (  # re-exported: tests and notes use these names from here
-    ARMS, DOMAIN, LATENCY_TASK, RESULTS_DIR, TARGET_FAILURES_VS_BLIND, TARGET_LATENCY_OVERHEAD,
-    TARGET_SUCCESS_VS_ORACLE, Evaluation, Latency, Outcome,
+    ARMS,
+    DOMAIN,
+    RESULTS_DIR,
+    Evaluation,
+    Outcome,
 )
 from benchmarks.experiments.learning_latency import measure_latency
 from benchmarks.experiments.learning_report import (  # re-exported: tests and bench_learning.py use these
-    Verdict, WindowRow, plot, report, verdicts, windows, write_results,
+    report,
+    write_results,
 )
 from domains.bundled import bundled_task
 from domains.model import GroundAction, Task, action_cost
 from domains.validate import applicable, apply, goal_reached
 from portfolio.benchsuite.worlds.tools import (  # re-exported: tests and notes use these names from here
-    DEFAULT_P_FAIL, WORLD_RULES, FailureRule, plan_success_probability, true_p_fail,
+    plan_success_probability,
+    true_p_fail,
 )
 
 log = logging.getLogger(__name__)
@@ -125,8 +130,8 @@ def execute(task: Task, plan: Sequence[GroundAction], spec: EpisodeSpec, seed: i
 
 
 def _fast_downward(planner):
-    from portfolio.engine.cascade import Tier
     from portfolio.delegates.fast_downward.delegate import FastDownward
+    from portfolio.engine.cascade import Tier
 
     for stage in planner.cascade.delegates:
         for delegate in stage.delegates if isinstance(stage, Tier) else [stage]:
@@ -197,15 +202,17 @@ def evaluate(
     database is only ever opened through SQLite) and retrains every
     `retrain_every` episodes, with `FailureModel(**model_params)` (default: the library's defaults). With
     `latency_rounds` > 0, warm latency is measured afterwards."""
+    from domains.pddl_writer import formula_to_pddl
     from learning.retrain import retrain
     from portfolio.planner import Planner
     from traces.records import StepRecord
-    from domains.pddl_writer import formula_to_pddl
 
     traces_path = Path(traces) if traces is not None else fresh_traces_path(RESULTS_DIR)
     if traces_path.exists():
-        raise FileExistsError(f"{traces_path}: already exists; the learned arm must start from an empty store "
-                              "(give a new --traces file, or leave it out for a fresh one)")
+        raise FileExistsError(
+            f"{traces_path}: already exists; the learned arm must start from an empty store "
+            "(give a new --traces file, or leave it out for a fresh one)"
+        )
     traces_path.parent.mkdir(parents=True, exist_ok=True)
     specs = make_episodes(episodes, seed)
     outcomes: list[Outcome] = []
@@ -220,7 +227,9 @@ def evaluate(
             t1 = time.perf_counter()
             outcomes.append(_outcome("cost-blind", spec, task, blind, seed, (t1 - t0) * 1000)[0])
 
-            run_id = store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal), run_id=f"episode-{spec.index:04d}")
+            run_id = store.start_run(
+                task.fingerprint, formula_to_pddl(task.problem.goal), run_id=f"episode-{spec.index:04d}"
+            )
             t0 = time.perf_counter()
             learned = learner.plan(task, features=spec.context, run_id=run_id)
             t1 = time.perf_counter()
@@ -246,13 +255,25 @@ def evaluate(
             if progress is not None and (spec.index + 1) % window == 0:
                 done = [o for o in outcomes if o.episode > spec.index - window]
                 rates = {arm: sum(o.success for o in done if o.arm == arm) / window for arm in ARMS}
-                progress(f"episodes {spec.index + 2 - window}-{spec.index + 1}: "
-                         + ", ".join(f"{arm} {rate:.2f}" for arm, rate in rates.items()))
-        model_versions = (store.latest_model().version if store.latest_model() else 0)
+                progress(
+                    f"episodes {spec.index + 2 - window}-{spec.index + 1}: "
+                    + ", ".join(f"{arm} {rate:.2f}" for arm, rate in rates.items())
+                )
+        model_versions = store.latest_model().version if store.latest_model() else 0
         latency = measure_latency(plain, learner, specs, latency_rounds) if latency_rounds > 0 else None
-    return Evaluation(episodes, retrain_every, window, seed, lam, outcomes, model_versions,
-                      round(time.perf_counter() - start, 1), latency, retrain_seconds,
-                      dict(model_params or {}))
+    return Evaluation(
+        episodes,
+        retrain_every,
+        window,
+        seed,
+        lam,
+        outcomes,
+        model_versions,
+        round(time.perf_counter() - start, 1),
+        latency,
+        retrain_seconds,
+        dict(model_params or {}),
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -266,21 +287,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         epilog="Example: python -m benchmarks.experiments.learning_eval --episodes 200 --retrain-every 10",
     )
     parser.add_argument("--episodes", type=int, default=200, help="episodes per arm (default 200)")
-    parser.add_argument("--retrain-every", type=int, default=10, metavar="K",
-                        help="retrain the learned arm's model every K episodes (default 10)")
+    parser.add_argument(
+        "--retrain-every",
+        type=int,
+        default=10,
+        metavar="K",
+        help="retrain the learned arm's model every K episodes (default 10)",
+    )
     parser.add_argument("--window", type=int, default=25, help="episodes per reported window (default 25)")
     parser.add_argument("--seed", type=int, default=0, help="seed for tasks, situations and step outcomes")
-    parser.add_argument("--lam", type=float, default=5.0,
-                        help="lambda of cost = base + lambda * -log(1 - p_fail), for learned and oracle (default 5)")
-    parser.add_argument("--latency-rounds", type=int, default=60,
-                        help="warm plan calls per configuration for the latency comparison (0: skip)")
+    parser.add_argument(
+        "--lam",
+        type=float,
+        default=5.0,
+        help="lambda of cost = base + lambda * -log(1 - p_fail), for learned and oracle (default 5)",
+    )
+    parser.add_argument(
+        "--latency-rounds",
+        type=int,
+        default=60,
+        help="warm plan calls per configuration for the latency comparison (0: skip)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="output directory (default benchmarks/results)")
-    parser.add_argument("--traces", type=Path, default=None,
-                        help="trace store for the learned arm (a new file; an existing one is refused; default "
-                        "OUT/learning-traces-<time>.db)")
-    parser.add_argument("--model-param", action="append", default=[], metavar="NAME=VALUE",
-                        help="a FailureModel hyperparameter for the learned arm's retrains, e.g. transfer=0 or "
-                        "prior_beta=1.9 (repeatable; default: the library's defaults)")
+    parser.add_argument(
+        "--traces",
+        type=Path,
+        default=None,
+        help="trace store for the learned arm (a new file; an existing one is refused; default "
+        "OUT/learning-traces-<time>.db)",
+    )
+    parser.add_argument(
+        "--model-param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a FailureModel hyperparameter for the learned arm's retrains, e.g. transfer=0 or "
+        "prior_beta=1.9 (repeatable; default: the library's defaults)",
+    )
     args = parser.parse_args(argv)
     model_params = {}
     for item in args.model_param:
@@ -293,8 +336,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     unknown = sorted(set(model_params) - set(FailureModel().get_params()))
     if unknown:
-        parser.error(f"--model-param: unknown FailureModel parameter(s) {', '.join(unknown)}; expected some of "
-                     + ", ".join(sorted(FailureModel().get_params())))
+        parser.error(
+            f"--model-param: unknown FailureModel parameter(s) {', '.join(unknown)}; expected some of "
+            + ", ".join(sorted(FailureModel().get_params()))
+        )
     for name in ("episodes", "retrain_every", "window"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from benchmarks.experiments.learning_data import DOMAIN, LATENCY_TASK, Latency
 from domains.bundled import bundled_task
@@ -41,10 +42,12 @@ def measure_latency(plain, learner, specs: Sequence[Any], rounds: int) -> Latenc
         recorder.plan(task, features=context, run_id=recorder_run)
         learner.plan(task, features=context, run_id=run_id)
     timings: dict[str, list[float]] = {"plain": [], "recorded": [], "learned": [], "lookup": []}
-    calls = {"plain": lambda: plain.plan(task),
-             "recorded": lambda: recorder.plan(task, features=context, run_id=recorder_run),
-             "learned": lambda: learner.plan(task, features=context, run_id=run_id),
-             "lookup": lambda: learner.learned_costs(task, features=context)}
+    calls = {
+        "plain": lambda: plain.plan(task),
+        "recorded": lambda: recorder.plan(task, features=context, run_id=recorder_run),
+        "learned": lambda: learner.plan(task, features=context, run_id=run_id),
+        "lookup": lambda: learner.learned_costs(task, features=context),
+    }
     orders = (("plain", "recorded", "learned", "lookup"), ("learned", "recorded", "plain", "lookup"))
     try:
         for i in range(rounds):
@@ -56,5 +59,13 @@ def measure_latency(plain, learner, specs: Sequence[Any], rounds: int) -> Latenc
         recorder.close()
         folder.cleanup()
     p, r, q = (statistics.median(timings[k]) for k in ("plain", "recorded", "learned"))
-    return Latency(rounds, round(p, 2), round(r, 2), round(q, 2), round(q / r - 1.0, 4), round(r / p - 1.0, 4),
-                   round(cold, 2), round(statistics.median(timings["lookup"]), 3))
+    return Latency(
+        rounds,
+        round(p, 2),
+        round(r, 2),
+        round(q, 2),
+        round(q / r - 1.0, 4),
+        round(r / p - 1.0, 4),
+        round(cold, 2),
+        round(statistics.median(timings["lookup"]), 3),
+    )

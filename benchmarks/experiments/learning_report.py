@@ -19,8 +19,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from benchmarks.experiments.learning_data import (
-    ARMS, DOMAIN, LATENCY_TASK, RESULTS_DIR, TARGET_FAILURES_VS_BLIND, TARGET_LATENCY_OVERHEAD,
-    TARGET_SUCCESS_VS_ORACLE, Evaluation,
+    ARMS,
+    DOMAIN,
+    LATENCY_TASK,
+    RESULTS_DIR,
+    TARGET_FAILURES_VS_BLIND,
+    TARGET_LATENCY_OVERHEAD,
+    TARGET_SUCCESS_VS_ORACLE,
+    Evaluation,
 )
 
 
@@ -74,8 +80,14 @@ def verdicts(evaluation: Evaluation) -> list[Verdict]:
     ]  # fmt: skip
     if evaluation.latency is not None:
         overhead = evaluation.latency.overhead
-        out.append(Verdict("warm plan latency overhead of learned costs", overhead,
-                           f"<= {TARGET_LATENCY_OVERHEAD:.2f}", overhead <= TARGET_LATENCY_OVERHEAD))
+        out.append(
+            Verdict(
+                "warm plan latency overhead of learned costs",
+                overhead,
+                f"<= {TARGET_LATENCY_OVERHEAD:.2f}",
+                overhead <= TARGET_LATENCY_OVERHEAD,
+            )
+        )
     return out
 
 
@@ -111,17 +123,26 @@ def report(evaluation: Evaluation) -> str:
         lines.append(f"- {'MET' if v.met else 'MISSED'}: {v.name} = {v.measured} (target {v.target}){extra}")
     final = windows(evaluation)[-1].success
     if final["cost-blind"] < 1:
-        lines.append(f"- For reference, the oracle's failures / cost-blind failures in the same window: "
-                     f"{(1 - final['oracle']) / (1 - final['cost-blind']):.3f} (what the world allows).")
+        lines.append(
+            f"- For reference, the oracle's failures / cost-blind failures in the same window: "
+            f"{(1 - final['oracle']) / (1 - final['cost-blind']):.3f} (what the world allows)."
+        )
     lat = evaluation.latency
     if lat is not None:
-        lines += ["", f"Warm latency ({DOMAIN} size {LATENCY_TASK[0]} seed {LATENCY_TASK[1]}, median of "
-                  f"{lat.rounds}): recording plans in a trace store without a model {lat.recorded_ms} ms, with "
-                  f"learned costs {lat.learned_ms} ms ({lat.overhead:+.1%}); no trace store {lat.plain_ms} ms "
-                  f"(recording adds {lat.store_overhead:+.1%}); cost lookup {lat.cost_lookup_warm_ms} ms warm, {lat.cost_lookup_cold_ms} ms right after a model reload."]
-    lines += ["", f"Model versions trained: {evaluation.model_versions}; retrain+reload median "
-              f"{statistics.median(evaluation.retrain_seconds) if evaluation.retrain_seconds else 0:.3f} s; "
-              f"wall time {evaluation.seconds} s."]
+        lines += [
+            "",
+            f"Warm latency ({DOMAIN} size {LATENCY_TASK[0]} seed {LATENCY_TASK[1]}, median of "
+            f"{lat.rounds}): recording plans in a trace store without a model {lat.recorded_ms} ms, with "
+            f"learned costs {lat.learned_ms} ms ({lat.overhead:+.1%}); no trace store {lat.plain_ms} ms "
+            f"(recording adds {lat.store_overhead:+.1%}); cost lookup {lat.cost_lookup_warm_ms} ms warm, "
+            f"{lat.cost_lookup_cold_ms} ms right after a model reload.",
+        ]
+    lines += [
+        "",
+        f"Model versions trained: {evaluation.model_versions}; retrain+reload median "
+        f"{statistics.median(evaluation.retrain_seconds) if evaluation.retrain_seconds else 0:.3f} s; "
+        f"wall time {evaluation.seconds} s.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -138,16 +159,20 @@ def plot(evaluation: Evaluation, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(8, 4.8), dpi=120)
     for arm in ARMS:
         ax.plot(x, [r.success[arm] for r in rows], marker="o", color=colours[arm], label=f"{arm}: realised")
-        ax.plot(x, [r.expected[arm] for r in rows], linestyle="--", color=colours[arm], alpha=0.7,
-                label=f"{arm}: expected")
+        ax.plot(
+            x, [r.expected[arm] for r in rows], linestyle="--", color=colours[arm], alpha=0.7, label=f"{arm}: expected"
+        )
     ax.set_xlabel(f"episode (end of each window of {evaluation.window})")
     ax.set_ylabel("success rate")
     ax.set_ylim(0, 1.02)
     ax.set_xticks(x)
     ax.grid(alpha=0.3)
     params = ", ".join(f"{k}={v:g}" if v is not None else f"{k}=None" for k, v in evaluation.model_params.items())
-    ax.set_title(f"Plan success with learned costs (retrain every {evaluation.retrain_every} episodes, "
-                 f"lambda={evaluation.lam:g}; model: {params or 'defaults'})", fontsize=10)
+    ax.set_title(
+        f"Plan success with learned costs (retrain every {evaluation.retrain_every} episodes, "
+        f"lambda={evaluation.lam:g}; model: {params or 'defaults'})",
+        fontsize=10,
+    )
     ax.legend(fontsize=8, ncol=3, loc="lower center")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

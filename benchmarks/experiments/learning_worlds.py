@@ -3,14 +3,16 @@
     python -m benchmarks.experiments.learning_worlds                 # every type, 20 held-out worlds each, 200 episodes
     python -m benchmarks.experiments.learning_worlds --kinds pairs,type --seeds 3 --episodes 100     # a quick look
     python -m benchmarks.experiments.learning_worlds --jobs 2            # two worlds at a time, each in its own process
-    python -m benchmarks.experiments.learning_worlds --policies mean --bundled-episodes 30  # plus plan quality on bundled tasks
+    python -m benchmarks.experiments.learning_worlds --policies mean --bundled-episodes 30  # plus plan quality on
+    bundled tasks
 
 The same command as `portfolio bench learning` (see its --help), with the checkout's results folder
 (benchmarks/results/learning-worlds.{md,json,png}) as the default --out. The worlds, arms and report live in the
 package, `portfolio/benchsuite/worlds/`: `family.py` generates worlds (one generator per type, several sizes,
 faults drawn from the seed), `runner.py` plays cost-blind and learned (mean, thompson, ucb) arms planned by the
 default cascade (as `portfolio plan` and `Planner(traces=...)`) and an exact oracle (`exact.py`: Dijkstra for
-routes worlds, Fast Downward A* with LM-cut otherwise) on the same episodes, `report.py` writes per type, median and range over worlds: success in
+routes worlds, Fast Downward A* with LM-cut otherwise) on the same episodes, `report.py` writes per type, median and
+range over worlds: success in
 windows of 50 episodes, learned success as a share of the oracle's and failures as a share of cost-blind's in
 the last window, calibration against the true probabilities (MAE, reliability bins), consistency (largest
 |p_fail - observed rate| over groundings with >= 30 recorded steps), and for `type` worlds the p_fail a new
@@ -22,9 +24,8 @@ while building the model (tuning), 100-119 for earlier reports; the report uses 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
-
 
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "results"
 

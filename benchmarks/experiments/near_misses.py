@@ -22,8 +22,8 @@ import time
 
 from benchmarks.bench_race import SHARED, problems
 from domains.load import load_task
-from portfolio.planner import CLASSICAL_ONLY, Planner, default_stages
 from portfolio.engine.results import PlanRequest
+from portfolio.planner import CLASSICAL_ONLY, Planner, default_stages
 
 EDGES = (1.25, 1.5, 2.0, 3.0)
 
@@ -43,7 +43,7 @@ def main(per_domain: int = 5, which: str = "both", longer_s: float = 3.0) -> Non
                 tasks += 1
                 try:
                     task = load_task(domain_path, problem)
-                except Exception as error:  # noqa: BLE001 - a reader gap is a miss, and is shown
+                except Exception as error:
                     print(f"{key} | unread ({type(error).__name__})", flush=True)
                     missed.append(key)
                     continue
@@ -59,13 +59,18 @@ def main(per_domain: int = 5, which: str = "both", longer_s: float = 3.0) -> Non
     finally:
         within.close()
         longer.close()
-    print(f"{tasks} tasks: {solved} solved within 1 s, {len(beyond) + len(missed)} missed; of those, given "
-          f"{longer_s:g} s:")
+    print(
+        f"{tasks} tasks: {solved} solved within 1 s, {len(beyond) + len(missed)} missed; of those, given "
+        f"{longer_s:g} s:"
+    )
     for edge in EDGES:
         print(f"  solved within {edge:g} s: {sum(t <= edge for t, _ in beyond)}")
     print(f"  solved at all: {len(beyond)}; not solved: {len(missed)}")
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 5, sys.argv[2] if len(sys.argv) > 2 else "both",
-         float(sys.argv[3]) if len(sys.argv) > 3 else 3.0)
+    main(
+        int(sys.argv[1]) if len(sys.argv) > 1 else 5,
+        sys.argv[2] if len(sys.argv) > 2 else "both",
+        float(sys.argv[3]) if len(sys.argv) > 3 else 3.0,
+    )

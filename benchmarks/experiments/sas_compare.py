@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
-from portfolio.delegates.fast_downward import translate as translate_worker
 from portfolio.benchsuite.planners import driver_translate
 from portfolio.benchsuite.suites import benchmark_pairs
+from portfolio.delegates.fast_downward import translate as translate_worker
 from portfolio.engine.workers import WorkerProcess
 
 DEFAULT_SOURCES = (Path("../shared/ipc"), Path("../shared/ipc-more/pairs.txt"))
@@ -33,9 +33,13 @@ def compare(pairs: list[tuple[str, Path, Path]], timeout_s: float = 120.0) -> It
             name = f"{label}/{problem.name}"
             deadline = time.monotonic() + timeout_s
             try:
-                ours = worker.call(translate_worker.TRANSLATE_OP, deadline, domain_pddl=domain.read_text(errors="replace"),
-                                   problem_pddl=problem.read_text(errors="replace"))["sas"]
-            except Exception as error:  # noqa: BLE001 - reported per task
+                ours = worker.call(
+                    translate_worker.TRANSLATE_OP,
+                    deadline,
+                    domain_pddl=domain.read_text(errors="replace"),
+                    problem_pddl=problem.read_text(errors="replace"),
+                )["sas"]
+            except Exception as error:
                 ours, why = None, f"worker: {type(error).__name__}: {str(error)[:120]}"
             theirs = driver_translate(domain, problem, timeout=timeout_s)
             if ours is None:

@@ -14,17 +14,19 @@ from __future__ import annotations
 import sys
 import time
 
-from tests.conftest import ipc_domains, load_ipc, smallest_problems
 from portfolio.engine.cascade import PortfolioDecomposition
-from portfolio.planner import CLASSICAL_ONLY, default_stages
 from portfolio.engine.results import PlanRequest
+from portfolio.planner import CLASSICAL_ONLY, default_stages
+from tests.conftest import ipc_domains, load_ipc, smallest_problems
 
 CONFIGS = {"fd-whole-tier": {"fast-downward": 1e9, "pyperplan": 1.0}, "4:1": None}
 
 
 def main() -> int:
-    cascades = {name: PortfolioDecomposition(default_stages(CLASSICAL_ONLY, 1.0, shares=shares))
-                for name, shares in CONFIGS.items()}
+    cascades = {
+        name: PortfolioDecomposition(default_stages(CLASSICAL_ONLY, 1.0, shares=shares))
+        for name, shares in CONFIGS.items()
+    }
     try:
         for cascade in cascades.values():
             for stage in cascade.delegates:
@@ -40,8 +42,11 @@ def main() -> int:
                 for name, cascade in cascades.items():
                     result = cascade.solve(PlanRequest(task))
                     solved[name] += result.solved
-                    print(f"{domain} {problem.name} {name}: {result.status.value} {result.delegate or ''} "
-                          f"{result.elapsed_ms:.0f} ms", flush=True)
+                    print(
+                        f"{domain} {problem.name} {name}: {result.status.value} {result.delegate or ''} "
+                        f"{result.elapsed_ms:.0f} ms",
+                        flush=True,
+                    )
         print(f"solved of {total}: {solved}")
     finally:
         for cascade in cascades.values():

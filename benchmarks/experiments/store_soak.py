@@ -23,10 +23,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-
 from domains.typed_actions import action
 from traces import StepRecord, TraceStore
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -56,8 +56,17 @@ def answer(person: Person) -> Answer:
 
 def batch(tag: str, n: int) -> list[StepRecord]:
     """`n` steps of one run `tag`: every one must land, or none of them."""
-    return [StepRecord(run_id=tag, step=i, action="drive", args=("t1", "a", "b"),
-                       outcome="failure" if i % 5 == 0 else "success", duration_ms=1.0) for i in range(n)]
+    return [
+        StepRecord(
+            run_id=tag,
+            step=i,
+            action="drive",
+            args=("t1", "a", "b"),
+            outcome="failure" if i % 5 == 0 else "success",
+            duration_ms=1.0,
+        )
+        for i in range(n)
+    ]
 
 
 # -- the cron side: a helper process that opens, works and closes per command ---------------------------------
@@ -123,8 +132,11 @@ class SoakReport:
     def lost(self) -> dict[str, tuple[int, int]]:
         """Run id -> (expected, found) wherever they differ."""
         keys = set(self.expected) | set(self.found)
-        return {k: (self.expected.get(k, 0), self.found.get(k, 0)) for k in sorted(keys)
-                if self.expected.get(k, 0) != self.found.get(k, 0)}
+        return {
+            k: (self.expected.get(k, 0), self.found.get(k, 0))
+            for k in sorted(keys)
+            if self.expected.get(k, 0) != self.found.get(k, 0)
+        }
 
     @property
     def clean(self) -> bool:
@@ -207,9 +219,11 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory() as folder:
         report = soak(Path(args.db or Path(folder) / "soak.db"), args.iterations)
-    print(f"{report.iterations} iterations in {report.seconds:.1f} s: {len(report.errors)} error(s), "
-          f"{sum(report.found.values())} of {sum(report.expected.values())} steps found, "
-          f"integrity {report.integrity!r}, {len(report.lost)} run(s) short")
+    print(
+        f"{report.iterations} iterations in {report.seconds:.1f} s: {len(report.errors)} error(s), "
+        f"{sum(report.found.values())} of {sum(report.expected.values())} steps found, "
+        f"integrity {report.integrity!r}, {len(report.lost)} run(s) short"
+    )
     for error in report.errors[:10]:
         print("  " + error)
     return 0 if report.clean else 1

@@ -54,7 +54,7 @@ def variants(plan: Plan) -> list[tuple[str, Plan]]:
         out.append(("without last step", plan[:-1]))
     if len(plan) > 2:
         middle = len(plan) // 2
-        out.append(("without middle step", plan[:middle] + plan[middle + 1:]))
+        out.append(("without middle step", plan[:middle] + plan[middle + 1 :]))
     return out
 
 
@@ -85,8 +85,11 @@ def run(pairs: list[tuple[str, Path, Path]], budget_s: float) -> list[Verdict]:
             for verdict in judge(task, f"{label}/{problem.name}", result.actions()):
                 verdicts.append(verdict)
                 flag = "DISAGREE" if verdict.disagrees else ("UP-unread" if verdict.theirs is None else "agree")
-                print(f"{verdict.task:<55} {verdict.variant:<20} ours={verdict.ours!s:<5} "
-                      f"UP={verdict.theirs!s:<5} {flag}", flush=True)
+                print(
+                    f"{verdict.task:<55} {verdict.variant:<20} ours={verdict.ours!s:<5} "
+                    f"UP={verdict.theirs!s:<5} {flag}",
+                    flush=True,
+                )
                 if verdict.disagrees:
                     print(f"    {verdict.message} (cost ours {verdict.our_cost}, UP {verdict.their_cost})", flush=True)
     return verdicts
@@ -96,8 +99,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sources", nargs="*", type=Path, default=list(DEFAULT_SOURCES))
     parser.add_argument("--per-domain", type=int, default=5)
-    parser.add_argument("--budget", type=float, default=5.0,
-                        help="seconds per task (default 5: the plans, not the speed, are under test)")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=5.0,
+        help="seconds per task (default 5: the plans, not the speed, are under test)",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     pairs = [p for source in args.sources for p in benchmark_pairs(source, args.per_domain)]
@@ -105,8 +112,7 @@ def main() -> int:
     plans = [v for v in verdicts if v.variant == "plan"]
     unread = sum(v.theirs is None for v in plans)
     bad = [v for v in verdicts if v.disagrees]
-    print(f"{len(plans)} plans ({unread} in tasks UP cannot read), {len(verdicts)} verdicts, "
-          f"{len(bad)} disagreements")
+    print(f"{len(plans)} plans ({unread} in tasks UP cannot read), {len(verdicts)} verdicts, {len(bad)} disagreements")
     return 1 if bad else 0
 
 

@@ -8,7 +8,7 @@ size without shipping instance files.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -24,7 +24,7 @@ def _known(name: str) -> str:
     return name
 
 
-@lru_cache(maxsize=None)
+@cache
 def domain_text(name: str) -> str:
     """The PDDL text of a bundled domain."""
     return resources.files(__package__).joinpath(_known(name), "domain.pddl").read_text(encoding="utf-8")

@@ -10,8 +10,9 @@ from __future__ import annotations
 import random
 
 
-def _problem(name: str, domain: str, objects: dict[str, list[str]], init: list[str], goal: list[str],
-             metric: bool = False) -> str:
+def _problem(
+    name: str, domain: str, objects: dict[str, list[str]], init: list[str], goal: list[str], metric: bool = False
+) -> str:
     """PDDL problem text; `objects` maps each type to its objects, in order."""
     lines = [f"(define (problem {name})", f"  (:domain {domain})", "  (:objects"]
     lines += [f"    {' '.join(objs)} - {type_name}" for type_name, objs in objects.items() if objs]
@@ -77,8 +78,9 @@ def gripper(size: int, seed: int) -> str:
         start = rng.choice(rooms)
         init.append(f"(at {ball} {start})")
         goal.append(f"(at {ball} {rng.choice([r for r in rooms if r != start])})")
-    return _problem(f"gripper-{size}-{seed}", "gripper", {"room": rooms, "ball": balls, "gripper": grippers},
-                    init, goal)
+    return _problem(
+        f"gripper-{size}-{seed}", "gripper", {"room": rooms, "ball": balls, "gripper": grippers}, init, goal
+    )
 
 
 def logistics(size: int, seed: int) -> str:
@@ -110,13 +112,29 @@ def logistics(size: int, seed: int) -> str:
         init.append(f"(at {package} {start})")
         goal.append(f"(at {package} {rng.choice([loc for loc in every if loc != start])})")
     init.append("(= (total-cost) 0)")
-    objects = {"city": cities, "airport": airports, "location": places, "truck": trucks, "airplane": planes,
-               "package": packages}
+    objects = {
+        "city": cities,
+        "airport": airports,
+        "location": places,
+        "truck": trucks,
+        "airplane": planes,
+        "package": packages,
+    }
     return _problem(f"logistics-{size}-{seed}", "logistics", objects, init, goal, metric=True)
 
 
-_TOPICS = ["pricing", "competitors", "regulation", "market-size", "supply-chain", "hiring", "patents",
-           "security", "sustainability", "customer-churn"]
+_TOPICS = [
+    "pricing",
+    "competitors",
+    "regulation",
+    "market-size",
+    "supply-chain",
+    "hiring",
+    "patents",
+    "security",
+    "sustainability",
+    "customer-churn",
+]
 _EXPERTS = ["ana", "ben", "chen", "dara", "eli", "fay"]
 
 
@@ -147,8 +165,14 @@ def tools(size: int, seed: int) -> str:
     init += [f"(= (consult-cost {e}) {rng.randint(8, 15)})" for e in experts]
     init += ["(= (writing-cost writer-small) 1)", "(= (writing-cost writer-large) 4)", "(= (total-cost) 0)"]
     goal = [f"(report-written {job})" for job in jobs]
-    objects = {"job": jobs, "topic": topics, "search-engine": engines, "database": databases, "expert": experts,
-               "writer": writers}
+    objects = {
+        "job": jobs,
+        "topic": topics,
+        "search-engine": engines,
+        "database": databases,
+        "expert": experts,
+        "writer": writers,
+    }
     return _problem(f"tools-{size}-{seed}", "tools", objects, init, goal, metric=True)
 
 

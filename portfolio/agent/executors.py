@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from domains.model import Atom, GroundAction, State
 from domains.typed_actions import TypedAction, fact, named_fact, parse_literal, type_name
 from portfolio.agent.failures import KnowledgeFailure, TransientFailure
 from portfolio.agent.loop_types import Observation
+
 
 def _with(state: State, literals: Iterable[str]) -> State:
     adds: set[Atom] = set()
@@ -52,8 +54,13 @@ class _TypedExecutor:
     """Runs typed actions against a blackboard (type name -> latest object of that type; binding name -> object
     for the known `names`)."""
 
-    def __init__(self, actions: Mapping[str, TypedAction], types: Mapping[str, Any], board: dict[str, Any],
-                 names: frozenset[str] = frozenset()):
+    def __init__(
+        self,
+        actions: Mapping[str, TypedAction],
+        types: Mapping[str, Any],
+        board: dict[str, Any],
+        names: frozenset[str] = frozenset(),
+    ):
         self.actions, self.types, self.board, self.names = actions, types, board, names
         self.named: dict[str, Any] = {}
 
@@ -83,14 +90,17 @@ class _TypedExecutor:
         for name, value in [(None, v) for v in inputs] + list(named.items()):
             made = self.put(value, name)
             if not made:
-                raise ValueError(f"input {(name + '=') if name else ''}{value!r}: no action takes a "
-                                 f"{type(value).__name__} (known types: {', '.join(sorted(self.types))})")
+                raise ValueError(
+                    f"input {(name + '=') if name else ''}{value!r}: no action takes a "
+                    f"{type(value).__name__} (known types: {', '.join(sorted(self.types))})"
+                )
             facts |= made
         return facts
 
     def arguments(self, spec: TypedAction) -> dict[str, Any]:
-        return {param: self.named[param] if param in self.names else self.board[type_name(t)]
-                for param, t in spec.inputs}
+        return {
+            param: self.named[param] if param in self.names else self.board[type_name(t)] for param, t in spec.inputs
+        }
 
     def observe(self, spec: TypedAction, output: Any, state: State) -> Observation:
         values = output if len(spec.outputs) > 1 and isinstance(output, tuple) else (output,)
@@ -125,8 +135,11 @@ class _TypedExecutor:
             for key, value in updates.items():
                 if isinstance(key, str) and key in self.names:  # a binding name
                     old = self.named.pop(key, None)
-                    current -= {named_fact(key, cls) for cls in self.types.values()
-                                if isinstance(cls, type) and isinstance(old, cls)}
+                    current -= {
+                        named_fact(key, cls)
+                        for cls in self.types.values()
+                        if isinstance(cls, type) and isinstance(old, cls)
+                    }
                     if value is not None:
                         current |= self.put(value, key)
                     continue
@@ -146,8 +159,9 @@ class _TaskExecutor:
     modelled) or the literals it observed, e.g. ["(has-notes j1)"] (expected effects missing from them count
     as divergence)."""
 
-    def __init__(self, handlers: Mapping[str, Callable[..., Any]], hints: Mapping[str, str],
-                 side_effects: Iterable[str]) -> None:
+    def __init__(
+        self, handlers: Mapping[str, Callable[..., Any]], hints: Mapping[str, str], side_effects: Iterable[str]
+    ) -> None:
         self.handlers, self.hints, self.effects = handlers, hints, set(side_effects)
 
     def hint(self, step: GroundAction) -> str:

@@ -16,9 +16,9 @@ or what a configured critic (an LLM) says about it. Critiques go to the next pla
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable
 
 
 class Category(str, Enum):
@@ -70,7 +70,7 @@ class Failure:
     side_effects: bool
     error: str  # "TimeoutError: upstream did not answer"
     critique: str = ""
-    decision: "Decision | None" = None  # what the loop does about it (set before the critique is asked for)
+    decision: Decision | None = None  # what the loop does about it (set before the critique is asked for)
     retry: int = 0  # retries of this step before this failure
 
 
@@ -96,8 +96,7 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-def decide(failure: Failure, retries_done: int, max_retries: int, adaptations: int,
-           max_adaptations: int) -> Decision:
+def decide(failure: Failure, retries_done: int, max_retries: int, adaptations: int, max_adaptations: int) -> Decision:
     """Persist, refine or concede on `failure`, given retries of this step and adaptations of this run so far."""
     if failure.category is Category.INFEASIBLE:
         return Decision.CONCEDE
@@ -137,7 +136,7 @@ def critique(failure: Failure, critic: Critic | None = None) -> str:
     if critic is not None:
         try:
             text = critic(failure)
-        except Exception as error:  # noqa: BLE001 - a failing critic must not stop the agent
+        except Exception as error:
             return default_critique(failure) + f" (critic failed: {describe(error)})"
         if text and text.strip():
             return text.strip()

@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from domains.model import ActionSchema, And, Atom, Formula, State, Task
 from portfolio.agent.loop_types import StepResult
-
 
 # a builtin timeout, or the runtime's own for `@action(timeout=S)` (`portfolio.agent.executors`)
 TIMEOUT = re.compile(r"^(\w+\.)?TimeoutError\b| timed out after ")
@@ -69,7 +68,7 @@ def fact_name(predicate: str) -> str:
     written."""
     if not predicate.startswith("known-"):
         return f"({predicate})"
-    rest = predicate[len("known-"):]
+    rest = predicate[len("known-") :]
     name, _, type_part = rest.rpartition("_") if "_" in rest else ("", "", rest)
     camel = "".join(word.capitalize() for word in type_part.split("-"))
     return f"{name} ({camel})" if name else camel
@@ -108,8 +107,11 @@ def give_up_reason(task: Task, state: State, excluded: Sequence[str], steps: Seq
     # only parameterless excluded actions block their whole schema; others leave groundings to try
     blocked = {name for name in blocked if (s := task.domain.action(name)) is not None and not s.parameters}
     without = reachable(task, state, blocked)
-    lost = sorted(p for p in everything - without
-                  if p in producers and p not in derived and all(s.name in blocked for s in producers[p]))
+    lost = sorted(
+        p
+        for p in everything - without
+        if p in producers and p not in derived and all(s.name in blocked for s in producers[p])
+    )
     if not lost:
         return None
     parts = []
@@ -117,8 +119,10 @@ def give_up_reason(task: Task, state: State, excluded: Sequence[str], steps: Seq
         tried = [text for text in excluded if text.strip("()").split()[0] in {s.name for s in producers[predicate]}]
         failed = all(any(s.action == text and s.outcome == "failure" for s in steps) for text in tried)
         verb = "failed" if failed else "failed or was ruled out"
-        parts.append(f"every action producing {fact_name(predicate)} {verb}: "
-                     + ", ".join(outcome_summary(text, steps) for text in tried))
+        parts.append(
+            f"every action producing {fact_name(predicate)} {verb}: "
+            + ", ".join(outcome_summary(text, steps) for text in tried)
+        )
     return "; ".join(parts)
 
 

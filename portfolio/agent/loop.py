@@ -31,13 +31,23 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Generator, Iterable
+from collections.abc import Generator, Iterable
+from typing import Any
 
 from domains.model import Atom, Task
 from portfolio.agent.failures import Critic
 from portfolio.agent.loop_run import Execute, LoopRun, Plan, Sleep
 from portfolio.agent.loop_types import (  # re-exported: part of this module's API (`__all__`)
-    TRIGGERS, Executor, LoopConfig, Observation, Reflection, Replan, RunResult, StepResult, VetoCheck, divergence,
+    TRIGGERS,
+    Executor,
+    LoopConfig,
+    Observation,
+    Reflection,
+    Replan,
+    RunResult,
+    StepResult,
+    VetoCheck,
+    divergence,
     effect_literals,
 )
 from portfolio.agent.observability import Counters, span
@@ -51,15 +61,38 @@ def _resume(loop: Generator[Any, Any, RunResult], answer: Any, error: Exception 
         return None, stop.value
 
 
-def run_loop(planner: Any, task: Task, init: Iterable[Atom], executor: Executor, config: LoopConfig | None = None,
-             *, store: Any = None, run_id: str | None = None, features: dict | None = None,
-             critic: Critic | None = None, check: VetoCheck | None = None,
-             counters: Counters | None = None, reflection: Reflection | None = None) -> RunResult:
+def run_loop(
+    planner: Any,
+    task: Task,
+    init: Iterable[Atom],
+    executor: Executor,
+    config: LoopConfig | None = None,
+    *,
+    store: Any = None,
+    run_id: str | None = None,
+    features: dict | None = None,
+    critic: Critic | None = None,
+    check: VetoCheck | None = None,
+    counters: Counters | None = None,
+    reflection: Reflection | None = None,
+) -> RunResult:
     """Execute `task` from `init` with `executor` until the goal holds or the loop concedes (see the module
     docstring). `planner` is a `portfolio.planner.Planner` (anything with its `plan` signature); steps are
     written to `store` (a `traces.TraceStore`) under `run_id` when both are given."""
-    run = LoopRun(planner, task, frozenset(init), executor, config or LoopConfig(), store, run_id, features, critic,
-               check, counters, reflection)
+    run = LoopRun(
+        planner,
+        task,
+        frozenset(init),
+        executor,
+        config or LoopConfig(),
+        store,
+        run_id,
+        features,
+        critic,
+        check,
+        counters,
+        reflection,
+    )
 
     def perform(request: Any) -> Any:
         if isinstance(request, Plan):
@@ -78,21 +111,44 @@ def run_loop(planner: Any, task: Task, init: Iterable[Atom], executor: Executor,
         while done is None:
             try:
                 answer, error = perform(request), None
-            except Exception as raised:  # noqa: BLE001 - thrown back into the loop, which decides
+            except Exception as raised:
                 answer, error = None, raised
             request, done = _resume(loop, answer, error)
         return done
 
 
-async def arun_loop(planner: Any, task: Task, init: Iterable[Atom], executor: Executor,
-                    config: LoopConfig | None = None, *, store: Any = None, run_id: str | None = None,
-                    features: dict | None = None, critic: Critic | None = None, check: VetoCheck | None = None,
-                    counters: Counters | None = None, reflection: Reflection | None = None) -> RunResult:
+async def arun_loop(
+    planner: Any,
+    task: Task,
+    init: Iterable[Atom],
+    executor: Executor,
+    config: LoopConfig | None = None,
+    *,
+    store: Any = None,
+    run_id: str | None = None,
+    features: dict | None = None,
+    critic: Critic | None = None,
+    check: VetoCheck | None = None,
+    counters: Counters | None = None,
+    reflection: Reflection | None = None,
+) -> RunResult:
     """`run_loop` on the event loop: the executor's `aexecute` runs steps (coroutine actions natively), the
     planner's `aplan` (or `plan` in a worker thread) plans, waits are `asyncio.sleep`s, and blocking callbacks
     (LLM critics) run in worker threads. Same decisions, same records."""
-    run = LoopRun(planner, task, frozenset(init), executor, config or LoopConfig(), store, run_id, features, critic,
-               check, counters, reflection)
+    run = LoopRun(
+        planner,
+        task,
+        frozenset(init),
+        executor,
+        config or LoopConfig(),
+        store,
+        run_id,
+        features,
+        critic,
+        check,
+        counters,
+        reflection,
+    )
     aplan = getattr(planner, "aplan", None)
     aexecute = getattr(executor, "aexecute", None)
 
@@ -119,11 +175,24 @@ async def arun_loop(planner: Any, task: Task, init: Iterable[Atom], executor: Ex
         while done is None:
             try:
                 answer, error = await perform(request), None
-            except Exception as raised:  # noqa: BLE001 - thrown back into the loop, which decides
+            except Exception as raised:
                 answer, error = None, raised
             request, done = _resume(loop, answer, error)
         return done
 
 
-__all__ = ["TRIGGERS", "Executor", "LoopConfig", "Observation", "Reflection", "Replan", "RunResult",
-           "StepResult", "VetoCheck", "arun_loop", "divergence", "effect_literals", "run_loop"]
+__all__ = [
+    "TRIGGERS",
+    "Executor",
+    "LoopConfig",
+    "Observation",
+    "Reflection",
+    "Replan",
+    "RunResult",
+    "StepResult",
+    "VetoCheck",
+    "arun_loop",
+    "divergence",
+    "effect_literals",
+    "run_loop",
+]

@@ -12,18 +12,35 @@ from __future__ import annotations
 import inspect
 import time
 from collections import Counter
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Generator, Literal
+from typing import Any, Literal
 
 from domains.model import GroundAction, State, Task
 from domains.typed_actions import ReplanRequested
 from domains.validate import applicable, apply, goal_reached
 from portfolio.agent.failures import (
-    Category, Critic, Decision, Failure, KnowledgeFailure, backoff_s, classify, critique, decide, describe,
+    Category,
+    Critic,
+    Decision,
+    Failure,
+    KnowledgeFailure,
+    backoff_s,
+    classify,
+    critique,
+    decide,
+    describe,
 )
 from portfolio.agent.give_up import give_up_reason
 from portfolio.agent.loop_types import (
-    Executor, LoopConfig, Reflection, Replan, RunResult, StepResult, VetoCheck, divergence,
+    Executor,
+    LoopConfig,
+    Reflection,
+    Replan,
+    RunResult,
+    StepResult,
+    VetoCheck,
+    divergence,
 )
 from portfolio.agent.observability import COUNTERS, Counters, emit, set_attributes, span
 
@@ -73,9 +90,21 @@ def _accepts(planner: Any, name: str) -> bool:
 class LoopRun:
     """The state of one run of the loop; the drivers (`run_loop`, `arun_loop`) are its only users."""
 
-    def __init__(self, planner: Any, task: Task, init: State, executor: Executor, config: LoopConfig,
-                 store: Any, run_id: str | None, features: dict | None, critic: Critic | None,
-                 check: VetoCheck | None, counters: Counters | None, reflection: Reflection | None = None) -> None:
+    def __init__(
+        self,
+        planner: Any,
+        task: Task,
+        init: State,
+        executor: Executor,
+        config: LoopConfig,
+        store: Any,
+        run_id: str | None,
+        features: dict | None,
+        critic: Critic | None,
+        check: VetoCheck | None,
+        counters: Counters | None,
+        reflection: Reflection | None = None,
+    ) -> None:
         self.planner, self.task, self.executor, self.config = planner, task, executor, config
         self.reflection = reflection
         self.store, self.run_id, self.features, self.critic, self.check = store, run_id, features, critic, check
@@ -102,11 +131,17 @@ class LoopRun:
             self.divergences = []
         started = time.monotonic()
         with span("plan" if initial else "replan", trigger=trigger, reason=reason, generation=self.generation) as s:
-            options = dict(init=self.state, excluded=list(self.excluded), critiques=list(self.result.critiques),
-                           features=self.features, run_id=self.run_id)
+            options = dict(
+                init=self.state,
+                excluded=list(self.excluded),
+                critiques=list(self.result.critiques),
+                features=self.features,
+                run_id=self.run_id,
+            )
             if trigger in REUSE_TRIGGERS and self.plan and self.offers_reuse:
-                options.update(previous_plan=[str(a) for a in self.plan[self.index:]],
-                               previous_cost_model=self.cost_model)
+                options.update(
+                    previous_plan=[str(a) for a in self.plan[self.index :]], previous_cost_model=self.cost_model
+                )
             result = yield Plan(self.task, options)
             set_attributes(s, status=result.status.value, delegate=result.delegate, length=len(result.plan))
         ms = round((time.monotonic() - started) * 1000, 3)
@@ -118,12 +153,21 @@ class LoopRun:
         if initial:
             emit("plan", status=result.status.value, delegate=result.delegate, ms=ms, plan=" ".join(result.plan))
         else:
-            self.result.replans.append(Replan(trigger, reason, self.generation, after, ms, list(result.plan),
-                                              result.status.value))
+            self.result.replans.append(
+                Replan(trigger, reason, self.generation, after, ms, list(result.plan), result.status.value)
+            )
             for counter in self.counters:
                 counter.replan(trigger)
-            emit("replan", trigger=trigger, reason=reason, generation=self.generation, status=result.status.value,
-                 delegate=result.delegate, ms=ms, plan=" ".join(result.plan))
+            emit(
+                "replan",
+                trigger=trigger,
+                reason=reason,
+                generation=self.generation,
+                status=result.status.value,
+                delegate=result.delegate,
+                ms=ms,
+                plan=" ".join(result.plan),
+            )
         if self.plan is None:
             why = "; ".join(f"{a.delegate}: {a.status.value} {a.reason}".strip() for a in result.attempts)
             said = f"{result.status.value}{': ' + why if why else ''}"
@@ -139,18 +183,46 @@ class LoopRun:
         return self.no_plan if self.plan is None else None
 
     # -- recording -----------------------------------------------------------------------------------------
-    def record(self, step: GroundAction, outcome: Literal["success", "failure", "replan"], ms: float,
-               expected: list[str], observed: list[str], share: float, error: str | None = None,
-               failure: Failure | None = None, decision: Decision | None = None) -> None:
+    def record(
+        self,
+        step: GroundAction,
+        outcome: Literal["success", "failure", "replan"],
+        ms: float,
+        expected: list[str],
+        observed: list[str],
+        share: float,
+        error: str | None = None,
+        failure: Failure | None = None,
+        decision: Decision | None = None,
+    ) -> None:
         number = len(self.result.steps)
-        entry = StepResult(number, str(step), outcome, round(ms, 3), error,
-                           failure.category.value if failure else None, decision.value if decision else None,
-                           self.generation, round(share, 3), failure.critique if failure else None)
+        entry = StepResult(
+            number,
+            str(step),
+            outcome,
+            round(ms, 3),
+            error,
+            failure.category.value if failure else None,
+            decision.value if decision else None,
+            self.generation,
+            round(share, 3),
+            failure.critique if failure else None,
+        )
         self.result.steps.append(entry)
         for counter in self.counters:
             counter.step(outcome)
-        emit("step", step=number, action=str(step), outcome=outcome, ms=entry.ms, generation=self.generation,
-             divergence=entry.divergence, category=entry.category, decision=entry.decision, error=error)
+        emit(
+            "step",
+            step=number,
+            action=str(step),
+            outcome=outcome,
+            ms=entry.ms,
+            generation=self.generation,
+            divergence=entry.divergence,
+            category=entry.category,
+            decision=entry.decision,
+            error=error,
+        )
         if self.store is not None and self.run_id is not None:
             from traces.records import StepRecord
 
@@ -181,15 +253,16 @@ class LoopRun:
                     self.divergences.append(share)
                     set_attributes(s, outcome="replan-requested")
                     return "requested", request.reason
-                except Exception as raised:  # noqa: BLE001 - any handler failure is classified, not raised
+                except Exception as raised:
                     error = raised
                 ms = (time.monotonic() - started) * 1000
                 if error is None and self.reflection is not None:
                     _, exp, obs = divergence(before, expected, frozenset(observation.state))
                     verdict = yield Ask(self.reflection.after, (str(step), exp, obs, observation.output), True)
                     if verdict:
-                        error = KnowledgeFailure(f"post-step critic: {verdict}",
-                                                 side_effects=self.executor.side_effects(step))
+                        error = KnowledgeFailure(
+                            f"post-step critic: {verdict}", side_effects=self.executor.side_effects(step)
+                        )
                 if error is not None:
                     decision, category, outcome = yield from self.failed(step, error, before, expected, retries, ms)
                     set_attributes(s, outcome="failure", category=category.value, decision=decision.value)
@@ -208,8 +281,9 @@ class LoopRun:
                 return "requested", observation.replan_reason
             return self.triggered(step, failed=False, reason="")
 
-    def failed(self, step: GroundAction, error: Exception, before: State, expected: State, retries: int,
-               ms: float) -> Generator[Any, Any, tuple[Decision, Category, tuple[str | None, str | None]]]:
+    def failed(
+        self, step: GroundAction, error: Exception, before: State, expected: State, retries: int, ms: float
+    ) -> Generator[Any, Any, tuple[Decision, Category, tuple[str | None, str | None]]]:
         """Classify, critique, record and decide on a failed step; (decision, category, what `execute` returns)."""
         category, side_effects = classify(error)
         failure = Failure(str(step), category, side_effects, describe(error))
@@ -248,11 +322,12 @@ class LoopRun:
         if config.trigger == "on-failure" and failed:
             return "failure", reason
         if config.trigger == "progress":
-            window = self.divergences[-config.window:]
+            window = self.divergences[-config.window :]
             mean = sum(window) / len(window) if window else 0.0
             if mean > config.threshold:
-                return "progress", (f"mean divergence {mean:.2f} over the last {len(window)} steps > "
-                                    f"{config.threshold}")
+                return "progress", (
+                    f"mean divergence {mean:.2f} over the last {len(window)} steps > {config.threshold}"
+                )
         return None, None
 
     # -- the loop ------------------------------------------------------------------------------------------
@@ -263,8 +338,14 @@ class LoopRun:
         result = self.result
         result.status, result.reason, result.state, result.output = status, reason, self.state, self.output
         result.elapsed_ms = round((time.monotonic() - self.start) * 1000, 3)
-        emit("run", status=status, reason=reason, steps=len(result.steps), replans=len(result.replans),
-             ms=result.elapsed_ms)
+        emit(
+            "run",
+            status=status,
+            reason=reason,
+            steps=len(result.steps),
+            replans=len(result.replans),
+            ms=result.elapsed_ms,
+        )
         return result
 
     def run(self) -> Generator[Any, Any, RunResult]:
@@ -326,7 +407,7 @@ class LoopRun:
         if self.reflection is not None:
             assert self.plan is not None
             state = sorted(str(a) for a in self.state)
-            rest = [str(a) for a in self.plan[self.index:]]
+            rest = [str(a) for a in self.plan[self.index :]]
             reason = yield Ask(self.reflection.before, (str(step), state, rest), True)
             if reason:
                 return f"{step} vetoed by the pre-step critic: {reason}"

@@ -12,8 +12,9 @@ Plain data and protocols, apart from the loop's machinery (`portfolio.agent.loop
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from domains.model import GroundAction, State
 
@@ -128,9 +129,23 @@ def divergence(before: State, expected: State, observed: State) -> tuple[float, 
     adds, deletes = expected - before, before - expected
     wanted = len(adds) + len(deletes)
     seen = sum(1 for a in adds if a in observed) + sum(1 for a in deletes if a not in observed)
-    return (0.0 if wanted == 0 else 1.0 - seen / wanted), effect_literals(before, expected), effect_literals(
-        before, observed)
+    return (
+        (0.0 if wanted == 0 else 1.0 - seen / wanted),
+        effect_literals(before, expected),
+        effect_literals(before, observed),
+    )
 
 
-__all__ = ["TRIGGERS", "Executor", "LoopConfig", "Observation", "Reflection", "Replan", "RunResult", "StepResult",
-           "VetoCheck", "divergence", "effect_literals"]
+__all__ = [
+    "TRIGGERS",
+    "Executor",
+    "LoopConfig",
+    "Observation",
+    "Reflection",
+    "Replan",
+    "RunResult",
+    "StepResult",
+    "VetoCheck",
+    "divergence",
+    "effect_literals",
+]

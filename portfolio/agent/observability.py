@@ -13,8 +13,9 @@ import contextlib
 import logging
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any
 
 log = logging.getLogger("portfolio.events")
 

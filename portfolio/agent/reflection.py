@@ -44,12 +44,12 @@ POST_SCHEMA = {
 PRE_PROMPT = (
     "You review one step of an agent's plan before it runs. The step changes the world (it has side effects). "
     "Veto it only if running it now would be wrong or harmful given the state and the rest of the plan; say "
-    "why in one sentence. Answer JSON {\"veto\": bool, \"reason\": str}."
+    'why in one sentence. Answer JSON {"veto": bool, "reason": str}.'
 )
 POST_PROMPT = (
     "You review one step of an agent's plan after it ran. Compare the effects the planner expected with the "
     "effects observed and the step's output. Declare the step failed only if it did not do what it was for; say "
-    "why in one sentence. Answer JSON {\"failed\": bool, \"reason\": str}."
+    'why in one sentence. Answer JSON {"failed": bool, "reason": str}.'
 )
 
 
@@ -74,8 +74,17 @@ class LLMReflection:
     """The pre- and post-step critics (module docstring). `pre`/`post` switch each one on; budgets are LLM
     seconds per critic; `goal` is a sentence of context for both."""
 
-    def __init__(self, client: LLMClient, *, pre: bool = True, post: bool = True, pre_budget_s: float = 10.0,
-                 post_budget_s: float = 10.0, call_timeout_s: float = 5.0, goal: str = "") -> None:
+    def __init__(
+        self,
+        client: LLMClient,
+        *,
+        pre: bool = True,
+        post: bool = True,
+        pre_budget_s: float = 10.0,
+        post_budget_s: float = 10.0,
+        call_timeout_s: float = 5.0,
+        goal: str = "",
+    ) -> None:
         if min(pre_budget_s, post_budget_s) < 0 or call_timeout_s <= 0:
             raise ValueError("reflection budgets must be >= 0 seconds and call_timeout_s > 0")
         self.client, self.pre, self.post, self.goal = client, pre, post, goal
@@ -98,8 +107,13 @@ class LLMReflection:
         """A reason to declare the executed `step` failed, or None."""
         if not self.post:
             return None
-        facts = {"goal": self.goal, "step": step, "expected_effects": expected, "observed_effects": observed,
-                 "output": _short(output)}
+        facts = {
+            "goal": self.goal,
+            "step": step,
+            "expected_effects": expected,
+            "observed_effects": observed,
+            "output": _short(output),
+        }
         verdict = self._ask("post", POST_PROMPT, facts, POST_SCHEMA, _PostVerdict)
         return (verdict.reason.strip() or "no reason given") if verdict is not None and verdict.failed else None
 
@@ -112,8 +126,9 @@ class LLMReflection:
         messages = [{"role": "system", "content": prompt}, {"role": "user", "content": json.dumps(facts)}]
         started = time.monotonic()
         try:
-            reply = self.client.chat(messages, f"{critic}_step_critic", schema,
-                                     started + min(left, self.call_timeout_s))
+            reply = self.client.chat(
+                messages, f"{critic}_step_critic", schema, started + min(left, self.call_timeout_s)
+            )
             verdict = model.model_validate(extract_json(reply.content))
         except (LLMError, ValueError, ValidationError) as error:
             kind = getattr(error, "kind", type(error).__name__)

@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from domains.model import Atom, State, Task
 from domains.typed_actions import (
@@ -47,10 +48,10 @@ from domains.typed_actions import (
     registered_types,
     type_name,
 )
+from portfolio.agent.executors import _TaskExecutor, _TypedExecutor
 from portfolio.agent.failures import Critic, InfeasibleFailure
 from portfolio.agent.loop import arun_loop, run_loop
 from portfolio.agent.loop_types import LoopConfig, Reflection, RunResult, VetoCheck
-from portfolio.agent.executors import _TaskExecutor, _TypedExecutor
 from portfolio.agent.observability import Counters
 
 
@@ -118,8 +119,9 @@ class Agent:
         learn_every: int | None = None,
         **limits: Any,
     ) -> None:
-        if learn_every is not None and (isinstance(learn_every, bool) or not isinstance(learn_every, int)
-                                        or learn_every < 1):
+        if learn_every is not None and (
+            isinstance(learn_every, bool) or not isinstance(learn_every, int) or learn_every < 1
+        ):
             raise ValueError(f"learn_every must be a whole number >= 1, got {learn_every!r}")
         if learn_every is not None and traces is None:
             raise ValueError("learn_every needs a trace store: Agent(..., traces='traces.db', learn_every=N)")
@@ -150,16 +152,25 @@ class Agent:
             self.store = TraceStore(traces)
 
     @classmethod
-    def for_task(cls, task: Task, handlers: Mapping[str, Callable[..., Any]], *,
-                 hints: Mapping[str, str] | None = None, side_effects: Iterable[str] = (), **options: Any) -> "Agent":
+    def for_task(
+        cls,
+        task: Task,
+        handlers: Mapping[str, Callable[..., Any]],
+        *,
+        hints: Mapping[str, str] | None = None,
+        side_effects: Iterable[str] = (),
+        **options: Any,
+    ) -> Agent:
         """An agent for a PDDL task: `handlers` maps each action name of the task to a function called with the
         grounded arguments (object names); `hints` maps action names to always/conditional/never."""
         names = {schema.name for schema in task.domain.actions}
         missing = sorted(names - set(handlers))
         unknown = sorted(set(handlers) - names) + sorted(set(hints or {}) - names)
         if missing or unknown:
-            raise ValueError(f"handlers must cover the actions of domain '{task.domain.name}' exactly: "
-                             f"missing {missing or 'none'}, unknown {unknown or 'none'}")
+            raise ValueError(
+                f"handlers must cover the actions of domain '{task.domain.name}' exactly: "
+                f"missing {missing or 'none'}, unknown {unknown or 'none'}"
+            )
         bad = {k: v for k, v in (hints or {}).items() if v not in HINTS}
         if bad:
             raise ValueError(f"hints must be one of {', '.join(HINTS)}: got {bad}")
@@ -173,15 +184,21 @@ class Agent:
         keyword-input names)."""
         goals = tuple(goal) if isinstance(goal, (tuple, list)) else (goal,)
         names = frozenset(names)
-        key = (tuple(type_name(g) if not (isinstance(g, str) and g.startswith("(")) else g for g in goals), init,
-               names)
+        key = (tuple(type_name(g) if not (isinstance(g, str) and g.startswith("(")) else g for g in goals), init, names)
         task = self._tasks.get(key)
         if task is None:
             task = self._tasks[key] = compile_actions(self.actions, goals, init, names)
         return task
 
-    def run(self, *inputs: Any, goal: Any = None, facts: Iterable[str] = (), features: dict | None = None,
-            init: Iterable[str] | None = None, **named: Any) -> RunResult:
+    def run(
+        self,
+        *inputs: Any,
+        goal: Any = None,
+        facts: Iterable[str] = (),
+        features: dict | None = None,
+        init: Iterable[str] | None = None,
+        **named: Any,
+    ) -> RunResult:
         """Reach `goal` (a type, tuple of types or literal strings; default: the goal action's output) from the
         `inputs` objects (bound by type), the `named` ones (bound by name, e.g. `source=City("Oslo")`) and extra
         `facts`. For a PDDL agent, `init` literals replace the task's initial state.
@@ -192,15 +209,29 @@ class Agent:
         result = run_loop(self.planner, run.task, run.start, run.executor, self.config, **run.options)
         return self._finish(run, result)
 
-    async def arun(self, *inputs: Any, goal: Any = None, facts: Iterable[str] = (), features: dict | None = None,
-                   init: Iterable[str] | None = None, **named: Any) -> RunResult:
+    async def arun(
+        self,
+        *inputs: Any,
+        goal: Any = None,
+        facts: Iterable[str] = (),
+        features: dict | None = None,
+        init: Iterable[str] | None = None,
+        **named: Any,
+    ) -> RunResult:
         """`run` on the event loop (module docstring): `await agent.arun(source=City("Oslo"), goal=Ticket)`."""
         run = self._prepare(inputs, named, goal, facts, features, init)
         result = await arun_loop(self.planner, run.task, run.start, run.executor, self.config, **run.options)
         return self._finish(run, result)
 
-    def costs(self, *inputs: Any, goal: Any = None, facts: Iterable[str] = (), features: dict | None = None,
-              init: Iterable[str] | None = None, **named: Any) -> dict:
+    def costs(
+        self,
+        *inputs: Any,
+        goal: Any = None,
+        facts: Iterable[str] = (),
+        features: dict | None = None,
+        init: Iterable[str] | None = None,
+        **named: Any,
+    ) -> dict:
         """Grounded action (PDDL form) -> `learning.costs.ActionCost` (base cost, p_fail, cost) for the task a
         `run` with the same arguments would plan, from the planner's current model; {} before any model is
         trained (`learn()`, `learn_every`)."""
@@ -208,8 +239,14 @@ class Agent:
         task, _, start, _ = self._task_and_start(inputs, named, goal, facts, init)
         return self.planner.learned_costs(task, init=start, features=features)
 
-    def _task_and_start(self, inputs: Sequence[Any], named: Mapping[str, Any], goal: Any, facts: Iterable[str],
-                        init: Iterable[str] | None) -> tuple[Task, Any, frozenset[Atom], tuple]:
+    def _task_and_start(
+        self,
+        inputs: Sequence[Any],
+        named: Mapping[str, Any],
+        goal: Any,
+        facts: Iterable[str],
+        init: Iterable[str] | None,
+    ) -> tuple[Task, Any, frozenset[Atom], tuple]:
         executor: Any
         if self.task is not None:
             assert self._handlers is not None
@@ -229,21 +266,36 @@ class Agent:
             goal_types = tuple(goal) if isinstance(goal, (tuple, list)) else (goal,)
         return task, executor, start, goal_types
 
-    def _prepare(self, inputs: Sequence[Any], named: Mapping[str, Any], goal: Any, facts: Iterable[str],
-                 features: dict | None, init: Iterable[str] | None) -> "_Prepared":
+    def _prepare(
+        self,
+        inputs: Sequence[Any],
+        named: Mapping[str, Any],
+        goal: Any,
+        facts: Iterable[str],
+        features: dict | None,
+        init: Iterable[str] | None,
+    ) -> _Prepared:
         features = features if features is not None else self.features
         task, executor, start, goal_types = self._task_and_start(inputs, named, goal, facts, init)
         run_id = None
         if self.store is not None:
             from domains.pddl_writer import formula_to_pddl
 
-            run_id = self.store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal),
-                                          domain=task.domain_fingerprint)
-        options = dict(store=self.store, run_id=run_id, features=features, critic=self.critic, check=self.check,
-                       counters=self.counters, reflection=self.reflection)
+            run_id = self.store.start_run(
+                task.fingerprint, formula_to_pddl(task.problem.goal), domain=task.domain_fingerprint
+            )
+        options = dict(
+            store=self.store,
+            run_id=run_id,
+            features=features,
+            critic=self.critic,
+            check=self.check,
+            counters=self.counters,
+            reflection=self.reflection,
+        )
         return _Prepared(task, start, executor, goal_types, run_id, options)
 
-    def _finish(self, run: "_Prepared", result: RunResult) -> RunResult:
+    def _finish(self, run: _Prepared, result: RunResult) -> RunResult:
         if run.goal_types and result.succeeded:
             found = [run.executor.board.get(type_name(g)) for g in run.goal_types if not str(g).startswith("(")]
             result.output = found[0] if len(found) == 1 else tuple(found)
@@ -251,8 +303,12 @@ class Agent:
             self.store.end_run(run.run_id, "success" if result.succeeded else "conceded")
         self._finished_runs += 1
         # learn_every is refused without a trace store, so the store is there whenever it is set
-        if (self.learn_every is not None and self._finished_runs % self.learn_every == 0 and self.store is not None
-                and self.store.count_steps()):
+        if (
+            self.learn_every is not None
+            and self._finished_runs % self.learn_every == 0
+            and self.store is not None
+            and self.store.count_steps()
+        ):
             self.learn()
         return result
 
@@ -272,7 +328,7 @@ class Agent:
         if self.store is not None:
             self.store.close()
 
-    def __enter__(self) -> "Agent":
+    def __enter__(self) -> Agent:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -282,13 +338,10 @@ class Agent:
 __all__ = [
     "Agent",
     "InfeasibleFailure",
-    "KnowledgeFailure",
     "LoopConfig",
     "ReplanRequested",
     "RunResult",
-    "TransientFailure",
     "TypedAction",
     "action",
     "classical_stages",
-    "replan_when",
 ]

@@ -65,11 +65,21 @@ def run(spec: dict[str, Any], channel: TextIO) -> dict[str, Any]:
     if task is None and not spec["planner"].startswith(("driver:", "up:")):
         record.update(status="error", reason=record["load_error"])
         return record
-    domain_file, problem_file = suites.files(task_spec, task, workdir) if task is not None else (
-        Path(task_spec.domain_file or ""), Path(task_spec.problem_file or ""))
+    domain_file, problem_file = (
+        suites.files(task_spec, task, workdir)
+        if task is not None
+        else (Path(task_spec.domain_file or ""), Path(task_spec.problem_file or ""))
+    )
     outcome = planners.run_planner(
-        spec["planner"], task, domain_file, problem_file, spec["budget_s"], spec["decomposer_budget_s"], workdir,
-        ready=lambda: send(channel, {"ready": True}))
+        spec["planner"],
+        task,
+        domain_file,
+        problem_file,
+        spec["budget_s"],
+        spec["decomposer_budget_s"],
+        workdir,
+        ready=lambda: send(channel, {"ready": True}),
+    )
     record.update(planners.outcome_fields(outcome))
     if outcome.status == "solved":
         record["plan_length"] = len(outcome.plan)

@@ -15,9 +15,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 
 from domains.load import load_task
 from domains.model import Task
@@ -91,8 +91,13 @@ def latency(ipc: Path, rounds: int = 7, instances: dict[str, list[str]] | None =
 
                 driver = median_seconds(driver_run, rounds)
                 rows.append(LatencyRow(f"{domain}/{problem}", driver * 1000, first * 1000, replan * 1000))
-                log.info("%s: driver %.1f ms, first %.1f ms, replan %.1f ms", rows[-1].instance,
-                         rows[-1].driver_ms, rows[-1].first_plan_ms, rows[-1].replan_ms)
+                log.info(
+                    "%s: driver %.1f ms, first %.1f ms, replan %.1f ms",
+                    rows[-1].instance,
+                    rows[-1].driver_ms,
+                    rows[-1].first_plan_ms,
+                    rows[-1].replan_ms,
+                )
     return rows
 
 
@@ -101,8 +106,14 @@ def cold_start(ipc: Path, rounds: int = 5) -> float:
     probBLOCKS-4-0 under an IPC folder)."""
     base, instances = latency_instances(ipc)
     domain, problems = next(iter(instances.items()))
-    command = [sys.executable, "-m", "portfolio.cli", "plan", str(base / domain / "domain.pddl"),
-               str(base / domain / problems[0])]
+    command = [
+        sys.executable,
+        "-m",
+        "portfolio.cli",
+        "plan",
+        str(base / domain / "domain.pddl"),
+        str(base / domain / problems[0]),
+    ]
     return median_seconds(lambda: subprocess.run(command, stdout=subprocess.DEVNULL, check=True), rounds)
 
 
@@ -116,8 +127,9 @@ class CoverageRow:
     late: int = 0  # valid planner plans returned after the budget (not counted as solved, as the driver is killed)
 
 
-def coverage(ipc: Path, per_domain: int = 10, budget_s: float = 1.0,
-             domains: Iterable[str] | None = None) -> list[CoverageRow]:
+def coverage(
+    ipc: Path, per_domain: int = 10, budget_s: float = 1.0, domains: Iterable[str] | None = None
+) -> list[CoverageRow]:
     """Tasks solved within `budget_s` by the warm Planner (classical tier) and by the raw driver (its whole
     run, start-up included, killed at the budget): the `per_domain` smallest problems of each domain of a
     benchmark folder, or the pairs of a `pairs.txt` (see `suites.benchmark_pairs`)."""

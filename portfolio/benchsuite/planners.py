@@ -28,9 +28,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from portfolio.engine.limits import die_with_parent
 
@@ -79,14 +80,15 @@ def cascade_names(name: str) -> tuple[str, ...] | None:
 def check_planner(name: str) -> str:
     """`name` if it names a planner here, else PlannerError. up: engines are checked against the installed ones
     (this imports unified-planning, ~2 s, only when an up: planner is asked for)."""
-    known = ("cascade, classical, cascade:A+B, " + ", ".join(_delegate_names())
-             + ", driver:ALIAS, up:ENGINE")
+    known = "cascade, classical, cascade:A+B, " + ", ".join(_delegate_names()) + ", driver:ALIAS, up:ENGINE"
     names = cascade_names(name)
     if names is not None:
         unknown = [n for n in names if n not in _delegate_names()]
         if unknown or not names:
-            raise PlannerError(f"unknown delegate {', '.join(unknown) or '(none)'} in planner {name!r}; "
-                               f"delegates: {', '.join(_delegate_names())}")
+            raise PlannerError(
+                f"unknown delegate {', '.join(unknown) or '(none)'} in planner {name!r}; "
+                f"delegates: {', '.join(_delegate_names())}"
+            )
         return name
     if name.startswith("driver:"):  # the driver checks the alias itself (a bad one: every run an error)
         if not re.fullmatch(r"[a-z0-9-]+", name.split(":", 1)[1]):
@@ -95,8 +97,10 @@ def check_planner(name: str) -> str:
     if name.startswith("up:"):
         engines = up_engines()
         if name[3:] not in engines:
-            raise PlannerError(f"planner {name!r}: no unified-planning OneshotPlanner engine {name[3:]!r}; "
-                               f"installed: {', '.join(engines) or 'none'}")
+            raise PlannerError(
+                f"planner {name!r}: no unified-planning OneshotPlanner engine {name[3:]!r}; "
+                f"installed: {', '.join(engines) or 'none'}"
+            )
         return name
     raise PlannerError(f"unknown planner {name!r}; expected one of: {known}")
 
@@ -141,8 +145,16 @@ def hard_budget_s(name: str, budget_s: float, decomposer_budget_s: float) -> flo
 # -- running, inside a run's process -----------------------------------------------------------------------------
 
 
-def run_planner(name: str, task, domain_file: Path, problem_file: Path, budget_s: float,
-                decomposer_budget_s: float, workdir: Path, ready: Callable[[], None]) -> Outcome:
+def run_planner(
+    name: str,
+    task,
+    domain_file: Path,
+    problem_file: Path,
+    budget_s: float,
+    decomposer_budget_s: float,
+    workdir: Path,
+    ready: Callable[[], None],
+) -> Outcome:
     """Plan `task` with planner `name`; call `ready()` when set-up is done and the timed part starts."""
     if name.startswith("driver:"):
         ready()
@@ -197,8 +209,14 @@ def _run_script(arguments: list[str], workdir: Path, budget_s: float | None) -> 
     start = time.monotonic()
     with open(workdir / "driver.log", "wb") as out:
         process = subprocess.Popen(
-            [sys.executable, str(driver_script()), *arguments], cwd=workdir, stdout=out, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent)
+            [sys.executable, str(driver_script()), *arguments],
+            cwd=workdir,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
         try:
             code: int | None = process.wait(timeout=budget_s)
         except subprocess.TimeoutExpired:
@@ -213,20 +231,26 @@ def run_driver(alias: str, domain_file: Path, problem_file: Path, budget_s: floa
     from portfolio.delegates.fast_downward import exitcodes as fd_exitcodes
     from portfolio.engine.results import Status
 
-    code, elapsed = _run_script(["--alias", alias, str(Path(domain_file).resolve()),
-                                 str(Path(problem_file).resolve())], workdir, budget_s)
+    code, elapsed = _run_script(
+        ["--alias", alias, str(Path(domain_file).resolve()), str(Path(problem_file).resolve())], workdir, budget_s
+    )
     if code is None:
         return Outcome("timeout", time_s=elapsed, reason=f"killed at {budget_s} s")
     text = (workdir / "driver.log").read_text(errors="replace")
     translate = _DONE.findall(text)
     search = _TOTAL.findall(text)
     status = fd_exitcodes.status_of(code)  # the driver's exit codes are Fast Downward's returncodes
-    outcome = Outcome(status.value, time_s=elapsed, translate_s=float(translate[-1]) if translate else None,
-                      search_s=float(search[-1]) if search else None)
+    outcome = Outcome(
+        status.value,
+        time_s=elapsed,
+        translate_s=float(translate[-1]) if translate else None,
+        search_s=float(search[-1]) if search else None,
+    )
     plan_file = workdir / "sas_plan"
     if status is Status.SOLVED and plan_file.exists():
-        outcome.plan = [line.strip() for line in plan_file.read_text().splitlines()
-                        if line.strip() and not line.startswith(";")]
+        outcome.plan = [
+            line.strip() for line in plan_file.read_text().splitlines() if line.strip() and not line.startswith(";")
+        ]
     elif status is Status.SOLVED:
         outcome.status, outcome.reason = Status.ERROR.value, f"driver exit code {code} but no sas_plan"
     elif status is not Status.UNSOLVABLE:
@@ -234,8 +258,9 @@ def run_driver(alias: str, domain_file: Path, problem_file: Path, budget_s: floa
     return outcome
 
 
-def solve_with_driver(domain_file: Path, problem_file: Path, timeout: float | None = None,
-                      alias: str = "lama-first") -> tuple[bool, float]:
+def solve_with_driver(
+    domain_file: Path, problem_file: Path, timeout: float | None = None, alias: str = "lama-first"
+) -> tuple[bool, float]:
     """`run_driver` in a fresh scratch folder, for measurements outside `bench run` (the latency and coverage
     tables, the micro-benchmarks): (solved, wall seconds of the driver's whole run)."""
     workdir = Path(tempfile.mkdtemp(prefix="portfolio-driver-"))
@@ -251,16 +276,18 @@ def driver_translate(domain_file: Path, problem_file: Path, timeout: float | Non
     or ran out of time: the reference the warm translator's output is compared with."""
     workdir = Path(tempfile.mkdtemp(prefix="portfolio-driver-"))
     try:
-        code, _ = _run_script(["--translate", str(Path(domain_file).resolve()), str(Path(problem_file).resolve())],
-                              workdir, timeout)
+        code, _ = _run_script(
+            ["--translate", str(Path(domain_file).resolve()), str(Path(problem_file).resolve())], workdir, timeout
+        )
         output = workdir / "output.sas"
         return output.read_text() if code == 0 and output.exists() else None
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def run_up(engine: str, domain_file: Path, problem_file: Path, budget_s: float, workdir: Path,
-           ready: Callable[[], None]) -> Outcome:
+def run_up(
+    engine: str, domain_file: Path, problem_file: Path, budget_s: float, workdir: Path, ready: Callable[[], None]
+) -> Outcome:
     """unified-planning's OneshotPlanner(name=ENGINE).solve(timeout=budget), in `workdir` (its Fast Downward
     writes output.sas into the current folder)."""
     started = time.monotonic()
@@ -286,8 +313,10 @@ def run_up(engine: str, domain_file: Path, problem_file: Path, budget_s: float, 
     status = result.status
     kinds = results.PlanGenerationResultStatus
     if status in (kinds.SOLVED_SATISFICING, kinds.SOLVED_OPTIMALLY):
-        plan = [f"({a.action.name} {' '.join(str(p) for p in a.actual_parameters)})".replace(" )", ")")
-                for a in result.plan.actions]
+        plan = [
+            f"({a.action.name} {' '.join(str(p) for p in a.actual_parameters)})".replace(" )", ")")
+            for a in result.plan.actions
+        ]
         return Outcome("solved", plan, elapsed, setup)
     if status in (kinds.UNSOLVABLE_PROVEN, kinds.UNSOLVABLE_INCOMPLETELY):
         return Outcome("unsolvable", time_s=elapsed, setup_s=setup)

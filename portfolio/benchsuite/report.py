@@ -114,10 +114,17 @@ def latency(records: list[dict[str, Any]], baseline: str, planners: list[str]) -
             other = results.get((baseline, task))
             if result.time is not None and other is not None and other.time:
                 ratios.append(result.time / other.time)
-        rows.append(LatencyRow(planner, sum(r.solved for r in mine.values()), len(mine),
-                               statistics.median(times) if times else None,
-                               percentile(times, 95) if times else None,
-                               statistics.median(ratios) if ratios else None, len(ratios)))
+        rows.append(
+            LatencyRow(
+                planner,
+                sum(r.solved for r in mine.values()),
+                len(mine),
+                statistics.median(times) if times else None,
+                percentile(times, 95) if times else None,
+                statistics.median(ratios) if ratios else None,
+                len(ratios),
+            )
+        )
     return rows
 
 
@@ -152,8 +159,11 @@ def plot_all(records: list[dict[str, Any]], planners: list[str], baseline: str, 
 
     figure, axes = plt.subplots(figsize=(6.4, 4.2))
     for planner in planners:
-        points = sorted((r.size, r.time) for (p, _), r in results.items()
-                        if p == planner and r.time is not None and r.size is not None)
+        points = sorted(
+            (r.size, r.time)
+            for (p, _), r in results.items()
+            if p == planner and r.time is not None and r.size is not None
+        )
         if points:
             axes.scatter([x for x, _ in points], [y for _, y in points], s=12, alpha=0.7, label=planner)
     axes.set_yscale("log")
@@ -223,28 +233,46 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-def tables(records: list[dict[str, Any]], planners: list[str], baseline: str) -> list[tuple[str, list[str],
-                                                                                             list[list[str]]]]:
+def tables(
+    records: list[dict[str, Any]], planners: list[str], baseline: str
+) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, header, rows) of every table of the report, as text cells."""
     cover = coverage(records)
-    coverage_rows = [[domain] + [f"{row[p][0]}/{row[p][1]}" if p in row else "-" for p in planners]
-                     for domain, row in cover.items()]
+    coverage_rows = [
+        [domain] + [f"{row[p][0]}/{row[p][1]}" if p in row else "-" for p in planners] for domain, row in cover.items()
+    ]
     totals = [sum(row[p][0] for row in cover.values() if p in row) for p in planners]
     counts = [sum(row[p][1] for row in cover.values() if p in row) for p in planners]
     coverage_rows.append(["**total**"] + [f"{s}/{n}" for s, n in zip(totals, counts)])
-    latency_rows = [[r.planner, f"{r.solved}/{r.tasks}", _seconds(r.median_s), _seconds(r.p95_s),
-                     "-" if r.ratio is None else f"{r.ratio:.2f}", str(r.common)]
-                    for r in latency(records, baseline, planners)]
+    latency_rows = [
+        [
+            r.planner,
+            f"{r.solved}/{r.tasks}",
+            _seconds(r.median_s),
+            _seconds(r.p95_s),
+            "-" if r.ratio is None else f"{r.ratio:.2f}",
+            str(r.common),
+        ]
+        for r in latency(records, baseline, planners)
+    ]
     found = [
         ("Coverage per domain (solved/tasks)", ["domain", *planners], coverage_rows),
-        (f"Latency of solved tasks (time_s); ratio: median per-task time / {baseline}'s",
-         ["planner", "solved", "median s", "p95 s", f"ratio to {baseline}", "tasks both solved"], latency_rows),
+        (
+            f"Latency of solved tasks (time_s); ratio: median per-task time / {baseline}'s",
+            ["planner", "solved", "median s", "p95 s", f"ratio to {baseline}", "tasks both solved"],
+            latency_rows,
+        ),
     ]
     solvers = solved_by(records)
     if solvers:
         delegates = sorted({d for row in solvers.values() for d in row})
-        found.append(("Solved runs by delegate (which tier of a cascade solved them)", ["planner", *delegates],
-                      [[p] + [str(solvers[p].get(d, 0)) for d in delegates] for p in planners if p in solvers]))
+        found.append(
+            (
+                "Solved runs by delegate (which tier of a cascade solved them)",
+                ["planner", *delegates],
+                [[p] + [str(solvers[p].get(d, 0)) for d in delegates] for p in planners if p in solvers],
+            )
+        )
     return found
 
 
@@ -267,18 +295,28 @@ def markdown(report_tables, images: list[Path], summary: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-_STYLE = ("body{font-family:sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse;margin:1em 0}"
-          "td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}td:first-child,th:first-child"
-          "{text-align:left}th{background:#f3f3f3}img{max-width:48%;margin:.5em}")
+_STYLE = (
+    "body{font-family:sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse;margin:1em 0}"
+    "td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}td:first-child,th:first-child"
+    "{text-align:left}th{background:#f3f3f3}img{max-width:48%;margin:.5em}"
+)
 
 
 def html_page(report_tables, images: list[Path], summary: str) -> str:
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             "<title>portfolio bench report</title>", f"<style>{_STYLE}</style></head><body>",
-             "<h1>portfolio bench report</h1>", f"<p>{html.escape(summary)}</p>"]
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        "<title>portfolio bench report</title>",
+        f"<style>{_STYLE}</style></head><body>",
+        "<h1>portfolio bench report</h1>",
+        f"<p>{html.escape(summary)}</p>",
+    ]
     for title, header, rows in report_tables:
-        parts.append(f"<h2>{html.escape(title)}</h2><table><thead><tr>"
-                     + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr></thead><tbody>")
+        parts.append(
+            f"<h2>{html.escape(title)}</h2><table><thead><tr>"
+            + "".join(f"<th>{html.escape(h)}</th>" for h in header)
+            + "</tr></thead><tbody>"
+        )
         for row in rows:
             parts.append("<tr>" + "".join(f"<td>{html.escape(c.strip('*'))}</td>" for c in row) + "</tr>")
         parts.append("</tbody></table>")
@@ -309,8 +347,10 @@ def write_report(out_dir: Path, baseline: str | None = None) -> dict[str, Path]:
     report_tables = tables(records, planners, baseline)
     images = plot_all(records, planners, baseline, out_dir)
     tasks = len({r["task"] for r in records})
-    summary = (f"{len(records)} runs of {len(planners)} planners on {tasks} tasks "
-               f"(budget {', '.join(sorted({str(r.get('budget_s')) for r in records}))} s); baseline {baseline}.")
+    summary = (
+        f"{len(records)} runs of {len(planners)} planners on {tasks} tasks "
+        f"(budget {', '.join(sorted({str(r.get('budget_s')) for r in records}))} s); baseline {baseline}."
+    )
     paths = {"markdown": out_dir / "report.md", "html": out_dir / "report.html"}
     paths["markdown"].write_text(markdown(report_tables, images, summary), encoding="utf-8")
     paths["html"].write_text(html_page(report_tables, images, summary), encoding="utf-8")

@@ -31,10 +31,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -65,13 +66,30 @@ def run_id(planner: str, task_id: str, repeat: int) -> str:
     return f"{planner}|{task_id}|{repeat}"
 
 
-def plan_runs(tasks: Iterable[TaskSpec], planners: list[str], repeat: int = 1, budget_s: float = 1.0,
-              decomposer_budget_s: float = 30.0, setup_timeout_s: float = SETUP_TIMEOUT_S) -> list[RunSpec]:
+def plan_runs(
+    tasks: Iterable[TaskSpec],
+    planners: list[str],
+    repeat: int = 1,
+    budget_s: float = 1.0,
+    decomposer_budget_s: float = 30.0,
+    setup_timeout_s: float = SETUP_TIMEOUT_S,
+) -> list[RunSpec]:
     """Every run of the experiment, interleaved across planners (see the module docstring)."""
     tasks = list(tasks)
-    return [RunSpec(run_id=run_id(planner, task.id, r), planner=planner, task=task, repeat=r, budget_s=budget_s,
-                    decomposer_budget_s=decomposer_budget_s, setup_timeout_s=setup_timeout_s)
-            for r in range(repeat) for task in tasks for planner in planners]
+    return [
+        RunSpec(
+            run_id=run_id(planner, task.id, r),
+            planner=planner,
+            task=task,
+            repeat=r,
+            budget_s=budget_s,
+            decomposer_budget_s=decomposer_budget_s,
+            setup_timeout_s=setup_timeout_s,
+        )
+        for r in range(repeat)
+        for task in tasks
+        for planner in planners
+    ]
 
 
 def pending_runs(specs: list[RunSpec], out_dir: Path) -> list[RunSpec]:
@@ -81,8 +99,11 @@ def pending_runs(specs: list[RunSpec], out_dir: Path) -> list[RunSpec]:
     for spec in specs:
         budget = recorded.get(spec.run_id, spec.budget_s)
         if budget != spec.budget_s:
-            raise ResultsError(f"{spec.run_id} was run with --budget {budget} here, not {spec.budget_s}; "
-                               "give another --out for another budget", file=str(runs_path(out_dir)))
+            raise ResultsError(
+                f"{spec.run_id} was run with --budget {budget} here, not {spec.budget_s}; "
+                "give another --out for another budget",
+                file=str(runs_path(out_dir)),
+            )
     return [spec for spec in specs if spec.run_id not in recorded]
 
 
@@ -104,8 +125,7 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def _read_messages(process: subprocess.Popen, spec: RunSpec, started: float) -> tuple[dict | None, float | None,
-                                                                                          bool]:
+def _read_messages(process: subprocess.Popen, spec: RunSpec, started: float) -> tuple[dict | None, float | None, bool]:
     """Read the child's channel until it closes or a deadline passes: (result, ready time, killed)."""
     assert process.stdout is not None
     fd = process.stdout.fileno()
@@ -130,8 +150,9 @@ def _read_messages(process: subprocess.Popen, spec: RunSpec, started: float) -> 
             message = json.loads(line)
             if message.get("ready") and ready_at is None:
                 ready_at = time.monotonic()
-                deadline = ready_at + hard_budget_s(spec.planner, spec.budget_s, spec.decomposer_budget_s) \
-                    + KILL_MARGIN_S
+                deadline = (
+                    ready_at + hard_budget_s(spec.planner, spec.budget_s, spec.decomposer_budget_s) + KILL_MARGIN_S
+                )
             if "result" in message:
                 result = message["result"]
 
@@ -143,9 +164,15 @@ def execute(spec: RunSpec | dict) -> dict[str, Any]:
     payload = spec.model_dump(mode="json") | {"workdir": str(workdir)}
     started = time.monotonic()
     with open(workdir / "stderr.txt", "wb") as stderr:
-        process = subprocess.Popen([sys.executable, "-m", "portfolio.benchsuite.child"], stdin=subprocess.PIPE,
-                                   stdout=subprocess.PIPE, stderr=stderr, cwd=workdir, env=_child_env(),
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "portfolio.benchsuite.child"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            cwd=workdir,
+            env=_child_env(),
+            start_new_session=True,
+        )
         try:
             assert process.stdin is not None
             try:
@@ -165,8 +192,7 @@ def execute(spec: RunSpec | dict) -> dict[str, Any]:
     if result is not None:
         record.update(result)
     elif killed and ready_at is not None:
-        record.update(status="timeout", time_s=round(ended - ready_at, 6),
-                      reason="killed at the hard budget")
+        record.update(status="timeout", time_s=round(ended - ready_at, 6), reason="killed at the hard budget")
     else:
         tail = (workdir / "stderr.txt").read_text(errors="replace").strip().splitlines()[-3:]
         why = f"set-up took over {spec.setup_timeout_s} s" if killed else f"exit code {process.returncode}"
@@ -177,9 +203,14 @@ def execute(spec: RunSpec | dict) -> dict[str, Any]:
 
 def base_record(spec: RunSpec) -> dict[str, Any]:
     return {
-        "run_id": spec.run_id, "planner": spec.planner, "task": spec.task.id, "domain": spec.task.domain,
-        "repeat": spec.repeat, "budget_s": spec.budget_s, "host": socket.gethostname(),
-        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "run_id": spec.run_id,
+        "planner": spec.planner,
+        "task": spec.task.id,
+        "domain": spec.task.domain,
+        "repeat": spec.repeat,
+        "budget_s": spec.budget_s,
+        "host": socket.gethostname(),
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
     }
 
 
@@ -203,9 +234,16 @@ def dask_results(specs: list[RunSpec], address: str) -> Iterator[dict[str, Any]]
     from distributed import as_completed as dask_completed
 
     with Client(address, timeout=CONNECT_TIMEOUT_S) as client:
-        futures = [client.submit(execute, spec.model_dump(mode="json"), pure=False, priority=len(specs) - index,
-                                 key=f"bench-{index}-{os.urandom(4).hex()}")
-                   for index, spec in enumerate(specs)]
+        futures = [
+            client.submit(
+                execute,
+                spec.model_dump(mode="json"),
+                pure=False,
+                priority=len(specs) - index,
+                key=f"bench-{index}-{os.urandom(4).hex()}",
+            )
+            for index, spec in enumerate(specs)
+        ]
         try:
             for future in dask_completed(futures):
                 try:
@@ -216,8 +254,9 @@ def dask_results(specs: list[RunSpec], address: str) -> Iterator[dict[str, Any]]
             client.cancel(futures)
 
 
-def run_experiment(specs: list[RunSpec], out_dir: Path, jobs: int | None = None, dask_address: str | None = None,
-                   progress: bool = True) -> dict[str, int]:
+def run_experiment(
+    specs: list[RunSpec], out_dir: Path, jobs: int | None = None, dask_address: str | None = None, progress: bool = True
+) -> dict[str, int]:
     """Run what is not yet in `out_dir`'s results file; {"total", "skipped", "ran", "solved"}."""
     from tqdm import tqdm
 
@@ -225,10 +264,13 @@ def run_experiment(specs: list[RunSpec], out_dir: Path, jobs: int | None = None,
     counts = {"total": len(specs), "skipped": len(specs) - len(pending), "ran": 0, "solved": 0}
     if not pending:
         return counts
-    results = (dask_results(pending, dask_address) if dask_address
-               else local_results(pending, jobs or os.cpu_count() or 1))
-    with RunLog(runs_path(out_dir)) as run_log, tqdm(total=len(pending), unit="run", desc="bench",
-                                                     disable=not progress, dynamic_ncols=True) as bar:
+    results = (
+        dask_results(pending, dask_address) if dask_address else local_results(pending, jobs or os.cpu_count() or 1)
+    )
+    with (
+        RunLog(runs_path(out_dir)) as run_log,
+        tqdm(total=len(pending), unit="run", desc="bench", disable=not progress, dynamic_ncols=True) as bar,
+    ):
         for record in results:
             run_log.append(record)
             counts["ran"] += 1

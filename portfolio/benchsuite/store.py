@@ -44,8 +44,11 @@ def read_runs(path: Path) -> list[dict[str, Any]]:
         except ValueError:
             if number == len(complete) and not tail:
                 continue  # a torn last line whose newline made it out (rare, still the last write)
-            raise ResultsError("not a JSON record; the results file was edited or is not from portfolio bench",
-                               file=str(path), line=number) from None
+            raise ResultsError(
+                "not a JSON record; the results file was edited or is not from portfolio bench",
+                file=str(path),
+                line=number,
+            ) from None
         if not isinstance(record, dict) or "run_id" not in record:
             raise ResultsError("a record without run_id", file=str(path), line=number)
         records.append(record)
@@ -86,4 +89,3 @@ class RunLog(Resource):
 
     def close(self) -> None:
         self._handle.close()
-

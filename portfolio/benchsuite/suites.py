@@ -72,8 +72,15 @@ def folder_suite(folder: Path, per_domain: int | None = None) -> list[TaskSpec]:
     specs = []
     for domain in domains:
         for problem in problem_files(domain)[:per_domain]:
-            specs.append(TaskSpec(id=f"{domain.name}/{problem.name}", domain=domain.name, kind="pddl",
-                                  domain_file=str(domain / "domain.pddl"), problem_file=str(problem)))
+            specs.append(
+                TaskSpec(
+                    id=f"{domain.name}/{problem.name}",
+                    domain=domain.name,
+                    kind="pddl",
+                    domain_file=str(domain / "domain.pddl"),
+                    problem_file=str(problem),
+                )
+            )
     return specs
 
 
@@ -92,8 +99,9 @@ def read_pairs(path: Path) -> list[tuple[Path, Path]]:
             continue
         fields = text.split()
         if len(fields) != 2:
-            raise SuiteError(f"expected 'DOMAIN PROBLEM' (two paths), got {len(fields)} field(s)", file=str(path),
-                             line=number)
+            raise SuiteError(
+                f"expected 'DOMAIN PROBLEM' (two paths), got {len(fields)} field(s)", file=str(path), line=number
+            )
         domain, problem = (base / f for f in fields)
         for file in (domain, problem):
             if not file.is_file():
@@ -113,8 +121,11 @@ def pairs_suite(path: Path, per_domain: int | None = None) -> list[TaskSpec]:
         seen[row] = seen.get(row, 0) + 1
         if per_domain is not None and seen[row] > per_domain:
             continue
-        specs.append(TaskSpec(id=f"{row}/{problem.name}", domain=row, kind="pddl", domain_file=str(domain),
-                              problem_file=str(problem)))
+        specs.append(
+            TaskSpec(
+                id=f"{row}/{problem.name}", domain=row, kind="pddl", domain_file=str(domain), problem_file=str(problem)
+            )
+        )
     return specs
 
 
@@ -130,7 +141,9 @@ def parse_range(text: str, what: str, suite: str) -> list[int]:
         else:
             values = [int(part) for part in text.split(",") if part]
     except ValueError:
-        raise SuiteError(f"{suite}: {what} must be A..B or a comma-separated list of whole numbers, got {text!r}")
+        raise SuiteError(
+            f"{suite}: {what} must be A..B or a comma-separated list of whole numbers, got {text!r}"
+        ) from None
     if not values:
         raise SuiteError(f"{suite}: {what} {text!r} is empty")
     return values
@@ -153,9 +166,11 @@ def gen_suite(text: str) -> list[TaskSpec]:
     if min(options["sizes"]) < 1:
         raise SuiteError(f"{text}: sizes must be >= 1")
     name = parts[1]
-    return [TaskSpec(id=f"gen/{name}-{size}-{seed}", domain=f"gen-{name}", kind="gen", generator=name, size=size,
-                     seed=seed)
-            for size in options["sizes"] for seed in options.get("seeds", [0])]
+    return [
+        TaskSpec(id=f"gen/{name}-{size}-{seed}", domain=f"gen-{name}", kind="gen", generator=name, size=size, seed=seed)
+        for size in options["sizes"]
+        for seed in options.get("seeds", [0])
+    ]
 
 
 TYPED_SCENARIOS = {"research": "domains.bundled.tools_sim:make_tools"}
@@ -168,8 +183,7 @@ def typed_suite(text: str) -> list[TaskSpec]:
     if ":" not in target:
         raise SuiteError(f"{text}: expected typed:research or typed:MODULE:FACTORY")
     typed_task(target)  # fail here, in the caller's process, rather than in every run
-    return [TaskSpec(id=f"typed/{scenario}", domain=f"typed-{scenario.split(':')[-1]}", kind="typed",
-                     scenario=target)]
+    return [TaskSpec(id=f"typed/{scenario}", domain=f"typed-{scenario.split(':')[-1]}", kind="typed", scenario=target)]
 
 
 def typed_task(target: str):
@@ -183,9 +197,11 @@ def typed_task(target: str):
         raise SuiteError(f"typed scenario {target}: {error}") from None
     try:
         actions = list(factory())
-    except Exception as error:  # noqa: BLE001 - the user's code: its failure is their bad input, not our crash
-        raise SuiteError(f"typed scenario {target}: {factory_name}() failed ({type(error).__name__}: {error}); "
-                         f"expected a function without arguments returning {TYPED_CONTRACT}") from None
+    except Exception as error:
+        raise SuiteError(
+            f"typed scenario {target}: {factory_name}() failed ({type(error).__name__}: {error}); "
+            f"expected a function without arguments returning {TYPED_CONTRACT}"
+        ) from None
     if not actions or not all(isinstance(a, TypedAction) for a in actions):
         raise SuiteError(f"typed scenario {target}: {factory_name}() must return {TYPED_CONTRACT}")
     produced = {fact(t) for a in actions for t in a.outputs}
@@ -226,8 +242,15 @@ def latency_suite(ipc: Path) -> list[TaskSpec]:
             path = ipc / domain / problem
             if not path.is_file():
                 raise SuiteError(f"latency suite: {path} not found (pass --ipc, the IPC folder)")
-            specs.append(TaskSpec(id=f"{domain}/{problem}", domain=domain, kind="pddl",
-                                  domain_file=str(ipc / domain / "domain.pddl"), problem_file=str(path)))
+            specs.append(
+                TaskSpec(
+                    id=f"{domain}/{problem}",
+                    domain=domain,
+                    kind="pddl",
+                    domain_file=str(ipc / domain / "domain.pddl"),
+                    problem_file=str(path),
+                )
+            )
     return specs
 
 

@@ -80,33 +80,60 @@ examples:
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
-        "learning", help="learned costs against cost-blind and oracle planning over generated worlds",
+        "learning",
+        help="learned costs against cost-blind and oracle planning over generated worlds",
         description="Generate worlds whose actions fail with hidden probabilities (several types, several "
         "sizes, from seeds), plan the same episodes cost-blind, with learned costs and with the true costs, "
         "and report per type: success against the oracle, failures against cost-blind, calibration.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--kinds", default=None, metavar="K1,K2",
-                        help="comma-separated world types (default: all, see below)")
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--kinds", default=None, metavar="K1,K2", help="comma-separated world types (default: all, see below)"
+    )
     parser.add_argument("--seeds", type=int, default=20, help="worlds per type (default 20)")
-    parser.add_argument("--first-seed", type=int, default=HELD_OUT_SEEDS,
-                        help=f"first world seed (default {HELD_OUT_SEEDS}: held out; 0-19 were used for tuning)")
-    parser.add_argument("--tools-seeds", type=int, default=3,
-                        help="at most this many `tools` worlds (default 3; 13-17 s a world on 2 cores with "
-                        "--policies mean; agent-tools is not capped)")
-    parser.add_argument("--episodes", type=int, default=200, help="episodes per world (default 200; the report "
-                        "compares arms over the last 50)")
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=HELD_OUT_SEEDS,
+        help=f"first world seed (default {HELD_OUT_SEEDS}: held out; 0-19 were used for tuning)",
+    )
+    parser.add_argument(
+        "--tools-seeds",
+        type=int,
+        default=3,
+        help="at most this many `tools` worlds (default 3; 13-17 s a world on 2 cores with "
+        "--policies mean; agent-tools is not capped)",
+    )
+    parser.add_argument(
+        "--episodes",
+        type=int,
+        default=200,
+        help="episodes per world (default 200; the report compares arms over the last 50)",
+    )
     parser.add_argument("--retrain-every", type=int, default=10, help="retrain every K episodes (default 10)")
-    parser.add_argument("--policies", default="mean,thompson,ucb",
-                        help="comma-separated explore policies of the learned arms (default: all three)")
-    parser.add_argument("--out", type=Path, default=Path("results"),
-                        help="folder for learning-worlds.md/.json/.png (created; default ./results)")
-    parser.add_argument("--jobs", type=int, default=1, help="worlds run at once, each in its own process "
-                        "(default 1)")
-    parser.add_argument("--bundled-episodes", type=int, default=0, metavar="N",
-                        help="also measure plan quality with learned costs on the bundled tasks (blocksworld, "
-                        "gripper, logistics, tools at two sizes each): N problems each (the generator's seeds 100 and up; "
-                        "0-29 were tuned on), retrained every 5 "
-                        "(default 0: off; 30 takes ~70 s)")
+    parser.add_argument(
+        "--policies",
+        default="mean,thompson,ucb",
+        help="comma-separated explore policies of the learned arms (default: all three)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("results"),
+        help="folder for learning-worlds.md/.json/.png (created; default ./results)",
+    )
+    parser.add_argument("--jobs", type=int, default=1, help="worlds run at once, each in its own process (default 1)")
+    parser.add_argument(
+        "--bundled-episodes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also measure plan quality with learned costs on the bundled tasks (blocksworld, "
+        "gripper, logistics, tools at two sizes each): N problems each (the generator's seeds 100 and up; "
+        "0-29 were tuned on), retrained every 5 "
+        "(default 0: off; 30 takes ~70 s)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run_learning)
 
@@ -121,14 +148,23 @@ def run_learning(args: argparse.Namespace) -> int:
     policies = [p for p in args.policies.split(",") if p]
     unknown = [k for k in kinds if k not in KINDS]
     if unknown or not kinds:
-        return fail_bad_input(f"--kinds: unknown world type {', '.join(map(repr, unknown)) or '(none given)'}; "
-                              f"expected some of {', '.join(KINDS)}")
+        return fail_bad_input(
+            f"--kinds: unknown world type {', '.join(map(repr, unknown)) or '(none given)'}; "
+            f"expected some of {', '.join(KINDS)}"
+        )
     bad = [p for p in policies if p not in EXPLORE_POLICIES]
     if bad or not policies:
-        return fail_bad_input(f"--policies: unknown explore policy {', '.join(map(repr, bad)) or '(none given)'}; "
-                              f"expected some of {', '.join(EXPLORE_POLICIES)}")
-    for name, value in (("--seeds", args.seeds), ("--tools-seeds", args.tools_seeds), ("--episodes", args.episodes),
-                        ("--retrain-every", args.retrain_every), ("--jobs", args.jobs)):
+        return fail_bad_input(
+            f"--policies: unknown explore policy {', '.join(map(repr, bad)) or '(none given)'}; "
+            f"expected some of {', '.join(EXPLORE_POLICIES)}"
+        )
+    for name, value in (
+        ("--seeds", args.seeds),
+        ("--tools-seeds", args.tools_seeds),
+        ("--episodes", args.episodes),
+        ("--retrain-every", args.retrain_every),
+        ("--jobs", args.jobs),
+    ):
         if value < 1:
             return fail_bad_input(f"{name} must be >= 1, got {value}")
     if args.bundled_episodes < 0:
@@ -136,21 +172,32 @@ def run_learning(args: argparse.Namespace) -> int:
     if args.first_seed < 0:
         return fail_bad_input(f"--first-seed must be >= 0, got {args.first_seed}")
     if args.first_seed < len(TUNING_SEEDS):
-        print(f"note: seeds {TUNING_SEEDS.start}-{TUNING_SEEDS.stop - 1} were used to tune the failure model; "
-              f"--first-seed {HELD_OUT_SEEDS} reports on held-out worlds", file=sys.stderr)
-    worlds = [(kind, seed) for kind in kinds
-              for seed in range(args.first_seed, args.first_seed + (min(args.seeds, args.tools_seeds)
-                                                                    if kind == "tools" else args.seeds))]
+        print(
+            f"note: seeds {TUNING_SEEDS.start}-{TUNING_SEEDS.stop - 1} were used to tune the failure model; "
+            f"--first-seed {HELD_OUT_SEEDS} reports on held-out worlds",
+            file=sys.stderr,
+        )
+    worlds = [
+        (kind, seed)
+        for kind in kinds
+        for seed in range(
+            args.first_seed, args.first_seed + (min(args.seeds, args.tools_seeds) if kind == "tools" else args.seeds)
+        )
+    ]
     start = time.perf_counter()
 
     def done(run) -> None:
         from tqdm import tqdm
 
-        tqdm.write(f"{run.world}: {run.seconds:.1f} s, last-{WINDOW} success " + ", ".join(
-            f"{a} {statistics.mean(s[-WINDOW:]):.2f}" for a, s in run.success.items()), file=sys.stderr)
+        tqdm.write(
+            f"{run.world}: {run.seconds:.1f} s, last-{WINDOW} success "
+            + ", ".join(f"{a} {statistics.mean(s[-WINDOW:]):.2f}" for a, s in run.success.items()),
+            file=sys.stderr,
+        )
 
-    runs = run_worlds(worlds, args.episodes, args.retrain_every, policies, jobs=args.jobs,
-                      progress=not args.no_progress, on_done=done)
+    runs = run_worlds(
+        worlds, args.episodes, args.retrain_every, policies, jobs=args.jobs, progress=not args.no_progress, on_done=done
+    )
     runs_by_kind: dict = {}
     for run in runs:
         runs_by_kind.setdefault(run.kind, []).append(run)

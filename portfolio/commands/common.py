@@ -22,11 +22,14 @@ def add_traces_argument(parser: argparse.ArgumentParser, required: bool = True) 
     from_env = os.environ.get("PORTFOLIO_TRACES")
     help_text = "SQLite trace store (default: $PORTFOLIO_TRACES or ./traces.db)"
     if not required:
-        help_text = ("SQLite trace store whose latest models set learned costs and choose which Fast Downward "
-                     "searches race on a domain it has records of; the plan is recorded there "
-                     "(default: $PORTFOLIO_TRACES)")
-    parser.add_argument("--traces", metavar="PATH", default=from_env or DEFAULT_TRACES, action=_TracesAction,
-                        help=help_text)
+        help_text = (
+            "SQLite trace store whose latest models set learned costs and choose which Fast Downward "
+            "searches race on a domain it has records of; the plan is recorded there "
+            "(default: $PORTFOLIO_TRACES)"
+        )
+    parser.add_argument(
+        "--traces", metavar="PATH", default=from_env or DEFAULT_TRACES, action=_TracesAction, help=help_text
+    )
     parser.set_defaults(traces_given=bool(from_env) or required)
 
 
@@ -36,14 +39,23 @@ def add_cost_arguments(parser: argparse.ArgumentParser, request_field: bool = Fa
     from portfolio.delegates.fast_downward.searches import QUALITIES
 
     wins = " (a request's own field wins)" if request_field else ""
-    parser.add_argument("--weight", type=weight_type, default=None, metavar="LAMBDA",
-                        help="lambda of learned costs, cost = base + LAMBDA * -log(1 - p_fail): the price of risk "
-                        f"in cost units per nat (default: 5; 0 plans on base costs alone){wins}")
-    parser.add_argument("--quality", choices=QUALITIES, default=None,
-                        help="with costs (learned or the task's own): anytime (default) returns the cheapest plan "
-                        "found once optimality is proved (A* races on small tasks) or a quarter of the search's time "
-                        "has passed with a plan; optimal waits for the proof (or the deadline); first returns the "
-                        f"first cost-aware plan (weighted A*, fastest, often dearer){wins}")
+    parser.add_argument(
+        "--weight",
+        type=weight_type,
+        default=None,
+        metavar="LAMBDA",
+        help="lambda of learned costs, cost = base + LAMBDA * -log(1 - p_fail): the price of risk "
+        f"in cost units per nat (default: 5; 0 plans on base costs alone){wins}",
+    )
+    parser.add_argument(
+        "--quality",
+        choices=QUALITIES,
+        default=None,
+        help="with costs (learned or the task's own): anytime (default) returns the cheapest plan "
+        "found once optimality is proved (A* races on small tasks) or a quarter of the search's time "
+        "has passed with a plan; optimal waits for the proof (or the deadline); first returns the "
+        f"first cost-aware plan (weighted A*, fastest, often dearer){wins}",
+    )
 
 
 def weight_type(text: str) -> float:

@@ -22,17 +22,24 @@ posterior mean in the situation --features describes (what `plan --explore mean`
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "costs", help="list grounded actions with learned p_fail and cost",
+        "costs",
+        help="list grounded actions with learned p_fail and cost",
         description="List every grounded action of a task (as Fast Downward grounds it) with its base cost, the "
         "failure probability predicted by the latest model in the trace store, and the cost planning uses.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("domain", help="PDDL domain file")
     parser.add_argument("problem", help="PDDL problem file")
     add_traces_argument(parser)
     add_features_arguments(parser)
-    parser.add_argument("--weight", type=weight_type, default=5.0, metavar="LAMBDA",
-                        help="lambda, the price of risk in cost units per nat (default: 5)")
+    parser.add_argument(
+        "--weight",
+        type=weight_type,
+        default=5.0,
+        metavar="LAMBDA",
+        help="lambda, the price of risk in cost units per nat (default: 5)",
+    )
     parser.add_argument("--json", action="store_true", help="print a JSON list")
     parser.set_defaults(func=run)
 
@@ -57,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
         costs = planner.learned_costs(task, features=features or None)
     rows: list[dict[str, Any]] = [
         {"action": name, "base_cost": c.base_cost, "p_fail": round(c.p_fail, 6), "cost": round(c.cost, 6)}
-        for name, c in sorted(costs.items(), key=lambda item: (-item[1].p_fail, item[0]))]
+        for name, c in sorted(costs.items(), key=lambda item: (-item[1].p_fail, item[0]))
+    ]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

@@ -23,14 +23,21 @@ from portfolio.agent import Agent
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m portfolio.commands.demo", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m portfolio.commands.demo",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--runs", type=int, default=6, help="runs of the agent (default 6)")
     parser.add_argument("--traces", help="trace store path (default: a temporary file, deleted afterwards)")
     parser.add_argument("--seed", type=int, default=3, help="seed of the simulated tools (default 3)")
     parser.add_argument("--outage", type=float, default=0.8, help="probability that the wire times out (0.8)")
-    parser.add_argument("--cost-weight", type=float, default=5.0,
-                        help="lambda: cost units per nat of failure risk (default 5, the planner's)")
+    parser.add_argument(
+        "--cost-weight",
+        type=float,
+        default=5.0,
+        help="lambda: cost units per nat of failure risk (default 5, the planner's)",
+    )
     parser.add_argument("--verbose", action="store_true", help="log every plan, step and replan event")
     return parser
 
@@ -44,8 +51,10 @@ def classical_demo() -> None:
     with Planner() as planner:
         result = planner.plan(task)
         again = planner.plan(task)
-    print(f"planning bundled logistics (6 packages): {result.status.value}, {len(result.plan)} steps, cost "
-          f"{result.cost:g}, by {result.delegate} in {result.elapsed_ms:.0f} ms (warm repeat: {again.elapsed_ms:.0f} ms)")
+    print(
+        f"planning bundled logistics (6 packages): {result.status.value}, {len(result.plan)} steps, cost "
+        f"{result.cost:g}, by {result.delegate} in {result.elapsed_ms:.0f} ms (warm repeat: {again.elapsed_ms:.0f} ms)"
+    )
     for step in result.plan[:6]:
         print(f"  {step}")
     if len(result.plan) > 6:
@@ -79,18 +88,20 @@ def demo(runs: int, traces: str, seed: int, outage: float, cost_weight: float) -
             info = agent.learn()
             wire = info.actions.get("fetch-wire", {})
             costs = agent.costs(Request("Write a short piece about Ada Lovelace."), goal=WriteUp)
-            learned = ", ".join(f"{name} {c.cost:.2f} (p_fail {c.p_fail:.2f})" for name, c in sorted(costs.items())
-                                if "fetch" in name)
-            print(f"  retrained model v{info.version} on {info.n_steps} steps (wire: {wire.get('failures', 0)} of "
-                  f"{wire.get('steps', 0)} calls failed); learned costs: {learned}")
+            learned = ", ".join(
+                f"{name} {c.cost:.2f} (p_fail {c.p_fail:.2f})" for name, c in sorted(costs.items()) if "fetch" in name
+            )
+            print(
+                f"  retrained model v{info.version} on {info.n_steps} steps (wire: {wire.get('failures', 0)} of "
+                f"{wire.get('steps', 0)} calls failed); learned costs: {learned}"
+            )
         print(f"\ncounters: {agent.counters.snapshot()}")
     return 1 if failures == runs else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
     if args.runs < 1 or not 0.0 <= args.outage <= 1.0:
         print("--runs must be >= 1 and --outage within [0, 1]", file=sys.stderr)
         return 2

@@ -12,7 +12,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from domains.bundled import BUNDLED
 
     parser = subparsers.add_parser(
-        "generate", help="write a bundled domain and a generated problem",
+        "generate",
+        help="write a bundled domain and a generated problem",
         description="Write DOMAIN's PDDL and a solvable problem of SIZE objects (blocks, balls, packages or "
         "jobs), reproducible from --seed, into --out. Prints the two paths.",
         epilog="example:\n  portfolio generate blocksworld --size 12 --seed 3 --out /tmp/bw\n"

@@ -55,54 +55,106 @@ VERDICTS = {
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "plan", help="plan a PDDL or JSON task", description=DESCRIPTION, epilog=EPILOG,
+        "plan",
+        help="plan a PDDL or JSON task",
+        description=DESCRIPTION,
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("domain", nargs="?", help="PDDL domain file")
     parser.add_argument("problem", nargs="?", help="PDDL problem file")
     parser.add_argument("--task", metavar="FILE", help="a JSON task file instead of DOMAIN PROBLEM")
-    parser.add_argument("--budget", type=float, default=1.0, metavar="S",
-                        help="seconds for the classical tier, all delegates together (default: 1.0)")
-    parser.add_argument("--delegates", default=None, metavar="LIST",
-                        help=f"comma-separated delegates in cascade order (default: {','.join(default_names())}; "
-                        f"with --llm-url: {','.join(default_names(with_llm=True))}). {help_text()}")
-    parser.add_argument("--shares", default=None, metavar="NAME=W,...",
-                        help="weights that split each tier's budget (default: "
-                        + ",".join(f"{n}={s.share:g}" for n, s in CATALOG.items()) + ")")
-    parser.add_argument("--fd-alias", default="lama-first", metavar="NAME",
-                        help="Fast Downward configuration for unit-cost tasks: lama-first (default), "
-                        "seq-opt-lmcut, seq-opt-bjolp; tasks with costs: see --quality")
-    parser.add_argument("--fd-search", default=None, metavar="STRING",
-                        help="a raw Fast Downward --search string, overriding --fd-alias")
-    parser.add_argument("--fd-workers", type=int, default=None, metavar="N",
-                        help="searches Fast Downward runs at once on a unit-cost task after one translation: "
-                        "lama-first and N-1 diverse greedy searches, first plan wins (default: the cores this "
-                        "process may use; 1: lama-first alone; tasks with costs: see --quality)")
-    parser.add_argument("--cache-dir", default=None, metavar="DIR",
-                        help="where Fast Downward translations are kept between runs, so a task planned before "
-                        "skips translation (default: $XDG_CACHE_HOME/portfolio-planner, else "
-                        "~/.cache/portfolio-planner; at most 256 MiB, least recently used go first)")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="seconds for the classical tier, all delegates together (default: 1.0)",
+    )
+    parser.add_argument(
+        "--delegates",
+        default=None,
+        metavar="LIST",
+        help=f"comma-separated delegates in cascade order (default: {','.join(default_names())}; "
+        f"with --llm-url: {','.join(default_names(with_llm=True))}). {help_text()}",
+    )
+    parser.add_argument(
+        "--shares",
+        default=None,
+        metavar="NAME=W,...",
+        help="weights that split each tier's budget (default: "
+        + ",".join(f"{n}={s.share:g}" for n, s in CATALOG.items())
+        + ")",
+    )
+    parser.add_argument(
+        "--fd-alias",
+        default="lama-first",
+        metavar="NAME",
+        help="Fast Downward configuration for unit-cost tasks: lama-first (default), "
+        "seq-opt-lmcut, seq-opt-bjolp; tasks with costs: see --quality",
+    )
+    parser.add_argument(
+        "--fd-search", default=None, metavar="STRING", help="a raw Fast Downward --search string, overriding --fd-alias"
+    )
+    parser.add_argument(
+        "--fd-workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="searches Fast Downward runs at once on a unit-cost task after one translation: "
+        "lama-first and N-1 diverse greedy searches, first plan wins (default: the cores this "
+        "process may use; 1: lama-first alone; tasks with costs: see --quality)",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        default=None,
+        metavar="DIR",
+        help="where Fast Downward translations are kept between runs, so a task planned before "
+        "skips translation (default: $XDG_CACHE_HOME/portfolio-planner, else "
+        "~/.cache/portfolio-planner; at most 256 MiB, least recently used go first)",
+    )
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write the translation cache")
     parser.add_argument("--json", action="store_true", help="print the PlanResult as JSON")
     add_traces_argument(parser, required=False)
     add_features_arguments(parser)
-    parser.add_argument("--explore", choices=("mean", "thompson", "ucb"), default=None,
-                        help="how learned costs explore: mean (default) plans with each action's estimated "
-                        "failure probability (untried actions start at an optimistic prior); thompson samples it "
-                        "per call, so rarely tried alternatives get tried; ucb prices them optimistically")
+    parser.add_argument(
+        "--explore",
+        choices=("mean", "thompson", "ucb"),
+        default=None,
+        help="how learned costs explore: mean (default) plans with each action's estimated "
+        "failure probability (untried actions start at an optimistic prior); thompson samples it "
+        "per call, so rarely tried alternatives get tried; ucb prices them optimistically",
+    )
     add_cost_arguments(parser)
-    parser.add_argument("--llm-url", default=None, metavar="URL",
-                        help="OpenAI-compatible base URL ending in /v1 (key from PORTFOLIO_LLM_API_KEY)")
+    parser.add_argument(
+        "--llm-url",
+        default=None,
+        metavar="URL",
+        help="OpenAI-compatible base URL ending in /v1 (key from PORTFOLIO_LLM_API_KEY)",
+    )
     parser.add_argument("--llm-model", default=None, metavar="NAME", help="model name for --llm-url")
-    parser.add_argument("--decomposer-budget", type=float, default=30.0, metavar="S",
-                        help="seconds for the decomposer tier (default: 30)")
-    parser.add_argument("--keep-all-steps", dest="eliminate_steps", action="store_false",
-                        help="return the delegate's plan as found (default: steps that no goal needs are removed "
-                        "after validation, by greedy action elimination; the JSON's eliminated_steps counts them)")
-    parser.add_argument("--no-carry-over", dest="carry_over", action="store_false",
-                        help="kill Fast Downward's translation and searches when its share of the classical tier "
-                        "ends (default: they go on in the background beside the later delegates until the "
-                        "cascade's last deadline, and the first valid plan from either wins)")
+    parser.add_argument(
+        "--decomposer-budget",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds for the decomposer tier (default: 30)",
+    )
+    parser.add_argument(
+        "--keep-all-steps",
+        dest="eliminate_steps",
+        action="store_false",
+        help="return the delegate's plan as found (default: steps that no goal needs are removed "
+        "after validation, by greedy action elimination; the JSON's eliminated_steps counts them)",
+    )
+    parser.add_argument(
+        "--no-carry-over",
+        dest="carry_over",
+        action="store_false",
+        help="kill Fast Downward's translation and searches when its share of the classical tier "
+        "ends (default: they go on in the background beside the later delegates until the "
+        "cascade's last deadline, and the first valid plan from either wins)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -119,7 +171,8 @@ def fd_workers(args: argparse.Namespace) -> int | None:
 
 
 def translation_cache(args: argparse.Namespace):
-    """The on-disk translation cache `--cache-dir`/`--no-cache` ask for (`portfolio.delegates.fast_downward.sas_cache`), or None."""
+    """The on-disk translation cache `--cache-dir`/`--no-cache` ask for
+    (`portfolio.delegates.fast_downward.sas_cache`), or None."""
     if args.no_cache:
         return None
     from pathlib import Path
@@ -165,9 +218,15 @@ def run(args: argparse.Namespace) -> int:
         # Names, options and shares are checked before any process starts; a failure half-way closes what
         # was built, and the Planner closes its stages if the trace store cannot be opened.
         stages = default_stages(
-            delegate_names(args), budget_s=args.budget, fd_alias=args.fd_alias, fd_search=args.fd_search,
-            llm_url=args.llm_url, llm_model=args.llm_model, decomposer_budget_s=args.decomposer_budget,
-            shares=parse_shares(args.shares), translation_cache=translation_cache(args),
+            delegate_names(args),
+            budget_s=args.budget,
+            fd_alias=args.fd_alias,
+            fd_search=args.fd_search,
+            llm_url=args.llm_url,
+            llm_model=args.llm_model,
+            decomposer_budget_s=args.decomposer_budget,
+            shares=parse_shares(args.shares),
+            translation_cache=translation_cache(args),
             fd_workers=fd_workers(args),
         )
     except ValueError as error:
@@ -175,9 +234,16 @@ def run(args: argparse.Namespace) -> int:
     traces = args.traces if args.traces_given else None
     try:
         # The planner starts its worker processes now, so they warm up while the task is read.
-        planner = Planner(stages, budget_s=args.budget, traces=traces, explore=args.explore,
-                          carry_over=args.carry_over, eliminate_steps=args.eliminate_steps,
-                          quality=args.quality, **({} if args.weight is None else {"cost_weight": args.weight}))
+        planner = Planner(
+            stages,
+            budget_s=args.budget,
+            traces=traces,
+            explore=args.explore,
+            carry_over=args.carry_over,
+            eliminate_steps=args.eliminate_steps,
+            quality=args.quality,
+            **({} if args.weight is None else {"cost_weight": args.weight}),
+        )
     except store_error_types() as error:
         return bad_input(args, str(error), type(error).__name__)
     with planner:

@@ -30,17 +30,41 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     add_traces_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the model info as JSON")
-    parser.add_argument("--half-life", type=float, default=5000.0, metavar="STEPS",
-                        help="a step's weight halves every STEPS later steps of its action (default 5000)")
-    parser.add_argument("--prior-mean", type=float, default=0.05, metavar="P",
-                        help="optimistic prior failure probability for little-seen actions (default 0.05)")
-    parser.add_argument("--prior-strength", type=float, default=10.0, metavar="N",
-                        help="how many pseudo-steps the prior weighs for an action with few groundings "
-                        "seen (default 10; otherwise m is fit from the data)")
-    parser.add_argument("--min-tasks", type=int, default=3, metavar="N",
-                        help="recorded tasks a domain needs before its searches are selected (default 3)")
-    parser.add_argument("--keep", type=int, metavar="N",
-                        help="then delete all but the newest N model versions, of each kind (default: keep all)")
+    parser.add_argument(
+        "--half-life",
+        type=float,
+        default=5000.0,
+        metavar="STEPS",
+        help="a step's weight halves every STEPS later steps of its action (default 5000)",
+    )
+    parser.add_argument(
+        "--prior-mean",
+        type=float,
+        default=0.05,
+        metavar="P",
+        help="optimistic prior failure probability for little-seen actions (default 0.05)",
+    )
+    parser.add_argument(
+        "--prior-strength",
+        type=float,
+        default=10.0,
+        metavar="N",
+        help="how many pseudo-steps the prior weighs for an action with few groundings "
+        "seen (default 10; otherwise m is fit from the data)",
+    )
+    parser.add_argument(
+        "--min-tasks",
+        type=int,
+        default=3,
+        metavar="N",
+        help="recorded tasks a domain needs before its searches are selected (default 3)",
+    )
+    parser.add_argument(
+        "--keep",
+        type=int,
+        metavar="N",
+        help="then delete all but the newest N model versions, of each kind (default: keep all)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -68,8 +92,10 @@ def run(args: argparse.Namespace) -> int:
                 info, no_steps = None, error
             selection = retrain_selection(store, min_tasks=args.min_tasks)
             if info is None and not selection.domains:
-                return fail_bad_input(f"{no_steps} No plans recorded with their domain either (`portfolio plan "
-                                      "--traces FILE` records them), so no configuration selection to fit.")
+                return fail_bad_input(
+                    f"{no_steps} No plans recorded with their domain either (`portfolio plan "
+                    "--traces FILE` records them), so no configuration selection to fit."
+                )
             pruned = store.prune_models(args.keep) if args.keep is not None and info is not None else 0
             if args.keep is not None:
                 prune_selection_models(store, args.keep)
@@ -87,29 +113,43 @@ def run(args: argparse.Namespace) -> int:
 
 def print_failure_model(info, pruned: int, keep: int | None) -> None:
     metrics = info.metrics
-    print(f"model version {info.version}: {info.n_steps} steps, {len(info.actions)} action(s), "
-          f"trained in {info.train_seconds:.1f} s")
+    print(
+        f"model version {info.version}: {info.n_steps} steps, {len(info.actions)} action(s), "
+        f"trained in {info.train_seconds:.1f} s"
+    )
     if pruned:
         print(f"pruned {pruned} old model version(s), kept the newest {keep}")
     if metrics:
         auc = "n/a" if metrics.get("auc") is None else f"{metrics['auc']:.3f}"
-        print(f"held-out ({metrics['heldout_steps']} newest steps): log loss {metrics['log_loss']:.4f}, "
-              f"Brier {metrics['brier']:.4f}, AUC {auc}")
+        print(
+            f"held-out ({metrics['heldout_steps']} newest steps): log loss {metrics['log_loss']:.4f}, "
+            f"Brier {metrics['brier']:.4f}, AUC {auc}"
+        )
     for name, counts in info.actions.items():
-        print(f"  {name}: {counts['steps']} steps, {counts['failures']} failures "
-              f"({counts['kind']} prior, strength m = {counts['strength']:g})")
+        print(
+            f"  {name}: {counts['steps']} steps, {counts['failures']} failures "
+            f"({counts['kind']} prior, strength m = {counts['strength']:g})"
+        )
 
 
 def print_selection(selection) -> None:
     if not selection.domains:
-        print(f"configuration selection: no domain has enough recorded tasks yet ({selection.skipped_domains} "
-              "domain(s) recorded); the fixed order stays")
+        print(
+            f"configuration selection: no domain has enough recorded tasks yet ({selection.skipped_domains} "
+            "domain(s) recorded); the fixed order stays"
+        )
         return
-    print(f"selection model version {selection.version}: {len(selection.domains)} domain(s)"
-          + (f", {selection.skipped_domains} with too few tasks" if selection.skipped_domains else ""))
+    print(
+        f"selection model version {selection.version}: {len(selection.domains)} domain(s)"
+        + (f", {selection.skipped_domains} with too few tasks" if selection.skipped_domains else "")
+    )
     for domain, entry in selection.domains.items():
-        configs = ", ".join(f"{name} solved {c['solved']}" + (f" (median {c['median_s']:.2f} s)" if c["solved"]
-                            else "") for name, c in entry["configs"].items())
+        configs = ", ".join(
+            f"{name} solved {c['solved']}" + (f" (median {c['median_s']:.2f} s)" if c["solved"] else "")
+            for name, c in entry["configs"].items()
+        )
         translator = f" (translator {' '.join(entry['translator'])})" if entry.get("translator") else ""
-        print(f"  domain {domain}: {entry['tasks']} tasks -> race {', '.join(entry['ranking'] or [])}{translator}; "
-              f"{configs}")
+        print(
+            f"  domain {domain}: {entry['tasks']} tasks -> race {', '.join(entry['ranking'] or [])}{translator}; "
+            f"{configs}"
+        )

@@ -8,7 +8,8 @@ import json
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "schema", help="print a JSON Schema (task, result, step)",
+        "schema",
+        help="print a JSON Schema (task, result, step)",
         description="Print the JSON Schema of the JSON task format (task), the PlanResult printed by "
         "`plan --json` (result), or a trace step record (step).",
     )

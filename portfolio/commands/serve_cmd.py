@@ -11,8 +11,13 @@ from portfolio.commands.common import add_cost_arguments, add_traces_argument, f
 
 log = logging.getLogger(__name__)
 
-FLAGS = {"budget_s": "--budget", "max_budget_s": "--max-budget", "decomposer_budget_s": "--decomposer-budget",
-         "memory_limit_mb": "--memory-limit", "validate_budget_s": "--validate-budget"}
+FLAGS = {
+    "budget_s": "--budget",
+    "max_budget_s": "--max-budget",
+    "decomposer_budget_s": "--decomposer-budget",
+    "memory_limit_mb": "--memory-limit",
+    "validate_budget_s": "--validate-budget",
+}
 
 SERVE_DESCRIPTION = """\
 Serve the planner over HTTP to many agents: a pool of warm planner worker processes (each with its own
@@ -32,72 +37,149 @@ example:
 
 
 def _add_planner_arguments(parser: argparse.ArgumentParser, workers_default: int | None) -> None:
-    workers_help = "planner worker processes (default: the cores available)" if workers_default is None else (
-        f"planner worker processes (default: {workers_default})")
+    workers_help = (
+        "planner worker processes (default: the cores available)"
+        if workers_default is None
+        else (f"planner worker processes (default: {workers_default})")
+    )
     parser.add_argument("--workers", type=int, default=workers_default, metavar="N", help=workers_help)
-    parser.add_argument("--queue", type=int, default=64, metavar="N",
-                        help="requests that may wait for a busy pool before 503s (default 64)")
-    parser.add_argument("--budget", type=float, default=1.0, metavar="S",
-                        help="classical tier budget when a request gives none (default 1.0)")
-    parser.add_argument("--max-budget", type=float, default=30.0, metavar="S",
-                        help="cap on a request's own budget (default 30)")
-    parser.add_argument("--decomposer-budget", type=float, default=30.0, metavar="S",
-                        help="seconds for the decomposer tier (default 30)")
-    parser.add_argument("--delegates", default=None, metavar="LIST",
-                        help="cascade order, as for `portfolio plan` (default: fast-downward,pyperplan,goal-agenda; "
-                        "with --llm-url: fast-downward,pyperplan,llm,goal-agenda)")
+    parser.add_argument(
+        "--queue",
+        type=int,
+        default=64,
+        metavar="N",
+        help="requests that may wait for a busy pool before 503s (default 64)",
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="classical tier budget when a request gives none (default 1.0)",
+    )
+    parser.add_argument(
+        "--max-budget", type=float, default=30.0, metavar="S", help="cap on a request's own budget (default 30)"
+    )
+    parser.add_argument(
+        "--decomposer-budget",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds for the decomposer tier (default 30)",
+    )
+    parser.add_argument(
+        "--delegates",
+        default=None,
+        metavar="LIST",
+        help="cascade order, as for `portfolio plan` (default: fast-downward,pyperplan,goal-agenda; "
+        "with --llm-url: fast-downward,pyperplan,llm,goal-agenda)",
+    )
     parser.add_argument("--llm-url", default=None, metavar="URL", help="OpenAI-compatible base URL (see plan)")
     parser.add_argument("--llm-model", default=None, metavar="NAME", help="model name for --llm-url")
-    parser.add_argument("--memory-limit", type=int, default=None, metavar="MB",
-                        help="memory budget of one request, shared by the planner processes it runs in (each "
-                        "capped at an equal share), and the cap of one validation (default: half the machine's "
-                        "memory shared among the planner workers and validators)")
-    parser.add_argument("--fd-workers", type=int, default=None, metavar="N",
-                        help="searches each worker races per task (default: the cores a worker has to itself, "
-                        "at least 1; see `portfolio plan --fd-workers`)")
-    parser.add_argument("--cache-dir", default=None, metavar="DIR",
-                        help="on-disk translation cache the workers share (default: as `portfolio plan`)")
+    parser.add_argument(
+        "--memory-limit",
+        type=int,
+        default=None,
+        metavar="MB",
+        help="memory budget of one request, shared by the planner processes it runs in (each "
+        "capped at an equal share), and the cap of one validation (default: half the machine's "
+        "memory shared among the planner workers and validators)",
+    )
+    parser.add_argument(
+        "--fd-workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="searches each worker races per task (default: the cores a worker has to itself, "
+        "at least 1; see `portfolio plan --fd-workers`)",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        default=None,
+        metavar="DIR",
+        help="on-disk translation cache the workers share (default: as `portfolio plan`)",
+    )
     parser.add_argument("--no-cache", action="store_true", help="workers neither read nor write the cache")
-    parser.add_argument("--validate-budget", type=float, default=10.0, metavar="S",
-                        help="seconds a plan check may take in its validator process before it is killed and "
-                        "the request answered 422 (default 10)")
-    parser.add_argument("--no-carry-over", dest="carry_over", action="store_false",
-                        help="kill Fast Downward's work when its share of the classical tier ends (default: it "
-                        "goes on beside the later delegates until the request's last deadline; see `portfolio "
-                        "plan --help`)")
+    parser.add_argument(
+        "--validate-budget",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds a plan check may take in its validator process before it is killed and "
+        "the request answered 422 (default 10)",
+    )
+    parser.add_argument(
+        "--no-carry-over",
+        dest="carry_over",
+        action="store_false",
+        help="kill Fast Downward's work when its share of the classical tier ends (default: it "
+        "goes on beside the later delegates until the request's last deadline; see `portfolio "
+        "plan --help`)",
+    )
     add_traces_argument(parser, required=False)
-    parser.add_argument("--explore", choices=("mean", "thompson", "ucb"), default=None,
-                        help="how learned costs explore when a request does not say (its `explore` field wins): "
-                        "mean (default), thompson or ucb, as `portfolio plan --explore`")
+    parser.add_argument(
+        "--explore",
+        choices=("mean", "thompson", "ucb"),
+        default=None,
+        help="how learned costs explore when a request does not say (its `explore` field wins): "
+        "mean (default), thompson or ucb, as `portfolio plan --explore`",
+    )
     add_cost_arguments(parser, request_field=True)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("serve", help="serve plans over HTTP (FastAPI) to many agents",
-                                   description=SERVE_DESCRIPTION, epilog=SERVE_EPILOG,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "serve",
+        help="serve plans over HTTP (FastAPI) to many agents",
+        description=SERVE_DESCRIPTION,
+        epilog=SERVE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
     _add_planner_arguments(parser, workers_default=None)
-    parser.add_argument("--token", default=os.environ.get("PORTFOLIO_TOKEN"), metavar="TOKEN",
-                        help="bearer token required on every route but /v1/health (default: $PORTFOLIO_TOKEN; "
-                        "prefer the variable, arguments show in `ps`)")
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("PORTFOLIO_TOKEN"),
+        metavar="TOKEN",
+        help="bearer token required on every route but /v1/health (default: $PORTFOLIO_TOKEN; "
+        "prefer the variable, arguments show in `ps`)",
+    )
     parser.add_argument("--max-body", type=int, default=32, metavar="MB", help="request body limit (default 32)")
-    parser.add_argument("--idle-timeout", type=float, default=10.0, metavar="S",
-                        help="close a connection that sends nothing for this long (default 10)")
-    parser.add_argument("--request-timeout", type=float, default=60.0, metavar="S",
-                        help="close a connection whose request has not arrived whole this long after its "
-                        "first byte (default 60)")
-    parser.add_argument("--max-connections", type=int, default=None, metavar="N",
-                        help="open connections at most; more are closed at once (default: half the "
-                        "descriptor limit, at most 1024)")
-    parser.add_argument("--drain", type=float, default=2.5, metavar="S",
-                        help="on SIGTERM, seconds in-flight requests may take to finish (default 2.5); the "
-                        "workers then get 1 s to stop, so the server exits within about S + 1.5 s")
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="close a connection that sends nothing for this long (default 10)",
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="close a connection whose request has not arrived whole this long after its first byte (default 60)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        metavar="N",
+        help="open connections at most; more are closed at once (default: half the descriptor limit, at most 1024)",
+    )
+    parser.add_argument(
+        "--drain",
+        type=float,
+        default=2.5,
+        metavar="S",
+        help="on SIGTERM, seconds in-flight requests may take to finish (default 2.5); the "
+        "workers then get 1 s to stop, so the server exits within about S + 1.5 s",
+    )
     parser.set_defaults(func=run)
 
     mcp = subparsers.add_parser(
-        "mcp", help="serve the planner as MCP tools over stdio",
+        "mcp",
+        help="serve the planner as MCP tools over stdio",
         description="A Model Context Protocol server on stdin/stdout (official MCP SDK) with the tools plan, "
         "replan, validate, record_steps and action_stats. Register it in an MCP client as `portfolio mcp`.",
     )
@@ -109,8 +191,8 @@ def service_config(args: argparse.Namespace):
     """The `ServiceConfig` the options describe; ValueError with a readable message when they are wrong."""
     from pydantic import ValidationError
 
-    from portfolio.engine import limits
     from portfolio.commands.plan_cmd import delegate_names
+    from portfolio.engine import limits
     from portfolio.planner import CLASSICAL_DELEGATES, DECOMPOSER_DELEGATES
     from portfolio.serve.pool import default_workers
     from portfolio.serve.service import ServiceConfig
@@ -119,17 +201,30 @@ def service_config(args: argparse.Namespace):
     delegates = delegate_names(args)
     unknown = [n for n in delegates if n not in CLASSICAL_DELEGATES + DECOMPOSER_DELEGATES]
     if unknown or not delegates:
-        raise ValueError(f"unknown delegate {unknown[0] if unknown else '(none)'!r}; expected a comma-separated "
-                         f"list of: {', '.join(CLASSICAL_DELEGATES + DECOMPOSER_DELEGATES)}")
+        raise ValueError(
+            f"unknown delegate {unknown[0] if unknown else '(none)'!r}; expected a comma-separated "
+            f"list of: {', '.join(CLASSICAL_DELEGATES + DECOMPOSER_DELEGATES)}"
+        )
     try:
         return ServiceConfig(
-            workers=workers, queue=args.queue, budget_s=args.budget, max_budget_s=args.max_budget,
-            decomposer_budget_s=args.decomposer_budget, delegates=delegates,
-            traces=args.traces if args.traces_given else None, llm_url=args.llm_url, llm_model=args.llm_model,
+            workers=workers,
+            queue=args.queue,
+            budget_s=args.budget,
+            max_budget_s=args.max_budget,
+            decomposer_budget_s=args.decomposer_budget,
+            delegates=delegates,
+            traces=args.traces if args.traces_given else None,
+            llm_url=args.llm_url,
+            llm_model=args.llm_model,
             memory_limit_mb=args.memory_limit or limits.default_limit_mb(2 * workers),  # workers + validators
-            fd_workers=args.fd_workers, cache_dir=args.cache_dir, translation_cache=not args.no_cache,
-            explore=args.explore, quality=args.quality, weight=args.weight,
-            carry_over=args.carry_over, validate_budget_s=args.validate_budget,
+            fd_workers=args.fd_workers,
+            cache_dir=args.cache_dir,
+            translation_cache=not args.no_cache,
+            explore=args.explore,
+            quality=args.quality,
+            weight=args.weight,
+            carry_over=args.carry_over,
+            validate_budget_s=args.validate_budget,
         )
     except ValidationError as error:
         first = error.errors()[0]
@@ -175,12 +270,21 @@ def run(args: argparse.Namespace) -> int:
     except OSError as error:
         return fail_bad_input(f"cannot listen on {args.host}:{args.port}: {error.strerror}")
     app = create_app(service, token=args.token, max_body_bytes=args.max_body * 1024 * 1024, host=args.host)
-    config = uvicorn_config(app, ConnectionLimits(idle_s=args.idle_timeout, request_s=args.request_timeout,
-                                                  max_connections=args.max_connections),
-                            log_level="warning", timeout_graceful_shutdown=args.drain, lifespan="on")
+    config = uvicorn_config(
+        app,
+        ConnectionLimits(
+            idle_s=args.idle_timeout, request_s=args.request_timeout, max_connections=args.max_connections
+        ),
+        log_level="warning",
+        timeout_graceful_shutdown=args.drain,
+        lifespan="on",
+    )
     host, port = sock.getsockname()[:2]
-    print(f"serving on http://{host}:{port}/v1/ with {service.config.workers} planner workers "
-          f"(Ctrl-C or SIGTERM to stop)", flush=True)
+    print(
+        f"serving on http://{host}:{port}/v1/ with {service.config.workers} planner workers "
+        f"(Ctrl-C or SIGTERM to stop)",
+        flush=True,
+    )
     _server_class()(config).run(sockets=[sock])
     # Every worker and planner process is stopped and every write committed by now. Skip the interpreter's
     # teardown of the heap (measured: 1.5 s with the MCP SDK and scikit-learn loaded on a loaded 2-core machine),

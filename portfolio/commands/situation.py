@@ -20,10 +20,19 @@ class FeaturesError(ValueError):
 
 
 def add_features_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--features", nargs="+", default=[], metavar="KEY=VALUE",
-                        help="the situation, e.g. --features hour=peak region=eu (learned costs depend on it)")
-    parser.add_argument("--features-json", default=None, metavar="FILE",
-                        help='the situation as a JSON object file, e.g. {"hour": "peak", "load": 0.7}')
+    parser.add_argument(
+        "--features",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="the situation, e.g. --features hour=peak region=eu (learned costs depend on it)",
+    )
+    parser.add_argument(
+        "--features-json",
+        default=None,
+        metavar="FILE",
+        help='the situation as a JSON object file, e.g. {"hour": "peak", "load": 0.7}',
+    )
 
 
 def _scalar(text: str) -> FeatureValue:
@@ -48,8 +57,10 @@ def parse_features(pairs: list[str], json_file: str | None = None) -> dict[str, 
             raise FeaturesError(f"--features-json {json_file}: expected a JSON object of feature names to values")
         for key, value in loaded.items():
             if value is not None and not isinstance(value, (str, int, float, bool)):
-                raise FeaturesError(f"--features-json {json_file}: feature {key!r} must be a string, number, "
-                                    f"boolean or null, not {type(value).__name__}")
+                raise FeaturesError(
+                    f"--features-json {json_file}: feature {key!r} must be a string, number, "
+                    f"boolean or null, not {type(value).__name__}"
+                )
             features[key] = value
     for pair in pairs:
         key, sep, value = pair.partition("=")

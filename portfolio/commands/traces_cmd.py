@@ -8,7 +8,8 @@ import functools
 import json
 import logging
 import sys
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from portfolio.commands.common import add_traces_argument, fail_bad_input
 
@@ -51,7 +52,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     imp.set_defaults(func=run_import)
 
     exp = commands.add_parser(
-        "export", help="write every step as JSONL",
+        "export",
+        help="write every step as JSONL",
         description="Write every stored step as one JSON object per line, oldest first (the import format).",
     )
     exp.add_argument("--output", "-o", metavar="FILE", help="output file (default: stdout)")
@@ -59,7 +61,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     exp.set_defaults(func=run_export)
 
     stats = commands.add_parser(
-        "stats", help="per action: steps, failure rate, mean duration",
+        "stats",
+        help="per action: steps, failure rate, mean duration",
         description="Per action name: how many steps ran, the share that failed, and their mean duration.",
     )
     stats.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
@@ -118,8 +121,10 @@ def run_import(args: argparse.Namespace) -> int:
     if report.problems:
         for line, message in report.problems:
             print(f"{args.file}:{line}: skipped: {message}", file=sys.stderr)
-        print(f"{len(report.problems)} bad or conflicting line(s) skipped (use --strict to refuse the file)",
-              file=sys.stderr)
+        print(
+            f"{len(report.problems)} bad or conflicting line(s) skipped (use --strict to refuse the file)",
+            file=sys.stderr,
+        )
         return EXIT_PARTIAL
     return 0
 

@@ -23,15 +23,20 @@ exit codes: 0 valid, 1 invalid (the message says which step and why), 2 bad inpu
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "validate", help="check a plan against a task and say precisely why it fails",
+        "validate",
+        help="check a plan against a task and say precisely why it fails",
         description="Simulate PLAN from the problem's initial state: is every step applicable, is the goal "
         "reached? On failure: the 1-based step, the kind of problem (unknown-action, wrong-arity, "
         "unknown-object, wrong-type, precondition, goal) and the literals that did not hold.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("files", nargs="+", metavar="FILE",
-                        help="DOMAIN PROBLEM PLAN (PDDL domain and problem files, then the plan file), or PLAN "
-                        "alone with --task")
+    parser.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="DOMAIN PROBLEM PLAN (PDDL domain and problem files, then the plan file), or PLAN alone with --task",
+    )
     parser.add_argument("--task", metavar="FILE", help="a JSON task file instead of DOMAIN PROBLEM")
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
     parser.set_defaults(func=run)
@@ -45,8 +50,10 @@ def run(args: argparse.Namespace) -> int:
 
     wanted = 1 if args.task else 3
     if len(args.files) != wanted:
-        return fail_bad_input("give DOMAIN PROBLEM PLAN, or --task FILE PLAN" +
-                              f" (got {len(args.files)} file{'s' if len(args.files) != 1 else ''})")
+        return fail_bad_input(
+            "give DOMAIN PROBLEM PLAN, or --task FILE PLAN"
+            + f" (got {len(args.files)} file{'s' if len(args.files) != 1 else ''})"
+        )
     *task_files, plan = args.files
     try:
         task = load_json_task(args.task) if args.task else load_task(*task_files)

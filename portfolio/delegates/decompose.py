@@ -19,15 +19,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from domains.model import And, Atom, Formula, GroundAction, Plan, State, Task
 from domains.pddl_writer import domain_to_pddl, formula_to_pddl, problem_to_pddl
 from domains.validate import holds, unmet_goals, validate_plan
+from portfolio.delegates.fast_downward.sas import SasTask, sas_atom_name
 from portfolio.engine import cancel
 from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Resource, Status
-from portfolio.delegates.fast_downward.sas import SasTask, sas_atom_name
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +40,12 @@ _SETTLED = (Status.SOLVED, Status.UNSOLVABLE, Status.TIMEOUT)
 def subtask(task: Task, state: State, goal: Formula) -> Task:
     """`task` restated from `state` with `goal`, PDDL texts included (the domain text kept byte for byte)."""
     problem = dataclasses.replace(task.problem, init=frozenset(state), goal=goal)
-    return Task(task.domain, problem, domain_pddl=task.domain_pddl or domain_to_pddl(task.domain),
-                problem_pddl=problem_to_pddl(problem))
+    return Task(
+        task.domain,
+        problem,
+        domain_pddl=task.domain_pddl or domain_to_pddl(task.domain),
+        problem_pddl=problem_to_pddl(problem),
+    )
 
 
 def conjunction(literals: Sequence[Formula]) -> Formula:
@@ -139,8 +144,9 @@ class SubgoalSolver(Resource):
         return translation, ""
 
     # -- one subgoal --------------------------------------------------------------------------------------
-    def solve_goal(self, request: PlanRequest, state: State, goal: Formula, deadline: float,
-                   translation: Any = None) -> DelegateOutcome:
+    def solve_goal(
+        self, request: PlanRequest, state: State, goal: Formula, deadline: float, translation: Any = None
+    ) -> DelegateOutcome:
         """A plan from `state` to a state where `goal` holds, checked by simulation; or why there is none.
         UNSOLVABLE means a planner proved the subgoal unreachable from `state`."""
         task = request.task
@@ -150,8 +156,12 @@ class SubgoalSolver(Resource):
         if translation is not None and translation.sas is not None and time.monotonic() < deadline:
             outcome = self._search_sas(request, translation, state, goal, deadline)
         if outcome is None or outcome.status not in _SETTLED:
-            sub = PlanRequest(task=subtask(task, state, goal), costs=request.costs, cost_model=request.cost_model,
-                              excluded=request.excluded)
+            sub = PlanRequest(
+                task=subtask(task, state, goal),
+                costs=request.costs,
+                cost_model=request.cost_model,
+                excluded=request.excluded,
+            )
             for delegate in self.delegates:
                 if cancel.expired(deadline):
                     break
@@ -159,7 +169,7 @@ class SubgoalSolver(Resource):
                     continue
                 try:
                     outcome = delegate.solve(sub, deadline)
-                except Exception as error:  # noqa: BLE001 - a failing planner is a failed subgoal, not a crash
+                except Exception as error:
                     outcome = DelegateOutcome(Status.ERROR, reason=f"{delegate.name}: {type(error).__name__}: {error}")
                 outcome.details.setdefault("via", delegate.name)
                 if outcome.status in _SETTLED:
@@ -176,8 +186,9 @@ class SubgoalSolver(Resource):
         outcome.details["end_state"] = simulated.final_state
         return outcome
 
-    def _search_sas(self, request: PlanRequest, translation: Any, state: State, goal: Formula,
-                    deadline: float) -> DelegateOutcome | None:
+    def _search_sas(
+        self, request: PlanRequest, translation: Any, state: State, goal: Formula, deadline: float
+    ) -> DelegateOutcome | None:
         """Search the full task's SAS translation with `goal` and `state` swapped in; None when that
         translation cannot express them."""
         sas: SasTask = translation.sas
@@ -194,14 +205,17 @@ class SubgoalSolver(Resource):
         goal_section = "begin_goal\n" + f"{len(pairs)}\n" + "".join(f"{v} {d}\n" for v, d in pairs) + "end_goal\n"
         costs = request.grounded_costs([f"({name})" for name in sas.operator_names]) if request.has_costs else None
         text = dataclasses.replace(sas, goal=goal_section).render(
-            init=init_values, costs=costs, excluded=request.excluded)
+            init=init_values, costs=costs, excluded=request.excluded
+        )
         # Coverage is what a decomposer is for: the cost-aware search joins only when learned costs steer.
-        return self._fast_downward().search_sas(text, deadline, with_costs=bool(costs),
-                                                details={"via": "fast-downward (shared translation)"})
+        return self._fast_downward().search_sas(
+            text, deadline, with_costs=bool(costs), details={"via": "fast-downward (shared translation)"}
+        )
 
     # -- a sequence ---------------------------------------------------------------------------------------
-    def solve_sequence(self, request: PlanRequest, subgoals: Sequence[Formula], deadline: float,
-                       translation: Any = None) -> SequenceResult:
+    def solve_sequence(
+        self, request: PlanRequest, subgoals: Sequence[Formula], deadline: float, translation: Any = None
+    ) -> SequenceResult:
         """Plan `subgoals` in order, each from the state the previous sub-plan reached, then check the
         concatenation against the task's goal. Stops at the first subgoal that fails, with a critique."""
         task = request.task
@@ -211,9 +225,13 @@ class SubgoalSolver(Resource):
         for number, goal in enumerate(subgoals, start=1):
             started = time.monotonic()
             outcome = self.solve_goal(request, state, goal, deadline, translation)
-            record = {"subgoal": goal_text(goal), "status": outcome.status.value,
-                      "ms": round((time.monotonic() - started) * 1000, 1),
-                      "via": outcome.details.get("via", ""), "steps": len(outcome.plan or [])}
+            record = {
+                "subgoal": goal_text(goal),
+                "status": outcome.status.value,
+                "ms": round((time.monotonic() - started) * 1000, 1),
+                "via": outcome.details.get("via", ""),
+                "steps": len(outcome.plan or []),
+            }
             steps.append(record)
             if outcome.status is not Status.SOLVED:
                 record["reason"] = outcome.reason
@@ -226,20 +244,29 @@ class SubgoalSolver(Resource):
         final = validate_plan(task, plan, init=request.initial_state)
         if not final.ok:
             missing = final.missing or unmet_goals(task, final.final_state)
-            critique = (f"after all {len(subgoals)} subgoals the goal is not reached: "
-                        f"{', '.join(missing)} {'does' if len(missing) == 1 else 'do'} not hold")
+            critique = (
+                f"after all {len(subgoals)} subgoals the goal is not reached: "
+                f"{', '.join(missing)} {'does' if len(missing) == 1 else 'do'} not hold"
+            )
             if final.failed_step is not None:
                 critique = f"the concatenated plan is invalid: {final.message}"
             return SequenceResult(Status.ERROR, None, final.final_state, len(subgoals), critique, steps)
         banned = [str(a) for a in plan if request.is_excluded(a)]
         if banned:
-            return SequenceResult(Status.ERROR, None, final.final_state, len(subgoals),
-                                  f"the plan uses the excluded action {banned[0]}", steps)
+            return SequenceResult(
+                Status.ERROR,
+                None,
+                final.final_state,
+                len(subgoals),
+                f"the plan uses the excluded action {banned[0]}",
+                steps,
+            )
         return SequenceResult(Status.SOLVED, plan, final.final_state, len(subgoals), "", steps)
 
 
-def _subgoal_critique(task: Task, number: int, goal: Formula, state: State, outcome: DelegateOutcome,
-                      steps_before: int) -> str:
+def _subgoal_critique(
+    task: Task, number: int, goal: Formula, state: State, outcome: DelegateOutcome, steps_before: int
+) -> str:
     where = "the initial state" if steps_before == 0 else f"the state after the first {number - 1} subgoal(s)"
     head = f"subgoal {number} ({goal_text(goal)})"
     if outcome.status is Status.UNSOLVABLE:
@@ -259,4 +286,3 @@ def relevant_facts(state: State, action: GroundAction, limit: int = 30) -> list[
     """Atoms of `state` that mention an argument of `action`: context for a precondition critique."""
     args = set(action.args)
     return [str(a) for a in sorted(state) if args & set(a.args)][:limit]
-

@@ -3,7 +3,8 @@
 Koehler & Hoffmann's goal agenda (as in FF): goal atom g1 should be achieved before g2 when, once g2 has just
 been achieved, g1 can no longer be reached without destroying g2. That test is approximated on Fast Downward's
 SAS translation of the task, in the relaxed (delete-free, value-accumulating) task: start from every fact the relaxed
-task reaches from the current state, with everything that is false right after achieving g2 and the other goals removed (other values of the variables its achievers set,
+task reaches from the current state, with everything that is false right after achieving g2 and the other goals removed
+(other values of the variables its achievers set,
 and facts in a mutex group with g2) and g2 added, forbid operators that move g2's variable elsewhere, and see
 whether g1 is still reachable. Strongly connected goals form one agenda entry; ties go to the goal the relaxed
 task reaches first.
@@ -20,15 +21,15 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
-from domains.model import And, Atom, Formula
-from portfolio.engine import cancel
+from domains.model import And, Atom, Formula, Task
 from portfolio.delegates.decompose import SubgoalSolver, conjunction
-from domains.model import Task
-from portfolio.engine.results import DelegateOutcome, PlanRequest, Delegate, Status
 from portfolio.delegates.fast_downward.sas import SasTask, sas_atom_name
+from portfolio.engine import cancel
+from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +88,13 @@ def mutex_groups(sas: SasTask) -> list[set[Fact]]:
     return groups
 
 
-def relaxed_levels(ops: Sequence[RelaxedOp], start: set[Fact], banned_var: int | None = None,
-                   kept_value: int | None = None, deadline: float | None = None) -> dict[Fact, int]:
+def relaxed_levels(
+    ops: Sequence[RelaxedOp],
+    start: set[Fact],
+    banned_var: int | None = None,
+    kept_value: int | None = None,
+    deadline: float | None = None,
+) -> dict[Fact, int]:
     """Facts reachable from `start` in the relaxed task, with their first layer; operators that would set
     `banned_var` to anything but `kept_value` are not used."""
     level = {fact: 0 for fact in start}
@@ -128,8 +134,9 @@ def relaxed_levels(ops: Sequence[RelaxedOp], start: set[Fact], banned_var: int |
     return level
 
 
-def goal_agenda(sas: SasTask, init_values: Sequence[int], goals: Sequence[Fact],
-                deadline: float | None = None) -> list[list[Fact]]:
+def goal_agenda(
+    sas: SasTask, init_values: Sequence[int], goals: Sequence[Fact], deadline: float | None = None
+) -> list[list[Fact]]:
     """The goal facts grouped and ordered into an agenda (see the module docstring)."""
     ops = relaxed_operators(sas)
     groups = mutex_groups(sas)
@@ -226,8 +233,13 @@ class GoalAgenda(Delegate):
 
     source = "decomposition"
 
-    def __init__(self, solver: SubgoalSolver | None = None, budget_s: float | None = None,
-                 agenda_share: float = 0.5, name: str = "goal-agenda") -> None:
+    def __init__(
+        self,
+        solver: SubgoalSolver | None = None,
+        budget_s: float | None = None,
+        agenda_share: float = 0.5,
+        name: str = "goal-agenda",
+    ) -> None:
         self.name = name
         self.budget_s = budget_s
         self.agenda_share = agenda_share
@@ -297,12 +309,17 @@ class GoalAgenda(Delegate):
                 return DelegateOutcome(Status.SOLVED, plan=result.plan, details=details)
             details["agenda_failure"] = result.critique
         if time.monotonic() >= deadline:
-            return DelegateOutcome(Status.TIMEOUT, reason="budget used up: " + details.get("agenda_failure", ""),
-                                   details=details)
+            return DelegateOutcome(
+                Status.TIMEOUT, reason="budget used up: " + details.get("agenda_failure", ""), details=details
+            )
         if full_goal_elsewhere:
             details["method"] = "agenda only (the full goal is left to the carried-over fast-downward)"
-            return DelegateOutcome(Status.INCOMPLETE, reason=details.get("agenda_failure", "a one-entry agenda")
-                                   + "; the full goal is left to the carried-over fast-downward", details=details)
+            return DelegateOutcome(
+                Status.INCOMPLETE,
+                reason=details.get("agenda_failure", "a one-entry agenda")
+                + "; the full goal is left to the carried-over fast-downward",
+                details=details,
+            )
         result = self.solver.solve_sequence(request, [request.task.problem.goal], deadline, translation)
         details["method"] = "full goal"
         if result.status is Status.SOLVED:

@@ -25,10 +25,10 @@ from domains.literals import parse_ground_literal as parse_literal
 from domains.model import Plan, Task
 from domains.pddl_writer import formula_to_pddl
 from domains.validate import validate_plan
-from portfolio.engine import cancel
 from portfolio.delegates.decompose import SubgoalSolver, conjunction, relevant_facts
 from portfolio.delegates.llm_client import LLMClient, LLMError, extract_json
-from portfolio.engine.results import DelegateOutcome, PlanRequest, Delegate, Status, parse_ground_action
+from portfolio.engine import cancel
+from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status, parse_ground_action
 
 log = logging.getLogger(__name__)
 
@@ -46,15 +46,21 @@ PLAN_SCHEMA: dict[str, Any] = {
 }
 MAX_PLAN_STEPS = 2000
 
-SYSTEM = ("You are a careful automated-planning assistant. You answer with one JSON object that follows the given "
-          "schema and nothing else. Atoms and actions are written in PDDL form, e.g. \"(on a b)\", \"(pick-up a)\".")
+SYSTEM = (
+    "You are a careful automated-planning assistant. You answer with one JSON object that follows the given "
+    'schema and nothing else. Atoms and actions are written in PDDL form, e.g. "(on a b)", "(pick-up a)".'
+)
 INSTRUCTIONS = {
-    "subgoals": ('Decompose the goal into an ordered list of subgoals, each a conjunction of ground atoms of the '
-                 'domain\'s predicates (goal atoms or intermediate conditions), such that achieving them one after '
-                 'another, keeping what must be kept, reaches the goal. A classical planner will solve each subgoal '
-                 'from the state the previous one reached. Answer {"subgoals": [["(atom ...)", ...], ...]}.'),
-    "plan": ('Give a complete sequential plan from the current state to the goal: grounded actions of the domain '
-             'with objects of the problem, in order. Answer {"plan": ["(action arg ...)", ...]}.'),
+    "subgoals": (
+        "Decompose the goal into an ordered list of subgoals, each a conjunction of ground atoms of the "
+        "domain's predicates (goal atoms or intermediate conditions), such that achieving them one after "
+        "another, keeping what must be kept, reaches the goal. A classical planner will solve each subgoal "
+        'from the state the previous one reached. Answer {"subgoals": [["(atom ...)", ...], ...]}.'
+    ),
+    "plan": (
+        "Give a complete sequential plan from the current state to the goal: grounded actions of the domain "
+        'with objects of the problem, in order. Answer {"plan": ["(action arg ...)", ...]}.'
+    ),
 }
 
 
@@ -74,9 +80,16 @@ class LLMDelegate(Delegate):
     source = "llm"
     share = 2.0  # of the decomposer tier's budget, the goal agenda's 1 (`portfolio.delegates.registry`)
 
-    def __init__(self, client: LLMClient, solver: SubgoalSolver | None = None, repair_rounds: int = 3,
-                 modes: tuple[str, ...] = ("subgoals", "plan"), subgoal_share: float = 0.6,
-                 budget_s: float | None = None, name: str = "llm") -> None:
+    def __init__(
+        self,
+        client: LLMClient,
+        solver: SubgoalSolver | None = None,
+        repair_rounds: int = 3,
+        modes: tuple[str, ...] = ("subgoals", "plan"),
+        subgoal_share: float = 0.6,
+        budget_s: float | None = None,
+        name: str = "llm",
+    ) -> None:
         for mode in modes:
             if mode not in INSTRUCTIONS:
                 raise ValueError(f"unknown LLM mode {mode!r}; known: {', '.join(INSTRUCTIONS)}")
@@ -100,8 +113,14 @@ class LLMDelegate(Delegate):
 
     # -- the loop -----------------------------------------------------------------------------------------
     def solve(self, request: PlanRequest, deadline: float) -> DelegateOutcome:
-        details: dict[str, Any] = {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0,
-                                   "repair_rounds": 0, "critiques": []}
+        details: dict[str, Any] = {
+            "llm_calls": 0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "total_tokens": 0,
+            "repair_rounds": 0,
+            "critiques": [],
+        }
         last = "no answer"
         for position, mode in enumerate(self.modes):
             remaining = deadline - time.monotonic()
@@ -121,7 +140,9 @@ class LLMDelegate(Delegate):
         status = Status.TIMEOUT if time.monotonic() >= deadline else Status.ERROR
         return DelegateOutcome(status, reason=f"no valid plan from the LLM; last critique: {last}", details=details)
 
-    def _mode(self, mode: str, request: PlanRequest, deadline: float, details: dict[str, Any]) -> tuple[Plan | None, str]:
+    def _mode(
+        self, mode: str, request: PlanRequest, deadline: float, details: dict[str, Any]
+    ) -> tuple[Plan | None, str]:
         """Ask, check, critique, ask again: (a validated plan or None, the last critique)."""
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt(request, mode)}]
         schema = SUBGOALS_SCHEMA if mode == "subgoals" else PLAN_SCHEMA
@@ -171,8 +192,12 @@ def prompt(request: PlanRequest, mode: str) -> str:
     """Domain, current state (as the problem's init), goal, earlier critiques, and what to answer."""
     task = request.effective_task()
     parts = [
-        "Domain (PDDL):", task.domain_pddl.strip(), "",
-        "Problem (PDDL; its :init is the current state):", task.problem_pddl.strip(), "",
+        "Domain (PDDL):",
+        task.domain_pddl.strip(),
+        "",
+        "Problem (PDDL; its :init is the current state):",
+        task.problem_pddl.strip(),
+        "",
         f"Goal: {formula_to_pddl(task.problem.goal)}",
     ]
     if request.critiques:
@@ -184,8 +209,10 @@ def prompt(request: PlanRequest, mode: str) -> str:
 
 
 def repair_prompt(critique: str, mode: str) -> str:
-    return (f"That answer does not work: {critique}\n"
-            f"Fix it and answer again with the complete JSON object ({'subgoals' if mode == 'subgoals' else 'plan'}).")
+    return (
+        f"That answer does not work: {critique}\n"
+        f"Fix it and answer again with the complete JSON object ({'subgoals' if mode == 'subgoals' else 'plan'})."
+    )
 
 
 def _answer_list(content: str, key: str, example: str) -> list:
@@ -194,7 +221,7 @@ def _answer_list(content: str, key: str, example: str) -> list:
     except ValueError as error:
         raise ValueError(f"{error}; answer with a JSON object like {example}") from None
     if not isinstance(data, dict) or not isinstance(data.get(key), list):
-        raise ValueError(f"the answer must be a JSON object with a list under \"{key}\", like {example}")
+        raise ValueError(f'the answer must be a JSON object with a list under "{key}", like {example}')
     return data[key]
 
 
@@ -207,7 +234,7 @@ def parse_subgoals_answer(task: Task, content: str) -> list:
         if isinstance(group, str):
             group = [group]
         if not isinstance(group, list) or not group or not all(isinstance(a, str) for a in group):
-            raise ValueError(f"subgoal {number} must be a non-empty list of atoms like [\"(on a b)\"]")
+            raise ValueError(f'subgoal {number} must be a non-empty list of atoms like ["(on a b)"]')
         try:
             subgoals.append(conjunction([parse_literal(task, atom) for atom in group]))
         except ValueError as error:
@@ -222,7 +249,7 @@ def check_plan_answer(request: PlanRequest, content: str) -> _Round:
     try:
         raw = _answer_list(content, "plan", '{"plan": ["(pick-up a)", "(stack a b)"]}')
         if not all(isinstance(step, str) for step in raw):
-            raise ValueError("every plan step must be a string like \"(pick-up a)\"")
+            raise ValueError('every plan step must be a string like "(pick-up a)"')
         if len(raw) > MAX_PLAN_STEPS:
             raise ValueError(f"the plan has {len(raw)} steps; at most {MAX_PLAN_STEPS} are accepted")
         plan = [parse_ground_action(step) for step in raw]
@@ -237,7 +264,8 @@ def check_plan_answer(request: PlanRequest, content: str) -> _Round:
             before = validate_plan(task, plan[: validation.failed_step - 1], init=request.initial_state).final_state
             facts = relevant_facts(before, action)
             critique += f". Facts about its arguments before step {validation.failed_step}: " + (
-                " ".join(facts) if facts else "none")
+                " ".join(facts) if facts else "none"
+            )
         return _Round(None, critique)
     banned = [str(step) for step in plan if request.is_excluded(step)]
     if banned:

@@ -97,7 +97,9 @@ class LLMClient(Resource):
             text = text.replace(self._api_key, "***")
         return text[:limit]
 
-    def chat(self, messages: list[dict[str, str]], schema_name: str, schema: dict[str, Any], deadline: float) -> LLMReply:
+    def chat(
+        self, messages: list[dict[str, str]], schema_name: str, schema: dict[str, Any], deadline: float
+    ) -> LLMReply:
         """One assistant answer to `messages`, asked to follow `schema`. Raises LLMError."""
         attempts = 0
         while True:
@@ -129,8 +131,10 @@ class LLMClient(Resource):
                     raise LLMError("rate-limited", f"HTTP 429 after {attempts} attempts: {text}")
                 if wait + _MIN_CALL_S > left:
                     kind = "rate-limited" if status == 429 else "http-5xx"
-                    raise LLMError(kind, f"HTTP {status}; retry after {wait:g} s does not fit in the "
-                                         f"{max(left, 0):.1f} s left: {text}")
+                    raise LLMError(
+                        kind,
+                        f"HTTP {status}; retry after {wait:g} s does not fit in the {max(left, 0):.1f} s left: {text}",
+                    )
                 log.info("LLM server answered HTTP %s; retrying in %.2f s", status, wait)
                 if cancel.sleep_until(time.monotonic() + wait):
                     raise LLMError("timeout", "stopped: the cascade has its answer")
@@ -145,8 +149,14 @@ class LLMClient(Resource):
         deadline = time.monotonic() + remaining
         watchdog = _Watchdog(deadline)
         try:
-            with self._http.stream("POST", f"{self.base_url}/chat/completions", json=body, headers=headers,
-                                   timeout=httpx.Timeout(remaining), extensions={"trace": watchdog.trace}) as response:
+            with self._http.stream(
+                "POST",
+                f"{self.base_url}/chat/completions",
+                json=body,
+                headers=headers,
+                timeout=httpx.Timeout(remaining),
+                extensions={"trace": watchdog.trace},
+            ) as response:
                 watchdog.watch(response.extensions.get("network_stream"))  # a pooled connection has no connect
                 declared = response.headers.get("content-length", "")
                 if declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
@@ -171,16 +181,20 @@ class LLMClient(Resource):
             watchdog.cancel()
 
     def _too_large(self) -> LLMError:
-        return LLMError("bad-response", f"the answer from {self.base_url} is over {MAX_ANSWER_BYTES // 2**20} MB "
-                        "(a chat answer is kilobytes); not read further")
+        return LLMError(
+            "bad-response",
+            f"the answer from {self.base_url} is over {MAX_ANSWER_BYTES // 2**20} MB "
+            "(a chat answer is kilobytes); not read further",
+        )
 
     def _reply(self, response: httpx.Response, attempts: int) -> LLMReply:
         try:
             data = response.json()
             content = data["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError):
-            raise LLMError("bad-response", "HTTP 200 but not a chat-completions answer: "
-                           + self._redact(response.text, 200)) from None
+            raise LLMError(
+                "bad-response", "HTTP 200 but not a chat-completions answer: " + self._redact(response.text, 200)
+            ) from None
         if not isinstance(content, str):
             raise LLMError("bad-response", "the answer has no text content")
         usage = data.get("usage") or {}

@@ -18,7 +18,7 @@ from dataclasses import replace
 from domains.model import STRIPS_FRAGMENT, TRUE, And, Atom, Formula, Task
 from domains.pddl_writer import task_with_texts
 from portfolio.delegates.pyperplan_search import PRELOAD, SEARCH_OP
-from portfolio.engine.results import DelegateOutcome, PlanRequest, Delegate, Status, parse_ground_action
+from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status, parse_ground_action
 from portfolio.engine.workers import BudgetExpired, OutOfMemory, WorkerCrashed, WorkerError, WorkerProcess
 
 
@@ -72,8 +72,13 @@ class Pyperplan(Delegate):
         if task.has_action_costs():
             task = self._without_costs(task)
         try:
-            answer = self._worker.call(SEARCH_OP, deadline, domain_pddl=task.domain_pddl,
-                                       problem_pddl=task.problem_pddl, excluded=tuple(sorted(request.excluded)))
+            answer = self._worker.call(
+                SEARCH_OP,
+                deadline,
+                domain_pddl=task.domain_pddl,
+                problem_pddl=task.problem_pddl,
+                excluded=tuple(sorted(request.excluded)),
+            )
         except BudgetExpired:
             return DelegateOutcome(Status.TIMEOUT, reason="budget expired (pyperplan worker killed)")
         except OutOfMemory as error:
@@ -81,8 +86,10 @@ class Pyperplan(Delegate):
         except (WorkerError, WorkerCrashed) as error:
             return DelegateOutcome(Status.ERROR, reason=f"pyperplan failed: {error}")
         if answer["plan"] is None:
-            return DelegateOutcome(Status.INCOMPLETE, reason="pyperplan's search (helpful actions only) exhausted "
-                                   "its search space; that proves nothing")
+            return DelegateOutcome(
+                Status.INCOMPLETE,
+                reason="pyperplan's search (helpful actions only) exhausted its search space; that proves nothing",
+            )
         plan = [parse_ground_action(step) for step in answer["plan"]]
         return DelegateOutcome(Status.SOLVED, plan=plan, reason="; ".join(notes))
 

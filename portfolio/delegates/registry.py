@@ -16,8 +16,9 @@ goal agenda's 1 leaves the non-LLM fallback at least a third of the decomposer t
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from portfolio.engine.cascade import Stage, Tier
@@ -49,10 +50,14 @@ def _fast_downward(options: Mapping[str, Any], solver: Any):
     from portfolio.delegates.fast_downward.delegate import FastDownward
     from portfolio.delegates.fast_downward.searches import DEFAULT_QUALITY
 
-    return FastDownward(alias=options.get("fd_alias") or "lama-first", search=options.get("fd_search"),
-                        disk_cache=options.get("translation_cache"), workers=options.get("fd_workers"),
-                        translate_options=options.get("fd_translate_options"),
-                        quality=options.get("fd_quality") or DEFAULT_QUALITY)
+    return FastDownward(
+        alias=options.get("fd_alias") or "lama-first",
+        search=options.get("fd_search"),
+        disk_cache=options.get("translation_cache"),
+        workers=options.get("fd_workers"),
+        translate_options=options.get("fd_translate_options"),
+        quality=options.get("fd_quality") or DEFAULT_QUALITY,
+    )
 
 
 def _pyperplan(options: Mapping[str, Any], solver: Any):
@@ -81,24 +86,54 @@ def _llm(options: Mapping[str, Any], solver: Any):
     return LLMDelegate(client, solver=solver, repair_rounds=options.get("repair_rounds", 3))
 
 
-CATALOG: dict[str, DelegateSpec] = {spec.name: spec for spec in (
-    DelegateSpec("fast-downward", _fast_downward, CLASSICAL_TIER, "classical", share=4.0,
-                 options=("fd_alias", "fd_search", "translation_cache", "fd_workers", "fd_translate_options",
-                          "fd_quality"),
-                 summary="Fast Downward (translator worker + search processes, killed at the deadline)"),
-    DelegateSpec("pyperplan", _pyperplan, CLASSICAL_TIER, "classical",
-                 summary="pyperplan greedy search, STRIPS only (worker process, killed at the deadline)"),
-    DelegateSpec("typed-search", _typed_search, CLASSICAL_TIER, "classical",
-                 summary="exact in-process A* for tiny tasks (agent actions); declines larger ones"),
-    DelegateSpec("llm", _llm, DECOMPOSER_TIER, "llm", share=2.0,
-                 options=("llm_url", "llm_model", "llm_api_key", "repair_rounds"),
-                 required=(("llm_url", "the llm delegate needs --llm-url (an OpenAI-compatible base URL ending "
-                                       "in /v1)"),
-                           ("llm_model", "the llm delegate needs --llm-model (the model name the server knows)")),
-                 summary="LLM decomposition and plans, validated and repaired (needs --llm-url, --llm-model)"),
-    DelegateSpec("goal-agenda", _goal_agenda, DECOMPOSER_TIER, "decomposition",
-                 summary="goal-agenda decomposer (no LLM): the goal a part at a time, then the whole goal"),
-)}
+CATALOG: dict[str, DelegateSpec] = {
+    spec.name: spec
+    for spec in (
+        DelegateSpec(
+            "fast-downward",
+            _fast_downward,
+            CLASSICAL_TIER,
+            "classical",
+            share=4.0,
+            options=("fd_alias", "fd_search", "translation_cache", "fd_workers", "fd_translate_options", "fd_quality"),
+            summary="Fast Downward (translator worker + search processes, killed at the deadline)",
+        ),
+        DelegateSpec(
+            "pyperplan",
+            _pyperplan,
+            CLASSICAL_TIER,
+            "classical",
+            summary="pyperplan greedy search, STRIPS only (worker process, killed at the deadline)",
+        ),
+        DelegateSpec(
+            "typed-search",
+            _typed_search,
+            CLASSICAL_TIER,
+            "classical",
+            summary="exact in-process A* for tiny tasks (agent actions); declines larger ones",
+        ),
+        DelegateSpec(
+            "llm",
+            _llm,
+            DECOMPOSER_TIER,
+            "llm",
+            share=2.0,
+            options=("llm_url", "llm_model", "llm_api_key", "repair_rounds"),
+            required=(
+                ("llm_url", "the llm delegate needs --llm-url (an OpenAI-compatible base URL ending in /v1)"),
+                ("llm_model", "the llm delegate needs --llm-model (the model name the server knows)"),
+            ),
+            summary="LLM decomposition and plans, validated and repaired (needs --llm-url, --llm-model)",
+        ),
+        DelegateSpec(
+            "goal-agenda",
+            _goal_agenda,
+            DECOMPOSER_TIER,
+            "decomposition",
+            summary="goal-agenda decomposer (no LLM): the goal a part at a time, then the whole goal",
+        ),
+    )
+}
 
 DEFAULT_DELEGATES = ("fast-downward", "pyperplan", "goal-agenda")
 DEFAULT_WITH_LLM = ("fast-downward", "pyperplan", "llm", "goal-agenda")
@@ -179,8 +214,12 @@ def _solver(classical_names: Sequence[str], options: Mapping[str, Any], shared: 
         names, delegates = [d.name for d in shared], list(shared)
     else:
         names, delegates = ["fast-downward", *(n for n in classical_names if n in SOLVER_DELEGATES)], None
-    return SubgoalSolver(classical=list(dict.fromkeys(names)), fd_alias=options.get("fd_alias"),
-                         fd_search=options.get("fd_search"), delegates=delegates)
+    return SubgoalSolver(
+        classical=list(dict.fromkeys(names)),
+        fd_alias=options.get("fd_alias"),
+        fd_search=options.get("fd_search"),
+        delegates=delegates,
+    )
 
 
 def tier_shares(names: Sequence[str], shares: Mapping[str, float] | None) -> tuple[float, ...]:
@@ -192,8 +231,13 @@ def tier_shares(names: Sequence[str], shares: Mapping[str, float] | None) -> tup
     return tuple(float(shares.get(name, CATALOG[name].share)) for name in names)
 
 
-def decomposer_tier(names: Sequence[str], classical_names: Sequence[str] = (), *,
-                    shares: Mapping[str, float] | None = None, **options: Any) -> "Tier":
+def decomposer_tier(
+    names: Sequence[str],
+    classical_names: Sequence[str] = (),
+    *,
+    shares: Mapping[str, float] | None = None,
+    **options: Any,
+) -> Tier:
     """The decomposer tier: `names` in order, sharing `decomposer_budget_s` (default 30 s) by their shares and
     one subgoal solver: the classical tier's own delegates when given as `classical_delegates` (one translation
     cache for both tiers), else new ones built from `classical_names` (default: Fast Downward, then pyperplan)."""
@@ -218,8 +262,13 @@ def decomposer_tier(names: Sequence[str], classical_names: Sequence[str] = (), *
     return tier
 
 
-def build_stages(names: Sequence[str] = DEFAULT_DELEGATES, budget_s: float | None = None, *,
-                 shares: Mapping[str, float] | None = None, **options: Any) -> list["Stage"]:
+def build_stages(
+    names: Sequence[str] = DEFAULT_DELEGATES,
+    budget_s: float | None = None,
+    *,
+    shares: Mapping[str, float] | None = None,
+    **options: Any,
+) -> list[Stage]:
     """Classical delegates share one tier of `budget_s` (default 1 s); decomposers follow in a tier of their own
     (`decomposer_budget_s`, default 30 s) and solve their subgoals with the same classical delegates. Names and
     required options are checked before anything starts; if building fails half-way, what was built is
@@ -241,7 +290,10 @@ def build_stages(names: Sequence[str] = DEFAULT_DELEGATES, budget_s: float | Non
         if classical:
             stages.append(Tier(CLASSICAL_TIER, classical, budget_s, shares=tier_shares(classical_names, shares)))
         if others:
-            stages.append(decomposer_tier(others, classical_names=classical_names, classical_delegates=classical,
-                                          shares=shares, **options))
+            stages.append(
+                decomposer_tier(
+                    others, classical_names=classical_names, classical_delegates=classical, shares=shares, **options
+                )
+            )
         cleanup.pop_all()
     return stages

@@ -25,7 +25,7 @@ from typing import Any
 
 from domains.model import TRUE, And, Atom, GroundAction, Task, action_cost
 from domains.validate import applicable, apply, goal_reached
-from portfolio.engine.results import DelegateOutcome, PlanRequest, Delegate, Status
+from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
 
 _INF = float("inf")
 
@@ -71,9 +71,11 @@ def ground(task: Task, limit: int) -> _Ground | None:
         actions.extend(GroundAction(schema.name, combo) for combo in itertools.product(*domains))
     names = tuple(str(a) for a in actions)
     # Derived predicates are computed, never stored in a state: only the simulator handles them.
-    strips = task.is_strips and all(
-        _conjunction(s.precondition) is not None or s.precondition == TRUE for s in task.domain.actions
-    ) and all(e.condition == TRUE and not e.parameters for s in task.domain.actions for e in s.effects)
+    strips = (
+        task.is_strips
+        and all(_conjunction(s.precondition) is not None or s.precondition == TRUE for s in task.domain.actions)
+        and all(e.condition == TRUE and not e.parameters for s in task.domain.actions for e in s.effects)
+    )
     goal_atoms = _conjunction(task.problem.goal)
     if not strips:
         return _Ground(tuple(actions), names, False, {}, (), (), (), (), (), None)
@@ -97,8 +99,18 @@ def ground(task: Task, limit: int) -> _Ground | None:
         pre_bits.append(p_bits)
         add_bits.append(a_bits)
     goal = mask(goal_atoms)[0] if goal_atoms is not None else None
-    return _Ground(tuple(actions), names, True, atoms, tuple(pre), tuple(add), tuple(delete), tuple(pre_bits),
-                   tuple(add_bits), goal)
+    return _Ground(
+        tuple(actions),
+        names,
+        True,
+        atoms,
+        tuple(pre),
+        tuple(add),
+        tuple(delete),
+        tuple(pre_bits),
+        tuple(add_bits),
+        goal,
+    )
 
 
 class TypedSearch(Delegate):
@@ -106,8 +118,13 @@ class TypedSearch(Delegate):
 
     source = "classical"
 
-    def __init__(self, max_ground_actions: int = 200, max_nodes: int = 50_000, budget_s: float | None = None,
-                 name: str = "typed-search") -> None:
+    def __init__(
+        self,
+        max_ground_actions: int = 200,
+        max_nodes: int = 50_000,
+        budget_s: float | None = None,
+        name: str = "typed-search",
+    ) -> None:
         self.name = name
         self.budget_s = budget_s
         self.max_ground_actions = max_ground_actions
@@ -152,8 +169,9 @@ class TypedSearch(Delegate):
         return self._uniform(grounded, request, usable, cost, deadline)
 
     # -- STRIPS: A* with h_max on bitmask states -------------------------------------------------------------
-    def _astar(self, g: _Ground, request: PlanRequest, usable: list[int], cost: list[float],
-               deadline: float) -> DelegateOutcome:
+    def _astar(
+        self, g: _Ground, request: PlanRequest, usable: list[int], cost: list[float], deadline: float
+    ) -> DelegateOutcome:
         start = sum(1 << bit for atom, bit in g.atoms.items() if atom in request.initial_state)
         goal = g.goal
         assert goal is not None
@@ -206,16 +224,18 @@ class TypedSearch(Delegate):
                     best[nxt] = new_cost
                     parent[nxt] = (state, i)
                     heapq.heappush(frontier, (new_cost + h, next(counter), new_cost, nxt))
-        return DelegateOutcome(Status.UNSOLVABLE, reason=f"no plan: {expanded} reachable states exhausted",
-                               details={"expanded": expanded})
+        return DelegateOutcome(
+            Status.UNSOLVABLE, reason=f"no plan: {expanded} reachable states exhausted", details={"expanded": expanded}
+        )
 
     def _gave_up(self, expanded: int) -> DelegateOutcome:
         if expanded > self.max_nodes:
             return DelegateOutcome(Status.MEMOUT, reason=f"node limit ({self.max_nodes}) reached")
         return DelegateOutcome(Status.TIMEOUT, reason=f"budget expired after {expanded} nodes")
 
-    def _solved(self, g: _Ground, parent: dict[int, tuple[int, int]], state: int, start: int,
-                expanded: int) -> DelegateOutcome:
+    def _solved(
+        self, g: _Ground, parent: dict[int, tuple[int, int]], state: int, start: int, expanded: int
+    ) -> DelegateOutcome:
         steps: list[GroundAction] = []
         while state != start:
             state, index = parent[state]
@@ -224,8 +244,9 @@ class TypedSearch(Delegate):
         return DelegateOutcome(Status.SOLVED, plan=steps, details={"expanded": expanded})
 
     # -- anything else: uniform-cost search through the validator's simulator -----------------------------
-    def _uniform(self, g: _Ground, request: PlanRequest, usable: list[int], cost: list[float],
-                 deadline: float) -> DelegateOutcome:
+    def _uniform(
+        self, g: _Ground, request: PlanRequest, usable: list[int], cost: list[float], deadline: float
+    ) -> DelegateOutcome:
         task = request.task
         start = frozenset(request.initial_state)
         counter = itertools.count()

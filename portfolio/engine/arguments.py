@@ -9,7 +9,8 @@ in a right type is the usual `TaskInputError`, as from a file), before any deleg
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from domains.ground_text import normalise_actions
 from domains.literals import parse_state
@@ -20,8 +21,10 @@ ACTION_TYPES = 'a list (any iterable) of domains.GroundAction or of actions spel
 
 def check_task(task: Any) -> Task:
     if not isinstance(task, Task):
-        raise TypeError(f"task must be a domains.Task (read one with domains.load, domains.pddl.parse_task or "
-                        f"domains.json_task.task_from_json); got {type(task).__name__}")
+        raise TypeError(
+            f"task must be a domains.Task (read one with domains.load, domains.pddl.parse_task or "
+            f"domains.json_task.task_from_json); got {type(task).__name__}"
+        )
     return task
 
 

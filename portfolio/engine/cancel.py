@@ -25,7 +25,7 @@ import os
 import select
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 _local = threading.local()
 
@@ -33,7 +33,7 @@ _local = threading.local()
 class StopSignal:
     """Set once, from any thread; `fds()` become readable when it (or a parent) is set."""
 
-    def __init__(self, parent: "StopSignal | None" = None) -> None:
+    def __init__(self, parent: StopSignal | None = None) -> None:
         self.parent = parent
         self.reason = ""
         self._event = threading.Event()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from portfolio.engine import cancel
 from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
@@ -27,8 +27,14 @@ class CarriedOver:
     """`delegate.solve(request, deadline)` running on a thread; `check` turns a solved outcome into an error
     when its plan is not valid."""
 
-    def __init__(self, delegate: Delegate, request: PlanRequest, deadline: float,
-                 check: Callable[[DelegateOutcome], DelegateOutcome], on_settled: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        delegate: Delegate,
+        request: PlanRequest,
+        deadline: float,
+        check: Callable[[DelegateOutcome], DelegateOutcome],
+        on_settled: Callable[[], None],
+    ) -> None:
         self.delegate = delegate
         self.deadline = deadline
         self.started = time.monotonic()
@@ -39,15 +45,16 @@ class CarriedOver:
         self._check = check
         self._on_settled = on_settled
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(request,), name=f"carry-over-{delegate.name}",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(request,), name=f"carry-over-{delegate.name}", daemon=True
+        )
         self._thread.start()
 
     def _run(self, request: PlanRequest) -> None:
         with cancel.scope(self.signal):
             try:
                 outcome = self.delegate.solve(request, self.deadline)
-            except Exception as error:  # noqa: BLE001 - a delegate failure is its attempt's status
+            except Exception as error:
                 log.warning("delegate %s raised %s", self.delegate.name, error, exc_info=True)
                 outcome = DelegateOutcome(Status.ERROR, reason=f"{type(error).__name__}: {error}")
             if outcome.status is Status.SOLVED:

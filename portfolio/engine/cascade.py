@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Sequence, Union
 
 from domains.action_elimination import eliminate
 from domains.model import Plan, Task, plan_cost
@@ -101,7 +101,7 @@ class Tier(Resource):
             delegate.close()
 
 
-Stage = Union[Tier, Delegate]
+Stage = Tier | Delegate
 
 
 def _check_delegates(delegates: Sequence[object], where: str) -> None:
@@ -109,8 +109,10 @@ def _check_delegates(delegates: Sequence[object], where: str) -> None:
     relies on: `supports`, `share`, `carries_over`, `source`)."""
     for delegate in delegates:
         if not isinstance(delegate, Delegate):
-            raise TypeError(f"{where}: {delegate!r} is not a Delegate; subclass portfolio.engine.results.Delegate "
-                            "and implement solve(request, deadline)")
+            raise TypeError(
+                f"{where}: {delegate!r} is not a Delegate; subclass portfolio.engine.results.Delegate "
+                "and implement solve(request, deadline)"
+            )
 
 
 def share_deadline(now: float, tier_deadline: float, share: float, shares_left: float) -> float:
@@ -125,7 +127,7 @@ def _checked_supports(delegate: Delegate, task: Task) -> tuple[bool, str]:
         if delegate.supports(task):
             return True, ""
         return False, delegate.decline_reason(task) or f"{delegate.name} does not support this task"
-    except Exception as error:  # noqa: BLE001 - a broken check is that delegate's failure, not the cascade's
+    except Exception as error:
         return False, f"supports() raised {type(error).__name__}: {error}"
 
 
@@ -168,8 +170,13 @@ class PortfolioDecomposition(Resource):
         task = request.task
         if goal_reached(task, request.initial_state):
             return PlanResult(
-                status=Status.SOLVED, plan=[], cost=0.0, delegate="initial-state",
-                attempts=attempts, elapsed_ms=elapsed_ms_since(start), source="classical",
+                status=Status.SOLVED,
+                plan=[],
+                cost=0.0,
+                delegate="initial-state",
+                attempts=attempts,
+                elapsed_ms=elapsed_ms_since(start),
+                source="classical",
             )
         deadline = start + sum(self._stage_budget(stage) for stage in self.delegates)
         call = _Call(request, start, deadline, attempts, cancel.StopSignal(parent=cancel.current()))
@@ -197,8 +204,13 @@ class PortfolioDecomposition(Resource):
         carried-over work is stopped and recorded first."""
         carried = call.carried
         if carried is not None:
-            if result is not None and carried.settled and carried.finished is not None \
-                    and call.answered_at is not None and carried.finished < call.answered_at:
+            if (
+                result is not None
+                and carried.settled
+                and carried.finished is not None
+                and call.answered_at is not None
+                and carried.finished < call.answered_at
+            ):
                 result = None  # both answered; the carried-over work first
             if result is not None:
                 carried.stop(f"{result.delegate} answered first")
@@ -230,13 +242,22 @@ class PortfolioDecomposition(Resource):
             status, reason = Status.TIMEOUT, "still working at the cascade's deadline"
         else:
             status, reason = outcome.status, outcome.reason
-        call.attempts.append(Attempt(delegate=carried.delegate.name, status=status,
-                                     elapsed_ms=round((finished - carried.started) * 1000, 3),
-                                     reason=("finished in the background: " + reason).rstrip(": "),
-                                     details=details))
+        call.attempts.append(
+            Attempt(
+                delegate=carried.delegate.name,
+                status=status,
+                elapsed_ms=round((finished - carried.started) * 1000, 3),
+                reason=("finished in the background: " + reason).rstrip(": "),
+                details=details,
+            )
+        )
         call.carried_recorded = True
-        log.info("carried-over %s: %s after %.1f ms", carried.delegate.name, status.value,
-                 (finished - carried.started) * 1000)
+        log.info(
+            "carried-over %s: %s after %.1f ms",
+            carried.delegate.name,
+            status.value,
+            (finished - carried.started) * 1000,
+        )
 
     def _stage_budget(self, stage: Stage) -> float:
         if isinstance(stage, Tier):
@@ -248,17 +269,28 @@ class PortfolioDecomposition(Resource):
         attempts = call.attempts
         # Clamped to the call's deadline: time an earlier tier overran (stopping what it started) is not added.
         tier_deadline = min(time.monotonic() + tier.budget_s, call.deadline)
-        declined = {index: why for index, delegate in enumerate(tier.delegates)
-                    for ok, why in [_checked_supports(delegate, call.request.task)] if not ok}
+        declined = {
+            index: why
+            for index, delegate in enumerate(tier.delegates)
+            for ok, why in [_checked_supports(delegate, call.request.task)]
+            if not ok
+        }
         for index, delegate in enumerate(tier.delegates):
             if index in declined:
-                attempts.append(Attempt(delegate=delegate.name, status=Status.UNSUPPORTED, elapsed_ms=0.0,
-                                        reason=declined[index]))
+                attempts.append(
+                    Attempt(delegate=delegate.name, status=Status.UNSUPPORTED, elapsed_ms=0.0, reason=declined[index])
+                )
                 continue
             now = time.monotonic()
             if now >= tier_deadline:
-                attempts.append(Attempt(delegate=delegate.name, status=Status.TIMEOUT, elapsed_ms=0.0,
-                                        reason="tier budget used up before this delegate started"))
+                attempts.append(
+                    Attempt(
+                        delegate=delegate.name,
+                        status=Status.TIMEOUT,
+                        elapsed_ms=0.0,
+                        reason="tier budget used up before this delegate started",
+                    )
+                )
                 continue
             shares_left = sum(tier.share_of(i) for i in range(index, len(tier.delegates)) if i not in declined)
             deadline = share_deadline(now, tier_deadline, tier.share_of(index), shares_left)
@@ -275,28 +307,36 @@ class PortfolioDecomposition(Resource):
         deadline = slice_end
         if delegate.budget_s is not None:
             deadline = min(deadline, now + delegate.budget_s)
-        carry = (self.carry_over and call.carried is None and delegate.carries_over
-                 and call.deadline > deadline)
+        carry = self.carry_over and call.carried is None and delegate.carries_over and call.deadline > deadline
         if carry:
             work_deadline = call.deadline if delegate.budget_s is None else min(call.deadline, now + delegate.budget_s)
-            job = CarriedOver(delegate, replace(request, answer_by=deadline), work_deadline,
-                              check=lambda found: self._checked(found, request),
-                              on_settled=lambda: call.foreground.set(f"{delegate.name} answered"))
+            job = CarriedOver(
+                delegate,
+                replace(request, answer_by=deadline),
+                work_deadline,
+                check=lambda found: self._checked(found, request),
+                on_settled=lambda: call.foreground.set(f"{delegate.name} answered"),
+            )
             outcome = job.wait(deadline)
             if outcome is None:
                 call.carried = job
                 call.request = replace(request, carried_over=request.carried_over | {delegate.name})
-                call.attempts.append(Attempt(
-                    delegate=delegate.name, status=Status.TIMEOUT, elapsed_ms=elapsed_ms_since(now),
-                    reason="no answer within its share; carried over: its work goes on in the background",
-                    details={"carried_over": True}))
+                call.attempts.append(
+                    Attempt(
+                        delegate=delegate.name,
+                        status=Status.TIMEOUT,
+                        elapsed_ms=elapsed_ms_since(now),
+                        reason="no answer within its share; carried over: its work goes on in the background",
+                        details={"carried_over": True},
+                    )
+                )
                 log.info("delegate %s: no answer in its share, carried over", delegate.name)
                 return None
             job.stop("answered")  # it answered within its share: the thread has ended
         else:
             try:
                 outcome = delegate.solve(request, deadline)
-            except Exception as error:  # noqa: BLE001 - any delegate failure moves the cascade on
+            except Exception as error:
                 log.warning("delegate %s raised %s", delegate.name, error, exc_info=True)
                 outcome = DelegateOutcome(Status.ERROR, reason=f"{type(error).__name__}: {error}")
             if outcome.status is Status.SOLVED:
@@ -304,17 +344,26 @@ class PortfolioDecomposition(Resource):
             carried = call.carried
             if outcome.status is not Status.SOLVED and carried is not None and carried.settled:
                 # Cut short by the carried-over answer: its status says why it stopped, not what it found.
-                outcome = DelegateOutcome(Status.TIMEOUT, reason=f"stopped: {carried.delegate.name} answered first",
-                                          details={**outcome.details, "stopped_by": carried.delegate.name})
+                outcome = DelegateOutcome(
+                    Status.TIMEOUT,
+                    reason=f"stopped: {carried.delegate.name} answered first",
+                    details={**outcome.details, "stopped_by": carried.delegate.name},
+                )
             if outcome.status in (Status.SOLVED, Status.UNSOLVABLE):
                 call.answered_at = time.monotonic()
             if carried is not None and carried.outcome is not None:
                 self._record_carried(call)  # it ended while this delegate ran: its record comes first
-        attempt = Attempt(delegate=delegate.name, status=outcome.status, elapsed_ms=elapsed_ms_since(now),
-                          reason=outcome.reason, details=outcome.details)
+        attempt = Attempt(
+            delegate=delegate.name,
+            status=outcome.status,
+            elapsed_ms=elapsed_ms_since(now),
+            reason=outcome.reason,
+            details=outcome.details,
+        )
         call.attempts.append(attempt)
-        log.info("delegate %s: %s in %.1f ms %s", delegate.name, outcome.status.value, attempt.elapsed_ms,
-                 outcome.reason)
+        log.info(
+            "delegate %s: %s in %.1f ms %s", delegate.name, outcome.status.value, attempt.elapsed_ms, outcome.reason
+        )
         return self._settled(delegate, outcome, call)
 
     def _settled(self, delegate: Delegate, outcome: DelegateOutcome | None, call: _Call) -> PlanResult | None:
@@ -325,9 +374,12 @@ class PortfolioDecomposition(Resource):
             assert outcome.plan is not None
             plan = self._reduced(list(outcome.plan), call)
             return PlanResult(
-                status=Status.SOLVED, plan=[str(step) for step in plan],
-                cost=plan_cost(call.request.task, plan), delegate=delegate.name,
-                source=delegate.source, eliminated_steps=len(outcome.plan) - len(plan),
+                status=Status.SOLVED,
+                plan=[str(step) for step in plan],
+                cost=plan_cost(call.request.task, plan),
+                delegate=delegate.name,
+                source=delegate.source,
+                eliminated_steps=len(outcome.plan) - len(plan),
             )
         if outcome.status is Status.UNSOLVABLE:
             return PlanResult(status=Status.UNSOLVABLE, delegate=delegate.name)
@@ -353,12 +405,16 @@ class PortfolioDecomposition(Resource):
         assert outcome.plan is not None
         banned = [str(step) for step in outcome.plan if request.is_excluded(step)]
         if banned:
-            return DelegateOutcome(Status.ERROR, reason=f"plan uses excluded action {banned[0]}",
-                                   details=outcome.details)
+            return DelegateOutcome(
+                Status.ERROR, reason=f"plan uses excluded action {banned[0]}", details=outcome.details
+            )
         validation = validate_plan(request.task, outcome.plan, init=request.initial_state)
         if not validation.ok:
-            return DelegateOutcome(Status.ERROR, reason=f"invalid plan rejected by the validator: {validation.message}",
-                                   details=outcome.details)
+            return DelegateOutcome(
+                Status.ERROR,
+                reason=f"invalid plan rejected by the validator: {validation.message}",
+                details=outcome.details,
+            )
         return outcome
 
     def close(self) -> None:

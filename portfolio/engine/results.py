@@ -13,9 +13,10 @@ nothing about the task. `unsupported` is a delegate declining a task it cannot r
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, Self, Sequence
+from typing import Any, Self
 
 from pydantic import BaseModel, Field
 
@@ -53,7 +54,8 @@ class PlanRequest:
     """One planning call.
 
     `init` replaces the task's initial state (replanning); `cost_model` is a function from grounded actions to
-    costs (the Planner's learned costs), for delegates that ground the task; `costs` maps grounded actions in PDDL form (`"(drive t1 a b)"`) to the cost a cost-aware delegate should use
+    costs (the Planner's learned costs), for delegates that ground the task; `costs` maps grounded actions in PDDL form
+    (`"(drive t1 a b)"`) to the cost a cost-aware delegate should use
     instead of the model's own (learned costs); `excluded` lists grounded actions no plan may use (an action that
     just failed, for this adaptation generation); `critiques` are verbal reasons from earlier failures, for
     delegates that can read them (an LLM); `carried_over` names delegates whose work on this very request goes
@@ -167,9 +169,11 @@ class Delegate(Resource):
         raise NotImplementedError(f"{type(self).__name__} must implement solve(request, deadline)")
 
 
-STATUS_HELP = ("solved; unsolvable (proved by a complete method: the only status that stops the cascade); "
-               "incomplete (an incomplete search ran out of states: no verdict); unsupported (declined the task); "
-               "memout; timeout; error")
+STATUS_HELP = (
+    "solved; unsolvable (proved by a complete method: the only status that stops the cascade); "
+    "incomplete (an incomplete search ran out of states: no verdict); unsupported (declined the task); "
+    "memout; timeout; error"
+)
 
 
 class Attempt(BaseModel):
@@ -186,8 +190,10 @@ class Attempt(BaseModel):
 
 
 class PlanResult(BaseModel):
-    status: Status = Field(description="The call's outcome: " + STATUS_HELP + ". Without a plan or proof: the "
-                           "first of timeout, memout, incomplete, error, unsupported among the attempts")
+    status: Status = Field(
+        description="The call's outcome: " + STATUS_HELP + ". Without a plan or proof: the "
+        "first of timeout, memout, incomplete, error, unsupported among the attempts"
+    )
     plan: list[str] = Field(default_factory=list, description='Grounded actions in PDDL form, e.g. "(pick-up a)"')
     cost: float | None = None
     delegate: str | None = None
@@ -197,15 +203,22 @@ class PlanResult(BaseModel):
         default=None, description="Predicted probability that every step succeeds (with learned costs)"
     )
     learned_cost: float | None = Field(
-        default=None, description="The plan's cost under the learned costs it was planned with (base cost plus "
-        "weight * -log(1 - p_fail) per step); `cost` is its base cost"
+        default=None,
+        description="The plan's cost under the learned costs it was planned with (base cost plus "
+        "weight * -log(1 - p_fail) per step); `cost` is its base cost",
     )
     source: str | None = Field(default=None, description='"classical", "llm" or "decomposition"')
-    cost_model: str | None = Field(default=None, description='The costs the plan was made under: "task" (the '
-                                   'task\'s own) or "learned:<generation>"; a replan reuses a plan only under '
-                                   'the same one')
-    eliminated_steps: int = Field(default=0, description="Steps of the delegate's plan that no goal needed, "
-                                  "removed after validation (greedy action elimination); `plan` is what is left")
+    cost_model: str | None = Field(
+        default=None,
+        description='The costs the plan was made under: "task" (the '
+        'task\'s own) or "learned:<generation>"; a replan reuses a plan only under '
+        "the same one",
+    )
+    eliminated_steps: int = Field(
+        default=0,
+        description="Steps of the delegate's plan that no goal needed, "
+        "removed after validation (greedy action elimination); `plan` is what is left",
+    )
 
     @property
     def solved(self) -> bool:

@@ -17,7 +17,8 @@ import pickle
 import struct
 import sys
 import traceback
-from typing import IO, Any, BinaryIO, Callable
+from collections.abc import Callable
+from typing import IO, Any, BinaryIO
 
 HEADER = struct.Struct("!Q")
 
@@ -51,7 +52,7 @@ def handler(op: str) -> Callable[..., Any]:
         return _ping
     module, _, function = op.partition(":")
     if not module or not function:
-        raise ValueError(f"unknown worker op {op!r}; expected \"ping\" or \"package.module:function\"")
+        raise ValueError(f'unknown worker op {op!r}; expected "ping" or "package.module:function"')
     found: Callable[..., Any] = getattr(importlib.import_module(module), function)
     return found
 
@@ -69,7 +70,7 @@ def serve(requests: BinaryIO, responses: BinaryIO, handlers: dict[str, Callable[
             result = {"ok": True, "value": function(**kwargs)}
         except MemoryError:  # over the memory cap: no traceback, it would need memory the frames still hold
             result = {"ok": False, "error": "MemoryError: out of memory"}
-        except BaseException as error:  # noqa: BLE001 - every failure goes back to the parent as data
+        except BaseException as error:
             result = {
                 "ok": False,
                 "error": f"{type(error).__name__}: {error}",

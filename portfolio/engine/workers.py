@@ -8,8 +8,8 @@ call gets a fresh process. The replacement is started at once, in the background
 from __future__ import annotations
 
 import glob
-import logging
 import itertools
+import logging
 import os
 import pickle
 import queue
@@ -25,8 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from portfolio.engine import cancel
-from portfolio.engine import limits
+from portfolio.engine import cancel, limits
 from portfolio.engine.results import Resource
 from portfolio.engine.worker_main import HEADER, write_message
 
@@ -235,7 +234,10 @@ class SearchProcessPool(Resource):
         with open(output_path, "wb") as output:
             process = subprocess.Popen(
                 [*limits.with_parent_death(), *command, "--internal-plan-file", plan_path],
-                stdin=subprocess.PIPE, stdout=output, stderr=subprocess.STDOUT, cwd=self._dir,
+                stdin=subprocess.PIPE,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                cwd=self._dir,
                 start_new_session=True,
             )
         limits.cap(process)  # memory cap (see portfolio.engine.limits)
@@ -248,7 +250,7 @@ class SearchProcessPool(Resource):
                 return
             try:
                 chore()
-            except Exception:  # noqa: BLE001 - a failed refill only costs the next call its head start
+            except Exception:
                 log.debug("search pool chore failed", exc_info=True)
 
     def _refill(self, command: tuple[str, ...]) -> None:
@@ -287,8 +289,7 @@ class SearchProcessPool(Resource):
         if run.process.stdin:
             run.process.stdin.close()
         # an iterated search writes PLAN.1, PLAN.2, ... (`portfolio.delegates.fast_downward.anytime`)
-        self._chores.put(lambda: _unlink(run.plan_path, run.output_path,
-                                         *glob.glob(glob.escape(run.plan_path) + ".*")))
+        self._chores.put(lambda: _unlink(run.plan_path, run.output_path, *glob.glob(glob.escape(run.plan_path) + ".*")))
 
     def close(self) -> None:
         with self._lock:
@@ -327,7 +328,7 @@ def sweep_stale_dirs(root: str | None = None) -> list[str]:
     except OSError:
         return removed
     for entry in entries:
-        owner = entry.name[len(DIR_PREFIX):].split("-", 1)[0] if entry.name.startswith(DIR_PREFIX) else ""
+        owner = entry.name[len(DIR_PREFIX) :].split("-", 1)[0] if entry.name.startswith(DIR_PREFIX) else ""
         if not owner.isdigit() or int(owner) == os.getpid():
             continue
         try:

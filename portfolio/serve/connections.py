@@ -109,5 +109,4 @@ def uvicorn_config(app: Any, limits: ConnectionLimits | None = None, **options: 
 
     limits = limits or ConnectionLimits()
     # uvicorn answers 503 from `limit_concurrency` open connections on; ours closes the one beyond the cap
-    return uvicorn.Config(app, http=guarded_protocol(limits), limit_concurrency=limits.connections() + 1,
-                          **options)
+    return uvicorn.Config(app, http=guarded_protocol(limits), limit_concurrency=limits.connections() + 1, **options)

@@ -66,8 +66,12 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 LARGE_BODY_BYTES = 1024 * 1024  # bodies from this size on count against the Guard's budget for large bodies
 OPEN_PATHS = frozenset({"/v1/health"})
 ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorBody}, 401: {"model": ErrorBody}, 422: {"model": ErrorBody}, 500: {"model": ErrorBody},
-    503: {"model": ErrorBody}}
+    400: {"model": ErrorBody},
+    401: {"model": ErrorBody},
+    422: {"model": ErrorBody},
+    500: {"model": ErrorBody},
+    503: {"model": ErrorBody},
+}
 
 
 def _json_error(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -76,8 +80,17 @@ def _json_error(status: int, message: str, kind: str, headers: dict[str, str] | 
 
 async def _send_json(send, status: int, payload: dict[str, Any], headers: list | None = None) -> None:
     body = json.dumps(payload).encode()
-    await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(headers or [])]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -91,8 +104,9 @@ class Guard:
     after a 500 could not tell whether it had landed. An exception stops here: answered 500 if nothing was
     sent yet, logged either way, never raised to the server."""
 
-    def __init__(self, app, service: Service, token: str | None, max_body_bytes: int,
-                 large_body_budget: int | None = None) -> None:
+    def __init__(
+        self, app, service: Service, token: str | None, max_body_bytes: int, large_body_budget: int | None = None
+    ) -> None:
         import anyio
 
         self.app, self.service, self.max_body_bytes = app, service, max_body_bytes
@@ -102,8 +116,7 @@ class Guard:
         # screens, parses and hands it on (~6.5x measured: ten 30 MB validations at once took it to 1.9 GB,
         # over a 1 GB --memory-limit). Beyond this, a large body is refused with 503 + Retry-After before it
         # is read; small ones never are.
-        self.large_budget = large_body_budget or max(max_body_bytes,
-                                                     service.config.memory_limit_mb * 1024 * 1024 // 10)
+        self.large_budget = large_body_budget or max(max_body_bytes, service.config.memory_limit_mb * 1024 * 1024 // 10)
         self._large_in_flight = 0
 
     async def __call__(self, scope, receive, send) -> None:
@@ -119,11 +132,12 @@ class Guard:
 
         try:
             await self._guarded(scope, receive, counting_send)
-        except Exception as error:  # noqa: BLE001 - see the class docstring
+        except Exception as error:
             log.error("unhandled error on %s", scope["path"], exc_info=error)
             if not status["started"]:
-                await _send_json(counting_send, 500, {"error": f"internal error: {type(error).__name__}",
-                                                      "kind": "InternalError"})
+                await _send_json(
+                    counting_send, 500, {"error": f"internal error: {type(error).__name__}", "kind": "InternalError"}
+                )
         finally:
             self.service.metrics.requests.labels(route_label(scope["path"]), str(status["code"])).inc()
 
@@ -137,18 +151,27 @@ class Guard:
         headers = dict(scope["headers"])
         if self.token is not None and scope["path"] not in OPEN_PATHS:
             if not self._authorized(headers.get(b"authorization", b"")):
-                await _send_json(send, 401, {"error": "missing or wrong bearer token (Authorization: Bearer ...)",
-                                             "kind": "Unauthorized"}, [(b"www-authenticate", b"Bearer")])
+                await _send_json(
+                    send,
+                    401,
+                    {"error": "missing or wrong bearer token (Authorization: Bearer ...)", "kind": "Unauthorized"},
+                    [(b"www-authenticate", b"Bearer")],
+                )
                 return
         if scope["path"].startswith("/v1/") and headers.get(b"content-type", b"").startswith(
-                b"application/x-www-form-urlencoded"):
+            b"application/x-www-form-urlencoded"
+        ):
             # `curl -d` labels JSON as a form; every /v1 body is JSON, so read it as such.
-            scope = dict(scope, headers=[(k, v) for k, v in scope["headers"] if k != b"content-type"]
-                         + [(b"content-type", b"application/json")])
+            scope = dict(
+                scope,
+                headers=[(k, v) for k, v in scope["headers"] if k != b"content-type"]
+                + [(b"content-type", b"application/json")],
+            )
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
-            await _send_json(send, 413, {"error": f"request body over {self.max_body_bytes} bytes",
-                                         "kind": "BodyTooLarge"})
+            await _send_json(
+                send, 413, {"error": f"request body over {self.max_body_bytes} bytes", "kind": "BodyTooLarge"}
+            )
             return
         if scope["method"] not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
@@ -159,9 +182,16 @@ class Guard:
             await self._screened(scope, receive, send)
             return
         if self._large_in_flight + size > self.large_budget:
-            await _send_json(send, 503, {"error": f"the server is busy with {self._large_in_flight // 2**20} MB of "
-                                         "large request bodies; retry shortly", "kind": "BusyWithLargeBodies"},
-                             [(b"retry-after", b"1")])
+            await _send_json(
+                send,
+                503,
+                {
+                    "error": f"the server is busy with {self._large_in_flight // 2**20} MB of "
+                    "large request bodies; retry shortly",
+                    "kind": "BusyWithLargeBodies",
+                },
+                [(b"retry-after", b"1")],
+            )
             return
         self._large_in_flight += size
         try:
@@ -183,8 +213,9 @@ class Guard:
                 return  # the client went away
             body += message.get("body", b"")
             if len(body) > self.max_body_bytes:
-                await _send_json(send, 413, {"error": f"request body over {self.max_body_bytes} bytes",
-                                             "kind": "BodyTooLarge"})
+                await _send_json(
+                    send, 413, {"error": f"request body over {self.max_body_bytes} bytes", "kind": "BodyTooLarge"}
+                )
                 return
             if not message.get("more_body"):
                 break
@@ -269,8 +300,9 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
         kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(error.status_code, "HTTPError")
-        message = f"no route {request.method} {request.url.path}" if error.status_code in (404, 405) else str(
-            error.detail)
+        message = (
+            f"no route {request.method} {request.url.path}" if error.status_code in (404, 405) else str(error.detail)
+        )
         return _json_error(error.status_code, message, kind)
 
     @app.exception_handler(Exception)
@@ -283,8 +315,14 @@ def _job_response(job: Job) -> JSONResponse:
     return JSONResponse(job.model_dump(mode="json"), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})
 
 
-def create_app(service: Service, token: str | None = None, max_body_bytes: int = MAX_BODY_BYTES,
-               host: str = "127.0.0.1", stop_s: float = 1.0, large_body_budget: int | None = None):
+def create_app(
+    service: Service,
+    token: str | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    host: str = "127.0.0.1",
+    stop_s: float = 1.0,
+    large_body_budget: int | None = None,
+):
     """The ASGI app: FastAPI routes plus the MCP endpoint, inside the `Guard` middleware. Starting it (the
     lifespan) starts the planner workers; stopping it stops them."""
     from portfolio.serve.mcp_server import build_mcp
@@ -304,8 +342,12 @@ def create_app(service: Service, token: str | None = None, max_body_bytes: int =
             watcher.cancel()
             service.close(stop_s)
 
-    app = FastAPI(title="portfolio-planner", version="0.1.0", lifespan=lifespan,
-                  description="Validated plans from a pool of warm planners; learned action costs from traces.")
+    app = FastAPI(
+        title="portfolio-planner",
+        version="0.1.0",
+        lifespan=lifespan,
+        description="Validated plans from a pool of warm planners; learned action costs from traces.",
+    )
     _install_error_handlers(app)
 
     @app.post("/v1/plan", response_model=PlanResponse, responses={202: {"model": Job}, **ERRORS})
@@ -314,8 +356,9 @@ def create_app(service: Service, token: str | None = None, max_body_bytes: int =
             return _job_response(service.submit("plan", lambda: service.plan(body)))
         return await service.plan(body)
 
-    @app.post("/v1/replan", response_model=PlanResponse, responses={202: {"model": Job}, 404: {"model": ErrorBody},
-                                                                     **ERRORS})
+    @app.post(
+        "/v1/replan", response_model=PlanResponse, responses={202: {"model": Job}, 404: {"model": ErrorBody}, **ERRORS}
+    )
     async def replan(body: ReplanBody):
         if not body.wait:
             await service.run_source(body.run_id)  # an unknown run is a 404 now, not a failed job later
@@ -334,8 +377,17 @@ def create_app(service: Service, token: str | None = None, max_body_bytes: int =
 
     # The body is validated on a thread in batches (`steps_body`), not by FastAPI on the event loop: a 30 MB
     # batch held the loop for seconds. The schema is still published (`_publish`).
-    @app.post("/v1/steps", response_model=StepsResponse, responses=ERRORS, openapi_extra={"requestBody": {
-        "required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/StepsBody"}}}}})
+    @app.post(
+        "/v1/steps",
+        response_model=StepsResponse,
+        responses=ERRORS,
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/StepsBody"}}},
+            }
+        },
+    )
     async def steps(request: Request) -> StepsResponse:
         import anyio
 

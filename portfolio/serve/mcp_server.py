@@ -16,7 +16,7 @@ result with `isError` and the message. A stdio line that is not a JSON-RPC messa
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mcp import types
 from pydantic import BaseModel, ConfigDict, Field
@@ -52,7 +52,6 @@ INSTRUCTIONS = (
 )
 
 
-
 def _anticipated() -> tuple[type[Exception], ...]:
     """Failures the caller can act on; their text reaches the client. Anything else is a crash, which the SDK
     reports without its text (and logs on the server)."""
@@ -63,8 +62,16 @@ def _anticipated() -> tuple[type[Exception], ...]:
     from portfolio.serve.service import NotFound, Unavailable
     from traces.errors import TraceStoreError
 
-    return (BadRequest, TaskInputError, ValidationError, NotFound, Unavailable, QueueFull, PlannerFailed,
-            TraceStoreError)
+    return (
+        BadRequest,
+        TaskInputError,
+        ValidationError,
+        NotFound,
+        Unavailable,
+        QueueFull,
+        PlannerFailed,
+        TraceStoreError,
+    )
 
 
 class NoArguments(BaseModel):
@@ -86,10 +93,10 @@ def _take_arguments_from(mcp: MCPServer, name: str, model: type[BaseModel]) -> N
     reads a tool's `fn_metadata.arg_model` at each call and publishes `parameters` as its input schema."""
     from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 
-    tool = mcp._tool_manager.get_tool(name)  # noqa: SLF001 - the SDK (2.x) has no public lookup of a tool
+    tool = mcp._tool_manager.get_tool(name)
     if tool is None:
         raise RuntimeError(f"MCP tool {name!r} was not registered")
-    arguments = type(f"{name}_arguments", (model, ArgModelBase), {"__module__": __name__})
+    arguments = cast(type[ArgModelBase], type(f"{name}_arguments", (model, ArgModelBase), {"__module__": __name__}))
     tool.fn_metadata.arg_model = arguments
     tool.parameters = arguments.model_json_schema(by_alias=True)
 
@@ -131,18 +138,38 @@ def build_mcp(service: Service):
         return RetrainResponse(**await guarded(service.retrain(RetrainBody(**arguments))))
 
     for fn, arguments, description in (
-        (plan, PlanArgs, "Find a validated plan for a task; returns the PlanResult (as `portfolio plan --json`) "
-         "and a run_id for replan and record_steps."),
+        (
+            plan,
+            PlanArgs,
+            "Find a validated plan for a task; returns the PlanResult (as `portfolio plan --json`) "
+            "and a run_id for replan and record_steps.",
+        ),
         (replan, ReplanArgs, "Plan again for an earlier run from the state the runtime observed (every true atom)."),
-        (validate, ValidateBody, "Check a plan against a task with the validator: valid or not, the failing step "
-         "(1-based), the kind of problem and the literals that did not hold."),
+        (
+            validate,
+            ValidateBody,
+            "Check a plan against a task with the validator: valid or not, the failing step "
+            "(1-based), the kind of problem and the literals that did not hold.",
+        ),
         (record_steps, StepsBody, "Record executed plan steps in the trace store (learned costs come from them)."),
-        (action_stats, NoArguments, "Per action name: steps run, failures, failure rate, mean duration and the "
-         "current predicted failure probability."),
-        (costs, CostsBody, "The learned cost of every grounded action of a task (base cost, p_fail, the cost "
-         "plans pay), dearest first; empty until a model is trained."),
-        (retrain, RetrainBody, "Fit the failure model on every recorded step (as `portfolio retrain`); later plans "
-         "use its learned costs. Returns the new model's version and fit."),
+        (
+            action_stats,
+            NoArguments,
+            "Per action name: steps run, failures, failure rate, mean duration and the "
+            "current predicted failure probability.",
+        ),
+        (
+            costs,
+            CostsBody,
+            "The learned cost of every grounded action of a task (base cost, p_fail, the cost "
+            "plans pay), dearest first; empty until a model is trained.",
+        ),
+        (
+            retrain,
+            RetrainBody,
+            "Fit the failure model on every recorded step (as `portfolio retrain`); later plans "
+            "use its learned costs. Returns the new model's version and fit.",
+        ),
     ):
         mcp.add_tool(fn, description=description)
         _take_arguments_from(mcp, fn.__name__, arguments)
@@ -207,8 +234,11 @@ def malformed_answer(error: Exception) -> types.JSONRPCError:
             if isinstance(value, dict) and isinstance(value.get("id"), (int, str)):
                 request_id = value["id"]
                 break
-    code, what = (types.PARSE_ERROR, "Parse error: not JSON") if not_json else \
-        (types.INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message of the MCP schema")
+    code, what = (
+        (types.PARSE_ERROR, "Parse error: not JSON")
+        if not_json
+        else (types.INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message of the MCP schema")
+    )
     return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=what))
 
 

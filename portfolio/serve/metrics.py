@@ -13,8 +13,18 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 
 disable_created_metrics()  # the *_created series double the output and no dashboard reads them
 
-ROUTES = ("/v1/plan", "/v1/replan", "/v1/steps", "/v1/health", "/v1/actions", "/v1/retrain", "/v1/validate",
-          "/metrics", "/openapi.json", "/docs")
+ROUTES = (
+    "/v1/plan",
+    "/v1/replan",
+    "/v1/steps",
+    "/v1/health",
+    "/v1/actions",
+    "/v1/retrain",
+    "/v1/validate",
+    "/metrics",
+    "/openapi.json",
+    "/docs",
+)
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -31,21 +41,32 @@ def route_label(path: str) -> str:
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.requests = Counter("portfolio_requests", "HTTP requests by route and status",
-                                ["route", "status"], registry=self.registry)
-        self.plan_latency = Histogram("portfolio_plan_seconds", "Planning time by deciding delegate and outcome",
-                                      ["delegate", "outcome"], buckets=LATENCY_BUCKETS, registry=self.registry)
-        self.fallthroughs = Counter("portfolio_cascade_fallthroughs",
-                                    "Attempts that handed over to the next delegate, by delegate and status",
-                                    ["delegate", "status"], registry=self.registry)
-        self.queue_depth = Gauge("portfolio_queue_depth", "Requests waiting for a free planner worker",
-                                 registry=self.registry)
-        self.busy_workers = Gauge("portfolio_busy_workers", "Planner workers running a request",
-                                  registry=self.registry)
-        self.worker_restarts = Counter("portfolio_worker_restarts", "Planner workers replaced, by reason",
-                                       ["reason"], registry=self.registry)
-        self.steps_recorded = Counter("portfolio_steps_recorded", "Executed steps recorded in the trace store",
-                                      registry=self.registry)
+        self.requests = Counter(
+            "portfolio_requests", "HTTP requests by route and status", ["route", "status"], registry=self.registry
+        )
+        self.plan_latency = Histogram(
+            "portfolio_plan_seconds",
+            "Planning time by deciding delegate and outcome",
+            ["delegate", "outcome"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.fallthroughs = Counter(
+            "portfolio_cascade_fallthroughs",
+            "Attempts that handed over to the next delegate, by delegate and status",
+            ["delegate", "status"],
+            registry=self.registry,
+        )
+        self.queue_depth = Gauge(
+            "portfolio_queue_depth", "Requests waiting for a free planner worker", registry=self.registry
+        )
+        self.busy_workers = Gauge("portfolio_busy_workers", "Planner workers running a request", registry=self.registry)
+        self.worker_restarts = Counter(
+            "portfolio_worker_restarts", "Planner workers replaced, by reason", ["reason"], registry=self.registry
+        )
+        self.steps_recorded = Counter(
+            "portfolio_steps_recorded", "Executed steps recorded in the trace store", registry=self.registry
+        )
 
     def observe_plan(self, result: dict[str, Any]) -> None:
         """Record one PlanResult (as JSON): its latency and the attempts that fell through."""
@@ -60,7 +81,8 @@ class Metrics:
                 self.fallthroughs.labels(attempt["delegate"], attempt["status"]).inc()
         delegate = result.get("delegate") or "none"
         self.plan_latency.labels(delegate, result.get("status", "error")).observe(
-            float(result.get("elapsed_ms") or 0.0) / 1000.0)
+            float(result.get("elapsed_ms") or 0.0) / 1000.0
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

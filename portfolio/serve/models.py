@@ -32,9 +32,11 @@ class BadRequest(Exception):
 
 
 Quality = Literal[QUALITIES]  # type: ignore[valid-type]  # the search qualities, one list (searches)
-QUALITY_HELP = ("with costs: anytime (the cheapest plan found once optimality is proved or a quarter of the "
-                "search's time has passed), optimal (wait for the proof), first (the first cost-aware plan); "
-                "default: the server's")
+QUALITY_HELP = (
+    "with costs: anytime (the cheapest plan found once optimality is proved or a quarter of the "
+    "search's time has passed), optimal (wait for the proof), first (the first cost-aware plan); "
+    "default: the server's"
+)
 WEIGHT_HELP = "lambda of learned costs, cost = base + weight * -log(1 - p_fail); default: the server's"
 
 
@@ -56,7 +58,8 @@ class PlanArgs(TaskSource):
     critiques: list[str] = Field(default_factory=list, description="reasons earlier plans failed (for an LLM)")
     features: dict[str, Any] | None = Field(default=None, description="the situation, for learned costs")
     explore: Literal["mean", "thompson", "ucb"] | None = Field(
-        default=None, description="how learned costs explore (mean, thompson, ucb); default: the server's")
+        default=None, description="how learned costs explore (mean, thompson, ucb); default: the server's"
+    )
     quality: Quality | None = Field(default=None, description=QUALITY_HELP)
     weight: float | None = Field(default=None, ge=0, allow_inf_nan=False, description=WEIGHT_HELP)
     budget: float | None = Field(default=None, gt=0, description="classical tier seconds (capped by the server)")
@@ -79,7 +82,8 @@ class ReplanArgs(BaseModel):
     critiques: list[str] = Field(default_factory=list, description="reasons earlier plans failed (for an LLM)")
     features: dict[str, Any] | None = Field(default=None, description="the situation, for learned costs")
     explore: Literal["mean", "thompson", "ucb"] | None = Field(
-        default=None, description="how learned costs explore (mean, thompson, ucb); default: the server's")
+        default=None, description="how learned costs explore (mean, thompson, ucb); default: the server's"
+    )
     quality: Quality | None = Field(default=None, description=QUALITY_HELP)
     weight: float | None = Field(default=None, ge=0, allow_inf_nan=False, description=WEIGHT_HELP)
     budget: float | None = Field(default=None, gt=0, description="classical tier seconds (capped by the server)")
@@ -138,10 +142,12 @@ class StepsResponse(BaseModel):
     conflicts: list[StepConflictInfo] = Field(default_factory=list)
 
     @classmethod
-    def of(cls, report: Any) -> "StepsResponse":
+    def of(cls, report: Any) -> StepsResponse:
         """From the store's `traces.RecordReport`."""
-        conflicts = [StepConflictInfo(run_id=c.run_id, step=c.step, index=c.index, fields=list(c.fields),
-                                      message=str(c)) for c in report.conflicts]
+        conflicts = [
+            StepConflictInfo(run_id=c.run_id, step=c.step, index=c.index, fields=list(c.fields), message=str(c))
+            for c in report.conflicts
+        ]
         return cls(recorded=report.recorded, skipped=report.skipped, conflicts=conflicts)
 
 
@@ -222,8 +228,9 @@ def check_pddl_nesting(text: str, where: str, limit: int = MAX_PDDL_DEPTH) -> No
     for depth, char in zip(accumulate(1 if c == "(" else -1 if c == ")" else 0 for c in parens), parens):
         line += char == "\n"
         if depth > limit:
-            raise PDDLSyntaxError(f"parentheses nested deeper than {limit} levels; expected a flatter formula",
-                                  file=where, line=line + 1)
+            raise PDDLSyntaxError(
+                f"parentheses nested deeper than {limit} levels; expected a flatter formula", file=where, line=line + 1
+            )
 
 
 def load_task(source: TaskSource):

@@ -25,8 +25,9 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -83,7 +84,10 @@ class PoolWorker(WorkerProcess):
             raise WorkerCrashed("the server is shutting down")
         self._process = subprocess.Popen(
             [sys.executable, "-m", self.module, self.config_json],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True, bufsize=0,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+            bufsize=0,
         )
 
     @property
@@ -119,9 +123,15 @@ class PlannerPool:
     worker is replaced (for the metrics). `worker_class` is the kind of worker (the validator pool's is
     `portfolio.serve.validator.ValidatorWorker`)."""
 
-    def __init__(self, config: BaseModel, size: int, queue_limit: int,
-                 on_restart: Callable[[str], None] = lambda reason: None,
-                 worker_class: type[PoolWorker] = PoolWorker, name: str = "planner") -> None:
+    def __init__(
+        self,
+        config: BaseModel,
+        size: int,
+        queue_limit: int,
+        on_restart: Callable[[str], None] = lambda reason: None,
+        worker_class: type[PoolWorker] = PoolWorker,
+        name: str = "planner",
+    ) -> None:
         if size < 1:
             raise ValueError("a pool needs at least one worker")
         if queue_limit < 0:
@@ -166,6 +176,7 @@ class PlannerPool:
     async def warm_up(self) -> list[Any]:
         """Ping every worker once, so `ready` counts the workers whose planner has started (a request that
         comes first just waits for its worker in the same way). Returns what each answered (None: failed)."""
+
         async def ping(worker: PoolWorker) -> Any:
             try:
                 return (await self.call("ping", START_TIMEOUT_S, prefer=worker.index))[1]
@@ -189,8 +200,9 @@ class PlannerPool:
             return worker.call(op, time.monotonic() + timeout_s, **kwargs)
         except BudgetExpired:
             self._restarted(worker, "timeout")
-            raise CallTimedOut(f"{self.name} worker {worker.index} did not answer within {timeout_s:g} s; "
-                               "it was killed and replaced") from None
+            raise CallTimedOut(
+                f"{self.name} worker {worker.index} did not answer within {timeout_s:g} s; it was killed and replaced"
+            ) from None
         except WorkerCrashed as error:
             if worker.closing:
                 raise PlannerFailed("the server is shutting down") from None
@@ -258,4 +270,3 @@ class PlannerPool:
             if not waiter.done():
                 waiter.set_exception(PlannerFailed("the server is shutting down"))
         self._executor.shutdown(wait=False, cancel_futures=True)
-

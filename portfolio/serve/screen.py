@@ -81,12 +81,12 @@ def _value(text: str, index: int, path: tuple, level: int, top: bool = False) ->
     """Decode the value at `index`: the first two levels of containers element by element, the rest with one
     `raw_decode` each, every decoded element walked. Returns (value, index after it)."""
     index = _skip(text, index)
-    opening = text[index:index + 1]
+    opening = text[index : index + 1]
     if level < 2 and opening in ("{", "["):
         container: dict[str, Any] | list[Any]
         closing, container = ("}", {}) if opening == "{" else ("]", [])
         index = _skip(text, index + 1)
-        if text[index:index + 1] == closing:
+        if text[index : index + 1] == closing:
             return container, _end(text, index + 1, top)
         while True:
             if isinstance(container, dict):  # opening == "{"
@@ -95,7 +95,7 @@ def _value(text: str, index: int, path: tuple, level: int, top: bool = False) ->
                     raise _NotJSON()
                 _check_text(key, path + (key,))
                 index = _skip(text, index)
-                if text[index:index + 1] != ":":
+                if text[index : index + 1] != ":":
                     raise _NotJSON()
                 item, index = _value(text, index + 1, path + (key,), level + 1)
                 container[key] = item
@@ -103,7 +103,7 @@ def _value(text: str, index: int, path: tuple, level: int, top: bool = False) ->
                 item, index = _value(text, index, path + (len(container),), level + 1)
                 container.append(item)
             index = _skip(text, index)
-            separator = text[index:index + 1]
+            separator = text[index : index + 1]
             if separator == closing:
                 return container, _end(text, index + 1, top)
             if separator != ",":
@@ -147,8 +147,9 @@ def _check_text(text: str, path: tuple) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as error:
-        raise BodyRejected(f"{_where(path)}: a lone surrogate ({text[error.start]!a}) at character "
-                           f"{error.start} is not Unicode text") from None
+        raise BodyRejected(
+            f"{_where(path)}: a lone surrogate ({text[error.start]!a}) at character {error.start} is not Unicode text"
+        ) from None
 
 
 def _where(path: tuple) -> str:
@@ -156,7 +157,7 @@ def _where(path: tuple) -> str:
     return f"body.{shown}" if shown else "body"
 
 
-def steps_body(document: Any, batch: int = 2000) -> "StepsBody":
+def steps_body(document: Any, batch: int = 2000) -> StepsBody:
     """`StepsBody` from a decoded document, the steps validated `batch` at a time (each a short call, so the
     event loop's thread gets the interpreter between them); `BadRequest` (SchemaError) naming the step."""
     from pydantic import TypeAdapter, ValidationError
@@ -170,7 +171,7 @@ def steps_body(document: Any, batch: int = 2000) -> "StepsBody":
     records, adapter, steps = [], TypeAdapter(list[StepRecord]), document["steps"]
     for start in range(0, len(steps), batch):
         try:
-            records += adapter.validate_python(steps[start:start + batch])
+            records += adapter.validate_python(steps[start : start + batch])
         except ValidationError as error:
             item = error.errors()[0]
             where = ".".join(str(p) for p in (int(item["loc"][0]) + start, *item["loc"][1:]))  # [0]: the index

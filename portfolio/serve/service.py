@@ -22,7 +22,8 @@ import logging
 import threading
 import time
 import uuid
-from typing import Any, Awaitable, Callable, Literal
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
 
 import anyio
 from pydantic import BaseModel, Field
@@ -134,24 +135,40 @@ class Service:
         sweep_stale_dirs()  # what a server or worker killed earlier left behind (each worker sweeps too)
         # The memory cap travels in the workers' configuration: each applies it in its own process, so
         # the server's environment (a test's, say) is left alone.
-        worker = WorkerConfig(delegates=self.config.delegates, budget_s=self.config.budget_s,
-                              decomposer_budget_s=self.config.decomposer_budget_s, traces=self.config.traces,
-                              llm_url=self.config.llm_url, llm_model=self.config.llm_model,
-                              memory_limit_mb=self.config.memory_limit_mb,
-                              fd_workers=self.config.fd_workers or max(1, default_workers() // self.config.workers),
-                              cache_dir=self.config.cache_dir, translation_cache=self.config.translation_cache,
-                              explore=self.config.explore, quality=self.config.quality,
-                              weight=self.config.weight, carry_over=self.config.carry_over)
-        pool = self.pool = PlannerPool(worker, self.config.workers, self.config.queue,
-                                       on_restart=lambda reason: self.metrics.worker_restarts.labels(reason).inc())
+        worker = WorkerConfig(
+            delegates=self.config.delegates,
+            budget_s=self.config.budget_s,
+            decomposer_budget_s=self.config.decomposer_budget_s,
+            traces=self.config.traces,
+            llm_url=self.config.llm_url,
+            llm_model=self.config.llm_model,
+            memory_limit_mb=self.config.memory_limit_mb,
+            fd_workers=self.config.fd_workers or max(1, default_workers() // self.config.workers),
+            cache_dir=self.config.cache_dir,
+            translation_cache=self.config.translation_cache,
+            explore=self.config.explore,
+            quality=self.config.quality,
+            weight=self.config.weight,
+            carry_over=self.config.carry_over,
+        )
+        pool = self.pool = PlannerPool(
+            worker,
+            self.config.workers,
+            self.config.queue,
+            on_restart=lambda reason: self.metrics.worker_restarts.labels(reason).inc(),
+        )
         self.metrics.queue_depth.set_function(lambda: pool.queued)  # read when scraped
         self.metrics.busy_workers.set_function(lambda: pool.busy)
         from portfolio.serve.validator import ValidatorConfig, ValidatorWorker
 
-        self.validators = PlannerPool(ValidatorConfig(memory_limit_mb=self.config.memory_limit_mb),
-                                      self.config.validators or self.config.workers, self.config.queue,
-                                      on_restart=lambda reason: self.metrics.worker_restarts.labels(reason).inc(),
-                                      worker_class=ValidatorWorker, name="validator")
+        self.validators = PlannerPool(
+            ValidatorConfig(memory_limit_mb=self.config.memory_limit_mb),
+            self.config.validators or self.config.workers,
+            self.config.queue,
+            on_restart=lambda reason: self.metrics.worker_restarts.labels(reason).inc(),
+            worker_class=ValidatorWorker,
+            name="validator",
+        )
 
     async def watch(self, period_s: float = 1.0) -> None:
         """Warm the workers up; then, every `period_s`, replace workers that died while idle and notice a model
@@ -190,8 +207,9 @@ class Service:
                 self.store.close()
 
     # -- planning -------------------------------------------------------------------------------------------
-    async def plan(self, body: PlanBody, prefer: int | None = None,
-                   previous: tuple[list[str], str | None] | None = None) -> PlanResponse:
+    async def plan(
+        self, body: PlanBody, prefer: int | None = None, previous: tuple[list[str], str | None] | None = None
+    ) -> PlanResponse:
         """Plan `body` on a worker (`prefer`: the one whose caches know the task). `previous`: the run's current
         plan and its cost model, for a replan to keep what is still valid (`Planner.plan(previous_plan=)`)."""
         assert self.pool is not None
@@ -200,8 +218,9 @@ class Service:
         payload = body.model_dump(exclude={"wait"}) | {"budget": budget, "run_id": run_id}
         timeout = budget + self.config.decomposer_budget_s + CALL_GRACE_S
         reuse = {"previous_plan": previous[0], "previous_cost_model": previous[1]} if previous else {}
-        index, answer = await self.pool.call("plan", timeout, prefer=prefer, body=payload,
-                                             model_version=self.model_version, **reuse)
+        index, answer = await self.pool.call(
+            "plan", timeout, prefer=prefer, body=payload, model_version=self.model_version, **reuse
+        )
         if "unavailable" in answer:  # the stored model is unreadable: every worker would say the same
             self.model_error = answer["unavailable"]["error"]
             raise Unavailable(answer["unavailable"]["error"], answer["unavailable"]["kind"])
@@ -228,14 +247,16 @@ class Service:
         self._sources[key] = source
         self._sources.move_to_end(key)
         self._source_chars[key] = sum(len(source[k] or "") for k in ("domain", "problem")) + (
-            len(json.dumps(source["task"])) if source.get("task") else 0)
+            len(json.dumps(source["task"])) if source.get("task") else 0
+        )
         self.runs[run_id] = (key, worker)
         self.runs.move_to_end(run_id)
         while len(self.runs) > MAX_RUNS:
             self.runs.popitem(last=False)
         # the oldest tasks go first, never the one just planned (its run must stay replannable)
-        while len(self._sources) > 1 and (len(self._sources) > MAX_SOURCES
-                                          or sum(self._source_chars.values()) > MAX_SOURCE_CHARS):
+        while len(self._sources) > 1 and (
+            len(self._sources) > MAX_SOURCES or sum(self._source_chars.values()) > MAX_SOURCE_CHARS
+        ):
             oldest, _ = self._sources.popitem(last=False)
             self._source_chars.pop(oldest, None)
         return source if known is None or known[0] != key else None
@@ -262,17 +283,30 @@ class Service:
             if stored is not None:
                 return stored, None
             # no path: the trace store's location is the server's business, not a client's
-            raise NotFound(f"unknown run {run_id!r}: no plan of this server or of its trace store has that run "
-                           "id (or its task was pruned); send the task to /v1/plan")
-        raise NotFound(f"unknown run {run_id!r}: this server (no trace store) remembers the tasks of its "
-                       f"{MAX_RUNS} most recent plans (of {MAX_SOURCES} tasks) since it started; send the task to "
-                       "/v1/plan again, or start the server with --traces to keep them across restarts")
+            raise NotFound(
+                f"unknown run {run_id!r}: no plan of this server or of its trace store has that run "
+                "id (or its task was pruned); send the task to /v1/plan"
+            )
+        raise NotFound(
+            f"unknown run {run_id!r}: this server (no trace store) remembers the tasks of its "
+            f"{MAX_RUNS} most recent plans (of {MAX_SOURCES} tasks) since it started; send the task to "
+            "/v1/plan again, or start the server with --traces to keep them across restarts"
+        )
 
     async def replan(self, body: ReplanBody) -> PlanResponse:
         source, worker = await self.run_source(body.run_id)
-        request = PlanBody(**source, init=body.state, excluded=body.excluded, critiques=body.critiques,
-                           features=body.features, explore=body.explore, quality=body.quality, weight=body.weight,
-                           budget=body.budget, run_id=body.run_id)
+        request = PlanBody(
+            **source,
+            init=body.state,
+            excluded=body.excluded,
+            critiques=body.critiques,
+            features=body.features,
+            explore=body.explore,
+            quality=body.quality,
+            weight=body.weight,
+            budget=body.budget,
+            run_id=body.run_id,
+        )
         return await self.plan(request, prefer=worker, previous=self.run_plans.get(body.run_id))
 
     async def costs(self, body: CostsBody) -> CostsResponse:
@@ -318,8 +352,10 @@ class Service:
             p_fail: list[float | None] = [None] * len(stats)
             if model is not None and stats:
                 p_fail = [float(p) for p in model.predict_proba([GroundAction(s.action, ()) for s in stats])]
-            return ActionsResponse(model_version=self.model_version, actions=[
-                ActionInfo(**s.model_dump(), p_fail=p) for s, p in zip(stats, p_fail)])
+            return ActionsResponse(
+                model_version=self.model_version,
+                actions=[ActionInfo(**s.model_dump(), p_fail=p) for s, p in zip(stats, p_fail)],
+            )
 
         return await anyio.to_thread.run_sync(read, limiter=self._store_threads)
 
@@ -327,8 +363,9 @@ class Service:
         assert self.pool is not None
         self.need_store()
         # the same parameters as `portfolio retrain` (learning.FailureModel's own names)
-        params: dict[str, Any] = dict(prior_mean=body.prior_mean, prior_strength=body.prior_strength,
-                                      half_life_steps=body.half_life)
+        params: dict[str, Any] = dict(
+            prior_mean=body.prior_mean, prior_strength=body.prior_strength, half_life_steps=body.half_life
+        )
         _, answer = await self.pool.call("retrain", 3600.0, **params)
         if "bad_input" in answer:
             raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
@@ -345,19 +382,27 @@ class Service:
         try:
             _, answer = await self.validators.call("validate", budget, body=body.model_dump())
         except CallTimedOut:
-            raise BadRequest(f"validation did not finish within the server's {budget:g} s (--validate-budget): "
-                             "the task's quantifiers or size make it too costly to check", "ValidationTooCostly",
-                             status=422) from None
+            raise BadRequest(
+                f"validation did not finish within the server's {budget:g} s (--validate-budget): "
+                "the task's quantifiers or size make it too costly to check",
+                "ValidationTooCostly",
+                status=422,
+            ) from None
         except CallOutOfMemory:
-            raise BadRequest(f"validation went over the server's memory cap ({self.config.memory_limit_mb} MB): "
-                             "the task is too large to check", "ValidationTooCostly", status=422) from None
+            raise BadRequest(
+                f"validation went over the server's memory cap ({self.config.memory_limit_mb} MB): "
+                "the task is too large to check",
+                "ValidationTooCostly",
+                status=422,
+            ) from None
         if "bad_input" in answer:
             raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
         return Verdict.model_validate(answer["result"])
 
     # -- jobs -----------------------------------------------------------------------------------------------
-    def submit(self, kind: Literal["plan", "replan", "retrain"],
-               work: Callable[[], Awaitable[BaseModel | dict]]) -> Job:
+    def submit(
+        self, kind: Literal["plan", "replan", "retrain"], work: Callable[[], Awaitable[BaseModel | dict]]
+    ) -> Job:
         """Run `work` in the background as a job; refused at once (QueueFull) when it could only queue
         beyond the limit, like a request that waits."""
         assert self.pool is not None
@@ -376,7 +421,7 @@ class Service:
             except asyncio.CancelledError:
                 job.status, job.error = "failed", "cancelled: the server is shutting down"
                 raise
-            except Exception as error:  # noqa: BLE001 - the job reports it
+            except Exception as error:
                 job.status, job.error = "failed", f"{getattr(error, 'kind', type(error).__name__)}: {error}"
             finally:
                 job.finished = time.time()
@@ -412,6 +457,12 @@ class Service:
             reasons.append("no planner worker is ready" + (f"; last: {last}" if last else " (starting)"))
         if self.model_error:
             reasons.append(f"plans are refused (503): {self.model_error}")
-        return HealthResponse(status="degraded" if reasons else "ok", reasons=reasons, workers=self.pool.size,
-                              ready=self.pool.ready, busy=self.pool.busy, queued=self.pool.queued,
-                              traces=self.store is not None)
+        return HealthResponse(
+            status="degraded" if reasons else "ok",
+            reasons=reasons,
+            workers=self.pool.size,
+            ready=self.pool.ready,
+            busy=self.pool.busy,
+            queued=self.pool.queued,
+            traces=self.store is not None,
+        )

@@ -63,8 +63,8 @@ def main() -> None:
     config = ValidatorConfig.model_validate_json(sys.argv[1])
     limits.die_with_parent()  # a killed server leaves no validator behind
     limits.apply_to_self(config.memory_limit_mb + VALIDATOR_HEADROOM_MB)
-    import portfolio.serve.verdict  # noqa: F401 - warm the imports before the first request
     import domains.validate  # noqa: F401
+    import portfolio.serve.verdict  # noqa: F401 - warm the imports before the first request
 
     serve(requests, responses, {"validate": validate, "ping": lambda: {"pong": os.getpid()}})
 

@@ -7,13 +7,12 @@ back-prompting). Used by `POST /v1/validate`, the MCP tool `validate` and `portf
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from domains.errors import TaskInputError
 from domains.model import Task
 from portfolio.engine.results import parse_ground_action
 from portfolio.serve.models import BadRequest, ValidateBody, Verdict, load_task
-
 
 # `0: (pick-up b)` and `0.000: (pick-up b) [1.000]`: numbered lines (LLMs) and IPC's timestamped plan format
 _NUMBERED = re.compile(r"^\d+(\.\d+)?\s*:\s*")
@@ -43,9 +42,15 @@ def verdict(task: Task, steps: list, init=None) -> Verdict:
     from domains.validate import validate_plan
 
     checked = validate_plan(task, steps, init=init)
-    return Verdict(valid=checked.ok, steps=len(steps), cost=checked.cost, failed_step=checked.failed_step,
-                   problem=checked.problem, message=checked.message or "the plan is valid",
-                   missing=list(checked.missing))
+    return Verdict(
+        valid=checked.ok,
+        steps=len(steps),
+        cost=checked.cost,
+        failed_step=checked.failed_step,
+        problem=checked.problem,
+        message=checked.message or "the plan is valid",
+        missing=list(checked.missing),
+    )
 
 
 def verdict_for(body: ValidateBody) -> Verdict:

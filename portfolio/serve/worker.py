@@ -2,7 +2,8 @@
 
 Each worker is a process with its own warm `Planner` (cascade, translator worker, pre-started searches,
 translation cache) and its own connection to the trace store, answering one request at a time over the same
-length-prefixed pickle channel and request loop as `portfolio.engine.worker_main`. Parsing and planning happen here, not in the server,
+length-prefixed pickle channel and request loop as `portfolio.engine.worker_main`. Parsing and planning happen here,
+not in the server,
 so a task that explodes takes down (and costs the memory of) one worker, which the pool replaces.
 
 A stored model this release cannot read (hand-edited, damaged: `learning.storage.ModelFormatError`) does not
@@ -11,7 +12,8 @@ with {"unavailable": {error, kind}} (503 with the reason) and every ping with th
 can read is stored (the next `model_version`).
 
 Ops: `plan` (a `PlanBody` as a dict -> {"result": PlanResult + run_id} or {"bad_input": {error, kind}}),
-`retrain` (fit and store the next failure model and configuration selection), `ping`. The server sends the latest model version with
+`retrain` (fit and store the next failure model and configuration selection), `ping`. The server sends the latest model
+version with
 every plan; a worker behind it reloads the model first, so a retrain reaches every worker without a broadcast.
 """
 
@@ -63,14 +65,28 @@ class PlannerWorker:
 
         # Workers share the on-disk translation cache: a task one worker translated, any other reads.
         cache = SasCache(config.cache_dir) if config.translation_cache else None
-        stages = default_stages(config.delegates, budget_s=config.budget_s, llm_url=config.llm_url,
-                                llm_model=config.llm_model, decomposer_budget_s=config.decomposer_budget_s,
-                                fd_workers=config.fd_workers, translation_cache=cache)
+        stages = default_stages(
+            config.delegates,
+            budget_s=config.budget_s,
+            llm_url=config.llm_url,
+            llm_model=config.llm_model,
+            decomposer_budget_s=config.decomposer_budget_s,
+            fd_workers=config.fd_workers,
+            translation_cache=cache,
+        )
         # A request's deadline is its classical budget plus the decomposer tier's: the cascade computes it per
         # call from the tiers' budgets (`_budget` sets the request's own), and carried-over work dies there.
         weight: dict[str, Any] = {} if config.weight is None else {"cost_weight": config.weight}
-        self.planner = Planner(stages, budget_s=config.budget_s, traces=config.traces, carry_over=config.carry_over,
-                               explore=config.explore, quality=config.quality, load_model=False, **weight)
+        self.planner = Planner(
+            stages,
+            budget_s=config.budget_s,
+            traces=config.traces,
+            carry_over=config.carry_over,
+            explore=config.explore,
+            quality=config.quality,
+            load_model=False,
+            **weight,
+        )
         self.model_error: str | None = None
         self.model_version = self._stored_version()
         self._load_model()
@@ -94,8 +110,13 @@ class PlannerWorker:
         latest = store.latest_model() if store is not None else None
         return latest.version if latest is not None else None
 
-    def plan(self, body: dict[str, Any], model_version: int | None = None, previous_plan: list[str] | None = None,
-             previous_cost_model: str | None = None) -> dict[str, Any]:
+    def plan(
+        self,
+        body: dict[str, Any],
+        model_version: int | None = None,
+        previous_plan: list[str] | None = None,
+        previous_cost_model: str | None = None,
+    ) -> dict[str, Any]:
         """One plan request (`Service.plan`); `previous_plan` (with the cost model it was made under) is the run's
         current plan, kept where still valid (`plan-reuse`, as `Planner.plan` does in Python)."""
         from domains.errors import TaskInputError
@@ -114,8 +135,14 @@ class PlannerWorker:
             run_id = self._run(task, request.run_id)
             options = {k: v for k, v in request.model_dump().items() if k in self.plan_options and v is not None}
             with self._budget(request.budget):  # the planner reads `excluded` & co. too: bad spellings are 400s
-                result = self.planner.plan(task, init=init, run_id=run_id, previous_plan=previous_plan or (),
-                                           previous_cost_model=previous_cost_model, **options)
+                result = self.planner.plan(
+                    task,
+                    init=init,
+                    run_id=run_id,
+                    previous_plan=previous_plan or (),
+                    previous_cost_model=previous_cost_model,
+                    **options,
+                )
         except (TaskInputError, BadRequest) as error:
             return {"bad_input": {"error": str(error), "kind": getattr(error, "kind", type(error).__name__)}}
         return {"result": {**result.model_dump(mode="json"), "run_id": request.run_id}}
@@ -128,8 +155,9 @@ class PlannerWorker:
         if store.get_run(run_id) is None:
             from domains.pddl_writer import formula_to_pddl
 
-            store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal), run_id=run_id,
-                            domain=task.domain_fingerprint)
+            store.start_run(
+                task.fingerprint, formula_to_pddl(task.problem.goal), run_id=run_id, domain=task.domain_fingerprint
+            )
         return run_id
 
     def _budget(self, budget: float | None):
@@ -161,8 +189,12 @@ class PlannerWorker:
 
         store = self.planner.store
         if store is None:
-            return {"bad_input": {"error": "this server has no trace store: start it with --traces PATH",
-                                  "kind": "BadRequest"}}
+            return {
+                "bad_input": {
+                    "error": "this server has no trace store: start it with --traces PATH",
+                    "kind": "BadRequest",
+                }
+            }
         info = retrain(store, **params)
         selection = retrain_selection(store)
         self._load_model()
@@ -187,8 +219,10 @@ class PlannerWorker:
             costs = self.planner.learned_costs(task, init=init, features=request.features, weight=request.weight)
         except (TaskInputError, BadRequest) as error:
             return {"bad_input": {"error": str(error), "kind": getattr(error, "kind", type(error).__name__)}}
-        rows = [{"action": action, "base_cost": c.base_cost, "p_fail": c.p_fail, "cost": c.cost}
-                for action, c in sorted(costs.items(), key=lambda item: (-item[1].cost, item[0]))]
+        rows = [
+            {"action": action, "base_cost": c.base_cost, "p_fail": c.p_fail, "cost": c.cost}
+            for action, c in sorted(costs.items(), key=lambda item: (-item[1].cost, item[0]))
+        ]
         return {"result": {"model_version": self.model_version if costs else None, "costs": rows}}
 
     def handlers(self) -> dict[str, Any]:

@@ -37,8 +37,15 @@ class PlannerState(TypedDict, total=False):
 
 def initial_state(session: Session, *inputs: Any, **named: Any) -> PlannerState:
     """The graph's input: a board with `inputs` (bound by type) and `named` ones (bound by name)."""
-    return {"board": session.start(*inputs, **named), "next": None, "plan": [], "status": "", "reason": "",
-            "steps": [], "replans": []}
+    return {
+        "board": session.start(*inputs, **named),
+        "next": None,
+        "plan": [],
+        "status": "",
+        "reason": "",
+        "steps": [],
+        "replans": [],
+    }
 
 
 def planner_node(session: Session):
@@ -53,8 +60,14 @@ def planner_node(session: Session):
         steps = state.get("steps")
         last = steps[-1] if steps else None
         if last is not None and last.outcome != "success":
-            update["replans"] = [{"after": last.action, "reason": board.critiques[-1] if board.critiques else "",
-                                  "plan": list(result.plan), "ms": result.elapsed_ms}]
+            update["replans"] = [
+                {
+                    "after": last.action,
+                    "reason": board.critiques[-1] if board.critiques else "",
+                    "plan": list(result.plan),
+                    "ms": result.elapsed_ms,
+                }
+            ]
         if not result.solved or not result.plan:
             return {**update, "next": None, "status": "conceded", "reason": f"no plan ({result.status.value})"}
         return {**update, "next": result.plan[0].strip("()").split()[0]}

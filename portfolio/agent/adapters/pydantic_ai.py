@@ -51,8 +51,10 @@ class PlannerTools:
     def tools(self) -> list:
         from pydantic_ai import Tool
 
-        return [Tool(self.plan, takes_ctx=False, name="plan"),
-                Tool(self.execute_step, takes_ctx=False, name="execute_step")]
+        return [
+            Tool(self.plan, takes_ctx=False, name="plan"),
+            Tool(self.execute_step, takes_ctx=False, name="execute_step"),
+        ]
 
 
 __all__ = ["PlannerTools"]

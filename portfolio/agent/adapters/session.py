@@ -12,8 +12,9 @@ apply to runtimes that are not ours. Boards are values: `execute` returns a new 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from domains.model import Atom, GroundAction, Task
 from domains.typed_actions import ReplanRequested, TypedAction, action, compile_actions, known_names, registered_types
@@ -47,8 +48,15 @@ class Session:
     `planner`: a shared `portfolio.planner.Planner` (default: the agent cascade, owned and closed here);
     `store`: a `traces.TraceStore` for step outcomes."""
 
-    def __init__(self, actions: Sequence[TypedAction | Any], goal: Any, *, planner: Any = None, store: Any = None,
-                 features: dict | None = None) -> None:
+    def __init__(
+        self,
+        actions: Sequence[TypedAction | Any],
+        goal: Any,
+        *,
+        planner: Any = None,
+        store: Any = None,
+        features: dict | None = None,
+    ) -> None:
         from portfolio.agent.runtime import classical_stages
 
         self.actions = [a if isinstance(a, TypedAction) else action(a) for a in actions]
@@ -87,8 +95,13 @@ class Session:
 
     async def next_steps(self, board: Board) -> PlanResult:
         """A validated plan from the board, avoiding the excluded actions (planned off the event loop)."""
-        return await self.planner.aplan(self.task(board), init=board.facts, excluded=list(board.excluded),
-                                        critiques=list(board.critiques), features=self.features)
+        return await self.planner.aplan(
+            self.task(board),
+            init=board.facts,
+            excluded=list(board.excluded),
+            critiques=list(board.critiques),
+            features=self.features,
+        )
 
     async def execute(self, board: Board, step: str) -> tuple[Board, StepReport]:
         """Run one action (by name or PDDL form) on the board; never raises for the action's own failures."""
@@ -103,17 +116,23 @@ class Session:
         except ReplanRequested as request:
             facts = executor.apply_updates(board.facts, request.updates)
             report = StepReport(str(ground), "replan", _ms(started), f"replan requested: {request.reason}")
-            after = Board(dict(executor.board), dict(executor.named), facts, board.excluded,
-                          board.critiques + (request.reason,))
-        except Exception as error:  # noqa: BLE001 - classified, reported, routed around
+            after = Board(
+                dict(executor.board), dict(executor.named), facts, board.excluded, board.critiques + (request.reason,)
+            )
+        except Exception as error:
             category, side_effects = classify(error)
             text = default_critique(Failure(str(ground), category, side_effects, describe(error)))
             report = StepReport(str(ground), "failure", _ms(started), describe(error), category.value)
             after = replace(board, excluded=board.excluded + (str(ground),), critiques=board.critiques + (text,))
         else:
             report = StepReport(str(ground), "success", _ms(started))
-            after = Board(dict(executor.board), dict(executor.named), frozenset(observation.state), board.excluded,
-                          board.critiques)
+            after = Board(
+                dict(executor.board),
+                dict(executor.named),
+                frozenset(observation.state),
+                board.excluded,
+                board.critiques,
+            )
         self._record(ground, report)
         return after, report
 

@@ -8,7 +8,8 @@ Per bundled task shape (`TASKS`: blocksworld, gripper, logistics and tools at tw
 one grounded action in `BAD_EVERY` fails 50% of the time (chosen by a hash of the action, so the same groundings
 fail in every problem of that size), every other 2%. A learned `Planner(traces=..., cost_weight=5)` with the
 default cascade plans `episodes` problems of that size (the generator's seeds `first_problem`, +1, ...; 0-29 were
-the tuning tasks of the anytime search, `portfolio.delegates.fast_downward.searches._ANYTIME`, so the default starts at 100),
+the tuning tasks of the anytime search, `portfolio.delegates.fast_downward.searches._ANYTIME`, so the default starts at
+100),
 each executed in
 simulation and recorded, retrained every `retrain_every`; every call made with learned costs is compared with
 the optimum under the very same costs (`exact.ExactSearch`: A* with LM-cut, `budget_s` per task). Where the
@@ -25,8 +26,16 @@ from dataclasses import dataclass
 
 from domains.model import GroundAction
 
-TASKS = (("blocksworld", 6), ("blocksworld", 8), ("gripper", 4), ("gripper", 8), ("logistics", 4),
-         ("logistics", 6), ("tools", 3), ("tools", 6))
+TASKS = (
+    ("blocksworld", 6),
+    ("blocksworld", 8),
+    ("gripper", 4),
+    ("gripper", 8),
+    ("logistics", 4),
+    ("logistics", 6),
+    ("tools", 3),
+    ("tools", 6),
+)
 BAD_EVERY = 8
 BAD_P, DEFAULT_P = 0.5, 0.02
 
@@ -49,12 +58,13 @@ class BundledWorld:
 FIRST_PROBLEM = 100  # held out: problems 0-29 were tuned on
 
 
-def bundled_quality(episodes: int = 30, retrain_every: int = 5, tasks=TASKS, budget_s: float = 20.0,
-                    first_problem: int = FIRST_PROBLEM) -> dict:
+def bundled_quality(
+    episodes: int = 30, retrain_every: int = 5, tasks=TASKS, budget_s: float = 20.0, first_problem: int = FIRST_PROBLEM
+) -> dict:
     """Per "domain-size": the quality summary (`report.quality`) of the learned calls, with `unproved` (calls
     whose optimum the exact search could not prove within `budget_s`) and `seconds`."""
-    from domains.pddl_writer import formula_to_pddl
     from domains.bundled import bundled_task
+    from domains.pddl_writer import formula_to_pddl
     from learning.retrain import retrain
     from portfolio.benchsuite.worlds.exact import CostRecorder, ExactError, ExactSearch, plan_cost_under
     from portfolio.benchsuite.worlds.model import Episode
@@ -88,13 +98,27 @@ def bundled_quality(episodes: int = 30, retrain_every: int = 5, tasks=TASKS, bud
                     except ExactError:
                         unproved += 1
                     else:
-                        calls.append({"episode": index, "cost": plan_cost_under(task, result.plan, costs),
-                                      "optimum": plan_cost_under(task, optimum.plan, costs),
-                                      "ms": result.elapsed_ms, "budget_ms": CLASSICAL_BUDGET_S * 1000})
+                        calls.append(
+                            {
+                                "episode": index,
+                                "cost": plan_cost_under(task, result.plan, costs),
+                                "optimum": plan_cost_under(task, optimum.plan, costs),
+                                "ms": result.elapsed_ms,
+                                "budget_ms": CLASSICAL_BUDGET_S * 1000,
+                            }
+                        )
                 steps = execute(world, task, result.actions(), spec) if result.solved else []
-                store.record_steps(StepRecord(run_id=run_id, step=i, action=s.name, args=s.args, features={},
-                                              outcome="failure" if failed else "success")
-                                   for i, (s, failed) in enumerate(steps))
+                store.record_steps(
+                    StepRecord(
+                        run_id=run_id,
+                        step=i,
+                        action=s.name,
+                        args=s.args,
+                        features={},
+                        outcome="failure" if failed else "success",
+                    )
+                    for i, (s, failed) in enumerate(steps)
+                )
                 store.end_run(run_id, "failure" if any(f for _, f in steps) else "success")
                 if (index + 1) % retrain_every == 0 and store.count_steps():
                     retrain(store, holdout_fraction=0.0)
@@ -103,5 +127,8 @@ def bundled_quality(episodes: int = 30, retrain_every: int = 5, tasks=TASKS, bud
             learner.close()
             exact.close()
         out[f"{domain}-{size}"] = (quality(calls) or {"calls": 0}) | {
-            "unproved": unproved, "unsolved": unsolved, "seconds": round(time.perf_counter() - start, 1)}
+            "unproved": unproved,
+            "unsolved": unsolved,
+            "seconds": round(time.perf_counter() - start, 1),
+        }
     return out

@@ -47,8 +47,7 @@ def _both_ways(edges) -> frozenset[tuple[str, str]]:
     return frozenset((a, b) for edge in edges for a in edge for b in edge if a != b)
 
 
-def delivery_layout(kind: str, rng: random.Random) -> tuple[tuple[str, ...], dict[str, str], frozenset, None,
-                                                             dict]:
+def delivery_layout(kind: str, rng: random.Random) -> tuple[tuple[str, ...], dict[str, str], frozenset, None, dict]:
     """A delivery world's (places, trucks, roads, lengths, bad): what `family.make_world` builds its `World`
     from."""
     n_trucks = 1 + rng.randrange(2) if kind == "detours" else 2 + rng.randrange(3)
@@ -64,8 +63,11 @@ def delivery_layout(kind: str, rng: random.Random) -> tuple[tuple[str, ...], dic
         chain = ["w0", *middle, "e0"]
         edges |= {frozenset(pair) for pair in zip(chain, chain[1:])}
         edges.add(frozenset(("w0", "e0")))
-        bad |= {"shortcut": frozenset(("w0", "e0")), "detour": frozenset(frozenset(p) for p in zip(chain, chain[1:])),
-                "districts": (tuple(west), tuple(east))}
+        bad |= {
+            "shortcut": frozenset(("w0", "e0")),
+            "detour": frozenset(frozenset(p) for p in zip(chain, chain[1:])),
+            "districts": (tuple(west), tuple(east)),
+        }
         places = tuple(west + middle + east)
         roads = _both_ways(edges)
     else:
@@ -93,14 +95,22 @@ def episode(world: WorldData, index: int, rng: random.Random, context: dict) -> 
 def task(world: WorldData, spec: Episode) -> Task:
     from domains.pddl import parse_task
 
-    objects = (" ".join(world.places) + " - place " + " ".join(sorted(world.vehicles)) + " - truck "
-               + " ".join(k for k, _, _ in spec.cargo) + " - package")
+    objects = (
+        " ".join(world.places)
+        + " - place "
+        + " ".join(sorted(world.vehicles))
+        + " - truck "
+        + " ".join(k for k, _, _ in spec.cargo)
+        + " - package"
+    )
     init = [f"(at {t} {p})" for t, p in spec.starts] + [f"(pkg-at {k} {a})" for k, a, _ in spec.cargo]
     init += [f"(road {a} {b})" for a, b in sorted(world.roads)]
     goal = " ".join(f"(pkg-at {k} {b})" for k, _, b in spec.cargo)
     name = f"{world.name}-e{spec.index}"
-    problem = (f"(define (problem {name}) (:domain delivery) (:objects {objects})\n"
-               f"  (:init {' '.join(init)})\n  (:goal (and {goal})))")
+    problem = (
+        f"(define (problem {name}) (:domain delivery) (:objects {objects})\n"
+        f"  (:init {' '.join(init)})\n  (:goal (and {goal})))"
+    )
     return parse_task(DOMAIN, problem, f"{world.name}.domain", f"{name}.problem")
 
 

@@ -9,13 +9,14 @@
 (`RouteSearch`) is exact; for every other domain Fast Downward's `seq-opt-lmcut` alias (A* with the admissible
 LM-cut heuristic) runs alone with a generous budget, and a result that is not a plan of that search raises:
 a yardstick that silently fell back to a satisficing search would measure nothing. Fast Downward takes integer
-costs (`portfolio.delegates.fast_downward.sas.COST_SCALE` = 1000: three decimals), so "optimal" is up to 0.0005 per step.
+costs (`portfolio.delegates.fast_downward.sas.COST_SCALE` = 1000: three decimals), so "optimal" is up to 0.0005 per
+step.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Callable, Mapping, Sequence
 
 from domains.model import Task, action_cost
 from portfolio.engine.results import PlanRequest, PlanResult
@@ -66,12 +67,16 @@ class ExactSearch:
             cost_model = costs
         result = self.cascade.solve(PlanRequest(task=task, cost_model=cost_model))
         if not result.solved:
-            raise ExactError(f"exact search on {task.problem.name}: {result.status.value}: "
-                             + "; ".join(f"{a.delegate}: {a.reason}" for a in result.attempts))
+            raise ExactError(
+                f"exact search on {task.problem.name}: {result.status.value}: "
+                + "; ".join(f"{a.delegate}: {a.reason}" for a in result.attempts)
+            )
         search = next((a.details.get("search") for a in result.attempts if a.delegate == result.delegate), None)
         if result.delegate != "route-search" and search != EXACT_ALIAS:
-            raise ExactError(f"exact search on {task.problem.name}: the plan came from {result.delegate} "
-                             f"({search}), not {EXACT_ALIAS}")
+            raise ExactError(
+                f"exact search on {task.problem.name}: the plan came from {result.delegate} "
+                f"({search}), not {EXACT_ALIAS}"
+            )
         if key is not None:
             if len(self._cache) > 4096:
                 self._cache.clear()

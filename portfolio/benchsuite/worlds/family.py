@@ -41,14 +41,25 @@ from __future__ import annotations
 
 import functools
 import random
-from typing import Mapping
+from collections.abc import Mapping
 
 from domains.model import GroundAction, Task
 from portfolio.benchsuite.worlds import delivery
 from portfolio.benchsuite.worlds.model import Episode, WorldData, ring_roads
 
-KINDS = ("groundings", "object", "pairs", "situation", "drift", "type", "costed", "tools", "detours",
-         "vehicle-roads", "agent-tools")
+KINDS = (
+    "groundings",
+    "object",
+    "pairs",
+    "situation",
+    "drift",
+    "type",
+    "costed",
+    "tools",
+    "detours",
+    "vehicle-roads",
+    "agent-tools",
+)
 TOOLS_KINDS = ("tools", "agent-tools")  # the bundled tools domain
 AGENT_TOOLS_SIZES = (1, 2, 3)  # `agent-tools`: report jobs per task, picked by the seed
 SIZES = ((5, 2), (7, 3), (9, 3))  # (places, vehicles)
@@ -95,9 +106,14 @@ class World(WorldData):
         rng = random.Random(f"{self.name}:episode:{index}")
         context = {"weather": rng.choice(WEATHER)}
         if self.kind == "tools":
-            return Episode(index, "", "", context | {"hour": rng.choice(("peak", "off-peak")),
-                                                     "region": rng.choice(("eu", "us"))},
-                           rng.randrange(10), rng.choice((2, 3, 4)))
+            return Episode(
+                index,
+                "",
+                "",
+                context | {"hour": rng.choice(("peak", "off-peak")), "region": rng.choice(("eu", "us"))},
+                rng.randrange(10),
+                rng.choice((2, 3, 4)),
+            )
         if self.kind == "agent-tools":
             return Episode(index, "", "", context, rng.randrange(10), self.bad["size"])
         if self.domain == "delivery":
@@ -175,15 +191,18 @@ def _routes_task(world: World, origin: str, dest: str, vehicles: Mapping[str, st
     init = ["(free)", f"(dest {dest})"] + [f"(at {v} {origin})" for v in vehicles]
     init += [f"(road {a} {b})" for a, b in sorted(world.roads)]
     if costs:
-        init += ["(= (total-cost) 0)"] + [f"(= (length {a} {b}) {world.lengths[frozenset((a, b))]})"
-                                          for a, b in sorted(world.roads)]
+        init += ["(= (total-cost) 0)"] + [
+            f"(= (length {a} {b}) {world.lengths[frozenset((a, b))]})" for a, b in sorted(world.roads)
+        ]
     metric = "(:metric minimize (total-cost))" if costs else ""
-    problem = (f"(define (problem {world.name}-{origin}-{dest}) (:domain routes) (:objects {objects})\n"
-               f"  (:init {' '.join(init)})\n  (:goal (done)) {metric})")
+    problem = (
+        f"(define (problem {world.name}-{origin}-{dest}) (:domain routes) (:objects {objects})\n"
+        f"  (:init {' '.join(init)})\n  (:goal (done)) {metric})"
+    )
     return parse_task(domain, problem, f"{world.name}.domain", f"{world.name}.problem")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def make_world(kind: str, seed: int) -> World:
     """The world of type `kind` generated from `seed` (the same world for the same pair)."""
     if kind not in KINDS:

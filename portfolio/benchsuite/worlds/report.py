@@ -26,9 +26,9 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Sequence
 
 from portfolio.benchsuite.worlds.runner import SIBLING_STEPS, WorldRun
 
@@ -40,8 +40,10 @@ TARGET_QUALITY = (1.05, 1.2)  # learned plan cost / the optimum under the same c
 
 def window_rates(runs: Sequence[WorldRun], arm: str, window: int = WINDOW) -> list[float]:
     episodes = runs[0].episodes
-    return [statistics.mean(statistics.mean(r.success[arm][s:s + window]) for r in runs)
-            for s in range(0, episodes, window)]
+    return [
+        statistics.mean(statistics.mean(r.success[arm][s : s + window]) for r in runs)
+        for s in range(0, episodes, window)
+    ]
 
 
 def summarise(runs: Sequence[WorldRun], policies: Sequence[str]) -> dict:
@@ -92,11 +94,15 @@ def summarise(runs: Sequence[WorldRun], policies: Sequence[str]) -> dict:
         out[policy]["quality"] = quality([q for r in runs for q in r.quality.get(policy, [])])
         blind_ms = [ms for r in runs for ms in r.latency_ms.get("cost-blind", [])]
         learned_ms = [q["ms"] for r in runs for q in r.quality.get(policy, [])]  # the calls with learned costs
-        out[policy]["latency_vs_blind"] = (round(statistics.median(learned_ms) / statistics.median(blind_ms), 2)
-                                           if blind_ms and learned_ms and statistics.median(blind_ms) > 0 else None)
+        out[policy]["latency_vs_blind"] = (
+            round(statistics.median(learned_ms) / statistics.median(blind_ms), 2)
+            if blind_ms and learned_ms and statistics.median(blind_ms) > 0
+            else None
+        )
         for key, field in (("new_object", "new_object"), ("new_object_100", "new_object_100")):
-            rows = [getattr(r, field)[policy] for r in runs
-                    if getattr(r, field).get(policy, {}).get("p_new") is not None]
+            rows = [
+                getattr(r, field)[policy] for r in runs if getattr(r, field).get(policy, {}).get("p_new") is not None
+            ]
             if rows:
                 out[policy][key] = {
                     "worlds": len(rows), "p_new": _spread([n["p_new"] for n in rows]),
@@ -122,11 +128,17 @@ def quality(calls: Sequence[dict]) -> dict | None:
         return None
     ratios = [c["cost"] / c["optimum"] if c["optimum"] > 0 else 1.0 for c in calls]
     ms = [c["ms"] for c in calls]
-    return {"calls": len(calls), "ratio_median": round(statistics.median(ratios), 4),
-            "ratio_p95": round(percentile(ratios, 0.95), 4), "ratio_max": round(max(ratios), 4),
-            "within_1.05": round(sum(r <= 1.05 + 1e-9 for r in ratios) / len(ratios), 3),
-            "ms_median": round(statistics.median(ms), 1), "ms_p95": round(percentile(ms, 0.95), 1),
-            "ms_max": round(max(ms), 1), "over_budget": sum(c["ms"] > c["budget_ms"] for c in calls)}
+    return {
+        "calls": len(calls),
+        "ratio_median": round(statistics.median(ratios), 4),
+        "ratio_p95": round(percentile(ratios, 0.95), 4),
+        "ratio_max": round(max(ratios), 4),
+        "within_1.05": round(sum(r <= 1.05 + 1e-9 for r in ratios) / len(ratios), 3),
+        "ms_median": round(statistics.median(ms), 1),
+        "ms_p95": round(percentile(ms, 0.95), 1),
+        "ms_max": round(max(ms), 1),
+        "over_budget": sum(c["ms"] > c["budget_ms"] for c in calls),
+    }
 
 
 def _merged(counts) -> dict[str, int]:
@@ -140,8 +152,7 @@ def _merged(counts) -> dict[str, int]:
 def _spread(values: Sequence[float]) -> dict | None:
     if not values:
         return None
-    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
-            "max": round(max(values), 3)}
+    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3), "max": round(max(values), 3)}
 
 
 def _num(x: float | None) -> str:
@@ -152,44 +163,64 @@ def _fmt(s: dict | None) -> str:
     return "n/a" if not s else f"{s['median']:.2f} [{s['min']:.2f}, {s['max']:.2f}]"
 
 
-def report(summary: dict[str, dict], policies: Sequence[str], runs_by_kind: dict[str, list[WorldRun]] | None = None) -> str:
-    lines = ["| type | worlds | policy | success / oracle (last 50, expected) | failures / cost-blind "
-             "| oracle's failures / cost-blind | failures / cost-blind where the oracle halves them "
-             "| calibration MAE | max consistency gap |", "|---|---|---|---|---|---|---|---|---|"]
+def report(
+    summary: dict[str, dict], policies: Sequence[str], runs_by_kind: dict[str, list[WorldRun]] | None = None
+) -> str:
+    lines = [
+        "| type | worlds | policy | success / oracle (last 50, expected) | failures / cost-blind "
+        "| oracle's failures / cost-blind | failures / cost-blind where the oracle halves them "
+        "| calibration MAE | max consistency gap |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for kind, s in summary.items():
         for policy in policies:
             p = s[policy]
             gap = "n/a" if p["consistency_max_gap"] is None else f"{p['consistency_max_gap']:.3f}"
-            lines.append(f"| {kind} | {s['worlds']} | {policy} | {_fmt(p['success_vs_oracle'])} | "
-                         f"{_fmt(p['failures_vs_blind'])} ({p['blind_fails_10pct_worlds']} worlds) | "
-                         f"{_fmt(p.get('oracle_failures_vs_blind'))} | "
-                         f"{_fmt(p.get('failures_vs_blind_avoidable'))} ({p.get('avoidable_worlds', 0)} worlds) | "
-                         f"{_fmt(p['calibration_mae'])} | {gap} |")
-    lines += ["", f"Per type, pooled over its worlds (targets: success / oracle >= {TARGET_SUCCESS}, failures / "
-              f"cost-blind <= {TARGET_FAILURES} where the oracle halves them), and worlds meeting each on their own:",
-              "", "| type | policy | success / oracle, pooled | worlds >= target | failures / cost-blind, pooled "
-              "| worlds <= target |", "|---|---|---|---|---|---|"]
+            lines.append(
+                f"| {kind} | {s['worlds']} | {policy} | {_fmt(p['success_vs_oracle'])} | "
+                f"{_fmt(p['failures_vs_blind'])} ({p['blind_fails_10pct_worlds']} worlds) | "
+                f"{_fmt(p.get('oracle_failures_vs_blind'))} | "
+                f"{_fmt(p.get('failures_vs_blind_avoidable'))} ({p.get('avoidable_worlds', 0)} worlds) | "
+                f"{_fmt(p['calibration_mae'])} | {gap} |"
+            )
+    lines += [
+        "",
+        f"Per type, pooled over its worlds (targets: success / oracle >= {TARGET_SUCCESS}, failures / "
+        f"cost-blind <= {TARGET_FAILURES} where the oracle halves them), and worlds meeting each on their own:",
+        "",
+        "| type | policy | success / oracle, pooled | worlds >= target | failures / cost-blind, pooled "
+        "| worlds <= target |",
+        "|---|---|---|---|---|---|",
+    ]
     for kind, s in summary.items():
         for policy in policies:
             p = s[policy]
             pooled_failures = p.get("pooled_failures_vs_blind_avoidable")
-            lines.append(f"| {kind} | {policy} | {_num(p.get('pooled_success_vs_oracle'))} | "
-                         f"{p.get('worlds_success_target', 0)} of {s['worlds']} | {_num(pooled_failures)} | "
-                         f"{p.get('worlds_failures_target', 0)} of {p.get('avoidable_worlds', 0)} |")
-    lines += ["", f"Plan quality of the learned calls, pooled per type (the plan's cost under the costs it was "
-              f"planned with / the optimum under the same costs, exact search; targets: median <= "
-              f"{TARGET_QUALITY[0]}, p95 <= {TARGET_QUALITY[1]}), latency and seconds per world:", "",
-              "| type | policy | calls | cost / optimum: median | p95 | max | share <= 1.05 | latency ms: median "
-              "| p95 | max | over budget | median latency / cost-blind's | seconds per world |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            lines.append(
+                f"| {kind} | {policy} | {_num(p.get('pooled_success_vs_oracle'))} | "
+                f"{p.get('worlds_success_target', 0)} of {s['worlds']} | {_num(pooled_failures)} | "
+                f"{p.get('worlds_failures_target', 0)} of {p.get('avoidable_worlds', 0)} |"
+            )
+    lines += [
+        "",
+        f"Plan quality of the learned calls, pooled per type (the plan's cost under the costs it was "
+        f"planned with / the optimum under the same costs, exact search; targets: median <= "
+        f"{TARGET_QUALITY[0]}, p95 <= {TARGET_QUALITY[1]}), latency and seconds per world:",
+        "",
+        "| type | policy | calls | cost / optimum: median | p95 | max | share <= 1.05 | latency ms: median "
+        "| p95 | max | over budget | median latency / cost-blind's | seconds per world |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for kind, s in summary.items():
         for policy in policies:
             q = s[policy].get("quality")
             if q:
-                lines.append(f"| {kind} | {policy} | {q['calls']} | {q['ratio_median']:.3f} | {q['ratio_p95']:.3f} | "
-                             f"{q['ratio_max']:.3f} | {q['within_1.05']:.2f} | {q['ms_median']:.1f} | "
-                             f"{q['ms_p95']:.1f} | {q['ms_max']:.1f} | {q['over_budget']} | "
-                             f"{_num(s[policy].get('latency_vs_blind'))} | {_fmt(s.get('seconds'))} |")
+                lines.append(
+                    f"| {kind} | {policy} | {q['calls']} | {q['ratio_median']:.3f} | {q['ratio_p95']:.3f} | "
+                    f"{q['ratio_max']:.3f} | {q['within_1.05']:.2f} | {q['ms_median']:.1f} | "
+                    f"{q['ms_p95']:.1f} | {q['ms_max']:.1f} | {q['over_budget']} | "
+                    f"{_num(s[policy].get('latency_vs_blind'))} | {_fmt(s.get('seconds'))} |"
+                )
     lines += ["", "Who answered (delegate/search: calls, over every world of the type):", ""]
     for kind, s in summary.items():
         for arm, counts in s.get("searches", {}).items():
@@ -201,14 +232,18 @@ def report(summary: dict[str, dict], policies: Sequence[str], runs_by_kind: dict
         lines.append(f"- {kind}: {rates}")
     for kind, s in summary.items():
         for policy in policies:
-            for key, when in (("new_object", "when it joins"),
-                              ("new_object_100", f"after {SIBLING_STEPS}+ sibling steps")):
+            for key, when in (
+                ("new_object", "when it joins"),
+                ("new_object_100", f"after {SIBLING_STEPS}+ sibling steps"),
+            ):
                 n = s[policy].get(key)
                 if n:
-                    lines.append(f"- {kind}, {policy}: a new van-a {when} ({n['worlds']} worlds): p_fail "
-                                 f"{_fmt(n['p_new'])}, |new - siblings' observed rate| {_fmt(n['gap_siblings'])} "
-                                 f"(within 0.15 in {n['within_0.15_of_siblings']}), "
-                                 f"|new - true| {_fmt(n['gap_true'])}")
+                    lines.append(
+                        f"- {kind}, {policy}: a new van-a {when} ({n['worlds']} worlds): p_fail "
+                        f"{_fmt(n['p_new'])}, |new - siblings' observed rate| {_fmt(n['gap_siblings'])} "
+                        f"(within 0.15 in {n['within_0.15_of_siblings']}), "
+                        f"|new - true| {_fmt(n['gap_true'])}"
+                    )
     for kind, runs in (runs_by_kind or {}).items():
         if any(r.new_object for r in runs):
             lines += ["", *new_object_table(kind, runs, policies)]
@@ -219,20 +254,27 @@ def new_object_table(kind: str, runs: Sequence[WorldRun], policies: Sequence[str
     """Per world and policy: a new bad-type vehicle's starting p_fail, its siblings' recorded drives (plain and
     recency-weighted) and observed failure rate at that moment, and the two gaps; when the new vehicle joins
     (episode 100), and at the first retrain where the siblings have 100+ recorded drives (an unseen van-a)."""
+
     def num(x, digits=2):
         return "n/a" if x is None else f"{x:.{digits}f}"
 
-    lines = [f"New vehicle of the bad type in `{kind}` worlds (target: within 0.15 of its type's rate after "
-             f"{SIBLING_STEPS} steps of its siblings):", "",
-             "| world | policy | episode | new p_fail | sibling steps (weighted) | siblings' observed rate | "
-             "\\|new - siblings\\| | \\|new - true\\| |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"New vehicle of the bad type in `{kind}` worlds (target: within 0.15 of its type's rate after "
+        f"{SIBLING_STEPS} steps of its siblings):",
+        "",
+        "| world | policy | episode | new p_fail | sibling steps (weighted) | siblings' observed rate | "
+        "\\|new - siblings\\| | \\|new - true\\| |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in runs:
         for policy in policies:
             for n in (r.new_object.get(policy), r.new_object_100.get(policy)):
                 if n:
-                    lines.append(f"| {r.world} | {policy} | {n['episode']} | {num(n['p_new'])} | "
-                                 f"{n['sibling_steps']} ({n['sibling_weight']:.0f}) | {num(n['sibling_rate'])} | "
-                                 f"{num(n.get('gap_siblings'))} | {num(n.get('gap_true'))} (true {n['true']:.2f}) |")
+                    lines.append(
+                        f"| {r.world} | {policy} | {n['episode']} | {num(n['p_new'])} | "
+                        f"{n['sibling_steps']} ({n['sibling_weight']:.0f}) | {num(n['sibling_rate'])} | "
+                        f"{num(n.get('gap_siblings'))} | {num(n.get('gap_true'))} (true {n['true']:.2f}) |"
+                    )
     return lines
 
 
@@ -248,8 +290,10 @@ def plot(runs_by_kind: dict[str, list[WorldRun]], policies: Sequence[str], path:
         runs = runs_by_kind[kind]
         ax = axes[0][col]
         for arm in ["cost-blind", *(f"learned-{p}" for p in policies), "oracle"]:
-            rates = [statistics.mean(statistics.mean(r.expected[arm][max(0, i - 24):i + 1]) for r in runs)
-                     for i in range(runs[0].episodes)]
+            rates = [
+                statistics.mean(statistics.mean(r.expected[arm][max(0, i - 24) : i + 1]) for r in runs)
+                for i in range(runs[0].episodes)
+            ]
             ax.plot(rates, label=arm)
         ax.set_title(kind)
         ax.set_ylim(0, 1.02)
@@ -283,38 +327,65 @@ def _reliability(pairs: list[tuple[float, float]], bins: int = 10) -> list[tuple
 
 def bundled_table(rows: dict) -> list[str]:
     """The report's section for `bundled_quality`'s rows."""
-    lines = ["Plan quality with learned costs on the bundled tasks (the default cascade's plan / the optimum under "
-             "the same costs; unproved: calls whose optimum A* with LM-cut could not prove in its budget; unsolved: calls "
-             "with learned costs that returned no plan):", "",
-             "| task | calls | cost / optimum: median | p95 | max | latency ms: median | p95 | max | over budget "
-             "| unproved | unsolved | seconds |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "Plan quality with learned costs on the bundled tasks (the default cascade's plan / the optimum under "
+        "the same costs; unproved: calls whose optimum A* with LM-cut could not prove in its budget; unsolved: calls "
+        "with learned costs that returned no plan):",
+        "",
+        "| task | calls | cost / optimum: median | p95 | max | latency ms: median | p95 | max | over budget "
+        "| unproved | unsolved | seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, q in rows.items():
         if q.get("calls"):
-            lines.append(f"| {name} | {q['calls']} | {q['ratio_median']:.3f} | {q['ratio_p95']:.3f} | "
-                         f"{q['ratio_max']:.3f} | {q['ms_median']:.1f} | {q['ms_p95']:.1f} | {q['ms_max']:.1f} | "
-                         f"{q['over_budget']} | {q['unproved']} | {q['unsolved']} | {q['seconds']:.0f} |")
+            lines.append(
+                f"| {name} | {q['calls']} | {q['ratio_median']:.3f} | {q['ratio_p95']:.3f} | "
+                f"{q['ratio_max']:.3f} | {q['ms_median']:.1f} | {q['ms_p95']:.1f} | {q['ms_max']:.1f} | "
+                f"{q['over_budget']} | {q['unproved']} | {q['unsolved']} | {q['seconds']:.0f} |"
+            )
         else:
-            lines.append(f"| {name} | 0 | n/a | n/a | n/a | n/a | n/a | n/a | 0 | {q['unproved']} | "
-                         f"{q['unsolved']} | {q['seconds']:.0f} |")
+            lines.append(
+                f"| {name} | 0 | n/a | n/a | n/a | n/a | n/a | n/a | 0 | {q['unproved']} | "
+                f"{q['unsolved']} | {q['seconds']:.0f} |"
+            )
     return lines
 
 
-def write_results(runs_by_kind: dict[str, list[WorldRun]], policies: Sequence[str], out: Path,
-                  bundled: dict | None = None) -> dict[str, Path]:
+def write_results(
+    runs_by_kind: dict[str, list[WorldRun]], policies: Sequence[str], out: Path, bundled: dict | None = None
+) -> dict[str, Path]:
     """learning-worlds.md (the report), .json (summary and every run, without the calibration points) and .png
     (curves and reliability) in `out`; returns their paths. `bundled`: `bundled.bundled_quality`'s rows, added
     as a section of the report and a key of the JSON."""
     summary = {kind: summarise(runs, policies) for kind, runs in runs_by_kind.items()}
     out.mkdir(parents=True, exist_ok=True)
-    paths = {"report": out / "learning-worlds.md", "json": out / "learning-worlds.json",
-             "plot": out / "learning-worlds.png"}
+    paths = {
+        "report": out / "learning-worlds.md",
+        "json": out / "learning-worlds.json",
+        "plot": out / "learning-worlds.png",
+    }
     text = report(summary, policies, runs_by_kind)
     if bundled:
         text += "\n\n" + "\n".join(bundled_table(bundled))
     paths["report"].write_text(text + "\n")
-    paths["json"].write_text(json.dumps(
-        {"summary": summary, "bundled": bundled, "runs": [asdict(r) | {"calibration": {p: {k: v for k, v in c.items() if k != "pairs"}
-                                                                   for p, c in r.calibration.items()}}
-                                      for runs in runs_by_kind.values() for r in runs]}, indent=1))
+    paths["json"].write_text(
+        json.dumps(
+            {
+                "summary": summary,
+                "bundled": bundled,
+                "runs": [
+                    asdict(r)
+                    | {
+                        "calibration": {
+                            p: {k: v for k, v in c.items() if k != "pairs"} for p, c in r.calibration.items()
+                        }
+                    }
+                    for runs in runs_by_kind.values()
+                    for r in runs
+                ],
+            },
+            indent=1,
+        )
+    )
     plot(runs_by_kind, policies, paths["plot"])
     return paths

@@ -46,8 +46,10 @@ class RouteSearch(Delegate):
         actions += [GroundAction("arrive", (v, d)) for v in vehicles for d in dests]
         names = [str(a) for a in actions]
         given = request.grounded_costs(names) or {}
-        cost = {name: (float("inf") if name in request.excluded else given.get(name, action_cost(task, action)))
-                for name, action in zip(names, actions)}
+        cost = {
+            name: (float("inf") if name in request.excluded else given.get(name, action_cost(task, action)))
+            for name, action in zip(names, actions)
+        }
         return self._dijkstra(at, roads, dests, cost)
 
     @staticmethod

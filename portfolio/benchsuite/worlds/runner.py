@@ -37,10 +37,10 @@ import random
 import statistics
 import time
 import zlib
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from multiprocessing import get_context
-from typing import Callable, Sequence
 
 from domains.model import GroundAction, action_cost
 from domains.validate import apply
@@ -73,11 +73,12 @@ class WorldRun:
 
 
 def answered_by(result) -> str:
-    """"delegate/search" of the attempt that gave the plan (e.g. "fast-downward/lama-first"), or the status."""
+    """ "delegate/search" of the attempt that gave the plan (e.g. "fast-downward/lama-first"), or the status."""
     if not result.solved:
         return f"unsolved/{result.status.value}"
-    attempt = next((a for a in reversed(result.attempts) if a.delegate == result.delegate and a.status.value ==
-                    "solved"), None)
+    attempt = next(
+        (a for a in reversed(result.attempts) if a.delegate == result.delegate and a.status.value == "solved"), None
+    )
     search = attempt.details.get("search") if attempt is not None else None
     return f"{result.delegate}/{search}" if search else str(result.delegate)
 
@@ -109,8 +110,13 @@ def execute(world: World, task, plan: Sequence[GroundAction], spec) -> list[tupl
     return done
 
 
-def run_world(world: World, episodes: int = 200, retrain_every: int = 10,
-              policies: Sequence[str] = POLICIES, model_params: dict | None = None) -> WorldRun:
+def run_world(
+    world: World,
+    episodes: int = 200,
+    retrain_every: int = 10,
+    policies: Sequence[str] = POLICIES,
+    model_params: dict | None = None,
+) -> WorldRun:
     from domains.pddl_writer import formula_to_pddl
     from learning.retrain import retrain
     from portfolio.benchsuite.worlds.exact import CostRecorder, ExactSearch, plan_cost_under
@@ -122,8 +128,10 @@ def run_world(world: World, episodes: int = 200, retrain_every: int = 10,
     out = WorldRun(world.name, world.kind, episodes)
     # The measured arms: the default cascade, default budgets, as `portfolio plan` and `Planner(traces=...)`.
     plain = Planner()
-    learners = {p: Planner(traces=":memory:", explore=p, cost_weight=LAM,
-                           seed=zlib.crc32(f"{world.name}:{p}".encode())) for p in policies}
+    learners = {
+        p: Planner(traces=":memory:", explore=p, cost_weight=LAM, seed=zlib.crc32(f"{world.name}:{p}".encode()))
+        for p in policies
+    }
     recorders = {p: CostRecorder(learner) for p, learner in learners.items()}
     exact = ExactSearch(world.domain)
     arms = ["cost-blind", *(f"learned-{p}" for p in policies), "oracle"]
@@ -140,8 +148,9 @@ def run_world(world: World, episodes: int = 200, retrain_every: int = 10,
             results = {"cost-blind": plain.plan(task), "oracle": exact.solve(task, _true_costs(world, task, spec))}
             if world.kind == "type" and index == NEW_VEHICLES_AT:
                 new = next(v for v in world.bad["new"] if world.vehicles[v] == "van-a")
-                out.new_object = {p: new_object_report(world, learner, task, spec, new)
-                                  for p, learner in learners.items()}
+                out.new_object = {
+                    p: new_object_report(world, learner, task, spec, new) for p, learner in learners.items()
+                }
             for policy, learner in learners.items():
                 store = learner.store
                 run_id = store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal), run_id=f"e{index}")
@@ -149,20 +158,36 @@ def run_world(world: World, episodes: int = 200, retrain_every: int = 10,
                 if result.solved and recorders[policy].costs:
                     costs = recorders[policy].costs
                     optimum = exact.solve(task, costs)
-                    out.quality[policy].append({
-                        "episode": index, "cost": round(plan_cost_under(task, result.plan, costs), 4),
-                        "optimum": round(plan_cost_under(task, optimum.plan, costs), 4), "ms": result.elapsed_ms,
-                        "budget_ms": CLASSICAL_BUDGET_S * 1000})
+                    out.quality[policy].append(
+                        {
+                            "episode": index,
+                            "cost": round(plan_cost_under(task, result.plan, costs), 4),
+                            "optimum": round(plan_cost_under(task, optimum.plan, costs), 4),
+                            "ms": result.elapsed_ms,
+                            "budget_ms": CLASSICAL_BUDGET_S * 1000,
+                        }
+                    )
                 steps = execute(world, task, result.actions(), spec) if result.solved else []
-                store.record_steps(StepRecord(run_id=run_id, step=i, action=s.name, args=s.args,
-                                              features=spec.context, outcome="failure" if failed else "success")
-                                   for i, (s, failed) in enumerate(steps))
+                store.record_steps(
+                    StepRecord(
+                        run_id=run_id,
+                        step=i,
+                        action=s.name,
+                        args=s.args,
+                        features=spec.context,
+                        outcome="failure" if failed else "success",
+                    )
+                    for i, (s, failed) in enumerate(steps)
+                )
                 store.end_run(run_id, "failure" if any(f for _, f in steps) else "success")
                 if (index + 1) % retrain_every == 0 and store.count_steps():
                     retrain(store, holdout_fraction=0.0, **(model_params or {}))
                     learner.reload_model()
-                    if world.kind == "type" and policy not in out.new_object_100 \
-                            and sibling_counts(world, learner)[2] >= SIBLING_STEPS:
+                    if (
+                        world.kind == "type"
+                        and policy not in out.new_object_100
+                        and sibling_counts(world, learner)[2] >= SIBLING_STEPS
+                    ):
                         out.new_object_100[policy] = new_object_report(world, learner, task, spec, PROBE)
             for arm in arms:
                 result = results[arm]
@@ -210,21 +235,31 @@ def new_object_report(world: World, learner, task, spec, new: str) -> dict:
     siblings = sorted(v for v, t in world.vehicles.items() if t == "van-a" and v not in world.bad["new"])
     true = statistics.mean(world.p_fail(GroundAction("drive", (siblings[0], a, b)), spec) for a, b in world.roads)
     weighted, weighted_failures, n, failures = sibling_counts(world, learner)
-    out = {"episode": spec.index, "true": true, "sibling_steps": n, "sibling_weight": round(weighted, 2),
-           "sibling_rate": failures / n if n else None,
-           "sibling_weighted_rate": weighted_failures / weighted if weighted else None, "p_new": None}
+    out = {
+        "episode": spec.index,
+        "true": true,
+        "sibling_steps": n,
+        "sibling_weight": round(weighted, 2),
+        "sibling_rate": failures / n if n else None,
+        "sibling_weighted_rate": weighted_failures / weighted if weighted else None,
+        "p_new": None,
+    }
     if learner.model is not None:
         drives = [GroundAction("drive", (new, a, b)) for a, b in sorted(world.roads)]
         types = task.objects() | {new: "van-a"}
         p_new = float(statistics.mean(learner.model.predict_proba(drives, spec.context, object_types=types)))
-        out |= {"p_new": p_new, "gap_true": abs(p_new - true),
-                "gap_siblings": abs(p_new - out["sibling_rate"]) if n else None}
+        out |= {
+            "p_new": p_new,
+            "gap_true": abs(p_new - true),
+            "gap_siblings": abs(p_new - out["sibling_rate"]) if n else None,
+        }
     return out
 
 
 def calibration(world: World, learner, spec) -> dict:
     """The final model against the truth: every grounded drive in every situation (routes worlds), or every
-    grounded action of the last task (tools domain); every grounded drive (delivery); plus consistency over groundings with >= 30 recorded steps."""
+    grounded action of the last task (tools domain); every grounded drive (delivery); plus consistency over groundings
+    with >= 30 recorded steps."""
     model = learner.model
     if model is None:
         return {}
@@ -234,7 +269,9 @@ def calibration(world: World, learner, spec) -> dict:
 
         steps = list(ground(task, 10_000).actions)
     else:
-        steps = [GroundAction("drive", (v, a, b)) for v in world.vehicles_at(spec.index) for a, b in sorted(world.roads)]
+        steps = [
+            GroundAction("drive", (v, a, b)) for v in world.vehicles_at(spec.index) for a, b in sorted(world.roads)
+        ]
     pairs = []
     for weather in ("sun", "rain"):
         situation = dict(spec.context, weather=weather)
@@ -251,8 +288,12 @@ def calibration(world: World, learner, spec) -> dict:
         if n >= CONSISTENCY_STEPS:
             p = float(model.predict_proba([GroundAction(action, args)], json.loads(features))[0])
             gaps.append(abs(p - f / n))
-    return {"mae": statistics.mean(abs(p - t) for p, t in pairs), "pairs": pairs,
-            "consistency_max_gap": max(gaps) if gaps else None, "groundings_30": len(gaps)}
+    return {
+        "mae": statistics.mean(abs(p - t) for p, t in pairs),
+        "pairs": pairs,
+        "consistency_max_gap": max(gaps) if gaps else None,
+        "groundings_30": len(gaps),
+    }
 
 
 # -- many worlds ------------------------------------------------------------------------------------------------
@@ -262,9 +303,15 @@ def _run_one(kind: str, seed: int, episodes: int, retrain_every: int, policies: 
     return run_world(make_world(kind, seed), episodes, retrain_every, policies)
 
 
-def run_worlds(worlds: Sequence[tuple[str, int]], episodes: int = 200, retrain_every: int = 10,
-               policies: Sequence[str] = POLICIES, jobs: int = 1, progress: bool = False,
-               on_done: Callable[[WorldRun], None] | None = None) -> list[WorldRun]:
+def run_worlds(
+    worlds: Sequence[tuple[str, int]],
+    episodes: int = 200,
+    retrain_every: int = 10,
+    policies: Sequence[str] = POLICIES,
+    jobs: int = 1,
+    progress: bool = False,
+    on_done: Callable[[WorldRun], None] | None = None,
+) -> list[WorldRun]:
     """Run every (kind, seed) world; results in the order given. `jobs` > 1 runs that many worlds at once in
     spawned processes; `progress` shows a bar over worlds (stderr); `on_done` is called as each one finishes."""
     from tqdm import tqdm
@@ -272,6 +319,7 @@ def run_worlds(worlds: Sequence[tuple[str, int]], episodes: int = 200, retrain_e
     args = [(kind, seed, episodes, retrain_every, tuple(policies)) for kind, seed in worlds]
     runs: list[WorldRun | None] = [None] * len(args)
     with tqdm(total=len(args), unit="world", disable=not progress, desc="worlds") as bar:
+
         def done(i: int, run: WorldRun) -> None:
             runs[i] = run
             bar.update()

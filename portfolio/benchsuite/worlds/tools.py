@@ -17,8 +17,8 @@ chance of failing: the oracle's cost, not its success, is what the arms are comp
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from domains.model import GroundAction
 

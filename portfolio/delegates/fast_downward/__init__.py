@@ -1,17 +1,17 @@
 """Fast Downward as a delegate: one call spans translation, the SAS+ task, its caches and the searches.
 
-    delegate.py     `FastDownward`: translate (cached), then search in this process or in search processes
-    translate.py    the translator in a worker process, its options
-    sas.py          the SAS+ task Fast Downward's translator writes: parse, render with costs and exclusions
-    sas_cache.py    translations kept on disk across processes and runs
-    searches.py     the search configurations (aliases), which run side by side, the search processes
-    anytime.py      searching under costs: keep the cheapest plan the budget allows, stop on a proof
-    inprocess.py    small tasks searched in this process (GBFS with hFF, A* with h_max) before any process
-    sas_search.py   GBFS with hFF over a compiled SAS+ task (pure Python)
-    sas_astar.py    A* with h_max over a compiled SAS+ task with costs (pure Python)
-    exitcodes.py    what the search binary's exit codes mean
+delegate.py     `FastDownward`: translate (cached), then search in this process or in search processes
+translate.py    the translator in a worker process, its options
+sas.py          the SAS+ task Fast Downward's translator writes: parse, render with costs and exclusions
+sas_cache.py    translations kept on disk across processes and runs
+searches.py     the search configurations (aliases), which run side by side, the search processes
+anytime.py      searching under costs: keep the cheapest plan the budget allows, stop on a proof
+inprocess.py    small tasks searched in this process (GBFS with hFF, A* with h_max) before any process
+sas_search.py   GBFS with hFF over a compiled SAS+ task (pure Python)
+sas_astar.py    A* with h_max over a compiled SAS+ task with costs (pure Python)
+exitcodes.py    what the search binary's exit codes mean
 
-    from portfolio.delegates.fast_downward import FastDownward
+from portfolio.delegates.fast_downward import FastDownward
 """
 
 from __future__ import annotations

@@ -30,13 +30,12 @@ import glob
 import os
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
-from portfolio.engine import cancel
 from portfolio.delegates.fast_downward import exitcodes as fd_exitcodes
-from portfolio.engine.results import DelegateOutcome, Status
+from portfolio.engine import cancel
 from portfolio.engine.workers import SearchRun, wait_any
 
 _COST_LINE = re.compile(r";\s*cost\s*=\s*(\d+)")
@@ -84,8 +83,13 @@ def found_plans(runs: Sequence[tuple[str, SearchRun]], started_wall: float) -> l
     return plans
 
 
-def wait_anytime(runs: Sequence[tuple[str, SearchRun]], deadline: float, improve_by: float | None,
-                 proving: frozenset[str], started_wall: float) -> tuple[dict[str, int | None], str | None]:
+def wait_anytime(
+    runs: Sequence[tuple[str, SearchRun]],
+    deadline: float,
+    improve_by: float | None,
+    proving: frozenset[str],
+    started_wall: float,
+) -> tuple[dict[str, int | None], str | None]:
     """Wait as the module docstring says (`started_wall`: `time.time()` when the searches started). Returns the
     exit codes by alias (None: still running) and the alias whose exit proved its plan optimal (None: none)."""
     codes: dict[str, int | None] = {}

@@ -3,9 +3,11 @@
 This is the driver's translate -> search pipeline without the driver: the `fast-downward.py` script pays
 interpreter start-up and imports on every call, a long-lived delegate pays them once. Translations are cached
 by task content and re-used for replanning from a changed state and for other action costs (see `sas.py`);
-with a `SasCache` (`portfolio.delegates.fast_downward.sas_cache`) they also survive the process: a task translated by any process
+with a `SasCache` (`portfolio.delegates.fast_downward.sas_cache`) they also survive the process: a task translated by
+any process
 before is read from disk instead (the attempt's `details["translation"]` says "disk"). A replan on a small unit-cost
-task (translation reused, init rewritten) is first searched in this process (`portfolio.delegates.fast_downward.sas_search`, no process:
+task (translation reused, init rewritten) is first searched in this process
+(`portfolio.delegates.fast_downward.sas_search`, no process:
 `details["search"]` says "in-process"); when that finds nothing, the process search runs in what is left.
 Both stages run in processes that are killed when the deadline passes, so the budget is hard; handing the SAS
 task to a search process is bounded by the same deadline.
@@ -27,23 +29,35 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
 
 from domains.model import Atom, Task
-from portfolio.engine import cancel
 from portfolio.delegates.fast_downward import inprocess as fd_inprocess
 from portfolio.delegates.fast_downward.inprocess import INPROCESS_MAX_OPERATORS, INPROCESS_NODE_CAP
-from portfolio.delegates.fast_downward.searches import (
-    DEFAULT_QUALITY, RACE_ALIASES, SATISFICING, SEARCH_ALIASES, available_cores, run_searches,
-    check_quality, search_aliases, search_binary,
-)
-from portfolio.engine.results import DelegateOutcome, PlanRequest, Delegate, Status
 from portfolio.delegates.fast_downward.sas import COST_SCALE, SasTask, parse_sas
 from portfolio.delegates.fast_downward.sas_cache import CachedTranslation, SasCache, cache_key
+from portfolio.delegates.fast_downward.searches import (
+    DEFAULT_QUALITY,
+    RACE_ALIASES,
+    SATISFICING,
+    SEARCH_ALIASES,
+    available_cores,
+    check_quality,
+    run_searches,
+    search_aliases,
+    search_binary,
+)
 from portfolio.delegates.fast_downward.translate import PRELOAD, TRANSLATE_OP, TranslatorOptionsError, check_options
+from portfolio.engine import cancel
+from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
 from portfolio.engine.workers import (
-    BudgetExpired, OutOfMemory, SearchProcessPool, WorkerCrashed, WorkerError, WorkerProcess,
+    BudgetExpired,
+    OutOfMemory,
+    SearchProcessPool,
+    WorkerCrashed,
+    WorkerError,
+    WorkerProcess,
 )
 
 log = logging.getLogger(__name__)
@@ -90,7 +104,8 @@ class FastDownward(Delegate):
     (`details["sas"]`) and which configurations raced (`details["searches"]`) and won (`details["search"]`):
     what the selection is learned from.
 
-    `translate_options` (translator flags, `portfolio.delegates.fast_downward.translate.check_options`): every task is translated with
+    `translate_options` (translator flags, `portfolio.delegates.fast_downward.translate.check_options`): every task is
+    translated with
     them. None (the default): the driver's defaults, unless `translator_chooser` (settable later; set from the
     learned selection model like `selector`) returns options for the task, chosen BEFORE translation. Attempts
     record the options used (`details["translator"]`); both caches key on them, so a translation made with one
@@ -254,8 +269,7 @@ class FastDownward(Delegate):
                 self._translations.popitem(last=False)
         return translation
 
-    def _from_disk(self, key: str, init: frozenset[Atom], start: float,
-                   options: tuple[str, ...]) -> Translation | None:
+    def _from_disk(self, key: str, init: frozenset[Atom], start: float, options: tuple[str, ...]) -> Translation | None:
         """The translation stored under `key` in the disk cache, or None (no cache, a miss, or an entry that
         does not parse: that one is removed, so the fresh translation rewrites it)."""
         if self.disk_cache is None:
@@ -270,8 +284,9 @@ class FastDownward(Delegate):
             self.disk_cache.corrupt += 1
             self.disk_cache.path(key).unlink(missing_ok=True)
             return None
-        return Translation(init=init, sas=sas, translate_ms=(time.monotonic() - start) * 1000, source="disk",
-                           options=options)
+        return Translation(
+            init=init, sas=sas, translate_ms=(time.monotonic() - start) * 1000, source="disk", options=options
+        )
 
     def grounded_actions(self, request: PlanRequest, deadline: float) -> list[str]:
         """Every grounded action the translator kept, in PDDL form: what learned costs are computed for."""
@@ -294,8 +309,12 @@ class FastDownward(Delegate):
             return DelegateOutcome(Status.ERROR, reason=f"translator failed: {error}")
         except WorkerCrashed as error:
             return DelegateOutcome(Status.ERROR, reason=f"translator crashed: {error}")
-        details = {"translate_ms": round(translation.translate_ms, 3), "translation": translation.source,
-                   "translation_reused": init_values is not None, "translator": list(translation.options)}
+        details = {
+            "translate_ms": round(translation.translate_ms, 3),
+            "translation": translation.source,
+            "translation_reused": init_values is not None,
+            "translator": list(translation.options),
+        }
         if translation.sas is None:
             return DelegateOutcome(Status.UNSOLVABLE, reason="translator: goal not relaxed-reachable", details=details)
         details["sas"] = {"variables": len(translation.sas.values), "operators": len(translation.sas.operators)}
@@ -308,8 +327,9 @@ class FastDownward(Delegate):
                 return solved
         with_costs = bool(costs) or task.has_action_costs()
         if with_costs and check_quality(request.quality or self.quality) != "first":
-            solved = fd_inprocess.cheapest(self, translation.sas, init_values or translation.sas.init, costs,
-                                           request.excluded, deadline, details)
+            solved = fd_inprocess.cheapest(
+                self, translation.sas, init_values or translation.sas.init, costs, request.excluded, deadline, details
+            )
             if solved is not None:
                 details["quality"] = check_quality(request.quality or self.quality)
             if solved is not None:
@@ -322,16 +342,32 @@ class FastDownward(Delegate):
         # Work carried over past its share (`request.answer_by`): the caller is already waiting, so the first plan
         # wins, as in the decomposer tier; learned costs (failure risk) keep the cost-aware plan's preference.
         race_after = request.answer_by if not costs else None
-        return self.search_sas(sas_text, deadline, with_costs=with_costs, details=details, order=order,
-                               race_after=race_after, operators=len(translation.sas.operators),
-                               cost_scale=COST_SCALE if costs else 1.0, quality=request.quality,
-                               answer_by=request.answer_by)
+        return self.search_sas(
+            sas_text,
+            deadline,
+            with_costs=with_costs,
+            details=details,
+            order=order,
+            race_after=race_after,
+            operators=len(translation.sas.operators),
+            cost_scale=COST_SCALE if costs else 1.0,
+            quality=request.quality,
+            answer_by=request.answer_by,
+        )
 
-    def search_sas(self, sas_text: str, deadline: float, with_costs: bool = False,
-                   details: dict | None = None, order: Sequence[str] | None = None,
-                   race_after: float | None = None, operators: int | None = None,
-                   cost_scale: float = 1.0, quality: str | None = None,
-                   answer_by: float | None = None) -> DelegateOutcome:
+    def search_sas(
+        self,
+        sas_text: str,
+        deadline: float,
+        with_costs: bool = False,
+        details: dict | None = None,
+        order: Sequence[str] | None = None,
+        race_after: float | None = None,
+        operators: int | None = None,
+        cost_scale: float = 1.0,
+        quality: str | None = None,
+        answer_by: float | None = None,
+    ) -> DelegateOutcome:
         """Search a SAS task (e.g. a cached translation with another goal or state swapped in) with this
         delegate's configuration (or the configurations `order` chooses), pre-started processes and deadline
         handling. After `race_after` (a monotonic time) any plan ends the wait, as in a race. With costs the
@@ -356,20 +392,31 @@ class FastDownward(Delegate):
             horizon = deadline if answer_by is None else min(deadline, answer_by)
             improve_by = now + self.improve_share * max(0.0, horizon - now)
         commands = [(alias, self._command(alias)) for alias in aliases]
-        return run_searches(self._searches, commands, sas_text, deadline, details, race=race,
-                            race_after=race_after, custom=bool(self.search), anytime=anytime,
-                            improve_by=improve_by, cost_scale=cost_scale)
+        return run_searches(
+            self._searches,
+            commands,
+            sas_text,
+            deadline,
+            details,
+            race=race,
+            race_after=race_after,
+            custom=bool(self.search),
+            anytime=anytime,
+            improve_by=improve_by,
+            cost_scale=cost_scale,
+        )
 
-    def _aliases(self, with_costs: bool, order: Sequence[str] | None = None, exact: bool = False,
-                 quality: str | None = None) -> list[str]:
+    def _aliases(
+        self, with_costs: bool, order: Sequence[str] | None = None, exact: bool = False, quality: str | None = None
+    ) -> list[str]:
         if self.search:
             return [self.alias]
-        return search_aliases(self.alias, self.cost_alias, with_costs, self.workers, order,
-                              quality=quality or self.quality, exact=exact)
+        return search_aliases(
+            self.alias, self.cost_alias, with_costs, self.workers, order, quality=quality or self.quality, exact=exact
+        )
 
     def close(self) -> None:
         if self._worker is not None:
             self._worker.close()
             self._worker = None
         self._searches.close()
-

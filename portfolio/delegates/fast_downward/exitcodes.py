@@ -10,8 +10,8 @@ first, because a crash in an offline portfolio is a bug to report).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from portfolio.engine.results import Status
 
@@ -37,8 +37,14 @@ DRIVER_CRITICAL_ERROR = 35
 DRIVER_INPUT_ERROR = 36
 DRIVER_UNSUPPORTED = 37
 
-PLAN_FOUND = frozenset({SUCCESS, SEARCH_PLAN_FOUND_AND_OUT_OF_MEMORY, SEARCH_PLAN_FOUND_AND_OUT_OF_TIME,
-                        SEARCH_PLAN_FOUND_AND_OUT_OF_MEMORY_AND_TIME})
+PLAN_FOUND = frozenset(
+    {
+        SUCCESS,
+        SEARCH_PLAN_FOUND_AND_OUT_OF_MEMORY,
+        SEARCH_PLAN_FOUND_AND_OUT_OF_TIME,
+        SEARCH_PLAN_FOUND_AND_OUT_OF_MEMORY_AND_TIME,
+    }
+)
 PROVEN_UNSOLVABLE = frozenset({TRANSLATE_UNSOLVABLE, SEARCH_UNSOLVABLE})
 OUT_OF_MEMORY = frozenset({TRANSLATE_OUT_OF_MEMORY, SEARCH_OUT_OF_MEMORY, SEARCH_OUT_OF_MEMORY_AND_TIME})
 OUT_OF_TIME = frozenset({TRANSLATE_OUT_OF_TIME, SEARCH_OUT_OF_TIME})

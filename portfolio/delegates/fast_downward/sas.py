@@ -140,9 +140,11 @@ def parse_sas(text: str) -> SasTask:
         expect("begin_mutex_group")
         size = int(lines[position])
         position += size + 2
-    head = "begin_version\n3\nend_version\nbegin_metric\n@METRIC@\nend_metric\n" + "\n".join(
-        lines[head_start:position]
-    ) + "\n"
+    head = (
+        "begin_version\n3\nend_version\nbegin_metric\n@METRIC@\nend_metric\n"
+        + "\n".join(lines[head_start:position])
+        + "\n"
+    )
     expect("begin_state")
     init = tuple(int(lines[position + i]) for i in range(variable_count))
     position += variable_count

@@ -5,9 +5,11 @@ single fact the relaxed task needs, with operator costs: admissible and consiste
 `portfolio.delegates.fast_downward.sas_search.compile_task`. A plan it returns is optimal under the costs it was given.
 
 Why: with costs (learned, or the task's own) the plan must be the cheapest one, and on a small task proving it
-takes a search process (`anytime-wastar` beside A* with LM-cut, `portfolio.delegates.fast_downward.anytime`) 15-30 ms, most
+takes a search process (`anytime-wastar` beside A* with LM-cut, `portfolio.delegates.fast_downward.anytime`) 15-30 ms,
+most
 of it the process itself; a cost-blind replan of the same task is answered in this process by GBFS in 2-3 ms
-(`portfolio.delegates.fast_downward.sas_search`). This search gives calls with costs the same shortcut: `FastDownward` runs it first on
+(`portfolio.delegates.fast_downward.sas_search`). This search gives calls with costs the same shortcut: `FastDownward`
+runs it first on
 tasks below its in-process operator threshold and falls back to the processes when it stops (deadline or node
 cap: `timeout` / `memout`) or runs out of states (`incomplete`: never `unsolvable`, as in `sas_search`).
 Costs are floats (the process search rounds them to thousandths).
@@ -17,11 +19,11 @@ from __future__ import annotations
 
 import heapq
 import time
+from collections.abc import Sequence
 from itertools import count
-from typing import Sequence
 
-from portfolio.engine.results import Status
 from portfolio.delegates.fast_downward.sas_search import Problem, Relaxation, SearchResult, _successor, _trace, relax
+from portfolio.engine.results import Status
 
 
 def h_max(relaxation: Relaxation, op_costs: Sequence[float], state: tuple[int, ...]) -> float | None:
@@ -78,8 +80,14 @@ def _operators_by_fact(problem: Problem) -> tuple[list[list[list[int]]], list[in
     return by_fact, free
 
 
-def astar_search(problem: Problem, op_costs: Sequence[float], init: tuple[int, ...], deadline: float,
-                 node_cap: int = 20_000, check_every: int = 32) -> tuple[SearchResult, float | None]:
+def astar_search(
+    problem: Problem,
+    op_costs: Sequence[float],
+    init: tuple[int, ...],
+    deadline: float,
+    node_cap: int = 20_000,
+    check_every: int = 32,
+) -> tuple[SearchResult, float | None]:
     """A* with h_max from `init` until the cheapest goal state is expanded, `deadline` (`time.monotonic()`),
     `node_cap` generated states, or no open states left. Returns the result and the plan's cost (None without
     a plan). Ties on f go to the larger g (deeper first).

@@ -2,7 +2,8 @@
 
 The in-memory cache of `FastDownward` dies with the process, so every cold `portfolio plan` and every new
 service worker pays translation again (most of a warm planning call). This cache is content-addressed: the key
-is a SHA-256 of the translator's version (the Fast Downward wheel's, and a hash of `portfolio/delegates/fast_downward/translate.py`,
+is a SHA-256 of the translator's version (the Fast Downward wheel's, and a hash of
+`portfolio/delegates/fast_downward/translate.py`,
 the pipeline driving it), the exact PDDL texts handed to it and the translator options, so an entry can only
 ever be the translator's answer for that input, and a new translator release or pipeline change simply misses.
 
@@ -32,9 +33,9 @@ import logging
 import os
 import re
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,8 @@ def default_cache_dir() -> Path:
 @functools.lru_cache(maxsize=1)
 def translator_version() -> str:
     """What the translator's output depends on besides its input: the Fast Downward wheel's version and the
-    source of the pipeline that drives it (`portfolio/delegates/fast_downward/translate.py`), so a change to either misses the cache."""
+    source of the pipeline that drives it (`portfolio/delegates/fast_downward/translate.py`), so a change to either
+    misses the cache."""
     try:
         wheel = importlib.metadata.version("up-fast-downward")
     except importlib.metadata.PackageNotFoundError:  # pragma: no cover - then there is no translator either
@@ -67,10 +69,10 @@ def translator_version() -> str:
     return f"up-fast-downward {wheel}; pipeline {source}"
 
 
-def cache_key(domain_pddl: str, problem_pddl: str, version: str | None = None,
-              options: Sequence[str] = ()) -> str:
+def cache_key(domain_pddl: str, problem_pddl: str, version: str | None = None, options: Sequence[str] = ()) -> str:
     """The content address of one translation: SHA-256 over the translator version, both PDDL texts and the
-    translator options (`portfolio.delegates.fast_downward.translate.check_options`; another option set is another translation)."""
+    translator options (`portfolio.delegates.fast_downward.translate.check_options`; another option set is another
+    translation)."""
     digest = hashlib.sha256()
     for part in (FORMAT, version or translator_version(), domain_pddl, problem_pddl, " ".join(options)):
         encoded = part.encode()

@@ -2,12 +2,14 @@
 
 What: eager greedy best-first search (duplicate detection, no reopening) guided by hFF (a relaxed plan extracted
 from hadd best supporters, unit costs, as Fast Downward's `ff()`), over the variables and operators of the
-translator's output (`portfolio.delegates.fast_downward.sas.SasTask`): prevail conditions, effect preconditions and conditional effects.
+translator's output (`portfolio.delegates.fast_downward.sas.SasTask`): prevail conditions, effect preconditions and
+conditional effects.
 Tasks with axioms are declined (`compile` returns None): evaluating derived variables is not worth it here.
 
 Why: a replan from a perturbed state already reuses the cached translation (only `begin_state` changes), and on
 small tasks what is left is mostly the cost of the `downward` process itself (start-up, parsing the SAS text,
-writing the plan file: ~3.4 ms of process work measured on the tiny IPC tasks of `portfolio.benchsuite.measure`). A search in
+writing the plan file: ~3.4 ms of process work measured on the tiny IPC tasks of `portfolio.benchsuite.measure`). A
+search in
 this process pays none of that; a pure-Python hFF costs ~O(operators) per state, so it only pays off on small
 tasks: `portfolio.delegates.fast_downward.delegate` uses it below an operator threshold and falls back to the process.
 
@@ -24,8 +26,8 @@ import time
 from dataclasses import dataclass
 from itertools import count
 
-from portfolio.engine.results import Status
 from portfolio.delegates.fast_downward.sas import SasTask
+from portfolio.engine.results import Status
 
 Fact = tuple[int, int]  # (variable, value)
 
@@ -83,8 +85,7 @@ def compile_task(task: SasTask, excluded: frozenset[str] = frozenset()) -> Probl
     goal_lines = task.goal.strip("\n").split("\n")
     goal = tuple(tuple(_ints(line)) for line in goal_lines[2 : 2 + int(goal_lines[1])])
     operators = tuple(
-        parse_operator(op.name, op.body) for op in task.operators
-        if not excluded or f"({op.name})" not in excluded
+        parse_operator(op.name, op.body) for op in task.operators if not excluded or f"({op.name})" not in excluded
     )
     return Problem(tuple(len(v) for v in task.values), goal, operators)  # type: ignore[arg-type]
 
@@ -121,8 +122,14 @@ def relax(problem: Problem) -> Relaxation:
         for fact in unary_pre:
             watchers[fact].append(unary)
     return Relaxation(
-        tuple(offsets), total, tuple(len(p) for p in pres), tuple(effect), tuple(origin), tuple(pres),
-        tuple(tuple(w) for w in watchers), tuple(u for u, p in enumerate(pres) if not p),
+        tuple(offsets),
+        total,
+        tuple(len(p) for p in pres),
+        tuple(effect),
+        tuple(origin),
+        tuple(pres),
+        tuple(tuple(w) for w in watchers),
+        tuple(u for u, p in enumerate(pres) if not p),
         tuple(offsets[v] + d for v, d in problem.goal),
     )
 
@@ -189,7 +196,11 @@ def _successor(op: Operator, state: tuple[int, ...]) -> tuple[int, ...] | None:
 
 
 def greedy_search(
-    problem: Problem, init: tuple[int, ...], deadline: float, node_cap: int = 50_000, check_every: int = 32,
+    problem: Problem,
+    init: tuple[int, ...],
+    deadline: float,
+    node_cap: int = 50_000,
+    check_every: int = 32,
 ) -> SearchResult:
     """Eager GBFS with hFF from `init` (ties: older states first) until a goal state, `deadline`
     (`time.monotonic()`), `node_cap` evaluated states, or no open states left."""
@@ -224,8 +235,9 @@ def greedy_search(
     return SearchResult(Status.INCOMPLETE, None, expanded, len(parents))
 
 
-def _trace(problem: Problem, parents: dict[tuple[int, ...], tuple[tuple[int, ...] | None, int]],
-           state: tuple[int, ...]) -> list[str]:
+def _trace(
+    problem: Problem, parents: dict[tuple[int, ...], tuple[tuple[int, ...] | None, int]], state: tuple[int, ...]
+) -> list[str]:
     names: list[str] = []
     while True:
         parent, index = parents[state]

@@ -23,14 +23,14 @@ import os
 import select
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
-from portfolio.engine import cancel
 from portfolio.delegates.fast_downward import anytime as fd_anytime
 from portfolio.delegates.fast_downward import exitcodes as fd_exitcodes
-from portfolio.engine.results import DelegateOutcome, Status
 from portfolio.delegates.fast_downward.sas import operator_action
+from portfolio.engine import cancel
+from portfolio.engine.results import DelegateOutcome, Status
 from portfolio.engine.workers import SearchProcessPool, wait_any
 
 _LAMA_FIRST = (
@@ -98,6 +98,7 @@ def check_quality(name: str) -> str:
         raise ValueError(f"unknown quality {name!r}; expected one of: {', '.join(QUALITIES)}")
     return name
 
+
 SEARCH_ALIASES = {
     "lama-first": _LAMA_FIRST,
     "eager-ff-cg": _EAGER_FF_CG,
@@ -131,8 +132,15 @@ def available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def search_aliases(alias: str, cost_alias: str, with_costs: bool, workers: int,
-                   order: Sequence[str] | None = None, quality: str = "first", exact: bool = False) -> list[str]:
+def search_aliases(
+    alias: str,
+    cost_alias: str,
+    with_costs: bool,
+    workers: int,
+    order: Sequence[str] | None = None,
+    quality: str = "first",
+    exact: bool = False,
+) -> list[str]:
     """The searches one call runs side by side. An optimal `alias` runs alone, costs or not. Without costs:
     `alias` plus up to `workers - 1` of `RACE_ALIASES`, first plan wins; `order` (satisficing configurations, e.g.
     a learned selection's ranking for this task's domain) goes before that fixed order, which fills the cores
@@ -159,10 +167,19 @@ def search_aliases(alias: str, cost_alias: str, with_costs: bool, workers: int,
     return ["anytime-wastar", second]
 
 
-def run_searches(pool: SearchProcessPool, commands: Sequence[tuple[str, tuple[str, ...]]], sas_text: str,
-                 deadline: float, details: dict, race: bool = False, race_after: float | None = None,
-                 custom: bool = False, anytime: bool = False, improve_by: float | None = None,
-                 cost_scale: float = 1.0) -> DelegateOutcome:
+def run_searches(
+    pool: SearchProcessPool,
+    commands: Sequence[tuple[str, tuple[str, ...]]],
+    sas_text: str,
+    deadline: float,
+    details: dict,
+    race: bool = False,
+    race_after: float | None = None,
+    custom: bool = False,
+    anytime: bool = False,
+    improve_by: float | None = None,
+    cost_scale: float = 1.0,
+) -> DelegateOutcome:
     """Run one search per (alias, command) side by side, each in a process taken from `pool`. `race`: the first
     plan wins and the others are killed. `anytime` (with costs, `quality` "anytime" or "optimal"): the cheapest
     plan of any search wins, the wait ends on a proof of optimality or once a plan exists after `improve_by`
@@ -179,8 +196,9 @@ def run_searches(pool: SearchProcessPool, commands: Sequence[tuple[str, tuple[st
         started_wall = time.time()
         for _, run in runs:
             if not _feed(run.process, data, deadline):
-                return DelegateOutcome(Status.TIMEOUT, reason="budget expired while handing the task to the "
-                                       "search", details=details)
+                return DelegateOutcome(
+                    Status.TIMEOUT, reason="budget expired while handing the task to the search", details=details
+                )
         if anytime:
             codes, proof = fd_anytime.wait_anytime(runs, deadline, improve_by, PROVING, started_wall)
             return _anytime_outcome(runs, codes, proof, details, started_wall, cost_scale)
@@ -191,18 +209,23 @@ def run_searches(pool: SearchProcessPool, commands: Sequence[tuple[str, tuple[st
             pool.release(run)
 
 
-def _anytime_outcome(runs, codes: dict[str, int | None], proof: str | None, details: dict, started_wall: float,
-                     cost_scale: float) -> DelegateOutcome:
+def _anytime_outcome(
+    runs, codes: dict[str, int | None], proof: str | None, details: dict, started_wall: float, cost_scale: float
+) -> DelegateOutcome:
     """The cheapest plan found by any search, with every plan found and whether optimality was proved; without
     a plan, the verdict over the exit codes (`_outcome`)."""
     plans = fd_anytime.found_plans(runs, started_wall)
     best = fd_anytime.cheapest(plans)
     if best is None:
         return _outcome(runs, codes, details, custom=False)
-    details["searches"] = {alias: "stopped once a plan was chosen" if code is None else fd_exitcodes.meaning(code)
-                           for alias, code in codes.items()}
-    details["plans"] = [{"search": p.search, "cost": round(p.cost / cost_scale, 3), "ms": p.ms}
-                        for p in sorted(plans, key=lambda p: p.ms)]
+    details["searches"] = {
+        alias: "stopped once a plan was chosen" if code is None else fd_exitcodes.meaning(code)
+        for alias, code in codes.items()
+    }
+    details["plans"] = [
+        {"search": p.search, "cost": round(p.cost / cost_scale, 3), "ms": p.ms}
+        for p in sorted(plans, key=lambda p: p.ms)
+    ]
     details["search"] = best.search
     details["optimal"] = proof is not None
     return DelegateOutcome(Status.SOLVED, plan=_read_plan(Path(best.path)), details=details)
@@ -216,8 +239,9 @@ def _outcome(runs, codes: dict[str, int | None], details: dict, custom: bool) ->
     if verdict.status is Status.SOLVED:
         # Still running when another search's plan was taken: it lost the race, no deadline came.
         lost = f"stopped: {label(verdict.search)} found a plan first"
-        details["searches"] = {label(alias): lost if code is None else fd_exitcodes.meaning(code)
-                               for alias, code in codes.items()}
+        details["searches"] = {
+            label(alias): lost if code is None else fd_exitcodes.meaning(code) for alias, code in codes.items()
+        }
         plan_path = dict(runs)[verdict.search].plan_path
         details["search"] = label(verdict.search)
         return DelegateOutcome(Status.SOLVED, plan=_read_plan(Path(plan_path)), details=details)
@@ -233,8 +257,9 @@ def _outcome(runs, codes: dict[str, int | None], details: dict, custom: bool) ->
     return DelegateOutcome(verdict.status, reason=prefix + "; ".join(reasons), details=details)
 
 
-def _wait(runs, deadline: float, started: float, race: bool = False,
-          race_after: float | None = None) -> dict[str, int | None]:
+def _wait(
+    runs, deadline: float, started: float, race: bool = False, race_after: float | None = None
+) -> dict[str, int | None]:
     """Wait for the searches: until the last (preferred) one has a plan (any one, when racing or after
     `race_after`), one proves unsolvability, all have exited, or the deadline (shortened to a grace period once
     an earlier one has a plan). Exit codes by alias; None for those still running (killed by the caller)."""
@@ -281,7 +306,7 @@ def _feed(process: subprocess.Popen, data: bytes, deadline: float) -> bool:
             if not writable:
                 return False
             try:
-                view = view[os.write(fd, view[:1 << 16]):]
+                view = view[os.write(fd, view[: 1 << 16]) :]
             except BlockingIOError:
                 continue
         return True

@@ -42,17 +42,23 @@ import contextlib
 import copy
 import gc
 import io
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 # Parsed translator options per argument tuple (the empty tuple: the driver's defaults).
 _PARSED_OPTIONS: dict[tuple[str, ...], Any] = {}
 # Translator flags a caller may pass: those that change how much work the translator does, never the file names,
 # the output's meaning (`--relaxed`) or what it prints (`--dump-task`).
-ALLOWED_FLAGS = frozenset({
-    "--keep-unreachable-facts", "--skip-variable-reordering", "--keep-unimportant-variables", "--full-encoding",
-    "--add-implied-preconditions",
-})
+ALLOWED_FLAGS = frozenset(
+    {
+        "--keep-unreachable-facts",
+        "--skip-variable-reordering",
+        "--keep-unimportant-variables",
+        "--full-encoding",
+        "--add-implied-preconditions",
+    }
+)
 ALLOWED_VALUED = frozenset({"--invariant-generation-max-candidates", "--invariant-generation-max-time"})
 
 
@@ -155,8 +161,11 @@ def translate(domain_pddl: str, problem_pddl: str, options: Sequence[str] = ()) 
 
 
 TRANSLATE_OP = "portfolio.delegates.fast_downward.translate:translate_message"
-PRELOAD = ("fast_downward.translate.main", "fast_downward.translate.normalize",
-           "portfolio.delegates.fast_downward.translate")
+PRELOAD = (
+    "fast_downward.translate.main",
+    "fast_downward.translate.normalize",
+    "portfolio.delegates.fast_downward.translate",
+)
 
 
 def translate_message(domain_pddl: str, problem_pddl: str, options: Sequence[str] = ()) -> dict[str, Any]:
