@@ -26,7 +26,8 @@ from pathlib import Path
 
 from domains.load import load_task
 from domains.validate import validate_plan
-from portfolio.planner import Planner, default_stages
+from portfolio.delegates.registry import build_stages
+from portfolio.planner import Planner
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,9 +46,9 @@ def measure(
 ) -> list[dict]:
     """One row per task: which tier solved it (classical, decomposer or none) and how long it took."""
     names = ["fast-downward", "pyperplan", *decomposers]
-    stages = default_stages(names, budget_s=classical_s, decomposer_budget_s=decomposer_s)
+    stages = build_stages(names, budget_s=classical_s, decomposer_budget_s=decomposer_s)
     rows = []
-    with Planner(stages, budget_s=classical_s) as planner:
+    with Planner(stages) as planner:
         for domain in domains:
             for problem in problems(domain, count):
                 task = load_task(IPC / domain / "domain.pddl", problem)

@@ -25,7 +25,8 @@ from pathlib import Path
 from domains.action_elimination import eliminate
 from domains.load import load_task
 from domains.validate import validate_plan
-from portfolio.planner import CLASSICAL_ONLY, Planner, default_stages
+from portfolio.delegates.registry import build_stages
+from portfolio.planner import CLASSICAL_ONLY, Planner
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=5.0, help="classical tier budget per problem (s)")
     args = parser.parse_args(argv)
     rows = []
-    with Planner(default_stages(CLASSICAL_ONLY, budget_s=args.budget), eliminate_steps=False) as planner:
+    with Planner(build_stages(CLASSICAL_ONLY, budget_s=args.budget), eliminate_steps=False) as planner:
         for domain, problem in problems(args.per_domain):
             task = load_task(domain, problem)
             result = planner.plan(task)

@@ -40,8 +40,9 @@ from pathlib import Path
 
 from domains.load import load_task
 from portfolio.benchsuite.planners import solve_with_driver
+from portfolio.delegates.registry import build_stages
 from portfolio.engine.results import PlanRequest
-from portfolio.planner import CLASSICAL_ONLY, Planner, default_stages
+from portfolio.planner import CLASSICAL_ONLY, Planner
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 CONFIGS = {
@@ -69,7 +70,7 @@ def main(per_domain: int = 5, which: str = "ipc", configs: str = "lama-alone,rac
     roots = {"ipc": ["ipc"], "ipc-more": ["ipc-more"], "both": ["ipc", "ipc-more"]}[which]
     chosen = {name: CONFIGS[name] for name in configs.split(",")}
     print(f"cores {len(os.sched_getaffinity(0))}, load average {os.getloadavg()[0]:.2f}", flush=True)
-    planners = {name: Planner(default_stages(CLASSICAL_ONLY, 1.0, **options)) for name, options in chosen.items()}
+    planners = {name: Planner(build_stages(CLASSICAL_ONLY, 1.0, **options)) for name, options in chosen.items()}
     solved: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     times: dict[str, dict[str, float]] = defaultdict(dict)
     try:

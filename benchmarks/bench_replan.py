@@ -62,12 +62,12 @@ def task_and_states():
 
 
 def make_planner(kind: str, traces: str | None):
-    from portfolio.agent import classical_stages
     from portfolio.delegates.fast_downward.delegate import FastDownward
+    from portfolio.delegates.registry import AGENT_DELEGATES, build_stages
     from portfolio.engine.cascade import Tier
     from portfolio.planner import Planner
 
-    stages = classical_stages() if kind == "agent" else [Tier("classical", [FastDownward()], 1.0)]
+    stages = build_stages(AGENT_DELEGATES) if kind == "agent" else [Tier("classical", [FastDownward()], 1.0)]
     return Planner(stages, traces=traces, warm=True)
 
 
@@ -132,11 +132,12 @@ def async_loop_times(rounds: int) -> list[float]:
 def concurrent_agents(count: int = 100) -> tuple[float, list[float], int]:
     """`count` agents (each with its own actions, a3 failing) run at once on one planner with the default
     trigger: (wall ms, replan ms of every agent, runs that failed). Raises if any run raises."""
-    from portfolio.agent import Agent, classical_stages
+    from portfolio.agent import Agent
+    from portfolio.delegates.registry import AGENT_DELEGATES, build_stages
     from portfolio.planner import Planner
 
     async def main() -> tuple[float, list[float], int]:
-        with Planner(classical_stages(), warm=True) as planner:
+        with Planner(build_stages(AGENT_DELEGATES), warm=True) as planner:
             agents = [Agent(actions(fail={"a3"}), planner=planner, max_retries=0) for _ in range(count)]
             started = time.perf_counter()
             results = await asyncio.gather(*(a.arun(TYPES[0](), goal=TYPES[-1]) for a in agents))

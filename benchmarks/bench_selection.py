@@ -56,8 +56,9 @@ from pathlib import Path
 from domains.load import load_task
 from learning.selection import retrain_selection
 from portfolio.delegates.fast_downward.searches import SATISFICING, search_aliases
+from portfolio.delegates.registry import build_stages
 from portfolio.engine.results import PlanRequest
-from portfolio.planner import Planner, default_stages
+from portfolio.planner import Planner
 from traces.store import TraceStore
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -104,7 +105,7 @@ def record(traces: str, tasks: list, spare, budget: float) -> int:
     solved = set()
     for options in TRANSLATIONS:
         for config in CONFIGS:
-            stages = default_stages(
+            stages = build_stages(
                 ["fast-downward"], budget, fd_alias=config, fd_workers=1, fd_translate_options=options
             )
             with Planner(stages, traces=traces) as planner:
@@ -157,7 +158,7 @@ def run_domain(domain: Path, per_domain: int, budget: float, traces: str, repeat
         return None
     with TraceStore(traces) as store:
         retrain_selection(store)
-    stages = lambda: default_stages(["fast-downward"], budget)  # noqa: E731
+    stages = lambda: build_stages(["fast-downward"], budget)  # noqa: E731
     rows = []
     with Planner(stages()) as fixed, Planner(stages(), traces=traces) as learned:
         warm(fixed, recorded[0], budget)

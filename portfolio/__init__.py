@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from portfolio.agent.runtime import Agent as Agent
     from portfolio.delegates.fast_downward.delegate import FastDownward as FastDownward
     from portfolio.delegates.pyperplan import Pyperplan as Pyperplan
+    from portfolio.delegates.registry import build_stages as build_stages
     from portfolio.engine.cascade import PortfolioDecomposition as PortfolioDecomposition
     from portfolio.engine.cascade import Tier as Tier
     from portfolio.engine.results import Attempt as Attempt
@@ -74,6 +75,7 @@ _HOMES = {
     "Tier": "portfolio.engine.cascade",
     "FastDownward": "portfolio.delegates.fast_downward.delegate",
     "Pyperplan": "portfolio.delegates.pyperplan",
+    "build_stages": "portfolio.delegates.registry",
 }
 
 __all__ = sorted(_HOMES)

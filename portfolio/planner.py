@@ -57,7 +57,7 @@ from portfolio.delegates.registry import (
 from portfolio.delegates.registry import (
     make_delegate as make_delegate,
 )
-from portfolio.engine.cascade import CLASSICAL_BUDGET_S, PortfolioDecomposition, Stage, Tier
+from portfolio.engine.cascade import PortfolioDecomposition, Stage, Tier
 from portfolio.engine.results import Attempt, Delegate, PlanRequest, PlanResult, Resource, Status, elapsed_ms_since
 
 if TYPE_CHECKING:
@@ -101,22 +101,13 @@ def check_weight(weight: float) -> float:
     return float(weight)
 
 
-def default_stages(
-    names: Sequence[str] = DEFAULT_DELEGATES, budget_s: float = CLASSICAL_BUDGET_S, **options: Any
-) -> list[Stage]:
-    """The cascade for delegate `names` (`portfolio.delegates.registry.build_stages`): classical delegates share
-    one tier of `budget_s`, decomposers follow in a tier of their own (`decomposer_budget_s`, default 30 s) and
-    solve their subgoals with the same classical delegates; `shares` (name -> weight) overrides the catalog's
-    split of each tier."""
-    return build_stages(names, budget_s, **options)
-
-
 class Planner(Resource):
     """Plan tasks with the cascade; keep workers, translations and learned costs warm between calls.
 
     `delegates`: stages (`Tier`s or delegates), or delegate names; default: Fast Downward and pyperplan sharing
     `budget_s` (1 s, split 4:1), then the goal-agenda decomposer with 30 s. `Planner(CLASSICAL_ONLY)` stops after
-    1 s. The planner owns the stages it is given and closes them (also when its own set-up fails).
+    1 s. `budget_s` applies to a cascade built from names; given stages, it is an error (they carry their own).
+    The planner owns the stages it is given and closes them (also when its own set-up fails).
 
     `traces` (a path, default env `PORTFOLIO_TRACES`, or None) enables learned action costs from the latest
     model in that store and records every plan there; `cost_weight` is lambda in
@@ -147,7 +138,7 @@ class Planner(Resource):
     def __init__(
         self,
         delegates: Sequence[Stage] | Sequence[str] | None = None,
-        budget_s: float = CLASSICAL_BUDGET_S,
+        budget_s: float | None = None,
         traces: str | os.PathLike[str] | None = None,
         cost_weight: float = 5.0,
         warm: bool = True,
@@ -167,7 +158,13 @@ class Planner(Resource):
         self.seed = seed
         self._rng: np.random.Generator | None = None  # made on the first draw
         if delegates is None or all(isinstance(d, str) for d in delegates):
-            stages = default_stages(tuple(delegates or DEFAULT_DELEGATES), budget_s=budget_s)  # type: ignore[arg-type]
+            stages = build_stages(tuple(delegates or DEFAULT_DELEGATES), budget_s)  # type: ignore[arg-type]
+        elif budget_s is not None:
+            # it used to be ignored without a word: stages carry their own budgets
+            raise ValueError(
+                "budget_s sets the classical tier of the cascade built from delegate names; the "
+                "stages given carry their own budgets (Tier(name, delegates, budget_s))"
+            )
         else:
             stages = list(delegates)  # type: ignore[arg-type]
         # The planner owns the stages from here on: if the rest of set-up fails (a bad trace store), it closes

@@ -15,7 +15,8 @@ from domains.model import Atom, plan_cost
 from domains.pddl import parse_task
 from domains.typed_actions import TypedActionError, action, compile_actions, fact, kebab
 from domains.validate import validate_plan
-from portfolio.agent import Agent, classical_stages
+from portfolio.agent import Agent
+from portfolio.delegates.registry import AGENT_DELEGATES, build_stages
 from portfolio.delegates.typed_search import TypedSearch
 from portfolio.engine.results import PlanRequest, Status
 
@@ -236,9 +237,12 @@ def test_events_and_counters(caplog):
     assert snapshot == {"replans": {"every-step": 2}, "steps": {"success": 3}}
 
 
-def test_classical_stages_put_the_exact_search_first():
-    (tier,) = classical_stages()
-    assert [d.name for d in tier.delegates] == ["typed-search", "fast-downward", "pyperplan"]
+def test_the_agent_cascade_puts_the_exact_search_first():
+    (tier,) = build_stages(AGENT_DELEGATES)
+    try:
+        assert [d.name for d in tier.delegates] == ["typed-search", "fast-downward", "pyperplan"]
+    finally:
+        tier.close()
 
 
 def test_demo_runs_and_shows_replanning_and_learning(capsys):

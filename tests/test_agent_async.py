@@ -10,7 +10,8 @@ import pytest
 
 from domains.typed_actions import ReplanRequested, TypedActionError, action, fact
 from domains.validate import validate_plan
-from portfolio.agent import Agent, classical_stages
+from portfolio.agent import Agent
+from portfolio.delegates.registry import AGENT_DELEGATES, build_stages
 from portfolio.engine.results import parse_ground_action
 from portfolio.planner import Planner
 
@@ -148,7 +149,7 @@ def test_many_agents_share_one_planner_concurrently():
             await asyncio.wait_for(everyone.wait(), timeout=30)
             return Page(q.text)
 
-        with Planner(classical_stages(), warm=False) as planner:
+        with Planner(build_stages(AGENT_DELEGATES), warm=False) as planner:
             agents = [Agent([gather_round, summarise], planner=planner) for _ in range(count)]
             results = await asyncio.gather(*(a.arun(Query(f"q{i}")) for i, a in enumerate(agents)))
             direct = await planner.aplan(agents[0].compiled(Answer, START))

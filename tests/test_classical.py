@@ -14,9 +14,10 @@ from domains.model import plan_cost
 from domains.validate import apply, validate_plan
 from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.pyperplan import Pyperplan
+from portfolio.delegates.registry import build_stages
 from portfolio.engine.cascade import PortfolioDecomposition, Tier
 from portfolio.engine.results import PlanRequest, Status
-from portfolio.planner import CLASSICAL_ONLY, Planner, default_stages
+from portfolio.planner import CLASSICAL_ONLY, Planner
 
 # lama-first needs seconds even on the smallest parking problems: Fast Downward's 4/5 share of 37.5 s is 30 s.
 SLOW_DOMAINS = {"parking-sat11-strips": 37.5}
@@ -118,7 +119,7 @@ def test_same_task_twice_translates_once_and_replan_from_changed_state_reuses_tr
     task = bundled_task("blocksworld", 6, seed=4)
     # One search (no race), so the same translation gives the same plan: which of several racing searches
     # finishes first is up to the scheduler, and their plans differ.
-    with Planner(default_stages(CLASSICAL_ONLY, 10.0, fd_workers=1)) as planner:  # caching, not speed
+    with Planner(build_stages(CLASSICAL_ONLY, 10.0, fd_workers=1)) as planner:  # caching, not speed
         fd = planner.fast_downward
         first = planner.plan(task)
         again = planner.plan(task)

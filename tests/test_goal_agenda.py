@@ -12,10 +12,9 @@ from domains.load import load_task
 from domains.validate import validate_plan
 from portfolio.delegates.decompose import SubgoalSolver
 from portfolio.delegates.goal_agenda import GoalAgenda
-from portfolio.delegates.registry import decomposer_tier
+from portfolio.delegates.registry import build_stages, decomposer_tier
 from portfolio.engine.cascade import PortfolioDecomposition
 from portfolio.engine.results import PlanRequest, Status
-from portfolio.planner import default_stages
 
 IPC = Path(__file__).resolve().parents[2] / "shared" / "ipc"
 
@@ -73,7 +72,7 @@ def test_budget_holds_on_a_task_too_hard_for_it(agenda):
 
 def test_cascade_falls_to_the_decomposer_tier():
     task = ipc("blocks", "probBLOCKS-6-0.pddl")
-    stages = default_stages(["fast-downward", "pyperplan", "goal-agenda"], budget_s=0.001, decomposer_budget_s=20)
+    stages = build_stages(["fast-downward", "pyperplan", "goal-agenda"], budget_s=0.001, decomposer_budget_s=20)
     assert [getattr(s, "name", None) for s in stages] == ["classical", "decomposer"]
     cascade = PortfolioDecomposition(stages, carry_over=False)  # with it, Fast Downward's carried-over work wins
     try:

@@ -17,8 +17,9 @@ from domains.bundled import write_instance
 from domains.load import load_task
 from domains.validate import validate_plan
 from learning.retrain import retrain
+from portfolio.delegates.registry import build_stages
 from portfolio.engine.results import parse_ground_action
-from portfolio.planner import Planner, default_stages
+from portfolio.planner import Planner
 from traces.records import StepRecord
 from traces.store import TraceStore
 
@@ -83,7 +84,7 @@ def test_an_untried_sibling_of_a_grounding_that_keeps_failing_is_tried_within_a_
     store_path = tmp_path / "traces.db"
     with TraceStore(store_path) as store:
         store.record_steps([StepRecord(run_id="warm", step=0, action="noop-warmup", args=(), outcome="success")])
-    stages = default_stages(("fast-downward",), fd_alias="seq-opt-lmcut")
+    stages = build_stages(("fast-downward",), fd_alias="seq-opt-lmcut")
     tried_at = None
     with Planner(stages, traces=store_path) as planner:
         assert planner.explore == "mean"

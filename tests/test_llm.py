@@ -20,7 +20,7 @@ from domains.validate import validate_plan
 from portfolio.delegates.decompose import SubgoalSolver
 from portfolio.delegates.llm import LLMDelegate
 from portfolio.delegates.llm_client import LLMClient
-from portfolio.delegates.registry import decomposer_tier, make_extra_delegate
+from portfolio.delegates.registry import decomposer_tier, make_delegate
 from portfolio.engine.cascade import PortfolioDecomposition
 from portfolio.engine.results import PlanRequest, Status
 
@@ -257,9 +257,9 @@ def test_key_comes_from_the_environment(monkeypatch):
 
 def test_registry_rejects_unknown_names_and_llm_without_url():
     with pytest.raises(ValueError, match="unknown delegate 'gpt'"):
-        make_extra_delegate("gpt")
+        make_delegate("gpt")
     with pytest.raises(ValueError, match="--llm-url"):
-        make_extra_delegate("llm")
+        make_delegate("llm")
 
 
 def test_delegates_llm_alone_in_the_cascade(task):

@@ -349,10 +349,10 @@ class SpyPlanner:
 
 
 def test_critiques_reach_the_next_planning_call_and_the_critic_is_used():
-    from portfolio.agent import classical_stages
+    from portfolio.delegates.registry import AGENT_DELEGATES, build_stages
     from portfolio.planner import Planner
 
-    with Planner(classical_stages(), warm=False) as real:
+    with Planner(build_stages(AGENT_DELEGATES), warm=False) as real:
         spy = SpyPlanner(real)
         critic = lambda failure: f"LLM says: avoid {failure.action} ({failure.category.value})"  # noqa: E731
         with Agent(chain(make_c=LookupError("x")), planner=spy, critic=critic) as ag:

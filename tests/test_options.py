@@ -64,3 +64,13 @@ def test_catalog_shares_are_the_delegates_own():
     for name, cls in classes.items():
         assert CATALOG[name].share == cls.share, name
     assert issubclass(FastDownward, Delegate) and FastDownward.share == 4.0
+
+
+def test_a_budget_beside_given_stages_is_an_error_not_ignored():
+    from portfolio import Planner, build_stages
+
+    stages = build_stages(["pyperplan"], 2.0)
+    with pytest.raises(ValueError, match="stages given carry their own budgets"):
+        Planner(stages, budget_s=5.0, warm=False)
+    for stage in stages:
+        stage.close()

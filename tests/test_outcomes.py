@@ -16,9 +16,9 @@ from domains.validate import validate_plan
 from portfolio.delegates.fast_downward import exitcodes as fd_exitcodes
 from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.pyperplan import Pyperplan
+from portfolio.delegates.registry import build_stages
 from portfolio.engine.cascade import PortfolioDecomposition, Tier, share_deadline
 from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status, no_plan_status
-from portfolio.planner import default_stages
 
 # The only plan starts with `w`, which the relaxed plan from the initial state does not use (`z`, `y` reach the
 # goal when deletes are ignored): pyperplan's helpful-action pruning never tries it.
@@ -42,7 +42,7 @@ def test_pyperplan_exhausting_its_pruned_search_is_incomplete_not_unsolvable(fou
 
 
 def test_an_incomplete_answer_does_not_stop_the_cascade(four):
-    stages = default_stages(["pyperplan", "goal-agenda"], budget_s=5.0, decomposer_budget_s=20)
+    stages = build_stages(["pyperplan", "goal-agenda"], budget_s=5.0, decomposer_budget_s=20)
     with PortfolioDecomposition(stages) as cascade:
         result = cascade.solve(PlanRequest(four))
     assert [(a.delegate, a.status) for a in result.attempts] == [

@@ -79,7 +79,8 @@ def test_a_later_suffix_is_reused_when_a_step_happened_anyway(blocks, first):
 
 
 def test_the_agent_loop_offers_the_rest_of_the_plan_on_scheduled_replans_only():
-    from portfolio.agent import Agent, classical_stages
+    from portfolio.agent import Agent
+    from portfolio.delegates.registry import AGENT_DELEGATES, build_stages
     from tests.test_loop import D, SpyPlanner, Start, chain
 
     class Recording(SpyPlanner):
@@ -92,7 +93,7 @@ def test_the_agent_loop_offers_the_rest_of_the_plan_on_scheduled_replans_only():
             self.calls.append((bool(kwargs.get("previous_plan")), result.delegate))
             return result
 
-    with Planner(classical_stages(), warm=False) as real:
+    with Planner(build_stages(AGENT_DELEGATES), warm=False) as real:
         spy = Recording(real)
         with Agent(chain(), planner=spy, trigger="every-step", backoff_s=0.0) as ag:
             result = ag.run(Start(), goal=D)

@@ -17,8 +17,8 @@ from domains.validate import validate_plan
 from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.fast_downward.sas_cache import CachedTranslation, SasCache, cache_key, default_cache_dir
 from portfolio.delegates.fast_downward.translate import TranslatorOptionsError
+from portfolio.delegates.registry import build_stages
 from portfolio.engine.results import PlanRequest, Status, parse_ground_action
-from portfolio.planner import default_stages
 
 DOMAIN = IPC / "blocks" / "domain.pddl"
 PROBLEM = IPC / "blocks" / "probBLOCKS-4-0.pddl"
@@ -216,7 +216,7 @@ def test_a_call_asking_other_translator_options_is_not_handed_another_translatio
 def test_fixed_translator_options_are_checked_when_the_delegate_is_built():
     with pytest.raises(TranslatorOptionsError, match="'--relaxed'"):
         FastDownward(translate_options=("--relaxed",))
-    stages = default_stages(["fast-downward"], 1.0, fd_translate_options=["--keep-unreachable-facts"])
+    stages = build_stages(["fast-downward"], 1.0, fd_translate_options=["--keep-unreachable-facts"])
     try:
         assert stages[0].delegates[0].translate_options == ("--keep-unreachable-facts",)
     finally:

@@ -14,7 +14,8 @@ from domains.validate import validate_plan
 from learning.selection import SelectionFormatError, SelectionModel, load_selection, observations, retrain_selection
 from portfolio.cli import main as cli
 from portfolio.delegates.fast_downward.searches import search_aliases
-from portfolio.planner import Planner, default_stages
+from portfolio.delegates.registry import build_stages
+from portfolio.planner import Planner
 from traces import TraceStore
 from traces.schema import MIGRATIONS
 from traces.selection import domain_plans
@@ -161,7 +162,7 @@ def test_planner_races_the_learned_choice_and_records_what_it_learns_from(tmp_pa
                 ],
             )
         retrain_selection(store)
-    with Planner(default_stages(["fast-downward"], 30.0, fd_workers=2), traces=db) as planner:
+    with Planner(build_stages(["fast-downward"], 30.0, fd_workers=2), traces=db) as planner:
         result = planner.plan(task)
     assert result.solved and validate_plan(task, result.actions()).ok
     details = result.attempts[0].details
@@ -205,7 +206,7 @@ def test_under_learned_costs_the_selection_chooses_the_coverage_search(tmp_path)
             for i in range(30)
         )
         retrain(store, holdout_fraction=0.0)
-    with Planner(default_stages(["fast-downward"], 30.0, fd_workers=2), traces=db) as planner:
+    with Planner(build_stages(["fast-downward"], 30.0, fd_workers=2), traces=db) as planner:
         assert planner.model is not None and planner.selection is not None
         planner.fast_downward.inprocess_max_operators = 0  # the search processes (tests/test_sas_astar.py)
         small = planner.plan(task)
@@ -226,7 +227,7 @@ def test_under_learned_costs_the_selection_chooses_the_coverage_search(tmp_path)
 
 def test_without_a_selection_model_the_fixed_order_races(tmp_path):
     task = bundled_task("blocksworld", 5, seed=1)
-    with Planner(default_stages(["fast-downward"], 30.0, fd_workers=2), traces=tmp_path / "t.db") as planner:
+    with Planner(build_stages(["fast-downward"], 30.0, fd_workers=2), traces=tmp_path / "t.db") as planner:
         assert planner.selection is None
         result = planner.plan(task)
     assert result.solved and list(result.attempts[0].details["searches"]) == ["lama-first", "eager-ff-cg"]
@@ -264,7 +265,7 @@ def test_an_old_trace_file_opens_migrates_and_keeps_the_fixed_order(tmp_path):
         info = retrain_selection(store)
         assert info.version is None and load_selection(store) is None
     task = bundled_task("blocksworld", 4, seed=1)
-    with Planner(default_stages(["fast-downward"], 30.0, fd_workers=2), traces=db) as planner:
+    with Planner(build_stages(["fast-downward"], 30.0, fd_workers=2), traces=db) as planner:
         result = planner.plan(task)
     assert result.solved and list(result.attempts[0].details["searches"]) == ["lama-first", "eager-ff-cg"]
     with TraceStore(db) as store:
@@ -351,7 +352,7 @@ def test_planner_translates_with_the_learned_variant_and_records_it(tmp_path):
             record(store, task.domain_fingerprint, f"t{i}", [race("lama-first", 0.9, ("lama-first",))])
             record(store, task.domain_fingerprint, f"t{i}", [race("lama-first", 0.3, ("lama-first",), translator=KEEP)])
         retrain_selection(store)
-    with Planner(default_stages(["fast-downward"], 30.0, fd_workers=2), traces=db) as planner:
+    with Planner(build_stages(["fast-downward"], 30.0, fd_workers=2), traces=db) as planner:
         result = planner.plan(task)
         assert [options for _, options in planner.fast_downward._translations] == [KEEP]
     assert result.solved and validate_plan(task, result.actions()).ok

@@ -285,13 +285,14 @@ def evaluate(domain: str, problems: int, runs: int, retrain_every: int = 1, max_
     from learning.costs import risk_cost
     from learning.retrain import retrain
     from portfolio.delegates.fast_downward.delegate import FastDownward
+    from portfolio.delegates.registry import build_stages
     from portfolio.engine.results import PlanRequest, parse_ground_action
-    from portfolio.planner import CLASSICAL_ONLY, Planner, default_stages
+    from portfolio.planner import CLASSICAL_ONLY, Planner
     from traces.records import StepRecord
 
     folder = IPPC_DIR / domain
     max_steps = max_steps or STEP_LIMITS.get(domain, MAX_STEPS)
-    stages = lambda: default_stages(CLASSICAL_ONLY, budget_s=10.0)  # noqa: E731
+    stages = lambda: build_stages(CLASSICAL_ONLY, budget_s=10.0)  # noqa: E731
     out: dict = {}
     with (
         Planner(stages(), budget_s=10.0) as plain,

@@ -22,16 +22,17 @@ import time
 
 from benchmarks.bench_race import SHARED, problems
 from domains.load import load_task
+from portfolio.delegates.registry import build_stages
 from portfolio.engine.results import PlanRequest
-from portfolio.planner import CLASSICAL_ONLY, Planner, default_stages
+from portfolio.planner import CLASSICAL_ONLY, Planner
 
 EDGES = (1.25, 1.5, 2.0, 3.0)
 
 
 def main(per_domain: int = 5, which: str = "both", longer_s: float = 3.0) -> None:
     roots = {"ipc": ["ipc"], "ipc-more": ["ipc-more"], "both": ["ipc", "ipc-more"]}[which]
-    within = Planner(default_stages(CLASSICAL_ONLY, 1.0))
-    longer = Planner(default_stages(CLASSICAL_ONLY, longer_s))
+    within = Planner(build_stages(CLASSICAL_ONLY, 1.0))
+    longer = Planner(build_stages(CLASSICAL_ONLY, longer_s))
     tasks = solved = 0
     beyond: list[tuple[float, str]] = []
     missed: list[str] = []

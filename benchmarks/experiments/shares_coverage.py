@@ -14,9 +14,10 @@ from __future__ import annotations
 import sys
 import time
 
+from portfolio.delegates.registry import build_stages
 from portfolio.engine.cascade import PortfolioDecomposition
 from portfolio.engine.results import PlanRequest
-from portfolio.planner import CLASSICAL_ONLY, default_stages
+from portfolio.planner import CLASSICAL_ONLY
 from tests.conftest import ipc_domains, load_ipc, smallest_problems
 
 CONFIGS = {"fd-whole-tier": {"fast-downward": 1e9, "pyperplan": 1.0}, "4:1": None}
@@ -24,7 +25,7 @@ CONFIGS = {"fd-whole-tier": {"fast-downward": 1e9, "pyperplan": 1.0}, "4:1": Non
 
 def main() -> int:
     cascades = {
-        name: PortfolioDecomposition(default_stages(CLASSICAL_ONLY, 1.0, shares=shares))
+        name: PortfolioDecomposition(build_stages(CLASSICAL_ONLY, 1.0, shares=shares))
         for name, shares in CONFIGS.items()
     }
     try:

@@ -12,6 +12,6 @@
 """
 
 from domains.typed_actions import ReplanRequested, action, replan_when
-from portfolio.agent.runtime import Agent, classical_stages
+from portfolio.agent.runtime import Agent
 
-__all__ = ["Agent", "ReplanRequested", "action", "classical_stages", "replan_when"]
+__all__ = ["Agent", "ReplanRequested", "action", "replan_when"]

@@ -75,13 +75,6 @@ def _running_loop() -> bool:
     return True
 
 
-def classical_stages(budget_s: float = 1.0) -> list:
-    """The agent's cascade: in-process exact search first, then Fast Downward and pyperplan, one 1 s tier."""
-    from portfolio.planner import AGENT_DELEGATES, default_stages
-
-    return default_stages(AGENT_DELEGATES, budget_s=budget_s)
-
-
 class Agent:
     """Plans and executes typed actions (see the module docstring).
 
@@ -143,7 +136,12 @@ class Agent:
             from portfolio.planner import Planner
 
             weight: dict[str, Any] = {} if cost_weight is None else {"cost_weight": cost_weight}  # None: the default
-            planner = Planner(classical_stages(budget_s), traces=traces, warm=warm, explore=explore, **weight)
+            from portfolio.delegates.registry import AGENT_DELEGATES, build_stages
+
+            # the agent's cascade: in-process exact search first, then Fast Downward and pyperplan, one tier
+            planner = Planner(
+                build_stages(AGENT_DELEGATES, budget_s), traces=traces, warm=warm, explore=explore, **weight
+            )
         self.planner = planner
         self.store = None
         if traces is not None:
@@ -343,5 +341,4 @@ __all__ = [
     "RunResult",
     "TypedAction",
     "action",
-    "classical_stages",
 ]

@@ -166,11 +166,12 @@ def run_planner(
 
 def run_cascade(name: str, task, budget_s: float, decomposer_budget_s: float, ready: Callable[[], None]) -> Outcome:
     from domains.bundled import bundled_task
-    from portfolio.planner import Planner, default_stages
+    from portfolio.delegates.registry import build_stages
+    from portfolio.planner import Planner
 
     started = time.monotonic()
-    stages = default_stages(cascade_names(name) or (), budget_s=budget_s, decomposer_budget_s=decomposer_budget_s)
-    with Planner(stages, budget_s=budget_s) as planner:
+    stages = build_stages(cascade_names(name) or (), budget_s=budget_s, decomposer_budget_s=decomposer_budget_s)
+    with Planner(stages) as planner:
         planner.plan(bundled_task("blocksworld", 2))  # workers up, imports done: time the warm planner...
         for delegate in planner._all_delegates():  # ...on its first plan of this task, as the old latency table
             if hasattr(delegate, "_translations"):

@@ -204,7 +204,8 @@ def parse_shares(text: str | None) -> dict[str, float]:
 def run(args: argparse.Namespace) -> int:
     from domains.errors import TaskInputError
     from portfolio.commands.common import store_error_types
-    from portfolio.planner import Planner, default_stages
+    from portfolio.delegates.registry import build_stages
+    from portfolio.planner import Planner
 
     if bool(args.task) == bool(args.domain):
         return bad_input(args, "give either DOMAIN PROBLEM or --task FILE")
@@ -217,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         # Names, options and shares are checked before any process starts; a failure half-way closes what
         # was built, and the Planner closes its stages if the trace store cannot be opened.
-        stages = default_stages(
+        stages = build_stages(
             delegate_names(args),
             budget_s=args.budget,
             fd_alias=args.fd_alias,
@@ -236,7 +237,6 @@ def run(args: argparse.Namespace) -> int:
         # The planner starts its worker processes now, so they warm up while the task is read.
         planner = Planner(
             stages,
-            budget_s=args.budget,
             traces=traces,
             explore=args.explore,
             carry_over=args.carry_over,

@@ -141,9 +141,9 @@ CLASSICAL_ONLY = ("fast-downward", "pyperplan")
 AGENT_DELEGATES = ("typed-search", "fast-downward", "pyperplan")  # replanning in milliseconds first
 SOLVER_DELEGATES = ("fast-downward", "pyperplan")  # what may plan a decomposer's subgoals
 
-# Kept for callers of the former names.
+# Every delegate of each tier (for `--help`, the benchmarks' planner names)
 CLASSICAL_DELEGATES = tuple(n for n, s in CATALOG.items() if s.tier == CLASSICAL_TIER)
-DECOMPOSER_DELEGATES = EXTRA_DELEGATES = tuple(n for n, s in CATALOG.items() if s.tier == DECOMPOSER_TIER)
+DECOMPOSER_DELEGATES = tuple(n for n, s in CATALOG.items() if s.tier == DECOMPOSER_TIER)
 
 
 def default_names(with_llm: bool = False) -> tuple[str, ...]:
@@ -195,13 +195,6 @@ def make_delegate(name: str, *, solver: Any = None, **options: Any):
     if spec.tier == DECOMPOSER_TIER and solver is None:
         solver = _solver(options.get("classical_names") or (), options, shared=None)
     return spec.factory(options, solver)
-
-
-def make_extra_delegate(name: str, *, solver: Any = None, **options: Any):
-    """A decomposer-tier delegate (the former entry point; `make_delegate` takes every name)."""
-    if name in CATALOG and CATALOG[name].tier != DECOMPOSER_TIER:
-        raise ValueError(f"{name!r} is not a decomposer-tier delegate; those are: {', '.join(DECOMPOSER_DELEGATES)}")
-    return make_delegate(name, solver=solver, **options)
 
 
 def _solver(classical_names: Sequence[str], options: Mapping[str, Any], shared: Sequence[Any] | None):

@@ -58,14 +58,15 @@ class PlannerWorker:
     """The worker's state: the planner and the model version it has loaded."""
 
     def __init__(self, config: WorkerConfig) -> None:
-        from portfolio.planner import Planner, default_stages
+        from portfolio.delegates.registry import build_stages
+        from portfolio.planner import Planner
 
         self.config = config
         from portfolio.delegates.fast_downward.sas_cache import SasCache
 
         # Workers share the on-disk translation cache: a task one worker translated, any other reads.
         cache = SasCache(config.cache_dir) if config.translation_cache else None
-        stages = default_stages(
+        stages = build_stages(
             config.delegates,
             budget_s=config.budget_s,
             llm_url=config.llm_url,
@@ -79,7 +80,6 @@ class PlannerWorker:
         weight: dict[str, Any] = {} if config.weight is None else {"cost_weight": config.weight}
         self.planner = Planner(
             stages,
-            budget_s=config.budget_s,
             traces=config.traces,
             carry_over=config.carry_over,
             explore=config.explore,

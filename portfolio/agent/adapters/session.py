@@ -57,7 +57,7 @@ class Session:
         store: Any = None,
         features: dict | None = None,
     ) -> None:
-        from portfolio.agent.runtime import classical_stages
+        from portfolio.delegates.registry import AGENT_DELEGATES, build_stages
 
         self.actions = [a if isinstance(a, TypedAction) else action(a) for a in actions]
         self.by_name = {a.name: a for a in self.actions}
@@ -67,7 +67,7 @@ class Session:
         if planner is None:
             from portfolio.planner import Planner
 
-            planner = Planner(classical_stages(), warm=False)
+            planner = Planner(build_stages(AGENT_DELEGATES), warm=False)
         self.planner = planner
         self._tasks: dict[tuple, Task] = {}
         self.run_id = store.start_run(None, str(goal)) if store is not None else None

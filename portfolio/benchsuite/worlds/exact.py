@@ -35,8 +35,8 @@ class ExactSearch:
     """Optimal plans for one domain's tasks under given costs (module docstring)."""
 
     def __init__(self, domain: str, budget_s: float = EXACT_BUDGET_S) -> None:
+        from portfolio.delegates.registry import build_stages
         from portfolio.engine.cascade import PortfolioDecomposition
-        from portfolio.planner import default_stages
 
         self.domain = domain
         if domain == "routes":
@@ -44,7 +44,7 @@ class ExactSearch:
 
             stages = [RouteSearch()]
         else:
-            stages = default_stages(("fast-downward",), budget_s=budget_s, fd_alias=EXACT_ALIAS, fd_workers=1)
+            stages = build_stages(("fast-downward",), budget_s=budget_s, fd_alias=EXACT_ALIAS, fd_workers=1)
         # no step elimination: an optimal plan has no step to remove, and the yardstick must be the search's own
         self.cascade = PortfolioDecomposition(stages, carry_over=False, eliminate_steps=False)
         self._cache: dict[tuple, PlanResult] = {}
