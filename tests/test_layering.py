@@ -146,3 +146,26 @@ def test_the_checker_sees_a_cycle_and_a_layer_break():
     assert cycles(edges) == [["a", "b", "c"]]
     assert _breaks(edges, "domains", _within("domains")) == ["domains.x -> portfolio.y"]
     assert len(graph()) > 100 and "portfolio.engine.cascade" in graph()["portfolio.planner"]
+
+
+def test_every_name_imported_from_a_project_module_exists():
+    """`from portfolio.x import name` anywhere in the tree (tests, benchmarks, examples) names something that
+    module has: a linter's autofix once dropped re-exports a test imported, and only collection failed."""
+    import importlib
+
+    missing = []
+    folders = (*PACKAGES, "tests", "examples")
+    for path in (p for folder in folders for p in (ROOT / folder).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module):
+                continue
+            if node.module.split(".")[0] not in PACKAGES:
+                continue
+            module = importlib.import_module(node.module)
+            for alias in node.names:
+                if alias.name != "*" and not hasattr(module, alias.name):
+                    try:
+                        importlib.import_module(f"{node.module}.{alias.name}")
+                    except ImportError:
+                        missing.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.module}.{alias.name}")
+    assert missing == []

@@ -42,25 +42,74 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.experiments.learning_data import (  # re-exported: tests and notes use these names from here
+from benchmarks.experiments.learning_data import (  # re-exported (`__all__`): tests and notes use these names
     ARMS,
     DOMAIN,
+    LATENCY_TASK,
     RESULTS_DIR,
+    TARGET_FAILURES_VS_BLIND,
+    TARGET_LATENCY_OVERHEAD,
+    TARGET_SUCCESS_VS_ORACLE,
     Evaluation,
+    Latency,
     Outcome,
 )
 from benchmarks.experiments.learning_latency import measure_latency
 from benchmarks.experiments.learning_report import (  # re-exported: tests and bench_learning.py use these
+    Verdict,
+    WindowRow,
+    plot,
     report,
+    verdicts,
+    windows,
     write_results,
 )
 from domains.bundled import bundled_task
 from domains.model import GroundAction, Task, action_cost
 from domains.validate import applicable, apply, goal_reached
 from portfolio.benchsuite.worlds.tools import (  # re-exported: tests and notes use these names from here
+    DEFAULT_P_FAIL,
+    WORLD_RULES,
+    FailureRule,
     plan_success_probability,
     true_p_fail,
 )
+
+__all__ = [  # what this module offers, its own and re-exported (ruff keeps re-exports listed here)
+    "ARMS",
+    "DEFAULT_P_FAIL",
+    "DOMAIN",
+    "LATENCY_TASK",
+    "RESULTS_DIR",
+    "TARGET_FAILURES_VS_BLIND",
+    "TARGET_LATENCY_OVERHEAD",
+    "TARGET_SUCCESS_VS_ORACLE",
+    "WORLD_RULES",
+    "Evaluation",
+    "FailureRule",
+    "Latency",
+    "Outcome",
+    "Verdict",
+    "WindowRow",
+    "EpisodeSpec",
+    "Execution",
+    "evaluate",
+    "execute",
+    "fresh_traces_path",
+    "main",
+    "make_episodes",
+    "measure_latency",
+    "oracle_costs",
+    "plan_oracle",
+    "plan_success_probability",
+    "plot",
+    "report",
+    "step_fails",
+    "true_p_fail",
+    "verdicts",
+    "windows",
+    "write_results",
+]
 
 log = logging.getLogger(__name__)
 
