@@ -386,7 +386,7 @@ class Planner(Resource):
         request = PlanRequest(
             task=task,
             init=init,
-            cost_model=cost_model if self._model is not None else None,
+            cost_function=cost_model if self._model is not None else None,
             excluded=normalise_actions(excluded),
             critiques=tuple(critiques),
             quality=quality,

@@ -99,8 +99,8 @@ def test_an_anytime_plan_is_the_cheapest_found_and_never_dearer_than_the_first(k
     task = bundled_task(kind, size, seed=seed)
     cost_model = _random_costs(seed * 10 + size)
     with FastDownward() as fd:
-        outcome = fd.solve(PlanRequest(task=task, cost_model=cost_model), time.monotonic() + 20)
-        optimum = fd.solve(PlanRequest(task=task, cost_model=cost_model, quality="optimal"), time.monotonic() + 20)
+        outcome = fd.solve(PlanRequest(task=task, cost_function=cost_model), time.monotonic() + 20)
+        optimum = fd.solve(PlanRequest(task=task, cost_function=cost_model, quality="optimal"), time.monotonic() + 20)
     assert outcome.status is Status.SOLVED and validate_plan(task, outcome.plan).ok
     plans = outcome.details["plans"]
     costs = cost_model([str(step) for step in outcome.plan])

@@ -102,7 +102,7 @@ def test_an_optimal_configuration_gives_optimal_plans_with_costs_too():
         "(fact-check job1)": 2.1,
         "(fact-check job2)": 2.1,
     }
-    request = PlanRequest(task=task, cost_model=lambda grounded: {g: costs.get(g, 8.0) for g in grounded})
+    request = PlanRequest(task=task, cost_function=lambda grounded: {g: costs.get(g, 8.0) for g in grounded})
     with FastDownward(alias="seq-opt-lmcut") as fd:
         outcome = fd.solve(request, time.monotonic() + 30)
     assert outcome.status is Status.SOLVED and validate_plan(task, outcome.plan).ok

@@ -36,9 +36,9 @@ def fd():
 def test_the_in_process_plan_is_the_proved_optimum(fd, kind, size, seed):
     task = bundled_task(kind, size, seed=seed)
     cost_model = random_costs(seed)
-    outcome = fd.solve(PlanRequest(task=task, cost_model=cost_model), time.monotonic() + 20)
+    outcome = fd.solve(PlanRequest(task=task, cost_function=cost_model), time.monotonic() + 20)
     with FastDownward(alias="seq-opt-lmcut") as exact:
-        proved = exact.solve(PlanRequest(task=task, cost_model=cost_model), time.monotonic() + 20)
+        proved = exact.solve(PlanRequest(task=task, cost_function=cost_model), time.monotonic() + 20)
     assert outcome.status is Status.SOLVED and validate_plan(task, outcome.plan).ok
     assert outcome.details["search"] == "in-process-astar" and outcome.details["optimal"] is True
     costs = cost_model([str(step) for step in outcome.plan + proved.plan])
@@ -63,8 +63,8 @@ def test_a_search_that_stops_hands_over_to_the_processes():
     task = bundled_task("tools", 2, seed=1)
     with FastDownward() as fd:
         fd.inprocess_node_cap = 2
-        outcome = fd.solve(PlanRequest(task=task, cost_model=random_costs(1)), time.monotonic() + 20)
-        first = fd.solve(PlanRequest(task=task, cost_model=random_costs(1), quality="first"), time.monotonic() + 20)
+        outcome = fd.solve(PlanRequest(task=task, cost_function=random_costs(1)), time.monotonic() + 20)
+        first = fd.solve(PlanRequest(task=task, cost_function=random_costs(1), quality="first"), time.monotonic() + 20)
     assert outcome.details["in_process"]["status"] == "memout"
     assert outcome.status is Status.SOLVED and outcome.details["search"] in ("anytime-wastar", "seq-opt-lmcut")
     assert validate_plan(task, outcome.plan).ok

@@ -203,7 +203,7 @@ def measure(
     try:
         for family, name, task, seed in tasks(families, seeds):
             costs = None if seed is None else risk_costs(task, seed)
-            planner.cascade.solve(PlanRequest(task=task, cost_model=costs, quality="first"))  # translated, warm
+            planner.cascade.solve(PlanRequest(task=task, cost_function=costs, quality="first"))  # translated, warm
             optimum = None
             try:
                 optimum = cost_of(costs, task, exact.solve(task, costs).actions())
@@ -217,7 +217,7 @@ def measure(
                 blind_ms = (time.perf_counter() - started) * 1000
             for quality in qualities:
                 started = time.perf_counter()
-                result = planner.cascade.solve(PlanRequest(task=task, cost_model=costs, quality=quality))
+                result = planner.cascade.solve(PlanRequest(task=task, cost_function=costs, quality=quality))
                 ms = (time.perf_counter() - started) * 1000
                 fd = next((a for a in result.attempts if a.delegate == "fast-downward"), None)
                 cost = cost_of(costs, task, result.actions()) if result.solved else None

@@ -320,7 +320,7 @@ def evaluate(domain: str, problems: int, runs: int, retrain_every: int = 1, max_
                         plan_fn = lambda s, task=task: ff.plan(task, init=s)  # noqa: E731
                     elif arm == "oracle":
                         plan_fn = lambda s, task=task: plain.cascade.solve(  # noqa: E731
-                            PlanRequest(task=task, init=s, cost_model=oracle_costs)
+                            PlanRequest(task=task, init=s, cost_function=oracle_costs)
                         )
                     else:
                         run_id = store.start_run(task.fingerprint, None, run_id=f"{problem.name}-{run}")

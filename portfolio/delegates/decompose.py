@@ -159,7 +159,7 @@ class SubgoalSolver(Resource):
             sub = PlanRequest(
                 task=subtask(task, state, goal),
                 costs=request.costs,
-                cost_model=request.cost_model,
+                cost_function=request.cost_function,
                 excluded=request.excluded,
             )
             for delegate in self.delegates:

@@ -53,9 +53,10 @@ def no_plan_status(statuses: Sequence[Status]) -> Status:
 class PlanRequest:
     """One planning call.
 
-    `init` replaces the task's initial state (replanning); `cost_model` is a function from grounded actions to
-    costs (the Planner's learned costs), for delegates that ground the task; `costs` maps grounded actions in PDDL form
-    (`"(drive t1 a b)"`) to the cost a cost-aware delegate should use
+    `init` replaces the task's initial state (replanning); `cost_function` is a function from grounded actions to
+    costs (the Planner's learned costs; `PlanResult.cost_model` names the model they came from), for delegates
+    that ground the task; `costs` maps grounded actions in PDDL form (`"(drive t1 a b)"`) to the cost a cost-aware
+    delegate should use
     instead of the model's own (learned costs); `excluded` lists grounded actions no plan may use (an action that
     just failed, for this adaptation generation); `critiques` are verbal reasons from earlier failures, for
     delegates that can read them (an LLM); `carried_over` names delegates whose work on this very request goes
@@ -69,7 +70,7 @@ class PlanRequest:
     task: Task
     init: State | None = None  # plan from this state instead of the task's initial state
     costs: dict[str, float] | None = None
-    cost_model: Callable[[Sequence[str]], dict[str, float]] | None = field(default=None, compare=False)
+    cost_function: Callable[[Sequence[str]], dict[str, float]] | None = field(default=None, compare=False)
     excluded: frozenset[str] = frozenset()
     critiques: tuple[str, ...] = ()
     carried_over: frozenset[str] = frozenset()
@@ -88,16 +89,16 @@ class PlanRequest:
 
     def grounded_costs(self, grounded: Sequence[str]) -> dict[str, float] | None:
         """The costs to plan with, given the grounded actions (PDDL form) a delegate found: `costs` when set,
-        else what `cost_model` says for them (learned costs, computed inside the delegate's budget)."""
+        else what `cost_function` says for them (learned costs, computed inside the delegate's budget)."""
         if self.costs is not None:
             return self.costs
-        if self.cost_model is not None:
-            return self.cost_model(grounded)
+        if self.cost_function is not None:
+            return self.cost_function(grounded)
         return None
 
     @property
     def has_costs(self) -> bool:
-        return self.costs is not None or self.cost_model is not None
+        return self.costs is not None or self.cost_function is not None
 
     @property
     def initial_state(self) -> State:

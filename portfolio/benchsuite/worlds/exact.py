@@ -65,7 +65,7 @@ class ExactSearch:
             cost_model: CostModel = model
         else:
             cost_model = costs
-        result = self.cascade.solve(PlanRequest(task=task, cost_model=cost_model))
+        result = self.cascade.solve(PlanRequest(task=task, cost_function=cost_model))
         if not result.solved:
             raise ExactError(
                 f"exact search on {task.problem.name}: {result.status.value}: "
@@ -111,15 +111,15 @@ class CostRecorder:
 
         def solve(request: PlanRequest) -> PlanResult:
             self.costs, self.calls = {}, 0
-            if request.cost_model is None:
+            if request.cost_function is None:
                 return inner(request)
-            given = request.cost_model
+            given = request.cost_function
 
             def recording(grounded: Sequence[str]) -> dict[str, float]:
                 answer = given(grounded)
                 self.costs, self.calls = dict(answer), self.calls + 1
                 return answer
 
-            return inner(replace(request, cost_model=recording))
+            return inner(replace(request, cost_function=recording))
 
         planner.cascade.solve = solve
