@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from domains.ground_text import parse_ground_action
 from domains.validate import validate_plan
 from portfolio.agent import action
-from portfolio.engine.results import parse_ground_action
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 import pytest
 
+from domains.ground_text import parse_ground_action
 from domains.typed_actions import ReplanRequested, TypedActionError, action, fact
 from domains.validate import validate_plan
 from portfolio.agent import Agent
 from portfolio.delegates.registry import AGENT_DELEGATES, build_stages
-from portfolio.engine.results import parse_ground_action
 from portfolio.planner import Planner
 
 

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 import pytest
 
+from domains.ground_text import parse_ground_action
 from domains.model import Atom
 from domains.typed_actions import ReplanRequested, TypedActionError, action, compile_actions, fact, named_fact
 from domains.validate import validate_plan
 from portfolio.agent import Agent
-from portfolio.engine.results import parse_ground_action
 
 
 @dataclass

@@ -75,7 +75,7 @@ def test_typed_scenario_starts_from_inputs_no_action_produces():
     (spec,) = suites.read_suite("typed:research")
     task = suites.load(spec)
     assert {a.predicate for a in task.problem.init} == {"known-request"}
-    from portfolio.engine.results import parse_ground_action
+    from domains.ground_text import parse_ground_action
 
     plan = [parse_ground_action(s) for s in ("(find-person)", "(fetch-wire)", "(write-up)")]
     assert validate_plan(task, plan).ok

@@ -28,7 +28,7 @@ def test_plain_output_is_a_valid_plan_file_with_cost_delegate_and_attempts(tmp_p
     actions = [line for line in run.stdout.splitlines() if line.startswith("(")]
     comments = [line for line in run.stdout.splitlines() if line.startswith(";")]
     assert len(actions) + len(comments) == len(run.stdout.splitlines())
-    from portfolio.engine.results import parse_ground_action
+    from domains.ground_text import parse_ground_action
 
     task = load_task(BLOCKS_DOMAIN, BLOCKS_4)
     assert validate_plan(task, [parse_ground_action(a) for a in actions]).ok
@@ -176,7 +176,7 @@ def test_steps_no_goal_needs_are_removed_unless_asked_to_keep_them():
     """Fast Downward's lama-first plan for blocks 12-0 has 94 steps, 44 of which no goal needs."""
     problem = IPC / "blocks" / "probBLOCKS-12-0.pddl"
     task = load_task(BLOCKS_DOMAIN, problem)
-    from portfolio.engine.results import parse_ground_action
+    from domains.ground_text import parse_ground_action
 
     plans = {}
     for flag in ((), ("--keep-all-steps",)):

@@ -10,9 +10,9 @@ import sys
 
 from conftest import IPC, REPO
 
+from domains.ground_text import parse_ground_action
 from domains.json_task import task_from_json
 from domains.validate import validate_plan
-from portfolio.engine.results import parse_ground_action
 
 BLOCKS_DOMAIN = IPC / "blocks" / "domain.pddl"
 BLOCKS_4 = IPC / "blocks" / "probBLOCKS-4-0.pddl"

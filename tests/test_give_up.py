@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from domains.ground_text import parse_ground_action
 from domains.typed_actions import action, fact
 from domains.validate import validate_plan
 from portfolio.agent import Agent
 from portfolio.agent.failures import KnowledgeFailure, TransientFailure
-from portfolio.engine.results import parse_ground_action
 
 
 @dataclass

@@ -121,7 +121,7 @@ def test_http_plan_request_passes_features_and_explore(peak_store):
 
 
 def planner_step(text: str):
-    from portfolio.engine.results import parse_ground_action
+    from domains.ground_text import parse_ground_action
 
     return parse_ground_action(text)
 

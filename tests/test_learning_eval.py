@@ -93,7 +93,7 @@ def test_arms_play_the_same_episodes_with_valid_plans(run):
     for outcome in evaluation.outcomes:
         assert outcome.solved
         task = bundled_task("tools", outcome.size, outcome.task_seed)
-        from portfolio.engine.results import parse_ground_action
+        from domains.ground_text import parse_ground_action
 
         assert validate_plan(task, [parse_ground_action(s) for s in outcome.plan]).ok
         assert 0.0 < outcome.expected_success <= 1.0

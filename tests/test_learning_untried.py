@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from domains.bundled import write_instance
+from domains.ground_text import parse_ground_action
 from domains.load import load_task
 from domains.validate import validate_plan
 from learning.retrain import retrain
 from portfolio.delegates.registry import build_stages
-from portfolio.engine.results import parse_ground_action
 from portfolio.planner import Planner
 from traces.records import StepRecord
 from traces.store import TraceStore

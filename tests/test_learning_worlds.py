@@ -79,7 +79,7 @@ def test_worlds_are_reproducible_and_plans_valid():
 
 
 def planner_step(text: str):
-    from portfolio.engine.results import parse_ground_action
+    from domains.ground_text import parse_ground_action
 
     return parse_ground_action(text)
 
@@ -169,9 +169,9 @@ def test_measured_arms_run_the_default_cascade_and_the_oracle_does_not():
 
 
 def test_the_cost_recorder_keeps_the_costs_the_planner_planned_with():
+    from domains.ground_text import parse_ground_action
     from learning.costs import action_costs
     from learning.retrain import retrain
-    from portfolio.engine.results import parse_ground_action
     from portfolio.planner import Planner
     from traces.records import StepRecord
 

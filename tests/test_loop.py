@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from domains.ground_text import parse_ground_action
 from domains.typed_actions import ReplanRequested, action, fact, replan_when
 from domains.validate import validate_plan
 from portfolio.agent import Agent
@@ -20,7 +21,6 @@ from portfolio.agent.failures import (
     decide,
 )
 from portfolio.agent.loop_types import LoopConfig, divergence
-from portfolio.engine.results import parse_ground_action
 from traces.store import TraceStore
 
 

@@ -9,9 +9,9 @@ import pytest
 from conftest import IPC
 
 from domains import Atom, TaskInputError, parse_state
+from domains.ground_text import parse_ground_action
 from domains.pddl import parse_task
 from domains.validate import validate_plan
-from portfolio.engine.results import parse_ground_action
 from portfolio.planner import Planner
 
 # b on a, the rest on the table: a state other than the problem's own

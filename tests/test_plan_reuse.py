@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from domains.bundled import bundled_task
+from domains.ground_text import parse_ground_action
 from domains.validate import applicable, apply, validate_plan
-from portfolio.engine.results import parse_ground_action
 from portfolio.planner import REUSE_DELEGATE, Planner, reusable_suffix
 
 

@@ -12,13 +12,14 @@ import time
 import pytest
 from conftest import IPC
 
+from domains.ground_text import parse_ground_action
 from domains.load import load_task
 from domains.validate import validate_plan
 from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.fast_downward.sas_cache import CachedTranslation, SasCache, cache_key, default_cache_dir
 from portfolio.delegates.fast_downward.translate import TranslatorOptionsError
 from portfolio.delegates.registry import build_stages
-from portfolio.engine.results import PlanRequest, Status, parse_ground_action
+from portfolio.engine.results import PlanRequest, Status
 
 DOMAIN = IPC / "blocks" / "domain.pddl"
 PROBLEM = IPC / "blocks" / "probBLOCKS-4-0.pddl"

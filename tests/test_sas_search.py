@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from domains.ground_text import parse_ground_action
 from domains.load import load_task
 from domains.validate import applicable, apply, validate_plan
 from portfolio.delegates.fast_downward.delegate import INPROCESS_MAX_OPERATORS
 from portfolio.delegates.fast_downward.sas_search import compile_task, greedy_search
-from portfolio.engine.results import PlanRequest, Status, parse_ground_action
+from portfolio.engine.results import PlanRequest, Status
 from portfolio.planner import REUSE_DELEGATE, Planner, reusable_suffix
 
 IPC = Path(__file__).resolve().parents[1].parent / "shared" / "ipc"

@@ -136,9 +136,9 @@ def wait_for(condition, timeout: float = 30.0, what: str = "condition") -> None:
 
 
 def validated(task_domain: str, task_problem: str, plan: list[str], init=None) -> bool:
+    from domains.ground_text import parse_ground_action
     from domains.pddl import parse_task
     from domains.validate import validate_plan
-    from portfolio.engine.results import parse_ground_action
 
     task = parse_task(task_domain, task_problem, "domain", "problem")
     return validate_plan(task, [parse_ground_action(s) for s in plan], init=init).ok

@@ -9,9 +9,9 @@ from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, over_http, ove
 
 
 def _state_after(steps: list[str]) -> list[str]:
+    from domains.ground_text import parse_ground_action
     from domains.pddl import parse_task
     from domains.validate import apply
-    from portfolio.engine.results import parse_ground_action
 
     task = parse_task(BLOCKS_DOMAIN, BLOCKS_4)
     state = task.problem.init

@@ -281,12 +281,13 @@ def run_once(det, task, sim_task, plan_fn, rng, record=None, max_steps: int = MA
 
 
 def evaluate(domain: str, problems: int, runs: int, retrain_every: int = 1, max_steps: int | None = None) -> dict:
+    from domains.ground_text import parse_ground_action
     from domains.pddl import parse_task
     from learning.costs import risk_cost
     from learning.retrain import retrain
     from portfolio.delegates.fast_downward.delegate import FastDownward
     from portfolio.delegates.registry import build_stages
-    from portfolio.engine.results import PlanRequest, parse_ground_action
+    from portfolio.engine.results import PlanRequest
     from portfolio.planner import CLASSICAL_ONLY, Planner
     from traces.records import StepRecord
 

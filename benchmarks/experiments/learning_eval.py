@@ -192,8 +192,9 @@ def _fast_downward(planner):
 def oracle_costs(planner, task: Task, context: Mapping[str, str], lam: float) -> dict[str, float]:
     """True costs, `base + lam * -log(1 - p_true)`, for every grounded action Fast Downward's translator keeps
     (the same set learned costs are computed for)."""
+    from domains.ground_text import parse_ground_action
     from learning.costs import risk_cost
-    from portfolio.engine.results import PlanRequest, parse_ground_action
+    from portfolio.engine.results import PlanRequest
 
     grounded = _fast_downward(planner).grounded_actions(PlanRequest(task=task), time.monotonic() + 60.0)
     costs = {}

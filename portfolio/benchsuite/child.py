@@ -38,8 +38,8 @@ def send(channel: TextIO, message: dict[str, Any]) -> None:
 
 
 def validate(task, plan: list[str]) -> dict[str, Any]:
+    from domains.ground_text import parse_ground_action
     from domains.validate import validate_plan
-    from portfolio.engine.results import parse_ground_action
 
     try:
         verdict = validate_plan(task, [parse_ground_action(step) for step in plan])

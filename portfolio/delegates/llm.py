@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from domains.ground_text import parse_ground_action
 from domains.literals import parse_ground_literal as parse_literal
 from domains.model import Plan, Task
 from domains.pddl_writer import formula_to_pddl
@@ -28,7 +29,7 @@ from domains.validate import validate_plan
 from portfolio.delegates.decompose import SubgoalSolver, conjunction, relevant_facts
 from portfolio.delegates.llm_client import LLMClient, LLMError, extract_json
 from portfolio.engine import cancel
-from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status, parse_ground_action
+from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
 
 log = logging.getLogger(__name__)
 

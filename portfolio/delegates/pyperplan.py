@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from domains.ground_text import parse_ground_action
 from domains.model import STRIPS_FRAGMENT, TRUE, And, Atom, Formula, Task
 from domains.pddl_writer import task_with_texts
 from portfolio.delegates.pyperplan_search import PRELOAD, SEARCH_OP
-from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status, parse_ground_action
+from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
 from portfolio.engine.workers import BudgetExpired, OutOfMemory, WorkerCrashed, WorkerError, WorkerProcess
 
 

@@ -20,8 +20,7 @@ from typing import Any, Self
 
 from pydantic import BaseModel, Field
 
-from domains.ground_text import ground_action_text, normalise_actions, normalise_keys
-from domains.ground_text import parse_ground_action as parse_ground_action  # re-exported: the parser lives in domains
+from domains.ground_text import ground_action_text, normalise_actions, normalise_keys, parse_ground_action
 from domains.model import GroundAction, Plan, State, Task
 
 

@@ -10,8 +10,8 @@ import re
 from collections.abc import Sequence
 
 from domains.errors import TaskInputError
+from domains.ground_text import parse_ground_action
 from domains.model import Task
-from portfolio.engine.results import parse_ground_action
 from portfolio.serve.models import BadRequest, ValidateBody, Verdict, load_task
 
 # `0: (pick-up b)` and `0.000: (pick-up b) [1.000]`: numbered lines (LLMs) and IPC's timestamped plan format

@@ -85,8 +85,8 @@ def answered_by(result) -> str:
 
 def _true_costs(world: World, task, spec) -> Callable[[Sequence[str]], dict[str, float]]:
     def costs(grounded: Sequence[str]) -> dict[str, float]:
+        from domains.ground_text import parse_ground_action
         from learning.costs import risk_cost
-        from portfolio.engine.results import parse_ground_action
 
         out = {}
         for text in grounded:
