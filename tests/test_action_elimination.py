@@ -6,7 +6,7 @@ import random
 import time
 
 import pytest
-from conftest import load_ipc
+from support import load_ipc
 
 from domains.action_elimination import eliminate
 from domains.bundled import bundled_task

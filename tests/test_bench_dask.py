@@ -13,12 +13,12 @@ import uuid
 from pathlib import Path
 
 import pytest
+from support import IPC, REPO
 
 from portfolio.benchsuite import runner, suites
 from portfolio.benchsuite.report import coverage
 from portfolio.benchsuite.store import read_runs, runs_path
 from portfolio.cli import main
-from tests.conftest import IPC, REPO
 from tests.test_bench_run import wait_gone
 
 distributed = pytest.importorskip("distributed")

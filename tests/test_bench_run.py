@@ -13,10 +13,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from support import IPC, REPO
 
 from portfolio.benchsuite import runner, suites
 from portfolio.benchsuite.store import RunLog, read_runs, runs_path
-from tests.conftest import IPC, REPO
 
 
 def marked_processes(marker: str) -> list[int]:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import IPC, descendants, hardest_parking, load_ipc
+from support import IPC, descendants, hardest_parking, load_ipc
 
 from domains.load import load_task
 from domains.validate import validate_plan

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import IPC, load_ipc
+from support import IPC, load_ipc
 
 from domains.bundled import bundled_task
 from domains.model import GroundAction

@@ -7,7 +7,7 @@ import os
 import time
 
 import pytest
-from conftest import descendants, hardest_parking, ipc_domains, load_ipc, smallest_problems
+from support import descendants, hardest_parking, ipc_domains, load_ipc, smallest_problems
 
 from domains.bundled import BUNDLED, bundled_task
 from domains.model import plan_cost

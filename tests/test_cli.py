@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import IPC, hardest_parking
+from support import IPC, hardest_parking
 
 from domains.load import load_task
 from domains.validate import validate_plan

@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-from conftest import IPC, REPO
+from support import IPC, REPO
 
 from domains.ground_text import parse_ground_action
 from domains.json_task import task_from_json

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import IPC, smallest_problems
+from support import IPC, smallest_problems
 
 from domains.bundled import bundled_task
 from domains.ground_text import parse_ground_action

@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from conftest import IPC
+from support import IPC
 
 from domains.bundled import bundled_task
 from domains.load import load_task

@@ -15,7 +15,7 @@ import anyio
 import httpx
 import pytest
 import sqlite_utils
-from conftest import REPO
+from support import REPO
 from test_service_helpers import config, serve_in_thread
 
 from traces import StepConflictError, StepRecord, TraceStore, export_jsonl, import_jsonl

@@ -58,7 +58,7 @@ def test_descendants_of_a_process_without_children_is_empty():
 SEARCHING = """
 import sys, time
 sys.path.insert(0, {root!r})
-from conftest import load_ipc
+from support import load_ipc
 from portfolio.delegates.fast_downward.searches import search_binary
 from portfolio.delegates.fast_downward.translate import translate
 from portfolio.engine.workers import SearchProcessPool

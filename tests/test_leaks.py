@@ -12,7 +12,7 @@ import threading
 import time
 
 import pytest
-from conftest import IPC, descendants
+from support import IPC, descendants
 
 from portfolio.cli import main
 

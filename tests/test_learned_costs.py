@@ -134,7 +134,7 @@ def test_learned_costs_stay_inside_the_budget(tmp_path):
     seconds still times out on time with a model loaded."""
     import time
 
-    from conftest import hardest_parking, load_ipc
+    from support import hardest_parking, load_ipc
 
     from portfolio.planner import CLASSICAL_ONLY
 

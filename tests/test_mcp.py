@@ -10,7 +10,7 @@ import sys
 
 import anyio
 import pytest
-from conftest import REPO
+from support import REPO
 from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, serve_in_thread, validated
 
 TOOLS = {"plan", "replan", "validate", "record_steps", "action_stats", "costs", "retrain"}

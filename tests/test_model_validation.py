@@ -10,7 +10,7 @@ import sqlite3
 
 import httpx
 import pytest
-from conftest import IPC
+from support import IPC
 from test_service_helpers import config, serve_in_thread, small_plan
 
 from learning import retrain

@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from conftest import IPC, hardest_parking
+from support import IPC, hardest_parking
 
 from domains.pddl import parse_task
 from domains.validate import validate_plan

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import tomllib
 
-from conftest import REPO
+from support import REPO
 
 
 def test_the_license_is_an_spdx_string_and_setuptools_reads_it():

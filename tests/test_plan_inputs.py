@@ -6,7 +6,7 @@ runs. `Atom.parse`, `domains.parse_state` and `task.init` are public. Real Fast 
 from __future__ import annotations
 
 import pytest
-from conftest import IPC
+from support import IPC
 
 from domains import Atom, TaskInputError, parse_state
 from domains.ground_text import parse_ground_action

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import REPO
+from support import REPO
 
 from portfolio.engine.results import Attempt, PlanResult
 

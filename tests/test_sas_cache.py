@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import IPC
+from support import IPC
 
 from domains.ground_text import parse_ground_action
 from domains.load import load_task

@@ -12,7 +12,7 @@ import threading
 import time
 
 import httpx
-from conftest import IPC, REPO
+from support import IPC, REPO
 
 BLOCKS_DOMAIN = (IPC / "blocks" / "domain.pddl").read_text()
 BLOCKS_4 = (IPC / "blocks" / "probBLOCKS-4-0.pddl").read_text()

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from conftest import REPO
+from support import REPO
 from test_service_helpers import BOOM_DOMAIN, boom_problem
 
 

@@ -7,7 +7,7 @@ import resource
 import time
 
 import httpx
-from conftest import descendants
+from support import descendants
 from test_service_helpers import config, serve_in_thread, small_plan
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import IPC
+from support import IPC
 
 from portfolio.cli import main
 

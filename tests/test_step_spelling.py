@@ -12,8 +12,8 @@ import sys
 import anyio
 import httpx
 import pytest
-from conftest import REPO
 from pydantic import ValidationError
+from support import REPO
 from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, serve_in_thread, validated
 
 from traces import StepRecord, TraceStore

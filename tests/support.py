@@ -1,0 +1,59 @@
+"""Helpers the tests share (paths to ../shared/ipc, IPC problem picking, process trees), imported as
+`from support import ...`; fixtures stay in conftest.py."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+IPC = REPO.parent / "shared" / "ipc"
+
+
+def ipc_domains() -> list[str]:
+    return sorted(p.name for p in IPC.iterdir() if (p / "domain.pddl").exists())
+
+
+def smallest_problems(domain: str, count: int) -> list[Path]:
+    """The `count` smallest problem files of an IPC domain (by size: a fair proxy for difficulty)."""
+    problems = [p for p in (IPC / domain).glob("*.pddl") if p.name != "domain.pddl"]
+    return sorted(problems, key=lambda p: (p.stat().st_size, p.name))[:count]
+
+
+def hardest_parking() -> Path:
+    """The largest parking problem: Fast Downward's translation alone takes about 10 s here, so a 1 s budget runs
+    out on any machine. (The smallest one takes 3 s in all: on a machine 3x faster it might fit a budget.)"""
+    return max((IPC / "parking-sat11-strips").glob("pfile*.pddl"), key=lambda p: p.stat().st_size)
+
+
+def load_ipc(domain: str, problem: Path | str):
+    from domains.load import load_task
+
+    return load_task(IPC / domain / "domain.pddl", IPC / domain / problem)
+
+
+def descendants(pid: int | None = None) -> dict[int, tuple[str, float]]:
+    """Live descendant processes of `pid` (default: this process): pid -> (state, cpu seconds used)."""
+    root = pid or os.getpid()
+    parents: dict[int, int] = {}
+    info: dict[int, tuple[str, float]] = {}
+    ticks = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        parents[int(entry.name)] = int(fields[1])
+        info[int(entry.name)] = (fields[0], (int(fields[11]) + int(fields[12])) / ticks)
+    found: dict[int, tuple[str, float]] = {}
+    frontier = [root]
+    while frontier:
+        current = frontier.pop()
+        for child, parent in parents.items():
+            if parent == current and child not in found and info[child][0] != "Z":
+                found[child] = info[child]
+                frontier.append(child)
+    return found
