@@ -14,17 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from domains.model import (
-    And,
-    Atom,
-    Domain,
-    Exists,
-    Forall,
-    Formula,
-    Imply,
-    Not,
-    Or,
-)
+from domains.model import And, Atom, Domain, Exists, Forall, Formula, Imply, Not, Or
 
 
 def _dependencies(formula: Formula, derived: frozenset[str], positive: bool = True) -> Iterator[tuple[str, bool]]:

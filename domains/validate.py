@@ -25,16 +25,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from itertools import product
 
-from domains.model import (
-    And,
-    Atom,
-    Forall,
-    Formula,
-    GroundAction,
-    Plan,
-    State,
-    Task,
-)
+from domains.model import And, Atom, Forall, Formula, GroundAction, Plan, State, Task
 from domains.pddl_writer import formula_to_pddl
 from domains.validate_compile import Env, _compile_formula, _Compiled, _compiled, _quantified, _Schema
 

@@ -39,24 +39,12 @@ from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.registry import (  # the catalog's names, re-exported (`X as X`) for callers
     AGENT_DELEGATES as AGENT_DELEGATES,
 )
-from portfolio.delegates.registry import (
-    CLASSICAL_DELEGATES as CLASSICAL_DELEGATES,
-)
-from portfolio.delegates.registry import (
-    CLASSICAL_ONLY as CLASSICAL_ONLY,
-)
-from portfolio.delegates.registry import (
-    DECOMPOSER_DELEGATES as DECOMPOSER_DELEGATES,
-)
-from portfolio.delegates.registry import (
-    DEFAULT_DELEGATES as DEFAULT_DELEGATES,
-)
-from portfolio.delegates.registry import (
-    build_stages,
-)
-from portfolio.delegates.registry import (
-    make_delegate as make_delegate,
-)
+from portfolio.delegates.registry import CLASSICAL_DELEGATES as CLASSICAL_DELEGATES
+from portfolio.delegates.registry import CLASSICAL_ONLY as CLASSICAL_ONLY
+from portfolio.delegates.registry import DECOMPOSER_DELEGATES as DECOMPOSER_DELEGATES
+from portfolio.delegates.registry import DEFAULT_DELEGATES as DEFAULT_DELEGATES
+from portfolio.delegates.registry import build_stages
+from portfolio.delegates.registry import make_delegate as make_delegate
 from portfolio.engine.cascade import PortfolioDecomposition, Stage, Tier
 from portfolio.engine.results import Attempt, Delegate, PlanRequest, PlanResult, Resource, Status, elapsed_ms_since
 

@@ -71,12 +71,7 @@ def test_sizes_1_to_50_parse_with_size_many_main_objects(name: str) -> None:
 
 @pytest.mark.parametrize(
     "name, sizes",
-    [
-        ("blocksworld", (1, 2, 3, 4)),
-        ("gripper", (1, 2, 3, 4)),
-        ("logistics", (1, 2, 3)),
-        ("tools", (1, 2, 3)),
-    ],
+    [("blocksworld", (1, 2, 3, 4)), ("gripper", (1, 2, 3, 4)), ("logistics", (1, 2, 3)), ("tools", (1, 2, 3))],
 )
 def test_small_problems_are_solvable(name: str, sizes: tuple[int, ...]) -> None:
     for size, seed in product(sizes, range(3)):

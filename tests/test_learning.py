@@ -10,14 +10,7 @@ import numpy as np
 import pytest
 
 from domains.model import ActionSchema, Domain, GroundAction, Parameter, Problem, Task
-from learning import (
-    FailureModel,
-    NoTrainingDataError,
-    action_costs,
-    load_latest,
-    plan_success_probability,
-    retrain,
-)
+from learning import FailureModel, NoTrainingDataError, action_costs, load_latest, plan_success_probability, retrain
 from traces import StepRecord, TraceStore
 
 AB = GroundAction("drive", ("t1", "a", "b"))

@@ -11,15 +11,7 @@ from domains.ground_text import parse_ground_action
 from domains.typed_actions import ReplanRequested, action, fact, replan_when
 from domains.validate import validate_plan
 from portfolio.agent import Agent
-from portfolio.agent.failures import (
-    Category,
-    Decision,
-    Failure,
-    InfeasibleFailure,
-    TransientFailure,
-    classify,
-    decide,
-)
+from portfolio.agent.failures import Category, Decision, Failure, InfeasibleFailure, TransientFailure, classify, decide
 from portfolio.agent.loop_types import LoopConfig, divergence
 from traces.store import TraceStore
 

@@ -22,13 +22,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.experiments.store_soak import Question, answer, batch, find_person, soak
-from traces import (
-    CorruptDatabaseError,
-    DatabaseLockedError,
-    DiskFullError,
-    TraceStore,
-    TraceStoreError,
-)
+from traces import CorruptDatabaseError, DatabaseLockedError, DiskFullError, TraceStore, TraceStoreError
 from traces.connection import database_key, open_connections
 
 REPO = Path(__file__).resolve().parents[1]

@@ -333,12 +333,4 @@ class Agent:
         self.close()
 
 
-__all__ = [
-    "Agent",
-    "InfeasibleFailure",
-    "LoopConfig",
-    "ReplanRequested",
-    "RunResult",
-    "TypedAction",
-    "action",
-]
+__all__ = ["Agent", "InfeasibleFailure", "LoopConfig", "ReplanRequested", "RunResult", "TypedAction", "action"]

@@ -196,11 +196,7 @@ def _successor(op: Operator, state: tuple[int, ...]) -> tuple[int, ...] | None:
 
 
 def greedy_search(
-    problem: Problem,
-    init: tuple[int, ...],
-    deadline: float,
-    node_cap: int = 50_000,
-    check_every: int = 32,
+    problem: Problem, init: tuple[int, ...], deadline: float, node_cap: int = 50_000, check_every: int = 32
 ) -> SearchResult:
     """Eager GBFS with hFF from `init` (ties: older states first) until a goal state, `deadline`
     (`time.monotonic()`), `node_cap` evaluated states, or no open states left."""
