@@ -8,7 +8,7 @@ INTEGER; `NaN` and `Infinity` (which Python's `json` accepts and JSON does not) 
 `null`. Each was a 500. So the body is read in, parsed once and walked here first, with the limits below, and
 any violation is answered 400 with the JSON path of the offending value.
 
-`screen` is pure and runs on a thread for large bodies (`portfolio.serve.http.Guard`). A thread only helps
+`screen` is pure and runs on a thread for large bodies (`portfolio.serve.guard.Guard`). A thread only helps
 if it lets go of the interpreter: one `json.loads` of a 30 MB step batch holds it for ~1 s, and pydantic
 validating the batch for ~3 s more (measured; the event loop answered nothing meanwhile). So the first two
 levels of a document (the body object and its arrays, such as `steps`) are decoded here one element at a

@@ -1,0 +1,91 @@
+"""How the service answers errors: JSON `{"error", "kind"}` with the status each kind of failure means
+(`install_error_handlers`), never a traceback."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from domains.errors import TaskInputError
+from portfolio.serve.models import BadRequest
+from portfolio.serve.pool import PlannerFailed, QueueFull
+from portfolio.serve.service import NotFound, Unavailable
+
+log = logging.getLogger(__name__)
+
+
+def json_error(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message, "kind": kind}, status_code=status, headers=headers)
+
+
+def _pydantic_message(error: ValidationError | RequestValidationError) -> str:
+    parts = []
+    for item in error.errors():
+        where = ".".join(str(p) for p in item["loc"] if p != "body") or "body"
+        parts.append(f"{where}: {item['msg']}")
+    return "; ".join(parts)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    from traces.errors import DatabaseLockedError, TraceStoreError
+
+    @app.exception_handler(RequestValidationError)
+    async def schema_error(request: Request, error: RequestValidationError) -> JSONResponse:
+        invalid = [item for item in error.errors() if item.get("type") == "json_invalid"]
+        if invalid:
+            where, why = invalid[0]["loc"][-1], invalid[0].get("ctx", {}).get("error", "invalid JSON")
+            return json_error(400, f"body is not JSON: {why} at character {where}", "BadRequest")
+        return json_error(400, _pydantic_message(error), "SchemaError")
+
+    @app.exception_handler(ValidationError)
+    async def model_error(request: Request, error: ValidationError) -> JSONResponse:
+        return json_error(400, _pydantic_message(error), "SchemaError")
+
+    @app.exception_handler(BadRequest)
+    @app.exception_handler(TaskInputError)
+    async def bad_input(request: Request, error: Exception) -> JSONResponse:
+        return json_error(getattr(error, "status", 400), str(error), getattr(error, "kind", type(error).__name__))
+
+    @app.exception_handler(NotFound)
+    async def not_found(request: Request, error: NotFound) -> JSONResponse:
+        return json_error(404, str(error), "NotFound")
+
+    @app.exception_handler(QueueFull)
+    async def queue_full(request: Request, error: QueueFull) -> JSONResponse:
+        return json_error(503, str(error), "QueueFull", {"Retry-After": "1"})
+
+    @app.exception_handler(Unavailable)
+    async def unavailable(request: Request, error: Unavailable) -> JSONResponse:
+        return json_error(503, str(error), error.kind)
+
+    @app.exception_handler(PlannerFailed)
+    async def planner_failed(request: Request, error: PlannerFailed) -> JSONResponse:
+        return json_error(500, str(error), "PlannerFailed")
+
+    @app.exception_handler(TraceStoreError)
+    async def store_error(request: Request, error: TraceStoreError) -> JSONResponse:
+        from learning.storage import ModelFormatError
+
+        if isinstance(error, DatabaseLockedError):
+            return json_error(503, str(error), type(error).__name__, {"Retry-After": "1"})
+        if isinstance(error, ModelFormatError):  # not the request's fault, nor transient: an operator must act
+            return json_error(503, str(error), type(error).__name__)
+        return json_error(500, str(error), type(error).__name__)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(error.status_code, "HTTPError")
+        message = (
+            f"no route {request.method} {request.url.path}" if error.status_code in (404, 405) else str(error.detail)
+        )
+        return json_error(error.status_code, message, kind)
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, error: Exception) -> JSONResponse:
+        log.error("unhandled error on %s", request.url.path, exc_info=error)
+        return json_error(500, f"internal error: {type(error).__name__}: {error}", "InternalError")
