@@ -21,17 +21,17 @@ def test_the_unknown_run_404_does_not_show_the_trace_store_path(tmp_path):
 
 def test_task_texts_kept_in_memory_are_bounded_in_characters(monkeypatch):
     """Before, 256 tasks were kept whatever their size: at the 32 MB body limit, 8 GB."""
-    from portfolio.serve import service as service_module
-    from portfolio.serve.models import PlanBody
+    from portfolio.serve import runs
+    from portfolio.serve.service import Service
 
-    monkeypatch.setattr(service_module, "MAX_SOURCE_CHARS", 5_000_000, raising=False)
-    service = service_module.Service(config())
+    monkeypatch.setattr(runs, "MAX_SOURCE_CHARS", 5_000_000, raising=False)
+    service = Service(config())
     for number in range(20):
-        body = PlanBody(domain=f"; task {number}\n" + "x" * 1_000_000, problem="(define (problem p))")
-        service._remember(f"run-{number}", body, 0)
-    kept = sum(len(s["domain"]) + len(s["problem"]) for s in service._sources.values())
+        source = {"domain": f"; task {number}\n" + "x" * 1_000_000, "problem": "(define (problem p))", "task": None}
+        service.memory.remember(f"run-{number}", source, 0)
+    kept = sum(len(s["domain"]) + len(s["problem"]) for s in service.memory.sources.values())
     assert kept <= 5_000_000
-    newest = service._sources[service.runs["run-19"][0]]
+    newest = service.memory.sources[service.memory.runs["run-19"][0]]
     assert newest["domain"].startswith("; task 19")
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import json
 import logging
 import threading
 import time
@@ -48,16 +47,13 @@ from portfolio.serve.models import (
     Verdict,
 )
 from portfolio.serve.pool import CallOutOfMemory, CallTimedOut, PlannerPool, QueueFull, default_workers
+from portfolio.serve.runs import MAX_RUNS, MAX_SOURCES, RunMemory
 from portfolio.serve.worker import WorkerConfig
 from traces.recording import RecordReport
-from traces.task_sources import remember_task_source, source_key, task_source
+from traces.task_sources import remember_task_source, task_source
 
 log = logging.getLogger(__name__)
 
-MAX_RUNS = 4096
-MAX_SOURCES = 256  # task texts kept for replanning (a large PDDL problem is ~100 KB)
-# ... and their characters in all: 256 bodies at the 32 MB limit would otherwise be 8 GB of one server's memory
-MAX_SOURCE_CHARS = 64 * 1024 * 1024
 MAX_JOBS = 1024
 CALL_GRACE_S = 15.0  # parsing, validation and recording on top of the planning budgets
 
@@ -114,11 +110,7 @@ class Service:
             latest = self.store.latest_model()
             self.model_version = latest.version if latest else None
         self.pool: PlannerPool | None = None
-        self.runs: collections.OrderedDict[str, tuple[str, int]] = collections.OrderedDict()
-        # each run's current plan and the cost model it was made under: a replan keeps what is still valid
-        self.run_plans: collections.OrderedDict[str, tuple[list[str], str | None]] = collections.OrderedDict()
-        self._sources: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
-        self._source_chars: dict[str, int] = {}  # key -> characters of its texts (for MAX_SOURCE_CHARS)
+        self.memory = RunMemory()  # each run's task, worker and current plan (`portfolio.serve.runs`)
         self.jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()
         self._tasks: set[asyncio.Task] = set()
         # Trace-store reads and writes only: nothing else may take these threads, so no computation (a
@@ -229,37 +221,11 @@ class Service:
             raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
         self.metrics.observe_plan(answer["result"])
         if answer["result"].get("plan") is not None:
-            self.run_plans[run_id] = (list(answer["result"]["plan"]), answer["result"].get("cost_model"))
-            self.run_plans.move_to_end(run_id)
-            while len(self.run_plans) > MAX_RUNS:
-                self.run_plans.popitem(last=False)
-        source = self._remember(run_id, body, index)
+            self.memory.keep_plan(run_id, answer["result"]["plan"], answer["result"].get("cost_model"))
+        source = self.memory.remember(run_id, body.model_dump(include={"domain", "problem", "task"}), index)
         if source is not None and self.store is not None:
             await anyio.to_thread.run_sync(self._store_source, run_id, source, limiter=self._store_threads)
         return PlanResponse.model_validate(answer["result"])
-
-    def _remember(self, run_id: str, body: PlanBody, worker: int) -> dict[str, Any] | None:
-        """Keep the run's task source for /v1/replan; runs of one task share one copy of its text. Returns the
-        source when the run is new or now names another task (to be stored), else None."""
-        source = body.model_dump(include={"domain", "problem", "task"})
-        key = source_key(source)  # the trace store's key too (`traces.task_sources`)
-        known = self.runs.get(run_id)
-        self._sources[key] = source
-        self._sources.move_to_end(key)
-        self._source_chars[key] = sum(len(source[k] or "") for k in ("domain", "problem")) + (
-            len(json.dumps(source["task"])) if source.get("task") else 0
-        )
-        self.runs[run_id] = (key, worker)
-        self.runs.move_to_end(run_id)
-        while len(self.runs) > MAX_RUNS:
-            self.runs.popitem(last=False)
-        # the oldest tasks go first, never the one just planned (its run must stay replannable)
-        while len(self._sources) > 1 and (
-            len(self._sources) > MAX_SOURCES or sum(self._source_chars.values()) > MAX_SOURCE_CHARS
-        ):
-            oldest, _ = self._sources.popitem(last=False)
-            self._source_chars.pop(oldest, None)
-        return source if known is None or known[0] != key else None
 
     def _store_source(self, run_id: str, source: dict[str, Any]) -> None:
         assert self.store is not None  # called only with a store
@@ -274,10 +240,9 @@ class Service:
     async def run_source(self, run_id: str) -> tuple[dict[str, Any], int | None]:
         """The task source of a run, and the worker that planned it (None when it came from the trace store:
         planned before a restart or by another server on the same file); NotFound if unknown."""
-        entry = self.runs.get(run_id)
-        source = self._sources.get(entry[0]) if entry is not None else None
-        if entry is not None and source is not None:
-            return source, entry[1]
+        known = self.memory.task(run_id)
+        if known is not None:
+            return known
         if self.store is not None:
             stored = await anyio.to_thread.run_sync(self._stored_source, run_id, limiter=self._store_threads)
             if stored is not None:
@@ -307,7 +272,7 @@ class Service:
             budget=body.budget,
             run_id=body.run_id,
         )
-        return await self.plan(request, prefer=worker, previous=self.run_plans.get(body.run_id))
+        return await self.plan(request, prefer=worker, previous=self.memory.plan(body.run_id))
 
     async def costs(self, body: CostsBody) -> CostsResponse:
         """The learned cost of every grounded action of a task, from a planner worker (its model)."""
