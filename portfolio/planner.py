@@ -9,15 +9,7 @@ thread. The delegates guard their own warm state (Fast Downward's translation ca
 locks; the in-process search keeps nothing but a grounding cache); the planner's lock guards what it shares:
 the trace store connection (one transaction at a time) and the learned-cost cache and model.
 
-**Plan reuse.** A replan whose caller passes the rest of the plan it is executing (`previous_plan`) first asks
-whether that suffix still works: valid from the observed state (the validator simulates it), free of excluded
-actions, made under the same cost model (`PlanResult.cost_model`: the task's own costs, or learned costs of one
-model generation, exploration policy and situation; never under Thompson sampling, which draws new costs on
-every call). If so it is returned at once as `delegate: "plan-reuse"`: a simulation of a few steps instead
-of a translation and a search process. When the state is not one the plan predicted, later suffixes are tried
-too (an action the plan still needed may have happened anyway); otherwise the cascade plans again. The result
-is the same plan the cascade would have kept executing, so reuse never changes what the agent does when the
-world behaves as predicted; it only stops paying for the question.
+**Plan reuse** (`previous_plan`): `portfolio.plan_reuse`.
 """
 
 from __future__ import annotations
@@ -32,9 +24,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from domains.ground_text import normalise_actions, parse_ground_action
-from domains.model import Atom, GroundAction, Plan, State, Task, plan_cost
-from domains.validate import validate_plan
+from domains.ground_text import normalise_actions
+from domains.model import Atom, GroundAction, Task
 from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.registry import (  # the catalog's names, re-exported (`X as X`) for callers
     AGENT_DELEGATES as AGENT_DELEGATES,
@@ -46,7 +37,10 @@ from portfolio.delegates.registry import DEFAULT_DELEGATES as DEFAULT_DELEGATES
 from portfolio.delegates.registry import build_stages
 from portfolio.delegates.registry import make_delegate as make_delegate
 from portfolio.engine.cascade import PortfolioDecomposition, Stage, Tier
-from portfolio.engine.results import Attempt, Delegate, PlanRequest, PlanResult, Resource, Status, elapsed_ms_since
+from portfolio.engine.results import Delegate, PlanRequest, PlanResult, Resource
+from portfolio.plan_reuse import REUSE_DELEGATE as REUSE_DELEGATE
+from portfolio.plan_reuse import reusable_suffix as reusable_suffix
+from portfolio.plan_reuse import reused_plan
 
 if TYPE_CHECKING:
     import numpy as np
@@ -59,25 +53,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-REUSE_DELEGATE = "plan-reuse"
 TASK_COSTS = "task"  # `PlanResult.cost_model` without learned costs: the task's own action costs
-
-
-def reusable_suffix(
-    task: Task, init: State, steps: Sequence[GroundAction | str], excluded: frozenset[str] = frozenset()
-) -> tuple[int, Plan] | None:
-    """(offset, suffix): the longest suffix `steps[offset:]` that is valid from `init` and uses no excluded
-    action, or None. Offset 0 is the common case (the state is the one the plan predicted); later offsets
-    cover an action that happened without the plan (its effect is already there). A suffix is only
-    simulated when its first step is not excluded, and excluded steps rule out every suffix that holds them."""
-    actions = [parse_ground_action(s) if isinstance(s, str) else s for s in steps]
-    if not actions:
-        return None
-    last_banned = max((i for i, a in enumerate(actions) if excluded and str(a) in excluded), default=-1)
-    for offset in range(last_banned + 1, len(actions)):
-        if validate_plan(task, actions[offset:], init=init).ok:  # unknown actions fail validation, not raise
-            return offset, actions[offset:]
-    return None
 
 
 def check_weight(weight: float) -> float:
@@ -359,7 +335,7 @@ class Planner(Resource):
         if weight is not None:
             check_weight(weight)
         cost_model_name = self.cost_model_for(policy, features, weight)
-        reused = self._reuse(task, init, previous_plan, excluded, previous_cost_model, cost_model_name, start)
+        reused = reused_plan(task, init, previous_plan, excluded, previous_cost_model, cost_model_name, start)
         if reused is not None:
             if self._store is not None:
                 self._record(task, reused, run_id)
@@ -390,45 +366,6 @@ class Planner(Resource):
         if self._store is not None:
             self._record(task, result, run_id)
         return result
-
-    def _reuse(
-        self,
-        task: Task,
-        init: State | None,
-        previous: Sequence[GroundAction | str],
-        excluded: Sequence[GroundAction | str],
-        previous_cost_model: str | None,
-        cost_model: str | None,
-        start: float,
-    ) -> PlanResult | None:
-        """The plan-reuse result, or None when the previous plan cannot be kept (module docstring)."""
-        if not previous or cost_model is None:
-            return None
-        if previous_cost_model is not None and previous_cost_model != cost_model:
-            return None
-        state = task.problem.init if init is None else frozenset(init)
-        found = reusable_suffix(task, state, previous, normalise_actions(excluded))
-        if found is None:
-            return None
-        offset, suffix = found
-        ms = elapsed_ms_since(start)
-        attempt = Attempt(
-            delegate=REUSE_DELEGATE,
-            status=Status.SOLVED,
-            elapsed_ms=ms,
-            reason=f"the previous plan's steps {offset + 1}..{len(previous)} are still valid",
-            details={"offset": offset, "previous_length": len(previous)},
-        )
-        return PlanResult(
-            status=Status.SOLVED,
-            plan=[str(step) for step in suffix],
-            cost=plan_cost(task, suffix),
-            delegate=REUSE_DELEGATE,
-            attempts=[attempt],
-            elapsed_ms=ms,
-            source="classical",
-            cost_model=cost_model,
-        )
 
     async def aplan(self, task: Task, **options: Any) -> PlanResult:
         """`plan(task, **options)` off the event loop (in a worker thread), for async runtimes; safe to await
