@@ -120,18 +120,14 @@ class PlannerWorker:
         """One plan request (`Service.plan`); `previous_plan` (with the cost model it was made under) is the run's
         current plan, kept where still valid (`plan-reuse`, as `Planner.plan` does in Python)."""
         from domains.errors import TaskInputError
-        from domains.literals import parse_ground_atoms
-        from portfolio.serve.models import BadRequest, PlanBody, load_task
+        from portfolio.serve.models import BadRequest, PlanBody
 
-        if model_version is not None and model_version != self.model_version:
-            self._load_model()
-            self.model_version = model_version
-        if self.model_error is not None:
-            return {"unavailable": {"error": self.model_error, "kind": "ModelFormatError"}}
+        unavailable = self._with_model(model_version)
+        if unavailable is not None:
+            return unavailable
         request = PlanBody.model_validate(body)
         try:
-            task = load_task(request)
-            init = parse_ground_atoms(task, request.init) if request.init is not None else None
+            task, init = self._task_and_init(request)
             run_id = self._run(task, request.run_id)
             options = {k: v for k, v in request.model_dump().items() if k in self.plan_options and v is not None}
             with self._budget(request.budget):  # the planner reads `excluded` & co. too: bad spellings are 400s
@@ -146,6 +142,25 @@ class PlannerWorker:
         except (TaskInputError, BadRequest) as error:
             return {"bad_input": {"error": str(error), "kind": getattr(error, "kind", type(error).__name__)}}
         return {"result": {**result.model_dump(mode="json"), "run_id": request.run_id}}
+
+    def _with_model(self, model_version: int | None) -> dict[str, Any] | None:
+        """Load the model the server names when it is not the one in use; the `unavailable` answer when the stored
+        model cannot be read, else None."""
+        if model_version is not None and model_version != self.model_version:
+            self._load_model()
+            self.model_version = model_version
+        if self.model_error is not None:
+            return {"unavailable": {"error": self.model_error, "kind": "ModelFormatError"}}
+        return None
+
+    @staticmethod
+    def _task_and_init(request: Any) -> tuple[Any, Any]:
+        """The request's task and its `init` state (None: the task's own), parsed; TaskInputError for bad input."""
+        from domains.literals import parse_ground_atoms
+        from portfolio.serve.models import load_task
+
+        task = load_task(request)
+        return task, parse_ground_atoms(task, request.init) if request.init is not None else None
 
     def _run(self, task, run_id: str | None) -> str | None:
         """The run the plan is recorded under: created with the server's id on first use."""
@@ -204,18 +219,14 @@ class PlannerWorker:
     def costs(self, body: dict[str, Any], model_version: int | None = None) -> dict[str, Any]:
         """The learned cost of every grounded action of a task (`Planner.learned_costs`, as `portfolio costs`)."""
         from domains.errors import TaskInputError
-        from domains.literals import parse_ground_atoms
-        from portfolio.serve.models import BadRequest, CostsBody, load_task
+        from portfolio.serve.models import BadRequest, CostsBody
 
-        if model_version is not None and model_version != self.model_version:
-            self._load_model()
-            self.model_version = model_version
-        if self.model_error is not None:
-            return {"unavailable": {"error": self.model_error, "kind": "ModelFormatError"}}
+        unavailable = self._with_model(model_version)
+        if unavailable is not None:
+            return unavailable
         request = CostsBody.model_validate(body)
         try:
-            task = load_task(request)
-            init = parse_ground_atoms(task, request.init) if request.init is not None else None
+            task, init = self._task_and_init(request)
             costs = self.planner.learned_costs(task, init=init, features=request.features, weight=request.weight)
         except (TaskInputError, BadRequest) as error:
             return {"bad_input": {"error": str(error), "kind": getattr(error, "kind", type(error).__name__)}}
