@@ -92,7 +92,7 @@ def test_the_ff_replan_arm_plans_with_ffs_search_and_takes_the_tower_moves():
     from portfolio.planner import Planner
 
     _, task, _ = load("blocksworld")
-    with Planner([FastDownward(search=FF_SEARCH, workers=1)], budget_s=10.0, eliminate_steps=False) as ff:
+    with Planner([FastDownward(search=FF_SEARCH, workers=1, budget_s=10.0)], eliminate_steps=False) as ff:
         result = ff.plan(task)
     assert result.solved and validate_plan(task, result.actions()).ok
     assert {a.name for a in result.actions()} & {"pick-tower", "put-tower-on-block"}

@@ -296,9 +296,9 @@ def evaluate(domain: str, problems: int, runs: int, retrain_every: int = 1, max_
     stages = lambda: build_stages(CLASSICAL_ONLY, budget_s=10.0)  # noqa: E731
     out: dict = {}
     with (
-        Planner(stages(), budget_s=10.0) as plain,
-        Planner([FastDownward(search=FF_SEARCH, workers=1)], budget_s=10.0, eliminate_steps=False) as ff,
-        Planner(stages(), budget_s=10.0, traces=":memory:", cost_weight=LAM) as learner,
+        Planner(stages()) as plain,
+        Planner([FastDownward(search=FF_SEARCH, workers=1, budget_s=10.0)], eliminate_steps=False) as ff,
+        Planner(stages(), traces=":memory:", cost_weight=LAM) as learner,
     ):
         store = learner.store
         for problem in sorted(folder.glob("p*.pddl"))[:problems]:
