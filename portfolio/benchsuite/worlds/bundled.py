@@ -87,6 +87,7 @@ def bundled_quality(
                 task = bundled_task(domain, size, first_problem + index)
                 spec = Episode(index, "", "", {})
                 store = learner.store
+                assert store is not None  # the learner's in-memory trace store
                 run_id = store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal), run_id=f"e{index}")
                 result = learner.plan(task, run_id=run_id)
                 if learner.model is not None and not result.solved:

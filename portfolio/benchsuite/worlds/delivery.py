@@ -73,8 +73,8 @@ def delivery_layout(kind: str, rng: random.Random) -> tuple[tuple[str, ...], dic
     else:
         places = tuple(f"p{i}" for i in range(6 + rng.randrange(4)))
         roads = ring_roads(rng, len(places))
-        edges = sorted({frozenset(r) for r in roads}, key=sorted)
-        bad["truck_roads"] = {t: frozenset(rng.sample(edges, max(1, len(edges) // 4))) for t in sorted(trucks)}
+        ring = sorted({frozenset(r) for r in roads}, key=sorted)
+        bad["truck_roads"] = {t: frozenset(rng.sample(ring, max(1, len(ring) // 4))) for t in sorted(trucks)}
     return places, trucks, roads, None, bad
 
 
@@ -87,7 +87,8 @@ def episode(world: WorldData, index: int, rng: random.Random, context: dict) -> 
         cargo = tuple((f"k{i}", rng.choice(start[1:]), rng.choice(end[1:])) for i in range(n))
         starts = tuple((t, rng.choice(start)) for t in sorted(world.vehicles))
     else:
-        cargo = tuple((f"k{i}", *rng.sample(world.places, 2)) for i in range(n))
+        pairs = [rng.sample(world.places, 2) for _ in range(n)]
+        cargo = tuple((f"k{i}", a, b) for i, (a, b) in enumerate(pairs))
         starts = tuple((t, rng.choice(world.places)) for t in sorted(world.vehicles))
     return Episode(index, cargo[0][1], cargo[0][2], context, cargo=cargo, starts=starts)
 

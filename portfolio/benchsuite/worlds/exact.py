@@ -36,13 +36,13 @@ class ExactSearch:
 
     def __init__(self, domain: str, budget_s: float = EXACT_BUDGET_S) -> None:
         from portfolio.delegates.registry import build_stages
-        from portfolio.engine.cascade import PortfolioDecomposition
+        from portfolio.engine.cascade import PortfolioDecomposition, Stage
 
         self.domain = domain
         if domain == "routes":
             from portfolio.benchsuite.worlds.route_search import RouteSearch
 
-            stages = [RouteSearch()]
+            stages: list[Stage] = [RouteSearch()]
         else:
             stages = build_stages(("fast-downward",), budget_s=budget_s, fd_alias=EXACT_ALIAS, fd_workers=1)
         # no step elimination: an optimal plan has no step to remove, and the yardstick must be the search's own

@@ -140,10 +140,10 @@ class World(WorldData):
                 self._tasks[key] = delivery.task(self, spec)
             return self._tasks[key]
         vehicles = self.vehicles_at(spec.index)
-        key = (spec.origin, spec.dest, tuple(vehicles))
-        if key not in self._tasks:
-            self._tasks[key] = _routes_task(self, spec.origin, spec.dest, vehicles)
-        return self._tasks[key]
+        route = (spec.origin, spec.dest, tuple(vehicles))
+        if route not in self._tasks:
+            self._tasks[route] = _routes_task(self, spec.origin, spec.dest, vehicles)
+        return self._tasks[route]
 
     # -- the hidden truth -----------------------------------------------------------------------------------------
     def p_fail(self, step: GroundAction, spec: Episode) -> float:
@@ -191,6 +191,7 @@ def _routes_task(world: World, origin: str, dest: str, vehicles: Mapping[str, st
     init = ["(free)", f"(dest {dest})"] + [f"(at {v} {origin})" for v in vehicles]
     init += [f"(road {a} {b})" for a, b in sorted(world.roads)]
     if costs:
+        assert world.lengths is not None  # `costed` worlds draw a length per road
         init += ["(= (total-cost) 0)"] + [
             f"(= (length {a} {b}) {world.lengths[frozenset((a, b))]})" for a, b in sorted(world.roads)
         ]

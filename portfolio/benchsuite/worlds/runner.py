@@ -41,6 +41,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from multiprocessing import get_context
+from typing import Any, Protocol
 
 from domains.model import GroundAction, action_cost
 from domains.validate import apply
@@ -97,9 +98,20 @@ def _true_costs(world: World, task, spec) -> Callable[[Sequence[str]], dict[str,
     return costs
 
 
-def execute(world: World, task, plan: Sequence[GroundAction], spec) -> list[tuple[GroundAction, bool]]:
+class HiddenTruth(Protocol):
+    """What `execute` needs of a world (a generated `World`, a `bundled.BundledWorld`): its name and how likely
+    each step is to fail."""
+
+    @property
+    def name(self) -> str: ...
+
+    def p_fail(self, step: GroundAction, spec: Any) -> float: ...
+
+
+def execute(world: HiddenTruth, task, plan: Sequence[GroundAction], spec) -> list[tuple[GroundAction, bool]]:
     """Steps executed, each with whether it failed; stops at the first failure."""
-    state, done, seen = task.problem.init, [], {}
+    state, done = task.problem.init, []
+    seen: dict[GroundAction, int] = {}
     for step in plan:
         seen[step] = occurrence = seen.get(step, -1) + 1
         failed = random.Random(f"{world.name}:{spec.index}:{step}:{occurrence}").random() < world.p_fail(step, spec)
@@ -153,6 +165,7 @@ def run_world(
                 }
             for policy, learner in learners.items():
                 store = learner.store
+                assert store is not None  # every learner has its in-memory trace store
                 run_id = store.start_run(task.fingerprint, formula_to_pddl(task.problem.goal), run_id=f"e{index}")
                 result = results[f"learned-{policy}"] = learner.plan(task, features=spec.context, run_id=run_id)
                 if result.solved and recorders[policy].costs:
@@ -174,7 +187,7 @@ def run_world(
                         step=i,
                         action=s.name,
                         args=s.args,
-                        features=spec.context,
+                        features=dict(spec.context),
                         outcome="failure" if failed else "success",
                     )
                     for i, (s, failed) in enumerate(steps)
@@ -214,7 +227,7 @@ def run_world(
 PROBE = "v-new"  # an object no task holds: what a new van-a would start with, whenever it came
 
 
-def sibling_counts(world: World, learner) -> tuple[float, float, int, int]:
+def sibling_counts(world: World, learner) -> tuple[float, float, float, float]:
     """The learner's recorded drives by the van-a vehicles there from the start: recency-weighted steps and
     failures (`learning.counts`, the model's own weights: what the fit sees), then plain steps and failures."""
     from learning.counts import Counts
@@ -267,7 +280,8 @@ def calibration(world: World, learner, spec) -> dict:
     if world.domain == "tools":
         from portfolio.delegates.typed_search import ground
 
-        steps = list(ground(task, 10_000).actions)
+        grounded = ground(task, 10_000)
+        steps = list(grounded.actions) if grounded is not None else []
     else:
         steps = [
             GroundAction("drive", (v, a, b)) for v in world.vehicles_at(spec.index) for a, b in sorted(world.roads)
