@@ -145,7 +145,6 @@ class Planner(Resource):
         self._selection: SelectionModel | None = None
         # task key -> `learning.costs.Posteriors`; (task key, "mean", lambda) -> their mean costs
         self._cost_cache: dict[tuple[Any, ...], Any] = {}
-        self._posterior_memo: dict[Any, Any] = {}  # per grounding (`learning.costs.action_posteriors`), per model
         self._model_generation = 0  # bumped on every model (re)load: plans made under another one are not reused
         self._lock = threading.RLock()  # store writes, cost cache, model (see the module docstring)
         try:
@@ -204,7 +203,6 @@ class Planner(Resource):
         with self._lock:
             self._model = load_latest(self._store)
             self._cost_cache.clear()
-            self._posterior_memo.clear()
             self._model_generation += 1
         self._load_selection()
 
@@ -281,7 +279,7 @@ class Planner(Resource):
                 from domains.ground_text import parse_ground_action
 
                 actions = [parse_ground_action(text) for text in grounded]
-                cached = action_posteriors(self._model, task, actions, features=features, memo=self._posterior_memo)
+                cached = action_posteriors(self._model, task, actions, features=features)
                 if len(self._cost_cache) > 256:
                     self._cost_cache.clear()
                 self._cost_cache[key] = cached

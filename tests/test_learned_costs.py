@@ -152,8 +152,10 @@ def test_learned_costs_stay_inside_the_budget(tmp_path):
 
 
 def test_memoised_posteriors_equal_a_fresh_prediction_across_tasks_and_situations(tmp_path):
-    """The planner keeps each grounding's posterior between calls (`action_posteriors(memo=)`); a task over other
-    objects, another situation or a subset of the groundings must get exactly what a fresh prediction gives."""
+    """The model keeps each grounding's posterior between calls (`FailureModel.predict_posterior`); a task over
+    other objects, another situation or a subset of the groundings must get exactly what a fresh model (nothing
+    memoised) predicts."""
+    import copy
     import time
 
     import numpy as np
@@ -181,7 +183,8 @@ def test_memoised_posteriors_equal_a_fresh_prediction_across_tasks_and_situation
         )
         retrain(store)
         model = load_latest(store)
-    memo: dict = {}
+    pristine = copy.deepcopy(model)  # before any prediction: nothing memoised
+    fresh_model = lambda: copy.deepcopy(pristine)  # noqa: E731 - a fresh copy per comparison
     tasks = [bundled_task("gripper", 1, seed=0), bundled_task("gripper", 2, seed=0), bundled_task("gripper", 1, seed=1)]
     for task in tasks:
         with FastDownward() as fd:
@@ -190,9 +193,9 @@ def test_memoised_posteriors_equal_a_fresh_prediction_across_tasks_and_situation
             ]
         for features in (None, {"weather": "rain"}, {"weather": "sun"}):
             for part in (grounded[::2], grounded):
-                fresh = action_posteriors(model, task, part, features)
-                kept = action_posteriors(model, task, part, features, memo=memo)
+                fresh = action_posteriors(fresh_model(), task, part, features)
+                kept = action_posteriors(model, task, part, features)
                 assert kept.keys == fresh.keys
                 np.testing.assert_array_equal(kept.mean, fresh.mean)
                 np.testing.assert_array_equal(kept.concentration, fresh.concentration)
-    assert len(memo) >= 2  # one entry per object set and situation
+    assert len(model.__dict__["_posterior_memo"]) >= 2  # one entry per object set and situation
