@@ -1,7 +1,7 @@
 """The planner as MCP tools, with the official MCP Python SDK (`mcp.server.mcpserver.MCPServer`).
 
 Tools: `plan`, `replan`, `validate`, `record_steps`, `action_stats`, `costs`, `retrain`. Each takes the fields of the
-HTTP route's pydantic body as its arguments (`PlanArgs` for `plan`, ..., `_take_arguments_from`): one input
+HTTP route's pydantic body as its arguments (`PlanArgs` for `plan`, ..., `_tool_taking`): one input
 schema for both interfaces, an unknown argument refused as HTTP refuses an unknown field. Each declares an output
 schema (from its pydantic return model), and answers with structured content plus the same JSON as text for
 clients that only read text. They call the same `Service` as the HTTP routes, so a
@@ -16,6 +16,7 @@ result with `isError` and the message. A stdio line that is not a JSON-RPC messa
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from mcp import types
@@ -41,6 +42,7 @@ from portfolio.serve.service import Service
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.tools import Tool
 
 log = logging.getLogger(__name__)
 
@@ -86,26 +88,24 @@ class RetrainResponse(BaseModel):
     version: int = Field(description="the new model's version; plans made from now on use it")
 
 
-def _take_arguments_from(mcp: MCPServer, name: str, model: type[BaseModel]) -> None:
-    """Make tool `name` take `model`'s fields as its arguments: its input schema is the model's JSON Schema (the
+def _tool_taking(fn: Callable[..., Any], model: type[BaseModel], description: str) -> Tool:
+    """The tool `fn`, taking `model`'s fields as its arguments: its input schema is the model's JSON Schema (the
     HTTP body's, so the two interfaces cannot drift apart) and an argument the model does not know is refused,
     not dropped (`extra="forbid"`: a misspelled `exclueded` used to plan as if nothing were excluded). The SDK
     reads a tool's `fn_metadata.arg_model` at each call and publishes `parameters` as its input schema."""
+    from mcp.server.mcpserver.tools import Tool
     from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 
-    tool = mcp._tool_manager.get_tool(name)
-    if tool is None:
-        raise RuntimeError(f"MCP tool {name!r} was not registered")
+    tool = Tool.from_function(fn, description=description)
+    name = tool.name
     arguments = cast(type[ArgModelBase], type(f"{name}_arguments", (model, ArgModelBase), {"__module__": __name__}))
     tool.fn_metadata.arg_model = arguments
     tool.parameters = arguments.model_json_schema(by_alias=True)
+    return tool
 
 
 def build_mcp(service: Service):
     from mcp.server.mcpserver import MCPServer
-
-    mcp = MCPServer("portfolio-planner", version="0.1.0", instructions=INSTRUCTIONS)
-
     from mcp.server.mcpserver.exceptions import ToolError
 
     anticipated = _anticipated()
@@ -137,44 +137,48 @@ def build_mcp(service: Service):
     async def retrain(**arguments: Any) -> RetrainResponse:
         return RetrainResponse(**await guarded(service.retrain(RetrainBody(**arguments))))
 
-    for fn, arguments, description in (
-        (
-            plan,
-            PlanArgs,
-            "Find a validated plan for a task; returns the PlanResult (as `portfolio plan --json`) "
-            "and a run_id for replan and record_steps.",
-        ),
-        (replan, ReplanArgs, "Plan again for an earlier run from the state the runtime observed (every true atom)."),
-        (
-            validate,
-            ValidateBody,
-            "Check a plan against a task with the validator: valid or not, the failing step "
-            "(1-based), the kind of problem and the literals that did not hold.",
-        ),
-        (record_steps, StepsBody, "Record executed plan steps in the trace store (learned costs come from them)."),
-        (
-            action_stats,
-            NoArguments,
-            "Per action name: steps run, failures, failure rate, mean duration and the "
-            "current predicted failure probability.",
-        ),
-        (
-            costs,
-            CostsBody,
-            "The learned cost of every grounded action of a task (base cost, p_fail, the cost "
-            "plans pay), dearest first; empty until a model is trained.",
-        ),
-        (
-            retrain,
-            RetrainBody,
-            "Fit the failure model on every recorded step (as `portfolio retrain`); later plans "
-            "use its learned costs. Returns the new model's version and fit.",
-        ),
-    ):
-        mcp.add_tool(fn, description=description)
-        _take_arguments_from(mcp, fn.__name__, arguments)
-
-    return mcp
+    tools = [
+        _tool_taking(fn, arguments, description)
+        for fn, arguments, description in (
+            (
+                plan,
+                PlanArgs,
+                "Find a validated plan for a task; returns the PlanResult (as `portfolio plan --json`) "
+                "and a run_id for replan and record_steps.",
+            ),
+            (
+                replan,
+                ReplanArgs,
+                "Plan again for an earlier run from the state the runtime observed (every true atom).",
+            ),
+            (
+                validate,
+                ValidateBody,
+                "Check a plan against a task with the validator: valid or not, the failing step "
+                "(1-based), the kind of problem and the literals that did not hold.",
+            ),
+            (record_steps, StepsBody, "Record executed plan steps in the trace store (learned costs come from them)."),
+            (
+                action_stats,
+                NoArguments,
+                "Per action name: steps run, failures, failure rate, mean duration and the "
+                "current predicted failure probability.",
+            ),
+            (
+                costs,
+                CostsBody,
+                "The learned cost of every grounded action of a task (base cost, p_fail, the cost "
+                "plans pay), dearest first; empty until a model is trained.",
+            ),
+            (
+                retrain,
+                RetrainBody,
+                "Fit the failure model on every recorded step (as `portfolio retrain`); later plans "
+                "use its learned costs. Returns the new model's version and fit.",
+            ),
+        )
+    ]
+    return MCPServer("portfolio-planner", version="0.1.0", instructions=INSTRUCTIONS, tools=tools)
 
 
 async def serve_stdio(service: Service) -> None:
