@@ -18,12 +18,16 @@ from portfolio.benchsuite.worlds.runner import LAM, _true_costs, execute, run_wo
 from portfolio.planner import DEFAULT_DELEGATES
 
 EPISODES, LAST = 120, 40
-# drift: roads turn bad at episode 60 and are repaired at 130; measured while they are bad, where the learned
-# arm must notice the change (within 30-70 episodes, a harder task: measured 0.75x-1.0x of cost-blind's failures
-# on seeds 0-4), so only "fewer failures than cost-blind" is asked of it.
 # type: before episode 100 most episodes offer only the bad-type vehicles (every arm fails alike there), so it is
 # measured on episodes 110-149, when every vehicle is there.
-SETTINGS = {"drift": (130, 40, 1.0), "type": (150, 40, 0.6)}
+SETTINGS = {"type": (150, 40, 0.6)}
+# drift: roads turn bad at episode 60 and are repaired at 130, measured while they are bad (episodes 90-129), where
+# the learned arm must notice the change from a few drives of each bad grounding, after their earlier successes.
+# One world is too noisy a sample for that: cost-blind's plans are whichever parallel search answers first (equally
+# short routes, some over a bad road), and on drift-0 the learned arm's failures were 0.62x-1.09x cost-blind's over
+# six runs (0.454 against 0.454 once in CI). Pooled over seeds 0-4 the ratio was 0.66x-0.82x (six runs, two at a
+# time), the oracle's failures 0.06 against the learned arm's 0.21-0.25: it learns the change, slowly.
+DRIFT_EPISODES, DRIFT_SEEDS, DRIFT_FACTOR = 130, range(5), 0.9
 
 
 def last_failure(run, arm: str, last: int = LAST) -> float:
@@ -31,7 +35,7 @@ def last_failure(run, arm: str, last: int = LAST) -> float:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", [k for k in KINDS if k != "tools"])  # tools: test_learning_eval.py
+@pytest.mark.parametrize("kind", [k for k in KINDS if k not in ("tools", "drift")])  # tools: test_learning_eval.py
 def test_learned_costs_beat_cost_blind_in_a_small_world(kind):
     episodes, last, factor = SETTINGS.get(kind, (EPISODES, LAST, 0.6))
     for seed in range(5):  # the first world where cost-blind planning fails at all often
@@ -53,6 +57,23 @@ def test_learned_costs_beat_cost_blind_in_a_small_world(kind):
             assert abs(probe["sibling_rate"] - 0.5) < 0.2  # ~100 drives of vehicles failing half the time
             assert new["gap_siblings"] == pytest.approx(abs(new["p_new"] - new["sibling_rate"]))
             assert new["gap_true"] == pytest.approx(abs(new["p_new"] - 0.5)) and new["p_new"] > 0.2  # pessimistic
+
+
+@pytest.mark.slow
+def test_learned_costs_notice_roads_that_turn_bad():
+    """Pooled over the drift worlds of seeds 0-4: while two roads are bad, fewer failures than cost-blind."""
+    learned = f"learned-{DEFAULT_EXPLORE}"
+    failures: dict[str, list[float]] = {"cost-blind": [], learned: [], "oracle": []}
+    for seed in DRIFT_SEEDS:
+        run = run_world(make_world("drift", seed), DRIFT_EPISODES, retrain_every=10, policies=(DEFAULT_EXPLORE,))
+        for arm, values in failures.items():
+            values.append(last_failure(run, arm))
+        gap = run.calibration[DEFAULT_EXPLORE]["consistency_max_gap"]
+        assert gap is None or gap <= 0.05 + 1e-9, (seed, gap)
+    mean = {arm: statistics.mean(values) for arm, values in failures.items()}
+    assert mean["cost-blind"] >= 0.10, failures  # the bad roads are on cost-blind's routes
+    assert mean[learned] < DRIFT_FACTOR * mean["cost-blind"], failures
+    assert mean["oracle"] <= mean[learned] + 0.05, failures
 
 
 def test_worlds_are_reproducible_and_plans_valid():
