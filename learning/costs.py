@@ -98,6 +98,16 @@ def action_costs(
     return priced(action_posteriors(model, task, actions, features), lam, explore, rng)
 
 
+def cost_rows(costs: Mapping[str, ActionCost]) -> list[dict[str, Any]]:
+    """The rows every interface shows (`portfolio costs`, `POST /v1/costs`, MCP `costs`): riskiest first (what was
+    learned), then dearest, then by name; values rounded to 6 decimals, so the CLI, HTTP and MCP list the same
+    actions in the same order."""
+    return [
+        {"action": name, "base_cost": c.base_cost, "p_fail": round(c.p_fail, 6), "cost": round(c.cost, 6)}
+        for name, c in sorted(costs.items(), key=lambda item: (-round(item[1].p_fail, 6), -item[1].cost, item[0]))
+    ]
+
+
 def plan_success_probability(costs: Mapping[str, ActionCost], plan: Iterable[GroundAction | str]) -> float:
     """Probability that every step of `plan` succeeds: the product of (1 - p_fail), assuming independent steps.
     Steps may be `GroundAction`s or PDDL strings; a step without a cost entry raises KeyError."""

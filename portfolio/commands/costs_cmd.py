@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
 from portfolio.commands.common import add_traces_argument, fail_bad_input, store_error_types, weight_type
 from portfolio.commands.situation import FeaturesError, add_features_arguments, parse_features
@@ -47,6 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from domains.errors import TaskInputError
     from domains.load import load_task
+    from learning.costs import cost_rows
     from portfolio.delegates.fast_downward.delegate import FastDownward
     from portfolio.planner import Planner
 
@@ -62,10 +62,7 @@ def run(args: argparse.Namespace) -> int:
         if planner.model is None:
             return fail_bad_input(f"{args.traces} holds no trained model yet; run `portfolio retrain` first")
         costs = planner.learned_costs(task, features=features or None)
-    rows: list[dict[str, Any]] = [
-        {"action": name, "base_cost": c.base_cost, "p_fail": round(c.p_fail, 6), "cost": round(c.cost, 6)}
-        for name, c in sorted(costs.items(), key=lambda item: (-item[1].p_fail, item[0]))
-    ]
+    rows = cost_rows(costs)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

@@ -125,7 +125,7 @@ def create_app(
     @app.post("/v1/costs", response_model=CostsResponse, responses=ERRORS)
     async def costs(body: CostsBody) -> CostsResponse:
         """The learned cost of every grounded action of the task (as `portfolio costs`): base cost, p_fail and
-        the cost plans pay, dearest first."""
+        the cost plans pay, riskiest first."""
         return await service.costs(body)
 
     @app.post("/v1/validate", response_model=Verdict, responses=ERRORS)

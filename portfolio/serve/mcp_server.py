@@ -168,7 +168,7 @@ def build_mcp(service: Service):
                 costs,
                 CostsBody,
                 "The learned cost of every grounded action of a task (base cost, p_fail, the cost "
-                "plans pay), dearest first; empty until a model is trained.",
+                "plans pay), riskiest first; empty until a model is trained.",
             ),
             (
                 retrain,

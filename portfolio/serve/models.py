@@ -110,7 +110,7 @@ class ActionCostInfo(BaseModel):
 
 class CostsResponse(BaseModel):
     model_version: int | None = Field(description="the failure model the costs come from (None: no model yet)")
-    costs: list[ActionCostInfo] = Field(description="every grounded action, dearest first; empty without a model")
+    costs: list[ActionCostInfo] = Field(description="every grounded action, riskiest first; empty without a model")
 
 
 class PlanResponse(PlanResult):

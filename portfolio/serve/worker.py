@@ -219,6 +219,7 @@ class PlannerWorker:
     def costs(self, body: dict[str, Any], model_version: int | None = None) -> dict[str, Any]:
         """The learned cost of every grounded action of a task (`Planner.learned_costs`, as `portfolio costs`)."""
         from domains.errors import TaskInputError
+        from learning.costs import cost_rows
         from portfolio.serve.models import BadRequest, CostsBody
 
         unavailable = self._with_model(model_version)
@@ -230,10 +231,7 @@ class PlannerWorker:
             costs = self.planner.learned_costs(task, init=init, features=request.features, weight=request.weight)
         except (TaskInputError, BadRequest) as error:
             return {"bad_input": {"error": str(error), "kind": getattr(error, "kind", type(error).__name__)}}
-        rows = [
-            {"action": action, "base_cost": c.base_cost, "p_fail": c.p_fail, "cost": c.cost}
-            for action, c in sorted(costs.items(), key=lambda item: (-item[1].cost, item[0]))
-        ]
+        rows = cost_rows(costs)
         return {"result": {"model_version": self.model_version if costs else None, "costs": rows}}
 
     def handlers(self) -> dict[str, Any]:
