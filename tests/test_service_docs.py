@@ -37,6 +37,8 @@ def test_docs_load_swagger_ui_from_the_service_itself_not_a_cdn():
         # Swagger UI 5 or later: FastAPI's schema is OpenAPI 3.1, which Swagger UI 4 refuses to render
         assert httpx.get(url + "/openapi.json", timeout=30).json()["openapi"].startswith("3.1")
         assert re.search(r'version:\s*"5\.|"5\.\d+\.\d+"', script.text)
+        # no token, nothing to authorize
+        assert "securitySchemes" not in httpx.get(url + "/openapi.json", timeout=30).json().get("components", {})
 
 
 @pytest.mark.parametrize("public", [True, False], ids=["public-docs", "private"])
@@ -66,9 +68,11 @@ def test_with_a_token_docs_are_public_only_behind_the_flag_and_v1_always_needs_t
             (404, "NotFound") if public else (401, "Unauthorized")
         )
         connection.close()
-        if public:
-            schema = httpx.get(url + "/openapi.json", timeout=30).json()
-            assert "/v1/plan" in schema["paths"]
+        # the schema says which operations need the token, so Swagger UI offers "Authorize" for them
+        schema = httpx.get(url + "/openapi.json", headers=TOKEN, timeout=30).json()
+        assert schema["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+        assert schema["paths"]["/v1/plan"]["post"]["security"] == [{"bearer": []}]
+        assert "security" not in schema["paths"]["/v1/health"]["get"]
 
 
 def test_portfolio_serve_public_docs_flag():

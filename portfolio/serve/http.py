@@ -199,6 +199,8 @@ def create_app(
 
     app.router.routes.extend(mcp_routes)
     _publish(app, StepsBody)
+    if token is not None:
+        _require_bearer(app)
     return Guard(app, service, token, max_body_bytes, large_body_budget, public_docs=public_docs)
 
 
@@ -229,6 +231,26 @@ def docs_routes(app: FastAPI) -> None:
             swagger_css_url=f"{root}{DOCS_ASSETS}/swagger-ui.css",
             swagger_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png",
         )
+
+
+def _require_bearer(app: FastAPI) -> None:
+    """Say in the OpenAPI document that every operation but the open ones needs the bearer token: Swagger UI
+    then offers "Authorize", so a browser reading the docs can try the operations with the token."""
+    from portfolio.serve.guard import OPEN_PATHS
+
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = generate()
+        schemes = schema.setdefault("components", {}).setdefault("securitySchemes", {})
+        if "bearer" not in schemes:
+            schemes["bearer"] = {"type": "http", "scheme": "bearer", "description": "the server's --token"}
+            for path, operations in schema["paths"].items():
+                for operation in operations.values() if path not in OPEN_PATHS else ():
+                    operation["security"] = [{"bearer": []}]
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _publish(app: FastAPI, *models: type[BaseModel]) -> None:
