@@ -151,7 +151,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--public-docs",
         action="store_true",
         help="with --token, serve /docs, its assets and /openapi.json without the token, so a browser can read "
-        "them (GET only; every /v1 operation, /metrics and /mcp still need the token; default: private)",
+        "them (GET and HEAD only; every /v1 operation, /metrics and /mcp still need the token; default: private)",
     )
     parser.add_argument("--max-body", type=int, default=32, metavar="MB", help="request body limit (default 32)")
     parser.add_argument(
