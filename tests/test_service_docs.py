@@ -37,6 +37,9 @@ def test_docs_load_swagger_ui_from_the_service_itself_not_a_cdn():
         # Swagger UI 5 or later: FastAPI's schema is OpenAPI 3.1, which Swagger UI 4 refuses to render
         assert httpx.get(url + "/openapi.json", timeout=30).json()["openapi"].startswith("3.1")
         assert re.search(r'version:\s*"5\.|"5\.\d+\.\d+"', script.text)
+        # the assets are counted under one bounded route label, not one per file
+        metrics = httpx.get(url + "/metrics", timeout=30).text
+        assert 'route="/docs/assets",status="200"' in metrics and "swagger-ui.css" not in metrics
         # no token, nothing to authorize
         assert "securitySchemes" not in httpx.get(url + "/openapi.json", timeout=30).json().get("components", {})
 
