@@ -15,7 +15,7 @@ that failed 2 of 4 times (true rate 0.7) was still priced at 0.16 and chosen aga
 The ceiling was picked in closed loop (`portfolio bench learning`, seven routes types, tuning seeds 1000-1019,
 140 worlds; worlds reaching 0.95 of the oracle's expected success / worlds within half of cost-blind's failures
 where the oracle halves them): 50 -> 134 / 81 of 85, 20 -> 133 / 84, 10 -> 138 / 83, 5 -> 137 / 83; tools
-(seeds 0-9) 0.976 -> 0.978 of the oracle pooled, worst world 0.89 -> 0.92. Held out (README): more worlds reach
+(seeds 0-9) 0.976 -> 0.978 of the oracle pooled, worst world 0.89 -> 0.92. Held out (the docs): more worlds reach
 0.95 of the oracle (+2 of 160 on each of two sets), but tools worlds lose a little (pooled -0.009 to -0.018 on two
 of three held-out sets): their prior already explains their failures, and a weaker one lets cell noise through.
 

@@ -37,7 +37,7 @@ def test_import_portfolio_loads_neither_the_planner_nor_scikit_learn():
 
 
 def test_plan_record_retrain_and_plan_again_through_the_front_door_only(tmp_path):
-    """The README's learned-cost loop with nothing but `from portfolio import ...`: the risky shortcut of the
+    """docs/traces.md's learned-cost loop with nothing but `from portfolio import ...`: the risky shortcut of the
     delivery example is avoided once its failures are recorded and a model is trained."""
     from pathlib import Path
 

@@ -1,5 +1,5 @@
 """Room for an untried alternative: the failures of one grounding do not condemn a sibling that differs from it in
-one argument as much as itself, so the README's walkthrough plans with the engine that was never tried, and a
+one argument as much as itself, so docs/traces.md's walkthrough plans with the engine that was never tried, and a
 sibling of a grounding that keeps failing is tried within a bounded number of planning calls under the default
 policy (`mean`). Real SQLite, real Fast Downward (exact A*, so the plan is the optimum under the learned costs,
 whatever the default search does), every plan checked by the validator."""
@@ -37,7 +37,7 @@ def cli(*args) -> subprocess.CompletedProcess:
 
 
 def test_readme_walkthrough_prices_the_untried_engine_below_the_failing_one_and_the_exact_plan_uses_it(tmp_path):
-    """The README's steps: web-basic failed 8 of 8, web-pro (the same job and topic, another engine) was never
+    """The walkthrough's steps: web-basic failed 8 of 8, web-pro (the same job and topic, another engine) was never
     tried. Before, web-pro started at the action's pooled rate (0.472, the failing one 0.511) and the plan kept
     web-basic; now at 0.18, near the 0.05 of an engine nothing is known of."""
     store = tmp_path / "traces.db"
@@ -62,7 +62,7 @@ def test_readme_walkthrough_prices_the_untried_engine_below_the_failing_one_and_
         # web-pro's route, priced at the untried population's rate (0.18 from one failing grounding), is cheaper than
         # web-basic's once web-basic's own estimate passes about 0.45, which with m = 10 pseudo-steps (fewer than
         # three groundings: the default strength) and the consistency band takes 8 recorded failures (0.511, the
-        # README's state); the model trained after call 9 has 9. Before, web-pro started at web-basic's pooled rate
+        # walkthrough's state); the model trained after call 9 has 9. Before, web-pro started at web-basic's pooled rate
         # (0.47-0.53), the database route was always cheaper, and web-pro was never tried (30 calls).
         ("tools", BASIC, PRO, 10),
         # Unit costs: the sibling is the other gripper. N = 4, the first call with a model: after 3 failures the left

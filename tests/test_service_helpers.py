@@ -67,6 +67,7 @@ def serve_in_thread(
     max_body_bytes: int = 32 * 1024 * 1024,
     limits=None,
     large_body_budget: int | None = None,
+    public_docs: bool = False,
 ):
     """Yield (base URL, Service) for a uvicorn server running the app on a free 127.0.0.1 port, with the
     connection limits `portfolio serve` uses (`limits`: a `ConnectionLimits`, default the defaults)."""
@@ -77,7 +78,13 @@ def serve_in_thread(
     from portfolio.serve.service import Service
 
     service = Service(service_config)
-    app = create_app(service, token=token, max_body_bytes=max_body_bytes, large_body_budget=large_body_budget)
+    app = create_app(
+        service,
+        token=token,
+        max_body_bytes=max_body_bytes,
+        large_body_budget=large_body_budget,
+        public_docs=public_docs,
+    )
     sock = socket.create_server(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn_config(app, limits, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

@@ -33,7 +33,7 @@ drive along roads between places, 5-9 places, 2-3 vehicles, the situation {"weat
   vehicle-roads  delivery on a ring of 6-9 places plus chords, 2-4 trucks, each failing 70% on its own bad
               roads (a quarter of the roads)
   agent-tools the bundled tools domain (1-3 report jobs): the cheap engine web-basic fails 80%, the dearer
-              web-pro works, database queries time out 60% (the README walkthrough's situation)
+              web-pro works, database queries time out 60% (docs/traces.md's walkthrough)
 The seed picks each world's size (places, vehicles, packages, jobs) and faults.
 
 How the arms plan: cost-blind (`Planner()`, the task's own costs) and learned-POLICY (`Planner(traces=...,
@@ -47,7 +47,7 @@ priced). Arms share the episodes (common random numbers); an episode plans, exec
 the first failure.
 
 Seeds: world seeds 0-39 and 1000-1019 were used while building the failure model (tuning); 100-119, 200-219,
-700-719, 800-819, 900-919 and 1100-1119 were held out for reports, in that order (the README's numbers are on
+700-719, 800-819, 900-919 and 1100-1119 were held out for reports, in that order (the docs' numbers are on
 900-919 and 1100-1119). detours, vehicle-roads and agent-tools were added later and no seed of theirs was
 tuned on; the tests use seeds 0-5. The default --first-seed 200 is a held-out set. A world is the same for the
 same (type, seed).

@@ -23,8 +23,10 @@ SERVE_DESCRIPTION = """\
 Serve the planner over HTTP to many agents: a pool of warm planner worker processes (each with its own
 cascade), a bounded queue (503 + Retry-After when full), per-request budgets capped by --max-budget.
 Routes: POST /v1/plan, /v1/replan, /v1/validate, /v1/steps, /v1/retrain; GET /v1/actions, /v1/jobs/{id},
-/v1/health, /metrics (Prometheus), /openapi.json and /docs; MCP (streamable HTTP) at /mcp.
-With --token (or PORTFOLIO_TOKEN) every route but /v1/health needs `Authorization: Bearer TOKEN`.
+/v1/health, /metrics (Prometheus), /openapi.json and /docs (Swagger UI, its files served here: no CDN);
+MCP (streamable HTTP) at /mcp.
+With --token (or PORTFOLIO_TOKEN) every route but /v1/health needs `Authorization: Bearer TOKEN`;
+--public-docs lets a browser read /docs and /openapi.json without it (every /v1 operation still needs it).
 SIGTERM drains in-flight requests for --drain seconds, then stops every worker and planner process.
 """
 
@@ -144,6 +146,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="TOKEN",
         help="bearer token required on every route but /v1/health (default: $PORTFOLIO_TOKEN; "
         "prefer the variable, arguments show in `ps`)",
+    )
+    parser.add_argument(
+        "--public-docs",
+        action="store_true",
+        help="with --token, serve /docs, its assets and /openapi.json without the token, so a browser can read "
+        "them (GET and HEAD only; every /v1 operation, /metrics and /mcp still need the token; default: private)",
     )
     parser.add_argument("--max-body", type=int, default=32, metavar="MB", help="request body limit (default 32)")
     parser.add_argument(
@@ -269,7 +277,13 @@ def run(args: argparse.Namespace) -> int:
         sock = socket.create_server((args.host, args.port))
     except OSError as error:
         return fail_bad_input(f"cannot listen on {args.host}:{args.port}: {error.strerror}")
-    app = create_app(service, token=args.token, max_body_bytes=args.max_body * 1024 * 1024, host=args.host)
+    app = create_app(
+        service,
+        token=args.token,
+        max_body_bytes=args.max_body * 1024 * 1024,
+        host=args.host,
+        public_docs=args.public_docs,
+    )
     config = uvicorn_config(
         app,
         ConnectionLimits(

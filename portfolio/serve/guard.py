@@ -16,6 +16,9 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 32 * 1024 * 1024
 LARGE_BODY_BYTES = 1024 * 1024  # bodies from this size on count against the Guard's budget for large bodies
 OPEN_PATHS = frozenset({"/v1/health"})
+# With `public_docs`, read without the token too: the browser docs, their assets and the schema they render.
+DOCS_PATHS = frozenset({"/docs", "/openapi.json"})
+DOCS_PREFIX = "/docs/assets/"
 
 
 async def _send_json(send, status: int, payload: dict[str, Any], headers: list | None = None) -> None:
@@ -45,12 +48,19 @@ class Guard:
     sent yet, logged either way, never raised to the server."""
 
     def __init__(
-        self, app, service: Service, token: str | None, max_body_bytes: int, large_body_budget: int | None = None
+        self,
+        app,
+        service: Service,
+        token: str | None,
+        max_body_bytes: int,
+        large_body_budget: int | None = None,
+        public_docs: bool = False,
     ) -> None:
         import anyio
 
         self.app, self.service, self.max_body_bytes = app, service, max_body_bytes
         self.token = token.encode() if token else None
+        self.public_docs = public_docs
         self._screening = anyio.CapacityLimiter(2)  # large bodies walked on threads, two at a time
         # Large bodies in flight at once, in bytes: the server holds a body several times over while it reads,
         # screens, parses and hands it on (~6.5x measured: ten 30 MB validations at once took it to 1.9 GB,
@@ -81,6 +91,18 @@ class Guard:
         finally:
             self.service.metrics.requests.labels(route_label(scope["path"]), str(status["code"])).inc()
 
+    def _open(self, scope) -> bool:
+        """Whether `scope` is answered without the token: /v1/health always; with `public_docs`, reading
+        (GET, HEAD) the docs, their assets and the schema."""
+        path = scope["path"]
+        if path in OPEN_PATHS:
+            return True
+        return (
+            self.public_docs
+            and scope["method"] in ("GET", "HEAD")
+            and (path in DOCS_PATHS or path.startswith(DOCS_PREFIX))
+        )
+
     def _authorized(self, header: bytes) -> bool:
         """`Bearer TOKEN`, the scheme in any case (RFC 7235: auth schemes are case-insensitive); the token
         compared in constant time."""
@@ -89,7 +111,7 @@ class Guard:
 
     async def _guarded(self, scope, receive, send) -> None:
         headers = dict(scope["headers"])
-        if self.token is not None and scope["path"] not in OPEN_PATHS:
+        if self.token is not None and not self._open(scope):
             if not self._authorized(headers.get(b"authorization", b"")):
                 await _send_json(
                     send,

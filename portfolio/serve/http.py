@@ -8,6 +8,10 @@
     POST /v1/retrain   -> 202 Job (fit the next failure and selection models on a worker);  GET /v1/jobs/{id} -> Job
     GET  /v1/health    (no token needed);  GET /metrics (Prometheus);  /openapi.json, /docs;  /mcp (MCP)
 
+/docs is Swagger UI with its JavaScript and CSS served from /docs/assets/ (`docs_routes`, FastAPI's documented
+self-hosting recipe, the files of the fastapi-offline package), so it renders with no network beyond the
+service. With a token, `public_docs` lets GET /docs, /docs/assets/... and /openapi.json through without it.
+
 Errors are JSON `{"error", "kind"}` whatever happens: 400 bad input (`kind` names the error type: PDDLSyntaxError,
 SchemaError, ...), 401 without the token, 404, 413 body too large, 422 a validation too costly to finish
 (`ValidationTooCostly`: over --validate-budget or the memory cap), 500 a planner worker died or hung (it was
@@ -79,9 +83,11 @@ def create_app(
     host: str = "127.0.0.1",
     stop_s: float = 1.0,
     large_body_budget: int | None = None,
+    public_docs: bool = False,
 ):
     """The ASGI app: FastAPI routes plus the MCP endpoint, inside the `Guard` middleware. Starting it (the
-    lifespan) starts the planner workers; stopping it stops them."""
+    lifespan) starts the planner workers; stopping it stops them. `public_docs`: with a token, the docs and the
+    schema are read without it (`Guard`); every operation still needs it."""
     from portfolio.serve.mcp_server import build_mcp
 
     mcp = build_mcp(service)
@@ -104,8 +110,11 @@ def create_app(
         version="0.1.0",
         lifespan=lifespan,
         description="Validated plans from a pool of warm planners; learned action costs from traces.",
+        docs_url=None,  # served by `docs_routes`, from local files instead of a CDN
+        redoc_url=None,
     )
     install_error_handlers(app)
+    docs_routes(app)
 
     @app.post("/v1/plan", response_model=PlanResponse, responses={202: {"model": Job}, **ERRORS})
     async def plan(body: PlanBody):
@@ -190,7 +199,58 @@ def create_app(
 
     app.router.routes.extend(mcp_routes)
     _publish(app, StepsBody)
-    return Guard(app, service, token, max_body_bytes, large_body_budget)
+    if token is not None:
+        _require_bearer(app)
+    return Guard(app, service, token, max_body_bytes, large_body_budget, public_docs=public_docs)
+
+
+DOCS_ASSETS = "/docs/assets"
+
+
+def docs_routes(app: FastAPI) -> None:
+    """GET /docs, Swagger UI, with its script, stylesheet and icon from DOCS_ASSETS: FastAPI's "self-hosting
+    JavaScript and CSS for docs" recipe. The files are those fastapi-offline ships (Swagger UI 5: FastAPI's
+    schema is OpenAPI 3.1, which Swagger UI 4, as in swagger-ui-bundle, refuses to render); only its files are
+    used, the app stays a plain FastAPI."""
+    from importlib.resources import files
+
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.responses import HTMLResponse
+    from fastapi.staticfiles import StaticFiles
+
+    assets = files("fastapi_offline") / "static"
+    app.mount(DOCS_ASSETS, StaticFiles(directory=str(assets)), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_swagger_ui_html(
+            openapi_url=f"{root}{app.openapi_url}",
+            title=f"{app.title} - Swagger UI",
+            swagger_js_url=f"{root}{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png",
+        )
+
+
+def _require_bearer(app: FastAPI) -> None:
+    """Say in the OpenAPI document that every operation but the open ones needs the bearer token: Swagger UI
+    then offers "Authorize", so a browser reading the docs can try the operations with the token."""
+    from portfolio.serve.guard import OPEN_PATHS
+
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = generate()
+        schemes = schema.setdefault("components", {}).setdefault("securitySchemes", {})
+        if "bearer" not in schemes:
+            schemes["bearer"] = {"type": "http", "scheme": "bearer", "description": "the server's --token"}
+            for path, operations in schema["paths"].items():
+                for operation in operations.values() if path not in OPEN_PATHS else ():
+                    operation["security"] = [{"bearer": []}]
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _publish(app: FastAPI, *models: type[BaseModel]) -> None:

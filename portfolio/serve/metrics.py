@@ -33,6 +33,8 @@ def route_label(path: str) -> str:
         return path
     if path.startswith("/v1/jobs/"):
         return "/v1/jobs/{id}"
+    if path.startswith("/docs/assets/"):
+        return "/docs/assets"
     if path == "/mcp" or path.startswith("/mcp/"):
         return "/mcp"
     return "other"

@@ -30,8 +30,8 @@ World types (`KINDS`), each a different shape of what fails (everything else fai
 - `vehicle-roads` (`delivery.py`): the same delivery domain on a ring of 6-9 places plus chords, 2-4 trucks, each
   failing 70% on its own bad roads (a quarter of the roads);
 - `agent-tools` (`tools.py`, `AGENT_TOOLS_RULES`): the bundled `tools` domain (1-3 report jobs, the seed picks
-  how many) where the cheap engine web-basic fails 80% and the dearer web-pro works: the README walkthrough's
-  situation, and an untried sibling (web-pro differs from web-basic in one argument).
+  how many) where the cheap engine web-basic fails 80% and the dearer web-pro works: docs/traces.md's
+  walkthrough, and an untried sibling (web-pro differs from web-basic in one argument).
 
 Every type is planned the same way by the benchmark (`runner.py`): the default cascade for the measured arms,
 an exact search for the oracle.

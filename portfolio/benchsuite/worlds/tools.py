@@ -6,7 +6,7 @@ db-internal fails 75% from the EU; querying db-news fails 30% always; the small 
 It is the world the failure model was first tuned on (`benchmarks/experiments/learning_eval.py`), kept as one
 type of the generated family (`family.py`).
 
-`AGENT_TOOLS_RULES` (the `agent-tools` type, the README walkthrough's situation): the cheap engine web-basic
+`AGENT_TOOLS_RULES` (the `agent-tools` type, docs/traces.md's walkthrough): the cheap engine web-basic
 fails 80% of the time whatever the situation, while the dearer web-pro works (1%); database queries time out 60%
 of the time, everything else fails 1%. So under the true costs (lam = 5) web-pro is the cheapest route for every
 job: a query's risk alone (5 * -log 0.4 = 4.6) outweighs web-pro's extra cost, even with the connection shared

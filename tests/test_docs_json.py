@@ -1,6 +1,6 @@
-"""The README's `portfolio plan --json` example shows the PlanResult as it is (issue 25, point 8): every field
-the output has, for the result and for its attempt, and nothing it does not have. (Item 7 of the issue
-regenerates the README's console examples; this pins the one example a JSON client is written against.)"""
+"""The docs' `portfolio plan --json` example (docs/cli.md) shows the PlanResult as it is (issue 25, point 8): every
+field the output has, for the result and for its attempt, and nothing it does not have. (tests/test_docs_examples.py
+re-runs the walkthroughs' console examples; this pins the one example a JSON client is written against.)"""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from portfolio.engine.results import Attempt, PlanResult
 COMMAND = "$ portfolio plan ../shared/ipc/blocks/domain.pddl ../shared/ipc/blocks/probBLOCKS-4-0.pddl --json\n"
 
 
-def test_the_readme_json_example_has_every_field_of_the_output():
-    text = (REPO / "README.md").read_text()
+def test_the_docs_json_example_has_every_field_of_the_output():
+    text = (REPO / "docs" / "cli.md").read_text()
     block = text[text.index(COMMAND) + len(COMMAND) :]
     example = json.loads(block[: block.index("```")])
     assert set(example) == set(PlanResult.model_fields)
