@@ -76,7 +76,7 @@ def busy_cpu(delegates, seconds: float = 0.5) -> float:
     """CPU seconds this process's descendants use over the next `seconds`, once the delegates' replacement
     workers (started where one was killed) have finished importing: idle workers use none."""
     for delegate in delegates:
-        worker = getattr(delegate, "_worker", None)
+        worker = delegate._translator() if hasattr(delegate, "_translator") else getattr(delegate, "_worker", None)
         if worker is not None:
             worker.call("ping", time.monotonic() + 30)
     pids = descendants()

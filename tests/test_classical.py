@@ -68,7 +68,7 @@ def test_timeout_within_budget_and_nothing_left_running():
         assert result.status is Status.TIMEOUT
         assert elapsed <= 1.2, elapsed
         assert result.attempts[0].status is Status.TIMEOUT
-        for worker in (fd._worker, planner.cascade.delegates[0].delegates[1]._worker):
+        for worker in (fd._translator(), planner.cascade.delegates[0].delegates[1]._worker):
             worker.call("ping", time.monotonic() + 30)  # the replacement workers have finished importing
         alive = set(descendants())
         killed = before - alive

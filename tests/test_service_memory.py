@@ -4,6 +4,7 @@ at an equal share, `portfolio.engine.limits.tree_share_mb`), and the default bud
 from __future__ import annotations
 
 import resource
+import shutil
 import time
 
 import httpx
@@ -17,20 +18,22 @@ def cap_mb(pid: int) -> int:
 
 def test_a_requests_process_tree_shares_one_budget():
     """Before, every process of the tree was capped at the whole limit: with 1,024 MB, the worker, its
-    translator, its pyperplan worker and two searches could take 5 GB between them (2.1 GB was measured)."""
+    translator, its pyperplan worker and two searches could take 5 GB between them (2.1 GB was measured). Where
+    pypy3 is installed the tree has a second translator worker (the service warms it at start): six shares."""
     from portfolio.serve.worker import WORKER_HEADROOM_MB
 
+    processes = 5 + (shutil.which("pypy3") is not None)
     with serve_in_thread(config(workers=1, memory_limit_mb=1024, fd_workers=2)) as (url, svc):
         assert httpx.post(url + "/v1/plan", json=small_plan(), timeout=60).json()["status"] == "solved"
         worker = svc.pool.workers[0]._process.pid
         deadline = time.monotonic() + 10
-        while len(descendants(worker)) < 4 and time.monotonic() < deadline:  # translator, pyperplan, 2 searches
-            time.sleep(0.05)
+        while len(descendants(worker)) < processes - 1 and time.monotonic() < deadline:  # translators, pyperplan,
+            time.sleep(0.05)  # 2 searches
         tree = list(descendants(worker))
-        assert len(tree) >= 4
+        assert len(tree) >= processes - 1
         shares = [cap_mb(worker) - WORKER_HEADROOM_MB] + [cap_mb(pid) for pid in tree]
-    assert set(shares) == {1024 // 5}, shares
-    assert (1024 // 5) * 5 <= 1024
+    assert set(shares) == {1024 // processes}, shares
+    assert (1024 // processes) * processes <= 1024
 
 
 def test_the_default_budget_fits_the_machine():

@@ -170,12 +170,20 @@ def run_cascade(name: str, task, budget_s: float, decomposer_budget_s: float, re
     from portfolio.planner import Planner
 
     started = time.monotonic()
-    stages = build_stages(cascade_names(name) or (), budget_s=budget_s, decomposer_budget_s=decomposer_budget_s)
+    # As the service's workers: a long-lived planner, its second (PyPy) translator warmed on a bundled task.
+    stages = build_stages(
+        cascade_names(name) or (),
+        budget_s=budget_s,
+        decomposer_budget_s=decomposer_budget_s,
+        fd_prewarm_translator=True,
+    )
     with Planner(stages) as planner:
         planner.plan(bundled_task("blocksworld", 2))  # workers up, imports done: time the warm planner...
         for delegate in planner._all_delegates():  # ...on its first plan of this task, as the old latency table
             if hasattr(delegate, "_translations"):
                 delegate._translations.clear()
+            if hasattr(delegate, "translators"):
+                delegate.translators().wait_warm()
         setup = time.monotonic() - started
         ready()
         start = time.monotonic()

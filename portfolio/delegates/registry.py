@@ -57,6 +57,8 @@ def _fast_downward(options: Mapping[str, Any], solver: Any):
         workers=options.get("fd_workers"),
         translate_options=options.get("fd_translate_options"),
         quality=options.get("fd_quality") or DEFAULT_QUALITY,
+        translator_python=options.get("fd_translator_python"),
+        prewarm_translator=bool(options.get("fd_prewarm_translator")),
     )
 
 
@@ -95,7 +97,16 @@ CATALOG: dict[str, DelegateSpec] = {
             CLASSICAL_TIER,
             "classical",
             share=4.0,
-            options=("fd_alias", "fd_search", "translation_cache", "fd_workers", "fd_translate_options", "fd_quality"),
+            options=(
+                "fd_alias",
+                "fd_search",
+                "translation_cache",
+                "fd_workers",
+                "fd_translate_options",
+                "fd_quality",
+                "fd_translator_python",
+                "fd_prewarm_translator",
+            ),
             summary="Fast Downward (translator worker + search processes, killed at the deadline)",
         ),
         DelegateSpec(

@@ -1,8 +1,17 @@
 """Killable workers: a warm Python worker process, and pre-started search processes.
 
 A budget is only hard if whatever runs under it can be stopped. Both kinds of process here run in their own
-process group, so on a deadline the whole group (the worker and anything it started) gets SIGKILL, and the next
-call gets a fresh process. The replacement is started at once, in the background, so it is warm by then.
+process group, so the whole group (the worker and anything it started) can get SIGKILL, and the next call gets a
+fresh process, started at once, in the background.
+
+A worker given an `abort_grace_s` is first asked to stop (`worker_main.ABORT_SIGNAL`): the caller returns at its
+deadline as before, and a background thread waits up to that long for the worker's answer to the stopped request;
+a worker that answers stays (its imports, and a PyPy worker's JIT, warm: a cold PyPy translator is slower than
+CPython, a warm one 2-3x faster), one that does not is killed and replaced. The next call waits for that thread,
+within its own deadline. The default (0) kills at once: unwinding a CPython translator stopped after 1.5 s took
+0.56 s (refcounting frees its objects frame by frame) where a fresh worker is ready in ~0.2 s; under PyPy the
+same abort answers at once (parking's largest problem, stopped at 0.3, 1.5 and 3 s:
+`python -m benchmarks.experiments.abort_latency`).
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ from typing import Any
 
 from portfolio.engine import cancel, limits
 from portfolio.engine.results import Resource
-from portfolio.engine.worker_main import HEADER, write_message
+from portfolio.engine.worker_main import ABORT_SIGNAL, HEADER, write_message
 
 log = logging.getLogger(__name__)
 
@@ -106,22 +115,38 @@ def kill_group(process: subprocess.Popen[bytes]) -> None:
 
 
 class WorkerProcess(Resource):
-    """A long-lived `python -m portfolio.engine.worker_main` answering one request at a time."""
+    """A long-lived `python -m portfolio.engine.worker_main` answering one request at a time.
 
-    def __init__(self, preload: tuple[str, ...] = ()) -> None:
+    `python`: the interpreter (default this one), with `env` added to its environment. `aborts` and `kills` count
+    how requests past their deadline ended: stopped with the worker kept, or with the worker killed."""
+
+    def __init__(
+        self,
+        preload: tuple[str, ...] = (),
+        python: str | None = None,
+        env: dict[str, str] | None = None,
+        abort_grace_s: float = 0.0,
+    ) -> None:
         self.preload = preload
+        self.python = python or sys.executable
+        self.env = env
+        self.abort_grace_s = abort_grace_s
+        self.aborts = 0
+        self.kills = 0
+        self.answered = 0  # requests answered (an error included) by any process of this worker
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self.spawn()
 
     def spawn(self) -> None:
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "portfolio.engine.worker_main", *self.preload],
+            [self.python, "-m", "portfolio.engine.worker_main", *self.preload],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
             bufsize=0,
+            env=None if self.env is None else {**os.environ, **self.env},
         )
         limits.cap(self._process)  # memory cap (see portfolio.engine.limits)
 
@@ -136,6 +161,7 @@ class WorkerProcess(Resource):
         while not self._lock.acquire(timeout=max(0.0, min(0.05, deadline - time.monotonic()))):
             if cancel.expired(deadline):
                 raise BudgetExpired()
+        release = True
         try:
             if cancel.expired(deadline):  # nothing sent yet: the worker stays warm
                 raise BudgetExpired()
@@ -146,9 +172,14 @@ class WorkerProcess(Resource):
             assert process is not None and process.stdin and process.stdout
             try:
                 write_message(process.stdin, (op, kwargs))
-                return self._receive(process, deadline)
+                answer = self._receive(process, deadline)
+                self.answered += 1
+                return answer
             except BudgetExpired:
-                self._replace(process)
+                if self.abort_grace_s > 0:
+                    release = not self._abort(process)  # the lock passes to the thread that waits for the answer
+                else:
+                    self._replace(process)
                 raise
             except (BrokenPipeError, EOFError, WorkerCrashed) as error:
                 self._replace(process)
@@ -158,6 +189,36 @@ class WorkerProcess(Resource):
                     raise
                 self._replace(process)  # a process that hit its cap may be left in a bad state
                 raise OutOfMemory(f"{limits.OUT_OF_MEMORY} (limit {limits.limit_mb()} MB)") from error
+        finally:
+            if release:
+                self._lock.release()
+
+    def _abort(self, process: subprocess.Popen[bytes]) -> bool:
+        """Tell `process` to stop the request it runs and wait for its answer on a thread of its own, which then
+        releases the lock; False (the worker replaced here) when the signal cannot be sent."""
+        try:
+            os.kill(process.pid, ABORT_SIGNAL)
+        except (ProcessLookupError, PermissionError):
+            self._replace(process)
+            return False
+        threading.Thread(target=self._drain, args=(process,), name="worker-abort", daemon=True).start()
+        return True
+
+    def _drain(self, process: subprocess.Popen[bytes]) -> None:
+        try:  # a thread of its own has no stop signal (`portfolio.engine.cancel`): only the grace bounds the wait
+            try:
+                self._receive(process, time.monotonic() + self.abort_grace_s)
+                self.aborts += 1  # answered after all, just late: the worker is as warm
+            except WorkerError as error:  # the answer to a stopped request (or an error that came first)
+                if limits.is_out_of_memory(str(error)):
+                    self._replace(process)
+                else:
+                    self.aborts += 1
+            except (BudgetExpired, WorkerCrashed, OSError, EOFError):
+                self._replace(process)
+        except Exception:  # pragma: no cover - never leave the lock held
+            log.exception("worker abort failed")
+            self._replace(process)
         finally:
             self._lock.release()
 
@@ -189,6 +250,7 @@ class WorkerProcess(Resource):
         return message["value"]
 
     def _replace(self, process: subprocess.Popen[bytes]) -> None:
+        self.kills += 1
         kill_group(process)
         self.spawn()
 

@@ -84,6 +84,8 @@ class ServiceConfig(BaseModel):
     # The pool already plans one request per core; a worker that also raced several searches per request would
     # put two searches on each core. Default: the cores each worker has to itself, at least one.
     fd_workers: int | None = Field(default=None, ge=1)
+    # A second translator worker's interpreter (`portfolio.delegates.fast_downward.translators`); None: the default
+    translator_python: str | None = None
     cache_dir: str | None = None  # the on-disk translation cache the workers share (None: the user's default)
     translation_cache: bool = True
     explore: Literal["mean", "thompson", "ucb"] | None = None  # a request's own `explore` wins; None: the default
@@ -136,6 +138,7 @@ class Service:
             llm_model=self.config.llm_model,
             memory_limit_mb=self.config.memory_limit_mb,
             fd_workers=self.config.fd_workers or max(1, default_workers() // self.config.workers),
+            translator_python=self.config.translator_python,
             cache_dir=self.config.cache_dir,
             translation_cache=self.config.translation_cache,
             explore=self.config.explore,

@@ -48,7 +48,8 @@ from portfolio.delegates.fast_downward.searches import (
     search_aliases,
     search_binary,
 )
-from portfolio.delegates.fast_downward.translate import PRELOAD, TRANSLATE_OP, TranslatorOptionsError, check_options
+from portfolio.delegates.fast_downward.translate import TranslatorOptionsError, check_options
+from portfolio.delegates.fast_downward.translators import Translators, find_python
 from portfolio.engine import cancel
 from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
 from portfolio.engine.workers import (
@@ -82,6 +83,7 @@ class Translation:
     translate_ms: float
     source: str = "translated"  # for this call: "translated", "memory" (this process) or "disk" (SasCache)
     options: tuple[str, ...] = ()  # the translator options it was made with (none: the driver's defaults)
+    interpreter: str = ""  # who translated it, this call: "cpython" or "pypy3" (`translators`); "" if not translated
 
 
 def structure_key(task: Task) -> tuple:
@@ -135,8 +137,14 @@ class FastDownward(Delegate):
         quality: str = DEFAULT_QUALITY,
         improve_share: float = IMPROVE_SHARE,
         exact_max_operators: int = EXACT_MAX_OPERATORS,
+        translator_python: str | None = None,
+        prewarm_translator: bool = False,
     ) -> None:
         check_quality(quality)
+        self.translator_python = find_python(translator_python)  # None: CPython only (`translators`)
+        # Warm the second translator's JIT in `warm_up`: for long-lived planners (the service, benchmarks of a
+        # warm planner); a one-shot `portfolio plan` would only have it compete with its one task for the CPU.
+        self.prewarm_translator = prewarm_translator
         if not 0.0 < improve_share <= 1.0:
             raise ValueError(f"improve_share must be in (0, 1], got {improve_share}")
         if workers is not None and workers < 1:
@@ -162,25 +170,33 @@ class FastDownward(Delegate):
         self._translations: OrderedDict[tuple, Translation] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._pending: dict[tuple, threading.Event] = {}  # translations under way, so two threads make one
-        self._worker: WorkerProcess | None = None
+        self._translators: Translators | None = None
         self._searches = SearchProcessPool()
         self.inprocess_max_operators = INPROCESS_MAX_OPERATORS
         self.inprocess_node_cap = INPROCESS_NODE_CAP
         self.translations = 0  # translator runs so far: what the cache saves is visible
 
     # -- translation ------------------------------------------------------------------------------------
+    def translators(self) -> Translators:
+        """The translator workers: CPython's, and PyPy's raced against it where there is one (`translators`)."""
+        if self._translators is None:
+            self._translators = Translators(self.translator_python)
+        return self._translators
+
     def _translator(self) -> WorkerProcess:
-        if self._worker is None:
-            self._worker = WorkerProcess(preload=PRELOAD)
-        return self._worker
+        """The CPython translator worker (the one every task starts on)."""
+        return self.translators().primary
 
     def supports(self, task: Task) -> bool:
         """Everything the task model reads: the translator takes ADL, costs and more than this project parses."""
         return True
 
     def warm_up(self) -> None:
-        """Start the translator worker and a search process now, so the first call does not pay for them."""
+        """Start the translator worker and a search process now, so the first call does not pay for them; with
+        `prewarm_translator`, the second (PyPy) translator worker too, warmed on a bundled task."""
         self._translator()
+        if self.prewarm_translator:
+            self.translators().warm_up()
         aliases = self._aliases(with_costs=False)
         if not self.search:  # the searches a call with costs runs (`quality`), small task or not
             aliases = [*aliases, *self._aliases(True, exact=True), *self._aliases(True, exact=False)]
@@ -238,10 +254,10 @@ class FastDownward(Delegate):
                 self._translations.move_to_end(key)
         if cached is not None and cached.sas is not None:
             if cached.init == init:
-                return replace(cached, source="memory"), None
+                return replace(cached, source="memory", interpreter=""), None
             values = cached.sas.with_init(cached.init, init)
             if values is not None:
-                return replace(cached, source="memory"), values
+                return replace(cached, source="memory", interpreter=""), values
         return None
 
     def _translate(self, key: tuple, request: PlanRequest, deadline: float, options: tuple[str, ...]) -> Translation:
@@ -252,15 +268,18 @@ class FastDownward(Delegate):
         translation = self._from_disk(disk_key, init, start, options)
         if translation is None:
             self.translations += 1
-            answer = self._translator().call(
-                TRANSLATE_OP, deadline, domain_pddl=task.domain_pddl, problem_pddl=task.problem_pddl, options=options
+            answered = self.translators().translate(
+                deadline, domain_pddl=task.domain_pddl, problem_pddl=task.problem_pddl, options=options
             )
+            answer = answered.value
             translation = Translation(
                 init=init,
                 sas=None if answer["unsolvable"] else parse_sas(answer["sas"]),
                 translate_ms=(time.monotonic() - start) * 1000,
                 options=options,
+                interpreter=answered.translator,
             )
+            log.info("translated by %s in %.0f ms", answered.translator, translation.translate_ms)
             if self.disk_cache is not None:
                 self.disk_cache.put(disk_key, CachedTranslation(answer["sas"], bool(answer["unsolvable"])))
         with self._cache_lock:
@@ -315,6 +334,8 @@ class FastDownward(Delegate):
             "translation_reused": init_values is not None,
             "translator": list(translation.options),
         }
+        if translation.interpreter:
+            details["translated_by"] = translation.interpreter
         if translation.sas is None:
             return DelegateOutcome(Status.UNSOLVABLE, reason="translator: goal not relaxed-reachable", details=details)
         details["sas"] = {"variables": len(translation.sas.values), "operators": len(translation.sas.operators)}
@@ -416,7 +437,7 @@ class FastDownward(Delegate):
         )
 
     def close(self) -> None:
-        if self._worker is not None:
-            self._worker.close()
-            self._worker = None
+        if self._translators is not None:
+            self._translators.close()
+            self._translators = None
         self._searches.close()

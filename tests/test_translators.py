@@ -1,0 +1,134 @@
+"""The translator race (`portfolio.delegates.fast_downward.translators`): CPython on every task, a warm PyPy on
+the large ones, the same SAS text either way; and workers stopped at a deadline without being killed
+(`portfolio.engine.workers`, `worker_main.ABORT_SIGNAL`). The PyPy tests need Debian's pypy3 (`.ci/run` installs
+it); the fallbacks are tested with interpreters that cannot run the worker."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from support import IPC, descendants, hardest_parking
+
+from portfolio.delegates.fast_downward import translate
+from portfolio.delegates.fast_downward.translators import Translators, find_python, module_path
+from portfolio.engine.workers import BudgetExpired, WorkerProcess
+
+IPC_MORE = IPC.parent / "ipc-more"
+PYPY = shutil.which("pypy3")
+needs_pypy = pytest.mark.skipif(PYPY is None, reason="Debian's pypy3 is not installed (.ci/run installs it)")
+TETRIS = IPC_MORE / "tetris-sat14-strips"  # p020: ~1.3 s under CPython, ~0.6 s under a warm PyPy
+
+
+def texts(domain: Path, problem: Path) -> dict[str, str]:
+    return {"domain_pddl": domain.read_text(), "problem_pddl": problem.read_text()}
+
+
+def cpu_seconds(pid: int) -> float:
+    return descendants()[pid][1]
+
+
+@needs_pypy
+def test_a_large_task_is_translated_by_a_warm_pypy_into_the_same_sas():
+    task = texts(TETRIS / "domain.pddl", TETRIS / "p020.pddl")
+    reference = translate.translate(task["domain_pddl"], task["problem_pddl"])
+    translators = Translators(PYPY)
+    try:
+        answers = [translators.translate(time.monotonic() + 60, **task) for _ in range(3)]
+        assert answers[-1].translator == "pypy3", [a.translator for a in answers]  # warm by then: it wins
+        assert all(a.value["sas"] == reference.sas for a in answers)  # byte for byte, whoever wrote it
+    finally:
+        translators.close()
+
+
+def test_small_tasks_never_start_the_second_interpreter():
+    blocks = texts(IPC / "blocks" / "domain.pddl", IPC / "blocks" / "probBLOCKS-4-0.pddl")
+    translators = Translators(PYPY or shutil.which("python3"))
+    try:
+        for _ in range(3):
+            assert translators.translate(time.monotonic() + 30, **blocks).translator == "cpython"
+        assert translators.second is None  # answered within 50 ms: no process was started for it
+    finally:
+        translators.close()
+
+
+def test_off_means_cpython_only_and_a_wrong_name_is_refused(monkeypatch):
+    assert find_python("off") is None and find_python("none") is None
+    monkeypatch.setenv("PORTFOLIO_TRANSLATOR_PYTHON", "off")
+    assert find_python() is None
+    monkeypatch.setenv("PORTFOLIO_TRANSLATOR_PYTHON", "no-such-python")
+    with pytest.raises(ValueError, match="PORTFOLIO_TRANSLATOR_PYTHON 'no-such-python': no such executable"):
+        find_python()
+    with pytest.raises(ValueError, match="--translator-python 'nope': no such executable"):
+        find_python("nope")
+
+
+def test_a_second_interpreter_that_cannot_run_the_worker_is_given_up_with_a_warning(tmp_path, caplog):
+    broken = tmp_path / "broken-python"
+    broken.write_text("#!/bin/sh\nexit 3\n")
+    broken.chmod(0o755)
+    logistics = texts(IPC / "logistics00" / "domain.pddl", IPC / "logistics00" / "probLOGISTICS-10-0.pddl")
+    translators = Translators(str(broken), pypy_after_s=0.0)  # started at once, so it dies before CPython answers
+    try:
+        with caplog.at_level(logging.WARNING):
+            first = translators.translate(time.monotonic() + 30, **logistics)
+            for _ in range(20):  # its death may be seen after CPython's answer: the next calls see it
+                if translators.python is None:
+                    break
+                translators.translate(time.monotonic() + 30, **logistics)
+        assert first.translator == "cpython" and first.value["sas"].startswith("begin_version")
+        assert translators.python is None and translators.second is None
+        assert "died before it ever answered; using CPython only" in caplog.text
+    finally:
+        translators.close()
+
+
+@needs_pypy
+def test_a_pypy_worker_stopped_at_its_deadline_answers_and_stays_warm_and_idle():
+    parking = texts(IPC / "parking-sat11-strips" / "domain.pddl", hardest_parking())  # ~10 s to translate
+    env = {"PYTHONPATH": module_path(), "PYTHONNOUSERSITE": "1"}
+    worker = WorkerProcess(preload=translate.PRELOAD, python=PYPY, env=env, abort_grace_s=0.5)
+    try:
+        worker.call("ping", time.monotonic() + 30)
+        pid = worker.pid
+        for budget in (0.3, 1.5):
+            started = time.monotonic()
+            with pytest.raises(BudgetExpired):
+                worker.call(translate.TRANSLATE_OP, time.monotonic() + budget, **parking)
+            assert time.monotonic() - started < budget + 0.1  # the caller is not kept waiting for the abort
+            worker.call("ping", time.monotonic() + 5)
+        assert worker.pid == pid and (worker.aborts, worker.kills) == (2, 0)
+        before = cpu_seconds(pid)
+        time.sleep(0.5)
+        assert cpu_seconds(pid) - before < 0.05  # stopped: idle, not translating on
+    finally:
+        worker.close()
+
+
+def test_a_worker_that_does_not_answer_the_abort_is_killed_after_the_grace():
+    """`os.system` does not return to the interpreter until its command ends, so the abort cannot stop it."""
+    worker = WorkerProcess(abort_grace_s=0.3)
+    try:
+        worker.call("ping", time.monotonic() + 30)
+        pid = worker.pid
+        with pytest.raises(BudgetExpired):
+            worker.call("os:system", time.monotonic() + 0.3, command="sleep 30")
+        worker.call("ping", time.monotonic() + 5)  # waits out the grace, then answers from a new process
+        assert worker.pid != pid and (worker.aborts, worker.kills) == (0, 1)
+        assert pid not in descendants()  # killed with its `sleep`
+        assert not [p for p, (state, _) in descendants().items() if state == "R"]
+    finally:
+        worker.close()
+
+
+def test_the_cli_refuses_a_translator_python_that_does_not_exist(capsys):
+    from portfolio.cli import main
+
+    blocks = [str(IPC / "blocks" / "domain.pddl"), str(IPC / "blocks" / "probBLOCKS-4-0.pddl")]
+    assert main(["plan", *blocks, "--translator-python", "no-such-python"]) == 2
+    assert "--translator-python 'no-such-python': no such executable" in capsys.readouterr().err
+    assert main(["serve", "--translator-python", "no-such-python"]) == 2
+    assert "--translator-python 'no-such-python': no such executable" in capsys.readouterr().err
