@@ -132,3 +132,17 @@ def test_the_cli_refuses_a_translator_python_that_does_not_exist(capsys):
     assert "--translator-python 'no-such-python': no such executable" in capsys.readouterr().err
     assert main(["serve", "--translator-python", "no-such-python"]) == 2
     assert "--translator-python 'no-such-python': no such executable" in capsys.readouterr().err
+
+
+@needs_pypy
+def test_warm_up_starts_the_pypy_worker_and_translates_the_bundled_tasks_before_the_first_call():
+    from portfolio.delegates.fast_downward.translators import WARM_UP
+
+    translators = Translators(PYPY)
+    try:
+        assert translators.second is None  # nothing started before it is asked for
+        translators.warm_up()
+        translators.wait_warm()
+        assert translators.second is not None and translators.second.answered == len(WARM_UP)
+    finally:
+        translators.close()

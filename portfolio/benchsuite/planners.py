@@ -62,10 +62,15 @@ def _delegate_names() -> tuple[str, ...]:
     return CLASSICAL_DELEGATES + DECOMPOSER_DELEGATES
 
 
+CPYTHON_ONLY = "@cpython"  # a Planner-based planner's suffix: Fast Downward's translator on CPython alone
+
+
 def cascade_names(name: str) -> tuple[str, ...] | None:
-    """The delegate names a Planner-based planner stands for; None for driver: and up: planners."""
+    """The delegate names a Planner-based planner stands for; None for driver: and up: planners. A name may end
+    in `@cpython` (`classical@cpython`): the same planner without the PyPy translator race, an arm to measure it."""
     from portfolio.planner import CLASSICAL_ONLY, DEFAULT_DELEGATES
 
+    name = name.removesuffix(CPYTHON_ONLY)
     if name == "cascade":
         return DEFAULT_DELEGATES
     if name == "classical":
@@ -176,6 +181,7 @@ def run_cascade(name: str, task, budget_s: float, decomposer_budget_s: float, re
         budget_s=budget_s,
         decomposer_budget_s=decomposer_budget_s,
         fd_prewarm_translator=True,
+        fd_translator_python="off" if name.endswith(CPYTHON_ONLY) else None,
     )
     with Planner(stages) as planner:
         planner.plan(bundled_task("blocksworld", 2))  # workers up, imports done: time the warm planner...
