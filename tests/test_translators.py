@@ -143,6 +143,6 @@ def test_warm_up_starts_the_pypy_worker_and_translates_the_bundled_tasks_before_
         assert translators.second is None  # nothing started before it is asked for
         translators.warm_up()
         translators.wait_warm()
-        assert translators.second is not None and translators.second.answered == len(WARM_UP)
+        assert translators.second is not None and translators.second.answered == len(WARM_UP)  # each answered
     finally:
         translators.close()

@@ -118,6 +118,7 @@ class Translators(Resource):
         self.primary = WorkerProcess(preload=PRELOAD)
         self.second: WorkerProcess | None = None
         self._second_lock = threading.Lock()
+        self._warming: threading.Thread | None = None
         self.wins: dict[str, int] = {}
 
     def _second(self) -> WorkerProcess | None:
@@ -186,13 +187,13 @@ class Translators(Resource):
             except Exception:  # a warm-up is an optimisation: a failure shows on the first real call
                 log.debug("translator warm-up failed", exc_info=True)
 
-        threading.Thread(target=run, name="translator-warm-up", daemon=True).start()
+        self._warming = threading.Thread(target=run, name="translator-warm-up", daemon=True)
+        self._warming.start()
 
     def wait_warm(self, timeout_s: float = 30.0) -> None:
-        """Return once the second worker (if any) has finished its warm-up: it answers a ping after it."""
-        second = self.second
-        if second is not None:
-            second.call("ping", time.monotonic() + timeout_s)
+        """Return once the second worker's warm-up (if one was started) has ended."""
+        if self._warming is not None:
+            self._warming.join(timeout_s)
 
     def _delay(self) -> float:
         """How long after CPython the second interpreter starts: `pypy_after_s`, from when CPython's worker can
