@@ -6,7 +6,12 @@ import argparse
 import json
 import sys
 
-from portfolio.commands.common import add_cost_arguments, add_traces_argument, fail_bad_input
+from portfolio.commands.common import (
+    add_cost_arguments,
+    add_traces_argument,
+    add_translator_python_argument,
+    fail_bad_input,
+)
 from portfolio.commands.situation import FeaturesError, add_features_arguments, parse_features
 from portfolio.delegates.registry import CATALOG, default_names, help_text
 
@@ -96,14 +101,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--fd-search", default=None, metavar="STRING", help="a raw Fast Downward --search string, overriding --fd-alias"
     )
-    parser.add_argument(
-        "--translator-python",
-        default=None,
-        metavar="PYTHON",
-        help="the interpreter of a second translator worker raced against CPython's, for large tasks: a path "
-        "or a name on the PATH, or 'off' (default: $PORTFOLIO_TRANSLATOR_PYTHON, else pypy3 where it is on the "
-        "PATH; Debian: apt install pypy3). Fast Downward's translator runs 2-3x faster under a warm PyPy",
-    )
+    add_translator_python_argument(parser)
     parser.add_argument(
         "--fd-workers",
         type=int,

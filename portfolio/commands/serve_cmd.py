@@ -7,7 +7,13 @@ import logging
 import os
 import sys
 
-from portfolio.commands.common import add_cost_arguments, add_traces_argument, fail_bad_input, store_error_types
+from portfolio.commands.common import (
+    add_cost_arguments,
+    add_traces_argument,
+    add_translator_python_argument,
+    fail_bad_input,
+    store_error_types,
+)
 
 log = logging.getLogger(__name__)
 
@@ -87,14 +93,7 @@ def _add_planner_arguments(parser: argparse.ArgumentParser, workers_default: int
         "capped at an equal share), and the cap of one validation (default: half the machine's "
         "memory shared among the planner workers and validators)",
     )
-    parser.add_argument(
-        "--translator-python",
-        default=None,
-        metavar="PYTHON",
-        help="the interpreter of a second translator worker raced against CPython's, for large tasks: a path "
-        "or a name on the PATH, or 'off' (default: $PORTFOLIO_TRANSLATOR_PYTHON, else pypy3 where it is on the "
-        "PATH; Debian: apt install pypy3). Fast Downward's translator runs 2-3x faster under a warm PyPy",
-    )
+    add_translator_python_argument(parser)
     parser.add_argument(
         "--fd-workers",
         type=int,
