@@ -266,7 +266,7 @@ def test_past_the_answer_deadline_the_first_plan_ends_the_wait():
     """With costs, the cost-aware search's plan is preferred for a grace period of twice the time taken; work
     carried over past its share (`race_after`) returns the first plan instead (exit code 0: a plan)."""
     from portfolio.delegates.fast_downward.searches import _wait
-    from portfolio.engine.workers import SearchRun
+    from portfolio.engine.search_pool import SearchRun
 
     def pair():
         return [

@@ -28,7 +28,7 @@ def dead_pid() -> int:
 
 
 def test_the_sweep_removes_dead_owners_directories_only(private_tmp):
-    from portfolio.engine.workers import sweep_stale_dirs
+    from portfolio.engine.search_pool import sweep_stale_dirs
 
     dead = private_tmp / f"portfolio-fd-{dead_pid()}-abc"
     live = private_tmp / f"portfolio-fd-{os.getppid()}-def"

@@ -6,7 +6,8 @@
     carry.py        a delegate's work carried over past its share, answered when the caller still waits
     cancel.py       cancellation handed down to delegates and their processes
     limits.py       memory and CPU limits, process groups, children that die with their parent
-    workers.py      long-lived worker processes (translation, search, validation) with hard deadlines
+    workers.py      long-lived worker processes (translation, pyperplan, validation) with hard deadlines
+    search_pool.py  pre-started Fast Downward search processes, waiting on several at once
     worker_main.py  the child side of a worker process (`python -m portfolio.engine.worker_main`)
 
 Imports point one way: the engine uses `domains` (and `traces`, `learning` nowhere); delegates, the Planner,

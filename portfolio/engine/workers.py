@@ -1,8 +1,8 @@
-"""Killable workers: a warm Python worker process, and pre-started search processes.
+"""Killable workers: a warm Python worker process (the pre-started search processes: `search_pool`).
 
-A budget is only hard if whatever runs under it can be stopped. Both kinds of process here run in their own
-process group, so the whole group (the worker and anything it started) can get SIGKILL, and the next call gets a
-fresh process, started at once, in the background.
+A budget is only hard if whatever runs under it can be stopped. A worker runs in its own process group, so the
+whole group (the worker and anything it started) can get SIGKILL, and the next call gets a fresh process, started
+at once, in the background.
 
 A worker given an `abort_grace_s` is first asked to stop (`worker_main.ABORT_SIGNAL`): the caller returns at its
 deadline as before, and a background thread waits up to that long for the worker's answer to the stopped request;
@@ -16,22 +16,15 @@ same abort answers at once (parking's largest problem, stopped at 0.3, 1.5 and 3
 
 from __future__ import annotations
 
-import glob
-import itertools
 import logging
 import os
 import pickle
-import queue
 import select
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from portfolio.engine import cancel, limits
@@ -261,180 +254,9 @@ class WorkerProcess(Resource):
                 self._process = None
 
 
-@dataclass
-class SearchRun:
-    """A started search process waiting for its task on stdin, and where its plan and output go."""
-
-    process: subprocess.Popen[bytes]
-    plan_path: str
-    output_path: str
-
-
-class SearchProcessPool(Resource):
-    """Pre-started Fast Downward search processes, one per command line.
-
-    The search binary spends milliseconds starting before it reads its task from stdin, and starting a process
-    from Python costs milliseconds more. The replacement for a process handed out is started, and a finished
-    run's files are removed, on a background thread: neither is on the caller's path.
-    """
-
-    def __init__(self) -> None:
-        sweep_stale_dirs()
-        self._dir = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-")
-        self._ready: dict[tuple[str, ...], SearchRun] = {}
-        self._lock = threading.Lock()
-        self._numbers = itertools.count()
-        self._closed = False
-        self._chores: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
-        self._helper = threading.Thread(target=self._do_chores, name="search-pool", daemon=True)
-        self._helper.start()
-
-    def _start(self, command: tuple[str, ...]) -> SearchRun:
-        number = next(self._numbers)
-        plan_path = os.path.join(self._dir, f"plan-{number}")
-        output_path = os.path.join(self._dir, f"output-{number}")
-        with open(output_path, "wb") as output:
-            process = subprocess.Popen(
-                [*limits.with_parent_death(), *command, "--internal-plan-file", plan_path],
-                stdin=subprocess.PIPE,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                cwd=self._dir,
-                start_new_session=True,
-            )
-        limits.cap(process)  # memory cap (see portfolio.engine.limits)
-        return SearchRun(process, plan_path, output_path)
-
-    def _do_chores(self) -> None:
-        while True:
-            chore = self._chores.get()
-            if chore is None:
-                return
-            try:
-                chore()
-            except Exception:
-                log.debug("search pool chore failed", exc_info=True)
-
-    def _refill(self, command: tuple[str, ...]) -> None:
-        with self._lock:
-            if self._closed or command in self._ready:
-                return
-        run = self._start(command)
-        with self._lock:
-            if self._closed or command in self._ready:
-                stale = run
-            else:
-                self._ready[command] = run
-                return
-        self.release(stale)
-
-    def take(self, command: tuple[str, ...]) -> SearchRun:
-        """A started process for `command`; give it back with `release` when done."""
-        with self._lock:
-            run = self._ready.pop(command, None)
-        if run is None or run.process.poll() is not None:
-            if run is not None:
-                self.release(run)
-            run = self._start(command)
-        self._chores.put(lambda: self._refill(command))
-        return run
-
-    def prestart(self, command: tuple[str, ...]) -> None:
-        self._chores.put(lambda: self._refill(command))
-
-    def release(self, run: SearchRun) -> None:
-        """Stop the run if it is still going (its whole process group) and remove its files."""
-        if run.process.poll() is None:
-            kill_group(run.process)
-        else:
-            run.process.wait()
-        if run.process.stdin:
-            run.process.stdin.close()
-        # an iterated search writes PLAN.1, PLAN.2, ... (`portfolio.delegates.fast_downward.anytime`)
-        self._chores.put(lambda: _unlink(run.plan_path, run.output_path, *glob.glob(glob.escape(run.plan_path) + ".*")))
-
-    def close(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            runs = list(self._ready.values())
-            self._ready.clear()
-        for run in runs:
-            kill_group(run.process)
-        self._chores.put(None)
-        self._helper.join(timeout=5)
-        shutil.rmtree(self._dir, ignore_errors=True)
-
-
-DIR_PREFIX = "portfolio-fd-"
-_swept = False
-
-
-def sweep_stale_dirs(root: str | None = None) -> list[str]:
-    """Remove the search pools' temporary directories (`portfolio-fd-PID-*`) whose process is gone, once per
-    process (the first pool it makes): a process killed with SIGKILL, a server stopped mid-request or a
-    replaced planner worker never ran its `close`, and nothing else would ever remove them (11 were left by
-    one review). Only this user's directories, only when the PID in the name is not running: a live process's
-    directory is never touched (a reused PID keeps a stale one until that process ends too). Directories of
-    releases that did not put the PID in the name are left alone. Returns the paths removed."""
-    global _swept
-    if root is None:
-        if _swept:
-            return []
-        _swept = True
-    root = root or tempfile.gettempdir()
-    removed: list[str] = []
-    try:
-        entries = list(os.scandir(root))
-    except OSError:
-        return removed
-    for entry in entries:
-        owner = entry.name[len(DIR_PREFIX) :].split("-", 1)[0] if entry.name.startswith(DIR_PREFIX) else ""
-        if not owner.isdigit() or int(owner) == os.getpid():
-            continue
-        try:
-            if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():
-                continue
-            os.kill(int(owner), 0)
-        except ProcessLookupError:  # the owner is gone: its directory is stale
-            shutil.rmtree(entry.path, ignore_errors=True)
-            removed.append(entry.path)
-        except OSError:  # alive (or not ours to signal): leave it
-            continue
-    if removed:
-        log.info("removed %d stale search directories of ended processes", len(removed))
-    return removed
-
-
-def _unlink(*paths: str) -> None:
-    for path in paths:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-
-
 def _exit_code(process: subprocess.Popen[bytes]) -> int | None:
     """The exit code of a process that just closed its channel (it may need a moment to finish dying)."""
     try:
         return process.wait(timeout=1.0)
     except subprocess.TimeoutExpired:
         return None
-
-
-def wait_any(processes: list[subprocess.Popen[bytes]], timeout: float) -> None:
-    """Block until one of `processes` exits, `timeout` seconds pass or this thread's stop signal is set
-    (`portfolio.engine.cancel`), without polling (Linux pidfds)."""
-    fds = []
-    try:
-        for process in processes:
-            try:
-                fds.append(os.pidfd_open(process.pid))
-            except (OSError, AttributeError):
-                time.sleep(min(timeout, 0.001))  # no pidfds here: fall back to a short sleep
-                return
-        select.select(fds + cancel.stop_fds(), [], [], max(timeout, 0.0))
-    finally:
-        for fd in fds:
-            os.close(fd)

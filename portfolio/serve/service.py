@@ -124,7 +124,7 @@ class Service:
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> None:
-        from portfolio.engine.workers import sweep_stale_dirs
+        from portfolio.engine.search_pool import sweep_stale_dirs
 
         sweep_stale_dirs()  # what a server or worker killed earlier left behind (each worker sweeps too)
         # The memory cap travels in the workers' configuration: each applies it in its own process, so

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from portfolio.delegates.fast_downward import exitcodes as fd_exitcodes
 from portfolio.engine import cancel
-from portfolio.engine.workers import SearchRun, wait_any
+from portfolio.engine.search_pool import SearchRun, wait_any
 
 _COST_LINE = re.compile(r";\s*cost\s*=\s*(\d+)")
 # After `improve_by`, while no plan exists yet, plan files are looked for this often (a search process does not

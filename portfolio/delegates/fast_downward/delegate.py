@@ -52,14 +52,8 @@ from portfolio.delegates.fast_downward.translate import TranslatorOptionsError, 
 from portfolio.delegates.fast_downward.translators import Translators, find_python
 from portfolio.engine import cancel
 from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
-from portfolio.engine.workers import (
-    BudgetExpired,
-    OutOfMemory,
-    SearchProcessPool,
-    WorkerCrashed,
-    WorkerError,
-    WorkerProcess,
-)
+from portfolio.engine.search_pool import SearchProcessPool
+from portfolio.engine.workers import BudgetExpired, OutOfMemory, WorkerCrashed, WorkerError, WorkerProcess
 
 log = logging.getLogger(__name__)
 

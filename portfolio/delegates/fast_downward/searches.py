@@ -6,9 +6,10 @@ module holds what happens once a SAS task exists:
 - the search configurations by alias (`SEARCH_ALIASES`), with the measured reasons for each choice beside them;
 - which of them one call runs side by side (`search_aliases`: a small portfolio over the cores available, first
   plan wins on unit costs, the cost-aware plan preferred with costs);
-- running them (`run_searches`): the SAS task is handed to pre-started `downward` processes (`portfolio.engine.workers`)
-  under the call's deadline, the wait ends on a plan, a proof, the deadline or the thread's stop signal
-  (`portfolio.engine.cancel`), and the plan or the reasons are read back from the processes' files.
+- running them (`run_searches`): the SAS task is handed to pre-started `downward` processes
+  (`portfolio.engine.search_pool`) under the call's deadline, the wait ends on a plan, a proof, the deadline or
+  the thread's stop signal (`portfolio.engine.cancel`), and the plan or the reasons are read back from the
+  processes' files.
 
 Exit codes go through `exitcodes` (named as in Fast Downward's driver): when several searches run side by
 side, one `aggregate` over the ones that ran decides the outcome, and a search that fails early never cuts
@@ -31,7 +32,7 @@ from portfolio.delegates.fast_downward import exitcodes as fd_exitcodes
 from portfolio.delegates.fast_downward.sas import operator_action
 from portfolio.engine import cancel
 from portfolio.engine.results import DelegateOutcome, Status
-from portfolio.engine.workers import SearchProcessPool, wait_any
+from portfolio.engine.search_pool import SearchProcessPool, wait_any
 
 _LAMA_FIRST = (
     "let(hlm, eval_modify_costs(landmark_sum(lm_factory=lm_reasonable_orders_hps(lm_rhw()),pref=false),"
