@@ -61,7 +61,7 @@ sys.path.insert(0, {root!r})
 from support import load_ipc
 from portfolio.delegates.fast_downward.searches import search_binary
 from portfolio.delegates.fast_downward.translate import translate
-from portfolio.engine.workers import SearchProcessPool
+from portfolio.engine.search_pool import SearchProcessPool
 task = load_ipc("blocks", "probBLOCKS-12-0.pddl")
 sas = translate(task.domain_pddl, task.problem_pddl).sas
 pool = SearchProcessPool()
