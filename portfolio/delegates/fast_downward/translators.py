@@ -44,7 +44,7 @@ from typing import Any
 from portfolio.delegates.fast_downward.translate import PRELOAD, TRANSLATE_OP
 from portfolio.engine import cancel
 from portfolio.engine.results import Resource
-from portfolio.engine.workers import BudgetExpired, OutOfMemory, WorkerCrashed, WorkerError, WorkerProcess
+from portfolio.engine.workers import BudgetExpired, WorkerCrashed, WorkerError, WorkerProcess
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +148,8 @@ class Translators(Resource):
                     worker = self.primary if label == "cpython" else self._second()
                     if worker is None:
                         raise BudgetExpired()
+                    if worker is not self.primary and worker.answered == 0:
+                        self._check_starts(worker, deadline)
                     answers.put((label, worker.call(TRANSLATE_OP, deadline, **kwargs), None))
                 except BaseException as error:  # handed to the caller's thread
                     answers.put((label, None, error))
@@ -207,20 +209,23 @@ class Translators(Resource):
             if error is None:
                 return self._won(Answer(value, label))
             errors[label] = error
-            if label == "cpython" and isinstance(error, WorkerError) and not isinstance(error, OutOfMemory):
-                raise error  # the reference translator refused the task (a parse error...): that is the answer
-            if label != "cpython" and isinstance(error, WorkerCrashed):
-                self._crashed()
+            if label == "cpython" and isinstance(error, WorkerError):
+                raise error  # the reference translator refused the task (a parse error, memory): that is the answer
         raise errors["cpython"]  # neither answered: CPython's reason (the deadline, a crash, memory)
 
-    def _crashed(self) -> None:
-        """The second worker died: if it never answered, it cannot run here (an import, too old a PyPy)."""
-        with self._second_lock:
-            second = self.second
-            if second is not None and second.answered == 0:
-                log.warning("the %s translator worker died before it ever answered; using CPython only", self.name)
-                self.python, self.second = None, None
-                second.close()
+    def _check_starts(self, second: WorkerProcess, deadline: float) -> None:
+        """Before its first task, the second worker answers a ping: one that dies instead cannot run here (an
+        import, too old a PyPy) and is given up for good. A worker that answered once and dies later died of its
+        task (its memory cap, say), which says nothing about the next."""
+        try:
+            second.call("ping", deadline)
+        except WorkerCrashed:
+            with self._second_lock:
+                if self.second is second:
+                    log.warning("the %s translator worker died before it ever answered; using CPython only", self.name)
+                    self.python, self.second = None, None
+                    second.close()
+            raise
 
     def _won(self, answer: Answer) -> Answer:
         self.wins[answer.translator] = self.wins.get(answer.translator, 0) + 1
