@@ -14,7 +14,7 @@ import pytest
 from support import IPC, descendants, hardest_parking
 
 from portfolio.delegates.fast_downward import translate
-from portfolio.delegates.fast_downward.translators import Translators, find_python, module_path
+from portfolio.delegates.fast_downward.translators import Translators, find_python, worker_env
 from portfolio.engine.workers import BudgetExpired, WorkerProcess
 
 IPC_MORE = IPC.parent / "ipc-more"
@@ -90,7 +90,7 @@ def test_a_second_interpreter_that_cannot_run_the_worker_is_given_up_with_a_warn
 @needs_pypy
 def test_a_pypy_worker_stopped_at_its_deadline_answers_and_stays_warm_and_idle():
     parking = texts(IPC / "parking-sat11-strips" / "domain.pddl", hardest_parking())  # ~10 s to translate
-    env = {"PYTHONPATH": module_path(), "PYTHONNOUSERSITE": "1"}
+    env = worker_env()
     worker = WorkerProcess(preload=translate.PRELOAD, python=PYPY, env=env, abort_grace_s=0.5)
     try:
         worker.call("ping", time.monotonic() + 30)

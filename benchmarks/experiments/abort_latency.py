@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from portfolio.delegates.fast_downward import translate
-from portfolio.delegates.fast_downward.translators import module_path
+from portfolio.delegates.fast_downward.translators import worker_env
 from portfolio.engine.workers import BudgetExpired, WorkerProcess
 
 PARKING = Path("../shared/ipc/parking-sat11-strips")
@@ -25,7 +25,7 @@ PARKING = Path("../shared/ipc/parking-sat11-strips")
 
 def measure(python: str | None, budgets: list[float]) -> list[tuple[float, float, bool]]:
     """(budget, seconds from the deadline to the worker's next answer, same process) per budget."""
-    env = None if python is None else {"PYTHONPATH": module_path(), "PYTHONNOUSERSITE": "1"}
+    env = None if python is None else worker_env()
     worker = WorkerProcess(preload=translate.PRELOAD, python=python, env=env, abort_grace_s=10.0)
     hardest = max(PARKING.glob("pfile*.pddl"), key=lambda p: p.stat().st_size)
     texts = {"domain_pddl": (PARKING / "domain.pddl").read_text(), "problem_pddl": hardest.read_text()}

@@ -24,7 +24,7 @@ from pathlib import Path
 from portfolio.benchsuite.planners import driver_translate
 from portfolio.benchsuite.suites import benchmark_pairs
 from portfolio.delegates.fast_downward import translate as translate_worker
-from portfolio.delegates.fast_downward.translators import module_path
+from portfolio.delegates.fast_downward.translators import worker_env
 from portfolio.engine.workers import WorkerProcess
 
 DEFAULT_SOURCES = (Path("../shared/ipc"), Path("../shared/ipc-more/pairs.txt"))
@@ -61,7 +61,7 @@ def compare(
     'DIFFERENT' (which side differs), or why one side produced nothing."""
     workers = [WorkerProcess(preload=translate_worker.PRELOAD)]
     if python is not None:
-        env = {"PYTHONPATH": module_path(), "PYTHONNOUSERSITE": "1"}
+        env = worker_env()
         workers.append(WorkerProcess(preload=translate_worker.PRELOAD, python=python, env=env))
     try:
         for label, domain, problem in pairs:

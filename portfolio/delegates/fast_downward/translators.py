@@ -100,6 +100,12 @@ def module_path() -> str:
     return str(folder)
 
 
+def worker_env() -> dict[str, str]:
+    """What a second interpreter's worker adds to its environment: `module_path()` as its whole module path, and
+    no user site-packages."""
+    return {"PYTHONPATH": module_path(), "PYTHONNOUSERSITE": "1"}
+
+
 @dataclass(frozen=True)
 class Answer:
     """One translation: the translator worker's answer (`translate.translate_message`) and who wrote it."""
@@ -119,13 +125,12 @@ class Translators(Resource):
         self.second: WorkerProcess | None = None
         self._second_lock = threading.Lock()
         self._warming: threading.Thread | None = None
-        self.wins: dict[str, int] = {}
 
     def _second(self) -> WorkerProcess | None:
         """The PyPy worker, started on first use; None where there is none (or it was given up on)."""
         with self._second_lock:
             if self.second is None and self.python is not None:
-                env = {"PYTHONPATH": module_path(), "PYTHONNOUSERSITE": "1"}
+                env = worker_env()
                 self.second = WorkerProcess(
                     preload=PRELOAD, python=self.python, env=env, abort_grace_s=PYPY_ABORT_GRACE_S
                 )
@@ -135,7 +140,7 @@ class Translators(Resource):
         """Translate with both workers (the second `pypy_after_s` after the first); the first answer wins and the
         other worker is stopped. Raises as `WorkerProcess.call` does: BudgetExpired when neither answered."""
         if self.python is None:
-            return self._won(Answer(self.primary.call(TRANSLATE_OP, deadline, **kwargs), "cpython"))
+            return Answer(self.primary.call(TRANSLATE_OP, deadline, **kwargs), "cpython")
         outer = cancel.current()
         signals = {"cpython": cancel.StopSignal(outer), self.name: cancel.StopSignal(outer)}
         answers: queue.SimpleQueue[tuple[str, Any, BaseException | None]] = queue.SimpleQueue()
@@ -207,7 +212,7 @@ class Translators(Resource):
         while len(errors) < 2:
             label, value, error = answers.get()
             if error is None:
-                return self._won(Answer(value, label))
+                return Answer(value, label)
             errors[label] = error
             if label == "cpython" and isinstance(error, WorkerError):
                 raise error  # the reference translator refused the task (a parse error, memory): that is the answer
@@ -226,10 +231,6 @@ class Translators(Resource):
                     self.python, self.second = None, None
                     second.close()
             raise
-
-    def _won(self, answer: Answer) -> Answer:
-        self.wins[answer.translator] = self.wins.get(answer.translator, 0) + 1
-        return answer
 
     @property
     def pids(self) -> list[int]:
