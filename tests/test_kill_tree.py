@@ -108,3 +108,56 @@ def test_a_search_dies_with_its_planner_process_when_asked(monkeypatch):
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+# A planner process (kill-with-parent, as in the service) whose Python worker is started on a thread that then
+# ends, as the translator race replaces a worker killed at a deadline; prints the worker's pid and waits.
+THREAD_STARTED = """
+import sys, threading, time
+sys.path.insert(0, {root!r})
+from portfolio.engine.workers import WorkerProcess
+box = []
+def start():
+    box.append(WorkerProcess())
+    box[0].call("ping", time.monotonic() + 30)  # imports done: the worker has asked to die with its parent
+thread = threading.Thread(target=start)
+thread.start(); thread.join()
+print(box[0].pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_python_worker_outlives_the_thread_that_started_it_and_dies_with_its_process():
+    """Kill-with-parent follows the parent process, not the thread that spawned the worker. It was the kernel's
+    PR_SET_PDEATHSIG, which fires when that *thread* ends: in the service, a translator worker replaced on a race's
+    thread was killed as soon as the thread ended, and the next call started a cold one."""
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PORTFOLIO_KILL_WITH_PARENT": "1", "PYTHONPATH": root}
+    parent = subprocess.Popen(
+        [sys.executable, "-c", THREAD_STARTED.format(root=root)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    worker = None
+    try:
+        worker = int(parent.stdout.readline())
+        time.sleep(0.5)
+        assert alive(worker), "the worker died with the thread that started it"
+        parent.kill()  # SIGKILL: no clean-up code runs
+        parent.wait()
+        deadline = time.monotonic() + 5
+        while alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(worker), "the worker outlived its process"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        if worker is not None:
+            try:
+                os.kill(worker, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -49,6 +49,7 @@ def test_the_cli_reports_out_of_memory_and_the_cascade_goes_on(tmp_path):
             sys.executable,
             "-m",
             "portfolio.cli",
+            "-v",  # the log (stderr) says which translator did what, should this fail again
             "plan",
             str(tmp_path / "d.pddl"),
             str(tmp_path / "p.pddl"),
@@ -64,5 +65,6 @@ def test_the_cli_reports_out_of_memory_and_the_cascade_goes_on(tmp_path):
         env={**os.environ, "PYTHONPATH": str(REPO), "PORTFOLIO_MEMORY_LIMIT_MB": "150"},
     )
     assert run.returncode == 1, run.stderr
-    assert "attempt fast-downward: memout" in run.stdout and "out of memory (limit 150 MB)" in run.stdout
-    assert "attempt pyperplan:" in run.stdout
+    report = f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}"
+    assert "attempt fast-downward: memout" in run.stdout and "out of memory (limit 150 MB)" in run.stdout, report
+    assert "attempt pyperplan:" in run.stdout, report

@@ -23,9 +23,10 @@ tree as a whole (and resident memory, not address space); this machine has cgrou
 caps is the mechanism here. The default budget fits the machine: half the physical memory divided among
 every process that holds a request at once (planner workers and validators, `default_limit_mb`).
 
-`PORTFOLIO_KILL_WITH_PARENT=1` (set for the service's planner workers) makes the Python planner workers ask the
-kernel for SIGKILL when the thread that started them dies (`PR_SET_PDEATHSIG`): a planner worker killed with
-SIGKILL (out of memory, hung, or the whole server killed) then leaves no translator or pyperplan worker behind.
+`PORTFOLIO_KILL_WITH_PARENT=1` (set for the service's planner workers) makes the Python planner workers exit when
+the process that started them ends (`die_with_parent_if_asked`: a thread that waits on the parent): a planner
+worker killed with SIGKILL (out of memory, hung, or the whole server killed) then leaves no translator or
+pyperplan worker behind.
 The search binary runs no Python, so it is started through util-linux's `setpriv --pdeathsig KILL`
 (`with_parent_death`), which asks the same of the kernel and then execs it (same pid, so the process group and
 the memory cap apply as before): a search already running when its planner worker is killed dies with it
@@ -40,9 +41,12 @@ import ctypes
 import functools
 import os
 import resource
+import select
 import shutil
 import signal
 import subprocess
+import threading
+import time
 
 ENV_LIMIT = "PORTFOLIO_MEMORY_LIMIT_MB"
 ENV_KILL_WITH_PARENT = "PORTFOLIO_KILL_WITH_PARENT"
@@ -130,12 +134,31 @@ def cap(process: subprocess.Popen[bytes]) -> None:
 
 
 def die_with_parent_if_asked() -> None:
-    """Called first thing by a Python planner worker: with `PORTFOLIO_KILL_WITH_PARENT=1`, die with the parent,
-    and exit at once if it is already gone (reparented to init)."""
-    if os.environ.get(ENV_KILL_WITH_PARENT) == "1":
-        die_with_parent()
-        if os.getppid() == 1:
-            os._exit(1)
+    """Called first thing by a Python planner worker: with `PORTFOLIO_KILL_WITH_PARENT=1`, exit when the process
+    that started it ends, and at once if it is already gone (reparented to init).
+
+    Not `die_with_parent` (the kernel's PR_SET_PDEATHSIG): that fires when the parent *thread* ends, and a
+    translator worker is replaced on the thread of the call that killed the old one (a race's thread, a
+    delegate's), which ends with the call: the fresh worker was killed with it and the next call started cold.
+    A thread of the worker's own waits on the parent instead (a pidfd; polling `getppid` where there is none)."""
+    if os.environ.get(ENV_KILL_WITH_PARENT) != "1":
+        return
+    parent = os.getppid()
+    if parent == 1:
+        os._exit(1)
+    threading.Thread(target=_exit_with, args=(parent,), name="parent-watch", daemon=True).start()
+
+
+def _exit_with(parent: int) -> None:
+    """Exit this process (no clean-up: its parent is gone mid-request, perhaps killed) once `parent` has ended."""
+    try:
+        handle = os.pidfd_open(parent)
+    except (AttributeError, OSError):  # no pidfd (an old kernel, PyPy 3.9), or the parent already gone
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        os._exit(1)
+    select.select([handle], [], [])  # readable once the process has ended
+    os._exit(1)
 
 
 def is_out_of_memory(message: str) -> bool:

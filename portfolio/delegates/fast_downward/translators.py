@@ -214,6 +214,7 @@ class Translators(Resource):
             if error is None:
                 return Answer(value, label)
             errors[label] = error
+            log.info("the %s translator gave no translation: %s", label, type(error).__name__)
             if label == "cpython" and isinstance(error, WorkerError):
                 raise error  # the reference translator refused the task (a parse error, memory): that is the answer
         raise errors["cpython"]  # neither answered: CPython's reason (the deadline, a crash, memory)
