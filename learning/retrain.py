@@ -81,11 +81,13 @@ def retrain(store: TraceStore, *, holdout_fraction: float = 0.2, chunk_size: int
 def load_latest(store: TraceStore) -> FailureModel | None:
     """The newest stored model, or None if none was trained yet (callers then plan with base costs).
     `ModelFormatError` for a model this release does not read (a pickle from an older release, damage)."""
-    from learning.storage import ModelFormatError, model_from_bytes
-
     stored = store.latest_model()
     if stored is None:
         return None
+    # Imported only now: the model's module imports scikit-learn, 2 s of start-up that a store without a model
+    # (a service's or a CLI's first run) has no use for.
+    from learning.storage import ModelFormatError, model_from_bytes
+
     where = f"{store.path}: model version {stored.version}"
     model = model_from_bytes(bytes(stored.blob), where)
     if stored.metadata.get("format") not in (None, FORMAT):

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from support import REPO
 from test_service_helpers import BOOM_DOMAIN, boom_problem
 
@@ -68,3 +69,26 @@ def test_the_cli_reports_out_of_memory_and_the_cascade_goes_on(tmp_path):
     report = f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}"
     assert "attempt fast-downward: memout" in run.stdout and "out of memory (limit 150 MB)" in run.stdout, report
     assert "attempt pyperplan:" in run.stdout, report
+
+
+@pytest.mark.parametrize("cap_mb", [100, 120])
+def test_a_worker_with_a_second_thread_runs_out_of_memory_at_once(monkeypatch, cap_mb):
+    """A capped worker with a thread besides the main one (kill-with-parent's watch on its parent) answers BOOM
+    with a memout in seconds only with glibc's per-thread malloc arenas off (MALLOC_ARENA_MAX=1, set by
+    `WorkerProcess`): near the cap, every small allocation first tried to map a new 128 MB arena and failed
+    (11,256 failed mmap calls in 2 s), and the translation crawled on without an answer for minutes (seen at caps
+    of 100-120 and 300 MB, not at 130-200)."""
+    import time
+
+    from portfolio.delegates.fast_downward.translate import PRELOAD, TRANSLATE_OP
+    from portfolio.engine.workers import OutOfMemory, WorkerProcess
+
+    monkeypatch.setenv("PORTFOLIO_MEMORY_LIMIT_MB", str(cap_mb))
+    monkeypatch.setenv("PORTFOLIO_KILL_WITH_PARENT", "1")
+    worker = WorkerProcess(preload=PRELOAD)
+    try:
+        worker.call("ping", time.monotonic() + 30)
+        with pytest.raises(OutOfMemory):
+            worker.call(TRANSLATE_OP, time.monotonic() + 15, domain_pddl=BOOM_DOMAIN, problem_pddl=boom_problem())
+    finally:
+        worker.close()

@@ -51,6 +51,12 @@ import time
 ENV_LIMIT = "PORTFOLIO_MEMORY_LIMIT_MB"
 ENV_KILL_WITH_PARENT = "PORTFOLIO_KILL_WITH_PARENT"
 OUT_OF_MEMORY = "out of memory"
+# The environment of a Python process started under the cap. One malloc arena: glibc gives each thread an arena
+# of its own, reserving 128 MB of address space for each, and near an RLIMIT_AS cap every small allocation first
+# tried to map a new one and failed; a translator worker with a second thread (the watch on its parent) then
+# crawled on for minutes instead of raising MemoryError (11,256 failed mmap calls in 2 s). The GIL runs one
+# thread at a time: a shared arena costs nothing measurable.
+CAPPED_ENV = {"MALLOC_ARENA_MAX": "1"}
 _PR_SET_PDEATHSIG = 1
 MIN_DEFAULT_MB = 1024
 

@@ -96,12 +96,15 @@ class PlannerWorker:
         self.plan_options = set(inspect.signature(self.planner.plan).parameters) - {"task", "init", "run_id"}
 
     def _load_model(self) -> None:
-        from learning.storage import ModelFormatError
-
         try:
             self.planner.reload_model()
             self.model_error = None
-        except ModelFormatError as error:
+        except Exception as error:
+            # learning.storage imports scikit-learn (2 s): not at the start of a worker whose store has no model
+            from learning.storage import ModelFormatError
+
+            if not isinstance(error, ModelFormatError):
+                raise
             log.error("cannot use the stored model: %s", error)
             self.model_error = str(error)
 
