@@ -20,7 +20,9 @@ from portfolio.engine.results import PlanRequest, Status
 from portfolio.planner import CLASSICAL_ONLY, Planner
 
 # lama-first needs seconds even on the smallest parking problems: Fast Downward's 4/5 share of 37.5 s is 30 s.
+# Its smallest problem only (three took 27 s of the suite's time); its hardest one is in the budget tests below.
 SLOW_DOMAINS = {"parking-sat11-strips": 37.5}
+PROBLEMS = {"parking-sat11-strips": 1}
 
 
 @pytest.mark.parametrize("name", BUNDLED)
@@ -38,7 +40,7 @@ def test_bundled_domains_are_solved_with_valid_plans(planner, name, size):
 def test_three_smallest_ipc_problems_per_domain_are_solved_and_validated(domain):
     budget = SLOW_DOMAINS.get(domain, 5.0)
     with Planner(CLASSICAL_ONLY, budget_s=budget) as planner:
-        for problem in smallest_problems(domain, 3):
+        for problem in smallest_problems(domain, PROBLEMS.get(domain, 3)):
             task = load_ipc(domain, problem)
             result = planner.plan(task)
             assert result.status is Status.SOLVED, (problem.name, result.attempts)

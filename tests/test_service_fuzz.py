@@ -13,8 +13,9 @@ import httpx
 import pytest
 from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, serve_in_thread, small_plan, validated
 
-# ~37 s on a loaded 2-core machine (load 7); more for a longer run (the benchmark: PORTFOLIO_FUZZ_EXAMPLES=3000)
-EXAMPLES = int(os.environ.get("PORTFOLIO_FUZZ_EXAMPLES", "500"))
+# 500 took ~37 s on a loaded 2-core machine (load 7), a tenth of the suite's budget; more for a longer run (the
+# issue's benchmark: PORTFOLIO_FUZZ_EXAMPLES=3000)
+EXAMPLES = int(os.environ.get("PORTFOLIO_FUZZ_EXAMPLES", "300"))
 
 
 @pytest.mark.slow
