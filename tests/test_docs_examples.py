@@ -23,6 +23,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 # (page, heading): the console blocks from the heading to the next heading of any level
 SECTIONS = (
+    ("README.md", "## A first plan"),
+    ("docs/cli.md", "# Plan from the command line"),
+    ("docs/cli.md", "## Statuses, exit codes and bad input"),
     ("docs/traces.md", "# Traces and learned costs"),
     ("docs/traces.md", "## Plans that respect the costs"),
     ("docs/runtimes.md", "## LangGraph"),
@@ -30,6 +33,14 @@ SECTIONS = (
     ("docs/runtimes.md", "## Any MCP client"),
 )
 _TIMING = re.compile(r"\d+(\.\d+)? ms|in \d+(\.\d+)? s\b")
+# --json: timings, and which of the searches raced on a unit-cost task answered first (on blocks-4, either)
+_MASKS = (
+    (_TIMING, "<time>"),
+    (re.compile(r'("\w+_ms": )\d+(\.\d+)?'), r"\1<time>"),
+    (re.compile(r'"(plan found|stopped: [\w-]+ found a plan first)"'), '"<race>"'),
+    (re.compile(r'("search": )"[\w-]+"'), r'\1"<race>"'),
+)
+SHARED = REPO.parent / "shared"  # the docs' ../shared, beside the checkout
 
 
 def section_span(text: str, heading: str) -> tuple[int, int]:
@@ -56,22 +67,37 @@ def console_blocks(page: str, heading: str) -> list[list[tuple[str, list[str]]]]
 
 
 def masked(lines: list[str]) -> list[str]:
-    return [_TIMING.sub("<time>", line) for line in lines]
+    for pattern, replacement in _MASKS:
+        lines = [pattern.sub(replacement, line) for line in lines]
+    return lines
 
 
-def run_command(command: str, folder: Path) -> tuple[list[str], str]:
-    """What `command` prints (stdout lines, with the scratch folder spelled /tmp/ex again) and its stderr."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+def run_command(command: str, folder: Path, status: int = 0) -> tuple[list[str], int]:
+    """What `command` prints on the terminal, stdout and stderr as they come (with the scratch folder spelled
+    /tmp/ex again, and ../shared as the docs spell it), and its exit status; `status` is the one before, for a
+    command that reads `$?`. A translation cache of the folder's own, so that what `--json` says of it depends
+    only on the commands before it."""
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "XDG_CACHE_HOME": str(folder / "cache"),
+    }
     env.pop("PORTFOLIO_TRACES", None)
     run = subprocess.run(
-        ["bash", "-c", command.replace("/tmp/ex", str(folder / "ex"))],
+        [
+            "bash",
+            "-c",
+            f"(exit {status}); " + command.replace("/tmp/ex", str(folder / "ex")).replace("../shared", str(SHARED)),
+        ],
         cwd=folder,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
         timeout=300,
     )
-    return run.stdout.replace(str(folder / "ex"), "/tmp/ex").splitlines(), run.stderr
+    printed = run.stdout.replace(str(folder / "ex"), "/tmp/ex").replace(str(SHARED), "../shared")
+    return printed.splitlines(), run.returncode
 
 
 def scratch(folder: Path) -> Path:
@@ -86,9 +112,10 @@ def test_the_docs_walkthrough_prints_what_it_shows(page, heading, tmp_path):
     blocks = console_blocks(page, heading)
     assert blocks, f"no console block under {heading!r} in {page}"
     for block in blocks:
+        status = 0
         for command, shown in block:
-            printed, stderr = run_command(command, folder)
-            assert masked(printed) == masked(shown), f"$ {command}\n{stderr}"
+            printed, status = run_command(command, folder, status)
+            assert masked(printed) == masked(shown), f"$ {command}"
 
 
 def regenerate() -> None:
@@ -102,11 +129,11 @@ def regenerate() -> None:
             folder = scratch(Path(name))
 
             def rerun(match: re.Match) -> str:
-                lines = []
+                lines, status = [], 0
                 for line in match.group(1).splitlines():
                     if line.startswith("$ "):
-                        lines.append(line)
-                        lines.extend(run_command(line[2:], folder)[0])
+                        printed, status = run_command(line[2:], folder, status)
+                        lines.extend([line, *printed])
                 return "```console\n" + "\n".join(lines) + "\n```"
 
             body = re.sub(r"```console\n(.*?)```", rerun, text[start:end], flags=re.S)

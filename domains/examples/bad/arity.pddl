@@ -1,0 +1,5 @@
+(define (problem bad-arity)
+  (:domain blocks)
+  (:objects a b)
+  (:init (clear a) (clear b) (ontable a b) (handempty))
+  (:goal (on a b)))

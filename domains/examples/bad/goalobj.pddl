@@ -1,0 +1,6 @@
+(define (problem bad-goal)
+  (:domain blocks)
+  (:objects a b c)
+  (:init (clear a) (clear b) (clear c) (ontable a) (ontable b) (ontable c)
+         (handempty))
+  (:goal (and (on a z))))
