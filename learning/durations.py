@@ -167,6 +167,7 @@ class TimeModel:
     def finish(self) -> TimeModel:
         """Fit every action name on what `add` accumulated (call once, after the last chunk)."""
         state = self.__dict__.pop("_acc", {"tables": {}, "steps": {}, "offsets": {}, "runs": {}})
+        self.__dict__.pop("_memo", None)
         tables, steps, offsets = state["tables"], state["steps"], state["offsets"]
         if self.half_life_steps is not None:  # the newest step of each action weighs 1
             for action, table in tables.items():
@@ -256,7 +257,34 @@ class TimeModel:
         object_types: Mapping[str, str] | None = None,
     ) -> TimeEstimate:
         """Expected durations and failure-kind shares of each grounded action in the situation `features`
-        describes. An action name never seen takes the mean timed step and a failure that ends the plan."""
+        describes. An action name never seen takes the mean timed step and a failure that ends the plan.
+
+        Memoised per situation and object set, grounding by grounding, as `FailureModel.predict_posterior`: a
+        new task over the same objects predicts only the groundings it has not seen (the `time` objective's
+        warm plan latency is then the `risk` one's)."""
+        memo = self.__dict__.setdefault("_memo", {})
+        if len(memo) > 1_000:
+            memo.clear()
+        context = (
+            tuple(sorted((features or {}).items(), key=str)),
+            tuple(sorted(object_types.items())) if object_types else None,
+        )
+        known: dict[str, tuple[float, ...]] = memo.setdefault(context, {})
+        keys = [str(action) for action in actions]
+        missing = [i for i, key in enumerate(keys) if key not in known]
+        if missing:
+            fresh = self._predict([actions[i] for i in missing], features, object_types)
+            for j, i in enumerate(missing):
+                known[keys[i]] = tuple(float(column[j]) for column in vars(fresh).values())
+        rows = np.array([known[key] for key in keys], dtype=float).reshape(len(keys), 5)
+        return TimeEstimate(*(rows[:, k].copy() for k in range(5)))
+
+    def _predict(
+        self,
+        actions: Sequence[GroundAction],
+        features: Mapping[str, Any] | None,
+        object_types: Mapping[str, str] | None,
+    ) -> TimeEstimate:
         size = len(actions)
         out = TimeEstimate(*(np.zeros(size) for _ in range(5)))
         out.success_ms[:], out.failure_ms[:] = self.default_ms, self.default_ms
