@@ -27,7 +27,7 @@ from domains.model import GroundAction, Task, action_cost
 from learning.durations import DEFAULT_MS, TimeEstimate, TimeModel
 from learning.explore import Explore, explore_p_fail
 from learning.model import FailureModel
-from learning.objective import Objective, TimeParams, check_objective, expected_ms
+from learning.objective import Objective, TimeParams, check_objective, expected_ms, split_retries
 
 # p_fail is clipped below 1 so that a cost is always finite: "very risky" must still be plannable when it is
 # the only way to the goal.
@@ -114,9 +114,10 @@ def _time_priced(posteriors: Posteriors, p_plan: np.ndarray, time: TimeParams) -
     if times is None:
         raise ValueError("the time objective needs posteriors made with action_posteriors(objective='time')")
     replan = posteriors.replan_ms if time.replan_ms is None else time.replan_ms
+    p, p_retry = split_retries(np.clip(p_plan, 0.0, MAX_P_FAIL), times.attempts, times.retries, times.failed_retries)
     ms = expected_ms(
-        np.clip(p_plan, 0.0, MAX_P_FAIL), times.success_ms, times.failure_ms, times.retried, times.side_effects,
-        time.max_retries, replan, time.side_effect_weight,
+        p, times.success_ms, times.failure_ms, times.retried, times.side_effects, time.max_retries, replan,
+        time.side_effect_weight, p_retry,
     )  # fmt: skip
     return {
         key: ActionCost(base_cost=float(b), p_fail=float(p), cost=float(m) / 1000.0, expected_ms=float(m))

@@ -18,6 +18,10 @@ Per grounding (in one situation, the cells of `learning.model`), from the same r
   `portfolio.agent.failures.decide`), each a beta-binomial posterior over its failures shrunk towards the
   action name's share by `learning.shrinkage.posterior`. A failure without a category counts as plan-ending:
   what the `risk` objective already assumes of every failure.
+- how often a retry fails: an attempt right after a retried failure of the same grounding in the same run is
+  a retry. Failures are not always independent (a service that is down stays down: every retry fails), so
+  `learning.costs` prices retries by their own record, shrunk towards the grounding's p_fail
+  (`retry_p_fail`).
 
 `learning.costs.time_priced` turns these and p_fail into the expected time to success. Nothing here touches
 the database; the model is plain data stored with the failure model (`learning.storage`).
@@ -50,8 +54,9 @@ _RIDGE_ALPHA = 1.0  # per capped step: a token needs a few groundings' worth of 
 _MIN_ROWS = 3  # below this many timed rows an action name's prior is its mean: a regression would fit noise
 _RESCALE_AT = 500.0
 # Accumulator slots: weighted successes timed, their sum and sum of squares; the same for failures; weighted
-# failures (timed or not), of them transient, with side effects, and retried by the loop.
-_SLOTS = 10
+# failures (timed or not), of them transient, with side effects, and retried by the loop; retries (an attempt
+# right after a retried failure of the same grounding in the same run) and of them failures; all attempts.
+_SLOTS = 13
 
 
 @dataclass
@@ -73,19 +78,25 @@ class TimeAction:
     failure: DurationFit | None
     shares: list[float]  # the action name's transient, side-effect and retried shares of its failures
     share_strengths: list[float]
-    cells: dict[str, list[float]] = field(default_factory=dict)  # cell -> weighted [failures, transient, side, retried]
+    # cell -> weighted [failures, transient, side, retried, retries, failed retries, attempts]
+    cells: dict[str, list[float]] = field(default_factory=dict)
 
 
 @dataclass
 class TimeEstimate:
     """Per grounded action (in the order asked): expected ms of a success and of a failure, and the shares of
-    its failures that are transient, left side effects, and are retried by the loop."""
+    its failures that are transient, left side effects, and are retried by the loop; and the (weighted)
+    retries seen and how many of them failed, and all its attempts (retries included), from which
+    `learning.costs` tells a first attempt's p_fail from a retry's (`learning.objective.split_retries`)."""
 
     success_ms: np.ndarray
     failure_ms: np.ndarray
     transient: np.ndarray
     side_effects: np.ndarray
     retried: np.ndarray
+    retries: np.ndarray
+    failed_retries: np.ndarray
+    attempts: np.ndarray
 
 
 def is_transient(category: str | None) -> bool:
@@ -124,8 +135,9 @@ class TimeModel:
         """Accumulate one chunk of rows (streamed: `learning.retrain` feeds the chunks it reads for the
         failure model). A row's run id, when given, sums into its run's time: the learned replan penalty is
         the mean time of a run's steps, what a plan-ending failure can lose."""
-        state = self.__dict__.setdefault("_acc", {"tables": {}, "steps": {}, "offsets": {}, "runs": {}})
+        state = self.__dict__.setdefault("_acc", {"tables": {}, "steps": {}, "offsets": {}, "runs": {}, "last": {}})
         tables, steps, offsets, runs = state["tables"], state["steps"], state["offsets"], state["runs"]
+        last = state["last"]  # run -> (action, args, its last step was a failure the loop retries)
         for action, args_json, features_json, outcome, category, ms, side, *run in chunk:
             table = tables.setdefault(action, {})
             k = steps.get(action, 0)
@@ -149,6 +161,13 @@ class TimeModel:
                 state["total"] = state.get("total", 0.0) + ms
                 if run:
                     runs[run[0]] = runs.get(run[0], 0.0) + ms
+            transient, side_effects = is_transient(category), bool(side)
+            acc[12] += weight
+            if run:
+                if last.get(run[0]) == (action, args_json, True):
+                    acc[10] += weight
+                    acc[11] += weight * (outcome == "failure")
+                last[run[0]] = (action, args_json, outcome == "failure" and transient and not side_effects)
             if outcome == "success" and timed:
                 acc[0] += weight
                 acc[1] += weight * ms
@@ -158,7 +177,6 @@ class TimeModel:
                     acc[3] += weight
                     acc[4] += weight * ms
                     acc[5] += weight * ms * ms
-                transient, side_effects = is_transient(category), bool(side)
                 acc[6] += weight
                 acc[7] += weight * transient
                 acc[8] += weight * side_effects
@@ -166,7 +184,7 @@ class TimeModel:
 
     def finish(self) -> TimeModel:
         """Fit every action name on what `add` accumulated (call once, after the last chunk)."""
-        state = self.__dict__.pop("_acc", {"tables": {}, "steps": {}, "offsets": {}, "runs": {}})
+        state = self.__dict__.pop("_acc", {"tables": {}, "steps": {}, "offsets": {}, "runs": {}, "last": {}})
         self.__dict__.pop("_memo", None)
         tables, steps, offsets = state["tables"], state["steps"], state["offsets"]
         if self.half_life_steps is not None:  # the newest step of each action weighs 1
@@ -187,10 +205,10 @@ class TimeModel:
         failure = self._fit_durations(parsed, stats[:, 3], stats[:, 4], stats[:, 5])
         cells: dict[str, list[float]] = {}
         for key, row in zip(keys, stats):
-            cell = cells.setdefault(key, [0.0, 0.0, 0.0, 0.0])
-            for i in range(4):
+            cell = cells.setdefault(key, [0.0] * 7)
+            for i in range(7):
                 cell[i] += row[6 + i]
-        counts = np.array(list(cells.values()), dtype=float).reshape(-1, 4)
+        counts = np.array(list(cells.values()), dtype=float).reshape(-1, 7)
         n = counts[:, 0]
         shares, strengths = [], []
         for i in (1, 2, 3):
@@ -276,8 +294,8 @@ class TimeModel:
             fresh = self._predict([actions[i] for i in missing], features, object_types)
             for j, i in enumerate(missing):
                 known[keys[i]] = tuple(float(column[j]) for column in vars(fresh).values())
-        rows = np.array([known[key] for key in keys], dtype=float).reshape(len(keys), 5)
-        return TimeEstimate(*(rows[:, k].copy() for k in range(5)))
+        rows = np.array([known[key] for key in keys], dtype=float).reshape(len(keys), 8)
+        return TimeEstimate(*(rows[:, k].copy() for k in range(8)))
 
     def _predict(
         self,
@@ -286,7 +304,7 @@ class TimeModel:
         object_types: Mapping[str, str] | None,
     ) -> TimeEstimate:
         size = len(actions)
-        out = TimeEstimate(*(np.zeros(size) for _ in range(5)))
+        out = TimeEstimate(*(np.zeros(size) for _ in range(8)))
         out.success_ms[:], out.failure_ms[:] = self.default_ms, self.default_ms
         situation = situation_key(features)
         groups: dict[str, list[int]] = {}
@@ -310,7 +328,9 @@ class TimeModel:
                         target[i] = math.exp(min(score, 50.0))
             if model.failure is None:
                 out.failure_ms[positions] = out.success_ms[positions]  # no failure timed: as long as a success
-            counts = np.array([model.cells.get(key, (0.0, 0.0, 0.0, 0.0)) for key in keys], dtype=float)
+            counts = np.array([model.cells.get(key, (0.0,) * 7) for key in keys], dtype=float).reshape(-1, 7)
+            out.retries[positions], out.failed_retries[positions] = counts[:, 4], counts[:, 5]
+            out.attempts[positions] = counts[:, 6]
             for j, target in enumerate((out.transient, out.side_effects, out.retried)):
                 target[positions] = posterior(
                     counts[:, 0], counts[:, j + 1], np.full(len(keys), model.shares[j]),

@@ -13,6 +13,9 @@
       ends plan  P_end = 1 - (1 - p) * A
       expected_ms = time + replan_ms * (P_end + side_effect_weight * p * s * A)       (s: side-effect share)
 
+  with independent attempts; a retry's own failure rate, learned from the retries in the traces
+  (`retry_p_fail`), replaces p after the first attempt, so a service that stays down is not retried for free.
+
   A tool answering in 100 ms that fails 40% transiently costs 156 ms of attempts with two retries (167 ms,
   1 / (1 - p), with unbounded ones) plus a 6.4% chance of ending the plan; one taking 2 s that never fails
   costs 2 s: the planner now takes the quick one, where `risk` took the slow one. The planner's cost is
@@ -40,6 +43,9 @@ DEFAULT_RETRIES = 2
 # A side-effect failure costs one replan more than a clean one (the clean-up: the e-mail to take back): the
 # default; `--side-effect-weight` sets how much dearer it is for a runtime.
 DEFAULT_SIDE_EFFECT_WEIGHT = 1.0
+# How many retries' worth of belief a grounding's p_fail carries about its retries: a few retries that all
+# failed make the next one look doomed, a handful that succeeded leave it at p_fail.
+RETRY_STRENGTH = 10.0
 
 
 class ObjectiveError(ValueError):
@@ -72,6 +78,38 @@ class TimeParams:
                 raise ObjectiveError(f"{name} must be a finite number >= 0, got {value!r}")
 
 
+def split_retries(
+    p_fail: np.ndarray, attempts: np.ndarray, retries: np.ndarray, failed_retries: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(first attempt's p_fail, a retry's p_fail) of each grounding. The failure model's p_fail counts every
+    attempt, retries included: where retries fail together (a service that stays down), that overstates a
+    first attempt's chance of failing, so the retries' share is taken back out of it, and the retries priced
+    by their own record (`retry_p_fail`)."""
+    import numpy as np
+
+    p = np.asarray(p_fail, float)
+    attempts, retries = np.asarray(attempts, float), np.asarray(retries, float)
+    first = attempts - retries
+    split = (retries > 1e-9) & (first > 1e-9)
+    p_first = np.where(split, (p * attempts - failed_retries) / np.where(split, first, 1.0), p)
+    p_first = np.clip(p_first, 0.0, 1.0)
+    return p_first, retry_p_fail(p_first, retries, failed_retries)
+
+
+def retry_p_fail(p_fail: np.ndarray, retries: np.ndarray, failed_retries: np.ndarray) -> np.ndarray:
+    """The chance that a retry fails: the grounding's record of retries, shrunk towards its p_fail (independent
+    attempts) by `RETRY_STRENGTH` pseudo-retries. A service that is down for a while fails its retries far more
+    often than its first attempts (`portfolio.benchsuite.worlds.timed`'s `sticky` type)."""
+    import numpy as np
+
+    p = np.asarray(p_fail, float)
+    return np.clip(
+        (np.asarray(failed_retries, float) + RETRY_STRENGTH * p) / (np.asarray(retries, float) + RETRY_STRENGTH),
+        0.0,
+        1.0,
+    )
+
+
 def expected_ms(
     p_fail: np.ndarray,
     success_ms: np.ndarray,
@@ -81,17 +119,24 @@ def expected_ms(
     max_retries: int,
     replan_ms: float,
     side_effect_weight: float,
+    p_retry: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The expected milliseconds of each step (module docstring), vectorised over groundings."""
+    """The expected milliseconds of each step (module docstring), vectorised over groundings. `p_retry`: the
+    chance that a retry fails (None: p_fail, independent attempts; `retry_p_fail`)."""
     import numpy as np
 
     p = np.clip(np.asarray(p_fail, float), 0.0, 1.0)
-    q = p * np.clip(retried, 0.0, 1.0)
-    attempts = np.zeros_like(p)
-    term = np.ones_like(p)
-    for _ in range(max_retries + 1):
-        attempts += term
-        term = term * q
-    time = attempts * ((1.0 - p) * success_ms + p * failure_ms)
-    ends = np.clip(1.0 - (1.0 - p) * attempts, 0.0, 1.0)
-    return time + replan_ms * (ends + side_effect_weight * p * np.clip(side_effects, 0.0, 1.0) * attempts)
+    p_r = p if p_retry is None else np.clip(np.asarray(p_retry, float), 0.0, 1.0)
+    r = np.clip(retried, 0.0, 1.0)
+    s = np.clip(side_effects, 0.0, 1.0)
+    time = (1.0 - p) * success_ms + p * failure_ms
+    success = 1.0 - p
+    side = p * s
+    reach = p * r  # the chance a first retry happens
+    for _ in range(max_retries):
+        time = time + reach * ((1.0 - p_r) * success_ms + p_r * failure_ms)
+        success = success + reach * (1.0 - p_r)
+        side = side + reach * p_r * s
+        reach = reach * p_r * r
+    ends = np.clip(1.0 - success, 0.0, 1.0)
+    return time + replan_ms * (ends + side_effect_weight * side)

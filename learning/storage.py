@@ -100,7 +100,7 @@ class StoredTimeAction(BaseModel):
     failure: StoredDurationFit | None
     shares: tuple[Probability, Probability, Probability]
     share_strengths: tuple[Count, Count, Count]
-    cells: dict[str, tuple[Count, Count, Count, Count]] = Field(default_factory=dict)
+    cells: dict[str, tuple[Count, Count, Count, Count, Count, Count, Count]] = Field(default_factory=dict)
 
 
 class StoredTimeModel(BaseModel):

@@ -12,7 +12,7 @@ from domains.bundled import bundled_task, write_instance
 from domains.ground_text import parse_ground_action
 from domains.validate import validate_plan
 from learning import retrain
-from learning.objective import ObjectiveError, TimeParams, expected_ms
+from learning.objective import ObjectiveError, TimeParams, expected_ms, retry_p_fail, split_retries
 from portfolio.cli import main
 from traces.records import StepRecord
 from traces.store import TraceStore
@@ -33,6 +33,14 @@ def test_expected_ms_counts_retries_replans_and_side_effects():
     plain = expected_ms(0.4 * one, 100 * one, 100 * one, 0 * one, 0 * one, 2, 1000.0, 2.0)[0]
     dirty = expected_ms(0.4 * one, 100 * one, 100 * one, 0 * one, one, 2, 1000.0, 2.0)[0]
     assert plain == pytest.approx(500.0) and dirty == pytest.approx(500.0 + 2 * 0.4 * 1000.0)
+    # a service that stays down: every retry fails, so retries only add their time before the replan
+    down = expected_ms(0.4 * one, 100 * one, 100 * one, one, 0 * one, 2, 1000.0, 0.0, one)[0]
+    assert down == pytest.approx(0.6 * 100 + 0.4 * 300 + 0.4 * 1000)
+    assert retry_p_fail(0.1 * one, 30 * one, 30 * one)[0] > 0.7 > retry_p_fail(0.1 * one, 0 * one, 0 * one)[0]
+    # 100 attempts, 54 failed, 30 of them retries of which 28 failed: first attempts fail 26 of 70
+    first, again = split_retries(0.54 * one, 100 * one, 30 * one, 28 * one)
+    assert first[0] == pytest.approx(26 / 70) and again[0] > 0.8
+    assert split_retries(0.2 * one, 0 * one, 0 * one, 0 * one)[0][0] == pytest.approx(0.2)  # nothing seen: as is
     with pytest.raises(ObjectiveError, match="side_effect_weight"):
         TimeParams(side_effect_weight=-1)
 

@@ -88,6 +88,22 @@ def test_failure_kinds_and_side_effects_are_learned_as_shares():
     assert est.failure_ms[0] == pytest.approx(20.0, rel=0.05) and est.success_ms[0] == pytest.approx(100.0, rel=0.05)
 
 
+def test_retries_are_learned_apart_from_first_attempts():
+    """A service that is down stays down: its retries (the next step of the same run, after a transient failure)
+    fail far more often than its first attempts, and the model counts them."""
+    records, rng = [], np.random.default_rng(2)
+    for run in range(60):
+        down = rng.random() < 0.3
+        for i in range(3 if down else 1):
+            failed = down or rng.random() < 0.05
+            records.append(step(run, "flaky", "failure" if failed else "success", 50.0, "transient"))
+            records[-1] = records[-1].model_copy(update={"step": i})
+            if not failed:
+                break
+    est = FailureModel().fit(records).durations_.predict([GroundAction("call", ("flaky",))])
+    assert est.retries[0] > 20 and est.failed_retries[0] / est.retries[0] > 0.9
+
+
 def test_retrain_stores_durations_and_a_store_of_schema_4_opens_with_side_effects(tmp_path):
     """A file written before the side_effects column migrates (old steps read side_effects None) and the
     retrained model keeps its durations through storage."""

@@ -52,6 +52,7 @@ def oracle_costs(kind: str):
             np.array([t.failure_ms for t in truths]),
             np.array([float(t.transient and not t.side_effects) for t in truths]),
             np.array([float(t.side_effects) for t in truths]), MAX_RETRIES, REPLAN_MS, DEFAULT_SIDE_EFFECT_WEIGHT,
+            np.array([t.p_fail if t.p_retry is None else t.p_retry for t in truths]),
         )  # fmt: skip
         return {text: float(m) / 1000.0 for text, m in zip(grounded, ms)}
 

@@ -46,6 +46,7 @@ class ToolTruth:
     failure_ms: float
     transient: bool = False
     side_effects: bool = False
+    p_retry: float | None = None  # the chance a retry fails, when attempts are not independent (`marginal`)
 
 
 DEFAULT = ToolTruth(0.01, 200.0, 200.0)
@@ -76,10 +77,12 @@ def truth(kind: str, step: GroundAction) -> ToolTruth:
 
 def marginal(kind: str, step: GroundAction) -> ToolTruth:
     """What an oracle knows of `step` without the episode's hidden coin: in `sticky`, web-basic's per-attempt
-    rate averaged over the episodes it is down in."""
+    rate averaged over the episodes it is down in, and the chance that a retry after a failure fails too."""
     found = truth(kind, step)
     if kind == "sticky" and step.name == "web-search" and step.args[-1:] == ("web-basic",):
-        return ToolTruth(DOWN_SHARE + (1 - DOWN_SHARE) * found.p_fail, 100.0, 100.0, transient=True)
+        first = DOWN_SHARE + (1 - DOWN_SHARE) * found.p_fail
+        again = (DOWN_SHARE + (1 - DOWN_SHARE) * found.p_fail**2) / first
+        return ToolTruth(first, 100.0, 100.0, transient=True, p_retry=again)
     return found
 
 
