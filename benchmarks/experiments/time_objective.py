@@ -132,7 +132,7 @@ def run_world(kind: str, seed: int, episodes: int, retrain_every: int) -> dict[s
     return out
 
 
-def paired_latency(planner, tasks: Sequence[Task], rounds: int = 3) -> dict[str, list[float]]:
+def paired_latency(planner, tasks: Sequence[Task], rounds: int = 10) -> dict[str, list[float]]:
     """Warm plan latency (elapsed_ms) of one planner and model on the same tasks under each objective, calls
     interleaved so that load on the machine falls on both alike; each task planned once under each first
     (translation and the learned-cost caches warm, as a runtime's planner is)."""
