@@ -84,7 +84,7 @@ def add_objective_arguments(parser: argparse.ArgumentParser, request_field: bool
         default=None,
         help="what learned costs price: risk (default), base + weight * -log(1 - p_fail), every failure ends "
         "the plan; time, a step's expected ms to success from the durations learned, transient failures "
-        f"retried, plan-ending ones costing a replan{wins}",
+        f"retried, plan-ending ones costing a replan (--weight does not apply){wins}",
     )
     parser.add_argument(
         "--side-effect-weight",
