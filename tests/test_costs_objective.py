@@ -128,6 +128,24 @@ def searches(plan: list[str]) -> list[str]:
     return [step for step in plan if step.startswith("(web-search")]
 
 
+def test_plan_prints_the_expected_time_and_serve_takes_the_objective_as_its_default(store, instance, capsys):
+    from portfolio.cli import build_parser
+    from portfolio.commands.serve_cmd import service_config
+
+    assert main(["plan", *instance, "--traces", str(store), "--objective", "time"]) == 0
+    assert "ms expected (learned, objective time)" in capsys.readouterr().out
+    args = build_parser().parse_args(
+        ["serve", "--objective", "time", "--side-effect-weight", "3", "--replan-ms", "500"]
+    )
+    served = service_config(args)
+    assert (served.objective, served.side_effect_weight, served.replan_ms, served.max_retries) == (
+        "time",
+        3.0,
+        500.0,
+        2,
+    )
+
+
 @pytest.mark.parametrize("command", ["costs", "plan"])
 def test_a_misspelled_objective_is_exit_2(store, instance, capsys, command):
     with pytest.raises(SystemExit) as exit_info:

@@ -293,6 +293,8 @@ def print_result(result, as_json: bool) -> None:
         for step in result.plan:
             out.write(step + "\n")
         learned = "" if result.learned_cost is None else f" (base), {result.learned_cost:.3f} (learned)"
+        if result.learned_cost is not None and (result.cost_model or "").endswith(":time"):
+            learned = f" (base), {result.learned_cost * 1000:.0f} ms expected (learned, objective time)"
         out.write(f"; cost = {result.cost:g}{learned}\n")
         out.write(f"; delegate = {result.delegate}\n")
         if result.eliminated_steps:
