@@ -38,8 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Import executed steps, one JSON object per line, e.g.\n\n  " + STEP_EXAMPLE + "\n\n"
         "\"action\": \"(drive t1 a b)\", a step as the plan spelled it, is the same record.\n"
-        "error, duration_ms, features, timestamp, failure_category, expected_effects, observed_effects and "
-        "generation are optional (`portfolio schema step` prints the full schema).\n\n"
+        "error, duration_ms, features, timestamp, failure_category, side_effects, expected_effects, "
+        "observed_effects and generation are optional (`portfolio schema step` prints the full schema).\n\n"
         "A step is identified by run_id and step: one already recorded exactly so is skipped (importing a file\n"
         "twice changes nothing), one recorded with other content is a conflict, listed like a bad line.\n\n"
         "Exit codes: 0 every line imported or already recorded; 1 good lines imported, bad or conflicting lines\n"
