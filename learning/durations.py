@@ -138,13 +138,18 @@ class TimeModel:
         state = self.__dict__.setdefault("_acc", {"tables": {}, "steps": {}, "offsets": {}, "runs": {}, "last": {}})
         tables, steps, offsets, runs = state["tables"], state["steps"], state["offsets"], state["runs"]
         last = state["last"]  # run -> (action, args, its last step was a failure the loop retries)
-        for action, args_json, features_json, outcome, category, ms, side, *run in chunk:
-            table = tables.setdefault(action, {})
+        half_life, total, timed_steps = self.half_life_steps, state.get("total", 0.0), 0
+        for row in chunk:  # the hot loop of retraining: locals, no calls where a comparison does
+            action, args_json, features_json, outcome, category, ms, side = row[:7]
+            run = row[7] if len(row) > 7 else None
+            table = tables.get(action)
+            if table is None:
+                table = tables[action] = {}
             k = steps.get(action, 0)
             steps[action] = k + 1
             weight = 1.0
-            if self.half_life_steps is not None:
-                exponent = (k - offsets.get(action, 0)) / self.half_life_steps
+            if half_life is not None:
+                exponent = (k - offsets.get(action, 0)) / half_life
                 if exponent > _RESCALE_AT:  # as `learning.counts`: weights stay finite for any number of steps
                     _scale(table, 2.0**-exponent)
                     offsets[action], exponent = k, 0.0
@@ -153,26 +158,19 @@ class TimeModel:
             acc = table.get(key)
             if acc is None:
                 acc = table[key] = [0.0] * _SLOTS
-            if ms is None or not math.isfinite(ms) or ms < 0:
-                timed = False
-            else:
-                timed = True
-                self.timed_steps += 1
-                state["total"] = state.get("total", 0.0) + ms
-                if run:
-                    runs[run[0]] = runs.get(run[0], 0.0) + ms
-            transient, side_effects = is_transient(category), bool(side)
+            timed = ms is not None and 0.0 <= ms < math.inf
+            if timed:
+                timed_steps += 1
+                total += ms
+                if run is not None:
+                    runs[run] = runs.get(run, 0.0) + ms
+            failed = outcome == "failure"
+            retryable = False
             acc[12] += weight
-            if run:
-                if last.get(run[0]) == (action, args_json, True):
-                    acc[10] += weight
-                    acc[11] += weight * (outcome == "failure")
-                last[run[0]] = (action, args_json, outcome == "failure" and transient and not side_effects)
-            if outcome == "success" and timed:
-                acc[0] += weight
-                acc[1] += weight * ms
-                acc[2] += weight * ms * ms
-            elif outcome == "failure":
+            if failed:
+                transient = category == "transient" or is_transient(category)
+                side_effects = bool(side)
+                retryable = transient and not side_effects
                 if timed:
                     acc[3] += weight
                     acc[4] += weight * ms
@@ -180,7 +178,19 @@ class TimeModel:
                 acc[6] += weight
                 acc[7] += weight * transient
                 acc[8] += weight * side_effects
-                acc[9] += weight * (transient and not side_effects)
+                acc[9] += weight * retryable
+            elif timed and outcome == "success":
+                acc[0] += weight
+                acc[1] += weight * ms
+                acc[2] += weight * ms * ms
+            if run is not None:
+                previous = last.get(run)
+                if previous is not None and previous[2] and previous[0] == action and previous[1] == args_json:
+                    acc[10] += weight
+                    acc[11] += weight * failed
+                last[run] = (action, args_json, retryable)
+        state["total"] = total
+        self.timed_steps += timed_steps
 
     def finish(self) -> TimeModel:
         """Fit every action name on what `add` accumulated (call once, after the last chunk)."""
