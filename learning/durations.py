@@ -16,8 +16,9 @@ Per grounding (in one situation, the cells of `learning.model`), from the same r
 - the share of its failures that were transient (`failure_category`), that left side effects
   (`side_effects`) and that the agent loop retries (transient without side effects,
   `portfolio.agent.failures.decide`), each a beta-binomial posterior over its failures shrunk towards the
-  action name's share by `learning.shrinkage.posterior`. A failure without a category counts as plan-ending:
-  what the `risk` objective already assumes of every failure.
+  action name's share by `learning.shrinkage.posterior`, the action name's share itself shrunk towards 0
+  (plan-ending) by `prior_strength` pseudo-failures. A failure without a category counts as plan-ending: what
+  the `risk` objective already assumes of every failure.
 - how often a retry fails: an attempt right after a retried failure of the same grounding in the same run is
   a retry. Failures are not always independent (a service that is down stays down: every retry fails), so
   `learning.costs` prices retries by their own record, shrunk towards the grounding's p_fail
