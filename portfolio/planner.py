@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from domains.ground_text import normalise_actions
 from domains.model import Atom, GroundAction, Task
+from portfolio.cost_cache import check_weight as check_weight  # its home before `portfolio.cost_cache`
 from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.registry import (  # the catalog's names, re-exported (`X as X`) for callers
     AGENT_DELEGATES as AGENT_DELEGATES,
@@ -55,15 +56,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TASK_COSTS = "task"  # `PlanResult.cost_model` without learned costs: the task's own action costs
-
-
-def check_weight(weight: float) -> float:
-    """The lambda of learned costs: a finite number >= 0 (0 plans on base costs alone)."""
-    import math
-
-    if not isinstance(weight, (int, float)) or isinstance(weight, bool) or not math.isfinite(weight) or weight < 0:
-        raise ValueError(f"weight must be a finite number >= 0, got {weight!r}")
-    return float(weight)
 
 
 class Planner(Resource):
@@ -286,34 +278,24 @@ class Planner(Resource):
         """Costs under `explore`, `weight` (lambda; None: the planner's `cost_weight`) and `objective` (None:
         the planner's); the model's posteriors are cached per task, situation, grounding list and objective, so
         a Thompson draw per call costs one vectorised sample."""
-        from learning.costs import action_posteriors, priced
         from learning.objective import check_objective
+        from portfolio.cost_cache import cached_costs
 
         lam = self.cost_weight if weight is None else check_weight(weight)
         objective = check_objective(objective or self.objective)
         time = self.time if objective == "time" else None
-        key: tuple[Any, ...] = (task.fingerprint, tuple(sorted((features or {}).items())), len(grounded))
-        key += (hash(tuple(grounded)),) + (("time",) if time else ())
         with self._lock:
-            cached = self._cost_cache.get(key)
-            if cached is None:
-                from domains.ground_text import parse_ground_action
+            return cached_costs(
+                self._cost_cache, self._model, task, grounded, features, explore, lam, objective, time, self._draws
+            )
 
-                actions = [parse_ground_action(text) for text in grounded]
-                cached = action_posteriors(self._model, task, actions, features=features, objective=objective)
-                if len(self._cost_cache) > 256:
-                    self._cost_cache.clear()
-                self._cost_cache[key] = cached
-            if explore == "mean":
-                costs: dict[str, ActionCost] | None = self._cost_cache.get((key, "mean", lam))
-                if costs is None:
-                    costs = self._cost_cache[(key, "mean", lam)] = priced(cached, lam, time=time)
-                return costs
-            if self._rng is None:
-                import numpy as np
+    def _draws(self) -> np.random.Generator:
+        """The generator of exploration draws, made on the first one (from `seed`)."""
+        if self._rng is None:
+            import numpy as np
 
-                self._rng = np.random.default_rng(self.seed)
-            return priced(cached, lam, explore, self._rng, time)
+            self._rng = np.random.default_rng(self.seed)
+        return self._rng
 
     # -- planning -----------------------------------------------------------------------------------------
     def plan(
