@@ -24,7 +24,8 @@ _WHERE = {
     "ActionCost": "costs", "action_costs": "costs", "action_posteriors": "costs",
     "plan_success_probability": "costs", "priced": "costs", "risk_cost": "costs",
     "DEFAULT_EXPLORE": "explore", "EXPLORE_POLICIES": "explore", "explore_p_fail": "explore",
-    "FailureModel": "model",
+    "FailureModel": "model", "TimeModel": "durations",
+    "OBJECTIVES": "objective", "ObjectiveError": "objective", "TimeParams": "objective", "check_objective": "objective",
     "ModelFormatError": "storage", "model_from_bytes": "storage", "model_to_bytes": "storage",
     "SelectionModel": "selection", "load_selection": "selection", "retrain_selection": "selection",
 }  # fmt: skip

@@ -1,6 +1,7 @@
 """Learned action costs for the planners: base cost plus the price of the risk of failing.
 
-    cost(a) = base_cost(a) + lam * -log(1 - p_fail(a))
+    cost(a) = base_cost(a) + lam * -log(1 - p_fail(a))          (objective `risk`, the default)
+    cost(a) = expected_ms(a) / 1000                               (objective `time`, `learning.objective`)
 
 Since -log(1 - p) summed over a plan is -log of the plan's probability that every step succeeds, with base costs
 0 (or lam large) the cheapest plan is the most likely to succeed: the determinization of FF-Replan and its
@@ -16,15 +17,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from domains.ground_text import ground_action_text
 from domains.model import GroundAction, Task, action_cost
+from learning.durations import DEFAULT_MS, TimeEstimate, TimeModel
 from learning.explore import Explore, explore_p_fail
 from learning.model import FailureModel
+from learning.objective import Objective, TimeParams, check_objective, expected_ms, split_retries
 
 # p_fail is clipped below 1 so that a cost is always finite: "very risky" must still be plannable when it is
 # the only way to the goal.
@@ -33,9 +36,12 @@ MAX_P_FAIL = 1.0 - 1e-6
 
 @dataclass(frozen=True)
 class ActionCost:
+    """What one grounded action costs; `expected_ms` only under the `time` objective (`learning.objective`)."""
+
     base_cost: float
     p_fail: float
     cost: float
+    expected_ms: float | None = None
 
 
 def risk_cost(p_fail: float, lam: float = 1.0) -> float:
@@ -45,40 +51,77 @@ def risk_cost(p_fail: float, lam: float = 1.0) -> float:
 
 @dataclass(frozen=True)
 class Posteriors:
-    """Per grounded action (PDDL form, in order): base cost, posterior mean p_fail and concentration."""
+    """Per grounded action (PDDL form, in order): base cost, posterior mean p_fail and concentration; with
+    `times` (the `time` objective), expected durations and failure kinds (`learning.durations`), and the
+    replan penalty the traces taught."""
 
     keys: tuple[str, ...]
     base: np.ndarray
     mean: np.ndarray
     concentration: np.ndarray
+    times: TimeEstimate | None = None
+    replan_ms: float = DEFAULT_MS
 
 
 def action_posteriors(
-    model: FailureModel | None, task: Task, actions: Sequence[GroundAction], features: Mapping[str, Any] | None = None
+    model: FailureModel | None,
+    task: Task,
+    actions: Sequence[GroundAction],
+    features: Mapping[str, Any] | None = None,
+    objective: Objective = "risk",
 ) -> Posteriors:
     """What the model believes of each action; `model=None` (nothing learned yet): p_fail 0, the task's costs.
-    Object types come from the task."""
+    Object types come from the task. Durations are predicted only for the `time` objective (a model stored
+    before they were learned: every step the default duration)."""
     base = np.array([action_cost(task, a) for a in actions], dtype=float)
     if model is None:
         mean, concentration = np.zeros(len(actions)), np.full(len(actions), np.inf)
     else:
         mean, concentration = model.predict_posterior(actions, features, object_types=task.objects())
-    return Posteriors(tuple(str(a) for a in actions), base, np.clip(mean, 0.0, MAX_P_FAIL), concentration)
+    posteriors = Posteriors(tuple(str(a) for a in actions), base, np.clip(mean, 0.0, MAX_P_FAIL), concentration)
+    if check_objective(objective) == "time":
+        durations = getattr(model, "durations_", None) or TimeModel()
+        times = durations.predict(actions, features, object_types=task.objects())
+        posteriors = replace(posteriors, times=times, replan_ms=durations.replan_ms)
+    return posteriors
 
 
 def priced(
-    posteriors: Posteriors, lam: float = 1.0, explore: Explore = "mean", rng: np.random.Generator | None = None
+    posteriors: Posteriors,
+    lam: float = 1.0,
+    explore: Explore = "mean",
+    rng: np.random.Generator | None = None,
+    time: TimeParams | None = None,
 ) -> dict[str, ActionCost]:
-    """Cost of each action under an exploration policy, keyed by its PDDL form."""
+    """Cost of each action under an exploration policy, keyed by its PDDL form: the `risk` objective, or with
+    `time` (and posteriors made for it) the `time` objective's (`learning.objective`; `lam` unused)."""
     if explore == "mean" or not np.isfinite(posteriors.concentration).all():
         p_plan = posteriors.mean
     else:
         p_plan = explore_p_fail(posteriors.mean, posteriors.concentration, explore, rng)
+    if time is not None:
+        return _time_priced(posteriors, p_plan, time)
     risk = -lam * np.log1p(-np.clip(p_plan, 0.0, MAX_P_FAIL))
     cost = posteriors.base + risk
     return {
         key: ActionCost(base_cost=float(b), p_fail=float(p), cost=float(c))
         for key, b, p, c in zip(posteriors.keys, posteriors.base, posteriors.mean, cost)
+    }
+
+
+def _time_priced(posteriors: Posteriors, p_plan: np.ndarray, time: TimeParams) -> dict[str, ActionCost]:
+    times = posteriors.times
+    if times is None:
+        raise ValueError("the time objective needs posteriors made with action_posteriors(objective='time')")
+    replan = posteriors.replan_ms if time.replan_ms is None else time.replan_ms
+    p, p_retry = split_retries(np.clip(p_plan, 0.0, MAX_P_FAIL), times.attempts, times.retries, times.failed_retries)
+    ms = expected_ms(
+        p, times.success_ms, times.failure_ms, times.retried, times.side_effects, time.max_retries, replan,
+        time.side_effect_weight, p_retry,
+    )  # fmt: skip
+    return {
+        key: ActionCost(base_cost=float(b), p_fail=float(p), cost=float(m) / 1000.0, expected_ms=float(m))
+        for key, b, p, m in zip(posteriors.keys, posteriors.base, posteriors.mean, ms)
     }
 
 
@@ -90,12 +133,19 @@ def action_costs(
     lam: float = 1.0,
     explore: Explore = "mean",
     rng: np.random.Generator | None = None,
+    objective: Objective = "risk",
+    time: TimeParams | None = None,
 ) -> dict[str, ActionCost]:
     """Cost of each grounded action, keyed by its PDDL form (`"(drive t1 a b)"`, as `PlanRequest.costs`).
 
     `model=None` (nothing learned yet) gives p_fail 0 and the task's own costs. Object types come from the task.
+    `objective="time"` prices expected milliseconds (`learning.objective`; `time` its parameters, default ones
+    when None).
     """
-    return priced(action_posteriors(model, task, actions, features), lam, explore, rng)
+    posteriors = action_posteriors(model, task, actions, features, objective)
+    if objective == "time":
+        return priced(posteriors, lam, explore, rng, time or TimeParams())
+    return priced(posteriors, lam, explore, rng)
 
 
 def cost_rows(costs: Mapping[str, ActionCost]) -> list[dict[str, Any]]:
@@ -104,6 +154,7 @@ def cost_rows(costs: Mapping[str, ActionCost]) -> list[dict[str, Any]]:
     actions in the same order."""
     return [
         {"action": name, "base_cost": c.base_cost, "p_fail": round(c.p_fail, 6), "cost": round(c.cost, 6)}
+        | ({} if c.expected_ms is None else {"expected_ms": round(c.expected_ms, 3)})
         for name, c in sorted(costs.items(), key=lambda item: (-round(item[1].p_fail, 6), -item[1].cost, item[0]))
     ]
 

@@ -82,6 +82,7 @@ from sklearn.metrics import brier_score_loss, log_loss, roc_auc_score
 
 from domains.model import GroundAction
 from learning.counts import Counts
+from learning.durations import TimeModel
 from learning.families import token_scales
 from learning.features import RowParser, situation_key, step_tokens
 from learning.prior import capped, design, fit_logistic, out_of_fold
@@ -130,6 +131,8 @@ class FailureModel(BaseEstimator):
         0.053 measured in one tools world of 20).
     """
 
+    durations_: TimeModel | None  # expected durations and failure kinds (`learning.durations`), fit beside
+
     def __init__(
         self,
         half_life_steps: float | None = 5000.0,
@@ -158,7 +161,9 @@ class FailureModel(BaseEstimator):
         object_types: Mapping[str, str] | None = None,
         holdout_fraction: float = 0.0,
     ) -> FailureModel:
-        """Fit on steps in time order (oldest first); see `fit_rows`."""
+        """Fit on steps in time order (oldest first); see `fit_rows`. Also fits `durations_`, the expected
+        durations and failure kinds (`learning.durations`)."""
+        records_list = list(records)
         rows = [
             (
                 r.action,
@@ -166,9 +171,18 @@ class FailureModel(BaseEstimator):
                 json.dumps(r.features, separators=(",", ":"), sort_keys=True),
                 r.outcome,
             )
-            for r in records
+            for r in records_list
         ]
-        return self.fit_rows([rows], holdout_fraction, total_rows=len(rows), object_types=object_types)
+        self.fit_rows([rows], holdout_fraction, total_rows=len(rows), object_types=object_types)
+        timed = [
+            (*row, r.failure_category, r.duration_ms, r.side_effects, r.run_id) for row, r in zip(rows, records_list)
+        ]
+        self.durations_ = self.time_model().fit_rows([timed])
+        return self
+
+    def time_model(self) -> TimeModel:
+        """An unfitted `learning.durations.TimeModel` with this model's recency, strength and consistency band."""
+        return TimeModel(self.half_life_steps, self.prior_strength, self.tolerance, self.trust_steps)
 
     def fit_rows(
         self,
@@ -201,6 +215,7 @@ class FailureModel(BaseEstimator):
                     acc[1] += failed
                 n += 1
         self.holdout_metrics_: dict[str, Any] = {}
+        self.durations_ = None  # `fit` and `learning.retrain` fit it beside
         parser = RowParser(object_types)
         if holdout and n >= 10 and newer:
             self.actions_ = self._fit_counts(older.finish(), parser)

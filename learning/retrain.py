@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
@@ -45,6 +46,7 @@ def retrain(store: TraceStore, *, holdout_fraction: float = 0.2, chunk_size: int
     The newest `holdout_fraction` of steps is held out first to measure log loss, Brier score and AUC of a model
     trained on the older steps; the stored model is then trained on all steps.
     """
+    from learning.durations import TIME_COLUMNS
     from learning.model import FailureModel
     from learning.storage import model_to_bytes
 
@@ -56,8 +58,17 @@ def retrain(store: TraceStore, *, holdout_fraction: float = 0.2, chunk_size: int
         )
     start = time.perf_counter()
     model = FailureModel(**params)
-    chunks = store.iter_step_chunks(("action", "args", "features", "outcome"), chunk_size=chunk_size)
-    model.fit_rows(chunks, holdout_fraction=holdout_fraction, total_rows=n)
+    durations = model.time_model()
+
+    def chunks() -> Iterator[list[tuple]]:
+        """The failure model's four columns of each chunk; the time model takes the whole chunk on the way
+        (one read of the store for both)."""
+        for chunk in store.iter_step_chunks(TIME_COLUMNS, chunk_size=chunk_size):
+            durations.add(chunk)
+            yield [row[:4] for row in chunk]
+
+    model.fit_rows(chunks(), holdout_fraction=holdout_fraction, total_rows=n)
+    model.durations_ = durations.finish()
     seconds = time.perf_counter() - start
     metadata = {
         "format": FORMAT,

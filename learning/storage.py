@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
+from dataclasses import asdict
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from learning.durations import DurationFit, TimeAction, TimeModel
 from learning.model import ActionModel, FailureModel
 from traces.errors import TraceStoreError
 
@@ -78,6 +81,38 @@ class StoredAction(BaseModel):
     outlier_share: Probability = 0.0
 
 
+class StoredDurationFit(BaseModel):
+    """One outcome's durations of one action name (`learning.durations.DurationFit`)."""
+
+    model_config = _STRICT
+    strength: Annotated[float, Field(gt=0), AfterValidator(_finite)]
+    base_ms: Count
+    intercept: Finite = 0.0
+    weights: dict[str, Finite] = Field(default_factory=dict)
+    cells: dict[str, tuple[Count, Count, Count, Count]] = Field(default_factory=dict)  # [n_w, mean, prior, var]
+
+
+class StoredTimeAction(BaseModel):
+    """One action name's `learning.durations.TimeAction`."""
+
+    model_config = _STRICT
+    success: StoredDurationFit | None
+    failure: StoredDurationFit | None
+    shares: tuple[Probability, Probability, Probability]
+    share_strengths: tuple[Count, Count, Count]
+    cells: dict[str, tuple[Count, Count, Count, Count, Count, Count, Count]] = Field(default_factory=dict)
+
+
+class StoredTimeModel(BaseModel):
+    """`learning.durations.TimeModel`: absent in models stored before durations were learned."""
+
+    model_config = _STRICT
+    default_ms: Count
+    replan_ms: Count
+    timed_steps: Annotated[int, Field(ge=0)] = 0
+    actions: dict[str, StoredTimeAction] = Field(default_factory=dict)
+
+
 class StoredModel(BaseModel):
     """The whole stored document (`model_to_dict`)."""
 
@@ -88,6 +123,7 @@ class StoredModel(BaseModel):
     n_steps: Annotated[int, Field(ge=0)] = 0
     holdout_metrics: dict[str, int | Finite | None] = Field(default_factory=dict)
     actions: dict[str, StoredAction]
+    durations: StoredTimeModel | None = None
 
 
 def _field_errors(error: ValidationError) -> str:
@@ -108,7 +144,18 @@ def model_to_dict(model: FailureModel) -> dict[str, Any]:
         "n_steps": int(getattr(model, "n_steps_", 0)),
         "holdout_metrics": getattr(model, "holdout_metrics_", {}),
         "actions": {name: vars(action) for name, action in model.actions_.items()},
+        **_time_dict(getattr(model, "durations_", None)),
     }
+
+
+def _time_dict(durations: TimeModel | None) -> dict[str, Any]:
+    """The `durations` entry (none for a model fit without them, so its document is as before)."""
+    if durations is None:
+        return {}
+    return {"durations": {
+        "default_ms": durations.default_ms, "replan_ms": durations.replan_ms, "timed_steps": durations.timed_steps,
+        "actions": {name: asdict(action) for name, action in durations.actions.items()},
+    }}  # fmt: skip
 
 
 def model_to_bytes(model: FailureModel) -> bytes:
@@ -145,7 +192,28 @@ def model_from_bytes(blob: bytes, where: str = "model") -> FailureModel:
     model.actions_ = {name: ActionModel(**_plain(action)) for name, action in stored.actions.items()}
     model.n_steps_ = stored.n_steps
     model.holdout_metrics_ = dict(stored.holdout_metrics)
+    model.durations_ = _time_model(stored.durations, model) if stored.durations is not None else None
     return model
+
+
+def _time_model(stored: StoredTimeModel, model: FailureModel) -> TimeModel:
+    durations = model.time_model()
+    durations.default_ms, durations.replan_ms = stored.default_ms, stored.replan_ms
+    durations.timed_steps = stored.timed_steps
+    for name, action in stored.actions.items():
+        fits = [
+            None if fit is None else DurationFit(**{**fit.model_dump(), "cells": _lists(fit.cells)})
+            for fit in (action.success, action.failure)
+        ]
+        durations.actions[name] = TimeAction(
+            fits[0], fits[1], list(action.shares), list(action.share_strengths),
+            _lists(action.cells),
+        )  # fmt: skip
+    return durations
+
+
+def _lists(cells: Mapping[str, tuple[float, ...]]) -> dict[str, list[float]]:
+    return {key: list(values) for key, values in cells.items()}
 
 
 def _plain(action: StoredAction) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from domains.ground_text import normalise_actions
 from domains.model import Atom, GroundAction, Task
+from portfolio.cost_cache import check_weight as check_weight  # its home before `portfolio.cost_cache`
 from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.registry import (  # the catalog's names, re-exported (`X as X`) for callers
     AGENT_DELEGATES as AGENT_DELEGATES,
@@ -48,21 +49,13 @@ if TYPE_CHECKING:
     from learning.costs import ActionCost
     from learning.explore import Explore
     from learning.model import FailureModel
+    from learning.objective import TimeParams
     from learning.selection import SelectionModel
     from traces.store import TraceStore
 
 log = logging.getLogger(__name__)
 
 TASK_COSTS = "task"  # `PlanResult.cost_model` without learned costs: the task's own action costs
-
-
-def check_weight(weight: float) -> float:
-    """The lambda of learned costs: a finite number >= 0 (0 plans on base costs alone)."""
-    import math
-
-    if not isinstance(weight, (int, float)) or isinstance(weight, bool) or not math.isfinite(weight) or weight < 0:
-        raise ValueError(f"weight must be a finite number >= 0, got {weight!r}")
-    return float(weight)
 
 
 class Planner(Resource):
@@ -97,6 +90,11 @@ class Planner(Resource):
     for time: "anytime" returns the cheapest plan found once optimality is proved (A* races on small tasks) or a
     quarter of its time has passed with a plan in hand, "optimal" waits for the proof, "first" returns the first
     cost-aware plan (`portfolio.delegates.fast_downward.anytime`). Per call: `plan(quality=...)`.
+
+    `objective` (default "risk", the cost above): "time" prices each step by its expected milliseconds to
+    success, retries of transient failures and replans included, from the durations learned with the model
+    (`learning.objective`; `time` sets the retry limit, replan penalty and side-effect weight). Per call:
+    `plan(objective=...)`.
     """
 
     def __init__(
@@ -113,11 +111,16 @@ class Planner(Resource):
         eliminate_steps: bool = True,
         quality: str | None = None,
         load_model: bool = True,
+        objective: str | None = None,
+        time: TimeParams | None = None,
     ) -> None:
         from learning.explore import DEFAULT_EXPLORE, check_explore
+        from learning.objective import DEFAULT_OBJECTIVE, TimeParams, check_objective
         from portfolio.delegates.fast_downward.searches import DEFAULT_QUALITY, check_quality
 
         self.explore = check_explore(explore or DEFAULT_EXPLORE)
+        self.objective = check_objective(objective or DEFAULT_OBJECTIVE)
+        self.time = time or TimeParams()
         self.quality = check_quality(quality or DEFAULT_QUALITY)
         self.seed = seed
         self._rng: np.random.Generator | None = None  # made on the first draw
@@ -225,16 +228,20 @@ class Planner(Resource):
             task.domain_fingerprint, fast_downward.workers
         )
 
-    def cost_model_for(self, explore: str, features: dict[str, Any] | None, weight: float | None = None) -> str | None:
+    def cost_model_for(
+        self, explore: str, features: dict[str, Any] | None, weight: float | None = None, objective: str | None = None
+    ) -> str | None:
         """Which costs a call makes plans under: "task", or "learned:<generation>:<policy>:<situation>" (plus
-        ":w<weight>" when the call's weight is not the planner's) with a failure model; None when no two calls
-        share them (Thompson sampling draws fresh costs every call)."""
+        ":w<weight>" when the call's weight is not the planner's, ":time" under the time objective, which has no
+        weight) with a failure model; None when no two calls share them (Thompson sampling draws fresh costs)."""
         if self._model is None:
             return TASK_COSTS
         if explore == "thompson":
             return None
         situation = hashlib.sha256(repr(sorted((features or {}).items())).encode()).hexdigest()[:12]
         name = f"learned:{self._model_generation}:{explore}:{situation}"
+        if (objective or self.objective) == "time":
+            return f"{name}:time"
         return name if weight is None or weight == self.cost_weight else f"{name}:w{weight:g}"
 
     def learned_costs(
@@ -244,10 +251,11 @@ class Planner(Resource):
         features: dict[str, Any] | None = None,
         deadline: float | None = None,
         weight: float | None = None,
+        objective: str | None = None,
     ) -> dict[str, ActionCost]:
         """Grounded action (PDDL form) -> `learning.costs.ActionCost` for every action Fast Downward grounds,
         from the latest model; {} without one. For inspection (`portfolio costs`): planning computes the same
-        costs inside the delegates' budget."""
+        costs inside the delegates' budget. `objective` (default the planner's): "time" adds `expected_ms`."""
         from portfolio.engine.arguments import check_state, check_task
 
         init = check_state(check_task(task), init)
@@ -256,7 +264,7 @@ class Planner(Resource):
             return {}
         request = PlanRequest(task=task, init=init)
         grounded = fast_downward.grounded_actions(request, deadline or time.monotonic() + 60.0)
-        return self._costs_for(task, grounded, features, "mean", weight)
+        return self._costs_for(task, grounded, features, "mean", weight, objective)
 
     def _costs_for(
         self,
@@ -265,34 +273,29 @@ class Planner(Resource):
         features: dict[str, Any] | None,
         explore: Explore,
         weight: float | None = None,
+        objective: str | None = None,
     ) -> dict[str, ActionCost]:
-        """Costs under `explore` and `weight` (lambda; None: the planner's `cost_weight`); the model's
-        posteriors are cached per task, situation and grounding list, so a Thompson draw per call costs one
-        vectorised sample."""
+        """Costs under `explore`, `weight` (lambda; None: the planner's `cost_weight`) and `objective` (None:
+        the planner's); the model's posteriors are cached per task, situation, grounding list and objective, so
+        a Thompson draw per call costs one vectorised sample."""
+        from learning.objective import check_objective
+        from portfolio.cost_cache import cached_costs
+
         lam = self.cost_weight if weight is None else check_weight(weight)
-        from learning.costs import action_posteriors, priced
-
-        key = (task.fingerprint, tuple(sorted((features or {}).items())), len(grounded), hash(tuple(grounded)))
+        objective = check_objective(objective or self.objective)
+        time = self.time if objective == "time" else None
         with self._lock:
-            cached = self._cost_cache.get(key)
-            if cached is None:
-                from domains.ground_text import parse_ground_action
+            return cached_costs(
+                self._cost_cache, self._model, task, grounded, features, explore, lam, objective, time, self._draws
+            )
 
-                actions = [parse_ground_action(text) for text in grounded]
-                cached = action_posteriors(self._model, task, actions, features=features)
-                if len(self._cost_cache) > 256:
-                    self._cost_cache.clear()
-                self._cost_cache[key] = cached
-            if explore == "mean":
-                costs: dict[str, ActionCost] | None = self._cost_cache.get((key, "mean", lam))
-                if costs is None:
-                    costs = self._cost_cache[(key, "mean", lam)] = priced(cached, lam)
-                return costs
-            if self._rng is None:
-                import numpy as np
+    def _draws(self) -> np.random.Generator:
+        """The generator of exploration draws, made on the first one (from `seed`)."""
+        if self._rng is None:
+            import numpy as np
 
-                self._rng = np.random.default_rng(self.seed)
-            return priced(cached, lam, explore, self._rng)
+            self._rng = np.random.default_rng(self.seed)
+        return self._rng
 
     # -- planning -----------------------------------------------------------------------------------------
     def plan(
@@ -309,6 +312,7 @@ class Planner(Resource):
         previous_cost_model: str | None = None,
         quality: str | None = None,
         weight: float | None = None,
+        objective: str | None = None,
     ) -> PlanResult:
         """Plan `task` (from `init` when given: Atoms or atoms spelled as in plans, `"(on b a)"`, in any
         iterable; `task.init` is the default; anything else is a `TypeError`, before any delegate runs). With a trace
@@ -319,9 +323,10 @@ class Planner(Resource):
         `previous_plan`: the steps of the current plan not executed yet; when they (or a later suffix) are still
         valid from `init`, avoid `excluded`, and `previous_cost_model` (the `cost_model` of the result they came
         from; None: the caller vouches) is this call's, they are returned as `delegate: "plan-reuse"` without
-        planning (module docstring). `quality` and `weight` (lambda of the learned costs) override the planner's
-        for this call."""
+        planning (module docstring). `quality`, `weight` (lambda of the learned costs) and `objective` ("risk"
+        or "time") override the planner's for this call."""
         from learning.explore import check_explore
+        from learning.objective import check_objective
         from portfolio.delegates.fast_downward.searches import check_quality
         from portfolio.engine.arguments import check_actions, check_state, check_task
 
@@ -332,7 +337,8 @@ class Planner(Resource):
         quality = check_quality(quality or self.quality)
         if weight is not None:
             check_weight(weight)
-        cost_model_name = self.cost_model_for(policy, features, weight)
+        objective = check_objective(objective or self.objective)
+        cost_model_name = self.cost_model_for(policy, features, weight, objective)
         reused = reused_plan(task, init, previous_plan, excluded, previous_cost_model, cost_model_name, start)
         if reused is not None:
             if self._store is not None:
@@ -342,7 +348,7 @@ class Planner(Resource):
 
         def cost_model(grounded: Sequence[str]) -> dict[str, float]:
             """Called by a delegate once it has grounded the task, inside its own budget."""
-            info.update(self._costs_for(task, grounded, features, policy, weight))
+            info.update(self._costs_for(task, grounded, features, policy, weight, objective))
             return {name: info[name].cost for name in grounded}
 
         request = PlanRequest(

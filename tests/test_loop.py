@@ -263,6 +263,18 @@ def test_transient_failure_with_side_effects_is_not_retried():
     assert result.succeeded
 
 
+def test_side_effects_of_a_failure_reach_the_trace_store(tmp_path):
+    """The loop records whether each failure left side effects (learned as a share, `learning.durations`);
+    successes leave it unknown."""
+    actions = chain(make_c=TransientFailure("charged, then timed out", side_effects=True))
+    with agent(actions, traces=tmp_path / "t.db") as ag:
+        result = ag.run(Start(), goal=D)
+    with TraceStore(tmp_path / "t.db") as store:
+        stored = {(s.ground, s.outcome): s.side_effects for s in store.iter_steps() if s.run_id == result.run_id}
+    assert stored[("(make-c)", "failure")] is True
+    assert stored[("(make-b)", "success")] is None
+
+
 def test_infeasible_failure_concedes_at_once():
     with agent(chain(make_c=InfeasibleFailure("no licence"))) as ag:
         result = ag.run(Start(), goal=D)

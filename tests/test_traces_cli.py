@@ -36,7 +36,15 @@ def test_import_stats_export(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     capsys.readouterr()
     assert run("traces", "stats", "--json", "--traces", db) == 0
     [stats] = json.loads(capsys.readouterr().out)
-    assert stats == {"action": "drive", "steps": 8, "failures": 2, "failure_rate": 0.25, "mean_duration_ms": 10.0}
+    assert stats == {
+        "action": "drive",
+        "steps": 8,
+        "failures": 2,
+        "failure_rate": 0.25,
+        "mean_duration_ms": 10.0,
+        "mean_success_ms": 10.0,
+        "mean_failure_ms": 10.0,
+    }
     assert run("traces", "stats", "--traces", db) == 0
     assert "drive" in capsys.readouterr().out
     out = tmp_path / "out.jsonl"

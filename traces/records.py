@@ -28,7 +28,9 @@ class StepRecord(BaseModel):
     out, or must say the same.
 
     `failure_category` follows the peers' taxonomy (transient / knowledge / infeasible) but any short string is
-    kept; `expected_effects` / `observed_effects` are literals in PDDL form; `generation` is the adaptation
+    kept; `side_effects` says a failure left the world changed (the agent loop sets it from the action's
+    failure, `portfolio.agent.failures`);
+    `expected_effects` / `observed_effects` are literals in PDDL form; `generation` is the adaptation
     generation the step belongs to. Unknown keys are rejected so that a typo does not silently drop data.
     """
 
@@ -43,6 +45,9 @@ class StepRecord(BaseModel):
     outcome: Literal["success", "failure", "replan"]  # replan: the action ran and asked for a new plan
     error: str | None = None
     failure_category: str | None = None
+    side_effects: bool | None = Field(
+        default=None, description="a failure that changed the world before failing (an email sent); None: unknown"
+    )
     duration_ms: float | None = Field(default=None, ge=0)
     features: dict[str, FeatureValue] = Field(default_factory=dict)
     expected_effects: list[str] | None = None
@@ -118,13 +123,15 @@ class RunRecord(BaseModel):
 
 
 class ActionStats(BaseModel):
-    """Per action name: how often it ran, how often it failed, how long it took."""
+    """Per action name: how often it ran, how often it failed, how long it took (all steps, successes, failures)."""
 
     action: str
     steps: int
     failures: int
     failure_rate: float
     mean_duration_ms: float | None = None
+    mean_success_ms: float | None = None
+    mean_failure_ms: float | None = None
 
 
 class StoredModel(BaseModel):

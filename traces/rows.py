@@ -11,7 +11,7 @@ from traces.records import StepRecord
 
 STEP_COLUMNS = (
     "run_id", "step", "action", "args", "features", "outcome", "failure_category", "error", "duration_ms",
-    "expected_effects", "observed_effects", "generation", "timestamp",
+    "expected_effects", "observed_effects", "generation", "timestamp", "side_effects",
 )  # fmt: skip
 
 
@@ -35,6 +35,7 @@ def step_row(record: StepRecord) -> tuple:
         _json(record.observed_effects),
         record.generation,
         record.timestamp.isoformat().replace("+00:00", "Z") if record.timestamp else None,
+        None if record.side_effects is None else int(record.side_effects),
     )
 
 
@@ -44,4 +45,6 @@ def row_step(row: Sequence[Any]) -> StepRecord:
     for key in ("args", "features", "expected_effects", "observed_effects"):
         if values[key] is not None:
             values[key] = json.loads(values[key])
+    if values["side_effects"] is not None:
+        values["side_effects"] = bool(values["side_effects"])
     return StepRecord.model_validate({k: v for k, v in values.items() if v is not None})

@@ -96,7 +96,13 @@ def _v4(db: sqlite_utils.Database) -> None:
     db.execute("CREATE UNIQUE INDEX idx_steps_identity ON steps (run_id, step, copy)")
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4]
+def _v5(db: sqlite_utils.Database) -> None:
+    """Learned costs in time (`learning.durations`): whether a failed step left side effects (1 / 0; NULL when
+    unknown, as in every step recorded before)."""
+    db.execute("ALTER TABLE steps ADD COLUMN side_effects INTEGER")
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

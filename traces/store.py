@@ -345,10 +345,12 @@ class TraceStore:
                 yield row_step(row)
 
     def stats(self) -> list[ActionStats]:
-        """Per action name: steps, failures, failure rate and mean duration, sorted by name."""
+        """Per action name: steps, failures, failure rate and mean duration (of all steps, of successes, of
+        failures), sorted by name."""
         sql = (
-            "SELECT action, count(*) AS steps, sum(outcome = 'failure') AS failures, avg(duration_ms) AS mean "
-            "FROM steps GROUP BY action ORDER BY action"
+            "SELECT action, count(*) AS steps, sum(outcome = 'failure') AS failures, avg(duration_ms) AS mean, "
+            "avg(CASE WHEN outcome = 'success' THEN duration_ms END), "
+            "avg(CASE WHEN outcome = 'failure' THEN duration_ms END) FROM steps GROUP BY action ORDER BY action"
         )
         rows = self._retry(lambda: self.db.execute(sql).fetchall())
         return [
@@ -358,8 +360,10 @@ class TraceStore:
                 failures=f,
                 failure_rate=f / n if n else 0.0,
                 mean_duration_ms=None if m is None else round(m, 3),
+                mean_success_ms=None if ms is None else round(ms, 3),
+                mean_failure_ms=None if mf is None else round(mf, 3),
             )  # fmt: skip
-            for a, n, f, m in rows
+            for a, n, f, m, ms, mf in rows
         ]
 
     # -- models ----------------------------------------------------------------------------------------------------

@@ -229,7 +229,8 @@ class LoopRun:
             self.store.record_steps([StepRecord(
                 run_id=self.run_id, step=number, action=step.name, args=step.args, outcome=outcome,
                 error=(failure.critique if failure else error), duration_ms=max(ms, 0.0),
-                failure_category=entry.category, features=self.features or {}, expected_effects=expected,
+                failure_category=entry.category, side_effects=failure.side_effects if failure else None,
+                features=self.features or {}, expected_effects=expected,
                 observed_effects=observed, generation=self.generation,
             )])  # fmt: skip
 

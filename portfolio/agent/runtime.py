@@ -88,7 +88,9 @@ class Agent:
     lambda; `learn_every=N` retrains the failure model after every N finished runs (as `learn()` does), so a
     long-lived agent's plans follow what it has recorded without a separate `portfolio retrain`; `costs()` shows
     what each grounded action is priced at. `planner`: bring your own `Planner` (one planner can serve many
-    agents, also concurrently under `arun`).
+    agents, also concurrently under `arun`). `objective="time"` prices steps by their expected time to success
+    (`learning.objective`) with this loop's `max_retries`, `replan_ms` (None: learned) and `side_effect_weight`;
+    a planner brought along has its own objective, so these are refused with one.
     """
 
     def __init__(
@@ -110,6 +112,9 @@ class Agent:
         planner: Any = None,
         warm: bool = True,
         learn_every: int | None = None,
+        objective: str | None = None,
+        side_effect_weight: float | None = None,
+        replan_ms: float | None = None,
         **limits: Any,
     ) -> None:
         if learn_every is not None and (
@@ -132,16 +137,25 @@ class Agent:
         self._handlers: _TaskExecutor | None = None
         self._tasks: dict[tuple, Task] = {}
         self._own_planner = planner is None
+        timing = {"objective": objective, "side_effect_weight": side_effect_weight, "replan_ms": replan_ms}
+        if planner is not None and any(v is not None for v in timing.values()):
+            given = ", ".join(k for k, v in timing.items() if v is not None)
+            raise ValueError(f"{given}: the planner's own (Planner(objective=..., time=TimeParams(...)))")
         if planner is None:
+            from learning.objective import DEFAULT_SIDE_EFFECT_WEIGHT, TimeParams, check_objective
             from portfolio.planner import Planner
 
             weight: dict[str, Any] = {} if cost_weight is None else {"cost_weight": cost_weight}  # None: the default
             from portfolio.delegates.registry import AGENT_DELEGATES, build_stages
 
             # the agent's cascade: in-process exact search first, then Fast Downward and pyperplan, one tier
+            if side_effect_weight is None:
+                side_effect_weight = DEFAULT_SIDE_EFFECT_WEIGHT
+            time = TimeParams(self.config.max_retries, replan_ms, side_effect_weight)  # the loop's retry limit
             planner = Planner(
-                build_stages(AGENT_DELEGATES, budget_s), traces=traces, warm=warm, explore=explore, **weight
-            )
+                build_stages(AGENT_DELEGATES, budget_s), traces=traces, warm=warm, explore=explore,
+                objective=check_objective(objective) if objective is not None else None, time=time, **weight,
+            )  # fmt: skip
         self.planner = planner
         self.store = None
         if traces is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 EXIT_BAD_INPUT = 2
 DEFAULT_TRACES = "traces.db"
@@ -69,6 +70,63 @@ def add_cost_arguments(parser: argparse.ArgumentParser, request_field: bool = Fa
         "has passed with a plan; optimal waits for the proof (or the deadline); first returns the "
         f"first cost-aware plan (weighted A*, fastest, often dearer){wins}",
     )
+
+
+def add_objective_arguments(parser: argparse.ArgumentParser, request_field: bool = False) -> None:
+    """`--objective` and the time objective's `--side-effect-weight`, `--replan-ms`, `--max-retries`
+    (`learning.objective`); `time_params(args)` reads them back. `request_field`: a request's own objective wins."""
+    from learning.objective import DEFAULT_RETRIES, DEFAULT_SIDE_EFFECT_WEIGHT, OBJECTIVES
+
+    wins = " (a request's own field wins)" if request_field else ""
+    parser.add_argument(
+        "--objective",
+        choices=OBJECTIVES,
+        default=None,
+        help="what learned costs price: risk (default), base + weight * -log(1 - p_fail), every failure ends "
+        "the plan; time, a step's expected ms to success from the durations learned, transient failures "
+        f"retried, plan-ending ones costing a replan (--weight does not apply){wins}",
+    )
+    parser.add_argument(
+        "--side-effect-weight",
+        type=weight_type,
+        default=DEFAULT_SIDE_EFFECT_WEIGHT,
+        metavar="W",
+        help="time objective: replans a failure that left side effects costs on top of its own "
+        f"(default: {DEFAULT_SIDE_EFFECT_WEIGHT:g})",
+    )
+    parser.add_argument(
+        "--replan-ms",
+        type=weight_type,
+        default=None,
+        metavar="MS",
+        help="time objective: what a failure that ends the plan costs, in ms (default: learned from the "
+        "traces, the mean time of a run's steps)",
+    )
+    parser.add_argument(
+        "--max-retries",
+        type=retries_type,
+        default=DEFAULT_RETRIES,
+        metavar="N",
+        help=f"time objective: the runtime's retries of a transient failure (default: {DEFAULT_RETRIES}, the "
+        "agent loop's)",
+    )
+
+
+def retries_type(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def time_params(args: argparse.Namespace) -> Any:
+    """The `learning.objective.TimeParams` of `add_objective_arguments`' options."""
+    from learning.objective import TimeParams
+
+    return TimeParams(args.max_retries, args.replan_ms, args.side_effect_weight)
 
 
 def weight_type(text: str) -> float:

@@ -5,17 +5,29 @@ from __future__ import annotations
 import argparse
 import json
 
-from portfolio.commands.common import add_traces_argument, fail_bad_input, store_error_types, weight_type
+from portfolio.commands.common import (
+    add_objective_arguments,
+    add_traces_argument,
+    fail_bad_input,
+    store_error_types,
+    time_params,
+    weight_type,
+)
 from portfolio.commands.situation import FeaturesError, add_features_arguments, parse_features
 
 EPILOG = """\
 example:
   portfolio costs domain.pddl problem.pddl --traces traces.db --json
   portfolio costs domain.pddl problem.pddl --traces traces.db --features hour=peak region=eu
+  portfolio costs domain.pddl problem.pddl --traces traces.db --objective time --json
 
 cost = base cost + lambda * -log(1 - p_fail): summed over a plan, the risk term is -log of the probability
 that every step succeeds, so the cheapest plan trades cost against the chance of failing. p_fail is the
 posterior mean in the situation --features describes (what `plan --explore mean` plans with).
+
+--objective time prices a step by expected_ms, its expected time to success: its learned durations of a
+success and of a failure, transient failures retried up to --max-retries, a failure that ends the plan
+costing --replan-ms, one with side effects --side-effect-weight replans more; cost = expected_ms / 1000.
 """
 
 
@@ -39,6 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="LAMBDA",
         help="lambda, the price of risk in cost units per nat (default: 5)",
     )
+    add_objective_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print a JSON list")
     parser.set_defaults(func=run)
 
@@ -53,7 +66,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         features = parse_features(args.features, args.features_json)
         task = load_task(args.domain, args.problem)
-        planner = Planner([FastDownward()], traces=args.traces, cost_weight=args.weight, warm=False)
+        planner = Planner(
+            [FastDownward()], traces=args.traces, cost_weight=args.weight, warm=False,
+            objective=args.objective, time=time_params(args),
+        )  # fmt: skip
     except (TaskInputError, FeaturesError) as error:
         return fail_bad_input(str(error))
     except store_error_types() as error:
@@ -67,7 +83,9 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     width = max((len(row["action"]) for row in rows), default=6)
-    print(f"{'action':<{width}}  {'base':>7}  {'p_fail':>7}  {'cost':>8}")
+    timed = args.objective == "time"
+    print(f"{'action':<{width}}  {'base':>7}  {'p_fail':>7}  {'cost':>8}" + (f"  {'expected ms':>11}" if timed else ""))
     for row in rows:
-        print(f"{row['action']:<{width}}  {row['base_cost']:>7g}  {row['p_fail']:>7.3f}  {row['cost']:>8.3f}")
+        line = f"{row['action']:<{width}}  {row['base_cost']:>7g}  {row['p_fail']:>7.3f}  {row['cost']:>8.3f}"
+        print(line + (f"  {row['expected_ms']:>11.1f}" if timed else ""))
     return 0

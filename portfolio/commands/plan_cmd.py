@@ -8,9 +8,11 @@ import sys
 
 from portfolio.commands.common import (
     add_cost_arguments,
+    add_objective_arguments,
     add_traces_argument,
     add_translator_python_argument,
     fail_bad_input,
+    time_params,
 )
 from portfolio.commands.situation import FeaturesError, add_features_arguments, parse_features
 from portfolio.delegates.registry import CATALOG, default_names, help_text
@@ -132,6 +134,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "per call, so rarely tried alternatives get tried; ucb prices them optimistically",
     )
     add_cost_arguments(parser)
+    add_objective_arguments(parser)
     parser.add_argument(
         "--llm-url",
         default=None,
@@ -249,6 +252,8 @@ def run(args: argparse.Namespace) -> int:
             carry_over=args.carry_over,
             eliminate_steps=args.eliminate_steps,
             quality=args.quality,
+            objective=args.objective,
+            time=time_params(args),
             **({} if args.weight is None else {"cost_weight": args.weight}),
         )
     except store_error_types() as error:
@@ -288,6 +293,8 @@ def print_result(result, as_json: bool) -> None:
         for step in result.plan:
             out.write(step + "\n")
         learned = "" if result.learned_cost is None else f" (base), {result.learned_cost:.3f} (learned)"
+        if result.learned_cost is not None and (result.cost_model or "").endswith(":time"):
+            learned = f" (base), {result.learned_cost * 1000:.0f} ms expected (learned, objective time)"
         out.write(f"; cost = {result.cost:g}{learned}\n")
         out.write(f"; delegate = {result.delegate}\n")
         if result.eliminated_steps:

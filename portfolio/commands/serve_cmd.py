@@ -9,6 +9,7 @@ import sys
 
 from portfolio.commands.common import (
     add_cost_arguments,
+    add_objective_arguments,
     add_traces_argument,
     add_translator_python_argument,
     fail_bad_input,
@@ -23,6 +24,9 @@ FLAGS = {
     "decomposer_budget_s": "--decomposer-budget",
     "memory_limit_mb": "--memory-limit",
     "validate_budget_s": "--validate-budget",
+    "side_effect_weight": "--side-effect-weight",
+    "replan_ms": "--replan-ms",
+    "max_retries": "--max-retries",
 }
 
 SERVE_DESCRIPTION = """\
@@ -134,6 +138,7 @@ def _add_planner_arguments(parser: argparse.ArgumentParser, workers_default: int
         "mean (default), thompson or ucb, as `portfolio plan --explore`",
     )
     add_cost_arguments(parser, request_field=True)
+    add_objective_arguments(parser, request_field=True)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -242,6 +247,10 @@ def service_config(args: argparse.Namespace):
             explore=args.explore,
             quality=args.quality,
             weight=args.weight,
+            objective=args.objective,
+            side_effect_weight=args.side_effect_weight,
+            replan_ms=args.replan_ms,
+            max_retries=args.max_retries,
             carry_over=args.carry_over,
             validate_budget_s=args.validate_budget,
         )

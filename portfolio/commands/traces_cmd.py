@@ -38,8 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Import executed steps, one JSON object per line, e.g.\n\n  " + STEP_EXAMPLE + "\n\n"
         "\"action\": \"(drive t1 a b)\", a step as the plan spelled it, is the same record.\n"
-        "error, duration_ms, features, timestamp, failure_category, expected_effects, observed_effects and "
-        "generation are optional (`portfolio schema step` prints the full schema).\n\n"
+        "error, duration_ms, features, timestamp, failure_category, side_effects, expected_effects, "
+        "observed_effects and generation are optional (`portfolio schema step` prints the full schema).\n\n"
         "A step is identified by run_id and step: one already recorded exactly so is skipped (importing a file\n"
         "twice changes nothing), one recorded with other content is a conflict, listed like a bad line.\n\n"
         "Exit codes: 0 every line imported or already recorded; 1 good lines imported, bad or conflicting lines\n"
@@ -62,8 +62,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     stats = commands.add_parser(
         "stats",
-        help="per action: steps, failure rate, mean duration",
-        description="Per action name: how many steps ran, the share that failed, and their mean duration.",
+        help="per action: steps, failure rate, mean duration (all, successes, failures)",
+        description="Per action name: how many steps ran, the share that failed, and their mean duration: of "
+        "all steps, of the successes and of the failures (a timeout fails slowly, a refusal fast).",
     )
     stats.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     add_traces_argument(stats)
@@ -154,10 +155,13 @@ def run_stats(args: argparse.Namespace) -> int:
         print(f"no steps in {args.traces}")
         return 0
     width = max(len("action"), *(len(s.action) for s in stats))
-    print(f"{'action':<{width}}  {'steps':>8}  {'failure rate':>12}  {'mean ms':>9}")
+    header = f"{'steps':>8}  {'failure rate':>12}  {'mean ms':>9}  {'success ms':>10}  {'failure ms':>10}"
+    print(f"{'action':<{width}}  {header}")
     for s in stats:
-        mean = "-" if s.mean_duration_ms is None else f"{s.mean_duration_ms:.1f}"
-        print(f"{s.action:<{width}}  {s.steps:>8}  {s.failure_rate:>12.3f}  {mean:>9}")
+        mean, ok, failed = (
+            "-" if ms is None else f"{ms:.1f}" for ms in (s.mean_duration_ms, s.mean_success_ms, s.mean_failure_ms)
+        )
+        print(f"{s.action:<{width}}  {s.steps:>8}  {s.failure_rate:>12.3f}  {mean:>9}  {ok:>10}  {failed:>10}")
     return 0
 
 

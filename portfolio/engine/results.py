@@ -205,7 +205,7 @@ class PlanResult(BaseModel):
     learned_cost: float | None = Field(
         default=None,
         description="The plan's cost under the learned costs it was planned with (base cost plus "
-        "weight * -log(1 - p_fail) per step); `cost` is its base cost",
+        "weight * -log(1 - p_fail) per step; objective time: expected seconds to the goal); `cost` is its base cost",
     )
     source: str | None = Field(default=None, description='"classical", "llm" or "decomposition"')
     cost_model: str | None = Field(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from portfolio.delegates.fast_downward.searches import QUALITIES
 from portfolio.engine.results import PlanResult
@@ -38,6 +38,10 @@ QUALITY_HELP = (
     "default: the server's"
 )
 WEIGHT_HELP = "lambda of learned costs, cost = base + weight * -log(1 - p_fail); default: the server's"
+OBJECTIVE_HELP = (
+    "what learned costs price: risk (base + weight * -log(1 - p_fail)) or time (a step's expected ms to success, "
+    "transient failures retried, plan-ending ones costing a replan); default: the server's"
+)
 
 
 class TaskSource(BaseModel):
@@ -62,6 +66,7 @@ class PlanArgs(TaskSource):
     )
     quality: Quality | None = Field(default=None, description=QUALITY_HELP)
     weight: float | None = Field(default=None, ge=0, allow_inf_nan=False, description=WEIGHT_HELP)
+    objective: Literal["risk", "time"] | None = Field(default=None, description=OBJECTIVE_HELP)
     budget: float | None = Field(default=None, gt=0, description="classical tier seconds (capped by the server)")
     run_id: str | None = Field(default=None, min_length=1, description="record the plan under this run")
 
@@ -86,6 +91,7 @@ class ReplanArgs(BaseModel):
     )
     quality: Quality | None = Field(default=None, description=QUALITY_HELP)
     weight: float | None = Field(default=None, ge=0, allow_inf_nan=False, description=WEIGHT_HELP)
+    objective: Literal["risk", "time"] | None = Field(default=None, description=OBJECTIVE_HELP)
     budget: float | None = Field(default=None, gt=0, description="classical tier seconds (capped by the server)")
 
 
@@ -99,13 +105,25 @@ class CostsBody(TaskSource):
     init: list[str] | None = Field(default=None, description='from this state: atoms like "(on a b)"')
     features: dict[str, Any] | None = Field(default=None, description="the situation, for learned costs")
     weight: float | None = Field(default=None, ge=0, allow_inf_nan=False, description=WEIGHT_HELP)
+    objective: Literal["risk", "time"] | None = Field(default=None, description=OBJECTIVE_HELP)
 
 
 class ActionCostInfo(BaseModel):
     action: str = Field(description='the grounded action, as plans spell it: "(pick-up b)"')
     base_cost: float = Field(description="the task's own cost of the action")
     p_fail: float = Field(description="the model's posterior mean probability that it fails")
-    cost: float = Field(description="what plans pay for it: base + weight * -log(1 - p_fail)")
+    cost: float = Field(description="what plans pay for it: base + weight * -log(1 - p_fail), or expected_ms / 1000")
+    expected_ms: float | None = Field(
+        default=None, description="objective time only: expected ms to success, retries and replans included"
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_time(self, handler: Any) -> Any:
+        """Under the risk objective the row is as it always was, over HTTP and MCP alike: no expected_ms."""
+        row = handler(self)
+        if isinstance(row, dict) and row.get("expected_ms") is None:
+            row.pop("expected_ms", None)
+        return row
 
 
 class CostsResponse(BaseModel):

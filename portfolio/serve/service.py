@@ -27,6 +27,7 @@ from typing import Any, Literal
 import anyio
 from pydantic import BaseModel, Field
 
+from learning.objective import DEFAULT_RETRIES, DEFAULT_SIDE_EFFECT_WEIGHT, Objective
 from portfolio.serve.metrics import Metrics
 from portfolio.serve.models import (
     ActionInfo,
@@ -91,6 +92,10 @@ class ServiceConfig(BaseModel):
     explore: Literal["mean", "thompson", "ucb"] | None = None  # a request's own `explore` wins; None: the default
     quality: Quality | None = None  # likewise `quality` and `weight`
     weight: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    objective: Objective | None = None  # likewise; the time objective's parameters are the server's alone
+    side_effect_weight: float = Field(default=DEFAULT_SIDE_EFFECT_WEIGHT, ge=0, allow_inf_nan=False)
+    replan_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)  # None: learned from the traces
+    max_retries: int = Field(default=DEFAULT_RETRIES, ge=0)
     carry_over: bool = True  # Fast Downward's work goes on past its share, until the request's last deadline
     # Validation runs in processes of its own (`portfolio.serve.validator`) under this deadline and the memory cap.
     validate_budget_s: float = Field(default=10.0, gt=0)
@@ -144,6 +149,10 @@ class Service:
             explore=self.config.explore,
             quality=self.config.quality,
             weight=self.config.weight,
+            objective=self.config.objective,
+            side_effect_weight=self.config.side_effect_weight,
+            replan_ms=self.config.replan_ms,
+            max_retries=self.config.max_retries,
             carry_over=self.config.carry_over,
         )
         pool = self.pool = PlannerPool(
@@ -272,6 +281,7 @@ class Service:
             explore=body.explore,
             quality=body.quality,
             weight=body.weight,
+            objective=body.objective,
             budget=body.budget,
             run_id=body.run_id,
         )

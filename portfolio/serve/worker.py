@@ -52,6 +52,10 @@ class WorkerConfig(BaseModel):
     explore: str | None = None  # the server's default policy; a request's `explore` overrides it per call
     quality: str | None = None  # likewise the server's default quality and weight
     weight: float | None = None
+    objective: str | None = None  # and objective; the time objective's parameters are the server's alone
+    side_effect_weight: float = 1.0
+    replan_ms: float | None = None
+    max_retries: int = 2
     carry_over: bool = True
 
 
@@ -59,6 +63,7 @@ class PlannerWorker:
     """The worker's state: the planner and the model version it has loaded."""
 
     def __init__(self, config: WorkerConfig) -> None:
+        from learning.objective import TimeParams
         from portfolio.delegates.registry import build_stages
         from portfolio.planner import Planner
 
@@ -88,6 +93,8 @@ class PlannerWorker:
             explore=config.explore,
             quality=config.quality,
             load_model=False,
+            objective=config.objective,
+            time=TimeParams(config.max_retries, config.replan_ms, config.side_effect_weight),
             **weight,
         )
         self.model_error: str | None = None
@@ -234,7 +241,9 @@ class PlannerWorker:
         request = CostsBody.model_validate(body)
         try:
             task, init = self._task_and_init(request)
-            costs = self.planner.learned_costs(task, init=init, features=request.features, weight=request.weight)
+            costs = self.planner.learned_costs(
+                task, init=init, features=request.features, weight=request.weight, objective=request.objective
+            )
         except (TaskInputError, BadRequest) as error:
             return {"bad_input": {"error": str(error), "kind": getattr(error, "kind", type(error).__name__)}}
         rows = cost_rows(costs)
