@@ -44,7 +44,7 @@ def test_warm_first_plan(benchmark, planner, domain, problem):
     fast_downward = planner.fast_downward
 
     def first_plan():
-        fast_downward._translations.clear()
+        fast_downward.forget_translations()
         return planner.plan(task)
 
     benchmark.extra_info["instance"] = f"{domain}/{problem}"

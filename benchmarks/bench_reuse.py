@@ -56,7 +56,7 @@ def row(planner: Planner, domain: str, problem: str, rounds: int) -> dict:
     plan = planner.plan(task).actions()
 
     def first() -> None:
-        fast_downward._translations.clear()
+        fast_downward.forget_translations()
         assert planner.plan(task).solved
 
     half = max(1, len(plan) // 2)

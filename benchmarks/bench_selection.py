@@ -134,7 +134,7 @@ def measure(planners: list[tuple[str, Planner]], task, budget: float, repeats: i
     times: dict[str, list] = {name: [] for name, _ in planners}
     for r in range(repeats):
         for name, planner in planners if (first + r) % 2 == 0 else planners[::-1]:
-            planner.fast_downward._translations.clear()
+            planner.fast_downward.forget_translations()
             times[name].append(plan_seconds(planner, task, budget))
         if not any(run[1] for runs in times.values() for run in runs):
             break  # neither solved it within the budget: repeating would only cost budgets

@@ -354,7 +354,7 @@ def test_planner_translates_with_the_learned_variant_and_records_it(tmp_path):
         retrain_selection(store)
     with Planner(build_stages(["fast-downward"], 30.0, fd_workers=2), traces=db) as planner:
         result = planner.plan(task)
-        assert [options for _, options in planner.fast_downward._translations] == [KEEP]
+        assert [options for _, options in planner.fast_downward._memory.keys()] == [KEEP]
     assert result.solved and validate_plan(task, result.actions()).ok
     details = result.attempts[0].details
     assert details["translator"] == list(KEEP) and details["selection"] == "learned"

@@ -79,7 +79,7 @@ def latency(ipc: Path, rounds: int = 7, instances: dict[str, list[str]] | None =
                 planner.plan(task)  # warm the workers on this domain once
 
                 def first_plan() -> None:
-                    fast_downward._translations.clear()
+                    fast_downward.forget_translations()
                     assert planner.plan(task).solved
 
                 first = median_seconds(first_plan, rounds)

@@ -186,8 +186,8 @@ def run_cascade(name: str, task, budget_s: float, decomposer_budget_s: float, re
     with Planner(stages) as planner:
         planner.plan(bundled_task("blocksworld", 2))  # workers up, imports done: time the warm planner...
         for delegate in planner._all_delegates():  # ...on its first plan of this task, as the old latency table
-            if hasattr(delegate, "_translations"):
-                delegate._translations.clear()
+            if hasattr(delegate, "forget_translations"):
+                delegate.forget_translations()
             if hasattr(delegate, "translators"):
                 delegate.translators().wait_warm()
         setup = time.monotonic() - started

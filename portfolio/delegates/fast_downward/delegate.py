@@ -2,20 +2,17 @@
 
 This is the driver's translate -> search pipeline without the driver: the `fast-downward.py` script pays
 interpreter start-up and imports on every call, a long-lived delegate pays them once. Translations are cached
-by task content and re-used for replanning from a changed state and for other action costs (see `sas.py`);
-with a `SasCache` (`portfolio.delegates.fast_downward.sas_cache`) they also survive the process: a task translated by
-any process
-before is read from disk instead (the attempt's `details["translation"]` says "disk"). A replan on a small unit-cost
-task (translation reused, init rewritten) is first searched in this process
-(`portfolio.delegates.fast_downward.sas_search`, no process:
-`details["search"]` says "in-process"); when that finds nothing, the process search runs in what is left.
+by task content, in memory and on disk, and re-used for replanning from a changed state and for other action
+costs (`translations`, `sas.py`). A replan on a small unit-cost task (translation reused, init rewritten) is
+first searched in this process (`portfolio.delegates.fast_downward.sas_search`, no process: `details["search"]`
+says "in-process"); when that finds nothing, the process search runs in what is left.
 Both stages run in processes that are killed when the deadline passes, so the budget is hard; handing the SAS
 task to a search process is bounded by the same deadline.
 
 The cascade may carry this delegate's work over past its share (`carries_over`, see `portfolio.engine.cascade`): it
 then runs on another thread beside the decomposer tier, which shares it. So a translation under way is made
-once (a second caller waits for it), and every wait also ends when the thread's stop signal is set
-(`portfolio.engine.cancel`). The decomposer's subgoal searches still race `workers` searches beside the carried-over
+once (a second caller waits for it: `translations`), and every wait also ends when the thread's stop signal is
+set (`portfolio.engine.cancel`). The decomposer's subgoal searches still race `workers` searches beside the carried-over
 ones: capping all calls together at one search per core was tried and lost (citycar p3-2-2-0-1: the goal
 agenda's first subgoal took lama-first alone > 5 s, the race's eager-ff-cg 0.23 s).
 
@@ -26,17 +23,14 @@ translate, search and portfolio): this module decides when to search and with wh
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
 
-from domains.model import Atom, Task
+from domains.model import Task
 from portfolio.delegates.fast_downward import inprocess as fd_inprocess
 from portfolio.delegates.fast_downward.inprocess import INPROCESS_MAX_OPERATORS, INPROCESS_NODE_CAP
-from portfolio.delegates.fast_downward.sas import COST_SCALE, SasTask, parse_sas
-from portfolio.delegates.fast_downward.sas_cache import CachedTranslation, SasCache, cache_key
+from portfolio.delegates.fast_downward.sas import COST_SCALE, SasTask
+from portfolio.delegates.fast_downward.sas_cache import SasCache
 from portfolio.delegates.fast_downward.searches import (
     DEFAULT_QUALITY,
     RACE_ALIASES,
@@ -49,6 +43,7 @@ from portfolio.delegates.fast_downward.searches import (
     search_binary,
 )
 from portfolio.delegates.fast_downward.translate import TranslatorOptionsError, check_options
+from portfolio.delegates.fast_downward.translations import Translation, Translations
 from portfolio.delegates.fast_downward.translators import Translators, find_python
 from portfolio.engine import cancel
 from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
@@ -68,22 +63,6 @@ IMPROVE_SHARE = 0.25
 # A* with LM-cut races the anytime search on tasks with at most this many operators (larger ones: a second
 # satisficing search instead, see `searches.search_aliases`).
 EXACT_MAX_OPERATORS = 1000
-
-
-@dataclass(frozen=True)
-class Translation:
-    init: frozenset[Atom]  # the initial state this translation was made from
-    sas: SasTask | None  # None when the translator proved the task unsolvable
-    translate_ms: float
-    source: str = "translated"  # for this call: "translated", "memory" (this process) or "disk" (SasCache)
-    options: tuple[str, ...] = ()  # the translator options it was made with (none: the driver's defaults)
-    interpreter: str = ""  # who translated it, this call: "cpython" or "pypy3" (`translators`); "" if not translated
-
-
-def structure_key(task: Task) -> tuple:
-    """What a translation depends on besides the initial state."""
-    problem = task.problem
-    return (task.domain_pddl or task.domain, problem.objects, problem.numeric_init, problem.goal)
 
 
 class FastDownward(Delegate):
@@ -151,8 +130,6 @@ class FastDownward(Delegate):
         self.alias = alias
         self.search = search
         self.cost_alias = cost_alias
-        self.cache_size = cache_size
-        self.disk_cache = disk_cache
         self.workers = workers or available_cores()
         self.translate_options = None if translate_options is None else check_options(translate_options)
         self.quality = quality
@@ -161,14 +138,11 @@ class FastDownward(Delegate):
         self.selector: Callable[[Task, SasTask, tuple[str, ...]], Sequence[str] | None] | None = None
         self.translator_chooser: Callable[[Task], Sequence[str] | None] | None = None
         self._binary = str(search_binary())
-        self._translations: OrderedDict[tuple, Translation] = OrderedDict()
-        self._cache_lock = threading.Lock()
-        self._pending: dict[tuple, threading.Event] = {}  # translations under way, so two threads make one
         self._translators: Translators | None = None
+        self._memory = Translations(self.translators, cache_size, disk_cache)
         self._searches = SearchProcessPool()
         self.inprocess_max_operators = INPROCESS_MAX_OPERATORS
         self.inprocess_node_cap = INPROCESS_NODE_CAP
-        self.translations = 0  # translator runs so far: what the cache saves is visible
 
     # -- translation ------------------------------------------------------------------------------------
     def translators(self) -> Translators:
@@ -214,92 +188,19 @@ class FastDownward(Delegate):
             return ()
 
     def translate(self, request: PlanRequest, deadline: float) -> tuple[Translation, tuple[int, ...] | None]:
-        """The cached translation for the request's task and, when it was made from another initial state, the
-        SAS initial values for the request's state. Translates (under the deadline) when nothing cached fits."""
-        options = self.options_for(request.task)
-        key = (structure_key(request.task), options)
-        init = request.initial_state
-        while True:
-            found = self._cached(key, init)
-            if found is not None:
-                return found
-            with self._cache_lock:
-                other = self._pending.get(key)
-                if other is None:
-                    running = self._pending[key] = threading.Event()
-            if other is None:
-                break
-            # Another thread (work carried over from the classical tier) is translating this task: wait for its
-            # translation instead of making a second one, then look again (if it failed, translate here).
-            while not other.wait(max(0.0, min(0.05, deadline - time.monotonic()))):
-                if cancel.expired(deadline):
-                    raise BudgetExpired()
-        try:
-            return self._translate(key, request, deadline, options), None
-        finally:
-            with self._cache_lock:
-                self._pending.pop(key, None)
-            running.set()
+        """The translation for the request's task (cached, or made under the deadline) and, when it was made from
+        another initial state, the SAS initial values for the request's state (`translations.Translations`)."""
+        return self._memory.get(request, deadline, self.options_for(request.task))
 
-    def _cached(self, key: tuple, init: frozenset[Atom]) -> tuple[Translation, tuple[int, ...] | None] | None:
-        with self._cache_lock:
-            cached = self._translations.get(key)
-            if cached is not None:
-                self._translations.move_to_end(key)
-        if cached is not None and cached.sas is not None:
-            if cached.init == init:
-                return replace(cached, source="memory", interpreter=""), None
-            values = cached.sas.with_init(cached.init, init)
-            if values is not None:
-                return replace(cached, source="memory", interpreter=""), values
-        return None
+    def forget_translations(self) -> None:
+        """Forget the translations kept in memory (the disk cache stays): a benchmark of the first plan then
+        measures translation again."""
+        self._memory.clear()
 
-    def _translate(self, key: tuple, request: PlanRequest, deadline: float, options: tuple[str, ...]) -> Translation:
-        init = request.initial_state
-        task = request.effective_task()
-        start = time.monotonic()
-        disk_key = "" if self.disk_cache is None else cache_key(task.domain_pddl, task.problem_pddl, options=options)
-        translation = self._from_disk(disk_key, init, start, options)
-        if translation is None:
-            self.translations += 1
-            answered = self.translators().translate(
-                deadline, domain_pddl=task.domain_pddl, problem_pddl=task.problem_pddl, options=options
-            )
-            answer = answered.value
-            translation = Translation(
-                init=init,
-                sas=None if answer["unsolvable"] else parse_sas(answer["sas"]),
-                translate_ms=(time.monotonic() - start) * 1000,
-                options=options,
-                interpreter=answered.translator,
-            )
-            log.info("translated by %s in %.0f ms", answered.translator, translation.translate_ms)
-            if self.disk_cache is not None:
-                self.disk_cache.put(disk_key, CachedTranslation(answer["sas"], bool(answer["unsolvable"])))
-        with self._cache_lock:
-            self._translations[key] = translation
-            while len(self._translations) > self.cache_size:
-                self._translations.popitem(last=False)
-        return translation
-
-    def _from_disk(self, key: str, init: frozenset[Atom], start: float, options: tuple[str, ...]) -> Translation | None:
-        """The translation stored under `key` in the disk cache, or None (no cache, a miss, or an entry that
-        does not parse: that one is removed, so the fresh translation rewrites it)."""
-        if self.disk_cache is None:
-            return None
-        entry = self.disk_cache.get(key)
-        if entry is None:
-            return None
-        try:
-            sas = None if entry.unsolvable else parse_sas(entry.sas)
-        except (ValueError, IndexError) as error:
-            log.warning("translation cache entry %s does not parse (%s): translating again", key, error)
-            self.disk_cache.corrupt += 1
-            self.disk_cache.path(key).unlink(missing_ok=True)
-            return None
-        return Translation(
-            init=init, sas=sas, translate_ms=(time.monotonic() - start) * 1000, source="disk", options=options
-        )
+    @property
+    def translations(self) -> int:
+        """Translator runs so far: what the caches save is visible."""
+        return self._memory.translations
 
     def grounded_actions(self, request: PlanRequest, deadline: float) -> list[str]:
         """Every grounded action the translator kept, in PDDL form: what learned costs are computed for."""
