@@ -44,7 +44,7 @@ def long_plan(budget: float) -> dict:
 
 
 def config(**overrides):
-    from portfolio.serve.service import ServiceConfig
+    from portfolio.serve.config import ServiceConfig
 
     values = dict(
         workers=1,

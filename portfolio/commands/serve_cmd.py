@@ -215,8 +215,8 @@ def service_config(args: argparse.Namespace):
     from portfolio.delegates.fast_downward.translators import find_python
     from portfolio.engine import limits
     from portfolio.planner import CLASSICAL_DELEGATES, DECOMPOSER_DELEGATES
+    from portfolio.serve.config import ServiceConfig
     from portfolio.serve.pool import default_workers
-    from portfolio.serve.service import ServiceConfig
 
     workers = args.workers if args.workers is not None else default_workers()
     delegates = delegate_names(args)

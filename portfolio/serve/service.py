@@ -25,9 +25,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 import anyio
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-from learning.objective import DEFAULT_RETRIES, DEFAULT_SIDE_EFFECT_WEIGHT, Objective
+from portfolio.serve.config import ServiceConfig
 from portfolio.serve.metrics import Metrics
 from portfolio.serve.models import (
     ActionInfo,
@@ -39,7 +39,6 @@ from portfolio.serve.models import (
     Job,
     PlanBody,
     PlanResponse,
-    Quality,
     ReplanBody,
     RetrainBody,
     StepsBody,
@@ -69,37 +68,6 @@ class Unavailable(Exception):
     def __init__(self, message: str, kind: str = "Unavailable") -> None:
         super().__init__(message)
         self.kind = kind
-
-
-class ServiceConfig(BaseModel):
-    workers: int = Field(ge=1)
-    queue: int = Field(ge=0)
-    budget_s: float = Field(gt=0)
-    max_budget_s: float = Field(gt=0)
-    decomposer_budget_s: float = Field(gt=0)
-    delegates: list[str]
-    traces: str | None = None
-    llm_url: str | None = None
-    llm_model: str | None = None
-    memory_limit_mb: int = Field(gt=0)
-    # The pool already plans one request per core; a worker that also raced several searches per request would
-    # put two searches on each core. Default: the cores each worker has to itself, at least one.
-    fd_workers: int | None = Field(default=None, ge=1)
-    # A second translator worker's interpreter (`portfolio.delegates.fast_downward.translators`); None: the default
-    translator_python: str | None = None
-    cache_dir: str | None = None  # the on-disk translation cache the workers share (None: the user's default)
-    translation_cache: bool = True
-    explore: Literal["mean", "thompson", "ucb"] | None = None  # a request's own `explore` wins; None: the default
-    quality: Quality | None = None  # likewise `quality` and `weight`
-    weight: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    objective: Objective | None = None  # likewise; the time objective's parameters are the server's alone
-    side_effect_weight: float = Field(default=DEFAULT_SIDE_EFFECT_WEIGHT, ge=0, allow_inf_nan=False)
-    replan_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)  # None: learned from the traces
-    max_retries: int = Field(default=DEFAULT_RETRIES, ge=0)
-    carry_over: bool = True  # Fast Downward's work goes on past its share, until the request's last deadline
-    # Validation runs in processes of its own (`portfolio.serve.validator`) under this deadline and the memory cap.
-    validate_budget_s: float = Field(default=10.0, gt=0)
-    validators: int | None = Field(default=None, ge=1)  # None: as many as planner workers
 
 
 class Service:
