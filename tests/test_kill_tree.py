@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from portfolio.engine.workers import descendants, kill_group
 
@@ -72,42 +73,47 @@ time.sleep(60)
 """
 
 
-def test_a_search_dies_with_its_planner_process_when_asked(monkeypatch):
-    """A planner worker killed with SIGKILL while Fast Downward searches for it: with kill-with-parent the search
-    goes too. Before, it ran to its own end (minutes of a core) with nobody to read its plan."""
-    from pathlib import Path
-
+def assert_child_dies_with_its_parent(script: str, what: str) -> None:
+    """Run `script` (which prints a child's pid, then waits) as a planner process with kill-with-parent; the child
+    must be alive half a second later, and gone within 5 s of the planner's SIGKILL (no clean-up code runs)."""
     root = str(Path(__file__).resolve().parents[1])
     env = {
         **os.environ,
         "PORTFOLIO_KILL_WITH_PARENT": "1",
         "PYTHONPATH": os.pathsep.join([root, str(Path(root) / "tests")]),
     }
-    planner = subprocess.Popen(
-        [sys.executable, "-c", SEARCHING.format(root=root)],
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script.format(root=root)],
         stdout=subprocess.PIPE,
         text=True,
         env=env,
         start_new_session=True,
     )
+    child = None
     try:
-        search = int(planner.stdout.readline())
+        child = int(parent.stdout.readline())
         time.sleep(0.5)
-        assert alive(search), "the search should still be running"
-        planner.kill()  # SIGKILL: no clean-up code runs
-        planner.wait()
+        assert alive(child), f"the {what} should still be running"
+        parent.kill()
+        parent.wait()
         deadline = time.monotonic() + 5
-        while alive(search) and time.monotonic() < deadline:
+        while alive(child) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not alive(search)
+        assert not alive(child), f"the {what} outlived its planner process"
     finally:
-        if planner.poll() is None:
-            planner.kill()
-        for pid in [search] if "search" in locals() else []:
+        if parent.poll() is None:
+            parent.kill()
+        if child is not None:
             try:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(child, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_a_search_dies_with_its_planner_process_when_asked():
+    """A planner worker killed with SIGKILL while Fast Downward searches for it: with kill-with-parent the search
+    goes too. Before, it ran to its own end (minutes of a core) with nobody to read its plan."""
+    assert_child_dies_with_its_parent(SEARCHING, "search")
 
 
 # A planner process (kill-with-parent, as in the service) whose Python worker is started on a thread that then
@@ -131,33 +137,4 @@ def test_a_python_worker_outlives_the_thread_that_started_it_and_dies_with_its_p
     """Kill-with-parent follows the parent process, not the thread that spawned the worker. It was the kernel's
     PR_SET_PDEATHSIG, which fires when that *thread* ends: in the service, a translator worker replaced on a race's
     thread was killed as soon as the thread ended, and the next call started a cold one."""
-    from pathlib import Path
-
-    root = str(Path(__file__).resolve().parents[1])
-    env = {**os.environ, "PORTFOLIO_KILL_WITH_PARENT": "1", "PYTHONPATH": root}
-    parent = subprocess.Popen(
-        [sys.executable, "-c", THREAD_STARTED.format(root=root)],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
-    worker = None
-    try:
-        worker = int(parent.stdout.readline())
-        time.sleep(0.5)
-        assert alive(worker), "the worker died with the thread that started it"
-        parent.kill()  # SIGKILL: no clean-up code runs
-        parent.wait()
-        deadline = time.monotonic() + 5
-        while alive(worker) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not alive(worker), "the worker outlived its process"
-    finally:
-        if parent.poll() is None:
-            parent.kill()
-        if worker is not None:
-            try:
-                os.kill(worker, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    assert_child_dies_with_its_parent(THREAD_STARTED, "worker")
