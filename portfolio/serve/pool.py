@@ -10,7 +10,8 @@ up by a large one while another worker is free.
 Each worker is a `portfolio.engine.workers.WorkerProcess` (the same killable channel the delegates use) running a
 different program: a call that outlives its deadline kills the worker's process group and starts a fresh one,
 and a worker that dies (out of memory, killed) is replaced and its request fails with the reason. The
-kernel's parent-death signal (see `portfolio.engine.limits`) takes the worker's own children down with it.
+worker's own children go down with it (its Python workers watch it, its searches get the kernel's parent-death
+signal: `portfolio.engine.limits`).
 
 All bookkeeping (idle list, waiters) happens on the event loop's thread; the blocking call runs on a thread of
 a dedicated executor with one thread per worker, so the loop never blocks.
