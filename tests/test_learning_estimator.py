@@ -378,3 +378,28 @@ def test_with_a_token_model_a_lone_groundings_failures_reach_its_siblings_only_i
         )
     )
     assert p[0] > 0.85 and max(p[1:]) < 0.3, p
+
+
+def test_a_sparse_actions_cells_are_not_priced_by_one_or_two_lucky_steps() -> None:
+    """17 steps of a query that fails about half the time, spread over 15 (grounding, situation) cells (the tools
+    worlds' query-database at episode 160): 13 cells with one step, 2 with two successes. Single steps cannot say
+    how much cells differ, so the prior's strength m keeps its default (`learning.shrinkage.identifies_strength`);
+    fit to them it went to its floor (1) and the two lucky cells were priced 0.14, the unlucky ones 0.65, so the
+    planner queried exactly where it had been lucky."""
+    situations = [
+        {"hour": h, "region": r, "weather": w} for h in ("peak", "off") for r in ("eu", "us") for w in ("sun", "rain")
+    ]
+    steps, i = [], 0
+    for c in range(13):
+        query = GroundAction("query", (f"job{c % 4}", ("pricing", "news", "rules")[c % 3], "db"))
+        steps.append(rec(i, query, c % 13 < 8, **situations[c % 8]))
+        i += 1
+    lucky = [GroundAction("query", (f"job{c}", "news", "db")) for c in (4, 5)]
+    for query in lucky:
+        for _ in range(2):
+            steps.append(rec(i, query, False, **situations[0]))
+            i += 1
+    model = FailureModel().fit(steps)
+    priced_lucky = model.predict_proba(lucky, situations[0])
+    unlucky = model.predict_proba([GroundAction("query", ("job0", "pricing", "db"))], situations[0])
+    assert min(priced_lucky) > 0.2 and unlucky[0] - min(priced_lucky) < 0.3

@@ -14,7 +14,7 @@ from domains.validate import validate_plan
 from learning.explore import DEFAULT_EXPLORE
 from portfolio.benchsuite.worlds.exact import CostRecorder, ExactSearch, plan_cost_under
 from portfolio.benchsuite.worlds.family import KINDS, make_world
-from portfolio.benchsuite.worlds.runner import LAM, _true_costs, execute, run_world
+from portfolio.benchsuite.worlds.runner import LAM, _true_costs, execute, fails, run_world
 from portfolio.planner import DEFAULT_DELEGATES
 
 EPISODES, LAST = 120, 40
@@ -97,6 +97,59 @@ def test_worlds_are_reproducible_and_plans_valid():
         == world.p_fail(planner_step(f"(drive v1 {b} {a})"), spec)
         == 0.7
     )
+
+
+def test_arms_share_each_steps_outcome_whatever_else_their_plans_hold():
+    """Common random numbers: a grounding's k-th execution in an episode fails or not alike in any plan (another
+    arm's plan with other steps before it), so the arms differ only by what they choose. Over 40 episodes, with
+    the truck's bad roads first where it has one (70%: a draw seeded by the step's place in the plan would differ
+    in about 4 episodes of 10)."""
+    from domains.model import GroundAction
+
+    world = make_world("vehicle-roads", 0)
+    compared = 0
+    for index in range(40):
+        spec = world.episode(index)
+        task, starts = world.task(spec), dict(spec.starts)
+        mine = min(
+            (GroundAction("drive", ("t0", *r)) for r in world.roads if r[0] == starts["t0"]),
+            key=lambda step: (-world.p_fail(step, spec), step.args),
+        )
+        other = GroundAction("drive", ("t1", *sorted(r for r in world.roads if r[0] == starts["t1"])[0]))
+        alone = execute(world, task, [mine], spec)
+        assert execute(world, task, [mine], spec) == alone  # the same plan twice: the same outcomes
+        after_another = execute(world, task, [other, mine], spec)
+        if after_another[0][1]:  # the other step failed: the plan stops before `mine`
+            continue
+        assert after_another[1] == alone[0]
+        compared += 1
+    assert compared >= 30
+
+
+def test_common_random_numbers_keep_the_true_probabilities():
+    """The shared draws change no probability: over 4,000 episodes a truck's bad road fails at 0.7 and a fair
+    drive at 0.02 (within 4 standard errors), and the two fail together as often as independence says."""
+    from domains.model import GroundAction
+
+    world = make_world("vehicle-roads", 0)
+    a, b = sorted(next(iter(world.bad["truck_roads"]["t0"])))
+    bad = GroundAction("drive", ("t0", a, b))
+    fair = next(
+        GroundAction("drive", ("t0", *r))
+        for r in sorted(world.roads)
+        if frozenset(r) not in world.bad["truck_roads"]["t0"]
+    )
+    n = 4000
+    specs = [world.episode(i) for i in range(n)]
+    assert world.p_fail(bad, specs[0]) == 0.7 and world.p_fail(fair, specs[0]) == 0.02
+    bad_fails = [fails(world, s, bad, 0) for s in specs]
+    fair_fails = [fails(world, s, fair, 0) for s in specs]
+    again = [fails(world, s, bad, 1) for s in specs]  # a second execution in the same episode: a draw of its own
+    for outcomes, p in ((bad_fails, 0.7), (fair_fails, 0.02), (again, 0.7)):
+        assert abs(statistics.mean(outcomes) - p) <= 4 * (p * (1 - p) / n) ** 0.5
+    both = statistics.mean(x and y for x, y in zip(bad_fails, fair_fails))
+    assert abs(both - 0.7 * 0.02) <= 4 * (0.014 * 0.986 / n) ** 0.5
+    assert statistics.mean(x == y for x, y in zip(bad_fails, again)) < 0.65  # not the first draw repeated
 
 
 def planner_step(text: str):

@@ -108,13 +108,23 @@ class HiddenTruth(Protocol):
     def p_fail(self, step: GroundAction, spec: Any) -> float: ...
 
 
+def fails(world: HiddenTruth, spec, step: GroundAction, occurrence: int) -> bool:
+    """Whether the `occurrence`-th execution (0 first) of `step` in episode `spec` fails: the arms' common random
+    numbers. The uniform draw is seeded by (world, episode, grounding, occurrence) alone, never by the arm, the
+    plan or the step's position in it, so two arms that execute the same grounding for the same time in an
+    episode see the same outcome, whatever else their plans hold. Each draw is one uniform compared with the
+    true p_fail, so every step still fails with exactly its world's probability; distinct seeds (SHA-512 of the
+    string) make the draws of different steps and episodes independent."""
+    return random.Random(f"{world.name}:{spec.index}:{step}:{occurrence}").random() < world.p_fail(step, spec)
+
+
 def execute(world: HiddenTruth, task, plan: Sequence[GroundAction], spec) -> list[tuple[GroundAction, bool]]:
-    """Steps executed, each with whether it failed; stops at the first failure."""
+    """Steps executed, each with whether it failed (`fails`); stops at the first failure."""
     state, done = task.problem.init, []
     seen: dict[GroundAction, int] = {}
     for step in plan:
         seen[step] = occurrence = seen.get(step, -1) + 1
-        failed = random.Random(f"{world.name}:{spec.index}:{step}:{occurrence}").random() < world.p_fail(step, spec)
+        failed = fails(world, spec, step, occurrence)
         done.append((step, failed))
         if failed:
             break
