@@ -50,12 +50,42 @@ def section_span(text: str, heading: str) -> tuple[int, int]:
     return start, len(text) if end < 0 else end
 
 
+NOT_RERUN = "<!-- not re-run: "  # the line before such a block: a reason a reader can check
+
+
+def unchecked_blocks() -> list[str]:
+    """The console blocks of README.md and docs/*.md that no section above re-runs and that do not say why."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    found = []
+    for path in pages:
+        text = path.read_text()
+        page = str(path.relative_to(REPO))
+        spans = [section_span(text, heading) for name, heading in SECTIONS if name == page]
+        for match in re.finditer(r"```console\n", text):
+            where = match.start()
+            before = text[:where].rstrip("\n").rsplit("\n", 1)[-1]
+            if before.startswith(NOT_RERUN) or any(start <= where < end for start, end in spans):
+                continue
+            found.append(f"{page}:{text.count(chr(10), 0, where) + 1}")
+    return found
+
+
+def test_every_console_example_is_re_run_or_says_why_not():
+    """A console block outside the re-run sections is either added to SECTIONS or marked, on the line before it,
+    with `<!-- not re-run: REASON -->`: none goes stale unnoticed."""
+    assert unchecked_blocks() == []
+
+
 def console_blocks(page: str, heading: str) -> list[list[tuple[str, list[str]]]]:
     """The console blocks of a section of a docs page: [(command, output lines), ...] per block."""
     text = (REPO / page).read_text()
     start, end = section_span(text, heading)
     blocks = []
-    for body in re.findall(r"```console\n(.*?)```", text[start:end], re.S):
+    for match in re.finditer(r"```console\n(.*?)```", text[start:end], re.S):
+        before = text[: start + match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        if before.startswith(NOT_RERUN):
+            continue
+        body = match.group(1)
         commands: list[tuple[str, list[str]]] = []
         for line in body.splitlines():
             if line.startswith("$ "):
@@ -129,6 +159,8 @@ def regenerate() -> None:
             folder = scratch(Path(name))
 
             def rerun(match: re.Match) -> str:
+                if match.string[: match.start()].rstrip("\n").rsplit("\n", 1)[-1].startswith(NOT_RERUN):
+                    return match.group(0)
                 lines, status = [], 0
                 for line in match.group(1).splitlines():
                     if line.startswith("$ "):
