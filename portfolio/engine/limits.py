@@ -146,7 +146,10 @@ def die_with_parent_if_asked() -> None:
     Not `die_with_parent` (the kernel's PR_SET_PDEATHSIG): that fires when the parent *thread* ends, and a
     translator worker is replaced on the thread of the call that killed the old one (a race's thread, a
     delegate's), which ends with the call: the fresh worker was killed with it and the next call started cold.
-    A thread of the worker's own waits on the parent instead (a pidfd; polling `getppid` where there is none)."""
+    A thread of the worker's own waits on the parent instead (a pidfd; polling `getppid` where there is none).
+    It needs the GIL to exit, so a worker stuck in C code that holds it would not notice, where the kernel's
+    signal would have killed it: the workers run pure Python, and the one such case seen (two translator workers
+    left spinning in malloc for 30 minutes after their parent died, near their cap) is gone with `CAPPED_ENV`."""
     if os.environ.get(ENV_KILL_WITH_PARENT) != "1":
         return
     parent = os.getppid()
