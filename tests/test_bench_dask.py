@@ -34,10 +34,7 @@ def ipc_pairs(path: Path) -> Path:
     """Easy tasks of two IPC domains, and a blocks task with no plan (a miss for every planner, whatever the
     load: budgets are generous so the table does not depend on how busy the machine is). Each run is a process
     of its own: two domains were enough to compare the two runners (four took 32 s of a loaded suite)."""
-    picked = [
-        ("gripper", "prob01.pddl"),
-        ("logistics00", "probLOGISTICS-4-0.pddl"),
-    ]
+    picked = [("gripper", "prob01.pddl"), ("logistics00", "probLOGISTICS-4-0.pddl")]
     lines = [f"{IPC / d / 'domain.pddl'} {IPC / d / p}\n" for d, p in picked]
     (path.parent / "blocks-cycle").mkdir()
     (path.parent / "blocks-cycle" / "cycle.pddl").write_text(UNSOLVABLE)
