@@ -53,6 +53,11 @@ def section_span(text: str, heading: str) -> tuple[int, int]:
 NOT_RERUN = "<!-- not re-run: "  # the line before such a block: a reason a reader can check
 
 
+def marked_not_rerun(text: str, position: int) -> bool:
+    """Whether the line before `position` (where a console block starts) says why the block is not re-run."""
+    return text[:position].rstrip("\n").rsplit("\n", 1)[-1].startswith(NOT_RERUN)
+
+
 def unchecked_blocks() -> list[str]:
     """The console blocks of README.md and docs/*.md that no section above re-runs and that do not say why."""
     pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -63,8 +68,7 @@ def unchecked_blocks() -> list[str]:
         spans = [section_span(text, heading) for name, heading in SECTIONS if name == page]
         for match in re.finditer(r"```console\n", text):
             where = match.start()
-            before = text[:where].rstrip("\n").rsplit("\n", 1)[-1]
-            if before.startswith(NOT_RERUN) or any(start <= where < end for start, end in spans):
+            if marked_not_rerun(text, where) or any(start <= where < end for start, end in spans):
                 continue
             found.append(f"{page}:{text.count(chr(10), 0, where) + 1}")
     return found
@@ -82,8 +86,7 @@ def console_blocks(page: str, heading: str) -> list[list[tuple[str, list[str]]]]
     start, end = section_span(text, heading)
     blocks = []
     for match in re.finditer(r"```console\n(.*?)```", text[start:end], re.S):
-        before = text[: start + match.start()].rstrip("\n").rsplit("\n", 1)[-1]
-        if before.startswith(NOT_RERUN):
+        if marked_not_rerun(text, start + match.start()):
             continue
         body = match.group(1)
         commands: list[tuple[str, list[str]]] = []
@@ -159,7 +162,7 @@ def regenerate() -> None:
             folder = scratch(Path(name))
 
             def rerun(match: re.Match) -> str:
-                if match.string[: match.start()].rstrip("\n").rsplit("\n", 1)[-1].startswith(NOT_RERUN):
+                if marked_not_rerun(match.string, match.start()):
                     return match.group(0)
                 lines, status = [], 0
                 for line in match.group(1).splitlines():

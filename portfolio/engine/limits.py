@@ -57,6 +57,13 @@ OUT_OF_MEMORY = "out of memory"
 # crawled on for minutes instead of raising MemoryError (11,256 failed mmap calls in 2 s). The GIL runs one
 # thread at a time: a shared arena costs nothing measurable.
 CAPPED_ENV = {"MALLOC_ARENA_MAX": "1"}
+
+
+def capped_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a Python process started under the cap: this one's, `CAPPED_ENV`, then `extra`."""
+    return {**os.environ, **CAPPED_ENV, **(extra or {})}
+
+
 _PR_SET_PDEATHSIG = 1
 MIN_DEFAULT_MB = 1024
 

@@ -140,7 +140,7 @@ class WorkerProcess(Resource):
             stderr=subprocess.DEVNULL,
             start_new_session=True,
             bufsize=0,
-            env={**os.environ, **limits.CAPPED_ENV, **(self.env or {})},
+            env=limits.capped_env(self.env),
         )
         limits.cap(self._process)  # memory cap (see portfolio.engine.limits)
 

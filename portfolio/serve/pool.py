@@ -89,7 +89,7 @@ class PoolWorker(WorkerProcess):
             stdout=subprocess.PIPE,
             start_new_session=True,
             bufsize=0,
-            env={**os.environ, **limits.CAPPED_ENV},  # it caps itself (`limits.apply_to_self`) and runs threads
+            env=limits.capped_env(),  # it caps itself (`limits.apply_to_self`) and runs threads
         )
 
     @property
