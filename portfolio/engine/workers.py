@@ -130,6 +130,8 @@ class WorkerProcess(Resource):
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._closed = False
+        # pid -> (bytes read, bytes needed, header read) of an answer a wait ran out in the middle of
+        self._partial: dict[int, tuple[bytearray, int, bool]] = {}
         self.spawn()
 
     def spawn(self) -> None:
@@ -219,17 +221,21 @@ class WorkerProcess(Resource):
             self._lock.release()
 
     def _receive(self, process: subprocess.Popen[bytes], deadline: float) -> Any:
+        """The next answer from `process`. What a wait that ran out (BudgetExpired) had already read of an answer
+        is kept (`_partial`), so the next wait, the abort's drain, goes on from there: starting afresh from the
+        middle of a message read a payload byte as its length header (seen: `OverflowError` in a drain, the warm
+        worker killed for it)."""
         assert process.stdout is not None
         fd = process.stdout.fileno()
-        buffer = bytearray()
-        needed = HEADER.size
-        header_done = False
+        partial = self._partial.pop(process.pid, None)
+        buffer, needed, header_done = partial if partial is not None else (bytearray(), HEADER.size, False)
         while len(buffer) < needed:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or cancel.stopped():
-                raise BudgetExpired()
-            ready, _, _ = select.select([fd, *cancel.stop_fds()], [], [], remaining)
+            ready: list[int] = []
+            if remaining > 0 and not cancel.stopped():
+                ready, _, _ = select.select([fd, *cancel.stop_fds()], [], [], remaining)
             if fd not in ready:
+                self._partial[process.pid] = (buffer, needed, header_done)
                 raise BudgetExpired()
             chunk = os.read(fd, max(needed - len(buffer), 65536) if header_done else needed - len(buffer))
             if not chunk:
@@ -247,6 +253,7 @@ class WorkerProcess(Resource):
 
     def _replace(self, process: subprocess.Popen[bytes]) -> None:
         self.kills += 1
+        self._partial.pop(process.pid, None)
         kill_group(process)
         if self._closed:
             self._process = None
