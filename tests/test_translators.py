@@ -127,6 +127,35 @@ def test_a_worker_that_does_not_answer_the_abort_is_killed_after_the_grace():
         worker.close()
 
 
+HALVES = """
+import os, pickle, struct, sys, time
+from portfolio.engine.worker_main import HEADER
+payload = pickle.dumps({"ok": True, "value": "x" * 100_000})
+message = HEADER.pack(len(payload)) + payload
+os.write(1, message[:50_000])
+time.sleep(1.0)
+os.write(1, message[50_000:])
+"""
+
+
+def test_an_answer_a_deadline_cut_in_the_middle_is_read_on_where_it_stopped():
+    """The abort's drain waits for the rest of an answer the call's deadline cut off mid-message: starting afresh
+    read a payload byte as the length header (an `OverflowError`, and a warm worker killed for it)."""
+    import subprocess
+    import sys
+
+    worker = WorkerProcess()
+    half = subprocess.Popen([sys.executable, "-c", HALVES], stdout=subprocess.PIPE, bufsize=0)
+    try:
+        with pytest.raises(BudgetExpired):
+            worker._receive(half, time.monotonic() + 0.4)  # the first half only
+        assert worker._receive(half, time.monotonic() + 10) == "x" * 100_000
+    finally:
+        half.kill()
+        half.wait()
+        worker.close()
+
+
 def test_the_cli_refuses_a_translator_python_that_does_not_exist(capsys):
     from portfolio.cli import main
 
