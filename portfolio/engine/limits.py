@@ -3,8 +3,9 @@
 Every process that runs planning code on a task (the translator worker, the pyperplan worker, each Fast Downward
 search, and the service's planner workers) runs with `RLIMIT_AS` set, by `cap()` at the spawn points in
 `portfolio.engine.workers`. Exceeding the cap makes Python raise `MemoryError` in the worker (reported back as an
-attempt with status `error` and reason "out of memory", and the worker is replaced) and makes the search binary
-exit with its out-of-memory code; the cascade goes on with the next delegate.
+attempt with status `memout` and reason "out of memory", and the worker is replaced) and makes the search binary
+exit with its out-of-memory code; the cascade goes on with the next delegate. A Python worker that spins at its
+cap instead of raising (a CPython 3.11 bug: `at_cap`) is ended the same way by the parent that waits for it.
 
 The cap travels in the environment (`PORTFOLIO_MEMORY_LIMIT_MB`), so the service's planner workers and their
 own children see the limit the server was given. Unset, it defaults to a share of the machine: half the
@@ -51,11 +52,12 @@ import time
 ENV_LIMIT = "PORTFOLIO_MEMORY_LIMIT_MB"
 ENV_KILL_WITH_PARENT = "PORTFOLIO_KILL_WITH_PARENT"
 OUT_OF_MEMORY = "out of memory"
-# The environment of a Python process started under the cap. One malloc arena: glibc gives each thread an arena
-# of its own, reserving 128 MB of address space for each, and near an RLIMIT_AS cap every small allocation first
-# tried to map a new one and failed; a translator worker with a second thread (the watch on its parent) then
-# crawled on for minutes instead of raising MemoryError (11,256 failed mmap calls in 2 s). The GIL runs one
-# thread at a time: a shared arena costs nothing measurable.
+# The environment of a Python process started under the cap: one malloc arena. It was set for a translator worker
+# that crawled at its cap with thousands of failed mmap calls a second, read then as glibc trying a new per-thread
+# arena (128 MB of address space each) for every small allocation. The crawl was CPython's own spin (`at_cap`): it
+# comes back with one arena and with one thread, and the arena setting alone did not stop it on CI. Kept because
+# the GIL runs one thread at a time, so a shared arena costs nothing measurable, and it keeps the address space
+# a worker reserves near what it uses.
 CAPPED_ENV = {"MALLOC_ARENA_MAX": "1"}
 
 
@@ -175,6 +177,34 @@ def _exit_with(parent: int) -> None:
         os._exit(1)
     select.select([handle], [], [])  # readable once the process has ended
     os._exit(1)
+
+
+# A Python worker whose address space has stayed within this much of its cap for `STUCK_AT_CAP_S` is out of
+# memory, answered or not: below 1 MB it cannot map an allocator arena (CPython's are 1 MB).
+AT_CAP_MARGIN_BYTES = 1 << 20
+STUCK_AT_CAP_S = 0.5
+
+
+def at_cap(pid: int) -> bool:
+    """Whether process `pid` has an address-space cap and has used it up to `AT_CAP_MARGIN_BYTES`.
+
+    Why a parent needs to ask: CPython 3.11 can spin instead of raising `MemoryError`. Unwinding an exception to a
+    `with` or `finally` handler boxes the frame's instruction offset as an int; when that allocation fails too it
+    unwinds to the same handler again, forever (`goto exception_unwind` in ceval.c; python/cpython#132508, fixed
+    in 3.14 with tagged ints). Fast Downward's translator runs its grounding inside `with timers.timing(...)`:
+    gdb showed a capped translator worker retrying `PyLong_FromLong(317)` there for the whole 30 s of a request,
+    2,700 failed `mmap` calls a second, while a second try of the same task raised `MemoryError` in 1 s."""
+    try:
+        soft, _ = resource.prlimit(pid, resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY:
+            return False
+        with open(f"/proc/{pid}/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmSize:"):
+                    return int(line.split()[1]) * 1024 >= soft - AT_CAP_MARGIN_BYTES
+    except (OSError, ValueError):
+        return False
+    return False
 
 
 def is_out_of_memory(message: str) -> bool:

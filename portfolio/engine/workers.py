@@ -32,6 +32,9 @@ from portfolio.engine.results import Resource
 from portfolio.engine.worker_main import ABORT_SIGNAL, HEADER, write_message
 
 log = logging.getLogger(__name__)
+# While it waits for an answer, the parent looks this often whether the worker sits at its memory cap
+# (`limits.at_cap`): a read of /proc and one prlimit call, so a wait costs nothing measurable.
+CAP_CHECK_S = 0.25
 
 
 class BudgetExpired(Exception):
@@ -229,11 +232,19 @@ class WorkerProcess(Resource):
         fd = process.stdout.fileno()
         partial = self._partial.pop(process.pid, None)
         buffer, needed, header_done = partial if partial is not None else (bytearray(), HEADER.size, False)
+        stuck_since: float | None = None
         while len(buffer) < needed:
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            remaining = deadline - now
             ready: list[int] = []
             if remaining > 0 and not cancel.stopped():
-                ready, _, _ = select.select([fd, *cancel.stop_fds()], [], [], remaining)
+                ready, _, _ = select.select([fd, *cancel.stop_fds()], [], [], min(remaining, CAP_CHECK_S))
+            if fd not in ready and time.monotonic() < deadline and not cancel.stopped():
+                # no answer yet: a worker that sits at its memory cap is out of memory (`limits.at_cap`)
+                stuck_since = (stuck_since or now) if limits.at_cap(process.pid) else None
+                if stuck_since is not None and time.monotonic() - stuck_since >= limits.STUCK_AT_CAP_S:
+                    raise WorkerError(f"MemoryError: {limits.OUT_OF_MEMORY} (stuck at its cap)", "")
+                continue
             if fd not in ready:
                 self._partial[process.pid] = (buffer, needed, header_done)
                 raise BudgetExpired()
