@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from sklearn.linear_model import Ridge
 
 from domains.model import GroundAction
 from learning.features import RowParser, situation_key, step_tokens
@@ -368,7 +367,9 @@ class TimeModel:
         }
 
 
-def _ridge(X: Any, y: np.ndarray, w: np.ndarray) -> Ridge:
+def _ridge(X: Any, y: np.ndarray, w: np.ndarray) -> Any:
+    from sklearn.linear_model import Ridge  # fitting only: see `learning.prior.fit_logistic`
+
     return Ridge(alpha=_RIDGE_ALPHA, solver="sparse_cg").fit(X, y, sample_weight=w)
 
 

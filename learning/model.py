@@ -69,6 +69,7 @@ vectorised sigmoid. Models are stored as JSON (`learning.storage`), never pickle
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -77,8 +78,6 @@ from typing import Any
 
 import numpy as np
 from scipy import sparse
-from sklearn.base import BaseEstimator
-from sklearn.metrics import brier_score_loss, log_loss, roc_auc_score
 
 from domains.model import GroundAction
 from learning.counts import Counts
@@ -113,8 +112,13 @@ class ActionModel:
     outlier_share: float = 0.0  # share of groundings that are outliers to the prior (`learning.shrinkage`)
 
 
-class FailureModel(BaseEstimator):
+class FailureModel:
     """Probability that a grounded action fails, per action name (see the module docstring).
+
+    A scikit-learn estimator by its conventions (parameters in `__init__`, `get_params`/`set_params`, fitted
+    state in trailing-underscore attributes, `fit`/`predict_proba`), not by subclassing `BaseEstimator`:
+    importing scikit-learn takes ~1.5 s, which every CLI call and service worker with a stored model paid before
+    its first plan; prediction needs only numpy and scipy.special, so scikit-learn loads when a model is fit.
 
     half_life_steps: a step's weight halves every this many later steps of the same action name; None: no decay.
         5000: the consistency band counts weighted steps, so a short half-life leaves every grounding of a busy
@@ -152,6 +156,25 @@ class FailureModel(BaseEstimator):
         self.tolerance = tolerance
         self.trust_steps = trust_steps
         self.outliers = outliers
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The `__init__` parameters, as scikit-learn's `BaseEstimator.get_params` gives them (`deep` is accepted
+        for its signature: nothing here nests)."""
+        return {name: getattr(self, name) for name in _PARAMS}
+
+    def set_params(self, **params: Any) -> FailureModel:
+        """Set `__init__` parameters by name; an unknown name is an error, as in scikit-learn."""
+        unknown = sorted(set(params) - set(_PARAMS))
+        if unknown:
+            raise ValueError(f"invalid parameter(s) {unknown} for FailureModel; valid: {', '.join(_PARAMS)}")
+        for name, value in params.items():
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self) -> str:
+        defaults = FailureModel.__init__.__defaults__ or ()
+        changed = [f"{n}={getattr(self, n)!r}" for n, d in zip(_PARAMS, defaults) if getattr(self, n) != d]
+        return f"FailureModel({', '.join(changed)})"
 
     # -- fitting ---------------------------------------------------------------------------------------------------
 
@@ -308,6 +331,8 @@ class FailureModel(BaseEstimator):
     ) -> dict[str, Any]:
         """Log loss, Brier and AUC of the current model on the held-out (newest) steps: one prediction call per
         situation, not per step."""
+        from sklearn.metrics import brier_score_loss, log_loss, roc_auc_score
+
         by_situation: dict[str, list] = {}
         for (action, (args_json, features_json)), counts in newer.items():
             by_situation.setdefault(features_json, []).append((action, args_json, counts))
@@ -469,6 +494,9 @@ class FailureModel(BaseEstimator):
             name: {"steps": a.n_steps, "failures": a.n_failures, "kind": a.kind, "strength": round(a.strength, 3)}
             for name, a in sorted(getattr(self, "actions_", {}).items())
         }
+
+
+_PARAMS = tuple(inspect.signature(FailureModel.__init__).parameters)[1:]
 
 
 def _objects_by_type(object_types: Mapping[str, str] | None) -> dict[str, list[str]]:

@@ -27,14 +27,15 @@ from __future__ import annotations
 import warnings
 import zlib
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import sparse
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model import LogisticRegression
-from threadpoolctl import threadpool_limits
 
 from learning.features import Token
+
+if TYPE_CHECKING:
+    from sklearn.linear_model import LogisticRegression
 
 FOLDS = 3
 # The prior models the population of groundings, not of steps: one grounding tried 5,000 times must not set the
@@ -104,6 +105,11 @@ def fit_logistic(
     # liblinear: 3x faster than lbfgs on these small sparse problems (measured: 9 vs 30 ms for 400 rows x 600
     # tokens); it penalises the intercept too, which intercept_scaling=10 makes 100x weaker. One BLAS thread:
     # on a loaded 2-core machine a threaded fit of this size took 0.5 s instead of 0.03 s.
+    # imported here: prediction never fits, and scikit-learn takes ~1.5 s to import (`learning.model`)
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+    from threadpoolctl import threadpool_limits
+
     model = LogisticRegression(C=C, solver="liblinear", intercept_scaling=10.0, max_iter=max_iter)
     with warnings.catch_warnings(), threadpool_limits(1):
         warnings.simplefilter("ignore", ConvergenceWarning)

@@ -70,7 +70,7 @@ def retrain(store: TraceStore, *, holdout_fraction: float = 0.2, chunk_size: int
     model.fit_rows(chunks(), holdout_fraction=holdout_fraction, total_rows=n)
     model.durations_ = durations.finish()
     seconds = time.perf_counter() - start
-    metadata = {
+    metadata: dict[str, Any] = {
         "format": FORMAT,
         "n_steps": model.n_steps_,
         "actions": model.action_counts(),

@@ -45,7 +45,6 @@ held-out log loss (0.40) was worse than predicting the base rate (0.33).
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 from scipy.special import betaln, logsumexp
 
 MIN_STRENGTH = 1.0
@@ -151,6 +150,8 @@ def _strength(n: np.ndarray, f: np.ndarray, q: np.ndarray, weights: np.ndarray) 
     def negative_log_likelihood(log_m: float) -> float:
         m = np.exp(log_m)
         return -float(np.sum(weights * _log_bb(n, f, m * q, m * (1.0 - q))))
+
+    from scipy.optimize import minimize_scalar  # fitting only: prediction never imports the optimisers
 
     found = minimize_scalar(
         negative_log_likelihood,

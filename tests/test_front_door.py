@@ -4,6 +4,7 @@ cheap (names resolve on first use)."""
 from __future__ import annotations
 
 import importlib
+import json
 import subprocess
 import sys
 
@@ -64,3 +65,27 @@ def test_plan_record_retrain_and_plan_again_through_the_front_door_only(tmp_path
 
     assert learned.solved and validate_plan(task, learned.actions()).ok
     assert shortcut not in learned.plan
+
+
+def test_planning_with_a_stored_model_does_not_import_scikit_learn(tmp_path):
+    """Prediction needs numpy and scipy.special only; scikit-learn (~1.5 s to import) loads when a model is fit.
+    Every `portfolio plan --traces` on a store with a model, and every service worker, paid that import before
+    `FailureModel` stopped subclassing `BaseEstimator`: 1.9-2.5 s a CLI plan, 0.9-1.0 s after."""
+    from portfolio import StepRecord, TraceStore, retrain
+
+    store_path = tmp_path / "traces.db"
+    with TraceStore(store_path) as store:
+        store.record_steps(
+            StepRecord(run_id="r", step=i, action="move", args=("a", "b" if i % 2 else "c"), outcome="success")
+            for i in range(30)
+        )
+        retrain(store)
+    code = (
+        "import sys; from portfolio import TraceStore; from learning.retrain import load_latest; "
+        "from domains.model import GroundAction; "
+        f"model = load_latest(TraceStore({str(store_path)!r})); "
+        "print(model.predict_proba([GroundAction('move', ('a', 'b'))]).round(3).tolist(), 'sklearn' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    probabilities, imported = out.rsplit(" ", 1)
+    assert imported.strip() == "False" and 0.0 < json.loads(probabilities)[0] < 0.2
