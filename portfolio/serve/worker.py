@@ -107,7 +107,7 @@ class PlannerWorker:
             self.planner.reload_model()
             self.model_error = None
         except Exception as error:
-            # learning.storage imports scikit-learn (2 s): not at the start of a worker whose store has no model
+            # learning.storage loads numpy and scipy (~0.5 s): not at the start of a worker whose store has no model
             from learning.storage import ModelFormatError
 
             if not isinstance(error, ModelFormatError):
