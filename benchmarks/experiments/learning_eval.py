@@ -180,7 +180,7 @@ def execute(task: Task, plan: Sequence[GroundAction], spec: EpisodeSpec, seed: i
 
 def _fast_downward(planner):
     from portfolio.delegates.fast_downward.delegate import FastDownward
-    from portfolio.engine.cascade import Tier
+    from portfolio.engine.tiers import Tier
 
     for stage in planner.cascade.delegates:
         for delegate in stage.delegates if isinstance(stage, Tier) else [stage]:
