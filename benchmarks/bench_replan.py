@@ -64,7 +64,7 @@ def task_and_states():
 def make_planner(kind: str, traces: str | None):
     from portfolio.delegates.fast_downward.delegate import FastDownward
     from portfolio.delegates.registry import AGENT_DELEGATES, build_stages
-    from portfolio.engine.cascade import Tier
+    from portfolio.engine.tiers import Tier
     from portfolio.planner import Planner
 
     stages = build_stages(AGENT_DELEGATES) if kind == "agent" else [Tier("classical", [FastDownward()], 1.0)]

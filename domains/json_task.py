@@ -37,8 +37,8 @@ from domains.model import (
     Problem,
     Task,
 )
-from domains.pddl import TOTAL_COST, _check_axioms
-from domains.pddl_formulas import _atom, _Ctx, _effects, _formula
+from domains.pddl_domain import _check_axioms
+from domains.pddl_formulas import TOTAL_COST, _atom, _Ctx, _effects, _formula
 from domains.pddl_writer import effect_to_pddl, formula_to_pddl, task_with_texts
 from domains.sexpr import SList, read_sexpr
 

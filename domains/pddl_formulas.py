@@ -1,13 +1,14 @@
 """The body of a PDDL definition: typed lists, terms, conditions, effects and action costs, checked as they are read.
 
-`domains.pddl` (the PDDL files) and `domains.json_task` (the JSON task format, whose conditions and effects are
-PDDL expressions in strings) both build their formulas here, so one reader decides what a condition or an effect
-means in either format. Everything reads from `domains.sexpr` lists, whose per-item line numbers give every error
-its `file:line`, and checks against a `_Ctx`: the types, objects, predicates and functions declared so far. The
-caller fills the context (from `:types`/`:constants`/`:predicates` sections, from a parsed domain, or from JSON
-declarations); the functions here only read it and never declare a symbol themselves. Split out of `domains.pddl`
-(which keeps the top level and the public entry points) so neither reader is over ~400 lines; the names stay
-underscored because they are internal to the two readers, not an API.
+`domains.pddl_domain` and `domains.pddl` (the PDDL files) and `domains.json_task` (the JSON task format, whose
+conditions and effects are PDDL expressions in strings) all build their formulas here, so one reader decides what a
+condition or an effect means in either format. Everything reads from `domains.sexpr` lists, whose per-item line
+numbers give every error its `file:line`, and checks against a `_Ctx`: the types, objects, predicates and functions
+declared so far. The caller fills the context (from `:types`/`:constants`/`:predicates` sections, from a parsed
+domain, or from JSON declarations); the functions here only read it and never declare a symbol themselves. Split out
+of `domains.pddl` (which keeps the problem sections and the public entry points; the domain sections are
+`domains.pddl_domain`) so no reader is over ~400 lines; the names stay underscored because they are internal to the
+readers, not an API.
 """
 
 from __future__ import annotations

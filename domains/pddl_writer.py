@@ -32,7 +32,7 @@ from domains.model import (
     Problem,
     Task,
 )
-from domains.pddl import distinct_parameters
+from domains.pddl_domain import distinct_parameters
 
 
 def _number(value: float) -> str:

@@ -38,13 +38,13 @@ if TYPE_CHECKING:
     from portfolio.delegates.pyperplan import Pyperplan as Pyperplan
     from portfolio.delegates.registry import build_stages as build_stages
     from portfolio.engine.cascade import PortfolioDecomposition as PortfolioDecomposition
-    from portfolio.engine.cascade import Tier as Tier
     from portfolio.engine.results import Attempt as Attempt
     from portfolio.engine.results import Delegate as Delegate
     from portfolio.engine.results import DelegateOutcome as DelegateOutcome
     from portfolio.engine.results import PlanRequest as PlanRequest
     from portfolio.engine.results import PlanResult as PlanResult
     from portfolio.engine.results import Status as Status
+    from portfolio.engine.tiers import Tier as Tier
     from portfolio.planner import Planner as Planner
     from traces.records import StepRecord as StepRecord
     from traces.store import TraceStore as TraceStore
@@ -72,7 +72,7 @@ _HOMES = {
     "Delegate": "portfolio.engine.results",
     "DelegateOutcome": "portfolio.engine.results",
     "PortfolioDecomposition": "portfolio.engine.cascade",
-    "Tier": "portfolio.engine.cascade",
+    "Tier": "portfolio.engine.tiers",
     "FastDownward": "portfolio.delegates.fast_downward.delegate",
     "Pyperplan": "portfolio.delegates.pyperplan",
     "build_stages": "portfolio.delegates.registry",

@@ -37,8 +37,9 @@ from portfolio.delegates.registry import DECOMPOSER_DELEGATES as DECOMPOSER_DELE
 from portfolio.delegates.registry import DEFAULT_DELEGATES as DEFAULT_DELEGATES
 from portfolio.delegates.registry import build_stages
 from portfolio.delegates.registry import make_delegate as make_delegate
-from portfolio.engine.cascade import PortfolioDecomposition, Stage, Tier
+from portfolio.engine.cascade import PortfolioDecomposition
 from portfolio.engine.results import Delegate, PlanRequest, PlanResult, Resource
+from portfolio.engine.tiers import Stage, Tier
 from portfolio.plan_reuse import REUSE_DELEGATE as REUSE_DELEGATE
 from portfolio.plan_reuse import reusable_suffix as reusable_suffix
 from portfolio.plan_reuse import reused_plan

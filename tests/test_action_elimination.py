@@ -12,8 +12,9 @@ from domains.action_elimination import eliminate
 from domains.bundled import bundled_task
 from domains.model import GroundAction
 from domains.validate import applicable, apply, validate_plan
-from portfolio.engine.cascade import PortfolioDecomposition, Tier
+from portfolio.engine.cascade import PortfolioDecomposition
 from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
+from portfolio.engine.tiers import Tier
 
 
 def _step(text: str) -> GroundAction:

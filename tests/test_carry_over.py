@@ -24,8 +24,9 @@ from portfolio.delegates.fast_downward import translate as translate_worker
 from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.pyperplan import Pyperplan
 from portfolio.engine import cancel
-from portfolio.engine.cascade import PortfolioDecomposition, Tier
+from portfolio.engine.cascade import PortfolioDecomposition
 from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
+from portfolio.engine.tiers import Tier
 from portfolio.engine.workers import BudgetExpired, WorkerProcess
 
 IPC_MORE = IPC.parent / "ipc-more"

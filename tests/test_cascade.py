@@ -12,8 +12,9 @@ from domains.model import GroundAction
 from domains.validate import validate_plan
 from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.pyperplan import Pyperplan
-from portfolio.engine.cascade import PortfolioDecomposition, Tier
+from portfolio.engine.cascade import PortfolioDecomposition
 from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
+from portfolio.engine.tiers import Tier
 
 
 class Recording(Delegate):

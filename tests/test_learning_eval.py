@@ -9,18 +9,8 @@ import math
 
 import pytest
 
-from benchmarks.experiments.learning_eval import (
-    ARMS,
-    EpisodeSpec,
-    evaluate,
-    execute,
-    fresh_traces_path,
-    make_episodes,
-    report,
-    step_fails,
-    true_p_fail,
-    windows,
-)
+from benchmarks.experiments.learning_episodes import EpisodeSpec, execute, make_episodes, step_fails
+from benchmarks.experiments.learning_eval import ARMS, evaluate, fresh_traces_path, report, true_p_fail, windows
 from domains.bundled import bundled_task
 from domains.model import GroundAction
 from domains.validate import validate_plan

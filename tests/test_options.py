@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from portfolio.delegates.registry import build_stages, check_options, known_options
-from portfolio.engine.cascade import PortfolioDecomposition, Tier
+from portfolio.engine.cascade import PortfolioDecomposition
 from portfolio.engine.results import Delegate
+from portfolio.engine.tiers import Tier
 
 
 def test_a_misspelled_option_is_an_error_that_suggests_the_right_one():

@@ -17,8 +17,9 @@ from portfolio.delegates.fast_downward import exitcodes as fd_exitcodes
 from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.pyperplan import Pyperplan
 from portfolio.delegates.registry import build_stages
-from portfolio.engine.cascade import PortfolioDecomposition, Tier, share_deadline
+from portfolio.engine.cascade import PortfolioDecomposition
 from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status, no_plan_status
+from portfolio.engine.tiers import Tier, share_deadline
 
 # The only plan starts with `w`, which the relaxed plan from the initial state does not use (`z`, `y` reach the
 # goal when deletes are ignored): pyperplan's helpful-action pruning never tries it.

@@ -11,7 +11,8 @@ import pytest
 from domains.errors import ArityError, PDDLSyntaxError, UndefinedSymbolError, UnsupportedFeatureError
 from domains.load import load_task
 from domains.model import Atom, FunctionTerm
-from domains.pddl import parse_domain, parse_problem, parse_task
+from domains.pddl import parse_problem, parse_task
+from domains.pddl_domain import parse_domain
 from domains.pddl_writer import domain_to_pddl, replace_init, task_with_texts
 
 IPC = Path(__file__).resolve().parents[1].parent / "shared" / "ipc"

@@ -1,8 +1,9 @@
 """Experiments: scripts that run for minutes to hours and write tables (`benchmarks/results/`), as opposed to
 the micro-benchmarks beside this folder. Each is `python -m benchmarks.experiments.NAME --help`.
 
-    learning_eval, learning_data, learning_latency, learning_report   learned costs vs cost-blind and oracle
-                         on the bundled tools domain (the harness the failure model was tuned on)
+    learning_eval, learning_data, learning_episodes, learning_latency, learning_report   learned costs vs
+                         cost-blind and oracle on the bundled tools domain (the harness the failure model was
+                         tuned on)
     learning_worlds      `portfolio bench learning` with the checkout's results folder
     cost_search          plans under learned costs, against the optimum
     ippc                 the IPPC 2008 probabilistic domains, determinized

@@ -1,8 +1,9 @@
 """The learning evaluation's data: the names it runs and reports by, and the records it hands from the harness
 (`learning_eval.evaluate`) and the latency measurement (`learning_latency`) to the report (`learning_report`).
 
-They sit at the bottom of the harness's imports: `learning_eval` uses the other three, `learning_latency` and
-`learning_report` use this module only, so the harness imports its report without an import cycle.
+They sit at the bottom of the harness's imports: `learning_eval` uses the other four, `learning_episodes`,
+`learning_latency` and `learning_report` use this module only, so the harness imports its report without an
+import cycle.
 """
 
 from __future__ import annotations

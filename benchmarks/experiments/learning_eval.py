@@ -25,21 +25,20 @@ alike for every arm, so arms that choose the same steps see the same luck. Besid
 the report gives each arm's expected success (the true probability that its chosen plan succeeds, averaged over
 the window): noise-free, it separates plan quality from luck in windows of 25 episodes.
 
-This module runs the episodes (the simulation, the arms, `evaluate`) and the command line; the latency
-measurement is `learning_latency.py`; the windows, verdicts, Markdown report, plot and result files are
-`learning_report.py`; the names and records all three share (`Outcome`, `Latency`, `Evaluation`, the arms, the
-targets) are `learning_data.py`. Their names are re-exported here.
+This module runs the episodes (the arms, `evaluate`) and the command line; the simulated world's episodes (the
+situations and tasks drawn, the common random numbers, the execution of a plan) are `learning_episodes.py`; the
+latency measurement is `learning_latency.py`; the windows, verdicts, Markdown report, plot and result files are
+`learning_report.py`; the names and records they share (`Outcome`, `Latency`, `Evaluation`, the arms, the targets)
+are `learning_data.py`. The names of the last three are re-exported here.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import random
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.experiments.learning_data import (  # re-exported (`__all__`): tests and notes use these names
@@ -54,6 +53,7 @@ from benchmarks.experiments.learning_data import (  # re-exported (`__all__`): t
     Latency,
     Outcome,
 )
+from benchmarks.experiments.learning_episodes import EpisodeSpec, Execution, execute, make_episodes
 from benchmarks.experiments.learning_latency import measure_latency
 from benchmarks.experiments.learning_report import (  # re-exported: tests and bench_learning.py use these
     Verdict,
@@ -64,9 +64,7 @@ from benchmarks.experiments.learning_report import (  # re-exported: tests and b
     windows,
     write_results,
 )
-from domains.bundled import bundled_task
-from domains.model import GroundAction, Task, action_cost
-from domains.validate import applicable, apply, goal_reached
+from domains.model import Task, action_cost
 from portfolio.benchsuite.worlds.tools import (  # re-exported: tests and notes use these names from here
     DEFAULT_P_FAIL,
     WORLD_RULES,
@@ -91,20 +89,15 @@ __all__ = [  # what this module offers, its own and re-exported (ruff keeps re-e
     "Outcome",
     "Verdict",
     "WindowRow",
-    "EpisodeSpec",
-    "Execution",
     "evaluate",
-    "execute",
     "fresh_traces_path",
     "main",
-    "make_episodes",
     "measure_latency",
     "oracle_costs",
     "plan_oracle",
     "plan_success_probability",
     "plot",
     "report",
-    "step_fails",
     "true_p_fail",
     "verdicts",
     "windows",
@@ -113,74 +106,12 @@ __all__ = [  # what this module offers, its own and re-exported (ruff keeps re-e
 
 log = logging.getLogger(__name__)
 
-SIZES = (2, 3, 4)
-TASK_SEEDS = tuple(range(10))
-CONTEXT_VALUES = {"hour": ("peak", "off-peak"), "region": ("eu", "us")}
-
-
-# -- the hidden world: portfolio/benchsuite/worlds/tools.py (WORLD_RULES, true_p_fail), imported above -----------
-
-
-def step_fails(seed: int, episode: int, step: GroundAction, occurrence: int, p_fail: float) -> bool:
-    """Common random numbers: the `occurrence`-th execution of `step` in `episode` draws the same uniform number
-    for every arm (string seeds hash the same on every run and platform)."""
-    return random.Random(f"{seed}:{episode}:{step}:{occurrence}").random() < p_fail
-
-
-# -- episodes ---------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class EpisodeSpec:
-    index: int
-    size: int
-    task_seed: int
-    context: dict[str, str]
-
-    def task(self) -> Task:
-        return bundled_task(DOMAIN, self.size, self.task_seed)
-
-
-def make_episodes(n: int, seed: int = 0) -> list[EpisodeSpec]:
-    """`n` episodes (task and situation), the same for a given seed; every arm plays this list."""
-    rng = random.Random(f"learning-eval-{seed}")
-    episodes = []
-    for index in range(n):
-        size, task_seed = rng.choice(SIZES), rng.choice(TASK_SEEDS)
-        context = {key: rng.choice(values) for key, values in CONTEXT_VALUES.items()}
-        episodes.append(EpisodeSpec(index, size, task_seed, context))
-    return episodes
-
-
-@dataclass
-class Execution:
-    steps: list[tuple[GroundAction, bool]]  # (step, failed) for every executed step, the failed one last
-    success: bool
-
-
-def execute(task: Task, plan: Sequence[GroundAction], spec: EpisodeSpec, seed: int) -> Execution:
-    """Run `plan` in simulation from the task's initial state; stop at the first failed step (no replanning)."""
-    state = task.problem.init
-    executed: list[tuple[GroundAction, bool]] = []
-    seen: dict[GroundAction, int] = {}
-    for step in plan:
-        if not applicable(task, state, step):  # plans come validated: this would be a harness bug
-            raise RuntimeError(f"episode {spec.index}: {step} is not applicable in simulation")
-        occurrence = seen[step] = seen.get(step, -1) + 1
-        failed = step_fails(seed, spec.index, step, occurrence, true_p_fail(step, spec.context))
-        executed.append((step, failed))
-        if failed:
-            return Execution(executed, False)
-        state = apply(task, state, step)
-    return Execution(executed, goal_reached(task, state))
-
-
 # -- arms -------------------------------------------------------------------------------------------------------
 
 
 def _fast_downward(planner):
     from portfolio.delegates.fast_downward.delegate import FastDownward
-    from portfolio.engine.cascade import Tier
+    from portfolio.engine.tiers import Tier
 
     for stage in planner.cascade.delegates:
         for delegate in stage.delegates if isinstance(stage, Tier) else [stage]:

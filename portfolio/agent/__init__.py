@@ -2,7 +2,8 @@
 
 - `runtime`: `Agent` (`run` and `await arun`), the executors for typed Python actions and for PDDL handlers;
 - `loop`: the execute-observe-replan loop with a sync and an async driver; its decisions (triggers, hints, veto,
-  critiques) are `loop_run`, what it takes and reports (config, executor protocol, step records) `loop_types`;
+  critiques) are `loop_run`, what it asks its drivers to do `loop_requests`, what it takes and reports (config,
+  executor protocol, step records) `loop_types`;
 - `failures`: failure classes, the persist / refine / concede decision, critiques;
 - `reflection`: pre- and post-step critics through the OpenAI-compatible LLM client;
 - `observability`: structured events, OpenTelemetry spans, counters;

@@ -18,13 +18,14 @@ Limits on steps, replans, adaptations and wall time make the agent concede inste
 executed step (retries included) is written to the trace store as it happens; each replan starts a new
 adaptation generation. A step that raised `ReplanRequested` is recorded with outcome `replan`.
 
-One loop, two drivers. `LoopRun.run` (`portfolio.agent.loop_run`) is a generator that *yields* what it needs
-done (plan, execute a step, sleep, ask a callback) and receives the answer (or the exception, thrown back in), so
-every decision above is written once. `run_loop` performs the requests synchronously; `arun_loop` awaits them:
-coroutine actions run natively on the event loop, planning and blocking callbacks (the LLM critics) run in worker
-threads so that many agents share one event loop and one planner. The indirection costs a generator resume per
-request (~1 us, measured against milliseconds of planning). What the loop takes and reports (`LoopConfig`, the
-`Executor` protocol, `RunResult` and its records) is `portfolio.agent.loop_types`, re-exported here.
+One loop, two drivers. `LoopRun.run` (`portfolio.agent.loop_run`) is a generator that *yields* what it needs done
+(plan, execute a step, sleep, ask a callback: `portfolio.agent.loop_requests`) and receives the answer (or the
+exception, thrown back in), so every decision above is written once. `run_loop` performs the requests synchronously;
+`arun_loop` awaits them: coroutine actions run natively on the event loop, planning and blocking callbacks (the LLM
+critics) run in worker threads so that many agents share one event loop and one planner. The indirection costs a
+generator resume per request (~1 us, measured against milliseconds of planning). What the loop takes and reports
+(`LoopConfig`, the `Executor` protocol, `RunResult` and its records) is `portfolio.agent.loop_types`, re-exported
+here.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from typing import Any
 
 from domains.model import Atom, Task
 from portfolio.agent.failures import Critic
-from portfolio.agent.loop_run import Execute, LoopRun, Plan, Sleep
+from portfolio.agent.loop_requests import Execute, Plan, Sleep
+from portfolio.agent.loop_run import LoopRun
 from portfolio.agent.loop_types import (  # re-exported: part of this module's API (`__all__`)
     TRIGGERS,
     Executor,

@@ -12,8 +12,8 @@ from __future__ import annotations
 import inspect
 import time
 from collections import Counter
-from collections.abc import Callable, Generator
-from dataclasses import dataclass, replace
+from collections.abc import Generator
+from dataclasses import replace
 from typing import Any, Literal
 
 from domains.model import GroundAction, State, Task
@@ -32,6 +32,7 @@ from portfolio.agent.failures import (
     describe,
 )
 from portfolio.agent.give_up import give_up_reason
+from portfolio.agent.loop_requests import Ask, Execute, Plan, Sleep
 from portfolio.agent.loop_types import (
     Executor,
     LoopConfig,
@@ -48,34 +49,6 @@ from portfolio.agent.observability import COUNTERS, Counters, emit, set_attribut
 # ones a schedule or a drift measure asked for. After a failure, a replan request or an invalid plan the world
 # has said the plan is wrong, so the planner plans again from scratch.
 REUSE_TRIGGERS = ("every-step", "progress", "hint")
-
-
-# -- what the loop asks its driver to do ------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Plan:
-    task: Task
-    options: dict
-
-
-@dataclass(frozen=True)
-class Execute:
-    step: GroundAction
-    state: State
-    expected: State
-
-
-@dataclass(frozen=True)
-class Sleep:
-    seconds: float
-
-
-@dataclass(frozen=True)
-class Ask:
-    """Call `fn(*args)`; `blocking` ones (network calls) go to a worker thread under the async driver."""
-
-    fn: Callable[..., Any]
-    args: tuple
-    blocking: bool = False
 
 
 def _accepts(planner: Any, name: str) -> bool:

@@ -58,6 +58,11 @@ from portfolio.engine.results import (
     no_plan_status,
 )
 
+# Stage and Tier re-exported: portfolio/delegates/registry.py imports them from here (another owner's folder).
+from portfolio.engine.tiers import Stage as Stage
+from portfolio.engine.tiers import Tier as Tier
+from portfolio.engine.tiers import _check_delegates, share_deadline
+
 log = logging.getLogger(__name__)
 
 CLASSICAL_BUDGET_S = 1.0
@@ -70,55 +75,6 @@ DECOMPOSER_BUDGET_S = 30.0
 # command returned 50 steps or 78 depending on the machine's load).
 ELIMINATION_SHARE = 0.25
 ELIMINATION_MIN_S = 0.1
-
-
-@dataclass
-class Tier(Resource):
-    """Delegates that share one budget, tried in order within it; `shares` (one weight per delegate) split the
-    budget as the module docstring says. Without them each delegate's own `share` counts (`Delegate.share`:
-    Fast Downward 4, the LLM 2, others 1)."""
-
-    name: str
-    delegates: list[Delegate]
-    budget_s: float
-    shares: Sequence[float] | None = None
-
-    def __post_init__(self) -> None:
-        _check_delegates(self.delegates, f"tier {self.name}")
-        if self.shares is not None:
-            if len(self.shares) != len(self.delegates):
-                raise ValueError(f"tier {self.name}: {len(self.shares)} shares for {len(self.delegates)} delegates")
-            if any(share <= 0 for share in self.shares):
-                raise ValueError(f"tier {self.name}: shares must be positive, got {list(self.shares)}")
-
-    def share_of(self, index: int) -> float:
-        if self.shares is not None:
-            return float(self.shares[index])
-        return float(self.delegates[index].share)
-
-    def close(self) -> None:
-        for delegate in self.delegates:
-            delegate.close()
-
-
-Stage = Tier | Delegate
-
-
-def _check_delegates(delegates: Sequence[object], where: str) -> None:
-    """A TypeError naming the first stage that is not a `Delegate` (the base class holds the defaults the cascade
-    relies on: `supports`, `share`, `carries_over`, `source`)."""
-    for delegate in delegates:
-        if not isinstance(delegate, Delegate):
-            raise TypeError(
-                f"{where}: {delegate!r} is not a Delegate; subclass portfolio.engine.results.Delegate "
-                "and implement solve(request, deadline)"
-            )
-
-
-def share_deadline(now: float, tier_deadline: float, share: float, shares_left: float) -> float:
-    """When a delegate's slice of its tier ends: the remaining time x share / shares still to run."""
-    remaining = max(0.0, tier_deadline - now)
-    return now + remaining * (share / shares_left if shares_left > 0 else 1.0)
 
 
 def _checked_supports(delegate: Delegate, task: Task) -> tuple[bool, str]:

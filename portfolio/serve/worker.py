@@ -192,7 +192,7 @@ class PlannerWorker:
         """The classical tier's budget for one call (the server has already capped it)."""
         from contextlib import contextmanager
 
-        from portfolio.engine.cascade import Tier
+        from portfolio.engine.tiers import Tier
 
         @contextmanager
         def scope():

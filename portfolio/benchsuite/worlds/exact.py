@@ -36,7 +36,8 @@ class ExactSearch:
 
     def __init__(self, domain: str, budget_s: float = EXACT_BUDGET_S) -> None:
         from portfolio.delegates.registry import build_stages
-        from portfolio.engine.cascade import PortfolioDecomposition, Stage
+        from portfolio.engine.cascade import PortfolioDecomposition
+        from portfolio.engine.tiers import Stage
 
         self.domain = domain
         if domain == "routes":
