@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from portfolio.engine.cascade import Stage, Tier
+    from portfolio.engine.tiers import Stage, Tier
 
 # Imported by the CLI to build `--help`: only the builders below import the cascade (and the validator).
 
@@ -250,7 +250,8 @@ def decomposer_tier(
     if wrong:
         raise ValueError(f"{', '.join(wrong)} cannot run in the decomposer tier")
     shared = [d for d in options.pop("classical_delegates", None) or () if d.name in SOLVER_DELEGATES]
-    from portfolio.engine.cascade import DECOMPOSER_BUDGET_S, Tier
+    from portfolio.engine.cascade import DECOMPOSER_BUDGET_S
+    from portfolio.engine.tiers import Tier
 
     budget = options.get("decomposer_budget_s") or DECOMPOSER_BUDGET_S
     with contextlib.ExitStack() as cleanup:
@@ -281,7 +282,8 @@ def build_stages(
     tier_shares(names, shares)
     classical_names = [n for n in names if CATALOG[n].tier == CLASSICAL_TIER]
     others = [n for n in names if CATALOG[n].tier == DECOMPOSER_TIER]
-    from portfolio.engine.cascade import CLASSICAL_BUDGET_S, Tier
+    from portfolio.engine.cascade import CLASSICAL_BUDGET_S
+    from portfolio.engine.tiers import Tier
 
     budget_s = CLASSICAL_BUDGET_S if budget_s is None else budget_s
     stages: list[Stage] = []

@@ -57,11 +57,7 @@ from portfolio.engine.results import (
     elapsed_ms_since,
     no_plan_status,
 )
-
-# Stage and Tier re-exported: portfolio/delegates/registry.py imports them from here (another owner's folder).
-from portfolio.engine.tiers import Stage as Stage
-from portfolio.engine.tiers import Tier as Tier
-from portfolio.engine.tiers import _check_delegates, share_deadline
+from portfolio.engine.tiers import Stage, Tier, _check_delegates, share_deadline
 
 log = logging.getLogger(__name__)
 
