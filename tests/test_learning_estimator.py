@@ -403,3 +403,49 @@ def test_a_sparse_actions_cells_are_not_priced_by_one_or_two_lucky_steps() -> No
     priced_lucky = model.predict_proba(lucky, situations[0])
     unlucky = model.predict_proba([GroundAction("query", ("job0", "pricing", "db"))], situations[0])
     assert min(priced_lucky) > 0.2 and unlucky[0] - min(priced_lucky) < 0.3
+
+
+def _roads_history(bad_in_rain_only: bool, seed: int = 0) -> tuple[list[StepRecord], list[GroundAction]]:
+    """Three trucks on a ring of eight roads, every drive in sun or rain by turns: 12 steps of each fine drive
+    (2%), 4 of each of four bad ones (70% in any weather, or 80% in the rain and never in the sun)."""
+    rng = random.Random(seed)
+    places = [f"p{i}" for i in range(8)]
+    bad = [("t0", "p1", "p2"), ("t1", "p3", "p4"), ("t2", "p5", "p6"), ("t0", "p6", "p7")]
+    history = []
+    for truck in ("t0", "t1", "t2"):
+        for a, b in zip(places, places[1:] + places[:1]):
+            drive = GroundAction("drive", (truck, a, b))
+            for k in range(4 if drive.args in bad else 12):
+                rain = k % 2 == 1
+                p = ((0.8 if rain else 0.0) if bad_in_rain_only else 0.7) if drive.args in bad else 0.02
+                history.append(rec(len(history), drive, rng.random() < p, weather="rain" if rain else "sun"))
+    return history, [GroundAction("drive", args) for args in bad]
+
+
+def test_a_feature_that_changes_nothing_does_not_halve_a_groundings_evidence() -> None:
+    """Where the weather changes nothing, a bad drive's four steps (two in each weather) are priced as the same
+    steps without the feature are: situations pooled (`learning.situations.fit_situation_weight`). Before, each
+    weather's cell held two steps and the drives failing 3 or 4 of 4 were priced 0.44-0.73 (without the
+    feature 0.63-0.82)."""
+    history, bad = _roads_history(bad_in_rain_only=False)
+    model = FailureModel().fit(history)
+    plain = FailureModel().fit([r.model_copy(update={"features": {}}) for r in history])
+    assert model.actions_["drive"].situation_weight == 1.0
+    for weather in ("sun", "rain"):
+        priced = model.predict_proba(bad, {"weather": weather})
+        assert np.all(np.abs(priced - plain.predict_proba(bad)) < 0.04), (weather, priced)
+        assert priced.min() > 0.6
+    fine = GroundAction("drive", ("t1", "p1", "p2"))
+    assert model.predict_proba([fine], {"weather": "rain"})[0] < 0.05
+    stored = model_from_bytes(model_to_bytes(model))  # rho and the groundings' priors are stored
+    assert np.array_equal(stored.predict_proba(bad, {"weather": "sun"}), model.predict_proba(bad, {"weather": "sun"}))
+
+
+def test_a_feature_that_matters_keeps_each_situations_counts_apart() -> None:
+    """The same drives bad only in the rain: the situations stay apart (rho 0), so the rain is priced near its
+    failures and the sun far below it."""
+    history, bad = _roads_history(bad_in_rain_only=True)
+    model = FailureModel().fit(history)
+    assert model.actions_["drive"].situation_weight == 0.0
+    rain, sun = model.predict_proba(bad, {"weather": "rain"}), model.predict_proba(bad, {"weather": "sun"})
+    assert np.all(rain - sun > 0.25) and np.median(sun) < 0.25
