@@ -76,47 +76,21 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import sparse
 
 from domains.model import GroundAction
+from learning.action_model import ActionModel, fit_action, objects_by_type, token_prior
 from learning.counts import Counts
 from learning.durations import TimeModel
-from learning.families import token_scales
-from learning.features import RowParser, situation_key, step_tokens
-from learning.prior import capped, design, fit_logistic, out_of_fold
-from learning.shrinkage import fit_mixture, fit_strength, population_means, posterior
-from learning.situations import borrow_across_situations, fit_situation_weight, from_elsewhere, pooled_by_grounding
-from learning.types import type_offset
+from learning.features import RowParser, situation_key
+from learning.shrinkage import posterior
+from learning.situations import from_elsewhere
 from traces.records import StepRecord
 
 RawRow = tuple[str, str, str, str]  # action, args JSON, features JSON, outcome: as stored in the steps table
-
-
-@dataclass
-class ActionModel:
-    """What prediction needs for one action name (all plain data: stored as JSON)."""
-
-    kind: str  # "logistic": the prior is the token model; "rate": the groundings' population rate
-    strength: float  # m
-    base_rate: float
-    intercept: float = 0.0
-    weights: dict[str, float] = field(default_factory=dict)
-    cells: dict[str, list[float]] = field(default_factory=dict)  # cell -> [n_w, f_w, prior, steps, failures]
-    evidence: dict[str, list[float]] = field(default_factory=dict)  # "a<i>:<obj>" -> weighted [steps, failures]
-    # grounding "args" -> [n_w, f_w, the prior's mean prediction over its cells]: what a situation it was never
-    # seen in borrows from its record in the others
-    groundings: dict[str, list[float]] = field(default_factory=dict)
-    n_steps: int = 0
-    n_failures: int = 0
-    outlier_share: float = 0.0  # share of groundings that are outliers to the prior (`learning.shrinkage`)
-    situation_weight: float = 0.0  # rho: a grounding's steps elsewhere as prior steps here (`learning.situations`)
-    grounding_priors: dict[str, float] = field(default_factory=dict)  # with rho > 0: each grounding's own prior
 
 
 class FailureModel:
@@ -256,86 +230,10 @@ class FailureModel:
 
     def _fit_counts(self, counts: Counts, parser: RowParser) -> dict[str, ActionModel]:
         self.__dict__.pop("_prior_memo", None)
-        return {name: self._fit_action(table, parser) for name, table in counts.cells.items()}
-
-    def _fit_action(self, table: dict[tuple[str, str], list[float]], parser: RowParser) -> ActionModel:
-        parsed = [parser.row(*key) for key in table]
-        stats = np.array(list(table.values()), dtype=float).reshape(-1, 4)
-        n_w, f_w = stats[:, 0], stats[:, 1]
-        steps, failures = int(stats[:, 2].sum()), int(stats[:, 3].sum())
-        mu0, s0 = self.prior_mean, self.prior_strength
-        n_cap, f_cap = capped(n_w, f_w)  # the prior models groundings, not steps: see learning.prior
-        base_rate = (f_cap.sum() + s0 * mu0) / (n_cap.sum() + s0)
-        groups = [row[4] for row in parsed]
-        model = None
-        if steps >= self.min_samples and 0 < failures < steps:
-            X, vocab = design([row[2] for row in parsed])
-            scales = token_scales(X, vocab, n_w, f_w, self.C, (mu0, s0))
-            X = (X @ sparse.diags(scales)).tocsr()  # a scale is its weight's prior standard deviation
-            model = fit_logistic(X, n_w, f_w, self.C, (mu0, s0))
-        if model is not None:
-            q = out_of_fold(X, n_w, f_w, groups, self.C, fallback=mu0, strength=s0)
-            coef = model.coef_[0]
-            weights = {t: float(coef[c] * scales[c]) for t, c in vocab.items() if c < len(coef) and coef[c] != 0.0}
-            action = ActionModel("logistic", s0, float(base_rate), float(model.intercept_[0]), weights)
-        else:
-            base_rate, q = self._population_rate(groups, n_w, f_w)
-            action = ActionModel("rate", s0, base_rate)
-        for (args, _features, _tokens, key, _group), row, prior in zip(parsed, stats, q):
-            cell = action.cells.setdefault(key, [0.0, 0.0, 0.0, 0.0, 0.0])
-            cell[2] += prior * row[0]  # weight-averaged below: numeric features split a cell's rows
-            cell[0] += row[0]
-            cell[1] += row[1]
-            cell[3] += row[2]
-            cell[4] += row[3]
-            for i, obj in enumerate(args):
-                token = f"a{i}:{obj}"
-                seen = action.evidence.setdefault(token, [0.0, 0.0])
-                seen[0] += row[0]
-                seen[1] += row[1]
-        for cell in action.cells.values():
-            cell[2] = cell[2] / cell[0] if cell[0] > 0 else mu0
-        full = model.predict_proba(X)[:, 1] if model is not None else np.full(len(parsed), base_rate)
-        for (_args, _features, _tokens, _key, group), row, predicted in zip(parsed, stats, full):
-            seen = action.groundings.setdefault(group, [0.0, 0.0, 0.0])
-            seen[0] += row[0]
-            seen[1] += row[1]
-            seen[2] += predicted * row[0]
-        for seen in action.groundings.values():
-            seen[2] = seen[2] / seen[0] if seen[0] > 0 else mu0
-        cells = np.array(list(action.cells.values()), dtype=float).reshape(-1, 5)
-        strength = fit_strength(cells[:, 0], cells[:, 1], cells[:, 2], default=s0)
-        unshifted = {key: cell[2] for key, cell in action.cells.items()}
-        moved = borrow_across_situations(action.cells, strength)
-        if moved:  # refit on the shifted priors
-            cells = np.array(list(action.cells.values()), dtype=float).reshape(-1, 5)
-        if self.outliers:
-            strength, action.outlier_share = fit_mixture(
-                cells[:, 0], cells[:, 1], cells[:, 2], default=s0, start=None if moved else strength
-            )
-        elif moved:
-            strength = fit_strength(cells[:, 0], cells[:, 1], cells[:, 2], default=s0)
-        action.situation_weight = fit_situation_weight(action.cells, strength, action.outlier_share)
-        if action.situation_weight > 0.0 and self.outliers:
-            # situations pooled: how much groundings differ, and which are outliers, told by their whole records
-            n_g, f_g, q_g, keys = pooled_by_grounding(action.cells, unshifted)
-            strength, action.outlier_share = fit_mixture(n_g, f_g, q_g, default=s0)
-            action.grounding_priors = {key: float(p) for key, p in zip(keys, q_g)}
-        action.strength = strength
-        action.n_steps, action.n_failures = steps, failures
-        return action
-
-    def _population_rate(self, groups: Sequence[str], n_w: np.ndarray, f_w: np.ndarray) -> tuple[float, np.ndarray]:
-        """Without a token model: the rate a grounding never tried starts from, and each row's prior (that of
-        its grounding with the grounding itself left out), by `learning.shrinkage.population_means`: the
-        groundings' rates are a population of unknown spread, so one grounding's failures are mostly its own
-        until another grounding repeats them."""
-        index: dict[str, int] = {}
-        rows = np.array([index.setdefault(g, len(index)) for g in groups], dtype=int)
-        own_n = np.bincount(rows, weights=n_w, minlength=len(index))
-        own_f = np.bincount(rows, weights=f_w, minlength=len(index))
-        full, loo = population_means(own_n, own_f, self.prior_mean, self.prior_strength)
-        return full, loo[rows]
+        params = {
+            name: getattr(self, name) for name in ("prior_mean", "prior_strength", "min_samples", "C", "outliers")
+        }
+        return {name: fit_action(table, parser, **params) for name, table in counts.cells.items()}
 
     def _score(
         self,
@@ -422,7 +320,7 @@ class FailureModel:
         for i, action in enumerate(actions):
             groups.setdefault(action.name, []).append(i)
         situation = situation_key(features)
-        by_type = _objects_by_type(object_types)
+        by_type = objects_by_type(object_types)
         # Priors of unseen groundings recur across tasks (same objects, other goals): memoised per model.
         memo = self.__dict__.setdefault("_prior_memo", {})
         if len(memo) > 200_000:
@@ -461,7 +359,9 @@ class FailureModel:
                     key = (name, args, context)
                     prior = memo.get(key)
                     if prior is None:
-                        prior = self._prior(model, args, features, object_types, by_type, pooled)
+                        prior = token_prior(
+                            model, args, features, object_types, by_type, pooled, self.prior_mean, self.prior_strength
+                        )
                         if seen is not None:
                             prior = from_elsewhere(prior, seen, model.strength, model.outlier_share)
                         memo[key] = prior
@@ -481,40 +381,6 @@ class FailureModel:
         """Posterior mean p_fail of each grounded action (a 1-D array in the order given)."""
         return self.predict_posterior(actions, features, object_types)[0]
 
-    def _prior(
-        self,
-        model: ActionModel,
-        args: tuple[str, ...],
-        features: Mapping[str, Any] | None,
-        object_types: Mapping[str, str] | None,
-        by_type: dict[str, list[str]],
-        pooled: dict[tuple[int, str], float],
-    ) -> float:
-        if model.kind != "logistic":
-            return model.base_rate
-        get = model.weights.get
-        score = model.intercept + sum(get(t, 0.0) * v for t, v in step_tokens(args, features, object_types))
-        if object_types:
-            # An unseen object scores as an object of zero weight; one whose type was seen is better described by
-            # its type's deviation from what the rest of the model says about its siblings' groundings (the roads
-            # they drove, say), fading as the object's own evidence grows. Against the siblings' raw rate it
-            # counted twice what the other tokens had already taken of their failures (a new bad van started at
-            # 0.61-0.63 where its siblings failed 0.5).
-            for i, obj in enumerate(args):
-                kind = object_types.get(obj)
-                if kind is None:
-                    continue
-                if (i, kind) not in pooled:
-                    pooled[(i, kind)] = type_offset(
-                        model, i, by_type.get(kind, ()), self.prior_mean, self.prior_strength
-                    )
-                offset = pooled[(i, kind)]
-                if offset == 0.0:
-                    continue
-                own = model.evidence.get(f"a{i}:{obj}")
-                score += offset / (1.0 + (own[0] if own else 0.0))
-        return 1.0 / (1.0 + math.exp(-max(min(score, 500.0), -500.0)))
-
     def action_counts(self) -> dict[str, dict[str, Any]]:
         """Per action name: steps and failures seen, which prior was fit, and its strength m."""
         return {
@@ -524,10 +390,3 @@ class FailureModel:
 
 
 _PARAMS = tuple(inspect.signature(FailureModel.__init__).parameters)[1:]
-
-
-def _objects_by_type(object_types: Mapping[str, str] | None) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for obj, kind in (object_types or {}).items():
-        out.setdefault(kind, []).append(obj)
-    return out

@@ -22,8 +22,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from learning.action_model import ActionModel
 from learning.durations import DurationFit, TimeAction, TimeModel
-from learning.model import ActionModel, FailureModel
+from learning.model import FailureModel
 from traces.errors import TraceStoreError
 
 FORMAT_VERSION = 2
