@@ -16,7 +16,8 @@ from domains.load import load_task
 from portfolio.benchsuite.measure import changed_state
 from portfolio.benchsuite.planners import solve_with_driver
 from portfolio.benchsuite.suites import LATENCY_INSTANCES
-from portfolio.planner import CLASSICAL_ONLY, Planner
+from portfolio.delegates.registry import CLASSICAL_ONLY
+from portfolio.planner import Planner
 
 IPC = Path(__file__).resolve().parents[1].parent / "shared" / "ipc"
 CASES = [(d, p) for d, problems in LATENCY_INSTANCES.items() for p in problems]

@@ -25,8 +25,8 @@ from pathlib import Path
 from domains.action_elimination import eliminate
 from domains.load import load_task
 from domains.validate import validate_plan
-from portfolio.delegates.registry import build_stages
-from portfolio.planner import CLASSICAL_ONLY, Planner
+from portfolio.delegates.registry import CLASSICAL_ONLY, build_stages
+from portfolio.planner import Planner
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 

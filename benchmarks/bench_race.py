@@ -40,9 +40,9 @@ from pathlib import Path
 
 from domains.load import load_task
 from portfolio.benchsuite.planners import solve_with_driver
-from portfolio.delegates.registry import build_stages
+from portfolio.delegates.registry import CLASSICAL_ONLY, build_stages
 from portfolio.engine.results import PlanRequest
-from portfolio.planner import CLASSICAL_ONLY, Planner
+from portfolio.planner import Planner
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 CONFIGS = {

@@ -29,8 +29,9 @@ from domains.validate import applicable, apply
 from portfolio.benchsuite.measure import median_seconds
 from portfolio.benchsuite.planners import solve_with_driver
 from portfolio.benchsuite.suites import LATENCY_INSTANCES
+from portfolio.delegates.registry import CLASSICAL_ONLY
 from portfolio.engine.results import PlanRequest
-from portfolio.planner import CLASSICAL_ONLY, REUSE_DELEGATE, Planner, reusable_suffix
+from portfolio.planner import REUSE_DELEGATE, Planner, reusable_suffix
 
 IPC = Path(__file__).resolve().parents[1].parent / "shared" / "ipc"
 

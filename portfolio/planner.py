@@ -26,17 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from domains.ground_text import normalise_actions
 from domains.model import Atom, GroundAction, Task
-from portfolio.cost_cache import check_weight as check_weight  # its home before `portfolio.cost_cache`
+from portfolio.cost_cache import check_weight
 from portfolio.delegates.fast_downward.delegate import FastDownward
-from portfolio.delegates.registry import (  # the catalog's names, re-exported (`X as X`) for callers
-    AGENT_DELEGATES as AGENT_DELEGATES,
-)
-from portfolio.delegates.registry import CLASSICAL_DELEGATES as CLASSICAL_DELEGATES
-from portfolio.delegates.registry import CLASSICAL_ONLY as CLASSICAL_ONLY
-from portfolio.delegates.registry import DECOMPOSER_DELEGATES as DECOMPOSER_DELEGATES
-from portfolio.delegates.registry import DEFAULT_DELEGATES as DEFAULT_DELEGATES
-from portfolio.delegates.registry import build_stages
-from portfolio.delegates.registry import make_delegate as make_delegate
+from portfolio.delegates.registry import DEFAULT_DELEGATES, build_stages
 from portfolio.engine.cascade import PortfolioDecomposition
 from portfolio.engine.results import Delegate, PlanRequest, PlanResult, Resource
 from portfolio.engine.tiers import Stage, Tier

@@ -104,8 +104,8 @@ def test_a_deadline_already_passed_leaves_the_plan_unchanged(blocks):
 
 def test_removal_never_raises_a_cost_on_a_task_with_action_costs():
     task = load_ipc("elevators-sat08-strips", "p01.pddl")
-    from portfolio.delegates.registry import build_stages
-    from portfolio.planner import CLASSICAL_ONLY, Planner
+    from portfolio.delegates.registry import CLASSICAL_ONLY, build_stages
+    from portfolio.planner import Planner
 
     with Planner(build_stages(CLASSICAL_ONLY, budget_s=10.0), eliminate_steps=False) as planner:
         result = planner.plan(task)

@@ -14,11 +14,11 @@ from domains.model import plan_cost
 from domains.validate import apply, validate_plan
 from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.pyperplan import Pyperplan
-from portfolio.delegates.registry import build_stages
+from portfolio.delegates.registry import CLASSICAL_ONLY, build_stages
 from portfolio.engine.cascade import PortfolioDecomposition
 from portfolio.engine.results import PlanRequest, Status
 from portfolio.engine.tiers import Tier
-from portfolio.planner import CLASSICAL_ONLY, Planner
+from portfolio.planner import Planner
 
 # lama-first needs seconds even on the smallest parking problems: Fast Downward's 4/5 share of 37.5 s is 30 s.
 # Its smallest problem only (three took 27 s of the suite's time); its hardest one is in the budget tests below.

@@ -21,7 +21,8 @@ SAMPLE = [
 @pytest.mark.slow
 @pytest.mark.skipif(not (SHARED / "ipc-more").is_dir(), reason="../shared/ipc-more not available")
 def test_our_validator_and_unified_planning_agree_on_cascade_plans() -> None:
-    from portfolio.planner import CLASSICAL_ONLY, Planner
+    from portfolio.delegates.registry import CLASSICAL_ONLY
+    from portfolio.planner import Planner
 
     with Planner(CLASSICAL_ONLY, budget_s=10) as planner:
         for pair in SAMPLE:

@@ -136,7 +136,7 @@ def test_learned_costs_stay_inside_the_budget(tmp_path):
 
     from support import hardest_parking, load_ipc
 
-    from portfolio.planner import CLASSICAL_ONLY
+    from portfolio.delegates.registry import CLASSICAL_ONLY
 
     store_path = tmp_path / "traces.db"
     with TraceStore(store_path) as store:

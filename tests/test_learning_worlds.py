@@ -15,7 +15,7 @@ from learning.explore import DEFAULT_EXPLORE
 from portfolio.benchsuite.worlds.exact import CostRecorder, ExactSearch, plan_cost_under
 from portfolio.benchsuite.worlds.family import KINDS, make_world
 from portfolio.benchsuite.worlds.runner import LAM, _true_costs, execute, fails, run_world
-from portfolio.planner import DEFAULT_DELEGATES
+from portfolio.delegates.registry import DEFAULT_DELEGATES
 
 EPISODES, LAST = 120, 40
 # type: before episode 100 most episodes offer only the bad-type vehicles (every arm fails alike there), so it is

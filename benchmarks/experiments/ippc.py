@@ -286,9 +286,9 @@ def evaluate(domain: str, problems: int, runs: int, retrain_every: int = 1, max_
     from learning.costs import risk_cost
     from learning.retrain import retrain
     from portfolio.delegates.fast_downward.delegate import FastDownward
-    from portfolio.delegates.registry import build_stages
+    from portfolio.delegates.registry import CLASSICAL_ONLY, build_stages
     from portfolio.engine.results import PlanRequest
-    from portfolio.planner import CLASSICAL_ONLY, Planner
+    from portfolio.planner import Planner
     from traces.records import StepRecord
 
     folder = IPPC_DIR / domain

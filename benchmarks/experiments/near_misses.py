@@ -22,9 +22,9 @@ import time
 
 from benchmarks.bench_race import SHARED, problems
 from domains.load import load_task
-from portfolio.delegates.registry import build_stages
+from portfolio.delegates.registry import CLASSICAL_ONLY, build_stages
 from portfolio.engine.results import PlanRequest
-from portfolio.planner import CLASSICAL_ONLY, Planner
+from portfolio.planner import Planner
 
 EDGES = (1.25, 1.5, 2.0, 3.0)
 

@@ -14,10 +14,9 @@ from __future__ import annotations
 import sys
 import time
 
-from portfolio.delegates.registry import build_stages
+from portfolio.delegates.registry import CLASSICAL_ONLY, build_stages
 from portfolio.engine.cascade import PortfolioDecomposition
 from portfolio.engine.results import PlanRequest
-from portfolio.planner import CLASSICAL_ONLY
 from tests.support import ipc_domains, load_ipc, smallest_problems
 
 CONFIGS = {"fd-whole-tier": {"fast-downward": 1e9, "pyperplan": 1.0}, "4:1": None}

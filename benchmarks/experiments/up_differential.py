@@ -73,7 +73,8 @@ def judge(task: Task, name: str, plan: Plan) -> list[Verdict]:
 
 
 def run(pairs: list[tuple[str, Path, Path]], budget_s: float) -> list[Verdict]:
-    from portfolio.planner import CLASSICAL_ONLY, Planner
+    from portfolio.delegates.registry import CLASSICAL_ONLY
+    from portfolio.planner import Planner
 
     verdicts: list[Verdict] = []
     with Planner(CLASSICAL_ONLY, budget_s=budget_s) as planner:

@@ -64,7 +64,8 @@ class LatencyRow:
 def latency(ipc: Path, rounds: int = 7, instances: dict[str, list[str]] | None = None) -> list[LatencyRow]:
     """Median of `rounds` for: the raw driver; the warm Planner's first plan of the task (translation cache
     emptied before each round); a replan of that task from a changed state (translation re-used)."""
-    from portfolio.planner import CLASSICAL_ONLY, Planner
+    from portfolio.delegates.registry import CLASSICAL_ONLY
+    from portfolio.planner import Planner
 
     rows = []
     if instances is None:
@@ -133,7 +134,8 @@ def coverage(
     """Tasks solved within `budget_s` by the warm Planner (classical tier) and by the raw driver (its whole
     run, start-up included, killed at the budget): the `per_domain` smallest problems of each domain of a
     benchmark folder, or the pairs of a `pairs.txt` (see `suites.benchmark_pairs`)."""
-    from portfolio.planner import CLASSICAL_ONLY, Planner
+    from portfolio.delegates.registry import CLASSICAL_ONLY
+    from portfolio.planner import Planner
 
     wanted = set(domains) if domains is not None else None
     by_domain: dict[str, list[tuple[Path, Path]]] = {}

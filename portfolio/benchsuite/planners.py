@@ -57,7 +57,7 @@ class Outcome:
 
 
 def _delegate_names() -> tuple[str, ...]:
-    from portfolio.planner import CLASSICAL_DELEGATES, DECOMPOSER_DELEGATES
+    from portfolio.delegates.registry import CLASSICAL_DELEGATES, DECOMPOSER_DELEGATES
 
     return CLASSICAL_DELEGATES + DECOMPOSER_DELEGATES
 
@@ -68,7 +68,7 @@ CPYTHON_ONLY = "@cpython"  # a Planner-based planner's suffix: Fast Downward's t
 def cascade_names(name: str) -> tuple[str, ...] | None:
     """The delegate names a Planner-based planner stands for; None for driver: and up: planners. A name may end
     in `@cpython` (`classical@cpython`): the same planner without the PyPy translator race, an arm to measure it."""
-    from portfolio.planner import CLASSICAL_ONLY, DEFAULT_DELEGATES
+    from portfolio.delegates.registry import CLASSICAL_ONLY, DEFAULT_DELEGATES
 
     name = name.removesuffix(CPYTHON_ONLY)
     if name == "cascade":
@@ -142,7 +142,7 @@ def hard_budget_s(name: str, budget_s: float, decomposer_budget_s: float) -> flo
     """How long the planning part of a run may take before its process group is killed: the planner's own
     budget, plus the decomposer tier's when the planner has one."""
     names = cascade_names(name) or ()
-    from portfolio.planner import DECOMPOSER_DELEGATES
+    from portfolio.delegates.registry import DECOMPOSER_DELEGATES
 
     return budget_s + (decomposer_budget_s if any(n in DECOMPOSER_DELEGATES for n in names) else 0.0)
 

@@ -131,7 +131,7 @@ def time_params(args: argparse.Namespace) -> Any:
 
 def weight_type(text: str) -> float:
     """argparse's view of `portfolio.planner.check_weight`: one rule for --weight and `Planner(cost_weight=)`."""
-    from portfolio.planner import check_weight
+    from portfolio.cost_cache import check_weight
 
     try:
         return check_weight(float(text))

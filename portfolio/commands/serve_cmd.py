@@ -213,8 +213,8 @@ def service_config(args: argparse.Namespace):
 
     from portfolio.commands.plan_cmd import delegate_names
     from portfolio.delegates.fast_downward.translators import find_python
+    from portfolio.delegates.registry import CLASSICAL_DELEGATES, DECOMPOSER_DELEGATES
     from portfolio.engine import limits
-    from portfolio.planner import CLASSICAL_DELEGATES, DECOMPOSER_DELEGATES
     from portfolio.serve.config import ServiceConfig
     from portfolio.serve.pool import default_workers
 
