@@ -26,43 +26,71 @@ from portfolio.delegates.fast_downward.sas_search import Problem, Relaxation, Se
 from portfolio.engine.results import Status
 
 
-def h_max(relaxation: Relaxation, op_costs: Sequence[float], state: tuple[int, ...]) -> float | None:
+def h_max(
+    relaxation: Relaxation,
+    op_costs: Sequence[float],
+    state: tuple[int, ...],
+    unary_costs: Sequence[float] | None = None,
+) -> float | None:
     """The h_max value of `state` (`op_costs` per operator, in `Problem.operators` order), or None when the goal
-    is relaxed-unreachable (a dead end)."""
+    is relaxed-unreachable (a dead end). `unary_costs` (`unary_costs(relaxation, op_costs)`, once per search)
+    saves looking each unary operator's cost up through its operator.
+
+    The state's own facts cost 0 and need no ordering, so they are settled before the heap starts: only facts
+    reached through operators go through it. Measured on the learned vehicle-roads calls of `portfolio bench
+    learning` (90 A* searches, 23,183 expansions; CPU time): 1.74-1.86 s before, 1.56-1.62 s after (the same plans)."""
+    if unary_costs is None:
+        unary_costs = [op_costs[o] for o in relaxation.origin]
     infinity = float("inf")
     cost = [infinity] * relaxation.facts
     remaining = list(relaxation.pre_counts)
     maxed = [0.0] * len(remaining)
+    effect, watchers = relaxation.effect, relaxation.watchers
+    goals_left = set(relaxation.goal)
     heap: list[tuple[float, int]] = []
+    reached: list[int] = []  # unary operators whose conditions the state alone meets
+    offsets = relaxation.offsets
     for var, val in enumerate(state):
-        fact = relaxation.offsets[var] + val
+        fact = offsets[var] + val
         cost[fact] = 0.0
-        heap.append((0.0, fact))
-    for unary in relaxation.free:
-        fact, new = relaxation.effect[unary], op_costs[relaxation.origin[unary]]
+        goals_left.discard(fact)
+        for unary in watchers[fact]:
+            remaining[unary] -= 1
+            if remaining[unary] == 0:
+                reached.append(unary)
+    if not goals_left:
+        return 0.0
+    for unary in (*relaxation.free, *reached):
+        fact, new = effect[unary], unary_costs[unary]
         if new < cost[fact]:
             cost[fact] = new
             heap.append((new, fact))
     heapq.heapify(heap)
-    goals_left = {fact for fact in relaxation.goal if cost[fact] != 0.0}
-    watchers, effect, origin = relaxation.watchers, relaxation.effect, relaxation.origin
-    while heap and goals_left:
-        value, fact = heapq.heappop(heap)
+    pop, push = heapq.heappop, heapq.heappush
+    while heap:
+        value, fact = pop(heap)
         if value > cost[fact]:
             continue
-        goals_left.discard(fact)
+        if fact in goals_left:
+            goals_left.discard(fact)
+            if not goals_left:
+                return value  # facts come out in order of cost: the last goal out is the costliest
         for unary in watchers[fact]:
-            remaining[unary] -= 1
+            left = remaining[unary] - 1
+            remaining[unary] = left
             if value > maxed[unary]:
                 maxed[unary] = value
-            if remaining[unary] == 0:
-                target, new = effect[unary], maxed[unary] + op_costs[origin[unary]]
+            if left == 0:
+                target, new = effect[unary], maxed[unary] + unary_costs[unary]
                 if new < cost[target]:
                     cost[target] = new
-                    heapq.heappush(heap, (new, target))
-    if goals_left:
-        return None
-    return max((cost[fact] for fact in relaxation.goal), default=0.0)
+                    push(heap, (new, target))
+    return None
+
+
+def unary_costs(relaxation: Relaxation, op_costs: Sequence[float]) -> list[float]:
+    """Each unary operator's cost (its operator's): what `h_max` reads, computed once per search."""
+    return [op_costs[o] for o in relaxation.origin]
 
 
 def _operators_by_fact(problem: Problem) -> tuple[list[list[list[int]]], list[int]]:
@@ -99,7 +127,8 @@ def astar_search(
     median."""
     relaxation = relax(problem)
     goal = problem.goal
-    h = h_max(relaxation, op_costs, init)
+    costs_of_unary = unary_costs(relaxation, op_costs)
+    h = h_max(relaxation, op_costs, init, costs_of_unary)
     if h is None:
         return SearchResult(Status.INCOMPLETE, None, 0, 1), None
     by_fact, free = _operators_by_fact(problem)
@@ -119,7 +148,7 @@ def astar_search(
             continue  # a cheaper path to it was found after this entry was pushed
         known = heuristic.get(state)
         if known is None:
-            evaluated = h_max(relaxation, op_costs, state)
+            evaluated = h_max(relaxation, op_costs, state, costs_of_unary)
             known = heuristic[state] = infinity if evaluated is None else evaluated
             if known != infinity and g + known > f:
                 heapq.heappush(open_list, (g + known, negative_g, next(ticket), state))
