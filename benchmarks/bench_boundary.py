@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 from domains.load import load_task
+from portfolio.benchsuite.order import interleaved
 from portfolio.benchsuite.planners import solve_with_driver
 from portfolio.benchsuite.suites import benchmark_pairs
 from portfolio.engine.cascade import CLASSICAL_BUDGET_S
@@ -142,11 +143,10 @@ def main() -> None:
     try:
         time.sleep(3)  # workers finish importing
         print(f"{'task':55} {'driver':>12} {'carry-over':>30} {'no-carry-over':>30}", flush=True)
-        for key, domain, problem in chosen:
+        # rotated: each arm goes first on a third of the tasks
+        for _, (key, domain, problem), order in interleaved(chosen, [*ARMS, "driver"], rotate=True):
             row: dict = {"task": key}
-            order = [*ARMS, "driver"]
-            shift = len(rows) % len(order)  # each arm goes first on a third of the tasks
-            for name in order[shift:] + order[:shift]:
+            for name in order:
                 if name == "driver":
                     ok, elapsed = solve_with_driver(domain, problem, timeout=args.budget)
                     row["driver"] = ("solved" if ok else "no plan", elapsed, "")

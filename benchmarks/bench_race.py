@@ -39,6 +39,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from domains.load import load_task
+from portfolio.benchsuite.order import interleaved
 from portfolio.benchsuite.planners import solve_with_driver
 from portfolio.delegates.registry import CLASSICAL_ONLY, build_stages
 from portfolio.engine.results import PlanRequest
@@ -75,33 +76,35 @@ def main(per_domain: int = 5, which: str = "ipc", configs: str = "lama-alone,rac
     times: dict[str, dict[str, float]] = defaultdict(dict)
     try:
         time.sleep(3)  # workers finish importing
-        for root in roots:
-            for domain, domain_path, problem in problems(SHARED / root, per_domain):
-                key = f"{domain}/{problem.name}"
-                try:
-                    task = load_task(domain_path, problem)
-                except Exception as error:
-                    task, why = None, f"{type(error).__name__}"
-                line = [key]
-                for name, planner in planners.items():
-                    if task is None:
-                        line.append(f"{name}: unread ({why})")
-                        continue
-                    start = time.monotonic()
-                    result = planner.cascade.solve(PlanRequest(task))
-                    elapsed = time.monotonic() - start
-                    if result.solved:
-                        solved[domain][name] += 1
-                        times[key][name] = elapsed
-                    search = result.attempts[0].details.get("search", "") if result.attempts else ""
-                    line.append(f"{name}: {result.status.value} {result.delegate or ''}/{search} {elapsed * 1000:.0f}")
-                ok, elapsed = solve_with_driver(domain_path, problem, timeout=1.0)
-                if ok:
-                    solved[domain]["driver"] += 1
-                    times[key]["driver"] = elapsed
-                line.append(f"driver: {'solved' if ok else 'no'} {elapsed * 1000:.0f}")
-                solved[domain]["tasks"] += 1
-                print(" | ".join(line), flush=True)
+        tasks = (found for root in roots for found in problems(SHARED / root, per_domain))
+        for _, (domain, domain_path, problem), order in interleaved(tasks, [*planners, "driver"]):
+            key = f"{domain}/{problem.name}"
+            try:
+                task = load_task(domain_path, problem)
+            except Exception as error:
+                task, why = None, f"{type(error).__name__}"
+            line = [key]
+            for name in order:
+                if name == "driver":  # it reads the PDDL itself: it runs on tasks our reader rejects too
+                    ok, elapsed = solve_with_driver(domain_path, problem, timeout=1.0)
+                    if ok:
+                        solved[domain]["driver"] += 1
+                        times[key]["driver"] = elapsed
+                    line.append(f"driver: {'solved' if ok else 'no'} {elapsed * 1000:.0f}")
+                    continue
+                if task is None:
+                    line.append(f"{name}: unread ({why})")
+                    continue
+                start = time.monotonic()
+                result = planners[name].cascade.solve(PlanRequest(task))
+                elapsed = time.monotonic() - start
+                if result.solved:
+                    solved[domain][name] += 1
+                    times[key][name] = elapsed
+                search = result.attempts[0].details.get("search", "") if result.attempts else ""
+                line.append(f"{name}: {result.status.value} {result.delegate or ''}/{search} {elapsed * 1000:.0f}")
+            solved[domain]["tasks"] += 1
+            print(" | ".join(line), flush=True)
     finally:
         for planner in planners.values():
             planner.close()

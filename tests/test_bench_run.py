@@ -16,6 +16,7 @@ import pytest
 from support import IPC, REPO
 
 from portfolio.benchsuite import runner, suites
+from portfolio.benchsuite.order import interleaved
 from portfolio.benchsuite.store import RunLog, read_runs, runs_path
 
 
@@ -79,6 +80,25 @@ def test_runs_are_interleaved_across_planners():
         (1, 2, "a"),
         (1, 2, "b"),
     ]
+
+
+def test_interleaved_is_repeat_major_then_task_then_arm():
+    """Every arm of a task back to back, every task of a repeat before the next repeat; a generator of tasks is
+    read once (the second repeat still sees every task)."""
+    order = [(r, t, arm) for r, t, arms in interleaved((t for t in "xy"), ["a", "b"], 2) for arm in arms]
+    assert order == [
+        (0, "x", "a"), (0, "x", "b"), (0, "y", "a"), (0, "y", "b"),
+        (1, "x", "a"), (1, "x", "b"), (1, "y", "a"), (1, "y", "b"),
+    ]  # fmt: skip
+    assert list(interleaved([], ["a"], 3)) == [] and list(interleaved("x", ["a"], 0)) == []
+
+
+def test_interleaved_rotates_the_arm_that_goes_first_across_tasks_and_repeats():
+    """With `rotate`, the k-th (repeat, task) starts with arm k mod n, so each arm goes first equally often;
+    no arms is no arms, not a division by zero."""
+    orders = [arms for _, _, arms in interleaved("xy", ["a", "b", "c"], 2, rotate=True)]
+    assert orders == [("a", "b", "c"), ("b", "c", "a"), ("c", "a", "b"), ("a", "b", "c")]
+    assert [arms for _, _, arms in interleaved("x", [], rotate=True)] == [()]
 
 
 def test_a_planner_that_ignores_its_budget_is_killed_with_its_process_group(monkeypatch):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 import time
 
+from portfolio.benchsuite.order import interleaved
 from portfolio.delegates.registry import CLASSICAL_ONLY, build_stages
 from portfolio.engine.cascade import PortfolioDecomposition
 from portfolio.engine.results import PlanRequest
@@ -35,18 +36,18 @@ def main() -> int:
         time.sleep(3)  # workers finish importing
         solved = dict.fromkeys(CONFIGS, 0)
         total = 0
-        for domain in ipc_domains():
-            for problem in smallest_problems(domain, 3):
-                task = load_ipc(domain, problem)
-                total += 1
-                for name, cascade in cascades.items():
-                    result = cascade.solve(PlanRequest(task))
-                    solved[name] += result.solved
-                    print(
-                        f"{domain} {problem.name} {name}: {result.status.value} {result.delegate or ''} "
-                        f"{result.elapsed_ms:.0f} ms",
-                        flush=True,
-                    )
+        tasks = ((domain, problem) for domain in ipc_domains() for problem in smallest_problems(domain, 3))
+        for _, (domain, problem), names in interleaved(tasks, list(cascades)):
+            task = load_ipc(domain, problem)
+            total += 1
+            for name in names:
+                result = cascades[name].solve(PlanRequest(task))
+                solved[name] += result.solved
+                print(
+                    f"{domain} {problem.name} {name}: {result.status.value} {result.delegate or ''} "
+                    f"{result.elapsed_ms:.0f} ms",
+                    flush=True,
+                )
         print(f"solved of {total}: {solved}")
     finally:
         for cascade in cascades.values():

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from domains.model import GroundAction, Task
+from portfolio.benchsuite.order import interleaved
 
 ARMS = ("cost-blind", "risk", "time", "oracle")
 
@@ -140,10 +141,9 @@ def paired_latency(planner, tasks: Sequence[Task], rounds: int = 10) -> dict[str
     for task in tasks:
         for objective in out:
             planner.plan(task, objective=objective)
-    for _ in range(rounds):
-        for task in tasks:
-            for objective in out:
-                out[objective].append(planner.plan(task, objective=objective).elapsed_ms)
+    for _, task, objectives in interleaved(tasks, list(out), rounds):
+        for objective in objectives:
+            out[objective].append(planner.plan(task, objective=objective).elapsed_ms)
     return out
 
 

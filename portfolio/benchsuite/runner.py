@@ -9,8 +9,9 @@ A fresh interpreter costs ~0.3 s per run (measured: imports of the planner and t
 process would be cheaper but is unsafe in a multi-threaded Dask worker, and a fresh process is what makes
 runs independent of each other.
 
-Order. Runs are interleaved: repeat-major, then task, then planner, so the planners of one task run back to
-back (in parallel on a pool of two they run side by side) and the load of a shared machine hits them alike.
+Order. Runs are interleaved (`order.interleaved`): repeat-major, then task, then planner, so the planners of one
+task run back to back (in parallel on a pool of two they run side by side) and the load of a shared machine hits
+them alike.
 
 Where. Locally, `jobs` runs at a time (default: the number of cores), each run a process started by one of
 `jobs` threads: the run processes are the pool. With `dask_address`, every run is a task on an existing Dask
@@ -40,6 +41,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from portfolio.benchsuite.child import PARENT_ENV
+from portfolio.benchsuite.order import interleaved
 from portfolio.benchsuite.planners import hard_budget_s
 from portfolio.benchsuite.store import ResultsError, RunLog, read_runs, runs_path
 from portfolio.benchsuite.suites import TaskSpec
@@ -75,7 +77,6 @@ def plan_runs(
     setup_timeout_s: float = SETUP_TIMEOUT_S,
 ) -> list[RunSpec]:
     """Every run of the experiment, interleaved across planners (see the module docstring)."""
-    tasks = list(tasks)
     return [
         RunSpec(
             run_id=run_id(planner, task.id, r),
@@ -86,9 +87,8 @@ def plan_runs(
             decomposer_budget_s=decomposer_budget_s,
             setup_timeout_s=setup_timeout_s,
         )
-        for r in range(repeat)
-        for task in tasks
-        for planner in planners
+        for r, task, order in interleaved(tasks, planners, repeat)
+        for planner in order
     ]
 
 
