@@ -21,7 +21,7 @@ from learning.families import token_scales
 from learning.features import RowParser, step_tokens
 from learning.prior import capped, design, fit_logistic, out_of_fold
 from learning.shrinkage import fit_mixture, fit_strength, population_means
-from learning.situations import borrow_across_situations, fit_situation_weight, pooled_by_grounding
+from learning.situations import borrow_across_situations
 from learning.types import type_offset
 
 
@@ -42,8 +42,6 @@ class ActionModel:
     n_steps: int = 0
     n_failures: int = 0
     outlier_share: float = 0.0  # share of groundings that are outliers to the prior (`learning.shrinkage`)
-    situation_weight: float = 0.0  # rho: a grounding's steps elsewhere as prior steps here (`learning.situations`)
-    grounding_priors: dict[str, float] = field(default_factory=dict)  # with rho > 0: each grounding's own prior
 
 
 def fit_action(
@@ -57,8 +55,8 @@ def fit_action(
     outliers: bool,
 ) -> ActionModel:
     """One action name's `ActionModel` from its cells' recency-weighted counts (`learning.counts`): the token
-    prior (or the groundings' population rate), each cell's out-of-fold prior, m, the outlier mixture and
-    whether situations are pooled, as `learning.model`'s docstring says; the parameters are `FailureModel`'s."""
+    prior (or the groundings' population rate), each cell's out-of-fold prior, m and the outlier mixture, as
+    `learning.model`'s docstring says; the parameters are `FailureModel`'s."""
     parsed = [parser.row(*key) for key in table]
     stats = np.array(list(table.values()), dtype=float).reshape(-1, 4)
     n_w, f_w = stats[:, 0], stats[:, 1]
@@ -105,7 +103,6 @@ def fit_action(
         seen[2] = seen[2] / seen[0] if seen[0] > 0 else mu0
     cells = np.array(list(action.cells.values()), dtype=float).reshape(-1, 5)
     strength = fit_strength(cells[:, 0], cells[:, 1], cells[:, 2], default=s0)
-    unshifted = {key: cell[2] for key, cell in action.cells.items()}
     moved = borrow_across_situations(action.cells, strength)
     if moved:  # refit on the shifted priors
         cells = np.array(list(action.cells.values()), dtype=float).reshape(-1, 5)
@@ -115,12 +112,6 @@ def fit_action(
         )
     elif moved:
         strength = fit_strength(cells[:, 0], cells[:, 1], cells[:, 2], default=s0)
-    action.situation_weight = fit_situation_weight(action.cells, strength, action.outlier_share)
-    if action.situation_weight > 0.0 and outliers:
-        # situations pooled: how much groundings differ, and which are outliers, told by their whole records
-        n_g, f_g, q_g, keys = pooled_by_grounding(action.cells, unshifted)
-        strength, action.outlier_share = fit_mixture(n_g, f_g, q_g, default=s0)
-        action.grounding_priors = {key: float(p) for key, p in zip(keys, q_g)}
     action.strength = strength
     action.n_steps, action.n_failures = steps, failures
     return action

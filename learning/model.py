@@ -21,12 +21,8 @@ Two levels, per action name (empirical Bayes; see `learning.shrinkage` and `lear
   weight, so failures seen in one situation are first put down to the grounding, then to the situation.
   Measured on the tuning worlds (15 seeds per type, last 50 of 200 episodes, learned / oracle success): costed
   0.975 -> 0.991 (worst world 0.89 -> 0.97), pairs 0.958 -> 0.972 (worst failures / cost-blind 0.91 -> 0.50),
-  groundings 0.988 -> 0.989, situation 0.999 -> 0.995, the others within 0.001;
-- where the situation changes nothing the prior does not already say, a grounding's situations are pooled
-  (the cell's prior gets the grounding's steps elsewhere as pseudo-steps; m, the outlier share and whether a
-  grounding is an outlier come from groundings as wholes): chosen per action name by likelihood
-  (`learning.situations.fit_situation_weight`), so a weather feature that changes nothing no longer halves the
-  evidence on every road, while a drive bad in the rain only keeps its situations apart.
+  groundings 0.988 -> 0.989, situation 0.999 -> 0.995, the others within 0.001. Pooling a grounding's
+  situations where the situation changes nothing was tried and measured no better (docs/benchmarks.md).
 
 Consistent: as a grounding's evidence grows, p_fail tends to its own observed (recency-weighted) rate whatever
 the prior says, and from `trust_steps` steps on it stays within `tolerance` of it. With little data the
@@ -335,26 +331,13 @@ class FailureModel:
             if model is None:
                 continue
             n, f, q = np.zeros(len(positions)), np.zeros(len(positions)), np.empty(len(positions))
-            strength = np.full(len(positions), model.strength)  # m + rho * the grounding's steps elsewhere
-            # the grounding's record, its other situations weighted by rho, and its prior: what tells an outlier
-            whole = np.zeros((len(positions), 3))
             # types' offsets, per action and set of object types: computed once per model, like the priors
             pooled: dict[tuple[int, str], float] = memo.setdefault(("type-offsets", name, context[2]), {})
             for j, i in enumerate(positions):
                 args = actions[i].args
                 cell = model.cells.get(" ".join(args) + "|" + situation)
-                seen = model.groundings.get(" ".join(args))
                 if cell is not None:
                     n[j], f[j], q[j] = cell[0], cell[1], cell[2]
-                    whole[j] = cell[0], cell[1], cell[2]
-                    if seen is not None and model.situation_weight > 0.0:
-                        rho, elsewhere = model.situation_weight, max(0.0, seen[0] - cell[0])
-                        strength[j] += rho * elsewhere
-                        whole[j] = (
-                            cell[0] + rho * elsewhere,
-                            cell[1] + rho * max(0.0, seen[1] - cell[1]),
-                            model.grounding_priors.get(" ".join(args), cell[2]),
-                        )
                 else:
                     key = (name, args, context)
                     prior = memo.get(key)
@@ -362,14 +345,14 @@ class FailureModel:
                         prior = token_prior(
                             model, args, features, object_types, by_type, pooled, self.prior_mean, self.prior_strength
                         )
+                        seen = model.groundings.get(" ".join(args))
                         if seen is not None:
                             prior = from_elsewhere(prior, seen, model.strength, model.outlier_share)
                         memo[key] = prior
                     q[j] = prior
             mean[positions], concentration[positions] = posterior(
-                n, f, q, strength, self.tolerance, self.trust_steps, model.outlier_share,
-                whole=(whole[:, 0], whole[:, 1], whole[:, 2], model.strength) if model.situation_weight > 0 else None,
-            )  # fmt: skip
+                n, f, q, model.strength, self.tolerance, self.trust_steps, model.outlier_share
+            )
         return mean, concentration
 
     def predict_proba(

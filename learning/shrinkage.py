@@ -163,29 +163,17 @@ def _strength(n: np.ndarray, f: np.ndarray, q: np.ndarray, weights: np.ndarray) 
 
 
 def posterior(
-    n: np.ndarray,
-    f: np.ndarray,
-    q: np.ndarray,
-    m: float | np.ndarray,
-    tolerance: float,
-    trust: float,
-    outlier_share: float = 0.0,
-    whole: tuple[np.ndarray, np.ndarray, np.ndarray, float] | None = None,
+    n: np.ndarray, f: np.ndarray, q: np.ndarray, m: float, tolerance: float, trust: float, outlier_share: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray]:
     """Posterior mean p_fail and concentration (pseudo-steps, for sampling) of each grounding, from its
-    recency-weighted steps `n` and failures `f` and its prior `q` of strength `m` (one for all, or one per
-    grounding: `learning.situations.fit_situation_weight`); with `outlier_share` > 0, a mixture of the shrunk estimate
+    recency-weighted steps `n` and failures `f`; with `outlier_share` > 0, a mixture of the shrunk estimate
     and the broad component's, weighted by how likely the grounding is an outlier (`outlier_weights`).
     `tolerance` and `trust` have no defaults here: they are `FailureModel`'s parameters, set in one place."""
     n, f, q = np.asarray(n, float), np.asarray(f, float), np.asarray(q, float)
     mean = (f + m * q) / (n + m)
     if outlier_share > 0.0:
-        # `whole` (n, f, q, m): the record that tells an outlier, the grounding's as a whole where its
-        # situations are pooled (`learning.situations`), against the population's strength m; by default the
-        # counts here
-        wn, wf, wq, wm = (n, f, q, m) if whole is None else whole
-        r = outlier_weights(wn, wf, wq, wm, outlier_share)
-        mean = (1.0 - r) * mean + r * (wf + BROAD[0]) / (wn + BROAD[0] + BROAD[1])
+        r = outlier_weights(n, f, q, m, outlier_share)
+        mean = (1.0 - r) * mean + r * (f + BROAD[0]) / (n + BROAD[0] + BROAD[1])
     seen = n > 1e-9
     if seen.any():
         rate = np.divide(f, n, out=np.zeros_like(n), where=seen)
@@ -204,7 +192,7 @@ def _log_bb(n: np.ndarray, f: np.ndarray, a: np.ndarray | float, b: np.ndarray |
     return betaln(f + a, n - f + b) - betaln(a, b)
 
 
-def outlier_weights(n: np.ndarray, f: np.ndarray, q: np.ndarray, m: float | np.ndarray, share: float) -> np.ndarray:
+def outlier_weights(n: np.ndarray, f: np.ndarray, q: np.ndarray, m: float, share: float) -> np.ndarray:
     """Posterior probability that each grounding is an outlier (its counts drawn from the broad Beta) rather
     than a member of the prior's population (Beta(m q, m (1 - q))); 0 without counts."""
     n, f = np.asarray(n, float), np.minimum(np.asarray(f, float), np.asarray(n, float))
@@ -213,8 +201,7 @@ def outlier_weights(n: np.ndarray, f: np.ndarray, q: np.ndarray, m: float | np.n
     if share <= 0.0 or not seen.any():
         return out
     qc = np.clip(np.asarray(q, float)[seen], _Q_CLIP, 1.0 - _Q_CLIP)
-    mc = np.broadcast_to(np.asarray(m, float), n.shape)[seen]  # one strength, or one per grounding
-    log_in = np.log1p(-share) + _log_bb(n[seen], f[seen], mc * qc, mc * (1.0 - qc))
+    log_in = np.log1p(-share) + _log_bb(n[seen], f[seen], m * qc, m * (1.0 - qc))
     log_out = np.log(share) + _log_bb(n[seen], f[seen], *BROAD)
     out[seen] = 1.0 / (1.0 + np.exp(np.clip(log_in - log_out, -500, 500)))
     return out

@@ -80,8 +80,6 @@ class StoredAction(BaseModel):
     n_steps: Annotated[int, Field(ge=0)] = 0
     n_failures: Annotated[int, Field(ge=0)] = 0
     outlier_share: Probability = 0.0
-    situation_weight: Probability = 0.0  # rho, in [0, 1]; models stored before it pooled nothing (0)
-    grounding_priors: dict[str, Probability] = Field(default_factory=dict)
 
 
 class StoredDurationFit(BaseModel):
