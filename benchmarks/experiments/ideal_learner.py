@@ -1,0 +1,89 @@
+"""How far a learner can get on `vehicle-roads` at all: a Bayesian learner told the world's structure.
+
+    python -m benchmarks.experiments.ideal_learner --first-seed 200 --seeds 10
+
+The learner knows how a `vehicle-roads` world is made (`portfolio/benchsuite/worlds/delivery.py`): each
+(truck, road) pair is bad with the prior probability a world gives it (a quarter of the roads per truck), a bad
+pair fails 70% and any other drive 2%, both ways of a road alike, the weather nothing. Its p_fail for a drive is
+the posterior mean under that two-point prior from the pair's executed steps; it plans every episode with the
+exact search (`ExactSearch`, as the oracle does) under base + lambda * -log(1 - p), executes the plan with the
+benchmark's common random numbers (`runner.execute`) and records the drives. What is printed per world is the
+learning benchmark's criterion: its expected success over the last 50 of 200 episodes against the oracle's.
+
+This is not a planner anyone gets (it knows the generator); it says what the target (0.95 of the oracle in 18 of
+20 worlds) asks of an estimator on this world type: that the bad pairs be found from their first failures, since
+with the right prior one failure in one step already prices a pair at 0.65.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+
+
+def run(seed: int, episodes: int = 200) -> float:
+    from domains.ground_text import parse_ground_action
+    from domains.model import action_cost
+    from learning.costs import risk_cost
+    from portfolio.benchsuite.worlds import delivery, runner
+    from portfolio.benchsuite.worlds.exact import ExactSearch
+    from portfolio.benchsuite.worlds.family import make_world
+
+    world = make_world("vehicle-roads", seed)
+    roads = {frozenset(r) for r in world.roads}
+    prior_bad = len(next(iter(world.bad["truck_roads"].values()))) / len(roads)
+    counts: dict[tuple[str, frozenset], tuple[int, int]] = {}
+
+    def p_hat(step) -> float:
+        if step.name != "drive":
+            return delivery.HANDLING_P
+        truck, a, b = step.args
+        n, f = counts.get((truck, frozenset((a, b))), (0, 0))
+        bad = math.log(prior_bad) + f * math.log(delivery.TRUCK_ROAD_P) + (n - f) * math.log(1 - delivery.TRUCK_ROAD_P)
+        good = math.log(1 - prior_bad) + f * math.log(delivery.DRIVE_P) + (n - f) * math.log(1 - delivery.DRIVE_P)
+        p_bad = 1 / (1 + math.exp(good - bad))
+        return p_bad * delivery.TRUCK_ROAD_P + (1 - p_bad) * delivery.DRIVE_P
+
+    exact = ExactSearch(world.domain)
+    learner_expected, oracle_expected = [], []
+    try:
+        for index in range(episodes):
+            spec = world.episode(index)
+            task = world.task(spec)
+
+            def learned_costs(grounded, task=task):
+                steps = {g: parse_ground_action(g) for g in grounded}
+                return {g: action_cost(task, s) + risk_cost(p_hat(s), runner.LAM) for g, s in steps.items()}
+
+            oracle = exact.solve(task, runner._true_costs(world, task, spec))
+            learned = exact.solve(task, learned_costs)
+            for result, out in ((learned, learner_expected), (oracle, oracle_expected)):
+                out.append(math.prod(1 - world.p_fail(s, spec) for s in result.actions()))
+            for step, failed in runner.execute(world, task, learned.actions(), spec):
+                if step.name == "drive":
+                    key = (step.args[0], frozenset(step.args[1:]))
+                    n, f = counts.get(key, (0, 0))
+                    counts[key] = (n + 1, f + int(failed))
+    finally:
+        exact.close()
+    return sum(learner_expected[-50:]) / sum(oracle_expected[-50:])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--first-seed", type=int, default=200)
+    parser.add_argument("--seeds", type=int, default=10)
+    args = parser.parse_args(argv)
+    ratios = []
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
+        ratios.append(run(seed))
+        print(f"vehicle-roads-{seed}: {ratios[-1]:.3f}", flush=True)
+    print(
+        f"worlds >= 0.95: {sum(r >= 0.95 for r in ratios)} of {len(ratios)}; "
+        f"median {statistics.median(ratios):.3f}, min {min(ratios):.3f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
