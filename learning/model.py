@@ -70,7 +70,6 @@ vectorised sigmoid. Models are stored as JSON (`learning.storage`), never pickle
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -82,6 +81,7 @@ from learning.action_model import ActionModel, fit_action, objects_by_type, toke
 from learning.counts import Counts
 from learning.durations import TimeModel
 from learning.features import RowParser, situation_key
+from learning.params import Params
 from learning.shrinkage import posterior
 from learning.situations import from_elsewhere
 from traces.records import StepRecord
@@ -89,13 +89,12 @@ from traces.records import StepRecord
 RawRow = tuple[str, str, str, str]  # action, args JSON, features JSON, outcome: as stored in the steps table
 
 
-class FailureModel:
+class FailureModel(Params):
     """Probability that a grounded action fails, per action name (see the module docstring).
 
-    A scikit-learn estimator by its conventions (parameters in `__init__`, `get_params`/`set_params`, fitted
-    state in trailing-underscore attributes, `fit`/`predict_proba`), not by subclassing `BaseEstimator`:
-    importing scikit-learn takes ~1.5 s, which every CLI call and service worker with a stored model paid before
-    its first plan; prediction needs only numpy and scipy.special, so scikit-learn loads when a model is fit.
+    A scikit-learn estimator by its conventions (`learning.params.Params`: parameters in `__init__`,
+    `get_params`/`set_params`; fitted state in trailing-underscore attributes; `fit`/`predict_proba`), not by
+    subclassing `BaseEstimator`, so scikit-learn loads only when a model is fit.
 
     half_life_steps: a step's weight halves every this many later steps of the same action name; None: no decay.
         5000: the consistency band counts weighted steps, so a short half-life leaves every grounding of a busy
@@ -133,25 +132,6 @@ class FailureModel:
         self.tolerance = tolerance
         self.trust_steps = trust_steps
         self.outliers = outliers
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """The `__init__` parameters, as scikit-learn's `BaseEstimator.get_params` gives them (`deep` is accepted
-        for its signature: nothing here nests)."""
-        return {name: getattr(self, name) for name in _PARAMS}
-
-    def set_params(self, **params: Any) -> FailureModel:
-        """Set `__init__` parameters by name; an unknown name is an error, as in scikit-learn."""
-        unknown = sorted(set(params) - set(_PARAMS))
-        if unknown:
-            raise ValueError(f"invalid parameter(s) {unknown} for FailureModel; valid: {', '.join(_PARAMS)}")
-        for name, value in params.items():
-            setattr(self, name, value)
-        return self
-
-    def __repr__(self) -> str:
-        defaults = FailureModel.__init__.__defaults__ or ()
-        changed = [f"{n}={getattr(self, n)!r}" for n, d in zip(_PARAMS, defaults) if getattr(self, n) != d]
-        return f"FailureModel({', '.join(changed)})"
 
     # -- fitting ---------------------------------------------------------------------------------------------------
 
@@ -370,6 +350,3 @@ class FailureModel:
             name: {"steps": a.n_steps, "failures": a.n_failures, "kind": a.kind, "strength": round(a.strength, 3)}
             for name, a in sorted(getattr(self, "actions_", {}).items())
         }
-
-
-_PARAMS = tuple(inspect.signature(FailureModel.__init__).parameters)[1:]

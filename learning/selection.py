@@ -42,13 +42,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from learning.params import Params
 from traces.errors import TraceStoreError
 
 FORMAT_NAME = "portfolio-planner/selection-model"
 FORMAT_VERSION = 2  # 2: records per translator variant (version 1 documents are read as the defaults' records)
 DELEGATE = "fast-downward"
 DEFAULTS = ""  # the variant name of the driver's default translation
-_PARAMS = ("min_tasks", "unsolved_factor", "size_halving", "translator_margin")
 
 
 class SelectionFormatError(TraceStoreError, ValueError):
@@ -146,7 +146,7 @@ def variant_cost(records: Sequence[TaskRecord], race_size: int, unsolved_factor:
     return statistics.mean(_set_time(r, race, unsolved_factor) for r in records)
 
 
-class SelectionModel:
+class SelectionModel(Params):
     """Per-domain configuration ranking and translator variant (module docstring), scikit-learn style:
     parameters in `__init__`, `fit` on recorded plans, `predict` / `predict_translator` for one task.
     `min_tasks`: recorded tasks a domain (and a variant) needs before it gets a ranking; `unsolved_factor`: the
@@ -165,9 +165,6 @@ class SelectionModel:
         self.unsolved_factor = unsolved_factor
         self.size_halving = size_halving
         self.translator_margin = translator_margin
-
-    def get_params(self) -> dict[str, Any]:
-        return {key: getattr(self, key) for key in _PARAMS}
 
     def fit(self, plans: Iterable[Any]) -> SelectionModel:
         """Learn from recorded plans (`traces.selection.domain_plans`)."""
@@ -299,7 +296,7 @@ class SelectionModel:
                 raise SelectionFormatError(
                     f"{where} is not a {FORMAT_NAME} version {FORMAT_VERSION} document; run `portfolio retrain`."
                 )
-            model = cls(**{key: data["params"][key] for key in _PARAMS if key in data["params"]})
+            model = cls(**{key: data["params"][key] for key in cls._param_defaults() if key in data["params"]})
 
             def record(r: dict) -> TaskRecord:
                 return TaskRecord(r["operators"], {c: (float(t[0]), bool(t[1])) for c, t in r["times"].items()})
