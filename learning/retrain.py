@@ -95,8 +95,8 @@ def load_latest(store: TraceStore) -> FailureModel | None:
     stored = store.latest_model()
     if stored is None:
         return None
-    # Imported only now: the model's module imports scikit-learn, 2 s of start-up that a store without a model
-    # (a service's or a CLI's first run) has no use for.
+    # Imported only now: the model's modules load numpy and scipy (~0.5 s), start-up that a store without a
+    # model (a service's or a CLI's first run) has no use for.
     from learning.storage import ModelFormatError, model_from_bytes
 
     where = f"{store.path}: model version {stored.version}"

@@ -157,8 +157,9 @@ def die_with_parent_if_asked() -> None:
     delegate's), which ends with the call: the fresh worker was killed with it and the next call started cold.
     A thread of the worker's own waits on the parent instead (a pidfd; polling `getppid` where there is none).
     It needs the GIL to exit, so a worker stuck in C code that holds it would not notice, where the kernel's
-    signal would have killed it: the workers run pure Python, and the one such case seen (two translator workers
-    left spinning in malloc for 30 minutes after their parent died, near their cap) is gone with `CAPPED_ENV`."""
+    signal would have killed it. The one such case seen: translator workers left spinning at their memory cap
+    for 30 minutes after their parent died, CPython's spin on a `MemoryError` (`at_cap`). While the parent lives
+    it ends such a worker (`portfolio.engine.workers`); a parent killed during the spin still leaves it running."""
     if os.environ.get(ENV_KILL_WITH_PARENT) != "1":
         return
     parent = os.getppid()

@@ -27,20 +27,17 @@ from portfolio.engine.results import Status
 
 
 def h_max(
-    relaxation: Relaxation,
-    op_costs: Sequence[float],
-    state: tuple[int, ...],
-    unary_costs: Sequence[float] | None = None,
+    relaxation: Relaxation, op_costs: Sequence[float], state: tuple[int, ...], per_unary: Sequence[float] | None = None
 ) -> float | None:
     """The h_max value of `state` (`op_costs` per operator, in `Problem.operators` order), or None when the goal
-    is relaxed-unreachable (a dead end). `unary_costs` (`unary_costs(relaxation, op_costs)`, once per search)
+    is relaxed-unreachable (a dead end). `per_unary` (`unary_costs(relaxation, op_costs)`, once per search)
     saves looking each unary operator's cost up through its operator.
 
     The state's own facts cost 0 and need no ordering, so they are settled before the heap starts: only facts
     reached through operators go through it. Measured on the learned vehicle-roads calls of `portfolio bench
     learning` (90 A* searches, 23,183 expansions; CPU time): 1.74-1.86 s before, 1.56-1.62 s after (the same plans)."""
-    if unary_costs is None:
-        unary_costs = [op_costs[o] for o in relaxation.origin]
+    if per_unary is None:
+        per_unary = unary_costs(relaxation, op_costs)
     infinity = float("inf")
     cost = [infinity] * relaxation.facts
     remaining = list(relaxation.pre_counts)
@@ -61,7 +58,7 @@ def h_max(
     if not goals_left:
         return 0.0
     for unary in (*relaxation.free, *reached):
-        fact, new = effect[unary], unary_costs[unary]
+        fact, new = effect[unary], per_unary[unary]
         if new < cost[fact]:
             cost[fact] = new
             heap.append((new, fact))
@@ -81,7 +78,7 @@ def h_max(
             if value > maxed[unary]:
                 maxed[unary] = value
             if left == 0:
-                target, new = effect[unary], maxed[unary] + unary_costs[unary]
+                target, new = effect[unary], maxed[unary] + per_unary[unary]
                 if new < cost[target]:
                     cost[target] = new
                     push(heap, (new, target))
