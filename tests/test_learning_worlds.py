@@ -14,7 +14,7 @@ from domains.validate import validate_plan
 from learning.explore import DEFAULT_EXPLORE
 from portfolio.benchsuite.worlds.exact import CostRecorder, ExactSearch, plan_cost_under
 from portfolio.benchsuite.worlds.family import KINDS, make_world
-from portfolio.benchsuite.worlds.runner import LAM, _true_costs, execute, fails, run_world
+from portfolio.benchsuite.worlds.runner import LAM, true_costs, execute, fails, run_world
 from portfolio.delegates.registry import DEFAULT_DELEGATES
 
 EPISODES, LAST = 120, 40
@@ -193,7 +193,7 @@ def _true_cost_table(world, task, spec) -> dict[str, float]:
     from portfolio.delegates.typed_search import ground
 
     names = [str(a) for a in ground(task, 100_000).actions]
-    return _true_costs(world, task, spec)(names)
+    return true_costs(world, task, spec)(names)
 
 
 @pytest.mark.parametrize("kind, seed", [("detours", 2), ("vehicle-roads", 4), ("agent-tools", 3), ("pairs", 1)])
@@ -207,7 +207,7 @@ def test_the_oracle_is_exact(kind, seed):
             spec = world.episode(index)
             task = world.task(spec)
             table = _true_cost_table(world, task, spec)
-            result = exact.solve(task, _true_costs(world, task, spec))
+            result = exact.solve(task, true_costs(world, task, spec))
             assert validate_plan(task, result.actions()).ok
             if world.domain == "routes":
                 assert result.delegate == "route-search"

@@ -56,7 +56,7 @@ def run(seed: int, episodes: int = 200) -> float:
                 steps = {g: parse_ground_action(g) for g in grounded}
                 return {g: action_cost(task, s) + risk_cost(p_hat(s), runner.LAM) for g, s in steps.items()}
 
-            oracle = exact.solve(task, runner._true_costs(world, task, spec))
+            oracle = exact.solve(task, runner.true_costs(world, task, spec))
             learned = exact.solve(task, learned_costs)
             for result, out in ((learned, learner_expected), (oracle, oracle_expected)):
                 out.append(math.prod(1 - world.p_fail(s, spec) for s in result.actions()))

@@ -84,7 +84,8 @@ def answered_by(result) -> str:
     return f"{result.delegate}/{search}" if search else str(result.delegate)
 
 
-def _true_costs(world: World, task, spec) -> Callable[[Sequence[str]], dict[str, float]]:
+def true_costs(world: World, task, spec) -> Callable[[Sequence[str]], dict[str, float]]:
+    """The oracle's cost model: base + `LAM` * -log(1 - the world's true p_fail) per grounded action."""
     def costs(grounded: Sequence[str]) -> dict[str, float]:
         from domains.ground_text import parse_ground_action
         from learning.costs import risk_cost
@@ -167,7 +168,7 @@ def run_world(
         for index in range(episodes):
             spec = world.episode(index)
             task = world.task(spec)
-            results = {"cost-blind": plain.plan(task), "oracle": exact.solve(task, _true_costs(world, task, spec))}
+            results = {"cost-blind": plain.plan(task), "oracle": exact.solve(task, true_costs(world, task, spec))}
             if world.kind == "type" and index == NEW_VEHICLES_AT:
                 new = next(v for v in world.bad["new"] if world.vehicles[v] == "van-a")
                 out.new_object = {
