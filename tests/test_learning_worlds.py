@@ -14,7 +14,7 @@ from domains.validate import validate_plan
 from learning.explore import DEFAULT_EXPLORE
 from portfolio.benchsuite.worlds.exact import CostRecorder, ExactSearch, plan_cost_under
 from portfolio.benchsuite.worlds.family import KINDS, make_world
-from portfolio.benchsuite.worlds.runner import LAM, true_costs, execute, fails, run_world
+from portfolio.benchsuite.worlds.runner import LAM, execute, fails, run_world, true_costs
 from portfolio.delegates.registry import DEFAULT_DELEGATES
 
 EPISODES, LAST = 120, 40

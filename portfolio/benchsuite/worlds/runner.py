@@ -86,6 +86,7 @@ def answered_by(result) -> str:
 
 def true_costs(world: World, task, spec) -> Callable[[Sequence[str]], dict[str, float]]:
     """The oracle's cost model: base + `LAM` * -log(1 - the world's true p_fail) per grounded action."""
+
     def costs(grounded: Sequence[str]) -> dict[str, float]:
         from domains.ground_text import parse_ground_action
         from learning.costs import risk_cost
