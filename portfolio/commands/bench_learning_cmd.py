@@ -69,12 +69,18 @@ process with planners of its own. --bundled-episodes 30 adds ~70 s.
 
 Output in --out: learning-worlds.md (the report, also printed), learning-worlds.json (summary and every world's
 episodes), learning-worlds.png (success curves and reliability plots). A progress bar over worlds goes to stderr.
+With --traces DIR the learned arms' trace stores stay in DIR (one SQLite file per world and policy). With
+--latency-rounds N the report adds warm latency: each world's last task planned N times by a planner without a
+trace store, one that records plans without a model and the learner (the target: learned costs add <= 10% over
+recording), interleaved, plus the cost lookup right after a model reload.
 
 examples:
   portfolio bench learning --kinds pairs,detours --seeds 3 --episodes 100 --policies mean --out results/
                                                        # a quick look, ~1 min
   portfolio bench learning --jobs 2 --policies mean --out results/   # every type, 20 held-out worlds each
   portfolio bench learning --kinds object --first-seed 0 --seeds 5 --policies mean   # the tuning worlds
+  portfolio bench learning --kinds tools --seeds 3 --policies mean --latency-rounds 60 --traces traces/
+                                                       # the tools world, warm latency, trace stores kept
 """
 
 
@@ -134,6 +140,32 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "0-29 were tuned on), retrained every 5 "
         "(default 0: off; 30 takes ~70 s)",
     )
+    parser.add_argument(
+        "--latency-rounds",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after each world, time its last task N times warm with no trace store, with a store that records "
+        "plans but has no model, and with learned costs, interleaved: the report's warm latency table "
+        "(default 0: off; 60 adds ~10 s a world and policy)",
+    )
+    parser.add_argument(
+        "--traces",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep each learned arm's trace store as DIR/WORLD-POLICY.db (e.g. tools-200-mean.db), to inspect "
+        "with `portfolio traces` or `portfolio costs`; a store that already exists is refused, never "
+        "deleted (default: in memory, gone after the run)",
+    )
+    parser.add_argument(
+        "--model-param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a FailureModel hyperparameter for the learned arms' retrains, e.g. half_life_steps=500 or "
+        "prior_strength=2 (repeatable; NAME=none for None; default: the library's defaults)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run_learning)
 
@@ -171,6 +203,11 @@ def run_learning(args: argparse.Namespace) -> int:
         return fail_bad_input(f"--bundled-episodes must be >= 0, got {args.bundled_episodes}")
     if args.first_seed < 0:
         return fail_bad_input(f"--first-seed must be >= 0, got {args.first_seed}")
+    if args.latency_rounds < 0:
+        return fail_bad_input(f"--latency-rounds must be >= 0, got {args.latency_rounds}")
+    model_params = _model_params(args.model_param)
+    if isinstance(model_params, str):
+        return fail_bad_input(model_params)
     if args.first_seed < len(TUNING_SEEDS):
         print(
             f"note: seeds {TUNING_SEEDS.start}-{TUNING_SEEDS.stop - 1} were used to tune the failure model; "
@@ -184,6 +221,20 @@ def run_learning(args: argparse.Namespace) -> int:
             args.first_seed, args.first_seed + (min(args.seeds, args.tools_seeds) if kind == "tools" else args.seeds)
         )
     ]
+    if args.traces is not None:
+        from portfolio.benchsuite.worlds.runner import trace_path
+
+        taken = [
+            str(path)
+            for kind, seed in worlds
+            for policy in policies
+            if (path := trace_path(args.traces, f"{kind}-{seed}", policy)).exists()
+        ]
+        if taken:
+            return fail_bad_input(
+                f"--traces: {', '.join(taken[:3])}{' ...' if len(taken) > 3 else ''} already exist(s); each learned "
+                "arm must start from an empty store (give another folder, or move them away)"
+            )
     start = time.perf_counter()
 
     def done(run) -> None:
@@ -196,8 +247,9 @@ def run_learning(args: argparse.Namespace) -> int:
         )
 
     runs = run_worlds(
-        worlds, args.episodes, args.retrain_every, policies, jobs=args.jobs, progress=not args.no_progress, on_done=done
-    )
+        worlds, args.episodes, args.retrain_every, policies, jobs=args.jobs, progress=not args.no_progress,
+        on_done=done, model_params=model_params, latency_rounds=args.latency_rounds, traces_dir=args.traces,
+    )  # fmt: skip
     runs_by_kind: dict = {}
     for run in runs:
         runs_by_kind.setdefault(run.kind, []).append(run)
@@ -212,3 +264,25 @@ def run_learning(args: argparse.Namespace) -> int:
     for kind, path in paths.items():
         print(f"{kind:<8} {path}")
     return 0
+
+
+def _model_params(items: list[str]) -> dict[str, int | float | None] | str:
+    """--model-param NAME=VALUE items as FailureModel keyword arguments, or the error message."""
+    from learning.model import FailureModel
+
+    known = sorted(FailureModel().get_params())
+    params: dict[str, int | float | None] = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        name = name.strip()
+        if name not in known:
+            return (
+                f"--model-param: unknown FailureModel parameter {name!r} in {item!r}; "
+                f"expected one of {', '.join(known)}"
+            )
+        try:
+            text = value.strip()
+            params[name] = None if text.lower() == "none" else int(text) if text.lstrip("-").isdigit() else float(text)
+        except ValueError:
+            return f"--model-param expects NAME=NUMBER (or NAME=none), got {item!r}"
+    return params

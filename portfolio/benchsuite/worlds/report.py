@@ -17,8 +17,8 @@ separate plan quality from luck; realised success by window is reported too.
 Plan quality, per type and policy, over every learned call of every world (pooled): the returned plan's cost
 under the very costs the call planned with, as a ratio to the optimum under the same costs (median and p95;
 targets 1.05 and 1.2), the calls' latency (median, p95, max), how many exceeded their budget and the median
-latency as a share of the cost-blind calls' (target: at most 2); then seconds per world, and which delegate
-and search answered each arm's calls.
+latency as a share of the cost-blind calls' (target: at most 2); then seconds per world, warm latency apart from
+the episodes where measured (`latency.py`), and which delegate and search answered each arm's calls.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from portfolio.benchsuite.worlds.latency import latency_summary, latency_table
 from portfolio.benchsuite.worlds.runner import SIBLING_STEPS, WorldRun
 
 WINDOW = 50
@@ -92,6 +93,7 @@ def summarise(runs: Sequence[WorldRun], policies: Sequence[str]) -> dict:
             "consistency_max_gap": max(gaps) if gaps else None,
         }  # fmt: skip
         out[policy]["quality"] = quality([q for r in runs for q in r.quality.get(policy, [])])
+        out[policy]["latency"] = latency_summary(runs, policy)
         blind_ms = [ms for r in runs for ms in r.latency_ms.get("cost-blind", [])]
         learned_ms = [q["ms"] for r in runs for q in r.quality.get(policy, [])]  # the calls with learned costs
         out[policy]["latency_vs_blind"] = (
@@ -221,6 +223,7 @@ def report(
                     f"{q['ms_p95']:.1f} | {q['ms_max']:.1f} | {q['over_budget']} | "
                     f"{_num(s[policy].get('latency_vs_blind'))} | {_fmt(s.get('seconds'))} |"
                 )
+    lines += latency_table(summary, policies)
     lines += ["", "Who answered (delegate/search: calls, over every world of the type):", ""]
     for kind, s in summary.items():
         for arm, counts in s.get("searches", {}).items():
@@ -352,18 +355,18 @@ def bundled_table(rows: dict) -> list[str]:
 
 
 def write_results(
-    runs_by_kind: dict[str, list[WorldRun]], policies: Sequence[str], out: Path, bundled: dict | None = None
+    runs_by_kind: dict[str, list[WorldRun]],
+    policies: Sequence[str],
+    out: Path,
+    bundled: dict | None = None,
+    stem: str = "learning-worlds",
 ) -> dict[str, Path]:
-    """learning-worlds.md (the report), .json (summary and every run, without the calibration points) and .png
+    """STEM.md (the report), STEM.json (summary and every run, without the calibration points) and STEM.png
     (curves and reliability) in `out`; returns their paths. `bundled`: `bundled.bundled_quality`'s rows, added
     as a section of the report and a key of the JSON."""
     summary = {kind: summarise(runs, policies) for kind, runs in runs_by_kind.items()}
     out.mkdir(parents=True, exist_ok=True)
-    paths = {
-        "report": out / "learning-worlds.md",
-        "json": out / "learning-worlds.json",
-        "plot": out / "learning-worlds.png",
-    }
+    paths = {"report": out / f"{stem}.md", "json": out / f"{stem}.json", "plot": out / f"{stem}.png"}
     text = report(summary, policies, runs_by_kind)
     if bundled:
         text += "\n\n" + "\n".join(bundled_table(bundled))

@@ -22,10 +22,12 @@ exact search), and the call's latency against the 1 s budget; and every arm coun
 answered (`WorldRun.searches`).
 
 An episode: plan, execute step by step in simulation, stop at the first failure (plan choice, not recovery).
-Each learned arm's store is an in-memory SQLite database. A warm Fast Downward call takes ~15-40 ms, so a
-200-episode world takes 8-28 s with one policy (`bench learning --help` has the measured numbers). Worlds are
-independent, so `run_worlds(jobs=N)` runs N at once in spawned processes (spawned, not forked: a forked child
-would inherit the parent's planner threads and locks).
+Each learned arm's store is an in-memory SQLite database, or a file kept for inspection (`traces_dir`; an
+existing one is refused). `latency_rounds` adds each learned arm's warm latency apart from the episodes
+(`latency.py`). A warm Fast Downward call takes ~15-40 ms, so a 200-episode world takes 8-28 s with one policy
+(`bench learning --help` has the measured numbers). Worlds are independent, so `run_worlds(jobs=N)` runs N at
+once in spawned processes (spawned, not forked: a forked child would inherit the parent's planner threads and
+locks).
 """
 
 from __future__ import annotations
@@ -39,12 +41,13 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
+from pathlib import Path
 from typing import Any, Protocol
 
 from domains.model import GroundAction, action_cost
-from domains.validate import apply
+from domains.validate import applicable, apply
 from portfolio.benchsuite.worlds.family import NEW_VEHICLES_AT, World, make_world
 
 POLICIES = ("mean", "thompson", "ucb")
@@ -70,6 +73,7 @@ class WorldRun:
     quality: dict[str, list[dict]] = field(default_factory=dict)
     searches: dict[str, dict[str, int]] = field(default_factory=dict)  # per arm: "delegate/search" -> calls
     latency_ms: dict[str, list[float]] = field(default_factory=dict)  # per measured arm: every call's elapsed_ms
+    latency: dict[str, dict] = field(default_factory=dict)  # per learned policy: `latency.Latency` as a dict
     seconds: float = 0.0
 
 
@@ -121,10 +125,13 @@ def fails(world: HiddenTruth, spec, step: GroundAction, occurrence: int) -> bool
 
 
 def execute(world: HiddenTruth, task, plan: Sequence[GroundAction], spec) -> list[tuple[GroundAction, bool]]:
-    """Steps executed, each with whether it failed (`fails`); stops at the first failure."""
+    """Steps executed, each with whether it failed (`fails`); stops at the first failure. A step that is not
+    applicable raises RuntimeError: plans come validated, so that would be a bug of the harness."""
     state, done = task.problem.init, []
     seen: dict[GroundAction, int] = {}
     for step in plan:
+        if not applicable(task, state, step):
+            raise RuntimeError(f"{world.name}, episode {spec.index}: {step} is not applicable in simulation")
         seen[step] = occurrence = seen.get(step, -1) + 1
         failed = fails(world, spec, step, occurrence)
         done.append((step, failed))
@@ -140,20 +147,34 @@ def run_world(
     retrain_every: int = 10,
     policies: Sequence[str] = POLICIES,
     model_params: dict | None = None,
+    latency_rounds: int = 0,
+    traces_dir: Path | None = None,
 ) -> WorldRun:
+    """Play `episodes` episodes of `world` under every arm; retrain the learned arms every `retrain_every`
+    episodes with `FailureModel(**model_params)`. Each learned arm's trace store is in memory, or with
+    `traces_dir` the file `trace_path(traces_dir, world.name, policy)`, kept after the run; an existing file is
+    refused (FileExistsError), never deleted or added to: each arm must start from an empty store. With
+    `latency_rounds` > 0, each learned arm's warm latency is measured afterwards (`latency.py`)."""
     from domains.pddl_writer import formula_to_pddl
     from learning.retrain import retrain
     from portfolio.benchsuite.worlds.exact import CostRecorder, ExactSearch, plan_cost_under
+    from portfolio.benchsuite.worlds.latency import warm_latency
     from portfolio.engine.cascade import CLASSICAL_BUDGET_S
     from portfolio.planner import Planner
     from traces.records import StepRecord
 
     start = time.perf_counter()
     out = WorldRun(world.name, world.kind, episodes)
+    stores = {p: ":memory:" if traces_dir is None else trace_path(traces_dir, world.name, p) for p in policies}
+    existing = [str(path) for path in stores.values() if path != ":memory:" and Path(path).exists()]
+    if existing:
+        raise FileExistsError(f"{', '.join(existing)}: already exists; a learned arm must start from an empty store")
+    if traces_dir is not None:
+        traces_dir.mkdir(parents=True, exist_ok=True)
     # The measured arms: the default cascade, default budgets, as `portfolio plan` and `Planner(traces=...)`.
     plain = Planner()
     learners = {
-        p: Planner(traces=":memory:", explore=p, cost_weight=LAM, seed=zlib.crc32(f"{world.name}:{p}".encode()))
+        p: Planner(traces=stores[p], explore=p, cost_weight=LAM, seed=zlib.crc32(f"{world.name}:{p}".encode()))
         for p in policies
     }
     recorders = {p: CostRecorder(learner) for p, learner in learners.items()}
@@ -227,6 +248,10 @@ def run_world(
         final = world.episode(episodes - 1)
         for policy, learner in learners.items():
             out.calibration[policy] = calibration(world, learner, final)
+            if latency_rounds > 0:
+                out.latency[policy] = asdict(
+                    warm_latency(plain, learner, world.task(final), final.context, latency_rounds)
+                )
     finally:
         for learner in learners.values():
             learner.close()
@@ -234,6 +259,11 @@ def run_world(
         exact.close()
     out.seconds = round(time.perf_counter() - start, 2)
     return out
+
+
+def trace_path(folder: Path, world: str, policy: str) -> Path:
+    """Where `run_world(traces_dir=folder)` keeps the learned arm `policy`'s trace store of `world`."""
+    return folder / f"{world}-{policy}.db"
 
 
 PROBE = "v-new"  # an object no task holds: what a new van-a would start with, whenever it came
@@ -325,8 +355,8 @@ def calibration(world: World, learner, spec) -> dict:
 # -- many worlds ------------------------------------------------------------------------------------------------
 
 
-def _run_one(kind: str, seed: int, episodes: int, retrain_every: int, policies: Sequence[str]) -> WorldRun:
-    return run_world(make_world(kind, seed), episodes, retrain_every, policies)
+def _run_one(kind: str, seed: int, *args: Any) -> WorldRun:
+    return run_world(make_world(kind, seed), *args)
 
 
 def run_worlds(
@@ -337,12 +367,17 @@ def run_worlds(
     jobs: int = 1,
     progress: bool = False,
     on_done: Callable[[WorldRun], None] | None = None,
+    model_params: dict | None = None,
+    latency_rounds: int = 0,
+    traces_dir: Path | None = None,
 ) -> list[WorldRun]:
-    """Run every (kind, seed) world; results in the order given. `jobs` > 1 runs that many worlds at once in
-    spawned processes; `progress` shows a bar over worlds (stderr); `on_done` is called as each one finishes."""
+    """Run every (kind, seed) world (`run_world`'s arguments); results in the order given. `jobs` > 1 runs that
+    many worlds at once in spawned processes; `progress` shows a bar over worlds (stderr); `on_done` is called
+    as each one finishes."""
     from tqdm import tqdm
 
-    args = [(kind, seed, episodes, retrain_every, tuple(policies)) for kind, seed in worlds]
+    rest = (episodes, retrain_every, tuple(policies), model_params, latency_rounds, traces_dir)
+    args = [(kind, seed, *rest) for kind, seed in worlds]
     runs: list[WorldRun | None] = [None] * len(args)
     with tqdm(total=len(args), unit="world", disable=not progress, desc="worlds") as bar:
 
