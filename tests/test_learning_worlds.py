@@ -35,7 +35,7 @@ def last_failure(run, arm: str, last: int = LAST) -> float:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", [k for k in KINDS if k not in ("tools", "drift")])  # tools: test_learning_eval.py
+@pytest.mark.parametrize("kind", [k for k in KINDS if k not in ("tools", "drift")])  # tools: test_learning_harness
 def test_learned_costs_beat_cost_blind_in_a_small_world(kind):
     episodes, last, factor = SETTINGS.get(kind, (EPISODES, LAST, 0.6))
     for seed in range(5):  # the first world where cost-blind planning fails at all often

@@ -1,10 +1,8 @@
 """Experiments: scripts that run for minutes to hours and write tables (`benchmarks/results/`), as opposed to
 the micro-benchmarks beside this folder. Each is `python -m benchmarks.experiments.NAME --help`.
 
-    learning_eval, learning_data, learning_episodes, learning_latency, learning_report   learned costs vs
-                         cost-blind and oracle on the bundled tools domain (the harness the failure model was
-                         tuned on)
-    learning_worlds      `portfolio bench learning` with the checkout's results folder
+    learning_worlds      `portfolio bench learning` with the checkout's results folder (every world type, the
+                         bundled tools world the failure model was tuned on among them: `--kinds tools`)
     learning_gap, ideal_learner   why single worlds miss the learning target: the loss split by cause, and a
                          learner told the world's structure (what the target asks of an estimator)
     time_objective       the time objective against risk and an exact oracle (timed worlds)

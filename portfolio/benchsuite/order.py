@@ -9,8 +9,8 @@ definition of it.
 
 With `rotate`, the arm that goes first moves on by one at every task (and repeat), so each arm goes first on an
 equal share of the tasks and whatever going first costs or gains (the first to read a task's files, say) is
-spread over all arms instead of falling on one. (`benchmarks/experiments/learning_latency.py` counterbalances
-differently, mirroring its order every other round, and keeps its own loop.)
+spread over all arms instead of falling on one. (`worlds/latency.py` times its three planners on one task in
+this rotating order.)
 """
 
 from __future__ import annotations
