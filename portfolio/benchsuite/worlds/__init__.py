@@ -10,7 +10,9 @@ were tuned on?
                      LM-cut), and the costs a Planner planned with
     runner.py        one world's episodes under cost-blind and learned (per explore policy) arms planned by the
                      default cascade, and the exact oracle; plan quality per learned call; many worlds in
-                     parallel processes
+                     parallel processes; each learned arm's trace store in memory or kept in a folder
+    latency.py       warm latency after a world (`--latency-rounds`): no trace store, recording without a
+                     model, learned costs, interleaved; its summary and the report's table
     bundled.py       plan quality with learned costs on the bundled domains' tasks (`--bundled-episodes`)
     report.py        the per-type report: success vs oracle and cost-blind, calibration, consistency, the new
                      bad-type object, the bundled tasks' section; learning-worlds.md / .json / .png
