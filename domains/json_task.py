@@ -20,8 +20,8 @@ from typing import Any, Literal, overload
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from domains.errors import ArityError, SchemaError, TaskInputError, UndefinedSymbolError, UnsupportedFeatureError
+from domains.formulas import EITHER
 from domains.model import (
-    EITHER,
     OBJECT,
     TRUE,
     ActionSchema,

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from domains.errors import ArityError, PDDLSyntaxError, UndefinedSymbolError
-from domains.model import Atom, Formula, Not, State, Task, parse_atom, parse_literal
+from domains.formulas import parse_atom, parse_literal
+from domains.model import Atom, Formula, Not, State, Task
 
 __all__ = ["check_atom", "parse_atom", "parse_ground_atoms", "parse_ground_literal", "parse_literal", "parse_state"]
 

@@ -17,95 +17,23 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from domains.errors import PDDLSyntaxError
-
-OBJECT = "object"
-EITHER = "either"
-
-
-def either_types(type_name: str) -> tuple[str, ...] | None:
-    """The member types of an `(either a b)` type (kept in the model as that text), None for a plain type."""
-    if type_name.startswith("(" + EITHER):
-        return tuple(type_name[1:-1].split()[1:])
-    return None
-
-
-@dataclass(frozen=True, order=True)
-class Atom:
-    """A predicate applied to terms; terms are object names or variables (`?x`)."""
-
-    predicate: str
-    args: tuple[str, ...] = ()
-
-    def __str__(self) -> str:
-        return "(" + " ".join((self.predicate, *self.args)) + ")"
-
-    @classmethod
-    def parse(cls, text: str) -> Atom:
-        """`Atom.parse("(on b a)") == Atom("on", ("b", "a"))`, the inverse of `str`; `PDDLSyntaxError` for text
-        that is not one positive atom (`domains.literals.parse_atom`)."""
-        return parse_atom(text)
-
-
-@dataclass(frozen=True)
-class Parameter:
-    name: str  # with the leading "?"
-    type: str = OBJECT
-
-
-@dataclass(frozen=True)
-class Not:
-    arg: Formula
-
-
-@dataclass(frozen=True)
-class And:
-    parts: tuple[Formula, ...] = ()
-
-
-@dataclass(frozen=True)
-class Or:
-    parts: tuple[Formula, ...] = ()
-
-
-@dataclass(frozen=True)
-class Imply:
-    condition: Formula
-    consequence: Formula
-
-
-@dataclass(frozen=True)
-class Equals:
-    left: str
-    right: str
-
-
-@dataclass(frozen=True)
-class Exists:
-    parameters: tuple[Parameter, ...]
-    body: Formula
-
-
-@dataclass(frozen=True)
-class Forall:
-    parameters: tuple[Parameter, ...]
-    body: Formula
-
-
-Formula = Atom | Not | And | Or | Imply | Equals | Exists | Forall
-TRUE: Formula = And(())
-
-
-@dataclass(frozen=True)
-class FunctionTerm:
-    """A numeric function applied to terms, e.g. `(road-length ?from ?to)` as an action cost."""
-
-    name: str
-    args: tuple[str, ...] = ()
-
-    def __str__(self) -> str:
-        return "(" + " ".join((self.name, *self.args)) + ")"
-
+# The formula language the model is written in; these names are importable from here too, as they always were.
+from domains.formulas import (
+    OBJECT,
+    TRUE,
+    And,
+    Atom,
+    Equals,
+    Exists,
+    Forall,
+    Formula,
+    FunctionTerm,
+    Imply,
+    Not,
+    Or,
+    Parameter,
+    either_types,
+)
 
 Cost = float | FunctionTerm
 
@@ -326,33 +254,7 @@ def plan_cost(task: Task, plan: Plan) -> float:
     return sum(action_cost(task, step) for step in plan)
 
 
-# -- the text of one atom, and what a task uses (here, not in `literals` or `features`, which build on this
-# module: `Atom.parse` and `Task.requirements_used` need them) ------------------------------------------
-
-
-def parse_literal(text: str) -> tuple[Atom, bool]:
-    """Syntax only: `"(at a)"` -> (Atom("at", ("a",)), False); `"(not (at a))"` -> (..., True); `"ready"` ->
-    Atom("ready"). Names are lower-cased, as in PDDL."""
-    tokens = " ".join(str(text).replace("(", " ( ").replace(")", " ) ").split()).lower().split()
-    negated = False
-    if tokens[:2] == ["(", "not"] and tokens[-1:] == [")"]:
-        negated, tokens = True, tokens[2:-1]
-    if tokens[:1] == ["("] and tokens[-1:] == [")"]:
-        tokens = tokens[1:-1]
-    if not tokens or "(" in tokens or ")" in tokens:
-        raise PDDLSyntaxError(f"{text!r} is not a literal like (on a b) or (not (on a b))")
-    return Atom(tokens[0], tuple(tokens[1:])), negated
-
-
-def parse_atom(text: str) -> Atom:
-    """`"(on b a)"` -> `Atom("on", ("b", "a"))` (syntax only, lower-cased); `PDDLSyntaxError` for anything that
-    is not one positive atom."""
-    if not isinstance(text, str):
-        raise TypeError(f'an atom is a string like "(on b a)", not {type(text).__name__}')
-    atom, negated = parse_literal(text)
-    if negated:
-        raise PDDLSyntaxError(f"{text!r} is a negated literal; an atom is positive, like (on b a)")
-    return atom
+# -- what a task uses (here, not in `features`, which builds on this module: `Task.requirements_used` needs it) --
 
 
 def _formula_features(formula: Formula, positive: bool = True) -> Iterator[str]:

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 
 from domains.errors import ArityError, PDDLSyntaxError, UndefinedSymbolError, UnsupportedFeatureError
+from domains.formulas import EITHER
 from domains.model import (
-    EITHER,
     OBJECT,
     TRUE,
     And,

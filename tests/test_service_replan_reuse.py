@@ -39,6 +39,6 @@ def test_a_replan_from_a_state_the_plan_still_fits_returns_the_rest_of_it(tmp_pa
 
 
 def _frozen(atoms: list[str]):
-    from domains.model import parse_atom
+    from domains.formulas import parse_atom
 
     return frozenset(parse_atom(a) for a in atoms)

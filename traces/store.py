@@ -9,7 +9,8 @@ if the process is killed half-way (tests/test_store_faults.py kills writers at 1
 Inside a process every store on a file shares one connection (`traces.connection`, which also explains why
 nothing but SQLite may open the file), and several threads may use it: each operation, and each transaction
 from BEGIN to COMMIT, holds the connection's lock, so only the transaction a call began is ever rolled back.
-Reading steps goes by keyset pages (`id > last ORDER BY id LIMIT n`), so no statement stays open between
+The retries and transactions live in `traces.transactions` (`Transactions`, which `TraceStore` extends). Reading
+steps goes by keyset pages (`id > last ORDER BY id LIMIT n`), so no statement stays open between
 chunks while other threads write.
 
 Bad files are recognised from SQLite's own errors, never by reading the file: "file is not a database",
@@ -24,35 +25,27 @@ from __future__ import annotations
 import json
 import logging
 import os
-import random
 import sqlite3
-import time
 import uuid
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 import sqlite_utils
 
 from traces import connection, recording, schema
-from traces.errors import (
-    CorruptDatabaseError,
-    DatabaseLockedError,
-    StepConflictError,
-    TraceStoreError,
-    translate,
-)  # fmt: skip
+from traces.errors import CorruptDatabaseError, StepConflictError, TraceStoreError
 from traces.recording import RecordReport
 from traces.records import ActionStats, RunRecord, StepRecord, StoredModel
 from traces.rows import STEP_COLUMNS, row_step, step_row
+from traces.transactions import Transactions
 
 log = logging.getLogger(__name__)
 
 ENV_VAR = "PORTFOLIO_TRACES"
 DEFAULT_PATH = "traces.db"
 TABLES = ("runs", "plans", "steps", "models", "selection_models", "task_sources", "run_tasks")
-T = TypeVar("T")
 
 
 def default_path() -> str:
@@ -64,12 +57,7 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def _is_locked(error: sqlite3.OperationalError) -> bool:
-    text = str(error).lower()
-    return "locked" in text or "busy" in text
-
-
-class TraceStore:
+class TraceStore(Transactions):
     """The trace database at `path` (default: `$PORTFOLIO_TRACES`, else `./traces.db`), created on first use.
 
     `busy_timeout_ms` is how long SQLite itself waits for another writer; `retries` more attempts follow, with
@@ -151,68 +139,6 @@ class TraceStore:
         new = schema.migrate(self.db, self.path)
         if new != version:
             log.info("trace store %s migrated from schema %d to %d", self.path, version, new)
-
-    # -- transactions ----------------------------------------------------------------------------------------------
-
-    def _retry(self, operation: Callable[[], T]) -> T:
-        """Run `operation` holding the shared connection, retrying on "database is locked" (with the connection
-        released between attempts) and translating SQLite errors to ours. Never rolls anything back: only
-        `_write` ends a transaction, and only the one it began."""
-        delay = self.backoff_s
-        for attempt in range(self.retries + 1):
-            shared = self._shared
-            if shared is None:
-                raise TraceStoreError(f"{self.path}: the trace store is closed.")
-            try:
-                with shared.lock:
-                    if shared.busy_timeout_ms != self.busy_timeout_ms:
-                        shared.conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
-                        shared.busy_timeout_ms = self.busy_timeout_ms
-                    return operation()
-            except sqlite3.OperationalError as error:
-                if not _is_locked(error):
-                    raise self._translate(error) from error
-                if attempt == self.retries:
-                    raise DatabaseLockedError(
-                        f"{self.path}: database still locked by another writer after {self.retries} retries "
-                        f"(busy_timeout {self.busy_timeout_ms} ms each); nothing from this batch was written."
-                    ) from error
-                log.debug("trace store %s locked, retry %d in %.3f s", self.path, attempt + 1, delay)
-                time.sleep(delay * random.uniform(0.5, 1.5))
-                delay = min(delay * 2, 2.0)
-            except sqlite3.DatabaseError as error:
-                raise self._translate(error) from error
-        raise AssertionError("unreachable")
-
-    def _write(self, body: Callable[[], T], *, commit: bool = True) -> T:
-        """Run `body` in one BEGIN IMMEDIATE transaction, retried as a whole when the database is locked. The
-        shared connection's lock is held from BEGIN to COMMIT, so no other thread runs anything in between."""
-
-        def attempt() -> T:
-            conn = self.db.conn
-            if conn.in_transaction:  # someone else's, left open on `db`: neither join nor end it
-                raise TraceStoreError(
-                    f"{self.path}: a transaction is already open on this process's connection (opened through "
-                    "TraceStore.db and not ended); commit or roll it back first."
-                )
-            conn.execute("BEGIN IMMEDIATE")  # if this fails, no transaction began and there is nothing to undo
-            try:
-                result = body()
-                conn.execute("COMMIT" if commit else "ROLLBACK")
-                return result
-            except BaseException:
-                if conn.in_transaction:  # ours: BEGIN above succeeded and the lock kept everyone else out
-                    try:
-                        conn.execute("ROLLBACK")
-                    except sqlite3.Error as error:  # keep the first error; SQLite rolls back on close anyway
-                        log.warning("trace store %s: rollback failed: %s", self.path, error)
-                raise
-
-        return self._retry(attempt)
-
-    def _translate(self, error: sqlite3.Error) -> TraceStoreError:
-        """SQLite's error as ours, named by what the user can do about it."""
-        return translate(self.path, error)
 
     # -- runs and plans ------------------------------------------------------------------------------------------
 

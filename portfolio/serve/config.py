@@ -1,5 +1,7 @@
 """`ServiceConfig`: what a server is started with (`portfolio serve`'s options), validated by pydantic. The
-planner workers get their part of it as a `portfolio.serve.worker.WorkerConfig`."""
+planner workers get their part of it as a `portfolio.serve.worker.WorkerConfig` (`worker_config`, here rather than
+in `portfolio.serve.service` because it is a translation between the two configurations, nothing the service
+does)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from pydantic import BaseModel, Field
 
 from learning.objective import DEFAULT_RETRIES, DEFAULT_SIDE_EFFECT_WEIGHT, Objective
 from portfolio.serve.models import Quality
+from portfolio.serve.pool import default_workers
+from portfolio.serve.worker import WorkerConfig
 
 
 class ServiceConfig(BaseModel):
@@ -40,3 +44,29 @@ class ServiceConfig(BaseModel):
     # Validation runs in processes of its own (`portfolio.serve.validator`) under this deadline and the memory cap.
     validate_budget_s: float = Field(default=10.0, gt=0)
     validators: int | None = Field(default=None, ge=1)  # None: as many as planner workers
+
+
+def worker_config(config: ServiceConfig) -> WorkerConfig:
+    """The part of `config` each planner worker is started with (`Service.start`). Without `fd_workers`, a
+    worker races as many searches as the cores it has to itself, at least one."""
+    return WorkerConfig(
+        delegates=config.delegates,
+        budget_s=config.budget_s,
+        decomposer_budget_s=config.decomposer_budget_s,
+        traces=config.traces,
+        llm_url=config.llm_url,
+        llm_model=config.llm_model,
+        memory_limit_mb=config.memory_limit_mb,
+        fd_workers=config.fd_workers or max(1, default_workers() // config.workers),
+        translator_python=config.translator_python,
+        cache_dir=config.cache_dir,
+        translation_cache=config.translation_cache,
+        explore=config.explore,
+        quality=config.quality,
+        weight=config.weight,
+        objective=config.objective,
+        side_effect_weight=config.side_effect_weight,
+        replan_ms=config.replan_ms,
+        max_retries=config.max_retries,
+        carry_over=config.carry_over,
+    )

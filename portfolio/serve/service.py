@@ -27,7 +27,7 @@ from typing import Any, Literal
 import anyio
 from pydantic import BaseModel
 
-from portfolio.serve.config import ServiceConfig
+from portfolio.serve.config import ServiceConfig, worker_config
 from portfolio.serve.metrics import Metrics
 from portfolio.serve.models import (
     ActionInfo,
@@ -46,9 +46,8 @@ from portfolio.serve.models import (
     ValidateBody,
     Verdict,
 )
-from portfolio.serve.pool import CallOutOfMemory, CallTimedOut, PlannerPool, QueueFull, default_workers
+from portfolio.serve.pool import CallOutOfMemory, CallTimedOut, PlannerPool, QueueFull
 from portfolio.serve.runs import MAX_RUNS, MAX_SOURCES, RunMemory
-from portfolio.serve.worker import WorkerConfig
 from traces.recording import RecordReport
 from traces.task_sources import remember_task_source, task_source
 
@@ -102,27 +101,7 @@ class Service:
         sweep_stale_dirs()  # what a server or worker killed earlier left behind (each worker sweeps too)
         # The memory cap travels in the workers' configuration: each applies it in its own process, so
         # the server's environment (a test's, say) is left alone.
-        worker = WorkerConfig(
-            delegates=self.config.delegates,
-            budget_s=self.config.budget_s,
-            decomposer_budget_s=self.config.decomposer_budget_s,
-            traces=self.config.traces,
-            llm_url=self.config.llm_url,
-            llm_model=self.config.llm_model,
-            memory_limit_mb=self.config.memory_limit_mb,
-            fd_workers=self.config.fd_workers or max(1, default_workers() // self.config.workers),
-            translator_python=self.config.translator_python,
-            cache_dir=self.config.cache_dir,
-            translation_cache=self.config.translation_cache,
-            explore=self.config.explore,
-            quality=self.config.quality,
-            weight=self.config.weight,
-            objective=self.config.objective,
-            side_effect_weight=self.config.side_effect_weight,
-            replan_ms=self.config.replan_ms,
-            max_retries=self.config.max_retries,
-            carry_over=self.config.carry_over,
-        )
+        worker = worker_config(self.config)
         pool = self.pool = PlannerPool(
             worker,
             self.config.workers,

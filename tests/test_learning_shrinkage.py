@@ -1,0 +1,169 @@
+"""Sparse and lopsided evidence still lands where it belongs: failures in one situation go to the object that
+failed there, a few bad groundings among many fine ones keep their weight, a lone grounding's failures stay
+mostly its own, and one or two lucky steps do not price a cell.
+
+Each test is a shape met in a benchmark world, with what the estimate gave before its fix in the docstring.
+Apart from `tests/test_learning_estimator.py` (consistency, generalisation, exploration, the stored format),
+which keeps the `rec` helper they share.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from domains.model import GroundAction
+from learning import FailureModel
+from tests.test_learning_estimator import rec
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_failures_in_a_situation_go_to_the_object_that_failed_there(seed: int) -> None:
+    """The tools world's shape: the cheap engine fails 80% at peak hours (40 steps there, over many job x topic x
+    weather cells) and 4% off-peak; the other engine was only ever tried off-peak. A new job at peak must start
+    pessimistic on the cheap engine and not on the other one: before tokens were shrunk by what their families
+    explain and situations entered through objects only, the other engine took the blame for peak hours
+    (p_fail 0.19-0.57 where it fails 1%), so it was never tried there, and the cheap one started at 0.57-0.59 in
+    three seeds in ten."""
+    rng = random.Random(seed)
+    jobs, topics, steps = [f"job{i}" for i in range(8)], ["pricing", "patents", "hiring"], []
+    for engine, hour, p, count in (
+        ("web-basic", "off-peak", 0.04, 300),
+        ("web-basic", "peak", 0.8, 40),
+        ("web-pro", "off-peak", 0.01, 40),
+    ):
+        for _ in range(count):
+            action = GroundAction("web-search", (rng.choice(jobs), rng.choice(topics), engine))
+            steps.append(
+                rec(len(steps), action, rng.random() < p, hour=hour, weather=rng.choice(["sun", "rain", "fog"]))
+            )
+    model = FailureModel().fit(steps)
+    basic, pro = model.predict_proba(
+        [
+            GroundAction("web-search", ("job-new", "pricing", "web-basic")),
+            GroundAction("web-search", ("job-new", "pricing", "web-pro")),
+        ],
+        {"hour": "peak", "weather": "sun"},
+    )
+    assert basic > 0.6
+    assert pro < 0.15
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_few_bad_roads_among_many_keep_their_weight(seed: int) -> None:
+    """Three bad roads (70%) among forty fine ones (2%), driven both ways by four vehicles: a new vehicle on a bad
+    road starts pessimistic. The road family's variance is set by the many fine roads; with a Gaussian prior
+    around it alone the three were shrunk with them (the least pessimistic 0.28-0.43 over these seeds), with one
+    variance for every token 0.30-0.55, with the Student-t around the family's (`learning.families`) 0.45-0.69."""
+    rng = random.Random(seed)
+    places = [f"p{i}" for i in range(12)]
+    roads = [(a, b) for i, a in enumerate(places) for b in places[i + 1 :]][:40]
+    bad = set(rng.sample(roads, 3))
+    steps = []
+    for _ in range(3000):
+        a, b = rng.choice(roads)
+        p = 0.7 if (a, b) in bad else 0.02
+        a, b = (b, a) if rng.random() < 0.5 else (a, b)
+        steps.append(
+            rec(
+                len(steps),
+                GroundAction("drive", (f"v{rng.randrange(4)}", a, b)),
+                rng.random() < p,
+                weather=rng.choice(["sun", "rain"]),
+            )
+        )
+    model = FailureModel().fit(steps)
+    new = model.predict_proba([GroundAction("drive", ("v-new", a, b)) for a, b in sorted(bad)], {"weather": "sun"})
+    assert min(new) > 0.42
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_few_failures_are_not_drowned_where_most_groundings_agree_with_the_prior(seed: int) -> None:
+    """Sixty fine drives (2%) and one grounding whose objects nothing else has, failed 2 of its 4 steps: where
+    most groundings agree with their prior the prior's strength m fits to its ceiling, and at 50 this one was
+    priced 0.07-0.10 in 9 seeds of 10 (so the planner chose it again and again: the costed world's worst seed);
+    with the ceiling at 10 (`learning.shrinkage.MAX_STRENGTH`) 0.15-0.21."""
+    rng = random.Random(seed)
+    places = [f"p{i}" for i in range(10)]
+    fine = [GroundAction("drive", (f"v{rng.randrange(3)}", a, b)) for a in places for b in places if a != b][:60]
+    steps = [rec(i, g, rng.random() < 0.02, weather="sun") for i, g in enumerate(rng.choice(fine) for _ in range(800))]
+    bad = GroundAction("drive", ("v9", "q1", "q2"))
+    for i, failed in enumerate((True, False, True, False)):
+        steps.insert(rng.randrange(len(steps)), rec(10_000 + i, bad, failed, weather="sun"))
+    model = FailureModel().fit(steps)
+    assert model.predict_proba([bad], {"weather": "sun"})[0] > 0.13
+
+
+def test_one_groundings_failures_stay_mostly_its_own_until_another_repeats_them() -> None:
+    """Without a token model (few steps, one outcome): one grounding failed 8 of 8. Its untried sibling (another
+    engine for the same job and topic) starts near the prior for nothing, far below it; before, the steps were
+    pooled into the action's rate and the sibling started at 0.47 beside the failing one's 0.51. Each further
+    grounding that fails alike raises the rate an untried one starts from (replicated failures generalise)."""
+
+    def search(job: str, engine: str) -> GroundAction:
+        return GroundAction("web-search", (job, "competitors", engine))
+
+    history = [rec(i, search("job1", "web-basic"), True, hour=9 + i) for i in range(8)]
+    model = FailureModel().fit(history)
+    tried, sibling = model.predict_proba([search("job1", "web-basic"), search("job1", "web-pro")])
+    assert tried > 0.5 and sibling < 0.2 and sibling > model.prior_mean
+    starts = [sibling]
+    for job in ("job2", "job3"):
+        history += [rec(len(history), search(job, "web-basic"), True) for _ in range(8)]
+        starts.append(FailureModel().fit(history).predict_proba([search("job9", "web-pro")])[0])
+    assert starts[0] < starts[1] < starts[2] < 0.5, starts
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_with_a_token_model_a_lone_groundings_failures_reach_its_siblings_only_in_part(seed: int) -> None:
+    """300 drives at 2% and one drive to a place nothing else visits, failed 10 of 10: its tokens always occur
+    together, so the L2 prior splits their weight and a sibling (another truck, the other direction, another
+    origin) gets only the share it has in common: 0.08-0.25 beside the failing one's 0.92 (measured; a guard
+    of `learning.model`'s docstring, true before the population prior too)."""
+    rng = random.Random(seed)
+    history = [
+        rec(
+            i,
+            GroundAction("drive", (f"t{rng.randrange(3)}", f"s{rng.randrange(6)}", f"s{rng.randrange(6)}")),
+            rng.random() < 0.02,
+        )
+        for i in range(300)
+    ]
+    history += [rec(1000 + i, GroundAction("drive", ("t0", "s0", "s9")), True) for i in range(10)]
+    p = (
+        FailureModel()
+        .fit(history)
+        .predict_proba(
+            [
+                GroundAction("drive", args)
+                for args in (("t0", "s0", "s9"), ("t1", "s0", "s9"), ("t0", "s9", "s0"), ("t0", "s1", "s9"))
+            ]
+        )
+    )
+    assert p[0] > 0.85 and max(p[1:]) < 0.3, p
+
+
+def test_a_sparse_actions_cells_are_not_priced_by_one_or_two_lucky_steps() -> None:
+    """17 steps of a query that fails about half the time, spread over 15 (grounding, situation) cells (the tools
+    worlds' query-database at episode 160): 13 cells with one step, 2 with two successes. Single steps cannot say
+    how much cells differ, so the prior's strength m keeps its default (`learning.shrinkage.identifies_strength`);
+    fit to them it went to its floor (1) and the two lucky cells were priced 0.14, the unlucky ones 0.65, so the
+    planner queried exactly where it had been lucky."""
+    situations = [
+        {"hour": h, "region": r, "weather": w} for h in ("peak", "off") for r in ("eu", "us") for w in ("sun", "rain")
+    ]
+    steps, i = [], 0
+    for c in range(13):
+        query = GroundAction("query", (f"job{c % 4}", ("pricing", "news", "rules")[c % 3], "db"))
+        steps.append(rec(i, query, c % 13 < 8, **situations[c % 8]))
+        i += 1
+    lucky = [GroundAction("query", (f"job{c}", "news", "db")) for c in (4, 5)]
+    for query in lucky:
+        for _ in range(2):
+            steps.append(rec(i, query, False, **situations[0]))
+            i += 1
+    model = FailureModel().fit(steps)
+    priced_lucky = model.predict_proba(lucky, situations[0])
+    unlucky = model.predict_proba([GroundAction("query", ("job0", "pricing", "db"))], situations[0])
+    assert min(priced_lucky) > 0.2 and unlucky[0] - min(priced_lucky) < 0.3
