@@ -1,10 +1,15 @@
 """Helpers the tests share (paths to ../shared/ipc, IPC problem picking, process trees), imported as
-`from support import ...`; fixtures stay in conftest.py."""
+`from support import ...`; fixtures stay in conftest.py. Also the process-marker helpers the benchmark-runner
+tests share and the one-step trace record the estimator tests build traces from."""
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
+
+from domains.model import GroundAction
+from traces import StepRecord
 
 REPO = Path(__file__).resolve().parents[1]
 IPC = REPO.parent / "shared" / "ipc"
@@ -57,3 +62,44 @@ def descendants(pid: int | None = None) -> dict[int, tuple[str, float]]:
                 found[child] = info[child]
                 frontier.append(child)
     return found
+
+
+def marked_processes(marker: str) -> list[int]:
+    """Live processes whose environment carries `marker` (every descendant of a run inherits it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if marker.encode() in (entry / "environ").read_bytes():
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state != "Z":
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def wait_gone(marker: str, seconds: float = 10.0) -> list[str]:
+    """The command lines of marked processes still alive after `seconds` (empty: all gone)."""
+    deadline = time.monotonic() + seconds
+    while (left := marked_processes(marker)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    lines = []
+    for pid in left:
+        try:
+            lines.append(f"{pid}: " + (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:
+            pass
+    return lines
+
+
+def rec(i: int, action: GroundAction, failed: bool, **features) -> StepRecord:
+    return StepRecord(
+        run_id=f"r{i}",
+        step=0,
+        action=action.name,
+        args=action.args,
+        outcome="failure" if failed else "success",
+        features=features,
+    )

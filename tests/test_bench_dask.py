@@ -13,13 +13,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from support import IPC, REPO
+from support import IPC, REPO, wait_gone
 
 from portfolio.benchsuite import runner, suites
 from portfolio.benchsuite.report import coverage
 from portfolio.benchsuite.store import read_runs, runs_path
 from portfolio.cli import main
-from tests.test_bench_run import wait_gone
 
 distributed = pytest.importorskip("distributed")
 

@@ -10,44 +10,13 @@ import sys
 import time
 import uuid
 from collections import Counter
-from pathlib import Path
 
 import pytest
-from support import IPC, REPO
+from support import IPC, REPO, wait_gone
 
 from portfolio.benchsuite import runner, suites
 from portfolio.benchsuite.order import interleaved
 from portfolio.benchsuite.store import RunLog, read_runs, runs_path
-
-
-def marked_processes(marker: str) -> list[int]:
-    """Live processes whose environment carries `marker` (every descendant of a run inherits it)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if marker.encode() in (entry / "environ").read_bytes():
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-                if state != "Z":
-                    found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
-def wait_gone(marker: str, seconds: float = 10.0) -> list[str]:
-    """The command lines of marked processes still alive after `seconds` (empty: all gone)."""
-    deadline = time.monotonic() + seconds
-    while (left := marked_processes(marker)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    lines = []
-    for pid in left:
-        try:
-            lines.append(f"{pid}: " + (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode())
-        except OSError:
-            pass
-    return lines
 
 
 def test_runs_record_validated_properties(tmp_path):

@@ -14,22 +14,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import rec
 
 from domains.model import GroundAction
 from learning import FailureModel, ModelFormatError, load_latest, model_from_bytes, model_to_bytes, retrain
 from learning.explore import explore_p_fail
 from traces import StepRecord, TraceStore
-
-
-def rec(i: int, action: GroundAction, failed: bool, **features) -> StepRecord:
-    return StepRecord(
-        run_id=f"r{i}",
-        step=0,
-        action=action.name,
-        args=action.args,
-        outcome="failure" if failed else "success",
-        features=features,
-    )
 
 
 @st.composite

@@ -12,10 +12,10 @@ from __future__ import annotations
 import random
 
 import pytest
+from support import rec
 
 from domains.model import GroundAction
 from learning import FailureModel
-from tests.test_learning_estimator import rec
 
 
 @pytest.mark.parametrize("seed", range(10))

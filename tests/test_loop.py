@@ -3,9 +3,8 @@ every executed step in the (real, temporary) trace store."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
+from loop_world import B, C, D, SpyPlanner, Start, chain
 
 from domains.ground_text import parse_ground_action
 from domains.typed_actions import ReplanRequested, action, fact, replan_when
@@ -14,57 +13,6 @@ from portfolio.agent import Agent
 from portfolio.agent.failures import Category, Decision, Failure, InfeasibleFailure, TransientFailure, classify, decide
 from portfolio.agent.loop_types import LoopConfig, divergence
 from traces.store import TraceStore
-
-
-@dataclass
-class Start:
-    text: str = "go"
-
-
-@dataclass
-class B:
-    v: int = 1
-
-
-@dataclass
-class C:
-    v: int = 2
-
-
-@dataclass
-class D:
-    v: int = 3
-
-
-def chain(**fails):
-    """start -> B -> C -> D, plus a dearer alternative route to C. `fails` maps action names to exceptions."""
-
-    def maybe(name):
-        if name in fails:
-            error = fails[name]
-            raise error() if isinstance(error, type) else error
-
-    @action(cost=1)
-    def make_b(s: Start) -> B:
-        maybe("make_b")
-        return B()
-
-    @action(cost=1)
-    def make_c(b: B) -> C:
-        maybe("make_c")
-        return C()
-
-    @action(cost=5)
-    def make_c_slowly(b: B) -> C:
-        maybe("make_c_slowly")
-        return C(9)
-
-    @action(cost=1, goal=True)
-    def make_d(b: B, c: C) -> D:
-        maybe("make_d")
-        return D()
-
-    return [make_b, make_c, make_c_slowly, make_d]
 
 
 def agent(actions, **options):
@@ -336,20 +284,6 @@ def test_classification_and_decisions():
     assert decide(transient, 2, 2, 0, 5) is Decision.REFINE
     assert decide(transient, 2, 2, 5, 5) is Decision.CONCEDE
     assert decide(Failure("(a)", Category.INFEASIBLE, False, "x"), 0, 2, 0, 5) is Decision.CONCEDE
-
-
-class SpyPlanner:
-    """The real planner, with the critiques of every call kept for inspection."""
-
-    def __init__(self, planner):
-        self.planner, self.critiques = planner, []
-
-    def plan(self, task, **kwargs):
-        self.critiques.append(list(kwargs.get("critiques", ())))
-        return self.planner.plan(task, **kwargs)
-
-    def reload_model(self):
-        self.planner.reload_model()
 
 
 def test_critiques_reach_the_next_planning_call_and_the_critic_is_used():

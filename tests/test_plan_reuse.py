@@ -79,9 +79,10 @@ def test_a_later_suffix_is_reused_when_a_step_happened_anyway(blocks, first):
 
 
 def test_the_agent_loop_offers_the_rest_of_the_plan_on_scheduled_replans_only():
+    from loop_world import D, SpyPlanner, Start, chain
+
     from portfolio.agent import Agent
     from portfolio.delegates.registry import AGENT_DELEGATES, build_stages
-    from tests.test_loop import D, SpyPlanner, Start, chain
 
     class Recording(SpyPlanner):
         def __init__(self, planner):
