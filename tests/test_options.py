@@ -75,3 +75,17 @@ def test_a_budget_beside_given_stages_is_an_error_not_ignored():
         Planner(stages, budget_s=5.0, warm=False)
     for stage in stages:
         stage.close()
+
+
+@pytest.mark.parametrize("budget", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_tier_budget_must_be_finite_and_positive(budget):
+    """An infinite budget used to overflow select()'s timeout inside the delegates; zero, negative and nan ones
+    quietly left the tier no time."""
+    with pytest.raises(ValueError, match="budget_s: expected a finite number of seconds > 0"):
+        Tier("classical", [], budget)
+
+
+def test_a_decomposer_budget_of_zero_is_refused_not_replaced_by_the_default():
+    """`decomposer_budget_s=0` used to mean the default 30 s, without a word."""
+    with pytest.raises(ValueError, match="budget_s: expected a finite number of seconds > 0"):
+        build_stages(["goal-agenda"], decomposer_budget_s=0)

@@ -12,6 +12,7 @@ from portfolio.commands.common import (
     add_traces_argument,
     add_translator_python_argument,
     fail_bad_input,
+    seconds_type,
     time_params,
 )
 from portfolio.commands.situation import FeaturesError, add_features_arguments, parse_features
@@ -73,7 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--task", metavar="FILE", help="a JSON task file instead of DOMAIN PROBLEM")
     parser.add_argument(
         "--budget",
-        type=float,
+        type=seconds_type,
         default=1.0,
         metavar="S",
         help="seconds for the classical tier, all delegates together (default: 1.0)",
@@ -144,7 +145,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--llm-model", default=None, metavar="NAME", help="model name for --llm-url")
     parser.add_argument(
         "--decomposer-budget",
-        type=float,
+        type=seconds_type,
         default=30.0,
         metavar="S",
         help="seconds for the decomposer tier (default: 30)",

@@ -13,6 +13,7 @@ from portfolio.commands.common import (
     add_traces_argument,
     add_translator_python_argument,
     fail_bad_input,
+    seconds_type,
     store_error_types,
 )
 
@@ -64,17 +65,17 @@ def _add_planner_arguments(parser: argparse.ArgumentParser, workers_default: int
     )
     parser.add_argument(
         "--budget",
-        type=float,
+        type=seconds_type,
         default=1.0,
         metavar="S",
         help="classical tier budget when a request gives none (default 1.0)",
     )
     parser.add_argument(
-        "--max-budget", type=float, default=30.0, metavar="S", help="cap on a request's own budget (default 30)"
+        "--max-budget", type=seconds_type, default=30.0, metavar="S", help="cap on a request's own budget (default 30)"
     )
     parser.add_argument(
         "--decomposer-budget",
-        type=float,
+        type=seconds_type,
         default=30.0,
         metavar="S",
         help="seconds for the decomposer tier (default 30)",
@@ -115,7 +116,7 @@ def _add_planner_arguments(parser: argparse.ArgumentParser, workers_default: int
     parser.add_argument("--no-cache", action="store_true", help="workers neither read nor write the cache")
     parser.add_argument(
         "--validate-budget",
-        type=float,
+        type=seconds_type,
         default=10.0,
         metavar="S",
         help="seconds a plan check may take in its validator process before it is killed and "
