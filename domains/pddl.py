@@ -24,6 +24,7 @@ from domains.pddl_domain import _define, _requirements, parse_domain
 from domains.pddl_formulas import (
     TOTAL_COST,
     _atom,
+    _check_new_object,
     _Ctx,
     _expect_list,
     _expect_name,
@@ -73,7 +74,8 @@ def parse_problem(text: str, domain: Domain, file: str | None = None) -> Problem
         elif key == ":requirements":
             _requirements(ctx, section)
         elif key == ":objects":
-            for obj, type_name, _ in _typed_list(ctx, section, 1, "object"):
+            for obj, type_name, line in _typed_list(ctx, section, 1, "object"):
+                _check_new_object(ctx, obj, line)
                 ctx.objects[obj] = type_name
                 objects.append((obj, type_name))
         elif key == ":init":

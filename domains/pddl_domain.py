@@ -16,7 +16,16 @@ from __future__ import annotations
 from domains.errors import ArityError, PDDLSyntaxError, UndefinedSymbolError, UnsupportedFeatureError
 from domains.features import axiom_strata
 from domains.model import OBJECT, TRUE, ActionSchema, Atom, Axiom, Cost, Domain, Effect, Parameter, Predicate
-from domains.pddl_formulas import _Ctx, _effects, _expect_list, _expect_name, _formula, _parameters, _typed_list
+from domains.pddl_formulas import (
+    _check_new_object,
+    _Ctx,
+    _effects,
+    _expect_list,
+    _expect_name,
+    _formula,
+    _parameters,
+    _typed_list,
+)
 from domains.sexpr import SList, new_list, read_sexpr
 
 __all__ = ["SUPPORTED_REQUIREMENTS", "distinct_parameters", "parse_domain"]
@@ -117,7 +126,8 @@ def parse_domain(text: str, file: str | None = None) -> Domain:
                     ctx.types.add(parent)
                     types.append((parent, OBJECT))
         elif key == ":constants":
-            for obj, type_name, _ in _typed_list(ctx, section, 1, "constant"):
+            for obj, type_name, line in _typed_list(ctx, section, 1, "constant"):
+                _check_new_object(ctx, obj, line)
                 ctx.objects[obj] = type_name
                 constants.append((obj, type_name))
         elif key == ":predicates":
