@@ -146,3 +146,20 @@ def test_retrain_keep_prunes_old_model_versions(tmp_path: Path, capsys: pytest.C
         assert [v for (v,) in store.db.execute("SELECT version FROM models ORDER BY version")] == [3, 4]
     assert run("retrain", "--traces", db, "--keep", "0") == 2
     assert "--keep must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option", ["--half-life", "--prior-strength", "--prior-mean"])
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_retrain_refuses_a_parameter_that_is_not_finite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str
+) -> None:
+    """`--half-life nan|inf` and `--prior-strength inf` passed the `<= 0` check and ended in scikit-learn's
+    traceback (exit 1); nothing is trained, nothing is lost."""
+    db = str(tmp_path / "t.db")
+    lines = [json.dumps(LINE | {"step": i, "outcome": "failure" if i % 3 else "success"}) for i in range(30)]
+    assert run("traces", "import", write(tmp_path / "in.jsonl", lines), "--traces", db) == 0
+    capsys.readouterr()
+    assert run("retrain", "--traces", db, option, value) == 2
+    assert "finite" in capsys.readouterr().err
+    assert run("traces", "stats", "--traces", db) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[:2] == ["drive", "30"]
