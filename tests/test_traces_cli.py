@@ -163,3 +163,24 @@ def test_retrain_refuses_a_parameter_that_is_not_finite(
     assert "finite" in capsys.readouterr().err
     assert run("traces", "stats", "--traces", db) == 0
     assert capsys.readouterr().out.splitlines()[1].split()[:2] == ["drive", "30"]
+
+
+def test_numbers_sqlite_or_json_cannot_hold_are_bad_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A step number beyond 64 bits was an OverflowError traceback from SQLite that wrote none of the file's
+    steps; an infinite duration (1e400) or feature was stored, shown as `inf` by stats and exported as null."""
+    db = str(tmp_path / "t.db")
+    assert run("traces", "import", write(tmp_path / "ok.jsonl", [json.dumps(LINE)]), "--traces", db) == 0
+    lines = [
+        json.dumps(LINE | {"step": 1}),
+        json.dumps(LINE | {"step": 2**64}),
+        json.dumps(LINE | {"step": 3, "generation": 2**64}),
+        '{"run_id": "r1", "step": 4, "action": "drive", "outcome": "success", "duration_ms": 1e400}',
+        '{"run_id": "r1", "step": 5, "action": "drive", "outcome": "success", "features": {"load": 1e400}}',
+    ]
+    capsys.readouterr()
+    assert run("traces", "import", write(tmp_path / "bad.jsonl", lines), "--traces", db) == 1
+    err = capsys.readouterr().err
+    for line, field in ((2, "step"), (3, "generation"), (4, "duration_ms"), (5, "features.load")):
+        assert f"bad.jsonl:{line}: skipped: {field}" in err, err
+    assert run("traces", "export", "--traces", db) == 0
+    assert [json.loads(x)["step"] for x in capsys.readouterr().out.splitlines()] == [0, 1]
