@@ -184,3 +184,28 @@ def test_numbers_sqlite_or_json_cannot_hold_are_bad_lines(tmp_path: Path, capsys
         assert f"bad.jsonl:{line}: skipped: {field}" in err, err
     assert run("traces", "export", "--traces", db) == 0
     assert [json.loads(x)["step"] for x in capsys.readouterr().out.splitlines()] == [0, 1]
+
+
+@pytest.mark.parametrize("suffix", ["", "-wal"])
+def test_export_onto_the_store_itself_is_refused_and_the_store_survives(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str
+) -> None:
+    """`traces export -o traces.db --traces traces.db` used to replace the database (models, runs and all) with
+    a JSONL file of its steps."""
+    db = str(tmp_path / "t.db")
+    assert run("traces", "import", write(tmp_path / "in.jsonl", [json.dumps(LINE)]), "--traces", db) == 0
+    capsys.readouterr()
+    assert run("traces", "export", "--traces", db, "-o", db + suffix) == 2
+    assert "is the trace database itself" in capsys.readouterr().err
+    assert run("traces", "stats", "--traces", db) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[:2] == ["drive", "1"]
+
+
+def test_importing_the_store_itself_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`traces import traces.db --traces traces.db` read the live database with a plain open(), whose close
+    drops the process's SQLite locks (traces/connection.py), and then called it not UTF-8 text."""
+    db = str(tmp_path / "t.db")
+    assert run("traces", "import", write(tmp_path / "in.jsonl", [json.dumps(LINE)]), "--traces", db) == 0
+    capsys.readouterr()
+    assert run("traces", "import", db, "--traces", db) == 2
+    assert "is the trace database itself; expected a JSONL file" in capsys.readouterr().err
