@@ -152,8 +152,14 @@ def _literal(ctx: _Ctx, text: str, scope: dict[str, str], where: str, atom_only:
             return _atom(ctx, root[0], scope, where)
         formula = _formula(ctx, root, 0, scope, where)
     except TaskInputError as error:
-        raise type(error)(f"{where}: {error.message} (in {text!r})", file=ctx.file) from None
+        raise type(error)(f"{_named_once(where, error.message)} (in {text!r})", file=ctx.file) from None
     return formula
+
+
+def _named_once(where: str, message: str) -> str:
+    """`where: message`, unless the PDDL check already named the field (`goal[2]: predicate ...`, `init[6]
+    mentions ...`): it was then named twice, `goal[2]: goal[2]: predicate ...`."""
+    return message if message.startswith(where) else f"{where}: {message}"
 
 
 def _effect_list(ctx: _Ctx, text: str, scope: dict[str, str], where: str) -> list[Effect]:
@@ -163,7 +169,7 @@ def _effect_list(ctx: _Ctx, text: str, scope: dict[str, str], where: str) -> lis
     try:
         _effects(ctx, _one_expression(text), 0, scope, where, (), TRUE, out, costs)
     except TaskInputError as error:
-        raise type(error)(f"{where}: {error.message} (in {text!r})", file=ctx.file) from None
+        raise type(error)(f"{_named_once(where, error.message)} (in {text!r})", file=ctx.file) from None
     if costs:
         raise UnsupportedFeatureError(
             f"{where}: give the action's cost in its 'cost' field, not as an effect (in {text!r}).", file=ctx.file
