@@ -376,3 +376,61 @@ def test_an_object_declared_twice_is_refused_with_its_line(domain: str, problem:
     error = _error(TaskInputError, domain, problem)
     assert (error.file, error.line) == ("prob.pddl", line), error
     assert f"object '{name}' is declared twice" in str(error)
+
+
+@pytest.mark.parametrize(
+    "domain,problem,where,message",
+    [
+        (
+            DOMAIN.replace("(clear ?x - block))", "(clear ?x - block))\n  (:predicates (free ?x - block))"),
+            None,
+            ("dom.pddl", 5),
+            "a second '(:predicates ...)' section",
+        ),
+        (
+            DOMAIN.replace("(:types block - object)", "(:types block - object)\n  (:types cube - object)"),
+            None,
+            ("dom.pddl", 4),
+            "a second '(:types ...)' section",
+        ),
+        (
+            DOMAIN.replace("(not (clear ?y)))))", "(not (clear ?y))))\n  (:constants t - block))"),
+            None,
+            ("dom.pddl", 9),
+            "'(:constants ...)' after the first :action or :derived",
+        ),
+        (
+            DOMAIN,
+            PROBLEM.replace("(:goal (on a b)))", "(:goal (on a b))\n  (:goal (on b a)))"),
+            ("prob.pddl", 7),
+            ":goal",
+        ),
+        (DOMAIN, PROBLEM.replace("(clear b))", "(clear b))\n  (:init (clear a))"), ("prob.pddl", 6), ":init"),
+        (
+            DOMAIN,
+            PROBLEM.replace(
+                "  (:init (clear a)\n         (clear b))\n  (:goal (on a b)))", "  (:goal (on a b))\n  (:init))"
+            ),
+            ("prob.pddl", 5),
+            ":init",
+        ),
+        (DOMAIN, PROBLEM.replace("  (:init (clear a)\n         (clear b))\n", ""), ("prob.pddl", 1), "(:init ...)"),
+    ],
+    ids=[
+        "two-predicates",
+        "two-types",
+        "constants-after-action",
+        "two-goals",
+        "two-inits",
+        "init-after-goal",
+        "no-init",
+    ],
+)
+def test_sections_fast_downward_refuses_are_refused_with_their_line(domain, problem, where, message) -> None:
+    """Fast Downward's translator refuses a domain section given twice or after the actions, and a problem
+    whose sections are not domain, requirements, objects, init, goal, metric, in that order, each once: these
+    used to surface as every delegate failing (exit 1). A second :types section also replaced the first, so the
+    error came later, as an undefined type in the problem."""
+    error = _error(TaskInputError, domain, problem)
+    assert (error.file, error.line) == where, error
+    assert message in str(error), error
