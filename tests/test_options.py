@@ -89,3 +89,20 @@ def test_a_decomposer_budget_of_zero_is_refused_not_replaced_by_the_default():
     """`decomposer_budget_s=0` used to mean the default 30 s, without a word."""
     with pytest.raises(ValueError, match="budget_s: expected a finite number of seconds > 0"):
         build_stages(["goal-agenda"], decomposer_budget_s=0)
+
+
+@pytest.mark.parametrize("text", ["fast-downward=inf", "fast-downward=nan", "fast-downward=0", "pyperplan=-1"])
+def test_a_share_must_be_finite_and_positive(text):
+    """`--shares fast-downward=inf` used to pass, and Fast Downward's slice of the tier came out NaN: its
+    attempt ended in `ValueError: Invalid value NaN`."""
+    from portfolio.commands.plan_cmd import parse_shares
+
+    with pytest.raises(ValueError, match="expected NAME=WEIGHT with a finite positive weight"):
+        parse_shares(text)
+
+
+def test_a_tier_refuses_an_infinite_share():
+    from portfolio.delegates.pyperplan import Pyperplan
+
+    with Pyperplan() as pyperplan, pytest.raises(ValueError, match="shares must be finite and positive"):
+        Tier("classical", [pyperplan], 1.0, shares=[float("inf")])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from portfolio.commands.common import (
@@ -205,8 +206,8 @@ def parse_shares(text: str | None) -> dict[str, float]:
             value = float(weight) if sep else float("nan")
         except ValueError:
             value = float("nan")
-        if not value > 0:
-            raise ValueError(f"--shares: expected NAME=WEIGHT with a positive weight, got {item.strip()!r}")
+        if not (math.isfinite(value) and value > 0):  # inf passed `> 0` and made Fast Downward's slice NaN
+            raise ValueError(f"--shares: expected NAME=WEIGHT with a finite positive weight, got {item.strip()!r}")
         shares[name.strip()] = value
     return shares
 

@@ -42,8 +42,8 @@ class Tier(Resource):
         if self.shares is not None:
             if len(self.shares) != len(self.delegates):
                 raise ValueError(f"tier {self.name}: {len(self.shares)} shares for {len(self.delegates)} delegates")
-            if any(share <= 0 for share in self.shares):
-                raise ValueError(f"tier {self.name}: shares must be positive, got {list(self.shares)}")
+            if not all(math.isfinite(share) and share > 0 for share in self.shares):  # inf: NaN slices
+                raise ValueError(f"tier {self.name}: shares must be finite and positive, got {list(self.shares)}")
 
     def share_of(self, index: int) -> float:
         if self.shares is not None:
