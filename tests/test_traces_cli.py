@@ -209,3 +209,13 @@ def test_importing_the_store_itself_is_refused(tmp_path: Path, capsys: pytest.Ca
     capsys.readouterr()
     assert run("traces", "import", db, "--traces", db) == 2
     assert "is the trace database itself; expected a JSONL file" in capsys.readouterr().err
+
+
+def test_a_file_that_cannot_be_read_is_named_without_a_line_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """A missing file was `1 bad line(s) in steps.jsonl, 0 step(s) imported: steps.jsonl:0: cannot read the file
+    (No such file or directory). Each line must be one JSON object ...`: no line of it was read, let alone bad."""
+    missing = str(tmp_path / "steps.jsonl")
+    assert run("traces", "import", missing, "--traces", str(tmp_path / "t.db")) == 2
+    err = capsys.readouterr().err
+    assert f"portfolio: error: {missing}: cannot read the file (No such file or directory); nothing imported." in err
+    assert ":0:" not in err and "bad line" not in err
