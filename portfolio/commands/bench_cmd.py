@@ -244,6 +244,11 @@ def run_latency(args: argparse.Namespace) -> int:
     from portfolio.benchsuite import measure
     from portfolio.benchsuite.suites import benchmark_pairs
 
+    # --rounds 0 ended in statistics' "no median for empty data", --budget 0 or inf in Tier's ValueError
+    if args.rounds < 1 or args.per_domain < 1:
+        return fail_bad_input(f"--rounds and --per-domain must be >= 1, got {args.rounds} and {args.per_domain}")
+    if not (math.isfinite(args.budget) and args.budget > 0):
+        return fail_bad_input(f"--budget must be a finite number > 0, got {args.budget}")
     if args.ipc.is_file():
         if not args.coverage:
             return fail_bad_input(f"{args.ipc} is a pairs file: it only works with --coverage")
