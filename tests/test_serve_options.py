@@ -26,3 +26,16 @@ def test_the_message_names_the_option_as_typed():
     """`--fd-workers 0` was reported as `--fd_workers`, an option that does not exist."""
     with pytest.raises(ValueError, match="^--fd-workers: "):
         service_config(build_parser().parse_args(["serve", "--workers", "1", "--fd-workers", "0"]))
+
+
+@pytest.mark.parametrize("field", ["budget_s", "max_budget_s", "decomposer_budget_s", "validate_budget_s"])
+def test_an_embedded_service_config_refuses_an_infinite_budget(field):
+    """inf reached the planner workers' JSON configuration as null, and every worker died at birth, again and
+    again; `portfolio serve` refuses it at the option, a `ServiceConfig` built in Python now too."""
+    from pydantic import ValidationError
+
+    from portfolio.serve.config import ServiceConfig
+
+    given = {"workers": 1, "queue": 1, "budget_s": 1.0, "max_budget_s": 30.0, "decomposer_budget_s": 30.0}
+    with pytest.raises(ValidationError, match="finite number"):
+        ServiceConfig(**(given | {field: float("inf")}), delegates=["fast-downward"], memory_limit_mb=1024)
