@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -82,7 +83,7 @@ class JsonAction(_Strict):
         description="Other PDDL effects: conditional "
         "'(when <condition> <effect>)' and universal '(forall (<variables>) <effect>)'.",
     )
-    cost: float | None = Field(None, ge=0, description="Non-negative action cost; omit for unit-cost tasks.")
+    cost: float | None = Field(None, ge=0, description="Action cost, a whole number >= 0; omit for unit-cost tasks.")
 
 
 class JsonDerived(_Strict):
@@ -151,8 +152,14 @@ def _literal(ctx: _Ctx, text: str, scope: dict[str, str], where: str, atom_only:
             return _atom(ctx, root[0], scope, where)
         formula = _formula(ctx, root, 0, scope, where)
     except TaskInputError as error:
-        raise type(error)(f"{where}: {error.message} (in {text!r})", file=ctx.file) from None
+        raise type(error)(f"{_named_once(where, error.message)} (in {text!r})", file=ctx.file) from None
     return formula
+
+
+def _named_once(where: str, message: str) -> str:
+    """`where: message`, unless the PDDL check already named the field (`goal[2]: predicate ...`, `init[6]
+    mentions ...`): it was then named twice, `goal[2]: goal[2]: predicate ...`."""
+    return message if message.startswith(where) else f"{where}: {message}"
 
 
 def _effect_list(ctx: _Ctx, text: str, scope: dict[str, str], where: str) -> list[Effect]:
@@ -162,7 +169,7 @@ def _effect_list(ctx: _Ctx, text: str, scope: dict[str, str], where: str) -> lis
     try:
         _effects(ctx, _one_expression(text), 0, scope, where, (), TRUE, out, costs)
     except TaskInputError as error:
-        raise type(error)(f"{where}: {error.message} (in {text!r})", file=ctx.file) from None
+        raise type(error)(f"{_named_once(where, error.message)} (in {text!r})", file=ctx.file) from None
     if costs:
         raise UnsupportedFeatureError(
             f"{where}: give the action's cost in its 'cost' field, not as an effect (in {text!r}).", file=ctx.file
@@ -208,6 +215,7 @@ def _build(spec: JsonTask, file: str | None) -> Task:
         if parent not in ctx.types:
             raise SchemaError(f"types[{i}].parent: undefined type '{parent}'; declare it in 'types'.", file=file)
     _check_types(ctx, [(f"objects[{i}].type", o.type) for i, o in enumerate(spec.objects)])
+    _check_unique_objects(spec.objects, file)
     predicates = []
     for i, p in enumerate(spec.predicates):
         types_used = [_either_type(ctx, f"predicates[{i}].parameters[{j}]", t) for j, t in enumerate(p.parameters)]
@@ -286,8 +294,25 @@ def _check_types(ctx: _Ctx, uses: list[tuple[str, str]]) -> None:
             raise SchemaError(f"{where}: undefined type '{type_name}'; declare it in 'types'.", file=ctx.file)
 
 
+def _check_unique_objects(objects: list[JsonObject], file: str | None) -> None:
+    """Fast Downward's translator refuses an object listed twice; its ParseError surfaced as every delegate
+    failing (exit 1) instead of bad input naming the entry."""
+    seen: set[str] = set()
+    for i, obj in enumerate(objects):
+        if obj.name in seen:
+            raise SchemaError(f"objects[{i}].name: object '{obj.name}' is listed twice; expected each once.", file=file)
+        seen.add(obj.name)
+
+
 def _action(ctx: _Ctx, index: int, action: JsonAction) -> ActionSchema:
     where = f"actions[{index}]"
+    # Fast Downward reads whole costs only: 2.5 was its ParseError (every delegate failed), and an infinite
+    # cost (1e400 in the file) made its translator call the task unsolvable.
+    if action.cost is not None and not (math.isfinite(action.cost) and action.cost.is_integer()):
+        raise SchemaError(
+            f"{where}.cost: expected a whole number >= 0, got {action.cost!r} (Fast Downward reads no other costs).",
+            file=ctx.file,
+        )
     _check_types(ctx, [(f"{where}.parameters[{j}].type", p.type) for j, p in enumerate(action.parameters)])
     scope = {p.name: p.type for p in action.parameters}
     if len(scope) != len(action.parameters):

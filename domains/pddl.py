@@ -24,6 +24,7 @@ from domains.pddl_domain import _define, _requirements, parse_domain
 from domains.pddl_formulas import (
     TOTAL_COST,
     _atom,
+    _check_new_object,
     _Ctx,
     _expect_list,
     _expect_name,
@@ -46,6 +47,26 @@ def _domain_ctx(domain: Domain, file: str | None) -> _Ctx:
     return ctx
 
 
+# A problem's sections as Fast Downward's translator reads them: in this order, each at most once, :init and
+# :goal required. Another order, a repeat or a missing :init was its ParseError, which surfaced as every delegate
+# failing (exit 1); here a second :goal also replaced the first.
+PROBLEM_SECTIONS = (":domain", ":requirements", ":objects", ":init", ":goal", ":metric")
+
+
+def _check_section_order(ctx: _Ctx, section: SList, key: str, last: int) -> int:
+    """The position of `key` in `PROBLEM_SECTIONS`, after `last`, the position of the section before it."""
+    position = PROBLEM_SECTIONS.index(key)
+    if position <= last:
+        where = "again" if position == last else f"after '({PROBLEM_SECTIONS[last]} ...)'"
+        ctx.fail(
+            PDDLSyntaxError,
+            f"'({key} ...)' {where}; expected the sections {', '.join(PROBLEM_SECTIONS)} in this order, each once.",
+            section,
+            0,
+        )
+    return position
+
+
 def parse_problem(text: str, domain: Domain, file: str | None = None) -> Problem:
     """Read a PDDL problem for `domain`; objects, predicates and functions are checked against it."""
     ctx = _domain_ctx(domain, file)
@@ -56,10 +77,13 @@ def parse_problem(text: str, domain: Domain, file: str | None = None) -> Problem
     numeric: list[tuple[FunctionTerm, float]] = []
     goal: Formula = TRUE
     minimize = False
-    has_goal = False
+    has_goal = has_init = False
+    last = -1
     for index in range(2, len(top)):
         section = _expect_list(ctx, top, index, "a problem section such as '(:init ...)'")
         key = section[0] if section and isinstance(section[0], str) else ""
+        if key in PROBLEM_SECTIONS:
+            last = _check_section_order(ctx, section, key, last)
         if key == ":domain":
             domain_name = _expect_name(ctx, section, 1, "the domain name")
             if domain_name != domain.name:
@@ -73,10 +97,12 @@ def parse_problem(text: str, domain: Domain, file: str | None = None) -> Problem
         elif key == ":requirements":
             _requirements(ctx, section)
         elif key == ":objects":
-            for obj, type_name, _ in _typed_list(ctx, section, 1, "object"):
+            for obj, type_name, line in _typed_list(ctx, section, 1, "object"):
+                _check_new_object(ctx, obj, line)
                 ctx.objects[obj] = type_name
                 objects.append((obj, type_name))
         elif key == ":init":
+            has_init = True
             for i in range(1, len(section)):
                 fact = _expect_list(ctx, section, i, "an initial fact '(pred obj ...)'")
                 if fact and fact[0] == "=" and len(fact) == 3 and isinstance(fact[1], SList):
@@ -116,6 +142,8 @@ def parse_problem(text: str, domain: Domain, file: str | None = None) -> Problem
             )
     if not domain_name:
         raise PDDLSyntaxError(f"problem '{name}' has no '(:domain <name>)' section.", file=file, line=top.line)
+    if not has_init:
+        raise PDDLSyntaxError(f"problem '{name}' has no '(:init ...)' section.", file=file, line=top.line)
     if not has_goal:
         raise PDDLSyntaxError(f"problem '{name}' has no '(:goal ...)' section.", file=file, line=top.line)
     return Problem(name, domain_name, tuple(objects), frozenset(init), tuple(numeric), goal, minimize)

@@ -16,7 +16,16 @@ from __future__ import annotations
 from domains.errors import ArityError, PDDLSyntaxError, UndefinedSymbolError, UnsupportedFeatureError
 from domains.features import axiom_strata
 from domains.model import OBJECT, TRUE, ActionSchema, Atom, Axiom, Cost, Domain, Effect, Parameter, Predicate
-from domains.pddl_formulas import _Ctx, _effects, _expect_list, _expect_name, _formula, _parameters, _typed_list
+from domains.pddl_formulas import (
+    _check_new_object,
+    _Ctx,
+    _effects,
+    _expect_list,
+    _expect_name,
+    _formula,
+    _parameters,
+    _typed_list,
+)
 from domains.sexpr import SList, new_list, read_sexpr
 
 __all__ = ["SUPPORTED_REQUIREMENTS", "distinct_parameters", "parse_domain"]
@@ -90,6 +99,30 @@ def distinct_parameters(params: tuple[Parameter, ...]) -> tuple[Parameter, ...]:
     return tuple(result)
 
 
+# The sections before the first :action or :derived, each at most once, as Fast Downward's translator reads them
+# (their order is free: it only warns). A repeat, or one after the actions, was its ParseError, which surfaced as
+# every delegate failing (exit 1); a second :types section also replaced the first here.
+HEADER_SECTIONS = (":requirements", ":types", ":constants", ":predicates", ":functions")
+
+
+def _check_header_section(ctx: _Ctx, section: SList, key: str, seen: set[str], after_actions: bool) -> None:
+    if key in seen:
+        ctx.fail(
+            PDDLSyntaxError,
+            f"a second '({key} ...)' section; expected each of {', '.join(HEADER_SECTIONS)} at most once.",
+            section,
+            0,
+        )
+    if after_actions:
+        ctx.fail(
+            PDDLSyntaxError,
+            f"'({key} ...)' after the first :action or :derived; expected {', '.join(HEADER_SECTIONS)} before them.",
+            section,
+            0,
+        )
+    seen.add(key)
+
+
 def parse_domain(text: str, file: str | None = None) -> Domain:
     """Read a PDDL domain; raise a `TaskInputError` subclass with file and line on bad input."""
     ctx = _Ctx(file)
@@ -102,9 +135,12 @@ def parse_domain(text: str, file: str | None = None) -> Domain:
     actions: list[ActionSchema] = []
     axioms: list[Axiom] = []
     derived_lines: dict[str, int] = {}
+    seen: set[str] = set()
     for index in range(2, len(top)):
         section = _expect_list(ctx, top, index, "a domain section such as '(:predicates ...)'")
         key = section[0] if section and isinstance(section[0], str) else ""
+        if key in HEADER_SECTIONS:
+            _check_header_section(ctx, section, key, seen, after_actions=bool(actions or axioms))
         if key == ":requirements":
             requirements = _requirements(ctx, section)
         elif key == ":types":
@@ -117,7 +153,8 @@ def parse_domain(text: str, file: str | None = None) -> Domain:
                     ctx.types.add(parent)
                     types.append((parent, OBJECT))
         elif key == ":constants":
-            for obj, type_name, _ in _typed_list(ctx, section, 1, "constant"):
+            for obj, type_name, line in _typed_list(ctx, section, 1, "constant"):
+                _check_new_object(ctx, obj, line)
                 ctx.objects[obj] = type_name
                 constants.append((obj, type_name))
         elif key == ":predicates":

@@ -13,6 +13,7 @@ readers, not an API.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -339,8 +340,31 @@ def _cost(ctx: _Ctx, expr: SList, scope: dict[str, str], where: str, nested: boo
     return _number(ctx, expr, 2, where)
 
 
+def _check_new_object(ctx: _Ctx, name: str, line: int) -> None:
+    """Fast Downward's translator refuses an object declared twice (a domain constant counts), and its
+    ParseError surfaced as every delegate failing (exit 1) instead of bad input at the line."""
+    if name in ctx.objects:
+        ctx.fail_at(
+            PDDLSyntaxError,
+            f"object '{name}' is declared twice (in :objects or as a constant of the domain); expected each "
+            "object once.",
+            line,
+        )
+
+
 def _number(ctx: _Ctx, parent: SList, index: int, where: str) -> float:
+    """A cost constant (an action's, or a cost function's value in the initial state): a whole number >= 0, the
+    only numbers Fast Downward's translator reads. Its ParseError on `-3` or `2.5` surfaced as every delegate
+    failing (exit 1), and `nan`/`inf` were read as numbers."""
     try:
-        return float(parent[index])
+        value = float(parent[index])
     except (TypeError, ValueError):
         ctx.fail(PDDLSyntaxError, f"{where}: expected a number, got '{parent[index]}'.", parent, index)
+    if not (math.isfinite(value) and value >= 0 and value.is_integer()):
+        ctx.fail(
+            UnsupportedFeatureError,
+            f"{where}: expected a whole number >= 0, got '{parent[index]}' (Fast Downward reads no other costs).",
+            parent,
+            index,
+        )
+    return value

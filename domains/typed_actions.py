@@ -29,6 +29,7 @@ Pure: depends only on `domains`. The runtime that executes these actions lives i
 from __future__ import annotations
 
 import inspect
+import math
 import re
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -221,8 +222,10 @@ def typed_action(
         )
     if hint not in HINTS:
         raise TypedActionError(f"{where}: hint must be one of {', '.join(HINTS)}, got {hint!r}")
-    if not cost >= 0:
-        raise TypedActionError(f"{where}: cost must be a number >= 0, got {cost!r}")
+    # inf passed `>= 0` and ended the first run in an OverflowError (costs are compiled to whole numbers); a
+    # str was a bare TypeError from the comparison
+    if not isinstance(cost, (int, float)) or not (math.isfinite(cost) and cost >= 0):
+        raise TypedActionError(f"{where}: cost must be a finite number >= 0, got {cost!r}")
     hints = typing.get_type_hints(fn)
     inputs = []
     for param in inspect.signature(fn).parameters.values():

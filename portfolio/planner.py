@@ -321,11 +321,12 @@ class Planner(Resource):
         from learning.explore import check_explore
         from learning.objective import check_objective
         from portfolio.delegates.fast_downward.searches import check_quality
-        from portfolio.engine.arguments import check_actions, check_state, check_task
+        from portfolio.engine.arguments import check_actions, check_excluded, check_state, check_task
 
         start = time.monotonic()
         init = check_state(check_task(task), init)  # a wrong type fails here, never inside a delegate
         excluded, previous_plan = check_actions("excluded", excluded), check_actions("previous_plan", previous_plan)
+        check_excluded(task, excluded)
         policy = check_explore(explore or self.explore)
         quality = check_quality(quality or self.quality)
         if weight is not None:

@@ -89,6 +89,14 @@ def test_compile_errors_are_precise():
     assert kebab("UserInput") == "user-input" and kebab("fetch_news") == "fetch-news"
 
 
+@pytest.mark.parametrize("cost", [float("inf"), float("nan"), -1.0, "cheap"])
+def test_a_cost_that_is_not_a_finite_number_is_refused_at_the_decorator(cost):
+    """`@action(cost=float("inf"))` used to be accepted and end the first run in an OverflowError traceback
+    (compiling the costs to whole numbers); `cost="cheap"` was a bare `'>=' not supported` TypeError."""
+    with pytest.raises(TypedActionError, match=r"cost must be a finite number >= 0, got"):
+        action(cost=cost)(find_person.fn)
+
+
 def test_typed_search_finds_the_cheapest_plan_and_honours_exclusions():
     @action(cost=1.0)
     def cheap_news(person: Person) -> News: ...

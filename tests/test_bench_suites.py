@@ -121,8 +121,17 @@ def test_cli_bad_input_exits_2_with_one_line(capsys, tmp_path):
         ["bench", "run", "gen:gripper:sizes=x", "--planners", "cascade", "--out", str(tmp_path)],
         ["bench", "run", "gen:gripper:sizes=2", "--planners", "nope", "--out", str(tmp_path)],
         ["bench", "run", "gen:gripper:sizes=2", "--planners", "cascade", "--budget", "0", "--out", str(tmp_path)],
+        # inf used to run, every run an error, and write `"budget_s": Infinity` (not JSON) into runs.jsonl
+        ["bench", "run", "gen:gripper:sizes=2", "--planners", "cascade", "--budget", "inf", "--out", str(tmp_path)],
+        ["bench", "run", "gen:gripper:sizes=2", "--planners", "cascade", "--setup-timeout", "inf"]
+        + ["--out", str(tmp_path)],
         ["bench", "run", "gen:gripper:sizes=2", "--planners", "cascade", "--repeat", "0", "--out", str(tmp_path)],
         ["bench", "report", str(tmp_path / "missing")],
+        # `bench latency --rounds 0` ended in statistics' "no median for empty data" traceback; --budget 0 or inf
+        # in Tier's ValueError traceback
+        ["bench", "latency", "--ipc", str(IPC / "blocks"), "--rounds", "0"],
+        ["bench", "latency", "--ipc", str(IPC / "blocks"), "--coverage", "--per-domain", "1", "--budget", "0"],
+        ["bench", "latency", "--ipc", str(IPC / "blocks"), "--coverage", "--per-domain", "0"],
         ["bench", "report", str(tmp_path)],
     ]
     for argv in cases:

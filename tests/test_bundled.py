@@ -240,3 +240,15 @@ def test_bad_arguments_get_precise_errors(args: tuple, message: str) -> None:
     with pytest.raises(ValueError) as error:
         generate_problem(*args)
     assert str(error.value) == message
+
+
+def test_generate_into_a_file_says_out_must_be_a_folder(tmp_path, capsys):
+    """`portfolio generate --out FILE` used to print Python's bare `[Errno 17] File exists: 'FILE'`."""
+    from portfolio.cli import main
+
+    taken = tmp_path / "taken.json"
+    taken.write_text("{}")
+    assert main(["generate", "tools", "--size", "2", "--out", str(taken)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {taken}: cannot write the domain and problem there (File exists); expected a folder" in err
+    assert taken.read_text() == "{}"

@@ -201,3 +201,30 @@ def test_steps_no_goal_needs_are_removed_unless_asked_to_keep_them():
     kept, reduced = plans[("--keep-all-steps",)], plans[()]
     assert kept[1] == 0 and reduced[1] > 0
     assert reduced[0] + reduced[1] == kept[0] and reduced[0] < kept[0]
+
+
+@pytest.mark.parametrize("option", ["--budget", "--decomposer-budget"])
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_a_budget_that_is_not_a_finite_positive_number_is_a_usage_error(capsys, option, value):
+    """`--budget inf` used to plan with a traceback (select() overflowed), `--budget -1` or `nan` silently left the
+    classical tier no time, and `--decomposer-budget inf` made the goal agenda err: each is bad input, exit 2."""
+    from portfolio.cli import main
+
+    with pytest.raises(SystemExit) as exit:
+        main(["plan", str(BLOCKS_DOMAIN), str(BLOCKS_4), option, value])
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}: expected a finite number of seconds > 0, got {value!r}" in err, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("option", ["--budget", "--max-budget", "--decomposer-budget", "--validate-budget"])
+def test_serve_refuses_an_infinite_budget(capsys, option):
+    """`serve --budget inf` used to start and then lose every planner worker at birth, over and over (inf
+    reached the workers' JSON configuration as null)."""
+    from portfolio.cli import build_parser
+
+    with pytest.raises(SystemExit) as exit:
+        build_parser().parse_args(["serve", "--workers", "1", option, "inf"])
+    assert exit.value.code == 2
+    assert f"argument {option}: expected a finite number of seconds > 0" in capsys.readouterr().err

@@ -3,11 +3,13 @@ for every delegate."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
 
 from domains.bundled import bundled_task
+from domains.errors import ArityError, UndefinedSymbolError
 from domains.ground_text import ground_action_text, parse_ground_action
 from domains.model import GroundAction
 from domains.pddl_writer import domain_to_pddl, problem_to_pddl
@@ -105,3 +107,17 @@ def test_excluded_over_http_in_both_spellings(tools):
             assert result["status"] == "solved" and ACTION not in result["plan"]
         refused = httpx.post(url + "/v1/plan", json={**body, "excluded": ["(pick-up (a))"]}, timeout=60)
         assert refused.status_code == 400 and "not a grounded action" in refused.json()["error"]
+
+
+@pytest.mark.parametrize(
+    "spelling,error,message",
+    [
+        ("(query-databse job1 pricing db-internal)", UndefinedSymbolError, "unknown action 'query-databse'"),
+        ("(query-database job1 pricing)", ArityError, "'query-database' takes 3 arguments, got 2"),
+        ("(query-database job1 pricing db-intern)", UndefinedSymbolError, "unknown object 'db-intern'"),
+    ],
+)
+def test_an_excluded_action_the_task_does_not_have_is_an_error(planner, tools, spelling, error, message):
+    """A misspelt exclusion used to exclude nothing without a word, and the plan used the action meant."""
+    with pytest.raises(error, match=re.escape(message)):
+        planner.plan(tools, excluded=[spelling])

@@ -103,3 +103,10 @@ def test_tier_budget_and_llm_share():
     custom.close()
     with pytest.raises(ValueError, match="unknown delegate"):
         decomposer_tier(["goal-agendas"])
+
+
+def test_a_timeout_says_what_ran_out_not_an_empty_cause(agenda):
+    """Out of time before any agenda entry failed, the reason was `budget used up: ` with nothing after it."""
+    outcome = agenda.solve(PlanRequest(ipc("blocks", "probBLOCKS-6-0.pddl")), time.monotonic())
+    assert outcome.status is Status.TIMEOUT
+    assert outcome.reason.startswith("budget used up") and not outcome.reason.rstrip().endswith(":"), outcome.reason

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from domains.errors import ArityError, SchemaError, UndefinedSymbolError, UnsupportedFeatureError
+from domains.errors import ArityError, SchemaError, TaskInputError, UndefinedSymbolError, UnsupportedFeatureError
 from domains.json_task import task_from_json, task_json_schema, task_to_json
 from domains.load import load_json_task, load_task
 from domains.model import And, Atom, Equals, Not
@@ -232,3 +232,44 @@ def test_json_rich_parts_are_checked(mutate, error: type, where: str) -> None:
     mutate(data)
     with pytest.raises(error, match=re.escape(where)):
         task_from_json(json.dumps(data), "task.json")
+
+
+@pytest.mark.parametrize(
+    "cost,expected",
+    [(2.5, "expected a whole number >= 0"), (1e400, "expected a whole number >= 0"), (float("nan"), "got nan")],
+)
+def test_a_cost_fast_downward_cannot_read_is_a_schema_error(cost: float, expected: str) -> None:
+    """A fractional cost used to reach Fast Downward's translator, whose ParseError made every delegate fail
+    (exit 1); an infinite one (`1e400` in the file) made the translator call the task unsolvable, a false proof."""
+    data = example()
+    data["actions"][2]["cost"] = cost
+    with pytest.raises(SchemaError, match=r"actions\[2\]\.cost: .*" + re.escape(expected)):
+        task_from_json(json.dumps(data), "task.json")
+
+
+def test_an_object_listed_twice_is_a_schema_error_naming_it() -> None:
+    """Fast Downward refuses duplicate objects: that used to surface as every delegate failing (exit 1)."""
+    data = example()
+    data["objects"].append({"name": "a", "type": "block"})
+    with pytest.raises(SchemaError, match=r"objects\[3\]\.name: object 'a' is listed twice"):
+        task_from_json(json.dumps(data), "task.json")
+
+
+@pytest.mark.parametrize(
+    "mutate,expected",
+    [
+        (lambda d: d["goal"].append("(clear a b)"), "task.json: goal[2]: predicate 'clear' expects 1 argument(s)"),
+        (lambda d: d["init"].append("(on a q)"), "task.json: init[6] mentions unknown object 'q'"),
+        (
+            lambda d: d["actions"][0]["preconditions"].append("(shiny ?x)"),
+            "task.json: actions[0].preconditions[3] uses undefined predicate 'shiny'",
+        ),
+    ],
+)
+def test_a_symbol_error_names_its_field_once(mutate, expected: str) -> None:
+    """The field used to be named twice: `goal[2]: goal[2]: predicate 'clear' expects ...`."""
+    data = example()
+    mutate(data)
+    with pytest.raises(TaskInputError) as info:
+        task_from_json(json.dumps(data), "task.json")
+    assert str(info.value).startswith(expected), str(info.value)

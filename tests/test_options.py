@@ -75,3 +75,34 @@ def test_a_budget_beside_given_stages_is_an_error_not_ignored():
         Planner(stages, budget_s=5.0, warm=False)
     for stage in stages:
         stage.close()
+
+
+@pytest.mark.parametrize("budget", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_tier_budget_must_be_finite_and_positive(budget):
+    """An infinite budget used to overflow select()'s timeout inside the delegates; zero, negative and nan ones
+    quietly left the tier no time."""
+    with pytest.raises(ValueError, match="budget_s: expected a finite number of seconds > 0"):
+        Tier("classical", [], budget)
+
+
+def test_a_decomposer_budget_of_zero_is_refused_not_replaced_by_the_default():
+    """`decomposer_budget_s=0` used to mean the default 30 s, without a word."""
+    with pytest.raises(ValueError, match="budget_s: expected a finite number of seconds > 0"):
+        build_stages(["goal-agenda"], decomposer_budget_s=0)
+
+
+@pytest.mark.parametrize("text", ["fast-downward=inf", "fast-downward=nan", "fast-downward=0", "pyperplan=-1"])
+def test_a_share_must_be_finite_and_positive(text):
+    """`--shares fast-downward=inf` used to pass, and Fast Downward's slice of the tier came out NaN: its
+    attempt ended in `ValueError: Invalid value NaN`."""
+    from portfolio.commands.plan_cmd import parse_shares
+
+    with pytest.raises(ValueError, match="expected NAME=WEIGHT with a finite positive weight"):
+        parse_shares(text)
+
+
+def test_a_tier_refuses_an_infinite_share():
+    from portfolio.delegates.pyperplan import Pyperplan
+
+    with Pyperplan() as pyperplan, pytest.raises(ValueError, match="shares must be finite and positive"):
+        Tier("classical", [pyperplan], 1.0, shares=[float("inf")])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from domains.errors import ArityError, PDDLSyntaxError, UndefinedSymbolError, UnsupportedFeatureError
+from domains.errors import ArityError, PDDLSyntaxError, TaskInputError, UndefinedSymbolError, UnsupportedFeatureError
 from domains.load import load_task
 from domains.model import Atom, FunctionTerm
 from domains.pddl import parse_problem, parse_task
@@ -284,8 +284,6 @@ def test_unsupported_features(text: str, line: int, word: str) -> None:
 
 
 def test_missing_file_is_task_input_error(tmp_path: Path) -> None:
-    from domains.errors import TaskInputError
-
     with pytest.raises(TaskInputError, match="file not found: .*nope.pddl"):
         load_task(tmp_path / "nope.pddl", IPC / "blocks" / "domain.pddl")
 
@@ -331,3 +329,108 @@ def test_lenient_task_is_planned_like_the_driver_plans_it(planner) -> None:
 def test_still_strict_on_arity_with_glued_variables() -> None:
     error = _error(ArityError, LENIENT_DOMAIN.replace("(ready ?a))", "(ready ?a?from))"))
     assert (error.file, error.line) == ("dom.pddl", 6) and "expects 1 argument(s), got 2" in str(error)
+
+
+# -- what Fast Downward's translator refuses is refused here, with the line, not as "every delegate failed" --
+COST_DOMAIN = (
+    DOMAIN.replace(":typing)", ":typing :action-costs)")
+    .replace("(:types block - object)", "(:types block - object)\n  (:functions (total-cost) (weight ?x - block))")
+    .replace("(not (clear ?y)))))", "(not (clear ?y)) (increase (total-cost) 1))))")
+)
+COST_PROBLEM = PROBLEM.replace("(clear b))", "(clear b)\n         (= (weight a) 2) (= (total-cost) 0))")
+
+
+def test_a_task_with_action_costs_parses() -> None:
+    task = parse_task(COST_DOMAIN, COST_PROBLEM)
+    assert task.domain.action("move").cost == 1.0
+    assert dict(task.problem.numeric_init)[FunctionTerm("weight", ("a",))] == 2.0
+
+
+@pytest.mark.parametrize("amount", ["-3", "2.5", "nan", "inf", "1e400"])
+def test_a_cost_fast_downward_cannot_read_is_refused_with_its_line(amount: str) -> None:
+    """Negative and fractional costs used to reach Fast Downward's translator, whose ParseError made every
+    delegate fail (exit 1); nan and inf were read as numbers."""
+    error = _error(TaskInputError, COST_DOMAIN.replace("(total-cost) 1)", f"(total-cost) {amount})"), None)
+    assert (error.file, error.line) == ("dom.pddl", 9), error
+    assert f"expected a whole number >= 0, got '{amount}'" in str(error)
+    error = _error(TaskInputError, COST_DOMAIN, COST_PROBLEM.replace("(weight a) 2)", f"(weight a) {amount})"))
+    assert (error.file, error.line) == ("prob.pddl", 6), error
+    assert f"expected a whole number >= 0, got '{amount}'" in str(error)
+
+
+@pytest.mark.parametrize(
+    "domain,problem,line,name",
+    [
+        (DOMAIN, PROBLEM.replace("(:objects a b - block)", "(:objects a b - block a - block)"), 3, "a"),
+        (
+            DOMAIN.replace("(:predicates", "(:constants t - block)\n  (:predicates"),
+            PROBLEM.replace("(:objects a b - block)", "(:objects a b t - block)"),
+            3,
+            "t",
+        ),
+    ],
+)
+def test_an_object_declared_twice_is_refused_with_its_line(domain: str, problem: str, line: int, name: str) -> None:
+    """Fast Downward refuses duplicate objects (constants included); that used to surface as every delegate
+    failing (exit 1) instead of bad input."""
+    error = _error(TaskInputError, domain, problem)
+    assert (error.file, error.line) == ("prob.pddl", line), error
+    assert f"object '{name}' is declared twice" in str(error)
+
+
+@pytest.mark.parametrize(
+    "domain,problem,where,message",
+    [
+        (
+            DOMAIN.replace("(clear ?x - block))", "(clear ?x - block))\n  (:predicates (free ?x - block))"),
+            None,
+            ("dom.pddl", 5),
+            "a second '(:predicates ...)' section",
+        ),
+        (
+            DOMAIN.replace("(:types block - object)", "(:types block - object)\n  (:types cube - object)"),
+            None,
+            ("dom.pddl", 4),
+            "a second '(:types ...)' section",
+        ),
+        (
+            DOMAIN.replace("(not (clear ?y)))))", "(not (clear ?y))))\n  (:constants t - block))"),
+            None,
+            ("dom.pddl", 9),
+            "'(:constants ...)' after the first :action or :derived",
+        ),
+        (
+            DOMAIN,
+            PROBLEM.replace("(:goal (on a b)))", "(:goal (on a b))\n  (:goal (on b a)))"),
+            ("prob.pddl", 7),
+            ":goal",
+        ),
+        (DOMAIN, PROBLEM.replace("(clear b))", "(clear b))\n  (:init (clear a))"), ("prob.pddl", 6), ":init"),
+        (
+            DOMAIN,
+            PROBLEM.replace(
+                "  (:init (clear a)\n         (clear b))\n  (:goal (on a b)))", "  (:goal (on a b))\n  (:init))"
+            ),
+            ("prob.pddl", 5),
+            ":init",
+        ),
+        (DOMAIN, PROBLEM.replace("  (:init (clear a)\n         (clear b))\n", ""), ("prob.pddl", 1), "(:init ...)"),
+    ],
+    ids=[
+        "two-predicates",
+        "two-types",
+        "constants-after-action",
+        "two-goals",
+        "two-inits",
+        "init-after-goal",
+        "no-init",
+    ],
+)
+def test_sections_fast_downward_refuses_are_refused_with_their_line(domain, problem, where, message) -> None:
+    """Fast Downward's translator refuses a domain section given twice or after the actions, and a problem
+    whose sections are not domain, requirements, objects, init, goal, metric, in that order, each once: these
+    used to surface as every delegate failing (exit 1). A second :types section also replaced the first, so the
+    error came later, as an undefined type in the problem."""
+    error = _error(TaskInputError, domain, problem)
+    assert (error.file, error.line) == where, error
+    assert message in str(error), error

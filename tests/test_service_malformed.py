@@ -8,6 +8,7 @@ import http.client
 import json
 
 import pytest
+from support import REPO
 from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, serve_in_thread
 
 
@@ -21,6 +22,7 @@ def deep(levels: int) -> dict:
 NESTED_AND = BLOCKS_DOMAIN.replace(":precondition (and", ":precondition " + "(and " * 5000 + "(and", 1).replace(
     ":effect", ")" * 5000 + " :effect", 1
 )
+JSON_TASK = json.loads((REPO / "domains" / "examples" / "blocks-task.json").read_text())
 STEP = {"run_id": "r", "step": 1, "action": "pick-up", "args": ["b"], "outcome": "success"}
 TASK = {"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4}
 CASES = [  # (path, body text, kind): each was a 500 (or, for the non-finite numbers, accepted)
@@ -43,6 +45,9 @@ CASES = [  # (path, body text, kind): each was a 500 (or, for the non-finite num
         "BadRequest",
     ),
     ("/v1/plan", json.dumps({**TASK, "features": {"x": 1}}).replace('"x": 1', '"x": 1e999'), "BadRequest"),
+    # both PDDL texts and a JSON task: the JSON task was planned and the PDDL ignored without a word
+    ("/v1/plan", json.dumps({**TASK, "task": JSON_TASK}), "BadRequest"),
+    ("/v1/validate", json.dumps({"problem": BLOCKS_4, "task": JSON_TASK, "plan": []}), "BadRequest"),
 ]
 
 

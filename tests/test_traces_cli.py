@@ -146,3 +146,76 @@ def test_retrain_keep_prunes_old_model_versions(tmp_path: Path, capsys: pytest.C
         assert [v for (v,) in store.db.execute("SELECT version FROM models ORDER BY version")] == [3, 4]
     assert run("retrain", "--traces", db, "--keep", "0") == 2
     assert "--keep must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option", ["--half-life", "--prior-strength", "--prior-mean"])
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_retrain_refuses_a_parameter_that_is_not_finite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str
+) -> None:
+    """`--half-life nan|inf` and `--prior-strength inf` passed the `<= 0` check and ended in scikit-learn's
+    traceback (exit 1); nothing is trained, nothing is lost."""
+    db = str(tmp_path / "t.db")
+    lines = [json.dumps(LINE | {"step": i, "outcome": "failure" if i % 3 else "success"}) for i in range(30)]
+    assert run("traces", "import", write(tmp_path / "in.jsonl", lines), "--traces", db) == 0
+    capsys.readouterr()
+    assert run("retrain", "--traces", db, option, value) == 2
+    assert "finite" in capsys.readouterr().err
+    assert run("traces", "stats", "--traces", db) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[:2] == ["drive", "30"]
+
+
+def test_numbers_sqlite_or_json_cannot_hold_are_bad_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A step number beyond 64 bits was an OverflowError traceback from SQLite that wrote none of the file's
+    steps; an infinite duration (1e400) or feature was stored, shown as `inf` by stats and exported as null."""
+    db = str(tmp_path / "t.db")
+    assert run("traces", "import", write(tmp_path / "ok.jsonl", [json.dumps(LINE)]), "--traces", db) == 0
+    lines = [
+        json.dumps(LINE | {"step": 1}),
+        json.dumps(LINE | {"step": 2**64}),
+        json.dumps(LINE | {"step": 3, "generation": 2**64}),
+        '{"run_id": "r1", "step": 4, "action": "drive", "outcome": "success", "duration_ms": 1e400}',
+        '{"run_id": "r1", "step": 5, "action": "drive", "outcome": "success", "features": {"load": 1e400}}',
+    ]
+    capsys.readouterr()
+    assert run("traces", "import", write(tmp_path / "bad.jsonl", lines), "--traces", db) == 1
+    err = capsys.readouterr().err
+    for line, field in ((2, "step"), (3, "generation"), (4, "duration_ms"), (5, "features.load")):
+        assert f"bad.jsonl:{line}: skipped: {field}" in err, err
+    assert run("traces", "export", "--traces", db) == 0
+    assert [json.loads(x)["step"] for x in capsys.readouterr().out.splitlines()] == [0, 1]
+
+
+@pytest.mark.parametrize("suffix", ["", "-wal"])
+def test_export_onto_the_store_itself_is_refused_and_the_store_survives(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str
+) -> None:
+    """`traces export -o traces.db --traces traces.db` used to replace the database (models, runs and all) with
+    a JSONL file of its steps."""
+    db = str(tmp_path / "t.db")
+    assert run("traces", "import", write(tmp_path / "in.jsonl", [json.dumps(LINE)]), "--traces", db) == 0
+    capsys.readouterr()
+    assert run("traces", "export", "--traces", db, "-o", db + suffix) == 2
+    assert "is the trace database itself" in capsys.readouterr().err
+    assert run("traces", "stats", "--traces", db) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[:2] == ["drive", "1"]
+
+
+def test_importing_the_store_itself_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`traces import traces.db --traces traces.db` read the live database with a plain open(), whose close
+    drops the process's SQLite locks (traces/connection.py), and then called it not UTF-8 text."""
+    db = str(tmp_path / "t.db")
+    assert run("traces", "import", write(tmp_path / "in.jsonl", [json.dumps(LINE)]), "--traces", db) == 0
+    capsys.readouterr()
+    assert run("traces", "import", db, "--traces", db) == 2
+    assert "is the trace database itself; expected a JSONL file" in capsys.readouterr().err
+
+
+def test_a_file_that_cannot_be_read_is_named_without_a_line_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """A missing file was `1 bad line(s) in steps.jsonl, 0 step(s) imported: steps.jsonl:0: cannot read the file
+    (No such file or directory). Each line must be one JSON object ...`: no line of it was read, let alone bad."""
+    missing = str(tmp_path / "steps.jsonl")
+    assert run("traces", "import", missing, "--traces", str(tmp_path / "t.db")) == 2
+    err = capsys.readouterr().err
+    assert f"portfolio: error: {missing}: cannot read the file (No such file or directory); nothing imported." in err
+    assert ":0:" not in err and "bad line" not in err

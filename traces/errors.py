@@ -54,6 +54,8 @@ class TraceImportError(TraceStoreError, ValueError):
         super().__init__(self.__str__())
 
     def __str__(self) -> str:
+        if [line for line, _ in self.problems] == [0]:  # the file as a whole (unreadable, not text): no line read
+            return f"{self.path}: {self.problems[0][1]}; nothing imported."
         shown = "; ".join(f"{self.path}:{line}: {msg}" for line, msg in self.problems[:5])
         more = f" (and {len(self.problems) - 5} more bad lines)" if len(self.problems) > 5 else ""
         conflicts = sum(1 for _, msg in self.problems if "is already recorded with a different" in msg)

@@ -7,6 +7,10 @@ as one transaction and the bad ones come back in the report.
 Importing is idempotent (`traces.recording`): a step already recorded exactly so is skipped and counted, so the
 same file imported twice changes nothing the second time; a line whose (run_id, step) is recorded with other
 content is a conflict, reported with its line number like a bad line (and refusing the file under `strict`).
+
+Neither ever touches the store's own file with anything but SQLite: an export onto it (`-o traces.db`) replaced
+the database, models and runs included, with a JSONL file of its steps, and an import of it read the live
+database with a plain open(), whose close drops the process's SQLite locks (`traces.connection`).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import IO
 
 from pydantic import ValidationError
 
-from traces.errors import StepConflictError, TraceImportError
+from traces.errors import StepConflictError, TraceImportError, TraceStoreError
 from traces.records import StepRecord
 from traces.rows import STEP_COLUMNS, row_step
 from traces.store import TraceStore
@@ -97,6 +101,8 @@ def import_jsonl(store: TraceStore, path: str | os.PathLike[str], *, strict: boo
     (and logged by the caller); steps already recorded are skipped and counted.
     """
     path = str(path)
+    if _is_store_file(store, path):
+        raise TraceImportError(path, [(0, "is the trace database itself; expected a JSONL file of steps")])
     records, numbers, problems = _read_numbered(path)
     if problems and strict:
         raise TraceImportError(path, problems, imported=0)
@@ -123,6 +129,11 @@ def export_jsonl(store: TraceStore, output: str | os.PathLike[str] | IO[str] | N
         return _write_lines(store, sys.stdout)
     if hasattr(output, "write"):
         return _write_lines(store, output)  # type: ignore[arg-type]
+    if _is_store_file(store, str(output)):
+        raise TraceStoreError(
+            f"{output}: is the trace database itself (or one of its -wal, -shm files); expected a new file for "
+            "the JSONL export. Nothing was written."
+        )
     tmp = f"{output}.tmp"
     with open(tmp, "w", encoding="utf-8") as handle:
         count = _write_lines(store, handle)
@@ -136,3 +147,16 @@ def _write_lines(store: TraceStore, handle: IO[str]) -> int:
         handle.write(line + "\n")
         count += 1
     return count
+
+
+def _is_store_file(store: TraceStore, path: str) -> bool:
+    """Whether `path` names `store`'s database or a file SQLite keeps beside it (by name, symlinks resolved, and
+    by inode for a hard link; `os.stat` opens nothing)."""
+    database = os.path.realpath(store.path)
+    names = {database + suffix for suffix in ("", "-wal", "-shm", "-journal")}
+    if os.path.realpath(path) in names:
+        return True
+    try:
+        return os.path.samefile(path, database)
+    except OSError:
+        return False

@@ -11,11 +11,16 @@ interface can drift from the others.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-FeatureValue = str | int | float | bool | None
+# What SQLite's INTEGER holds: a larger step number was an OverflowError from the insert, a traceback that
+# wrote none of the file's steps.
+MAX_INTEGER = 2**63 - 1
+# inf (`1e400` in a JSONL line) was stored, shown as `inf` by `traces stats` and exported as null.
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+FeatureValue = str | int | FiniteFloat | bool | None
 
 
 class StepRecord(BaseModel):
@@ -37,7 +42,9 @@ class StepRecord(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     run_id: str = Field(min_length=1, description="the run; with step, the step's identity")
-    step: int = Field(ge=0, description="0-based position in the run; (run_id, step) identifies the step")
+    step: int = Field(
+        ge=0, le=MAX_INTEGER, description="0-based position in the run; (run_id, step) identifies the step"
+    )
     action: str = Field(
         min_length=1, description='the action as plans spell it, "(pick-up b)", or its name alone ("pick-up") with args'
     )
@@ -48,11 +55,11 @@ class StepRecord(BaseModel):
     side_effects: bool | None = Field(
         default=None, description="a failure that changed the world before failing (an email sent); None: unknown"
     )
-    duration_ms: float | None = Field(default=None, ge=0)
+    duration_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     features: dict[str, FeatureValue] = Field(default_factory=dict)
     expected_effects: list[str] | None = None
     observed_effects: list[str] | None = None
-    generation: int | None = Field(default=None, ge=0)
+    generation: int | None = Field(default=None, ge=0, le=MAX_INTEGER)
     timestamp: datetime | None = None
 
     @model_validator(mode="before")

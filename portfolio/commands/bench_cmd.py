@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 from dataclasses import asdict
 from pathlib import Path
@@ -160,13 +161,14 @@ def run_suites(args: argparse.Namespace) -> int:
     from portfolio.benchsuite.planners import PlannerError, parse_planners
     from portfolio.benchsuite.store import read_runs, runs_path
 
-    for name, value, low in (
-        ("--budget", args.budget, 0),
-        ("--decomposer-budget", args.decomposer_budget, 0),
-        ("--setup-timeout", args.setup_timeout, 0),
+    for name, value in (
+        ("--budget", args.budget),
+        ("--decomposer-budget", args.decomposer_budget),
+        ("--setup-timeout", args.setup_timeout),
     ):
-        if not value > low:
-            return fail_bad_input(f"{name} must be > 0, got {value}")
+        # inf passed `> 0`: every run was an error and runs.jsonl got `"budget_s": Infinity`, which is not JSON
+        if not (math.isfinite(value) and value > 0):
+            return fail_bad_input(f"{name} must be a finite number > 0, got {value}")
     for name, value in (("--repeat", args.repeat), ("--jobs", args.jobs), ("--per-domain", args.per_domain)):
         if value is not None and value < 1:
             return fail_bad_input(f"{name} must be >= 1, got {value}")
@@ -242,6 +244,11 @@ def run_latency(args: argparse.Namespace) -> int:
     from portfolio.benchsuite import measure
     from portfolio.benchsuite.suites import benchmark_pairs
 
+    # --rounds 0 ended in statistics' "no median for empty data", --budget 0 or inf in Tier's ValueError
+    if args.rounds < 1 or args.per_domain < 1:
+        return fail_bad_input(f"--rounds and --per-domain must be >= 1, got {args.rounds} and {args.per_domain}")
+    if not (math.isfinite(args.budget) and args.budget > 0):
+        return fail_bad_input(f"--budget must be a finite number > 0, got {args.budget}")
     if args.ipc.is_file():
         if not args.coverage:
             return fail_bad_input(f"{args.ipc} is a pairs file: it only works with --coverage")

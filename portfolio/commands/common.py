@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from typing import Any
@@ -127,6 +128,19 @@ def time_params(args: argparse.Namespace) -> Any:
     from learning.objective import TimeParams
 
     return TimeParams(args.max_retries, args.replan_ms, args.side_effect_weight)
+
+
+def seconds_type(text: str) -> float:
+    """argparse's type for a budget in seconds: finite and > 0. `inf` used to reach the delegates (select()
+    overflowed: a traceback mid-plan) and, in `serve`, the workers' JSON configuration as null (every worker
+    died at birth, again and again); 0, negatives and nan left a tier no time without a word."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds > 0, got {text!r}")
+    return value
 
 
 def weight_type(text: str) -> float:

@@ -32,7 +32,12 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         domain, problem = write_instance(args.domain, args.size, args.seed, args.out)
-    except (ValueError, OSError) as error:
+    except ValueError as error:
         return fail_bad_input(str(error))
+    except OSError as error:  # str() would be Python's bare "[Errno 17] File exists: '...'"
+        return fail_bad_input(
+            f"--out {args.out}: cannot write the domain and problem there ({error.strerror}); expected a folder "
+            "(created if missing)."
+        )
     print(domain, problem)
     return 0

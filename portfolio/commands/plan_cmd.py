@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from portfolio.commands.common import (
@@ -12,6 +13,7 @@ from portfolio.commands.common import (
     add_traces_argument,
     add_translator_python_argument,
     fail_bad_input,
+    seconds_type,
     time_params,
 )
 from portfolio.commands.situation import FeaturesError, add_features_arguments, parse_features
@@ -73,7 +75,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--task", metavar="FILE", help="a JSON task file instead of DOMAIN PROBLEM")
     parser.add_argument(
         "--budget",
-        type=float,
+        type=seconds_type,
         default=1.0,
         metavar="S",
         help="seconds for the classical tier, all delegates together (default: 1.0)",
@@ -144,7 +146,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--llm-model", default=None, metavar="NAME", help="model name for --llm-url")
     parser.add_argument(
         "--decomposer-budget",
-        type=float,
+        type=seconds_type,
         default=30.0,
         metavar="S",
         help="seconds for the decomposer tier (default: 30)",
@@ -204,8 +206,8 @@ def parse_shares(text: str | None) -> dict[str, float]:
             value = float(weight) if sep else float("nan")
         except ValueError:
             value = float("nan")
-        if not value > 0:
-            raise ValueError(f"--shares: expected NAME=WEIGHT with a positive weight, got {item.strip()!r}")
+        if not (math.isfinite(value) and value > 0):  # inf passed `> 0` and made Fast Downward's slice NaN
+            raise ValueError(f"--shares: expected NAME=WEIGHT with a finite positive weight, got {item.strip()!r}")
         shares[name.strip()] = value
     return shares
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 
 from portfolio.commands.common import add_traces_argument, fail_bad_input
 
@@ -77,9 +78,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.keep is not None and args.keep < 1:
         return fail_bad_input(f"--keep must be at least 1 (the planner loads the newest model), got {args.keep}.")
-    if not 0.0 < args.prior_mean < 1.0 or args.prior_strength <= 0 or args.half_life <= 0:
+    # nan and inf passed `<= 0` and ended in scikit-learn's traceback
+    finite = all(math.isfinite(v) for v in (args.prior_mean, args.prior_strength, args.half_life))
+    if not finite or not 0.0 < args.prior_mean < 1.0 or args.prior_strength <= 0 or args.half_life <= 0:
         return fail_bad_input(
-            "--prior-mean must be between 0 and 1 (exclusive), --prior-strength and --half-life positive."
+            "--prior-mean must be between 0 and 1 (exclusive), --prior-strength and --half-life finite and "
+            f"positive; got {args.prior_mean:g}, {args.prior_strength:g} and {args.half_life:g}."
         )
     if args.min_tasks < 1:
         return fail_bad_input(f"--min-tasks must be at least 1, got {args.min_tasks}.")

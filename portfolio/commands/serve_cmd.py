@@ -13,6 +13,7 @@ from portfolio.commands.common import (
     add_traces_argument,
     add_translator_python_argument,
     fail_bad_input,
+    seconds_type,
     store_error_types,
 )
 
@@ -27,6 +28,7 @@ FLAGS = {
     "side_effect_weight": "--side-effect-weight",
     "replan_ms": "--replan-ms",
     "max_retries": "--max-retries",
+    "fd_workers": "--fd-workers",
 }
 
 SERVE_DESCRIPTION = """\
@@ -64,17 +66,17 @@ def _add_planner_arguments(parser: argparse.ArgumentParser, workers_default: int
     )
     parser.add_argument(
         "--budget",
-        type=float,
+        type=seconds_type,
         default=1.0,
         metavar="S",
         help="classical tier budget when a request gives none (default 1.0)",
     )
     parser.add_argument(
-        "--max-budget", type=float, default=30.0, metavar="S", help="cap on a request's own budget (default 30)"
+        "--max-budget", type=seconds_type, default=30.0, metavar="S", help="cap on a request's own budget (default 30)"
     )
     parser.add_argument(
         "--decomposer-budget",
-        type=float,
+        type=seconds_type,
         default=30.0,
         metavar="S",
         help="seconds for the decomposer tier (default 30)",
@@ -115,7 +117,7 @@ def _add_planner_arguments(parser: argparse.ArgumentParser, workers_default: int
     parser.add_argument("--no-cache", action="store_true", help="workers neither read nor write the cache")
     parser.add_argument(
         "--validate-budget",
-        type=float,
+        type=seconds_type,
         default=10.0,
         metavar="S",
         help="seconds a plan check may take in its validator process before it is killed and "
@@ -239,7 +241,9 @@ def service_config(args: argparse.Namespace):
             traces=args.traces if args.traces_given else None,
             llm_url=args.llm_url,
             llm_model=args.llm_model,
-            memory_limit_mb=args.memory_limit or limits.default_limit_mb(2 * workers),  # workers + validators
+            # the default is shared by workers + validators; 0 is refused like any other bad limit, not read as
+            # "not given" (it used to mean the default)
+            memory_limit_mb=limits.default_limit_mb(2 * workers) if args.memory_limit is None else args.memory_limit,
             fd_workers=args.fd_workers,
             translator_python=args.translator_python,
             cache_dir=args.cache_dir,
@@ -289,6 +293,8 @@ def run(args: argparse.Namespace) -> int:
         return fail_bad_input("--max-body must be positive and --drain not negative")
     if args.idle_timeout <= 0 or args.request_timeout <= 0 or (args.max_connections or 1) <= 0:
         return fail_bad_input("--idle-timeout, --request-timeout and --max-connections must be positive")
+    if not 0 <= args.port <= 65535:  # checked before the workers start: bind() raised OverflowError after
+        return fail_bad_input(f"--port {args.port}: expected a port number from 0 to 65535 (0 picks a free one)")
     try:
         service = open_service(args)
     except (ValueError,) + store_error_types() as error:

@@ -309,8 +309,10 @@ class GoalAgenda(Delegate):
                 return DelegateOutcome(Status.SOLVED, plan=result.plan, details=details)
             details["agenda_failure"] = result.critique
         if time.monotonic() >= deadline:
+            # out of time before any entry failed there is no agenda failure to name: say what did run out
+            cause = details.get("agenda_failure") or details.get("translation") or ""
             return DelegateOutcome(
-                Status.TIMEOUT, reason="budget used up: " + details.get("agenda_failure", ""), details=details
+                Status.TIMEOUT, reason="budget used up" + (f": {cause}" if cause else ""), details=details
             )
         if full_goal_elsewhere:
             details["method"] = "agenda only (the full goal is left to the carried-over fast-downward)"

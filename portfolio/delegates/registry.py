@@ -253,7 +253,9 @@ def decomposer_tier(
     from portfolio.engine.cascade import DECOMPOSER_BUDGET_S
     from portfolio.engine.tiers import Tier
 
-    budget = options.get("decomposer_budget_s") or DECOMPOSER_BUDGET_S
+    # None is "not given"; 0 used to be read as not given too, so a tier the caller wanted empty got 30 s
+    budget = options.get("decomposer_budget_s")
+    budget = DECOMPOSER_BUDGET_S if budget is None else budget
     with contextlib.ExitStack() as cleanup:
         solver = _solver(classical_names, options, shared)
         cleanup.callback(solver.close)

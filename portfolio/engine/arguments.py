@@ -5,6 +5,9 @@ there: a list of Atoms crashed Fast Downward's cache key (`frozenset ^ list`, a 
 pyperplan; a set of plan-spelled strings printed two tracebacks and came back `incomplete`. Here every argument
 is read into the one form the cascade takes, or refused with a `TypeError` naming the expected types (bad text
 in a right type is the usual `TaskInputError`, as from a file), before any delegate runs.
+
+An excluded action must be one of the task's (`check_excluded`): a misspelt name, a wrong arity or an unknown
+object once excluded nothing without a word, and the plan used the very action the caller meant to avoid.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from domains.ground_text import normalise_actions
+from domains.errors import ArityError, UndefinedSymbolError
+from domains.ground_text import ground_action_text, normalise_actions, parse_ground_action
 from domains.literals import parse_state
 from domains.model import GroundAction, State, Task
 
@@ -43,3 +47,23 @@ def check_actions(name: str, actions: Any) -> tuple[GroundAction | str, ...]:
             raise TypeError(f"{name} must be {ACTION_TYPES}; it holds {type(item).__name__} {item!r:.60}")
     normalise_actions(items)  # bad text: PDDLSyntaxError now, not inside a delegate
     return items
+
+
+def check_excluded(task: Task, actions: tuple[GroundAction | str, ...]) -> None:
+    """Each action of `actions` (from `check_actions`) names an action of `task` with its arity and objects the
+    task knows; `UndefinedSymbolError` / `ArityError` saying which otherwise."""
+    objects = task.objects()
+    for action in actions:
+        ground = parse_ground_action(ground_action_text(action))
+        schema = task.domain.action(ground.name)
+        if schema is None:
+            known = ", ".join(sorted(s.name for s in task.domain.actions))
+            raise UndefinedSymbolError(f"excluded {str(ground)!r}: unknown action '{ground.name}' (known: {known})")
+        if len(ground.args) != len(schema.parameters):
+            raise ArityError(
+                f"excluded {str(ground)!r}: action '{ground.name}' takes {len(schema.parameters)} arguments, "
+                f"got {len(ground.args)}"
+            )
+        for arg in ground.args:
+            if arg not in objects:
+                raise UndefinedSymbolError(f"excluded {str(ground)!r}: unknown object '{arg}'")

@@ -13,6 +13,7 @@ divided are read (and built, by `portfolio.delegates.registry`) without the carr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,11 +33,17 @@ class Tier(Resource):
 
     def __post_init__(self) -> None:
         _check_delegates(self.delegates, f"tier {self.name}")
+        # An infinite budget overflowed select()'s timeout inside the delegates; zero, negative and nan ones
+        # quietly left the tier no time at all.
+        if not (math.isfinite(self.budget_s) and self.budget_s > 0):
+            raise ValueError(
+                f"tier {self.name}: budget_s: expected a finite number of seconds > 0, got {self.budget_s}"
+            )
         if self.shares is not None:
             if len(self.shares) != len(self.delegates):
                 raise ValueError(f"tier {self.name}: {len(self.shares)} shares for {len(self.delegates)} delegates")
-            if any(share <= 0 for share in self.shares):
-                raise ValueError(f"tier {self.name}: shares must be positive, got {list(self.shares)}")
+            if not all(math.isfinite(share) and share > 0 for share in self.shares):  # inf: NaN slices
+                raise ValueError(f"tier {self.name}: shares must be finite and positive, got {list(self.shares)}")
 
     def share_of(self, index: int) -> float:
         if self.shares is not None:

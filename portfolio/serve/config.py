@@ -18,9 +18,10 @@ from portfolio.serve.worker import WorkerConfig
 class ServiceConfig(BaseModel):
     workers: int = Field(ge=1)
     queue: int = Field(ge=0)
-    budget_s: float = Field(gt=0)
-    max_budget_s: float = Field(gt=0)
-    decomposer_budget_s: float = Field(gt=0)
+    # finite: inf reached the workers' JSON configuration as null, and every worker died at birth, again and again
+    budget_s: float = Field(gt=0, allow_inf_nan=False)
+    max_budget_s: float = Field(gt=0, allow_inf_nan=False)
+    decomposer_budget_s: float = Field(gt=0, allow_inf_nan=False)
     delegates: list[str]
     traces: str | None = None
     llm_url: str | None = None
@@ -42,7 +43,7 @@ class ServiceConfig(BaseModel):
     max_retries: int = Field(default=DEFAULT_RETRIES, ge=0)
     carry_over: bool = True  # Fast Downward's work goes on past its share, until the request's last deadline
     # Validation runs in processes of its own (`portfolio.serve.validator`) under this deadline and the memory cap.
-    validate_budget_s: float = Field(default=10.0, gt=0)
+    validate_budget_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
     validators: int | None = Field(default=None, ge=1)  # None: as many as planner workers
 
 

@@ -257,6 +257,9 @@ def load_task(source: TaskSource):
     from domains.pddl import parse_task
 
     if source.task is not None:
+        if source.domain is not None or source.problem is not None:
+            # the JSON task was used and the PDDL ignored without a word; `portfolio plan` refuses both too
+            raise BadRequest('give "domain" and "problem" (PDDL texts) or "task" (a JSON task), not both')
         return task_from_json(json.dumps(source.task), "request.task")
     if source.domain and source.problem:
         check_pddl_nesting(source.domain, "request.domain")
