@@ -134,3 +134,16 @@ def test_a_pickled_model_is_refused_with_the_fix(tmp_path, capsys):
     assert main(["costs", domain, problem, "--traces", str(path)]) == 2
     err = capsys.readouterr().err
     assert "pickle" in err and "portfolio retrain" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "args", [["--weight", "2"], ["--explore", "thompson"], ["--objective", "time"], ["--features", "hour=peak"]]
+)
+def test_an_option_of_learned_costs_without_a_trace_store_is_exit_2_not_ignored(tmp_path, capsys, monkeypatch, args):
+    """`plan --weight 2` (or --explore, --objective, --features) without --traces planned as if it were not
+    there, exit 0: the user asked for learned costs and got none without a word."""
+    monkeypatch.delenv("PORTFOLIO_TRACES", raising=False)
+    domain, problem = map(str, write_instance("tools", 1, 0, tmp_path))
+    assert main(["plan", domain, problem, *args]) == 2
+    err = capsys.readouterr().err
+    assert args[0] in err and "--traces PATH" in err and "Traceback" not in err

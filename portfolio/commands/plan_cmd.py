@@ -212,6 +212,15 @@ def parse_shares(text: str | None) -> dict[str, float]:
     return shares
 
 
+# Options that only act through learned costs (a trace store's model), each with whether it was given.
+_LEARNED_ONLY = {
+    "--weight": lambda args, features: args.weight is not None,
+    "--explore": lambda args, features: args.explore is not None,
+    "--objective": lambda args, features: args.objective is not None,
+    "--features": lambda args, features: bool(features),
+}
+
+
 def run(args: argparse.Namespace) -> int:
     from domains.errors import TaskInputError
     from portfolio.commands.common import store_error_types
@@ -226,6 +235,14 @@ def run(args: argparse.Namespace) -> int:
         features = parse_features(args.features, args.features_json)
     except FeaturesError as error:
         return bad_input(args, str(error), type(error).__name__)
+    traces = args.traces if args.traces_given else None
+    idle = [flag for flag, given in _LEARNED_ONLY.items() if given(args, features)]
+    if traces is None and idle:  # accepted without a word, they changed nothing: the user meant learned costs
+        return bad_input(
+            args,
+            f"{', '.join(idle)}: only learned costs use {'these' if len(idle) > 1 else 'this'}; give --traces PATH "
+            "(or set PORTFOLIO_TRACES) for the trace store whose model sets them",
+        )
     try:
         # Names, options and shares are checked before any process starts; a failure half-way closes what
         # was built, and the Planner closes its stages if the trace store cannot be opened.
@@ -244,7 +261,6 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as error:
         return bad_input(args, str(error), type(error).__name__)
-    traces = args.traces if args.traces_given else None
     try:
         # The planner starts its worker processes now, so they warm up while the task is read.
         planner = Planner(
