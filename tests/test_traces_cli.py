@@ -98,7 +98,10 @@ def test_newer_schema_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 
 def test_retrain_prints_version_and_metrics(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from traces import TraceStore
+
     db = str(tmp_path / "t.db")
+    TraceStore(db).close()  # a store with nothing in it (one that does not exist: the test below)
     assert run("retrain", "--traces", db) == 2
     assert "no steps" in capsys.readouterr().err
     rng = random.Random(0)
@@ -219,3 +222,15 @@ def test_a_file_that_cannot_be_read_is_named_without_a_line_zero(tmp_path: Path,
     err = capsys.readouterr().err
     assert f"portfolio: error: {missing}: cannot read the file (No such file or directory); nothing imported." in err
     assert ":0:" not in err and "bad line" not in err
+
+
+@pytest.mark.parametrize("command", [["traces", "stats"], ["traces", "export"], ["traces", "vacuum"], ["retrain"]])
+def test_a_store_that_does_not_exist_is_exit_2_and_not_created(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    """`traces stats --traces typo.db` created an empty database and said "no steps in typo.db", exit 0."""
+    typo = tmp_path / "typo.db"
+    assert run(*command, "--traces", str(typo)) == 2
+    err = capsys.readouterr().err
+    assert "typo.db" in err and "no trace store there" in err and "Traceback" not in err
+    assert not typo.exists()

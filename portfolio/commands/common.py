@@ -48,6 +48,17 @@ def add_traces_argument(parser: argparse.ArgumentParser, required: bool = True) 
     parser.set_defaults(traces_given=bool(from_env) or required)
 
 
+def missing_store(path: str) -> str | None:
+    """The error for a command that reads a trace store given a path where there is none (None if there is one):
+    opening it would create an empty database, so a typo in --traces printed "no steps" and left a file behind."""
+    if path == ":memory:" or os.path.exists(path):
+        return None
+    return (
+        f"{path}: no trace store there; expected an existing SQLite trace file (`portfolio traces import` or "
+        "`portfolio plan --traces` creates one)"
+    )
+
+
 def add_cost_arguments(parser: argparse.ArgumentParser, request_field: bool = False) -> None:
     """`--weight` (lambda of learned costs) and `--quality` (how a search with costs trades plan cost for time).
     `request_field`: the server's defaults, which a request's own `weight` / `quality` override."""

@@ -7,7 +7,7 @@ import argparse
 import json
 import math
 
-from portfolio.commands.common import add_traces_argument, fail_bad_input
+from portfolio.commands.common import add_traces_argument, fail_bad_input, missing_store
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -88,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
     if args.min_tasks < 1:
         return fail_bad_input(f"--min-tasks must be at least 1, got {args.min_tasks}.")
     params = dict(prior_mean=args.prior_mean, prior_strength=args.prior_strength, half_life_steps=args.half_life)
+    if (problem := missing_store(args.traces)) is not None:
+        return fail_bad_input(problem)
     try:
         with TraceStore(args.traces) as store:
             try:

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from portfolio.commands.common import add_traces_argument, fail_bad_input
+from portfolio.commands.common import add_traces_argument, fail_bad_input, missing_store
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -104,10 +104,15 @@ def store_errors_exit_2(command: Callable[[argparse.Namespace], int]) -> Callabl
     return run
 
 
-def _on_store(args: argparse.Namespace, work: Callable[[Any], T]) -> T:
-    """`work(store)` on the --traces store, opened for it and closed after."""
+def _on_store(args: argparse.Namespace, work: Callable[[Any], T], create: bool = False) -> T:
+    """`work(store)` on the --traces store, opened for it and closed after; a store that does not exist is
+    refused (TraceStoreError) unless `create` (an import makes one)."""
+    from traces.errors import TraceStoreError
     from traces.store import TraceStore
 
+    problem = None if create else missing_store(args.traces)
+    if problem is not None:
+        raise TraceStoreError(problem)
     with TraceStore(args.traces) as store:
         return work(store)
 
@@ -116,7 +121,7 @@ def _on_store(args: argparse.Namespace, work: Callable[[Any], T]) -> T:
 def run_import(args: argparse.Namespace) -> int:
     from traces.jsonl import import_jsonl
 
-    report = _on_store(args, lambda store: import_jsonl(store, args.file, strict=args.strict))
+    report = _on_store(args, lambda store: import_jsonl(store, args.file, strict=args.strict), create=True)
     skipped = f", skipped {report.skipped} already recorded" if report.skipped else ""
     print(f"imported {report.imported} step(s) from {args.file} into {args.traces}{skipped}")
     if report.problems:
