@@ -234,3 +234,13 @@ def test_a_store_that_does_not_exist_is_exit_2_and_not_created(
     err = capsys.readouterr().err
     assert "typo.db" in err and "no trace store there" in err and "Traceback" not in err
     assert not typo.exists()
+
+
+def test_a_file_with_a_byte_order_mark_imports_from_its_first_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A JSONL file saved with a UTF-8 byte-order mark had its first line refused as "not valid JSON"."""
+    path = tmp_path / "bom.jsonl"
+    path.write_text("\n".join(json.dumps(LINE | {"step": i}) for i in range(2)) + "\n", encoding="utf-8-sig")
+    assert run("traces", "import", str(path), "--traces", str(tmp_path / "t.db")) == 0
+    assert "imported 2 step(s)" in capsys.readouterr().out

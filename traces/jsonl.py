@@ -77,7 +77,8 @@ def _read_numbered(path: str) -> tuple[list[StepRecord], list[int], list[tuple[i
     numbers: list[int] = []
     problems: list[tuple[int, str]] = []
     try:
-        with open(path, encoding="utf-8") as handle:
+        # utf-8-sig: a byte-order mark (Windows editors write one) is not part of the first line's JSON
+        with open(path, encoding="utf-8-sig") as handle:
             for number, line in enumerate(handle, start=1):
                 if not line.strip():
                     continue
