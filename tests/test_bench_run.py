@@ -75,9 +75,10 @@ def test_a_planner_that_ignores_its_budget_is_killed_with_its_process_group(monk
     budget plus the margin, and nothing it started survives."""
     marker = f"PORTFOLIO_BENCH_TEST={uuid.uuid4().hex}"
     monkeypatch.setenv(*marker.split("="))
-    task = next(
-        t for t in suites.read_suite(str(IPC / "rovers")) if t.id == "rovers/p40.pddl"
-    )  # minutes for pyperplan, on any machine
+    # rovers p20: pyperplan ran past a 30 s budget on it (25 times the 1.2 s hard budget here), and
+    # unified-planning reads it in about 2 s; p40 (minutes for pyperplan too) took about 9 s of parsing before the
+    # run was even ready, time that tested nothing. (p10 is too easy: pyperplan solved it in 4 s.)
+    task = next(t for t in suites.read_suite(str(IPC / "rovers")) if t.id == "rovers/p20.pddl")
     spec = runner.plan_runs([task], ["up:pyperplan"], budget_s=0.2)[0]
     started = time.monotonic()
     record = runner.execute(spec)
@@ -140,7 +141,10 @@ def test_kill_9_mid_experiment_then_resume_loses_and_repeats_nothing(tmp_path):
     """The runner is SIGKILLed after some runs are written; its run processes die with it; the same command
     again runs exactly the missing ones."""
     marker = uuid.uuid4().hex
-    suite = "gen:blocksworld:sizes=1..3:seeds=0..9"
+    # 18 runs, killed once 8 are written: runs written before the kill and runs missing after it, as with the 30
+    # runs (killed at 12) this took before; what is asserted (no run process left, exactly the missing ones run
+    # again, none twice) does not depend on how many there are, and 12 fewer runs are about 5 s less.
+    suite = "gen:blocksworld:sizes=1..3:seeds=0..5"
     command = [
         sys.executable,
         "-m",
@@ -162,15 +166,15 @@ def test_kill_9_mid_experiment_then_resume_loses_and_repeats_nothing(tmp_path):
     )
     path = runs_path(tmp_path)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and (not path.exists() or path.read_bytes().count(b"\n") < 12):
+    while time.monotonic() < deadline and (not path.exists() or path.read_bytes().count(b"\n") < 8):
         time.sleep(0.05)
     os.kill(runner_process.pid, signal.SIGKILL)
     runner_process.wait()
     assert wait_gone(marker) == [], "run processes outlived the killed runner"
     written = len(read_runs(path))
-    assert 12 <= written < 30
+    assert 8 <= written < 18
     finished = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert finished.returncode == 0, finished.stderr
-    assert f"{30 - written} runs done, {written} already in" in finished.stdout
+    assert f"{18 - written} runs done, {written} already in" in finished.stdout
     ids = Counter(r["run_id"] for r in read_runs(path))
-    assert len(ids) == 30 and set(ids.values()) == {1}
+    assert len(ids) == 18 and set(ids.values()) == {1}

@@ -7,25 +7,37 @@ import pytest
 from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, over_http, over_mcp, serve_in_thread
 
 
-@pytest.mark.parametrize("interface", [over_http, over_mcp], ids=["http", "mcp"])
-def test_costs_list_every_grounded_action_riskiest_first_once_a_model_exists(tmp_path, interface):
+@pytest.fixture(scope="module")
+def before_and_after(tmp_path_factory):
+    """(URL, URL): a server over a store with no model yet, and one over a store whose steps were retrained into a
+    model before the server started. Both interfaces ask both servers (read-only calls): two servers for the
+    module instead of two per interface."""
     from learning.retrain import retrain
     from traces.records import StepRecord
     from traces.store import TraceStore
 
-    body = {"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4, "weight": 5}
-    path = tmp_path / "t.db"
-    with serve_in_thread(config(traces=str(path))) as (url, _):
-        before = interface(url)("costs", body)
-    assert before == {"model_version": None, "costs": []}
-    with TraceStore(path) as store:
+    folder = tmp_path_factory.mktemp("costs")
+    trained = folder / "trained.db"
+    with TraceStore(trained) as store:
         store.record_steps(
             StepRecord(run_id="r", step=i, action="pick-up", args=("b",), outcome="failure" if i % 2 else "success")
             for i in range(20)
         )
         retrain(store)
-    with serve_in_thread(config(traces=str(path))) as (url, _):
-        after = interface(url)("costs", body)
+    with (
+        serve_in_thread(config(traces=str(folder / "empty.db"))) as (before, _),
+        serve_in_thread(config(traces=str(trained))) as (after, _),
+    ):
+        yield before, after
+
+
+@pytest.mark.parametrize("interface", [over_http, over_mcp], ids=["http", "mcp"])
+def test_costs_list_every_grounded_action_riskiest_first_once_a_model_exists(before_and_after, interface):
+    body = {"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4, "weight": 5}
+    before_url, after_url = before_and_after
+    before = interface(before_url)("costs", body)
+    assert before == {"model_version": None, "costs": []}
+    after = interface(after_url)("costs", body)
     rows = after["costs"]
     assert after["model_version"] == 1 and len(rows) > 10
     assert rows[0]["action"] == "(pick-up b)" and 0.3 < rows[0]["p_fail"] < 0.7

@@ -8,6 +8,7 @@ import time
 
 import anyio
 import httpx
+import pytest
 from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, serve_in_thread
 
 # A precondition quantified over seven variables: 50^7 conditions to check, forever in practice.
@@ -24,29 +25,35 @@ WEDGE = {"domain": WEDGE_DOMAIN, "problem": WEDGE_PROBLEM, "plan": ["(go)"]}
 TRIVIAL = {"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4, "plan": ["(pick-up b)"]}
 
 
-def test_validation_blow_ups_are_bounded_and_starve_neither_the_store_nor_a_trivial_validate(tmp_path):
-    with serve_in_thread(config(traces=str(tmp_path / "t.db"), validate_budget_s=1.0, queue=8)) as (url, svc):
-        with concurrent.futures.ThreadPoolExecutor(4) as pool, httpx.Client(base_url=url, timeout=10) as client:
-            hostile = [pool.submit(httpx.post, url + "/v1/validate", json=WEDGE, timeout=30) for _ in range(4)]
-            time.sleep(0.3)  # the validators are busy with them now
-            step = {"run_id": "r", "step": 0, "action": "pick-up", "args": ["b"], "outcome": "success"}
-            # Before, validation took the trace store's threads: this timed out, as did /v1/actions.
-            assert client.post("/v1/steps", json={"steps": [step]}).json() == {
-                "recorded": 1,
-                "skipped": 0,
-                "conflicts": [],
-            }
-            assert client.get("/v1/actions").status_code == 200
-            for future in hostile:
-                answer = future.result()
-                assert answer.status_code == 422, answer.text
-                assert answer.json()["kind"] == "ValidationTooCostly" and "1 s" in answer.json()["error"]
-            verdict = client.post("/v1/validate", json=TRIVIAL)
-            assert verdict.status_code == 200 and verdict.json()["valid"] is False
-            assert svc.store.stats()[0].steps == 1
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One server for the two tests below (the second used the same settings without a store): every validation
+    they send has been answered when a test ends, and a replaced validator is not charged to the next call
+    (test_service_pool), so the second test finds the server as a fresh one would be."""
+    traces = tmp_path_factory.mktemp("hostile") / "t.db"
+    with serve_in_thread(config(traces=str(traces), validate_budget_s=1.0, queue=8)) as served:
+        yield served
 
 
-def test_the_mcp_validate_tool_is_bounded_too(tmp_path):
+def test_validation_blow_ups_are_bounded_and_starve_neither_the_store_nor_a_trivial_validate(server):
+    url, svc = server
+    with concurrent.futures.ThreadPoolExecutor(4) as pool, httpx.Client(base_url=url, timeout=10) as client:
+        hostile = [pool.submit(httpx.post, url + "/v1/validate", json=WEDGE, timeout=30) for _ in range(4)]
+        time.sleep(0.3)  # the validators are busy with them now
+        step = {"run_id": "r", "step": 0, "action": "pick-up", "args": ["b"], "outcome": "success"}
+        # Before, validation took the trace store's threads: this timed out, as did /v1/actions.
+        assert client.post("/v1/steps", json={"steps": [step]}).json() == {"recorded": 1, "skipped": 0, "conflicts": []}
+        assert client.get("/v1/actions").status_code == 200
+        for future in hostile:
+            answer = future.result()
+            assert answer.status_code == 422, answer.text
+            assert answer.json()["kind"] == "ValidationTooCostly" and "1 s" in answer.json()["error"]
+        verdict = client.post("/v1/validate", json=TRIVIAL)
+        assert verdict.status_code == 200 and verdict.json()["valid"] is False
+        assert svc.store.stats()[0].steps == 1
+
+
+def test_the_mcp_validate_tool_is_bounded_too(server):
     from mcp.client.session import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
@@ -57,10 +64,10 @@ def test_the_mcp_validate_tool_is_bounded_too(tmp_path):
                 with anyio.fail_after(20):
                     return await session.call_tool("validate", WEDGE)
 
-    with serve_in_thread(config(validate_budget_s=1.0)) as (url, _):
-        result = anyio.run(main, url)
-        assert result.is_error and "ValidationTooCostly" in result.content[0].text
-        assert httpx.post(url + "/v1/validate", json=TRIVIAL, timeout=10).json()["valid"] is False
+    url, _ = server
+    result = anyio.run(main, url)
+    assert result.is_error and "ValidationTooCostly" in result.content[0].text
+    assert httpx.post(url + "/v1/validate", json=TRIVIAL, timeout=10).json()["valid"] is False
 
 
 def test_large_bodies_in_flight_are_bounded_and_refused_with_503_beyond(tmp_path):
