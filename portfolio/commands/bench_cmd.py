@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 from dataclasses import asdict
 from pathlib import Path
 
-from portfolio.commands.common import fail_bad_input
+from portfolio.commands.common import fail_bad_input, is_seconds
 
 EPILOG = """\
 examples:
@@ -167,7 +166,7 @@ def run_suites(args: argparse.Namespace) -> int:
         ("--setup-timeout", args.setup_timeout),
     ):
         # inf passed `> 0`: every run was an error and runs.jsonl got `"budget_s": Infinity`, which is not JSON
-        if not (math.isfinite(value) and value > 0):
+        if not is_seconds(value):
             return fail_bad_input(f"{name} must be a finite number > 0, got {value}")
     for name, value in (("--repeat", args.repeat), ("--jobs", args.jobs), ("--per-domain", args.per_domain)):
         if value is not None and value < 1:
@@ -247,7 +246,7 @@ def run_latency(args: argparse.Namespace) -> int:
     # --rounds 0 ended in statistics' "no median for empty data", --budget 0 or inf in Tier's ValueError
     if args.rounds < 1 or args.per_domain < 1:
         return fail_bad_input(f"--rounds and --per-domain must be >= 1, got {args.rounds} and {args.per_domain}")
-    if not (math.isfinite(args.budget) and args.budget > 0):
+    if not is_seconds(args.budget):
         return fail_bad_input(f"--budget must be a finite number > 0, got {args.budget}")
     if args.ipc.is_file():
         if not args.coverage:

@@ -141,6 +141,11 @@ def time_params(args: argparse.Namespace) -> Any:
     return TimeParams(args.max_retries, args.replan_ms, args.side_effect_weight)
 
 
+def is_seconds(value: float) -> bool:
+    """A budget in seconds: finite and > 0 (`seconds_type`, and the commands that check theirs after parsing)."""
+    return math.isfinite(value) and value > 0
+
+
 def seconds_type(text: str) -> float:
     """argparse's type for a budget in seconds: finite and > 0. `inf` used to reach the delegates (select()
     overflowed: a traceback mid-plan) and, in `serve`, the workers' JSON configuration as null (every worker
@@ -149,7 +154,7 @@ def seconds_type(text: str) -> float:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not (math.isfinite(value) and value > 0):
+    if not is_seconds(value):
         raise argparse.ArgumentTypeError(f"expected a finite number of seconds > 0, got {text!r}")
     return value
 

@@ -212,15 +212,6 @@ def parse_shares(text: str | None) -> dict[str, float]:
     return shares
 
 
-# Options that only act through learned costs (a trace store's model), each with whether it was given.
-_LEARNED_ONLY = {
-    "--weight": lambda args, features: args.weight is not None,
-    "--explore": lambda args, features: args.explore is not None,
-    "--objective": lambda args, features: args.objective is not None,
-    "--features": lambda args, features: bool(features),
-}
-
-
 def run(args: argparse.Namespace) -> int:
     from domains.errors import TaskInputError
     from portfolio.commands.common import store_error_types
@@ -236,7 +227,14 @@ def run(args: argparse.Namespace) -> int:
     except FeaturesError as error:
         return bad_input(args, str(error), type(error).__name__)
     traces = args.traces if args.traces_given else None
-    idle = [flag for flag, given in _LEARNED_ONLY.items() if given(args, features)]
+    # options that act only through learned costs (a trace store's model), those given
+    learned_only = {
+        "--weight": args.weight is not None,
+        "--explore": args.explore is not None,
+        "--objective": args.objective is not None,
+        "--features": bool(features),
+    }
+    idle = [flag for flag, given in learned_only.items() if given]
     if traces is None and idle:  # accepted without a word, they changed nothing: the user meant learned costs
         return bad_input(
             args,
