@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -37,6 +36,7 @@ from domains.model import (
     Predicate,
     Problem,
     Task,
+    is_whole_cost,
 )
 from domains.pddl_domain import _check_axioms
 from domains.pddl_formulas import TOTAL_COST, _atom, _Ctx, _effects, _formula
@@ -306,9 +306,7 @@ def _check_unique_objects(objects: list[JsonObject], file: str | None) -> None:
 
 def _action(ctx: _Ctx, index: int, action: JsonAction) -> ActionSchema:
     where = f"actions[{index}]"
-    # Fast Downward reads whole costs only: 2.5 was its ParseError (every delegate failed), and an infinite
-    # cost (1e400 in the file) made its translator call the task unsolvable.
-    if action.cost is not None and not (math.isfinite(action.cost) and action.cost.is_integer()):
+    if action.cost is not None and not is_whole_cost(action.cost):  # 1e400 in the file is inf
         raise SchemaError(
             f"{where}.cost: expected a whole number >= 0, got {action.cost!r} (Fast Downward reads no other costs).",
             file=ctx.file,

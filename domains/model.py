@@ -13,6 +13,7 @@ Everything here is an immutable value, so a task can be hashed, cached and share
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -233,6 +234,13 @@ class Task:
 
 
 STRIPS_FRAGMENT = frozenset({":strips", ":typing", ":action-costs"})
+
+
+def is_whole_cost(value: float) -> bool:
+    """A cost Fast Downward's translator reads: a whole number >= 0 (a PDDL or JSON task's, one rule for both
+    readers). Anything else was its ParseError (every delegate failed), and an infinite cost made it call the
+    task unsolvable."""
+    return math.isfinite(value) and value >= 0 and value.is_integer()
 
 
 def action_cost(task: Task, action: GroundAction) -> float:

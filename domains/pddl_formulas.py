@@ -13,7 +13,6 @@ readers, not an API.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -35,6 +34,7 @@ from domains.model import (
     Not,
     Or,
     Parameter,
+    is_whole_cost,
 )
 from domains.sexpr import SList
 
@@ -360,7 +360,7 @@ def _number(ctx: _Ctx, parent: SList, index: int, where: str) -> float:
         value = float(parent[index])
     except (TypeError, ValueError):
         ctx.fail(PDDLSyntaxError, f"{where}: expected a number, got '{parent[index]}'.", parent, index)
-    if not (math.isfinite(value) and value >= 0 and value.is_integer()):
+    if not is_whole_cost(value):
         ctx.fail(
             UnsupportedFeatureError,
             f"{where}: expected a whole number >= 0, got '{parent[index]}' (Fast Downward reads no other costs).",
