@@ -20,7 +20,7 @@ from scipy import sparse
 from learning.families import token_scales
 from learning.features import RowParser, step_tokens
 from learning.prior import capped, design, fit_logistic, out_of_fold
-from learning.shrinkage import fit_mixture, fit_strength, population_means
+from learning.shrinkage import fit_kin_mixture, fit_mixture, fit_strength, population_means
 from learning.situations import borrow_across_situations
 from learning.types import type_offset
 
@@ -42,6 +42,8 @@ class ActionModel:
     n_steps: int = 0
     n_failures: int = 0
     outlier_share: float = 0.0  # share of groundings that are outliers to the prior (`learning.shrinkage`)
+    # cell -> [probability that its kin group is an outlier, the group's pooled rate] (`fit_kin_mixture`)
+    outlier: dict[str, list[float]] = field(default_factory=dict)
 
 
 def fit_action(
@@ -65,6 +67,7 @@ def fit_action(
     n_cap, f_cap = capped(n_w, f_w)  # the prior models groundings, not steps: see learning.prior
     base_rate = (f_cap.sum() + s0 * mu0) / (n_cap.sum() + s0)
     groups = [row[4] for row in parsed]
+    kin_groups = [kin_key(row[4]) for row in parsed]
     model = None
     if steps >= min_samples and 0 < failures < steps:
         X, vocab = design([row[2] for row in parsed])
@@ -72,7 +75,10 @@ def fit_action(
         X = (X @ sparse.diags(scales)).tocsr()  # a scale is its weight's prior standard deviation
         model = fit_logistic(X, n_w, f_w, C, (mu0, s0))
     if model is not None:
-        q = out_of_fold(X, n_w, f_w, groups, C, fallback=mu0, strength=s0)
+        # folds by kin group: a cell's prior must not have seen the grounding's mirror (the same objects in
+        # another order), or a truck's bad road tried both ways is 'explained' by its own other half and the
+        # outlier share below counts it as a member
+        q = out_of_fold(X, n_w, f_w, kin_groups, C, fallback=mu0, strength=s0)
         coef = model.coef_[0]
         weights = {t: float(coef[c] * scales[c]) for t, c in vocab.items() if c < len(coef) and coef[c] != 0.0}
         action = ActionModel("logistic", s0, float(base_rate), float(model.intercept_[0]), weights)
@@ -103,6 +109,16 @@ def fit_action(
         seen[2] = seen[2] / seen[0] if seen[0] > 0 else mu0
     cells = np.array(list(action.cells.values()), dtype=float).reshape(-1, 5)
     strength = fit_strength(cells[:, 0], cells[:, 1], cells[:, 2], default=s0)
+    if outliers:
+        index: dict[str, int] = {}
+        kin = np.array([index.setdefault(kin_key(key.partition("|")[0]), len(index)) for key in action.cells])
+        kin_fit = fit_kin_mixture(cells[:, 0], cells[:, 1], cells[:, 2], kin, default=s0)
+        if kin_fit is not None:  # the kin groups carry a grounding's record across its cells: no borrowing
+            strength, action.outlier_share, r, rate = kin_fit
+            action.outlier = {key: [float(x), float(y)] for key, x, y in zip(action.cells, r, rate)}
+            action.strength = strength
+            action.n_steps, action.n_failures = steps, failures
+            return action
     moved = borrow_across_situations(action.cells, strength)
     if moved:  # refit on the shifted priors
         cells = np.array(list(action.cells.values()), dtype=float).reshape(-1, 5)
@@ -115,6 +131,12 @@ def fit_action(
     action.strength = strength
     action.n_steps, action.n_failures = steps, failures
     return action
+
+
+def kin_key(grounding: str) -> str:
+    """A grounding's kin group ("t0 p1 p4" and "t0 p4 p1" alike): its objects in any order, in every situation.
+    What the outlier mixture (`learning.shrinkage.fit_kin_mixture`) calls one unit that is broken or not."""
+    return " ".join(sorted(grounding.split()))
 
 
 def population_rate(

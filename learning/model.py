@@ -311,6 +311,8 @@ class FailureModel(Params):
             if model is None:
                 continue
             n, f, q = np.zeros(len(positions)), np.zeros(len(positions)), np.empty(len(positions))
+            r = np.full(len(positions), np.nan) if model.outlier else None
+            rate = np.full(len(positions), np.nan) if model.outlier else None
             # types' offsets, per action and set of object types: computed once per model, like the priors
             pooled: dict[tuple[int, str], float] = memo.setdefault(("type-offsets", name, context[2]), {})
             for j, i in enumerate(positions):
@@ -318,6 +320,9 @@ class FailureModel(Params):
                 cell = model.cells.get(" ".join(args) + "|" + situation)
                 if cell is not None:
                     n[j], f[j], q[j] = cell[0], cell[1], cell[2]
+                    kin = model.outlier.get(" ".join(args) + "|" + situation)
+                    if kin is not None and r is not None and rate is not None:
+                        r[j], rate[j] = kin
                 else:
                     key = (name, args, context)
                     prior = memo.get(key)
@@ -331,7 +336,7 @@ class FailureModel(Params):
                         memo[key] = prior
                     q[j] = prior
             mean[positions], concentration[positions] = posterior(
-                n, f, q, model.strength, self.tolerance, self.trust_steps, model.outlier_share
+                n, f, q, model.strength, self.tolerance, self.trust_steps, model.outlier_share, r, rate
             )
         return mean, concentration
 

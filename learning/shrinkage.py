@@ -163,7 +163,15 @@ def _strength(n: np.ndarray, f: np.ndarray, q: np.ndarray, weights: np.ndarray) 
 
 
 def posterior(
-    n: np.ndarray, f: np.ndarray, q: np.ndarray, m: float, tolerance: float, trust: float, outlier_share: float = 0.0
+    n: np.ndarray,
+    f: np.ndarray,
+    q: np.ndarray,
+    m: float,
+    tolerance: float,
+    trust: float,
+    outlier_share: float = 0.0,
+    outlier: np.ndarray | None = None,
+    outlier_rate: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Posterior mean p_fail and concentration (pseudo-steps, for sampling) of each grounding, from its
     recency-weighted steps `n` and failures `f`; with `outlier_share` > 0, a mixture of the shrunk estimate
@@ -173,7 +181,13 @@ def posterior(
     mean = (f + m * q) / (n + m)
     if outlier_share > 0.0:
         r = outlier_weights(n, f, q, m, outlier_share)
-        mean = (1.0 - r) * mean + r * (f + BROAD[0]) / (n + BROAD[0] + BROAD[1])
+        own = (f + BROAD[0]) / (n + BROAD[0] + BROAD[1])
+        if outlier is not None and outlier_rate is not None:  # the kin groups' (`fit_kin_mixture`), where fitted
+            known = ~np.isnan(outlier)
+            r = np.where(known, np.nan_to_num(outlier), r)
+            pooled = (f + OUTLIER_POOL * np.nan_to_num(outlier_rate)) / (n + OUTLIER_POOL)
+            own = np.where(known, pooled, own)
+        mean = (1.0 - r) * mean + r * own
     seen = n > 1e-9
     if seen.any():
         rate = np.divide(f, n, out=np.zeros_like(n), where=seen)
@@ -227,3 +241,44 @@ def fit_mixture(
         if refit:
             m = _strength(n, f, q, 1.0 - r)  # refit on the members' weights
     return m, share
+
+
+OUTLIER_POOL = 2.0  # pseudo-steps by which an outlier group's cell leans on the group's own pooled rate
+
+
+def fit_kin_mixture(
+    n: np.ndarray, f: np.ndarray, q: np.ndarray, kin: np.ndarray, default: float
+) -> tuple[float, float, np.ndarray, np.ndarray] | None:
+    """(m, outlier share, each cell's outlier probability, each cell's outlier rate) by EM, where being an
+    outlier is a property of a kin group of cells (a grounding in every situation, and its arguments in any
+    order): a group is either a member of the prior's population (each cell Beta(m q, m (1 - q))) or an outlier
+    whose cells each have a rate of their own (the broad Beta in the likelihood; as an estimate, a cell's own
+    counts leaning `OUTLIER_POOL` pseudo-steps on its group's pooled rate). The share is of groups, so a truck's
+    bad road tried once is weighed against how often a road turns out bad for a truck, not against every drive
+    ever made. None with fewer than three groups: a share of groups is not identified, the cells are the units
+    (`fit_mixture`)."""
+    n, f = np.asarray(n, float), np.minimum(np.asarray(f, float), np.asarray(n, float))
+    q = np.clip(np.asarray(q, float), _Q_CLIP, 1.0 - _Q_CLIP)
+    kin = np.asarray(kin, int)
+    seen = n > 1e-9
+    groups = np.unique(kin[seen])
+    if len(groups) < 3:
+        return None
+    size = int(kin.max()) + 1
+    group_n = np.bincount(kin, weights=np.where(seen, n, 0.0), minlength=size)
+    group_f = np.bincount(kin, weights=np.where(seen, f, 0.0), minlength=size)
+    rate = ((group_f + BROAD[0]) / (group_n + BROAD[0] + BROAD[1]))[kin]
+    m = fit_strength(n, f, q, default)
+    refit = identifies_strength(n[seen])
+    share = 0.05
+    log_out = np.where(seen, _log_bb(n, f, *BROAD), 0.0)
+    r_cell = np.zeros(len(n))
+    for _ in range(EM_ROUNDS):
+        log_in = np.where(seen, _log_bb(n, f, m * q, m * (1.0 - q)), 0.0)
+        diff = np.bincount(kin, weights=log_out - log_in, minlength=size)
+        r_group = 1.0 / (1.0 + np.exp(-np.clip(np.log(share) - np.log1p(-share) + diff, -500, 500)))
+        share = float(np.clip(r_group[groups].mean(), 1e-3, 0.5))
+        r_cell = np.where(seen, r_group[kin], 0.0)
+        if refit:
+            m = _strength(n[seen], f[seen], q[seen], 1.0 - r_cell[seen])
+    return m, share, r_cell, rate

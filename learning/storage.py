@@ -80,6 +80,8 @@ class StoredAction(BaseModel):
     n_steps: Annotated[int, Field(ge=0)] = 0
     n_failures: Annotated[int, Field(ge=0)] = 0
     outlier_share: Probability = 0.0
+    # cell -> the probability that its kin group is an outlier (absent in models stored before it was fit)
+    outlier: dict[str, tuple[Probability, Probability]] = Field(default_factory=dict)
 
 
 class StoredDurationFit(BaseModel):
@@ -220,6 +222,6 @@ def _lists(cells: Mapping[str, tuple[float, ...]]) -> dict[str, list[float]]:
 def _plain(action: StoredAction) -> dict[str, Any]:
     """An `ActionModel`'s fields as it keeps them (lists, not the tuples the check uses)."""
     fields = action.model_dump()
-    for key in ("cells", "evidence", "groundings"):
+    for key in ("cells", "evidence", "groundings", "outlier"):
         fields[key] = {name: list(values) for name, values in fields[key].items()}
     return fields
