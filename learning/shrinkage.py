@@ -25,6 +25,16 @@ posterior odds of being an outlier (`outlier_weights`). One Beta for all groundi
 fail 2%, a few fail 70%": m is fit large on the many, and a broken grounding stayed near the prior for dozens
 of steps.
 
+`fit_kin_mixture` is that mixture with the outlier status shared by a kin group (a grounding's cells in every
+situation, and its mirrors: the same objects in another order): whether a truck's road is broken is one fact
+about the truck and the road, seen in each way it is driven and in any weather. So a group's cells pool their
+evidence for it (one failure each way condemns both), the share is of groups (how often a truck-road pair turns
+out bad, not how many of all the cells ever recorded look odd), and an outlier group's cells lean on the group's
+own rate (`OUTLIER_POOL`). The cell-level fit found a share near 0.01 on `vehicle-roads`, where a quarter of a
+truck's roads fail 70%: each cell's prior had seen the road's other way through its `s:` token, so a bad road
+driven both ways looked like a member, and a new bad road's first failure was weighed against a population of
+almost only members (0.14-0.37 where Bayes says 0.63; `tests/test_learning_shrinkage.py`).
+
 `population_means` is the prior without a token model (an action name with few steps or one outcome): the
 posterior mean of the groundings' population rate, with m integrated out over [`MIN_STRENGTH`,
 `MAX_STRENGTH`] instead of fixed. Fixing it (or pooling the steps, as before) assumes the groundings are alike,
