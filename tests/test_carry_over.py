@@ -105,6 +105,7 @@ def summary(result) -> list[tuple[str, str, bool]]:
     return [(a.delegate, a.status.value, bool(a.details.get("background"))) for a in result.attempts]
 
 
+@pytest.mark.serial
 def test_carried_over_plan_wins_while_the_decomposer_tier_runs():
     task = termes()
     sleeper = Sleeper()
@@ -171,6 +172,7 @@ def test_a_foreground_plan_stops_the_carried_over_search():
         planner.close()
 
 
+@pytest.mark.serial
 def test_total_deadline_holds_and_nothing_is_left_running():
     task = load_ipc("parking-sat11-strips", hardest_parking())
     fast_downward = FastDownward()
@@ -231,6 +233,7 @@ def test_a_stop_signal_ends_a_worker_call_before_its_deadline():
         signal.close()
 
 
+@pytest.mark.serial
 def test_service_worker_kills_carried_over_work_at_the_request_deadline(tmp_path: Path):
     from portfolio.serve.worker import PlannerWorker, WorkerConfig
 

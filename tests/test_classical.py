@@ -60,6 +60,7 @@ def _cpu_seconds(pids) -> float:
     return sum(cpu for _, cpu in (descendants().get(pid, ("", 0.0)) for pid in pids))
 
 
+@pytest.mark.serial
 def test_timeout_within_budget_and_nothing_left_running():
     task = load_ipc("parking-sat11-strips", hardest_parking())
     with Planner(CLASSICAL_ONLY) as planner:
@@ -83,6 +84,7 @@ def test_timeout_within_budget_and_nothing_left_running():
         assert _cpu_seconds(alive) - cpu_before < 0.1
 
 
+@pytest.mark.serial
 def test_search_timeout_kills_the_search_process():
     task = bundled_task("blocksworld", 40, seed=3)  # translation is quick, optimal search is not
     fd = FastDownward(alias="seq-opt-lmcut")
@@ -101,6 +103,7 @@ def test_search_timeout_kills_the_search_process():
         cascade.close()
 
 
+@pytest.mark.serial
 def test_pyperplan_timeout_kills_its_worker():
     task = bundled_task("logistics", 40, seed=2)
     pyperplan = Pyperplan()

@@ -126,6 +126,7 @@ def test_the_tasks_own_costs_get_the_anytime_search_too():
     assert plan_cost(task, outcome.plan) == pytest.approx(min(p["cost"] for p in outcome.details["plans"]))
 
 
+@pytest.mark.serial
 def test_optimal_quality_holds_its_deadline_and_leaves_no_search_running():
     """A task whose optimum is not proved within the budget: the best plan so far at the deadline, marked not
     optimal, every search process gone."""
@@ -150,6 +151,7 @@ def test_optimal_quality_holds_its_deadline_and_leaves_no_search_running():
 
 
 @pytest.mark.parametrize("quality", ["anytime", "optimal"])
+@pytest.mark.serial
 def test_carried_over_work_improves_only_until_the_caller_wants_its_answer(quality):
     """Work carried over past its share (`PlanRequest.answer_by`) keeps the cascade's final deadline, but the
     caller is waiting: improvement stops by `answer_by` (it ran to a share of the final deadline: elevators p01

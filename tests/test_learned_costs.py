@@ -129,6 +129,7 @@ def test_plans_are_recorded_in_the_trace_store(tmp_path):
     assert json.loads(rows[0]["plan"]) == result.plan
 
 
+@pytest.mark.serial
 def test_learned_costs_stay_inside_the_budget(tmp_path):
     """Grounding for learned costs happens inside the delegate's budget: a task whose translation alone takes
     seconds still times out on time with a model loaded."""

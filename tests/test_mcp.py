@@ -23,7 +23,9 @@ def server_parameters(traces):
     return StdioServerParameters(
         command=sys.executable,
         cwd=REPO,
-        env={"PYTHONPATH": str(REPO)},
+        # the SDK passes only these and its own few (HOME, PATH): the session's throw-away translation cache
+        # (tests/conftest.py), not the user's, which every test process would share
+        env={"PYTHONPATH": str(REPO), "XDG_CACHE_HOME": os.environ["XDG_CACHE_HOME"]},
         args=["-m", "portfolio.cli", "mcp", "--delegates", "fast-downward,pyperplan", "--traces", str(traces)],
     )
 

@@ -195,6 +195,7 @@ def test_share_deadline_splits_what_is_left_by_the_shares_still_to_run():
     assert share_deadline(2.0, 1.0, 1.0, 2.0) == 2.0  # nothing left
 
 
+@pytest.mark.serial
 def test_a_slow_first_delegate_leaves_the_second_its_share():
     """Fast Downward cannot translate parking in 1 s; before shares it used the whole tier and pyperplan got
     0.0 ms. With shares 3:1 the second delegate still gets a quarter of the tier."""
@@ -220,6 +221,7 @@ def test_equal_shares_by_default_and_unused_time_goes_to_the_next():
     assert second.slices[0] == pytest.approx(2.0, abs=0.05)  # the first returned at once: all of it is left
 
 
+@pytest.mark.serial
 def test_handing_the_task_to_a_search_that_does_not_read_stops_at_the_deadline():
     from portfolio.delegates.fast_downward.searches import _feed
 

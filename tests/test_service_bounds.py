@@ -5,6 +5,7 @@ unknown-run 404 does not show where the server keeps its trace store."""
 from __future__ import annotations
 
 import httpx
+import pytest
 from test_service_helpers import config, serve_in_thread, start_cli_server
 
 from traces.store import TraceStore
@@ -54,6 +55,7 @@ def test_task_sources_in_the_store_are_pruned_by_count_and_age(tmp_path, monkeyp
         assert store.db.execute("SELECT count(*) FROM run_tasks").fetchone()[0] == 5
 
 
+@pytest.mark.serial
 def test_a_large_step_batch_does_not_hold_the_event_loop(tmp_path):
     """A 16 MB /v1/steps batch: parsed and validated off the event loop, so /v1/health keeps answering within
     the issue's 1 s budget while it is recorded (before, FastAPI parsed and validated it on the loop: seconds

@@ -90,6 +90,7 @@ def test_a_second_interpreter_that_cannot_run_the_worker_is_given_up_with_a_warn
 
 
 @needs_pypy
+@pytest.mark.serial
 def test_a_pypy_worker_stopped_at_its_deadline_answers_and_stays_warm_and_idle():
     parking = texts(IPC / "parking-sat11-strips" / "domain.pddl", hardest_parking())  # ~10 s to translate
     env = worker_env()
