@@ -41,7 +41,7 @@ class ActionModel:
     groundings: dict[str, list[float]] = field(default_factory=dict)
     n_steps: int = 0
     n_failures: int = 0
-    outlier_share: float = 0.0  # share of groundings that are outliers to the prior (`learning.shrinkage`)
+    outlier_share: float = 0.0  # share of kin groups (or, with fewer than three, cells) that are outliers
     # cell -> [probability that its kin group is an outlier, the group's pooled rate] (`fit_kin_mixture`)
     outlier: dict[str, list[float]] = field(default_factory=dict)
 

@@ -186,7 +186,9 @@ def posterior(
     """Posterior mean p_fail and concentration (pseudo-steps, for sampling) of each grounding, from its
     recency-weighted steps `n` and failures `f`; with `outlier_share` > 0, a mixture of the shrunk estimate
     and the broad component's, weighted by how likely the grounding is an outlier (`outlier_weights`).
-    `tolerance` and `trust` have no defaults here: they are `FailureModel`'s parameters, set in one place."""
+    `tolerance` and `trust` have no defaults here: they are `FailureModel`'s parameters, set in one place.
+    `outlier` and `outlier_rate`, where given (not NaN), are each cell's kin group's outlier probability and
+    pooled rate (`fit_kin_mixture`), used instead of the cell's own."""
     n, f, q = np.asarray(n, float), np.asarray(f, float), np.asarray(q, float)
     mean = (f + m * q) / (n + m)
     if outlier_share > 0.0:
