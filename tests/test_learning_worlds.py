@@ -30,6 +30,12 @@ SETTINGS = {"type": (150, 40, 0.6)}
 DRIFT_EPISODES, DRIFT_SEEDS, DRIFT_FACTOR = 130, range(5), 0.9
 
 
+# serial: one world's closed loop is path-noisy (which search answers first decides which of equal plans the
+# learner tries next), and a test in another worker taking a core adds to it: groundings-0's learned failures were
+# 0.087 against the 0.075 bound once in the parallel phase, under it in 5 of 5 runs alone
+pytestmark = pytest.mark.serial
+
+
 def last_failure(run, arm: str, last: int = LAST) -> float:
     return 1.0 - statistics.mean(run.expected[arm][-last:])
 

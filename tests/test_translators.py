@@ -112,6 +112,9 @@ def test_a_pypy_worker_stopped_at_its_deadline_answers_and_stays_warm_and_idle()
         worker.close()
 
 
+# serial: it asserts that no descendant of the test process is running, and beside other tests in the same xdist
+# worker a session planner's warm-up can be (CI: one running pid in the parallel phase)
+@pytest.mark.serial
 def test_a_worker_that_does_not_answer_the_abort_is_killed_after_the_grace():
     """`os.system` does not return to the interpreter until its command ends, so the abort cannot stop it."""
     worker = WorkerProcess(abort_grace_s=0.3)
