@@ -112,7 +112,7 @@ def fit_action(
     if outliers:
         index: dict[str, int] = {}
         kin = np.array([index.setdefault(kin_key(key.partition("|")[0]), len(index)) for key in action.cells])
-        kin_fit = fit_kin_mixture(cells[:, 0], cells[:, 1], cells[:, 2], kin, default=s0)
+        kin_fit = fit_kin_mixture(cells[:, 0], cells[:, 1], cells[:, 2], kin, default=s0, start=strength)
         if kin_fit is not None:  # the kin groups carry a grounding's record across its cells: no borrowing
             strength, action.outlier_share, r, rate = kin_fit
             action.outlier = {key: [float(x), float(y)] for key, x, y in zip(action.cells, r, rate)}

@@ -323,10 +323,11 @@ class FailureModel(Params):
             pooled: dict[tuple[int, str], float] = memo.setdefault(("type-offsets", name, context[2]), {})
             for j, i in enumerate(positions):
                 args = actions[i].args
-                cell = model.cells.get(" ".join(args) + "|" + situation)
+                cell_key = " ".join(args) + "|" + situation
+                cell = model.cells.get(cell_key)
                 if cell is not None:
                     n[j], f[j], q[j] = cell[0], cell[1], cell[2]
-                    kin = model.outlier.get(" ".join(args) + "|" + situation)
+                    kin = model.outlier.get(cell_key)
                     if kin is not None and r is not None and rate is not None:
                         r[j], rate[j] = kin
                 else:

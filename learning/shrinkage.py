@@ -259,7 +259,7 @@ OUTLIER_POOL = 2.0  # pseudo-steps by which an outlier group's cell leans on the
 
 
 def fit_kin_mixture(
-    n: np.ndarray, f: np.ndarray, q: np.ndarray, kin: np.ndarray, default: float
+    n: np.ndarray, f: np.ndarray, q: np.ndarray, kin: np.ndarray, default: float, start: float | None = None
 ) -> tuple[float, float, np.ndarray, np.ndarray] | None:
     """(m, outlier share, each cell's outlier probability, each cell's outlier rate) by EM, where being an
     outlier is a property of a kin group of cells (a grounding in every situation, and its arguments in any
@@ -268,7 +268,7 @@ def fit_kin_mixture(
     counts leaning `OUTLIER_POOL` pseudo-steps on its group's pooled rate). The share is of groups, so a truck's
     bad road tried once is weighed against how often a road turns out bad for a truck, not against every drive
     ever made. None with fewer than three groups: a share of groups is not identified, the cells are the units
-    (`fit_mixture`)."""
+    (`fit_mixture`). `start`: m already fit on these cells by the caller."""
     n, f = np.asarray(n, float), np.minimum(np.asarray(f, float), np.asarray(n, float))
     q = np.clip(np.asarray(q, float), _Q_CLIP, 1.0 - _Q_CLIP)
     kin = np.asarray(kin, int)
@@ -280,7 +280,7 @@ def fit_kin_mixture(
     group_n = np.bincount(kin, weights=np.where(seen, n, 0.0), minlength=size)
     group_f = np.bincount(kin, weights=np.where(seen, f, 0.0), minlength=size)
     rate = ((group_f + BROAD[0]) / (group_n + BROAD[0] + BROAD[1]))[kin]
-    m = fit_strength(n, f, q, default)
+    m = fit_strength(n, f, q, default) if start is None else start
     refit = identifies_strength(n[seen])
     share = 0.05
     log_out = np.where(seen, _log_bb(n, f, *BROAD), 0.0)

@@ -80,7 +80,7 @@ class StoredAction(BaseModel):
     n_steps: Annotated[int, Field(ge=0)] = 0
     n_failures: Annotated[int, Field(ge=0)] = 0
     outlier_share: Probability = 0.0
-    # cell -> the probability that its kin group is an outlier (absent in models stored before it was fit)
+    # cell -> [the probability that its kin group is an outlier, the group's pooled rate] (absent before it was fit)
     outlier: dict[str, tuple[Probability, Probability]] = Field(default_factory=dict)
 
 
