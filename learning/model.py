@@ -47,8 +47,8 @@ by a broken grounding as by a bad population, and with the spread integrated out
 the same ambiguity is a set of collinear tokens, and the L2 prior splits their weight by their prior scales
 (evenly where nothing tells their families apart), so a sibling gets only the share of the tokens it has in
 common, in log-odds: a drive failing 10 of 10 (to a place nothing else visits) among 300 drives at 2%, priced
-0.92, leaves its siblings with another truck or the other direction at 0.08-0.25 (3 seeds). A grounding that
-keeps failing tends to p_fail 1 (consistency) while its untried sibling's prior stays bounded: below 0.3
+0.99, leaves its siblings with another truck, the other direction or another origin at 0.12-0.34 (3 seeds). A
+grounding that keeps failing tends to p_fail 1 (consistency) while its untried sibling's prior stays bounded: below 0.3
 without a token model however long the other fails (0.19 after 20 steps, 0.26 after 1,000), and with one the
 failing row weighs at most `learning.prior.CAP_STEPS` steps in the fit. So under `mean` the sibling, or
 another alternative, is planned within a bounded number of calls unless its base cost is dearer by more than

@@ -119,8 +119,10 @@ def test_one_groundings_failures_stay_mostly_its_own_until_another_repeats_them(
 def test_with_a_token_model_a_lone_groundings_failures_reach_its_siblings_only_in_part(seed: int) -> None:
     """300 drives at 2% and one drive to a place nothing else visits, failed 10 of 10: its tokens always occur
     together, so the L2 prior splits their weight and a sibling (another truck, the other direction, another
-    origin) gets only the share it has in common: 0.08-0.25 beside the failing one's 0.92 (measured; a guard
-    of `learning.model`'s docstring, true before the population prior too)."""
+    origin) gets only the share it has in common: 0.12-0.34 beside the failing one's 0.99 (0.09-0.30 before a
+    family's scale was fitted by MacKay's fixed point, `learning.families`: the destination's family, whose
+    other tokens the data determines, now lets the lone destination keep more of its weight; a guard of
+    `learning.model`'s docstring, true before the population prior too)."""
     rng = random.Random(seed)
     history = [
         rec(
@@ -141,7 +143,7 @@ def test_with_a_token_model_a_lone_groundings_failures_reach_its_siblings_only_i
             ]
         )
     )
-    assert p[0] > 0.85 and max(p[1:]) < 0.3, p
+    assert p[0] > 0.85 and max(p[1:]) < 0.36, p
 
 
 def test_a_sparse_actions_cells_are_not_priced_by_one_or_two_lucky_steps() -> None:
@@ -227,3 +229,40 @@ def test_a_trucks_new_bad_road_is_condemned_by_its_first_failure_as_often_as_bad
     fine = [GroundAction("drive", (t, *road)) for t in trucks for road in roads if road not in bad[t]]
     assert model.predict_proba([GroundAction("drive", new)], {"weather": "sun"})[0] >= 0.45
     assert model.predict_proba(fine, {"weather": "sun"}).mean() < 0.05
+
+
+def test_a_tool_that_fails_everywhere_is_priced_by_its_tool_not_by_noise_in_the_situations() -> None:
+    """The tools world's database shape at the stage where the learned arm lost to the oracle: db-news times out
+    30% of the time whatever the job, topic or situation, db-internal fails 1%; 70 and 65 queries spread over
+    four jobs, three topics and eight situations (hour x region x weather). Every grounding in every situation
+    must be priced near its truth, and a new job's query near the rate db-news showed. Before a family's scale
+    was fitted by MacKay's fixed point (`learning.families`), noise families (a job at peak hours, a topic in
+    the rain) kept weights of +-0.4 and db-news' own token 0.2: the cells' mean absolute error was 0.065 over
+    these ten traces and a new job's price 0.069 off the rate db-news showed, on average; after, 0.048 and 0.041."""
+    errors, offsets = [], []
+    jobs, topics = [f"job{i}" for i in range(1, 5)], ["pricing", "competitors", "regulation"]
+    situations = [
+        {"hour": h, "region": r, "weather": w}
+        for h in ("peak", "off-peak")
+        for r in ("eu", "us")
+        for w in ("sun", "rain")
+    ]
+    for seed in range(10):
+        rng = random.Random(seed)
+        steps, failed = [], 0
+        for db, p, count in (("db-news", 0.3, 70), ("db-internal", 0.01, 65)):
+            for _ in range(count):
+                action = GroundAction("query-database", (rng.choice(jobs), rng.choice(topics), db))
+                fail = rng.random() < p
+                failed += fail and db == "db-news"
+                steps.append(rec(len(steps), action, fail, **rng.choice(situations)))
+        rng.shuffle(steps)
+        model = FailureModel().fit(steps)
+        for db, truth in (("db-news", 0.3), ("db-internal", 0.01)):
+            groundings = [GroundAction("query-database", (j, t, db)) for j in [*jobs, "job9"] for t in topics]
+            for situation in situations:
+                errors += [abs(p - truth) for p in model.predict_proba(groundings, situation)]
+        new = model.predict_proba([GroundAction("query-database", ("job9", "pricing", "db-news"))], situations[0])
+        offsets.append(abs(new[0] - failed / 70))
+    assert sum(errors) / len(errors) < 0.056
+    assert sum(offsets) / len(offsets) < 0.055
