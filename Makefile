@@ -24,7 +24,7 @@ demo: install
 # the machine: each asserts a budget, deadline or latency that a test in another worker could break by taking a
 # core (only the files that mark one are collected again). Then the `closed_loop` worlds, one a worker: each is a
 # single process, so two side by side each keep a core, as `portfolio bench learning --jobs 2` runs them (in one
-# process they took 125 s of the serial phase's 148, side by side 77-85 s). Exit 5 (no test selected) is no
+# process they took 125 s of the serial phase's 148, side by side 77-89 s in 5 runs). Exit 5 (no test selected) is no
 # failure in a phase of test-fast.
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -x --benchmark-disable
