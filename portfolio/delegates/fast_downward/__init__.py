@@ -6,7 +6,7 @@ sas.py          the SAS+ task Fast Downward's translator writes: parse, render w
 sas_cache.py    translations kept on disk across processes and runs
 searches.py     the search configurations (aliases), which run side by side, the search processes
 anytime.py      searching under costs: keep the cheapest plan the budget allows, stop on a proof
-inprocess.py    small tasks searched in this process (GBFS with hFF, A* with h_max) before any process
+inprocess.py    small tasks searched in this process (GBFS with hFF, A* with LM-cut landmarks) before any process
 sas_search.py   GBFS with hFF over a compiled SAS+ task (pure Python)
 sas_astar.py    A* with h_max over a compiled SAS+ task with costs (pure Python)
 exitcodes.py    what the search binary's exit codes mean

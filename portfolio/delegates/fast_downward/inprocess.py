@@ -2,8 +2,8 @@
 
 - `greedy`: a replan of a small unit-cost task (translation reused, init rewritten): GBFS with hFF
   (`portfolio.delegates.fast_downward.sas_search`), first plan.
-- `cheapest`: a small task with costs (learned, or the task's own), quality "anytime" or "optimal": A* with h_max
-  (`portfolio.delegates.fast_downward.sas_astar`), an optimal plan.
+- `cheapest`: a small task with costs (learned, or the task's own), quality "anytime" or "optimal": A* bounded
+  by the root's LM-cut landmarks (`portfolio.delegates.fast_downward.sas_astar`), an optimal plan.
 
 Both give up (None, the reason in `details["in_process"]`) at their node cap or their time budget, and the
 process searches run within what is left of the budget. Only for satisficing configurations: an optimal alias
@@ -42,7 +42,7 @@ INPROCESS_MAX_OPERATORS = 120
 # The in-process search stops after this long (or at the deadline): the process search gets what is left.
 INPROCESS_BUDGET_S = 0.1
 INPROCESS_NODE_CAP = 20_000
-# A* with h_max gives up sooner: its plan must be proved optimal, and a task it cannot finish in a few thousand
+# A* gives up sooner: its plan must be proved optimal, and a task it cannot finish in a few thousand
 # states is better left to the processes at once. Measured (`python -m benchmarks.experiments.cost_search`, held-out
 # seeds
 # 100-109): with 0.1 s the tools-large and logistics-large calls it could not finish waited 0.1 s for nothing
@@ -93,7 +93,7 @@ def cheapest(
     deadline: float,
     details: dict,
 ) -> DelegateOutcome | None:
-    """A task with costs below the in-process threshold: A* with h_max in this process
+    """A task with costs below the in-process threshold: A* in this process
     (`portfolio.delegates.fast_downward.sas_astar`), whose plan is optimal; None (after recording why in
     `details["in_process"]`)
     so the process searches run within what is left of the budget."""

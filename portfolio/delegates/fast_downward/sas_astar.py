@@ -1,8 +1,10 @@
-"""A* with h_max over a translated SAS+ task with operator costs, in this process: optimal plans on small tasks.
+"""A* over a translated SAS+ task with operator costs, in this process: optimal plans on small tasks.
 
-What: A* (duplicate detection by best g, reopening a state reached more cheaply) guided by h_max (the costliest
-single fact the relaxed task needs, with operator costs: admissible and consistent), over the operators of
-`portfolio.delegates.fast_downward.sas_search.compile_task`. A plan it returns is optimal under the costs it was given.
+What: A* (duplicate detection by best g, reopening a state reached more cheaply) over the operators of
+`portfolio.delegates.fast_downward.sas_search.compile_task`, bounded by the LM-cut landmarks of the initial state
+that a path has not used yet (`portfolio.delegates.fast_downward.sas_landmarks`; admissible), or, on a task
+without landmarks, by h_max (the costliest single fact the relaxed task needs, with operator costs: admissible and
+consistent). A plan it returns is optimal under the costs it was given.
 
 Why: with costs (learned, or the task's own) the plan must be the cheapest one, and on a small task proving it
 takes a search process (`anytime-wastar` beside A* with LM-cut, `portfolio.delegates.fast_downward.anytime`) 15-30 ms,
@@ -22,6 +24,7 @@ import time
 from collections.abc import Sequence
 from itertools import count
 
+from portfolio.delegates.fast_downward.sas_landmarks import landmarks
 from portfolio.delegates.fast_downward.sas_search import Problem, Relaxation, SearchResult, _successor, _trace, relax
 from portfolio.engine.results import Status
 
@@ -113,27 +116,54 @@ def astar_search(
     node_cap: int = 20_000,
     check_every: int = 32,
 ) -> tuple[SearchResult, float | None]:
-    """A* with h_max from `init` until the cheapest goal state is expanded, `deadline` (`time.monotonic()`),
-    `node_cap` generated states, or no open states left. Returns the result and the plan's cost (None without
-    a plan). Ties on f go to the larger g (deeper first).
+    """A* from `init` until the cheapest goal state is expanded, `deadline` (`time.monotonic()`), `node_cap`
+    generated states, or no open states left. Returns the result and the plan's cost (None without a plan). Ties
+    on f go to the larger g (deeper first).
 
-    h_max is evaluated lazily: a child enters the open list with its parent's h less the operator's cost (a lower
-    bound, h_max being consistent) and is evaluated when it comes out; if its f then grows it goes back in. Most
-    children of an optimal search are never taken out, and h_max is most of the time: measured on the learned
-    detours calls of `portfolio bench learning` (80 operators), with the operator index, 2.09 -> 1.91 ms at the
-    median."""
+    The bound on a state is what the root's LM-cut landmarks that no known path to the state has used cost together
+    (`portfolio.delegates.fast_downward.sas_landmarks`): admissible, so the plan is optimal. It costs a mask update
+    per child. h_max is evaluated only at the root (a relaxed-unreachable goal ends the search at once) and, on a task
+    without landmarks (conditional effects), lazily for each state taken out of the open list (a child enters with
+    its parent's bound less the operator's cost; if its f then grows it goes back in).
+
+    Measured on the learned detours calls of `portfolio bench learning` (two vans, two parcels, 96 operators;
+    world 3200, 50 calls, median): h_max alone expanded 334 states in 22.7 ms; the landmarks with h_max at each
+    expansion 130 in 7.2 ms; the landmarks alone 220 in 3.9 ms. h_max costs ~50 us a state here, more than the
+    states it spares, and the same held on the bundled tasks with random costs (logistics 3: 10.6-40.4 ms with
+    h_max beside the landmarks, 6.3-21.0 without, within 6% of the expansions). What is given up: h_max's dead-end
+    detection at each state; a dead end now costs the states below it up to the optimum's cost, within the node
+    cap and budget, after which the search processes (A* with LM-cut, which detects them) take over."""
     relaxation = relax(problem)
     goal = problem.goal
     costs_of_unary = unary_costs(relaxation, op_costs)
     h = h_max(relaxation, op_costs, init, costs_of_unary)
     if h is None:
         return SearchResult(Status.INCOMPLETE, None, 0, 1), None
+    marks = landmarks(problem, relaxation, op_costs, init)
+    achieves = [0] * len(problem.operators)  # per operator, the landmarks it uses (a bit each)
+    for bit, (ops, _) in enumerate(marks):
+        for index in ops:
+            achieves[index] |= 1 << bit
+    mark_costs = [cost for _, cost in marks]
+
+    def owed(mask: int) -> float:
+        """What the landmarks in `mask` cost together."""
+        total = 0.0
+        while mask:
+            low = mask & -mask
+            total += mark_costs[low.bit_length() - 1]
+            mask ^= low
+        return total
+
     by_fact, free = _operators_by_fact(problem)
     operators, infinity = problem.operators, float("inf")
     best_g: dict[tuple[int, ...], float] = {init: 0.0}
-    heuristic: dict[tuple[int, ...], float] = {init: h}  # inf: a dead end
+    needed: dict[tuple[int, ...], int] = {init: (1 << len(marks)) - 1}  # landmarks some known path has not used
+    debt: dict[tuple[int, ...], float] = {init: owed(needed[init])}  # what they cost
+    heuristic: dict[tuple[int, ...], float] = {init: h}  # h_max; inf: a dead end
     parents: dict[tuple[int, ...], tuple[tuple[int, ...] | None, int]] = {init: (None, -1)}
     ticket = count()
+    h = max(h, debt[init])
     open_list = [(h, 0.0, next(ticket), init)]
     expanded = 0
     while open_list:
@@ -144,18 +174,19 @@ def astar_search(
         if g > best_g[state]:
             continue  # a cheaper path to it was found after this entry was pushed
         known = heuristic.get(state)
-        if known is None:
+        if known is None and not marks:
             evaluated = h_max(relaxation, op_costs, state, costs_of_unary)
             known = heuristic[state] = infinity if evaluated is None else evaluated
-            if known != infinity and g + known > f:
-                heapq.heappush(open_list, (g + known, negative_g, next(ticket), state))
-                continue
         if known == infinity:
             continue
-        h = known
+        h = max(known or 0.0, debt[state])
+        if g + h > f + 1e-9:
+            heapq.heappush(open_list, (g + h, negative_g, next(ticket), state))
+            continue
         if all(state[var] == value for var, value in goal):
             return SearchResult(Status.SOLVED, _trace(problem, parents, state), expanded, len(best_g)), g
         expanded += 1
+        mask, state_debt = needed[state], debt[state]
         candidates = list(free)
         for var, value in enumerate(state):
             candidates.extend(by_fact[var][value])
@@ -167,7 +198,15 @@ def astar_search(
             child_g = g + cost
             if child_g >= best_g.get(child, infinity):
                 continue
+            used = mask & achieves[index]
+            earlier = needed.get(child)
+            if earlier is None:  # the parent's debt less what this operator pays off: a few bits, not all
+                child_mask, child_debt = mask ^ used, state_debt - owed(used) if used else state_debt
+            else:  # a landmark any known path still owes
+                child_mask = earlier | (mask ^ used)
+                child_debt = debt[child] if child_mask == earlier else owed(child_mask)
             best_g[child], parents[child] = child_g, (state, index)
+            needed[child], debt[child] = child_mask, child_debt
             if len(best_g) > node_cap:
                 return SearchResult(Status.MEMOUT, None, expanded, len(best_g)), None
             bound = heuristic.get(child)
@@ -175,5 +214,6 @@ def astar_search(
                 bound = max(h - cost, 0.0)
             elif bound == infinity:
                 continue
+            bound = max(bound, child_debt)
             heapq.heappush(open_list, (child_g + bound, -child_g, next(ticket), child))
     return SearchResult(Status.INCOMPLETE, None, expanded, len(best_g)), None

@@ -1,0 +1,155 @@
+"""LM-cut's disjunctive action landmarks of a SAS+ task with operator costs, computed once, at the search's root.
+
+What: the LM-cut procedure (Helmert & Domshlak 2009) over the unary relaxation of
+`portfolio.delegates.fast_downward.sas_search.relax`: compute h_max with the remaining costs, take the cut that
+separates the state from the goal zone in the justification graph (each unary operator's costliest condition to its
+effect), record the cut's operators as a landmark of cost m (the cut's cheapest remaining cost), take m off each of
+them, and repeat until the goal costs nothing. Each landmark is a set of operators every plan from the state uses
+at least one of; the landmarks' costs are a cost partition (no operator pays out more than its cost in total), so
+the costs of any landmarks a plan has still to use add up to a lower bound on what it has left to pay.
+
+Why: A* with h_max alone (`portfolio.delegates.fast_downward.sas_astar`) goes around in circles on tasks with
+several vehicles or parallel errands: h_max prices only the costliest single fact, so a vehicle that wanders
+away while another one works costs nothing to the heuristic, and the search expands every such wandering up to the
+optimum's cost. A landmark nothing on the path has used yet is still owed (a plan from the root goes through the
+path and then still needs one of its operators), so the search adds the costs of the landmarks a path has not
+used to its bound (path-dependent, as LM-A*: Karpas & Domshlak 2009): a move that uses none of them raises f by its
+full cost. Computing the landmarks once costs one LM-cut (a few h_max passes); each child then costs a mask update,
+not a heuristic evaluation. Only for tasks without conditional effects (`landmarks` returns no landmark otherwise),
+where a unary operator's firing is its operator's.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+from portfolio.delegates.fast_downward.sas_search import Problem, Relaxation
+
+# An LM-cut of a small task has a few dozen landmarks at most; a runaway (float costs that never reach zero)
+# stops here, keeping the landmarks found so far (any subset of them is still a valid bound).
+MAX_LANDMARKS = 256
+_ZERO = 1e-9
+
+
+def _h_max_with_supporters(
+    relaxation: Relaxation, unary_cost: Sequence[float], state: tuple[int, ...]
+) -> tuple[list[float], list[int]]:
+    """Each fact's h_max cost from `state` under `unary_cost`, and each unary operator's costliest condition
+    (its precondition choice; -1 for an operator without conditions, -2 for one never reached)."""
+    infinity = float("inf")
+    cost = [infinity] * relaxation.facts
+    remaining = list(relaxation.pre_counts)
+    choice = [-2] * len(remaining)
+    effect, watchers = relaxation.effect, relaxation.watchers
+    heap: list[tuple[float, int]] = []
+    for var, value in enumerate(state):
+        fact = relaxation.offsets[var] + value
+        cost[fact] = 0.0
+        heap.append((0.0, fact))
+    for unary in relaxation.free:
+        choice[unary] = -1
+        target = effect[unary]
+        if unary_cost[unary] < cost[target]:
+            cost[target] = unary_cost[unary]
+            heap.append((cost[target], target))
+    heapq.heapify(heap)
+    settled = [False] * relaxation.facts
+    while heap:
+        value, fact = heapq.heappop(heap)
+        if settled[fact]:
+            continue
+        settled[fact] = True
+        for unary in watchers[fact]:
+            remaining[unary] -= 1
+            if remaining[unary] == 0:
+                choice[unary] = fact  # facts settle in order of cost: the last condition is the costliest
+                target, new = effect[unary], value + unary_cost[unary]
+                if new < cost[target]:
+                    cost[target] = new
+                    heapq.heappush(heap, (new, target))
+    return cost, choice
+
+
+def landmarks(
+    problem: Problem, relaxation: Relaxation, op_costs: Sequence[float], state: tuple[int, ...]
+) -> list[tuple[frozenset[int], float]]:
+    """LM-cut's landmarks of `state` under `op_costs`: (operator indices, cost) pairs, or none when the task has
+    conditional effects or the goal is relaxed-unreachable from `state`."""
+    if any(conds for op in problem.operators for conds, _, _ in op.effects):
+        return []
+    remaining_cost = [float(c) for c in op_costs]
+    origin, effect = relaxation.origin, relaxation.effect
+    by_choice: list[list[int]] = [[] for _ in range(relaxation.facts)]
+    found: list[tuple[frozenset[int], float]] = []
+    while len(found) < MAX_LANDMARKS:
+        unary_cost = [remaining_cost[o] for o in origin]
+        cost, choice = _h_max_with_supporters(relaxation, unary_cost, state)
+        goal_cost = max((cost[f] for f in relaxation.goal), default=0.0)
+        if goal_cost == float("inf"):
+            return []
+        if goal_cost <= _ZERO:
+            return found
+        for bucket in by_choice:
+            bucket.clear()
+        free = []
+        for unary, fact in enumerate(choice):
+            if fact >= 0:
+                by_choice[fact].append(unary)
+            elif fact == -1:
+                free.append(unary)
+        zone = _goal_zone(relaxation, cost, choice, unary_cost)
+        reach = _before_zone(relaxation, state, zone, by_choice, free)
+        cut = {
+            origin[u]
+            for u in range(len(choice))
+            if choice[u] != -2 and effect[u] in zone and (choice[u] == -1 or choice[u] in reach)
+        }
+        m = min(remaining_cost[o] for o in cut)
+        for o in cut:
+            left = remaining_cost[o] - m
+            remaining_cost[o] = left if left > _ZERO else 0.0
+        found.append((frozenset(cut), m))
+    return found
+
+
+def _goal_zone(relaxation: Relaxation, cost: list[float], choice: list[int], unary_cost: list[float]) -> set[int]:
+    """The facts from which the goal is reached in the justification graph through operators that cost nothing
+    now: the costliest goal, and backwards from it along zero-cost edges."""
+    goal = max(relaxation.goal, key=lambda f: cost[f])
+    zone = {goal}
+    stack = [goal]
+    achievers: dict[int, list[int]] = {}
+    for unary, target in enumerate(relaxation.effect):
+        if choice[unary] >= 0 and unary_cost[unary] <= _ZERO:
+            achievers.setdefault(target, []).append(unary)
+    while stack:
+        fact = stack.pop()
+        for unary in achievers.get(fact, ()):
+            source = choice[unary]
+            if source not in zone:
+                zone.add(source)
+                stack.append(source)
+    return zone
+
+
+def _before_zone(
+    relaxation: Relaxation, state: tuple[int, ...], zone: set[int], by_choice: list[list[int]], free: list[int]
+) -> set[int]:
+    """The facts reached from `state` in the justification graph without entering the goal zone."""
+    effect = relaxation.effect
+    reach = {relaxation.offsets[var] + value for var, value in enumerate(state)}
+    stack = list(reach)
+    for unary in free:
+        target = effect[unary]
+        if target not in zone and target not in reach:
+            reach.add(target)
+            stack.append(target)
+    while stack:
+        fact = stack.pop()
+        for unary in by_choice[fact]:
+            target = effect[unary]
+            if target not in zone and target not in reach:
+                reach.add(target)
+                stack.append(target)
+    return reach
