@@ -43,8 +43,8 @@ def _h_max_with_supporters(
     choice = [-2] * len(remaining)
     effect, watchers = relaxation.effect, relaxation.watchers
     heap: list[tuple[float, int]] = []
-    for var, value in enumerate(state):
-        fact = relaxation.offsets[var] + value
+    for var, held in enumerate(state):
+        fact = relaxation.offsets[var] + held
         cost[fact] = 0.0
         heap.append((0.0, fact))
     for unary in relaxation.free:
