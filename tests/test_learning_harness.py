@@ -147,8 +147,15 @@ def test_warm_latency_is_measured_after_the_episodes(run):
     latency = out.latency["mean"]
     assert latency["rounds"] == ROUNDS
     assert min(latency[k] for k in ("plain_ms", "recorded_ms", "learned_ms", "cost_lookup_cold_ms")) > 0
-    assert latency["overhead"] == pytest.approx(latency["learned_ms"] / latency["recorded_ms"] - 1, abs=1e-3)
-    assert latency["store_overhead"] == pytest.approx(latency["recorded_ms"] / latency["plain_ms"] - 1, abs=1e-3)
+    for overhead, over, under in (
+        ("overhead", "learned_ms", "recorded_ms"),
+        ("store_overhead", "recorded_ms", "plain_ms"),
+    ):
+        ratio = latency[over] / latency[under]
+        # The times are reported to 0.01 ms and the overheads from the times before rounding: on calls of about a
+        # millisecond (the tools world's A* since its landmarks) that alone moves the ratio by up to ~0.01.
+        rounding = 0.005 * (1 + ratio) / latency[under]
+        assert latency[overhead] == pytest.approx(ratio - 1, abs=rounding + 1e-4)
     summary = summarise([out], ["mean"])["mean"]["latency"]
     assert summary["worlds"] == 1 and summary["overhead"]["median"] == latency["overhead"]
     assert summary["within_target"] == (latency["overhead"] <= 0.10)
