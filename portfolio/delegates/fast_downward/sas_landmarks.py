@@ -76,81 +76,101 @@ def landmarks(
     problem: Problem, relaxation: Relaxation, op_costs: Sequence[float], state: tuple[int, ...]
 ) -> list[tuple[frozenset[int], float]]:
     """LM-cut's landmarks of `state` under `op_costs`: (operator indices, cost) pairs, or none when the task has
-    conditional effects or the goal is relaxed-unreachable from `state`."""
+    conditional effects or the goal is relaxed-unreachable from `state`.
+
+    h_max is computed once and then kept up to date as the cuts lower costs (costs only go down, so only the
+    facts below a cut operator's effects move: `_lower`), as Fast Downward's LM-cut does; the goal zone and the
+    cut are found by walking the justification graph from its ends, not by a pass over every operator."""
     if any(conds for op in problem.operators for conds, _, _ in op.effects):
         return []
     remaining_cost = [float(c) for c in op_costs]
-    origin, effect = relaxation.origin, relaxation.effect
-    by_choice: list[list[int]] = [[] for _ in range(relaxation.facts)]
+    origin, effect, watchers = relaxation.origin, relaxation.effect, relaxation.watchers
+    unary_of: list[list[int]] = [[] for _ in remaining_cost]
+    achievers: list[list[int]] = [[] for _ in range(relaxation.facts)]
+    for unary, (op, target) in enumerate(zip(origin, effect, strict=True)):
+        unary_of[op].append(unary)
+        achievers[target].append(unary)
+    unary_cost = [remaining_cost[o] for o in origin]
+    cost, choice = _h_max_with_supporters(relaxation, unary_cost, state)
+    held = [relaxation.offsets[var] + value for var, value in enumerate(state)]
+    free = [u for u in relaxation.free if choice[u] == -1]
     found: list[tuple[frozenset[int], float]] = []
     while len(found) < MAX_LANDMARKS:
-        unary_cost = [remaining_cost[o] for o in origin]
-        cost, choice = _h_max_with_supporters(relaxation, unary_cost, state)
-        goal_cost = max((cost[f] for f in relaxation.goal), default=0.0)
-        if goal_cost == float("inf"):
-            return []
-        if goal_cost <= _ZERO:
+        goal = max(relaxation.goal, key=cost.__getitem__, default=None)
+        if goal is None or cost[goal] <= _ZERO:
             return found
-        for bucket in by_choice:
-            bucket.clear()
-        free = []
-        for unary, fact in enumerate(choice):
-            if fact >= 0:
-                by_choice[fact].append(unary)
-            elif fact == -1:
-                free.append(unary)
-        zone = _goal_zone(relaxation, cost, choice, unary_cost)
-        reach = _before_zone(relaxation, state, zone, by_choice, free)
-        cut = {
-            origin[u]
-            for u in range(len(choice))
-            if choice[u] != -2 and effect[u] in zone and (choice[u] == -1 or choice[u] in reach)
-        }
+        if cost[goal] == float("inf"):
+            return []
+        zone = {goal}  # the goal zone: facts that reach the costliest goal through operators that now cost nothing
+        stack = [goal]
+        while stack:
+            for unary in achievers[stack.pop()]:
+                source = choice[unary]
+                if source >= 0 and unary_cost[unary] <= _ZERO and source not in zone:
+                    zone.add(source)
+                    stack.append(source)
+        cut: set[int] = set()  # operators on an edge from what the state reaches outside the zone into the zone
+        reach = set(held)
+        stack = list(held)
+        for unary in free:
+            target = effect[unary]
+            if target in zone:
+                cut.add(origin[unary])
+            elif target not in reach:
+                reach.add(target)
+                stack.append(target)
+        while stack:
+            fact = stack.pop()
+            for unary in watchers[fact]:
+                if choice[unary] != fact:
+                    continue
+                target = effect[unary]
+                if target in zone:
+                    cut.add(origin[unary])
+                elif target not in reach:
+                    reach.add(target)
+                    stack.append(target)
         m = min(remaining_cost[o] for o in cut)
+        lowered = []
         for o in cut:
             left = remaining_cost[o] - m
             remaining_cost[o] = left if left > _ZERO else 0.0
+            for unary in unary_of[o]:
+                unary_cost[unary] = remaining_cost[o]
+                lowered.append(unary)
         found.append((frozenset(cut), m))
+        _lower(relaxation, cost, choice, unary_cost, lowered)
     return found
 
 
-def _goal_zone(relaxation: Relaxation, cost: list[float], choice: list[int], unary_cost: list[float]) -> set[int]:
-    """The facts from which the goal is reached in the justification graph through operators that cost nothing
-    now: the costliest goal, and backwards from it along zero-cost edges."""
-    goal = max(relaxation.goal, key=lambda f: cost[f])
-    zone = {goal}
-    stack = [goal]
-    achievers: dict[int, list[int]] = {}
-    for unary, target in enumerate(relaxation.effect):
-        if choice[unary] >= 0 and unary_cost[unary] <= _ZERO:
-            achievers.setdefault(target, []).append(unary)
-    while stack:
-        fact = stack.pop()
-        for unary in achievers.get(fact, ()):
-            source = choice[unary]
-            if source not in zone:
-                zone.add(source)
-                stack.append(source)
-    return zone
-
-
-def _before_zone(
-    relaxation: Relaxation, state: tuple[int, ...], zone: set[int], by_choice: list[list[int]], free: list[int]
-) -> set[int]:
-    """The facts reached from `state` in the justification graph without entering the goal zone."""
-    effect = relaxation.effect
-    reach = {relaxation.offsets[var] + value for var, value in enumerate(state)}
-    stack = list(reach)
-    for unary in free:
+def _lower(
+    relaxation: Relaxation, cost: list[float], choice: list[int], unary_cost: list[float], lowered: list[int]
+) -> None:
+    """Bring h_max (`cost`) and each unary operator's costliest condition (`choice`) up to date after the unary
+    operators in `lowered` got cheaper: Dijkstra from their effects, costs only going down."""
+    effect, watchers, pres = relaxation.effect, relaxation.watchers, relaxation.pres
+    heap: list[tuple[float, int]] = []
+    for unary in lowered:
+        source = choice[unary]
+        if source == -2:
+            continue  # never reached: lower costs do not reach it either
+        new = (cost[source] if source >= 0 else 0.0) + unary_cost[unary]
         target = effect[unary]
-        if target not in zone and target not in reach:
-            reach.add(target)
-            stack.append(target)
-    while stack:
-        fact = stack.pop()
-        for unary in by_choice[fact]:
+        if new < cost[target]:
+            cost[target] = new
+            heap.append((new, target))
+    heapq.heapify(heap)
+    while heap:
+        value, fact = heapq.heappop(heap)
+        if value > cost[fact]:
+            continue
+        for unary in watchers[fact]:
+            if choice[unary] == -2:
+                continue
+            source = max(pres[unary], key=cost.__getitem__)
+            choice[unary] = source
+            new = cost[source] + unary_cost[unary]
             target = effect[unary]
-            if target not in zone and target not in reach:
-                reach.add(target)
-                stack.append(target)
-    return reach
+            if new < cost[target]:
+                cost[target] = new
+                heapq.heappush(heap, (new, target))
