@@ -19,7 +19,17 @@ from portfolio.delegates.fast_downward.sas_landmarks import landmarks
 from portfolio.delegates.fast_downward.sas_search import Operator, Problem, compile_task, relax
 from portfolio.engine.results import PlanRequest, Status
 
-TASKS = [("logistics", 2, 0), ("logistics", 2, 3), ("tools", 2, 1), ("gripper", 3, 0), ("blocksworld", 4, 3)]
+TASKS = [
+    ("logistics", 2, 0),
+    ("logistics", 2, 3),
+    ("logistics", 3, 1),
+    ("tools", 2, 1),
+    ("tools", 4, 2),
+    ("gripper", 3, 0),
+    ("gripper", 4, 2),
+    ("blocksworld", 4, 3),
+    ("blocksworld", 5, 1),
+]
 
 
 @pytest.fixture(scope="module")
