@@ -14,9 +14,10 @@ away while another one works costs nothing to the heuristic, and the search expa
 optimum's cost. A landmark nothing on the path has used yet is still owed (a plan from the root goes through the
 path and then still needs one of its operators), so the search adds the costs of the landmarks a path has not
 used to its bound (path-dependent, as LM-A*: Karpas & Domshlak 2009): a move that uses none of them raises f by its
-full cost. Computing the landmarks once costs one LM-cut (a few h_max passes); each child then costs a mask update,
-not a heuristic evaluation. Only for tasks without conditional effects (`landmarks` returns no landmark otherwise),
-where a unary operator's firing is its operator's.
+full cost. Computing the landmarks once costs one LM-cut (1-1.6 ms on the 96-operator detours tasks, 6 ms on
+240-operator vehicle-roads ones); each child then costs a mask update, not a heuristic evaluation. Only for
+tasks without conditional effects (`landmarks` returns no landmark otherwise), where a unary operator's firing is
+its operator's.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def landmarks(
     if any(conds for op in problem.operators for conds, _, _ in op.effects):
         return []
     remaining_cost = [float(c) for c in op_costs]
-    origin, effect, watchers = relaxation.origin, relaxation.effect, relaxation.watchers
+    origin, effect = relaxation.origin, relaxation.effect
     unary_of: list[list[int]] = [[] for _ in remaining_cost]
     achievers: list[list[int]] = [[] for _ in range(relaxation.facts)]
     for unary, (op, target) in enumerate(zip(origin, effect, strict=True)):
@@ -101,35 +102,7 @@ def landmarks(
             return found
         if cost[goal] == float("inf"):
             return []
-        zone = {goal}  # the goal zone: facts that reach the costliest goal through operators that now cost nothing
-        stack = [goal]
-        while stack:
-            for unary in achievers[stack.pop()]:
-                source = choice[unary]
-                if source >= 0 and unary_cost[unary] <= _ZERO and source not in zone:
-                    zone.add(source)
-                    stack.append(source)
-        cut: set[int] = set()  # operators on an edge from what the state reaches outside the zone into the zone
-        reach = set(held)
-        stack = list(held)
-        for unary in free:
-            target = effect[unary]
-            if target in zone:
-                cut.add(origin[unary])
-            elif target not in reach:
-                reach.add(target)
-                stack.append(target)
-        while stack:
-            fact = stack.pop()
-            for unary in watchers[fact]:
-                if choice[unary] != fact:
-                    continue
-                target = effect[unary]
-                if target in zone:
-                    cut.add(origin[unary])
-                elif target not in reach:
-                    reach.add(target)
-                    stack.append(target)
+        cut = _cut(relaxation, held, free, choice, _goal_zone(goal, achievers, choice, unary_cost))
         m = min(remaining_cost[o] for o in cut)
         lowered = []
         for o in cut:
@@ -141,6 +114,47 @@ def landmarks(
         found.append((frozenset(cut), m))
         _lower(relaxation, cost, choice, unary_cost, lowered)
     return found
+
+
+def _goal_zone(goal: int, achievers: list[list[int]], choice: list[int], unary_cost: list[float]) -> set[int]:
+    """The facts that reach `goal` (the costliest) in the justification graph through operators that now cost
+    nothing."""
+    zone = {goal}
+    stack = [goal]
+    while stack:
+        for unary in achievers[stack.pop()]:
+            source = choice[unary]
+            if source >= 0 and unary_cost[unary] <= _ZERO and source not in zone:
+                zone.add(source)
+                stack.append(source)
+    return zone
+
+
+def _cut(relaxation: Relaxation, held: list[int], free: list[int], choice: list[int], zone: set[int]) -> set[int]:
+    """The operators on an edge of the justification graph from what the state reaches outside `zone` into it:
+    the walk starts at the state's facts and the operators without conditions, and follows each unary
+    operator from its costliest condition (`choice`) to its effect."""
+    effect, origin, watchers = relaxation.effect, relaxation.origin, relaxation.watchers
+    cut: set[int] = set()
+    reach = set(held)
+    stack = list(held)
+
+    def follow(unary: int) -> None:
+        target = effect[unary]
+        if target in zone:
+            cut.add(origin[unary])
+        elif target not in reach:
+            reach.add(target)
+            stack.append(target)
+
+    for unary in free:
+        follow(unary)
+    while stack:
+        fact = stack.pop()
+        for unary in watchers[fact]:
+            if choice[unary] == fact:
+                follow(unary)
+    return cut
 
 
 def _lower(
