@@ -26,7 +26,15 @@ from itertools import count
 from operator import itemgetter
 
 from portfolio.delegates.fast_downward.sas_landmarks import landmarks
-from portfolio.delegates.fast_downward.sas_search import Problem, Relaxation, SearchResult, _successor, _trace, relax
+from portfolio.delegates.fast_downward.sas_search import (
+    Problem,
+    Relaxation,
+    SearchResult,
+    _successor,
+    _trace,
+    has_conditional_effects,
+    relax,
+)
 from portfolio.engine.results import Status
 
 
@@ -125,7 +133,7 @@ def _successors(problem: Problem) -> Callable[[int, tuple[int, ...]], tuple[int,
     expansions of a 240-operator task spent a third of their time in `sas_search._successor`'s tests of empty
     conditions."""
     operators = problem.operators
-    if any(conds for op in operators for conds, _, _ in op.effects):
+    if has_conditional_effects(problem):
         return lambda index, state: _successor(operators[index], state)
     compiled = [(op.pre, [(var, new) for _, var, new in op.effects]) for op in operators]
 
@@ -156,9 +164,10 @@ def astar_search(
 
     The bound on a state is what the root's LM-cut landmarks that no known path to the state has used cost together
     (`portfolio.delegates.fast_downward.sas_landmarks`): admissible, so the plan is optimal. It costs a mask update
-    per child. h_max is evaluated only at the root (a relaxed-unreachable goal ends the search at once) and, on a task
-    without landmarks (conditional effects), lazily for each state taken out of the open list (a child enters with
-    its parent's bound less the operator's cost; if its f then grows it goes back in).
+    per child. h_max is evaluated only on a task without landmarks (conditional effects, or a goal relaxed-unreachable
+    or already met): at the root (a relaxed-unreachable goal ends the search at once) and lazily for each state
+    taken out of the open list (a child enters with its parent's bound less the operator's cost; if its f then
+    grows it goes back in).
 
     Measured on the learned detours calls of `portfolio bench learning` (two vans, two parcels, 96 operators;
     world 3200, 50 calls, median): h_max alone expanded 334 states in 22.7 ms; the landmarks with h_max at each
@@ -170,10 +179,12 @@ def astar_search(
     relaxation = relax(problem)
     goal = problem.goal
     costs_of_unary = unary_costs(relaxation, op_costs)
-    h = h_max(relaxation, op_costs, init, costs_of_unary)
+    marks = landmarks(problem, relaxation, op_costs, init)
+    # With landmarks their cost bounds the root at least as tightly as h_max (LM-cut dominates it); without any
+    # (conditional effects, the goal already met, or relaxed-unreachable) h_max tells a dead end.
+    h = 0.0 if marks else h_max(relaxation, op_costs, init, costs_of_unary)
     if h is None:
         return SearchResult(Status.INCOMPLETE, None, 0, 1), None
-    marks = landmarks(problem, relaxation, op_costs, init)
     achieves = [0] * len(problem.operators)  # per operator, the landmarks it uses (a bit each)
     for bit, (ops, _) in enumerate(marks):
         for index in ops:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-from portfolio.delegates.fast_downward.sas_search import Problem, Relaxation
+from portfolio.delegates.fast_downward.sas_search import Problem, Relaxation, has_conditional_effects
 
 # Each cut brings at least one operator's remaining cost to zero, so there are at most as many landmarks as
 # operators (66 on the 240-operator vehicle-roads tasks); this cap only bounds the time on a larger task, keeping
@@ -82,7 +82,7 @@ def landmarks(
     h_max is computed once and then kept up to date as the cuts lower costs (costs only go down, so only the
     facts below a cut operator's effects move: `_lower`), as Fast Downward's LM-cut does; the goal zone and the
     cut are found by walking the justification graph from its ends, not by a pass over every operator."""
-    if any(conds for op in problem.operators for conds, _, _ in op.effects):
+    if has_conditional_effects(problem):
         return []
     remaining_cost = [float(c) for c in op_costs]
     origin, effect = relaxation.origin, relaxation.effect

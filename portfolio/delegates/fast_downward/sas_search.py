@@ -46,6 +46,12 @@ class Problem:
     operators: tuple[Operator, ...]
 
 
+def has_conditional_effects(problem: Problem) -> bool:
+    """Whether an operator has an effect with conditions of its own (then a unary operator's firing is not its
+    operator's: no landmarks, and successors test each effect's conditions)."""
+    return any(conds for op in problem.operators for conds, _, _ in op.effects)
+
+
 @dataclass(frozen=True)
 class SearchResult:
     status: Status
