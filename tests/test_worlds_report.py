@@ -37,7 +37,7 @@ def test_the_report_prints_the_pooled_table():
 
 
 def test_plan_quality_is_pooled_per_type_with_median_p95_and_calls_over_budget():
-    from portfolio.benchsuite.worlds.report import quality
+    from portfolio.benchsuite.worlds.scores import quality
 
     calls = [{"cost": 10.0 + i, "optimum": 10.0, "ms": 20.0 + i, "budget_ms": 1000.0} for i in range(19)]
     calls.append({"cost": 30.0, "optimum": 10.0, "ms": 1500.0, "budget_ms": 1000.0})  # one slow, 3x dear call

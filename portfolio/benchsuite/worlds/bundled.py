@@ -2,7 +2,7 @@
 tasks and the bundled ones"): is the plan the default cascade returns the cheapest under the costs it planned
 with?
 
-    rows = bundled_quality(episodes=30)      # per (domain, size): report.quality(...) plus unproved, seconds
+    rows = bundled_quality(episodes=30)      # per (domain, size): scores.quality(...) plus unproved, seconds
 
 Per bundled task shape (`TASKS`: blocksworld, gripper, logistics and tools at two sizes each), a hidden truth:
 one grounded action in `BAD_EVERY` fails 50% of the time (chosen by a hash of the action, so the same groundings
@@ -61,15 +61,15 @@ FIRST_PROBLEM = 100  # held out: problems 0-29 were tuned on
 def bundled_quality(
     episodes: int = 30, retrain_every: int = 5, tasks=TASKS, budget_s: float = 20.0, first_problem: int = FIRST_PROBLEM
 ) -> dict:
-    """Per "domain-size": the quality summary (`report.quality`) of the learned calls, with `unproved` (calls
+    """Per "domain-size": the quality summary (`scores.quality`) of the learned calls, with `unproved` (calls
     whose optimum the exact search could not prove within `budget_s`) and `seconds`."""
     from domains.bundled import bundled_task
     from domains.pddl_writer import formula_to_pddl
     from learning.retrain import retrain
     from portfolio.benchsuite.worlds.exact import CostRecorder, ExactError, ExactSearch, plan_cost_under
     from portfolio.benchsuite.worlds.model import Episode
-    from portfolio.benchsuite.worlds.report import quality
     from portfolio.benchsuite.worlds.runner import LAM, execute
+    from portfolio.benchsuite.worlds.scores import quality
     from portfolio.engine.cascade import CLASSICAL_BUDGET_S
     from portfolio.planner import Planner
     from traces.records import StepRecord

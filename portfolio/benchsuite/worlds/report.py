@@ -24,7 +24,6 @@ the episodes where measured (`latency.py`), and which delegate and search answer
 from __future__ import annotations
 
 import json
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -32,6 +31,7 @@ from pathlib import Path
 
 from portfolio.benchsuite.worlds.latency import latency_summary, latency_table
 from portfolio.benchsuite.worlds.runner import SIBLING_STEPS, WorldRun
+from portfolio.benchsuite.worlds.scores import paired_costs, quality
 
 WINDOW = 50
 TARGET_SUCCESS = 0.95  # learned expected success / oracle's
@@ -60,7 +60,12 @@ def summarise(runs: Sequence[WorldRun], policies: Sequence[str]) -> dict:
         arm = f"learned-{policy}"
         ratios, failure_ratios, maes, gaps, oracle_ratios, avoidable = [], [], [], [], [], []
         sums = {"learned": 0.0, "oracle": 0.0, "learned_fail": 0.0, "blind_fail": 0.0}
+        cost_ratios, cost_sums = [], [0.0, 0.0]
         for r in runs:
+            paid = paired_costs(r, arm, last)
+            if paid is not None:
+                cost_ratios.append(paid[0] / paid[1] if paid[1] else 1.0)
+                cost_sums[0], cost_sums[1] = cost_sums[0] + paid[0], cost_sums[1] + paid[1]
             oracle = statistics.mean(r.expected["oracle"][last])
             learned = statistics.mean(r.expected[arm][last])
             ratios.append(learned / oracle if oracle else 1.0)
@@ -91,6 +96,8 @@ def summarise(runs: Sequence[WorldRun], policies: Sequence[str]) -> dict:
             "worlds_success_target": sum(x >= TARGET_SUCCESS for x in ratios),
             "worlds_failures_target": sum(x <= TARGET_FAILURES for x in avoidable),
             "consistency_max_gap": max(gaps) if gaps else None,
+            "true_cost_vs_oracle": _spread(cost_ratios),
+            "pooled_true_cost_vs_oracle": round(cost_sums[0] / cost_sums[1], 3) if cost_sums[1] else None,
         }  # fmt: skip
         out[policy]["quality"] = quality([q for r in runs for q in r.quality.get(policy, [])])
         out[policy]["latency"] = latency_summary(runs, policy)
@@ -115,32 +122,6 @@ def summarise(runs: Sequence[WorldRun], policies: Sequence[str]) -> dict:
                                                    for n in rows),
                 }  # fmt: skip
     return out
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-quantile (0..1) by the nearest-rank rule: a value that was measured, never an interpolation."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
-
-
-def quality(calls: Sequence[dict]) -> dict | None:
-    """Plan quality over learned calls (`WorldRun.quality` entries): cost / optimum under the costs each call
-    planned with (median, p95, max, share within 1.05), latency in ms (median, p95, max), calls over budget."""
-    if not calls:
-        return None
-    ratios = [c["cost"] / c["optimum"] if c["optimum"] > 0 else 1.0 for c in calls]
-    ms = [c["ms"] for c in calls]
-    return {
-        "calls": len(calls),
-        "ratio_median": round(statistics.median(ratios), 4),
-        "ratio_p95": round(percentile(ratios, 0.95), 4),
-        "ratio_max": round(max(ratios), 4),
-        "within_1.05": round(sum(r <= 1.05 + 1e-9 for r in ratios) / len(ratios), 3),
-        "ms_median": round(statistics.median(ms), 1),
-        "ms_p95": round(percentile(ms, 0.95), 1),
-        "ms_max": round(max(ms), 1),
-        "over_budget": sum(c["ms"] > c["budget_ms"] for c in calls),
-    }
 
 
 def _merged(counts) -> dict[str, int]:
@@ -188,11 +169,13 @@ def report(
     lines += [
         "",
         f"Per type, pooled over its worlds (targets: success / oracle >= {TARGET_SUCCESS}, failures / "
-        f"cost-blind <= {TARGET_FAILURES} where the oracle halves them), and worlds meeting each on their own:",
+        f"cost-blind <= {TARGET_FAILURES} where the oracle halves them), and worlds meeting each on their own; "
+        "beside them, the price: the learned plans' true cost (base + lambda * -log(1 - true p_fail), what the "
+        "oracle minimises) over the oracle's, pooled and median [min, max] over worlds:",
         "",
         "| type | policy | success / oracle, pooled | worlds >= target | failures / cost-blind, pooled "
-        "| worlds <= target |",
-        "|---|---|---|---|---|---|",
+        "| worlds <= target | true cost / oracle's, pooled | per world |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for kind, s in summary.items():
         for policy in policies:
@@ -201,7 +184,8 @@ def report(
             lines.append(
                 f"| {kind} | {policy} | {_num(p.get('pooled_success_vs_oracle'))} | "
                 f"{p.get('worlds_success_target', 0)} of {s['worlds']} | {_num(pooled_failures)} | "
-                f"{p.get('worlds_failures_target', 0)} of {p.get('avoidable_worlds', 0)} |"
+                f"{p.get('worlds_failures_target', 0)} of {p.get('avoidable_worlds', 0)} | "
+                f"{_num(p.get('pooled_true_cost_vs_oracle'))} | {_fmt(p.get('true_cost_vs_oracle'))} |"
             )
     lines += [
         "",

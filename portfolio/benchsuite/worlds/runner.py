@@ -18,16 +18,15 @@ plan` and `Planner(traces=...)` do by default: no `stages=` override, the defaul
 runtime keeps its Planner). So whatever the default search is, both arms get it, and the exact oracle shows
 what it costs. Every learned call also records its plan quality (`WorldRun.quality`): the returned plan's cost
 under the very costs the call planned with (`exact.CostRecorder`), the optimum under those same costs (the
-exact search), and the call's latency against the 1 s budget; and every arm counts which delegate and search
-answered (`WorldRun.searches`).
+exact search), and the call's latency against the 1 s budget; every arm counts which delegate and search
+answered (`WorldRun.searches`) and what its plans cost under the true model (`WorldRun.true_cost`: success alone
+rewards a learner that pays for caution).
 
 An episode: plan, execute step by step in simulation, stop at the first failure (plan choice, not recovery).
-Each learned arm's store is an in-memory SQLite database, or a file kept for inspection (`traces_dir`; an
-existing one is refused). `latency_rounds` adds each learned arm's warm latency apart from the episodes
+Each learned arm's store is in memory, or a file kept for inspection (`traces_dir`; an existing one is refused). `latency_rounds` adds each learned arm's warm latency apart from the episodes
 (`latency.py`). A warm Fast Downward call takes ~15-40 ms, so a 200-episode world takes 8-28 s with one policy
 (`bench learning --help` has the measured numbers). Worlds are independent, so `run_worlds(jobs=N)` runs N at
-once in spawned processes (spawned, not forked: a forked child would inherit the parent's planner threads and
-locks).
+once in spawned processes (not forked: a child would inherit the parent's planner threads and locks).
 """
 
 from __future__ import annotations
@@ -65,6 +64,7 @@ class WorldRun:
     episodes: int
     success: dict[str, list[bool]] = field(default_factory=dict)
     expected: dict[str, list[float]] = field(default_factory=dict)  # true probability the chosen plan succeeds
+    true_cost: dict[str, list[float | None]] = field(default_factory=dict)  # the plan's, as the oracle prices it
     calibration: dict[str, dict] = field(default_factory=dict)  # per learned policy
     new_object: dict[str, dict] = field(default_factory=dict)  # `type`, per policy: see `new_object_report`
     new_object_100: dict[str, dict] = field(default_factory=dict)  # the same, once siblings have 100 steps
@@ -181,7 +181,7 @@ def run_world(
     exact = ExactSearch(world.domain)
     arms = ["cost-blind", *(f"learned-{p}" for p in policies), "oracle"]
     for arm in arms:
-        out.success[arm], out.expected[arm], out.searches[arm] = [], [], {}
+        out.success[arm], out.expected[arm], out.true_cost[arm], out.searches[arm] = [], [], [], {}
         if arm != "oracle":
             out.latency_ms[arm] = []
     for p in policies:
@@ -241,6 +241,8 @@ def run_world(
                 steps = execute(world, task, plan, spec) if result.solved else []
                 out.success[arm].append(bool(result.solved) and not any(f for _, f in steps))
                 out.expected[arm].append(math.prod(1 - world.p_fail(s, spec) for s in plan) if result.solved else 0.0)
+                truth = true_costs(world, task, spec)([str(s) for s in plan])
+                out.true_cost[arm].append(round(sum(truth[str(s)] for s in plan), 4) if result.solved else None)
                 by = answered_by(result)
                 out.searches[arm][by] = out.searches[arm].get(by, 0) + 1
                 if arm in out.latency_ms:
