@@ -10,7 +10,8 @@ family. With base costs the planner trades plan cost against risk, `lam` setting
 Nothing here trains: `action_posteriors` calls `FailureModel.predict_posterior` once for all actions (cache it
 per task and situation), and `priced` turns posteriors into costs under an exploration policy
 (`learning.explore`): p_fail reported is always the posterior mean, the cost is priced at the policy's p_fail
-(the mean, a Thompson draw fresh per call, or an optimistic quantile).
+(the mean plus `PESSIMISM` posterior standard deviations, a Thompson draw fresh per call, or an optimistic
+quantile).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class Posteriors:
     concentration: np.ndarray
     times: TimeEstimate | None = None
     replan_ms: float = DEFAULT_MS
+    tried: np.ndarray | None = None  # which have recorded steps of their own (None: all, as far as `mean` goes)
 
 
 def action_posteriors(
@@ -76,9 +78,13 @@ def action_posteriors(
     base = np.array([action_cost(task, a) for a in actions], dtype=float)
     if model is None:
         mean, concentration = np.zeros(len(actions)), np.full(len(actions), np.inf)
+        tried = None
     else:
         mean, concentration = model.predict_posterior(actions, features, object_types=task.objects())
-    posteriors = Posteriors(tuple(str(a) for a in actions), base, np.clip(mean, 0.0, MAX_P_FAIL), concentration)
+        tried = model.predict_tried(actions, features)
+    posteriors = Posteriors(
+        tuple(str(a) for a in actions), base, np.clip(mean, 0.0, MAX_P_FAIL), concentration, tried=tried
+    )
     if check_objective(objective) == "time":
         durations = getattr(model, "durations_", None) or TimeModel()
         times = durations.predict(actions, features, object_types=task.objects())
@@ -95,10 +101,10 @@ def priced(
 ) -> dict[str, ActionCost]:
     """Cost of each action under an exploration policy, keyed by its PDDL form: the `risk` objective, or with
     `time` (and posteriors made for it) the `time` objective's (`learning.objective`; `lam` unused)."""
-    if explore == "mean" or not np.isfinite(posteriors.concentration).all():
+    if not np.isfinite(posteriors.concentration).all():  # no posterior to be uncertain about
         p_plan = posteriors.mean
     else:
-        p_plan = explore_p_fail(posteriors.mean, posteriors.concentration, explore, rng)
+        p_plan = explore_p_fail(posteriors.mean, posteriors.concentration, explore, rng, tried=posteriors.tried)
     if time is not None:
         return _time_priced(posteriors, p_plan, time)
     risk = -lam * np.log1p(-np.clip(p_plan, 0.0, MAX_P_FAIL))

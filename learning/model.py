@@ -347,6 +347,19 @@ class FailureModel(Params):
             )
         return mean, concentration
 
+    def predict_tried(self, actions: Sequence[GroundAction], features: Mapping[str, Any] | None = None) -> np.ndarray:
+        """Whether each grounded action has recorded steps of its own, in the situation `features` describes or
+        any other (a boolean array in the order given): what `mean` charges for uncertainty (`learning.explore`)."""
+        self._check_fitted()
+        situation = situation_key(features)
+        out = np.zeros(len(actions), dtype=bool)
+        for i, action in enumerate(actions):
+            model = self.actions_.get(action.name)
+            if model is not None:
+                args = " ".join(action.args)
+                out[i] = args + "|" + situation in model.cells or args in model.groundings
+        return out
+
     def predict_proba(
         self,
         actions: Sequence[GroundAction],

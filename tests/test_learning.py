@@ -45,7 +45,8 @@ def test_risky_grounding_gets_higher_p_fail_and_cost() -> None:
     costs = action_costs(model, TASK, [AB, AC])
     assert costs[str(AB)].cost > costs[str(AC)].cost + 0.8
     assert costs[str(AB)].base_cost == costs[str(AC)].base_cost == 1.0
-    assert costs[str(AB)].cost == pytest.approx(1.0 - math.log(1.0 - costs[str(AB)].p_fail))
+    # priced above its mean by the uncertainty of its own record (`learning.explore`)
+    assert costs[str(AB)].cost > 1.0 - math.log(1.0 - costs[str(AB)].p_fail)
 
 
 def test_repaired_action_recovers_after_successes() -> None:

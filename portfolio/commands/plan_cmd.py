@@ -132,7 +132,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=("mean", "thompson", "ucb"),
         default=None,
         help="how learned costs explore: mean (default) plans with each action's estimated "
-        "failure probability (untried actions start at an optimistic prior); thompson samples it "
+        "failure probability, plus one standard deviation of it for actions already tried (untried "
+        "actions start at an optimistic prior); thompson samples it "
         "per call, so rarely tried alternatives get tried; ucb prices them optimistically",
     )
     add_cost_arguments(parser)
