@@ -128,6 +128,11 @@ def test_arms_play_every_episode_and_the_oracle_is_more_reliable_than_cost_blind
     # the cheap engine fails 80%) its plans must be more reliable on average.
     mean = {arm: statistics.mean(out.expected[arm]) for arm in ARMS}
     assert mean["oracle"] > mean["cost-blind"] + 0.1, mean
+    # The true cost is what the oracle minimises: no arm's plan is cheaper under the true model, episode by episode
+    for arm in ARMS:
+        assert len(out.true_cost[arm]) == EPISODES
+        for mine, best in zip(out.true_cost[arm], out.true_cost["oracle"]):
+            assert best is not None and mine is not None and mine >= best - 1e-6, (arm, mine, best)
 
 
 @pytest.mark.slow

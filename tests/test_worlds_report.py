@@ -30,6 +30,18 @@ def test_pooled_ratios_and_worlds_meeting_each_target():
     assert p["success_vs_oracle"]["min"] == pytest.approx(0.895, abs=1e-3)  # the tail is still reported
 
 
+def test_true_cost_is_compared_with_the_oracles_on_episodes_both_solved():
+    """Success alone rewards caution, so the learned plans' true cost is pooled over the oracle's beside it; an
+    episode either arm left unsolved (None) is left out of both sums."""
+    runs = [_run("pairs-1", 0.60, 0.90, 0.90), _run("pairs-2", 0.80, 0.85, 0.95)]
+    runs[0].true_cost = {"learned-mean": [12.0] * WINDOW, "oracle": [10.0] * WINDOW}
+    runs[1].true_cost = {"learned-mean": [20.0] * (WINDOW - 1) + [None], "oracle": [20.0] * (WINDOW - 1) + [5.0]}
+    p = summarise(runs, ["mean"])["mean"]
+    assert p["pooled_true_cost_vs_oracle"] == pytest.approx((12 + 20) / (10 + 20), abs=1e-3)
+    assert p["true_cost_vs_oracle"] == {"median": 1.1, "min": 1.0, "max": 1.2}
+    assert "| 1.067 | 1.10 [1.00, 1.20] |" in report({"pairs": summarise(runs, ["mean"])}, ["mean"])
+
+
 def test_the_report_prints_the_pooled_table():
     runs = [_run("pairs-1", 0.60, 0.90, 0.90), _run("pairs-2", 0.80, 0.85, 0.95)]
     text = report({"pairs": summarise(runs, ["mean"])}, ["mean"])

@@ -22,11 +22,12 @@ exact search), and the call's latency against the 1 s budget; every arm counts w
 answered (`WorldRun.searches`) and what its plans cost under the true model (`WorldRun.true_cost`: success alone
 rewards a learner that pays for caution).
 
-An episode: plan, execute step by step in simulation, stop at the first failure (plan choice, not recovery).
-Each learned arm's store is in memory, or a file kept for inspection (`traces_dir`; an existing one is refused). `latency_rounds` adds each learned arm's warm latency apart from the episodes
-(`latency.py`). A warm Fast Downward call takes ~15-40 ms, so a 200-episode world takes 8-28 s with one policy
-(`bench learning --help` has the measured numbers). Worlds are independent, so `run_worlds(jobs=N)` runs N at
-once in spawned processes (not forked: a child would inherit the parent's planner threads and locks).
+An episode: plan, execute step by step in simulation, stop at the first failure (plan choice, not recovery). Each
+learned arm's store is in memory, or a file kept for inspection (`traces_dir`, never an existing one).
+`latency_rounds` adds each learned arm's warm latency apart from the episodes (`latency.py`). A warm Fast Downward
+call takes ~15-40 ms, so a 200-episode world takes 8-28 s with one policy. Worlds are independent, so
+`run_worlds(jobs=N)` runs N at once in spawned processes (not forked: a child would inherit the parent's planner
+threads and locks).
 """
 
 from __future__ import annotations
