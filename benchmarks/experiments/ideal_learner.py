@@ -33,80 +33,17 @@ import math
 import statistics
 
 
-def run(seed: int, episodes: int = 200) -> float:
+def play(world, p_hat, key_of, episodes: int = 200) -> float:
+    """Learned / oracle expected success over the last 50 of `episodes` of `world`, for a learner that prices a
+    step at `p_hat(step, context, counts)` and counts its executed steps under `key_of(step, context)` (None: not
+    counted), planning every episode with the exact search, as the oracle does."""
     from domains.ground_text import parse_ground_action
     from domains.model import action_cost
     from learning.costs import risk_cost
-    from portfolio.benchsuite.worlds import delivery, runner
+    from portfolio.benchsuite.worlds import runner
     from portfolio.benchsuite.worlds.exact import ExactSearch
-    from portfolio.benchsuite.worlds.family import make_world
 
-    world = make_world("vehicle-roads", seed)
-    roads = {frozenset(r) for r in world.roads}
-    prior_bad = len(next(iter(world.bad["truck_roads"].values()))) / len(roads)
-    counts: dict[tuple[str, frozenset], tuple[int, int]] = {}
-
-    def p_hat(step) -> float:
-        if step.name != "drive":
-            return delivery.HANDLING_P
-        truck, a, b = step.args
-        n, f = counts.get((truck, frozenset((a, b))), (0, 0))
-        bad = math.log(prior_bad) + f * math.log(delivery.TRUCK_ROAD_P) + (n - f) * math.log(1 - delivery.TRUCK_ROAD_P)
-        good = math.log(1 - prior_bad) + f * math.log(delivery.DRIVE_P) + (n - f) * math.log(1 - delivery.DRIVE_P)
-        p_bad = 1 / (1 + math.exp(good - bad))
-        return p_bad * delivery.TRUCK_ROAD_P + (1 - p_bad) * delivery.DRIVE_P
-
-    exact = ExactSearch(world.domain)
-    learner_expected, oracle_expected = [], []
-    try:
-        for index in range(episodes):
-            spec = world.episode(index)
-            task = world.task(spec)
-
-            def learned_costs(grounded, task=task):
-                steps = {g: parse_ground_action(g) for g in grounded}
-                return {g: action_cost(task, s) + risk_cost(p_hat(s), runner.LAM) for g, s in steps.items()}
-
-            oracle = exact.solve(task, runner.true_costs(world, task, spec))
-            learned = exact.solve(task, learned_costs)
-            for result, out in ((learned, learner_expected), (oracle, oracle_expected)):
-                out.append(math.prod(1 - world.p_fail(s, spec) for s in result.actions()))
-            for step, failed in runner.execute(world, task, learned.actions(), spec):
-                if step.name == "drive":
-                    key = (step.args[0], frozenset(step.args[1:]))
-                    n, f = counts.get(key, (0, 0))
-                    counts[key] = (n + 1, f + int(failed))
-    finally:
-        exact.close()
-    return sum(learner_expected[-50:]) / sum(oracle_expected[-50:])
-
-
-def run_tools(seed: int, prior: tuple[float, float] = (1.0, 3.0), episodes: int = 200) -> float:
-    """Learned / oracle expected success over the last 50 episodes of one `tools` world, for the learner told
-    the rules' shape (the module docstring)."""
-    from domains.ground_text import parse_ground_action
-    from domains.model import action_cost
-    from learning.costs import risk_cost
-    from portfolio.benchsuite.worlds import runner, tools
-    from portfolio.benchsuite.worlds.exact import ExactSearch
-    from portfolio.benchsuite.worlds.family import make_world
-
-    world = make_world("tools", seed)
-    counts: dict[tuple[int, bool], tuple[int, int]] = {}
-
-    def rule_of(step, context) -> tuple[int, bool] | None:
-        for i, rule in enumerate(tools.WORLD_RULES):
-            if rule.matches(step):
-                return i, rule.when is None or context.get(rule.when[0]) == rule.when[1]
-        return None
-
-    def p_hat(step, context) -> float:
-        key = rule_of(step, context)
-        if key is None:
-            return tools.DEFAULT_P_FAIL
-        n, f = counts.get(key, (0, 0))
-        return (f + prior[0]) / (n + prior[0] + prior[1])
-
+    counts: dict = {}
     exact = ExactSearch(world.domain)
     learner_expected, oracle_expected = [], []
     try:
@@ -117,7 +54,8 @@ def run_tools(seed: int, prior: tuple[float, float] = (1.0, 3.0), episodes: int 
             def learned_costs(grounded, task=task, spec=spec):
                 steps = {g: parse_ground_action(g) for g in grounded}
                 return {
-                    g: action_cost(task, s) + risk_cost(p_hat(s, spec.context), runner.LAM) for g, s in steps.items()
+                    g: action_cost(task, s) + risk_cost(p_hat(s, spec.context, counts), runner.LAM)
+                    for g, s in steps.items()
                 }
 
             oracle = exact.solve(task, runner.true_costs(world, task, spec))
@@ -125,13 +63,58 @@ def run_tools(seed: int, prior: tuple[float, float] = (1.0, 3.0), episodes: int 
             for result, out in ((learned, learner_expected), (oracle, oracle_expected)):
                 out.append(math.prod(1 - world.p_fail(s, spec) for s in result.actions()))
             for step, failed in runner.execute(world, task, learned.actions(), spec):
-                key = rule_of(step, spec.context)
+                key = key_of(step, spec.context)
                 if key is not None:
                     n, f = counts.get(key, (0, 0))
                     counts[key] = (n + 1, f + int(failed))
     finally:
         exact.close()
     return sum(learner_expected[-50:]) / sum(oracle_expected[-50:])
+
+
+def run(seed: int, episodes: int = 200) -> float:
+    """`vehicle-roads`: the learner told how its worlds are made (the module docstring)."""
+    from portfolio.benchsuite.worlds import delivery
+    from portfolio.benchsuite.worlds.family import make_world
+
+    world = make_world("vehicle-roads", seed)
+    roads = {frozenset(r) for r in world.roads}
+    prior_bad = len(next(iter(world.bad["truck_roads"].values()))) / len(roads)
+
+    def key_of(step, context):
+        return (step.args[0], frozenset(step.args[1:])) if step.name == "drive" else None
+
+    def p_hat(step, context, counts) -> float:
+        if step.name != "drive":
+            return delivery.HANDLING_P
+        n, f = counts.get(key_of(step, context), (0, 0))
+        bad = math.log(prior_bad) + f * math.log(delivery.TRUCK_ROAD_P) + (n - f) * math.log(1 - delivery.TRUCK_ROAD_P)
+        good = math.log(1 - prior_bad) + f * math.log(delivery.DRIVE_P) + (n - f) * math.log(1 - delivery.DRIVE_P)
+        p_bad = 1 / (1 + math.exp(good - bad))
+        return p_bad * delivery.TRUCK_ROAD_P + (1 - p_bad) * delivery.DRIVE_P
+
+    return play(world, p_hat, key_of, episodes)
+
+
+def run_tools(seed: int, prior: tuple[float, float] = (1.0, 3.0), episodes: int = 200) -> float:
+    """`tools`: the learner told the rules' shape (the module docstring)."""
+    from portfolio.benchsuite.worlds import tools
+    from portfolio.benchsuite.worlds.family import make_world
+
+    def key_of(step, context) -> tuple[int, bool] | None:
+        for i, rule in enumerate(tools.WORLD_RULES):
+            if rule.matches(step):
+                return i, rule.when is None or context.get(rule.when[0]) == rule.when[1]
+        return None
+
+    def p_hat(step, context, counts) -> float:
+        key = key_of(step, context)
+        if key is None:
+            return tools.DEFAULT_P_FAIL
+        n, f = counts.get(key, (0, 0))
+        return (f + prior[0]) / (n + prior[0] + prior[1])
+
+    return play(make_world("tools", seed), p_hat, key_of, episodes)
 
 
 def main(argv: list[str] | None = None) -> None:
