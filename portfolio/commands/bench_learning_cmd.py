@@ -49,8 +49,9 @@ the first failure.
 Seeds: world seeds 0-39 and 1000-1019 were used while building the failure model (tuning); 100-119, 200-219,
 700-719, 800-819, 900-919, 1100-1119 and 1400-1419 were held out for reports, in that order (the docs' numbers
 are on 200-219 and 1400-1419). detours, vehicle-roads and agent-tools were added later; of theirs only
-vehicle-roads 0-19 were tuned on; the tests use seeds 0-5. The default --first-seed 200 is a held-out set. A
-world is the same for the same (type, seed).
+vehicle-roads 0-19 were tuned on; the tests use seeds 0-5. Later: tools 3500-3519 tuned the charge for
+uncertainty (learning.explore), 3600-3619 and 3700-3719 were held out (docs/benchmarks.md). The default
+--first-seed 200 is a held-out set. A world is the same for the same (type, seed).
 
 The report gives, per type, the spread over worlds (median [min, max]), the type's pooled ratio (sums over its
 worlds) and how many worlds meet each target on their own (success >= 0.95 of the oracle's; failures <= 0.5 of
