@@ -31,8 +31,8 @@ that times out 30% of the time was queried by twelve groundings in eight situati
 own, and the chosen ones were those priced 0.05-0.2 (`python -m benchmarks.experiments.learning_gap --kinds
 tools`: 174 risky steps taken in the last 50 episodes of 20 worlds, believed 0.21 at the median). Charging each
 grounding for its uncertainty (the Beta posterior's standard deviation, sqrt(p (1 - p) / (concentration + 1)))
-counters that where it arises, and fades as evidence grows: a grounding at 0.3 gains 0.12 with 10 pseudo-steps,
-0.04 with 100. Only groundings with recorded steps of their own are charged: an untried one keeps its optimistic
+counters that where it arises, and fades as evidence grows: a grounding at 0.3 gains 0.14 with 10 pseudo-steps,
+0.05 with 100. Only groundings with recorded steps of their own are charged: an untried one keeps its optimistic
 prior, so an alternative to a grounding that keeps failing still gets tried (charged, an untried web engine
 beside one that failed 8 of 8 was not planned in 10 calls: `tests/test_learning_untried.py`). Measured,
 `portfolio bench learning --policies mean`, 200 episodes, last 50: see `PESSIMISM`.

@@ -88,20 +88,18 @@ def answered_by(result) -> str:
     return f"{result.delegate}/{search}" if search else str(result.delegate)
 
 
+def true_cost(world: World, task, spec, step: GroundAction) -> float:
+    """A step's cost under the true model: base + `LAM` * -log(1 - the world's true p_fail)."""
+    from learning.costs import risk_cost
+
+    return action_cost(task, step) + risk_cost(world.p_fail(step, spec), LAM)
+
+
 def true_costs(world: World, task, spec) -> Callable[[Sequence[str]], dict[str, float]]:
-    """The oracle's cost model: base + `LAM` * -log(1 - the world's true p_fail) per grounded action."""
+    """The oracle's cost model: `true_cost` per grounded action (PDDL text)."""
+    from domains.ground_text import parse_ground_action
 
-    def costs(grounded: Sequence[str]) -> dict[str, float]:
-        from domains.ground_text import parse_ground_action
-        from learning.costs import risk_cost
-
-        out = {}
-        for text in grounded:
-            step = parse_ground_action(text)
-            out[text] = action_cost(task, step) + risk_cost(world.p_fail(step, spec), LAM)
-        return out
-
-    return costs
+    return lambda grounded: {text: true_cost(world, task, spec, parse_ground_action(text)) for text in grounded}
 
 
 class HiddenTruth(Protocol):
@@ -241,8 +239,8 @@ def run_world(
                 steps = execute(world, task, plan, spec) if result.solved else []
                 out.success[arm].append(bool(result.solved) and not any(f for _, f in steps))
                 out.expected[arm].append(math.prod(1 - world.p_fail(s, spec) for s in plan) if result.solved else 0.0)
-                truth = true_costs(world, task, spec)([str(s) for s in plan])
-                out.true_cost[arm].append(round(sum(truth[str(s)] for s in plan), 4) if result.solved else None)
+                paid = sum(true_cost(world, task, spec, s) for s in plan)
+                out.true_cost[arm].append(round(paid, 4) if result.solved else None)
                 by = answered_by(result)
                 out.searches[arm][by] = out.searches[arm].get(by, 0) + 1
                 if arm in out.latency_ms:
