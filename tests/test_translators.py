@@ -14,7 +14,7 @@ import pytest
 from support import IPC, descendants, hardest_parking
 
 from portfolio.delegates.fast_downward import translate
-from portfolio.delegates.fast_downward.translators import Translators, find_python, worker_env
+from portfolio.delegates.fast_downward.translators import PYPY_NURSERY, Translators, find_python, worker_env
 from portfolio.engine.workers import BudgetExpired, WorkerProcess
 
 IPC_MORE = IPC.parent / "ipc-more"
@@ -202,3 +202,27 @@ def test_cpython_out_of_memory_ends_the_race_at_once_and_keeps_pypy(monkeypatch)
         assert translators.python == PYPY and translators.second is not None  # it ran; its task was too big
     finally:
         translators.close()
+
+
+def test_the_pypy_worker_gets_a_fixed_nursery_unless_the_user_set_one(monkeypatch):
+    """PyPy sizes its nursery from the CPU's last-level cache (240 MB on a VM reporting a 480 MB L3): fixed, so
+    the second translator behaves the same on every machine; a user's own PYPY_GC_NURSERY is kept."""
+    monkeypatch.delenv("PYPY_GC_NURSERY", raising=False)
+    assert worker_env()["PYPY_GC_NURSERY"] == PYPY_NURSERY
+    monkeypatch.setenv("PYPY_GC_NURSERY", "32MB")
+    assert "PYPY_GC_NURSERY" not in worker_env()  # inherited from the user's environment as it is
+
+
+@needs_pypy
+def test_a_pypy_worker_starts_and_translates_under_a_small_memory_cap(monkeypatch):
+    """On a machine reporting a 480 MB L3 cache PyPy's own nursery did not fit a 300 MB address-space cap ("cannot
+    allocate nursery"): the worker died before its first answer and the race gave PyPy up for good."""
+    monkeypatch.delenv("PYPY_GC_NURSERY", raising=False)
+    monkeypatch.setenv("PORTFOLIO_MEMORY_LIMIT_MB", "200")  # every worker's cap (`portfolio.engine.limits`)
+    blocks = texts(IPC / "blocks" / "domain.pddl", IPC / "blocks" / "probBLOCKS-4-0.pddl")
+    worker = WorkerProcess(preload=translate.PRELOAD, python=PYPY, env=worker_env())
+    try:
+        answer = worker.call(translate.TRANSLATE_OP, time.monotonic() + 30, **blocks)
+        assert answer["sas"] == translate.translate(blocks["domain_pddl"], blocks["problem_pddl"]).sas
+    finally:
+        worker.close()

@@ -7,9 +7,15 @@ large tasks 2-3x faster than CPython 3.11 (spider p07 1.85 -> 0.75 s, tidybot p0
 for every task, and which one a task needs is only known once it has been translating for a while. So:
 
 - the CPython worker starts on every task at once (today's path, unchanged);
-- a PyPy worker, where one is found (`find_python`), starts on the same task `pypy_after_s` later (50 ms: a task
-  CPython has not translated by then is one PyPy wins on; 100 ms more while CPython's worker may still be
-  importing), and the first answer wins; the other is stopped;
+- a PyPy worker, where one is found (`find_python`), starts on the same task `pypy_after_s` later (0.2 s, 0.1 s
+  more while CPython's worker may still be importing), and the first answer wins; the other is stopped. PyPy
+  wins only where it is faster by more than its late start, and it is not on mid-size tasks: a PyPy warm on
+  every earlier task took 1.4x CPython's time on tasks CPython translates in 0.05-0.1 s, 0.86x at 0.1-0.2 s,
+  0.74x at 0.2-0.4 s, 0.65x past 0.8 s (`benchmarks/experiments/coverage_bound.py`, the 255 coverage tasks).
+  Started at 50 ms it was a third process on two cores beside the searches on tasks it could not win (median
+  first plan 0.284x the driver's raced, 0.255x CPython alone, 2026-12-03); from 0.2 s it still takes the large
+  tasks it wins by seconds, and coverage within 1 s is the same raced or not (161 and 161, then 160 and 160 of
+  255; median 0.280x / 0.270x, then 0.271x / 0.242x: the runs differ by as much as the arms);
 - the PyPy worker is started the first time a task needs it (small tasks never pay for it: a process with a
   PyPy start-up and imports, ~0.2 s of CPU), and is stopped by a signal, not killed (`portfolio.engine.workers`:
   the abort answers at once under PyPy), so the JIT stays warm across deadlines and races lost;
@@ -50,7 +56,7 @@ log = logging.getLogger(__name__)
 
 ENV_PYTHON = "PORTFOLIO_TRANSLATOR_PYTHON"
 OFF = frozenset({"off", "none", "cpython", ""})
-PYPY_AFTER_S = 0.05
+PYPY_AFTER_S = 0.2  # the measurements in the module docstring
 # The warm-up: four bundled domains, 0.7 s under a cold PyPy. Measured against one logistics-20 (0.3 s) and none,
 # first translation after it (s; CPython 0.74, 1.96, 0.44, 0.39): nurikabe p01 1.01 / 0.85 / 0.67, caldera p06
 # 1.42 / 1.47 / 1.27, grid prob03 0.39 / 0.35 / 0.35, data-network p02 0.35 / 0.34 / 0.38; repeating it three
@@ -58,6 +64,14 @@ PYPY_AFTER_S = 0.05
 # 0.3 s).
 WARM_UP = (("logistics", 20), ("tools", 3), ("blocksworld", 12), ("gripper", 20))
 COLD_START_S = 0.1  # a CPython translator worker's start to its first answer: 65-80 ms measured (imports)
+# PyPy sizes its young generation at half the CPU's last-level cache, so the same PyPy is another program on
+# another machine: on one reporting a 480 MB L3 (a 2-core VM on a large Xeon) it asked for a 240 MB nursery,
+# could not start under a 300 MB address-space cap ("cannot allocate nursery"), so the race gave PyPy up under
+# the service's caps, and translated 1.4x more slowly than with 4 MB (10 tasks of 0.03-1.9 s, warm worker,
+# twice each: first translations 7.4 s in all by default, 5.3-5.5 s at 4 MB, 5.2-5.3 s at 16 MB, 6.0-6.4 s at
+# 64 MB; address-space peak 1236, 355, 444, 690 MB). 4 MB is PyPy's own fallback where it cannot read the cache
+# size: within 3% of the fastest, at the least memory.
+PYPY_NURSERY = "4MB"
 PYPY_ABORT_GRACE_S = 0.5  # measured: PyPy answers an abort at once; past this it is killed
 
 
@@ -101,9 +115,12 @@ def module_path() -> str:
 
 
 def worker_env() -> dict[str, str]:
-    """What a second interpreter's worker adds to its environment: `module_path()` as its whole module path, and
-    no user site-packages."""
-    return {"PYTHONPATH": module_path(), "PYTHONNOUSERSITE": "1"}
+    """What a second interpreter's worker adds to its environment: `module_path()` as its whole module path, no
+    user site-packages, and PyPy's nursery at `PYPY_NURSERY` unless the user set `PYPY_GC_NURSERY`."""
+    env = {"PYTHONPATH": module_path(), "PYTHONNOUSERSITE": "1"}
+    if "PYPY_GC_NURSERY" not in os.environ:
+        env["PYPY_GC_NURSERY"] = PYPY_NURSERY
+    return env
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,53 @@
+"""The search process pool: a run given back is stopped at once, and what follows (reaping it, removing its files,
+starting its replacement) happens on the pool's thread, not while the caller's searches run."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from portfolio.delegates.fast_downward.searches import search_binary
+from portfolio.engine.search_pool import SearchProcessPool
+from portfolio.engine.workers import descendants
+
+COMMAND = (str(search_binary()), "--search", "astar(blind())")
+
+
+def live_children(within_s: float, count: int) -> list[int]:
+    """This process's live descendants once there are `count` of them (or after `within_s`, whatever they are)."""
+    until = time.monotonic() + within_s
+    while True:
+        pids = [pid for pid in descendants(os.getpid()) if not is_zombie(pid)]
+        if len(pids) == count or time.monotonic() > until:
+            return pids
+        time.sleep(0.01)
+
+
+def is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except OSError:
+        return True
+
+
+def test_the_replacement_starts_when_a_run_is_given_back_not_while_it_runs():
+    before = set(descendants(os.getpid()))
+    pool = SearchProcessPool()
+    try:
+        run = pool.take(COMMAND)
+        time.sleep(0.3)  # a replacement started at take would be up by now
+        assert set(live_children(0.0, 1)) - before == {run.process.pid}  # the run alone: no process beside it
+        started = time.monotonic()
+        pool.release(run)
+        assert time.monotonic() - started < 0.05  # killed, not waited for
+        replacement = set(live_children(5.0, len(before) + 1)) - before
+        assert len(replacement) == 1 and run.process.pid not in replacement  # stopped, and one started for it
+        assert run.process.returncode is not None  # reaped on the pool's thread
+        time.sleep(0.5)  # the replacement's pid shows a moment before the pool has it ready
+        again = pool.take(COMMAND)
+        assert again.process.pid in replacement  # the next call takes the pre-started one
+        pool.release(again)
+    finally:
+        pool.close()
+    assert set(live_children(5.0, len(before))) <= before
