@@ -10,8 +10,9 @@ for every task, and which one a task needs is only known once it has been transl
 - a PyPy worker, where one is found (`find_python`), starts on the same task `pypy_after_s` later (0.2 s, 0.1 s
   more while CPython's worker may still be importing), and the first answer wins; the other is stopped. PyPy
   wins only where it is faster by more than its late start, and it is not on mid-size tasks: a PyPy warm on
-  every earlier task took 1.4x CPython's time on tasks CPython translates in 0.05-0.1 s, 0.86x at 0.1-0.2 s,
-  0.74x at 0.2-0.4 s, 0.65x past 0.8 s (`benchmarks/experiments/coverage_bound.py`, the 255 coverage tasks).
+  every earlier task took 1.09x CPython's time (median) on tasks CPython translates in 0.05-0.1 s, 0.94x at
+  0.1-0.2 s, 0.74x at 0.2-0.4 s, 0.65x past 0.8 s (`benchmarks/experiments/coverage_bound.py`, the 255 coverage
+  tasks; replayed with PyPy starting d later, 171 tasks fit 1 s for every d from 0.05 to 0.3 s, 169 from 0.5 s).
   Started at 50 ms it was a third process on two cores beside the searches on tasks it could not win (median
   first plan 0.284x the driver's raced, 0.255x CPython alone, 2026-12-03); from 0.2 s it still takes the large
   tasks it wins by seconds, and coverage within 1 s is the same raced or not (161 and 161, then 160 and 160 of
