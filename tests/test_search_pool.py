@@ -3,12 +3,12 @@ starting its replacement) happens on the pool's thread, not while the caller's s
 
 from __future__ import annotations
 
-import os
 import time
+
+from support import descendants
 
 from portfolio.delegates.fast_downward.searches import search_binary
 from portfolio.engine.search_pool import SearchProcessPool
-from portfolio.engine.workers import descendants
 
 COMMAND = (str(search_binary()), "--search", "astar(blind())")
 
@@ -17,22 +17,14 @@ def live_children(within_s: float, count: int) -> list[int]:
     """This process's live descendants once there are `count` of them (or after `within_s`, whatever they are)."""
     until = time.monotonic() + within_s
     while True:
-        pids = [pid for pid in descendants(os.getpid()) if not is_zombie(pid)]
+        pids = [pid for pid, (state, _) in descendants().items() if state != "Z"]  # a zombie has ended
         if len(pids) == count or time.monotonic() > until:
             return pids
         time.sleep(0.01)
 
 
-def is_zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-    except OSError:
-        return True
-
-
 def test_the_replacement_starts_when_a_run_is_given_back_not_while_it_runs():
-    before = set(descendants(os.getpid()))
+    before = set(descendants())
     pool = SearchProcessPool()
     try:
         run = pool.take(COMMAND)

@@ -16,7 +16,6 @@ import os
 import queue
 import select
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -26,7 +25,7 @@ from dataclasses import dataclass
 
 from portfolio.engine import cancel, limits
 from portfolio.engine.results import Resource
-from portfolio.engine.workers import kill_group
+from portfolio.engine.workers import kill_group, kill_own_group
 
 log = logging.getLogger(__name__)
 
@@ -120,12 +119,7 @@ class SearchProcessPool(Resource):
         """Give a taken run back: stopped now if it is still going (its process group: a search starts no other),
         reaped, its files removed and its command's replacement started on the pool's thread."""
         if run.process.poll() is None:
-            try:
-                os.killpg(run.process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        if run.process.stdin:
-            run.process.stdin.close()
+            kill_own_group(run.process)
         self._discard(run)
         if run.command:
             self._chores.put(lambda: self._refill(run.command))

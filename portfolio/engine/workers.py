@@ -83,6 +83,17 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def kill_own_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process group `process` leads, without reaping it: all a process that starts no other needs
+    (a search: `portfolio.engine.search_pool`), and no read of /proc."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    except PermissionError:  # pragma: no cover - group already gone and pid reused
+        process.kill()
+
+
 def kill_group(process: subprocess.Popen[bytes]) -> None:
     """SIGKILL the process group led by `process`, and every process below it, and reap the leader.
 
@@ -91,12 +102,7 @@ def kill_group(process: subprocess.Popen[bytes]) -> None:
     planner's group would leave them running until their own deadlines (measured: a search still running after
     the server had exited on SIGTERM)."""
     below = descendants(process.pid)
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    except PermissionError:  # pragma: no cover - group already gone and pid reused
-        process.kill()
+    kill_own_group(process)
     for pid in below:
         for kill in (os.killpg, os.kill):  # the group where it leads one, else the process
             try:
