@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
+from learning.counts import Recent
 from learning.families import token_scales
 from learning.features import RowParser, step_tokens
 from learning.prior import capped, design, fit_logistic, out_of_fold
@@ -44,6 +45,10 @@ class ActionModel:
     outlier_share: float = 0.0  # share of kin groups (or, with fewer than three, cells) that are outliers
     # cell -> [probability that its kin group is an outlier, the group's pooled rate] (`fit_kin_mixture`)
     outlier: dict[str, list[float]] = field(default_factory=dict)
+    # cell -> [steps since its last change, failures since, runs recorded since it was last seen, changes cut,
+    # the weight staleness left its evidence] (`learning.counts.Recent`)
+    recent: dict[str, list[float]] = field(default_factory=dict)
+    last_seen: dict[str, str] = field(default_factory=dict)  # cell -> its newest step's timestamp, where recorded
 
 
 def fit_action(
@@ -55,6 +60,7 @@ def fit_action(
     min_samples: int,
     C: float,
     outliers: bool,
+    recent: Mapping[tuple[str, str], Recent] | None = None,
 ) -> ActionModel:
     """One action name's `ActionModel` from its cells' recency-weighted counts (`learning.counts`): the token
     prior (or the groundings' population rate), each cell's out-of-fold prior, m and the outlier mixture, as
@@ -99,6 +105,8 @@ def fit_action(
             seen[1] += row[1]
     for cell in action.cells.values():
         cell[2] = cell[2] / cell[0] if cell[0] > 0 else mu0
+    if recent:
+        _keep_recent(action, [(row[3], recent.get(raw)) for row, raw in zip(parsed, table)])
     full = model.predict_proba(X)[:, 1] if model is not None else np.full(len(parsed), base_rate)
     for (_args, _features, _tokens, _key, group), row, predicted in zip(parsed, stats, full):
         seen = action.groundings.setdefault(group, [0.0, 0.0, 0.0])
@@ -131,6 +139,39 @@ def fit_action(
     action.strength = strength
     action.n_steps, action.n_failures = steps, failures
     return action
+
+
+def _keep_recent(action: ActionModel, rows: Sequence[tuple[str, Recent | None]]) -> None:
+    """Each cell's `Recent` record into `action.recent` and `action.last_seen`, summed over the raw keys that
+    make one cell (numeric features split a cell's rows)."""
+    for key, seen in rows:
+        if seen is None:
+            continue
+        acc = action.recent.get(key)
+        if acc is None:
+            action.recent[key] = [seen.since_change, seen.failures_since, seen.runs_ago, seen.changes, seen.staleness]
+        else:
+            acc[0] += seen.since_change
+            acc[1] += seen.failures_since
+            acc[2] = min(acc[2], seen.runs_ago)
+            acc[3] += seen.changes
+            acc[4] = max(acc[4], seen.staleness)
+        if seen.last_seen is not None and seen.last_seen > action.last_seen.get(key, ""):
+            action.last_seen[key] = seen.last_seen
+
+
+def unseen_rate(
+    cells: Mapping[str, Mapping[tuple[str, str], Sequence[float]]], prior_mean: float, prior_strength: float
+) -> float:
+    """The failure rate of an action name never recorded: the population mean of the recorded action names'
+    rates (`learning.shrinkage.population_mean`, each name's weighted steps and failures one member), so an
+    agent whose recorded steps all succeeded is not told that every action it has not run yet fails
+    `prior_mean` of the time."""
+    if not cells:
+        return float(prior_mean)
+    n = np.array([sum(row[0] for row in table.values()) for table in cells.values()], dtype=float)
+    f = np.array([sum(row[1] for row in table.values()) for table in cells.values()], dtype=float)
+    return float(population_means(n, f, prior_mean, prior_strength)[0])
 
 
 def kin_key(grounding: str) -> str:

@@ -1,9 +1,22 @@
-"""Recency-weighted step counts, streamed: the sufficient statistics every part of the failure model is fit on.
+"""The evidence every part of the failure model is fit on, streamed: per action name and cell (a grounding in a
+situation), the steps since the cell's last change of rate, weighted by how recent they are.
 
-A step's weight halves every `half_life` later steps of the same action name, so a repaired action recovers
-after a run of successes. Weights are kept as 2^(k / half_life) for the k-th step of an action (growing, so an
-old count never needs touching when a new step arrives) and rescaled by 2^-e whenever the exponent e passes 500,
-which keeps them finite for any number of steps; `finish` scales them so the newest step weighs 1.
+Three things age a step's weight, each for its own reason:
+
+- a change point (`learning.changes`): a cell's outcomes are cut where its failure rate broke or recovered,
+  and only the steps since count. A road repaired after 300 failing runs is judged on the runs since;
+- staleness: a cell's evidence halves for every `stale_half_life` of its usual gaps between visits that pass
+  without one, runs being the clock. Its gap is the runs its steps span over its visits, with one more visit
+  spanning every run recorded, so that a cell seen once or twice counts as rarely visited, not as avoided.
+  A road driven in 50 runs in a row, broken, then avoided, has its evidence halved every 8 runs (4 gaps of
+  about 2 runs) and drifts back to the prior, so the planner tries it again; a road driven once in a while
+  is not stale after a while. Without staleness an action priced out is never executed again, and nobody
+  sees it recover. Each failed re-try lengthens the gap, so a tool that stays broken is re-tried less often;
+- `half_life` (steps of the same action name): a slow fade of old steps within a segment.
+
+Runs are the clock: a step's run is its `run_id` (a step without one is a run of its own). Steps are kept as
+one byte (outcome) and two integers (the action's step counter, the run's number) each until `finish`, so a
+million steps take about 17 MB.
 
 Counts are keyed by the raw JSON text of a step's arguments and features, so a million steps cost a million
 dictionary updates and each distinct (arguments, features) is parsed once, later.
@@ -11,58 +24,121 @@ dictionary updates and each distinct (arguments, features) is parsed once, later
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
+
+import numpy as np
+
+from learning.changes import current_segment
 
 RawKey = tuple[str, str]  # (args JSON, features JSON) as stored in the steps table
 
-_RESCALE_AT = 500.0
+DEFAULT_STALE_HALF_LIFE = 4.0  # a cell's usual gaps between visits
+
+
+@dataclass
+class _Trace:
+    """One cell's steps as recorded, until `Counts.finish`."""
+
+    outcomes: bytearray = field(default_factory=bytearray)
+    step: array = field(default_factory=lambda: array("q"))  # the action name's step counter at each step
+    run: array = field(default_factory=lambda: array("q"))  # the run number of each step
+    last_seen: str | None = None  # the newest timestamp among its steps, as recorded
+
+
+@dataclass
+class Recent:
+    """What a cell's current evidence rests on: its steps and failures since its last change (`since_change`
+    steps, `failures_since`), how many runs were recorded since it was last seen, how many changes were cut,
+    the weight staleness left its evidence (1: seen in the newest run), and its newest timestamp."""
+
+    since_change: int
+    failures_since: int
+    runs_ago: int
+    changes: int
+    staleness: float
+    last_seen: str | None = None
 
 
 @dataclass
 class Counts:
-    """Per action name, per raw key: [weighted steps, weighted failures, steps, failures]."""
+    """Per action name, per raw key: [weighted steps, weighted failures, steps, failures] once `finish`ed, the
+    weights as the module docstring says; `recent` says what each cell's weights rest on."""
 
     half_life: float | None
+    stale_half_life: float | None = None
+    change_odds: float | None = None
     cells: dict[str, dict[RawKey, list[float]]] = field(default_factory=dict)
+    recent: dict[str, dict[RawKey, Recent]] = field(default_factory=dict)
     steps: dict[str, int] = field(default_factory=dict)
-    _offset: dict[str, int] = field(default_factory=dict)
+    runs: int = 0
+    n_changes: int = 0
     finished: bool = False
+    _traces: dict[str, dict[RawKey, _Trace]] = field(default_factory=dict, repr=False)
+    _run_numbers: dict[str, int] = field(default_factory=dict, repr=False)
 
-    def add(self, action: str, key: RawKey, failed: bool) -> None:
+    def add(self, action: str, key: RawKey, failed: bool, run: str | None = None, timestamp: str | None = None) -> None:
         k = self.steps.get(action, 0)
         self.steps[action] = k + 1
-        table = self.cells.get(action)
-        if table is None:
-            table = self.cells[action] = {}
-        if self.half_life is None:
-            weight = 1.0
+        if run is None:
+            number = self.runs
+            self.runs += 1
         else:
-            exponent = (k - self._offset.get(action, 0)) / self.half_life
-            if exponent > _RESCALE_AT:
-                self._scale(table, 2.0**-exponent)
-                self._offset[action] = k
-                exponent = 0.0
-            weight = 2.0**exponent
-        acc = table.get(key)
-        if acc is None:
-            acc = table[key] = [0.0, 0.0, 0, 0]
-        acc[0] += weight
-        acc[2] += 1
-        if failed:
-            acc[1] += weight
-            acc[3] += 1
-
-    @staticmethod
-    def _scale(table: dict[RawKey, list[float]], factor: float) -> None:
-        for acc in table.values():
-            acc[0] *= factor
-            acc[1] *= factor
+            number = self._run_numbers.get(run, -1)
+            if number < 0:
+                number = self._run_numbers[run] = self.runs
+                self.runs += 1
+        table = self._traces.get(action)
+        if table is None:
+            table = self._traces[action] = {}
+        trace = table.get(key)
+        if trace is None:
+            trace = table[key] = _Trace()
+        trace.outcomes.append(1 if failed else 0)
+        trace.step.append(k)
+        trace.run.append(number)
+        if timestamp is not None and (trace.last_seen is None or timestamp > trace.last_seen):
+            trace.last_seen = timestamp
 
     def finish(self) -> Counts:
-        """Scale weights so that each action's newest step weighs 1 (call once, after the last `add`)."""
-        if not self.finished and self.half_life is not None:
-            for action, table in self.cells.items():
-                newest = (self.steps[action] - 1 - self._offset.get(action, 0)) / self.half_life
-                self._scale(table, 2.0**-newest)
+        """Cut each cell at its last change, weigh its steps since, and age them by staleness (call once, after
+        the last `add`)."""
+        if self.finished:
+            return self
+        newest_run = self.runs - 1
+        for action, table in self._traces.items():
+            cells, recent = self.cells.setdefault(action, {}), self.recent.setdefault(action, {})
+            newest_step = self.steps[action] - 1
+            for key, trace in table.items():
+                segment = current_segment(trace.outcomes, self.change_odds) if self.change_odds else None
+                start, cuts = (segment.start, segment.changes) if segment else (0, ())
+                self.n_changes += len(cuts)
+                outcomes = np.frombuffer(bytes(trace.outcomes), dtype=np.uint8)
+                tail = outcomes[start:].astype(float)
+                if self.half_life is None:
+                    weight = np.ones(len(tail))
+                else:
+                    age = newest_step - np.frombuffer(trace.step, dtype=np.int64)[start:]
+                    weight = np.exp2(-age / self.half_life)
+                runs_ago = newest_run - trace.run[-1]
+                stale = self.staleness(runs_ago, trace.run[-1] - trace.run[0] + 1, len(outcomes), self.runs)
+                cells[key] = [
+                    float(weight.sum()) * stale,
+                    float((weight * tail).sum()) * stale,
+                    len(outcomes),
+                    int(outcomes.sum()),
+                ]
+                recent[key] = Recent(len(tail), int(tail.sum()), runs_ago, len(cuts), stale, trace.last_seen)
+        self._traces.clear()
+        self._run_numbers.clear()
         self.finished = True
         return self
+
+    def staleness(self, runs_ago: int, span: int, visits: int, runs: int) -> float:
+        """The weight left to the evidence of a cell last seen `runs_ago` runs ago, whose `visits` steps spanned
+        `span` runs of the `runs` recorded: 2^-(runs_ago / (stale_half_life * gap)), its gap between visits
+        being (span + runs) / (visits + 1): one pseudo-visit spanning the whole record."""
+        if self.stale_half_life is None or runs_ago <= 0:
+            return 1.0
+        gap = max((span + runs) / (visits + 1), 1.0)
+        return float(2.0 ** (-runs_ago / (self.stale_half_life * gap)))

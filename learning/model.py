@@ -83,8 +83,9 @@ from typing import Any
 import numpy as np
 
 from domains.model import GroundAction
-from learning.action_model import ActionModel, fit_action, objects_by_type, token_prior
-from learning.counts import Counts
+from learning.action_model import fit_action, objects_by_type, token_prior, unseen_rate
+from learning.changes import DEFAULT_CHANGE_ODDS
+from learning.counts import DEFAULT_STALE_HALF_LIFE, Counts
 from learning.durations import TimeModel
 from learning.features import RowParser, situation_key
 from learning.params import Params
@@ -92,7 +93,8 @@ from learning.shrinkage import posterior
 from learning.situations import from_elsewhere
 from traces.records import StepRecord
 
-RawRow = tuple[str, str, str, str]  # action, args JSON, features JSON, outcome: as stored in the steps table
+# action, args JSON, features JSON, outcome[, run id[, timestamp]]: as stored in the steps table
+RawRow = tuple[Any, ...]
 
 
 class FailureModel(Params):
@@ -110,6 +112,11 @@ class FailureModel(Params):
         prior_strength is also m for an action name with fewer than three groundings seen.
     min_samples: steps of an action name below which the prior is its smoothed rate, not the token model.
     C: the token model's inverse L2 strength (per weighted step).
+    stale_half_life: how many of a grounding's usual gaps between visits halve its evidence when they pass without
+        a visit, so that what the plans avoid drifts back to its prior and is tried again (`learning.counts`);
+        None: evidence never goes stale.
+    change_odds: the odds (change against none) at which a grounding's record is cut where its rate changed
+        (`learning.changes`); None: never cut.
     tolerance, trust_steps: from trust_steps weighted steps of a grounding on, p_fail stays within tolerance of
         its own observed rate (the consistency guarantee; see `learning.shrinkage`). 25, not the 30 recorded
         steps the guarantee is stated for: recency weighting leaves a grounding with 30 recorded steps fewer
@@ -118,6 +125,7 @@ class FailureModel(Params):
     """
 
     durations_: TimeModel | None  # expected durations and failure kinds (`learning.durations`), fit beside
+    unseen_rate_: float | None  # p_fail of an action name never recorded (None: `prior_mean`)
 
     def __init__(
         self,
@@ -129,6 +137,8 @@ class FailureModel(Params):
         tolerance: float = 0.05,
         trust_steps: float = 25.0,
         outliers: bool = True,
+        stale_half_life: float | None = DEFAULT_STALE_HALF_LIFE,
+        change_odds: float | None = DEFAULT_CHANGE_ODDS,
     ) -> None:
         self.half_life_steps = half_life_steps
         self.prior_mean = prior_mean
@@ -138,6 +148,8 @@ class FailureModel(Params):
         self.tolerance = tolerance
         self.trust_steps = trust_steps
         self.outliers = outliers
+        self.stale_half_life = stale_half_life
+        self.change_odds = change_odds
 
     # -- fitting ---------------------------------------------------------------------------------------------------
 
@@ -156,12 +168,15 @@ class FailureModel(Params):
                 json.dumps(list(r.args), separators=(",", ":")),
                 json.dumps(r.features, separators=(",", ":"), sort_keys=True),
                 r.outcome,
+                r.run_id,
+                r.timestamp.isoformat().replace("+00:00", "Z") if r.timestamp else None,
             )
             for r in records_list
         ]
         self.fit_rows([rows], holdout_fraction, total_rows=len(rows), object_types=object_types)
         timed = [
-            (*row, r.failure_category, r.duration_ms, r.side_effects, r.run_id) for row, r in zip(rows, records_list)
+            (*row[:4], r.failure_category, r.duration_ms, r.side_effects, r.run_id)
+            for row, r in zip(rows, records_list)
         ]
         self.durations_ = self.time_model().fit_rows([timed])
         return self
@@ -177,24 +192,27 @@ class FailureModel(Params):
         total_rows: int | None = None,
         object_types: Mapping[str, str] | None = None,
     ) -> FailureModel:
-        """Fit on raw `steps` rows (action, args JSON, features JSON, outcome) in chunks, oldest first: the
-        streaming path `learning.retrain` uses for millions of steps. With `holdout_fraction` > 0 the newest
-        fraction of steps (of `total_rows`) also measures `holdout_metrics_` (log loss, Brier, AUC) of a model
-        fit on the older ones; the model kept is fit on everything."""
+        """Fit on raw `steps` rows (action, args JSON, features JSON, outcome[, run id[, timestamp]]) in chunks,
+        oldest first: the streaming path `learning.retrain` uses for millions of steps. Runs are the clock
+        staleness counts in (`learning.counts`); a row without a run id is a run of its own. With
+        `holdout_fraction` > 0 the newest fraction of steps (of `total_rows`) also measures `holdout_metrics_`
+        (log loss, Brier, AUC) of a model fit on the older ones; the model kept is fit on everything."""
         holdout = 0.0 < holdout_fraction < 1.0
         if holdout and total_rows is None:
             chunks = [[row for chunk in chunks for row in chunk]]
             total_rows = len(chunks[0])
         cutoff = int((total_rows or 0) * (1.0 - holdout_fraction)) if holdout else -1
-        everything, older = Counts(self.half_life_steps), Counts(self.half_life_steps)
+        everything, older = self._counts(), self._counts()
         newer: dict[tuple[str, tuple[str, str]], list[int]] = {}
         n = 0
         for chunk in chunks:
-            for action, args_json, features_json, outcome in chunk:
+            for row in chunk:
+                action, args_json, features_json, outcome = row[:4]
+                run, stamp = (row[4], row[5] if len(row) > 5 else None) if len(row) > 4 else (None, None)
                 key, failed = (args_json, features_json or "{}"), outcome == "failure"
-                everything.add(action, key, failed)
+                everything.add(action, key, failed, run, stamp)
                 if n < cutoff:
-                    older.add(action, key, failed)
+                    older.add(action, key, failed, run, stamp)
                 elif holdout:
                     acc = newer.setdefault((action, key), [0, 0])
                     acc[0] += 1
@@ -204,18 +222,28 @@ class FailureModel(Params):
         self.durations_ = None  # `fit` and `learning.retrain` fit it beside
         parser = RowParser(object_types)
         if holdout and n >= 10 and newer:
-            self.actions_ = self._fit_counts(older.finish(), parser)
+            self._fit_counts(older.finish(), parser)
             self.holdout_metrics_ = self._score(newer, parser, object_types)
-        self.actions_ = self._fit_counts(everything.finish(), parser)
+        self._fit_counts(everything.finish(), parser)
         self.n_steps_ = n
         return self
 
-    def _fit_counts(self, counts: Counts, parser: RowParser) -> dict[str, ActionModel]:
-        self.__dict__.pop("_prior_memo", None)
+    def _counts(self) -> Counts:
+        return Counts(self.half_life_steps, self.stale_half_life, self.change_odds)
+
+    def _fit_counts(self, counts: Counts, parser: RowParser) -> None:
+        """Fit every action name's model, the rate of action names never recorded, and what aged the evidence."""
+        for memo in ("_prior_memo", "_posterior_memo"):
+            self.__dict__.pop(memo, None)
         params = {
             name: getattr(self, name) for name in ("prior_mean", "prior_strength", "min_samples", "C", "outliers")
         }
-        return {name: fit_action(table, parser, **params) for name, table in counts.cells.items()}
+        self.actions_ = {
+            name: fit_action(table, parser, recent=counts.recent.get(name), **params)
+            for name, table in counts.cells.items()
+        }
+        self.unseen_rate_ = unseen_rate(counts.cells, self.prior_mean, self.prior_strength)
+        self.n_runs_, self.n_changes_ = counts.runs, counts.n_changes
 
     def _score(
         self,
@@ -296,7 +324,7 @@ class FailureModel(Params):
         features: Mapping[str, Any] | None,
         object_types: Mapping[str, str] | None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        mean = np.full(len(actions), float(self.prior_mean))
+        mean = np.full(len(actions), float(getattr(self, "unseen_rate_", None) or self.prior_mean))
         concentration = np.full(len(actions), float(self.prior_strength))
         groups: dict[str, list[int]] = {}
         for i, action in enumerate(actions):

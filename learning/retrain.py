@@ -68,11 +68,12 @@ def retrain(store: TraceStore, *, holdout_fraction: float = 0.2, chunk_size: int
     durations = model.time_model()
 
     def chunks() -> Iterator[list[tuple]]:
-        """The failure model's four columns of each chunk; the time model takes the whole chunk on the way
-        (one read of the store for both)."""
-        for chunk in store.iter_step_chunks(TIME_COLUMNS, chunk_size=chunk_size):
-            durations.add(chunk)
-            yield [row[:4] for row in chunk]
+        """The failure model's columns of each chunk (the four of a step, its run and its timestamp); the time
+        model takes its columns of the chunk on the way (one read of the store for both)."""
+        width = len(TIME_COLUMNS)
+        for chunk in store.iter_step_chunks((*TIME_COLUMNS, "timestamp"), chunk_size=chunk_size):
+            durations.add([row[:width] for row in chunk])
+            yield [(*row[:4], row[width - 1], row[width]) for row in chunk]
 
     model.fit_rows(chunks(), holdout_fraction=holdout_fraction, total_rows=n)
     model.durations_ = durations.finish()
@@ -82,6 +83,7 @@ def retrain(store: TraceStore, *, holdout_fraction: float = 0.2, chunk_size: int
         "n_steps": model.n_steps_,
         "actions": model.action_counts(),
         "hyperparameters": model.get_params(),
+        "changes": model.n_changes_,
         "holdout_fraction": holdout_fraction,
         "train_seconds": round(seconds, 3),
     }

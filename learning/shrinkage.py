@@ -211,6 +211,11 @@ def posterior(
 
 # The broad component of the mixture: a grounding that is broken in its own way, with any failure rate.
 BROAD = (1.0, 1.0)
+# The share of outliers believed where too few groundings were seen to fit it (a tool with one grounding): one
+# in ten. With it, 3 failures in 3 calls of a lone tool make it more likely broken than not (p_fail 0.77), and a
+# tool failing half its calls is priced near 0.5 after 20 calls; with no share (the prior's m = 10 pseudo-steps
+# at 0.05 alone) they were 0.27 and 0.27-0.47.
+PRIOR_OUTLIER_SHARE = 0.1
 EM_ROUNDS = 8
 
 
@@ -239,10 +244,11 @@ def fit_mixture(
     """(m, outlier share) by EM: groundings are either members of the prior's population, Beta(m q, m (1-q)),
     or outliers with a broad Beta; m is refit on the members' weights each round. A handful of groundings that
     fail most of the time (a broken road among hundreds of fine ones) no longer pulls m down for all, nor
-    stays shrunk towards a prior that describes the others."""
+    stays shrunk towards a prior that describes the others. With fewer than three groundings the share is not
+    identified: `PRIOR_OUTLIER_SHARE`, so a lone tool's own record can still say it is broken."""
     keep = n > 1e-9
     if int(keep.sum()) < 3:
-        return float(default), 0.0
+        return float(default), PRIOR_OUTLIER_SHARE
     n, f = n[keep], np.minimum(f[keep], n[keep])
     q = np.clip(q[keep], _Q_CLIP, 1.0 - _Q_CLIP)
     m, share = (fit_strength(n, f, q, default) if start is None else start), 0.05  # `start`: m already fit here

@@ -30,7 +30,7 @@ from traces.errors import TraceStoreError
 FORMAT_VERSION = 2
 FORMAT_NAME = "portfolio-planner/failure-model"
 _PARAMS = ("half_life_steps", "prior_mean", "prior_strength", "min_samples", "C", "tolerance", "trust_steps")
-_OPTIONAL_PARAMS = ("outliers",)  # added later: a model stored without them gets the default
+_OPTIONAL_PARAMS = ("outliers", "stale_half_life", "change_odds")  # a model stored without them: the defaults
 
 
 class ModelFormatError(TraceStoreError, ValueError):
@@ -61,6 +61,8 @@ class StoredParams(BaseModel):
     tolerance: Annotated[float, Field(gt=0, lt=1)]
     trust_steps: Annotated[float, Field(gt=0), AfterValidator(_finite)]
     outliers: bool = True
+    stale_half_life: Annotated[float, Field(gt=0), AfterValidator(_finite)] | None = 4.0
+    change_odds: Annotated[float, Field(gt=1), AfterValidator(_finite)] | None = 20.0
 
 
 class StoredAction(BaseModel):
@@ -82,6 +84,9 @@ class StoredAction(BaseModel):
     outlier_share: Probability = 0.0
     # cell -> [the probability that its kin group is an outlier, the group's pooled rate] (absent before it was fit)
     outlier: dict[str, tuple[Probability, Probability]] = Field(default_factory=dict)
+    # cell -> [steps since its last change, failures since, runs since last seen, changes, staleness weight]
+    recent: dict[str, tuple[Count, Count, Count, Count, Probability]] = Field(default_factory=dict)
+    last_seen: dict[str, Annotated[str, Field(max_length=64)]] = Field(default_factory=dict)
 
 
 class StoredDurationFit(BaseModel):
@@ -126,6 +131,9 @@ class StoredModel(BaseModel):
     n_steps: Annotated[int, Field(ge=0)] = 0
     holdout_metrics: dict[str, int | Finite | None] = Field(default_factory=dict)
     actions: dict[str, StoredAction]
+    unseen_rate: Probability | None = None  # absent in models stored before it was learned: prior_mean then
+    n_runs: Annotated[int, Field(ge=0)] = 0
+    n_changes: Annotated[int, Field(ge=0)] = 0
     durations: StoredTimeModel | None = None
 
 
@@ -147,6 +155,9 @@ def model_to_dict(model: FailureModel) -> dict[str, Any]:
         "n_steps": int(getattr(model, "n_steps_", 0)),
         "holdout_metrics": getattr(model, "holdout_metrics_", {}),
         "actions": {name: vars(action) for name, action in model.actions_.items()},
+        "unseen_rate": getattr(model, "unseen_rate_", None),
+        "n_runs": int(getattr(model, "n_runs_", 0)),
+        "n_changes": int(getattr(model, "n_changes_", 0)),
         **_time_dict(getattr(model, "durations_", None)),
     }
 
@@ -194,6 +205,8 @@ def model_from_bytes(blob: bytes, where: str = "model") -> FailureModel:
     model = FailureModel(**params)
     model.actions_ = {name: ActionModel(**_plain(action)) for name, action in stored.actions.items()}
     model.n_steps_ = stored.n_steps
+    model.unseen_rate_ = stored.unseen_rate
+    model.n_runs_, model.n_changes_ = stored.n_runs, stored.n_changes
     model.holdout_metrics_ = dict(stored.holdout_metrics)
     model.durations_ = _time_model(stored.durations, model) if stored.durations is not None else None
     return model
@@ -222,6 +235,6 @@ def _lists(cells: Mapping[str, tuple[float, ...]]) -> dict[str, list[float]]:
 def _plain(action: StoredAction) -> dict[str, Any]:
     """An `ActionModel`'s fields as it keeps them (lists, not the tuples the check uses)."""
     fields = action.model_dump()
-    for key in ("cells", "evidence", "groundings", "outlier"):
+    for key in ("cells", "evidence", "groundings", "outlier", "recent"):
         fields[key] = {name: list(values) for name, values in fields[key].items()}
     return fields

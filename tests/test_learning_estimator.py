@@ -54,7 +54,8 @@ def observed(history: list[StepRecord]) -> dict[GroundAction, tuple[int, int]]:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(traces())
 def test_p_fail_converges_to_the_observed_rate(history) -> None:
-    model = FailureModel(half_life_steps=None).fit(history)
+    # nothing aged (no change points, no staleness): the shrinkage's consistency on the plain counts
+    model = FailureModel(half_life_steps=None, change_odds=None, stale_half_life=None).fit(history)
     seen = observed(history)
     groundings = [g for g, (n, _) in seen.items() if n >= 30]
     p = model.predict_proba(groundings)
@@ -65,9 +66,25 @@ def test_p_fail_converges_to_the_observed_rate(history) -> None:
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(traces())
+def test_with_every_kind_of_aging_p_fail_converges_to_the_rate_of_the_current_evidence(history) -> None:
+    """Defaults (change points, staleness, step decay): a grounding whose current evidence (the steps since its
+    last change, aged) weighs at least `trust_steps` is priced within `tolerance` of that evidence's rate."""
+    model = FailureModel().fit(history)
+    for name, action in model.actions_.items():
+        for cell, (n_w, f_w, *_rest) in action.cells.items():
+            if n_w < model.trust_steps:
+                continue
+            args, _, situation = cell.partition("|")
+            assert situation == ""
+            p_fail = model.predict_proba([GroundAction(name, tuple(args.split()))])[0]
+            assert abs(p_fail - f_w / n_w) <= model.tolerance + 1e-9, (name, cell, n_w, f_w, p_fail)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(traces())
 def test_with_recency_weights_p_fail_converges_to_the_weighted_rate(history) -> None:
     half_life = 200.0
-    model = FailureModel(half_life_steps=half_life).fit(history)
+    model = FailureModel(half_life_steps=half_life, change_odds=None, stale_half_life=None).fit(history)
     weights: dict[GroundAction, list[float]] = {}
     per_action: dict[str, list[StepRecord]] = {}
     for r in history:
@@ -202,7 +219,7 @@ def test_thompson_tries_an_untried_alternative_within_a_bounded_number_of_calls(
     known = GroundAction("go", ("a", "b"))
     history = [rec(i, known, rng.random() < 0.1) for i in range(200)]
     history += [rec(200 + i, GroundAction("go", (f"x{i % 5}", "y")), rng.random() < 0.4) for i in range(100)]
-    model = FailureModel().fit(history)
+    model = FailureModel(stale_half_life=None).fit(history)  # the known route's last 100 runs unseen: not stale
     untried = GroundAction("go", ("c", "d"))
     mean, concentration = model.predict_posterior([known, untried])
     assert mean[1] > mean[0]  # greedy would never try it
