@@ -43,7 +43,8 @@ watched; other drives fail 2%; the oracle plans each episode at that episode's t
   flapping    the road alternates between 3% and 80%, the first break in [30, 50), each phase 25-40 episodes
   few-observations  an agent's tools (domain `agent`): 4-6 actions with 1-3 tools each, priced 1, 2, 3; the
               cheapest tool of about half the actions with an alternative fails 30-60%; goals ask for 1-2
-              actions, so each tool is called tens of times in a run (no change in the truth)
+              actions, so an action is called 30-160 times in 200 episodes, shared by its tools (no change
+              in the truth)
 The seed picks each world's size (places, vehicles, packages, jobs) and faults (and when they change).
 For the changing kinds the report adds, per arm, how many failures of the broken road the plans took before
 leaving it after each break (target <= 3) and how many episodes after each recovery before using it again

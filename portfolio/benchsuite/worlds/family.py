@@ -36,7 +36,7 @@ World types (`KINDS`), each a different shape of what fails (everything else fai
   destination every episode) breaks for a seed-drawn window and recovers, slowly worsens, or alternates between
   3% and 80%; a detour 1-2 drives longer is always there;
 - `few-observations` (`few_observations.py`): an agent's tools, 1-3 per action, a seed-drawn subset of the
-  cheapest ones failing 30-60%, each tool called tens of times in a run.
+  cheapest ones failing 30-60%, each action called tens of times in a run.
 
 Changing worlds say when their truth changes (`World.events`) and which steps it concerns (`World.watched`).
 

@@ -1,5 +1,5 @@
 """The `few-observations` worlds: an agent's tool calls, where each action has only 1-3 groundings (tools) and
-each tool is called tens of times in a run, so the model must price tools from few observations.
+each is called tens of times in a run, so the model must price tools from few observations.
 
     world = make_world("few-observations", 3)     # through family.make_world, which calls `layout`
     spec = world.episode(5)                        # spec.cargo: the capabilities the episode's goal asks for
@@ -10,8 +10,9 @@ tool's price (the task's action cost) is 1 for the cheapest of its action, 2 and
 subset of the actions with 2+ tools (at least one, about half) has its cheapest tool failing 30-60% (drawn per
 tool); every other tool fails 2%. So every bad tool has a working alternative, dearer by 1: under unit costs
 (cost-blind) the bad tool is chosen, under the true costs (lam = 5: 1 + 5 * -log 0.7 = 2.8 against 2.1) the
-alternative. Each episode's goal asks for 1-2 capabilities (their prerequisites come with them): with 200
-episodes a tool is called 20-100 times. The truth does not change.
+alternative. Each episode's goal asks for 1-2 capabilities (their prerequisites come with them): in 200
+episodes an action is called 30-160 times (seeds 0-5), shared by its tools, so a bad tool is seen a few times
+before the plans leave it. The truth does not change.
 """
 
 from __future__ import annotations

@@ -20,7 +20,9 @@ what it costs. Every learned call also records its plan quality (`WorldRun.quali
 under the very costs the call planned with (`exact.CostRecorder`), the optimum under those same costs (the
 exact search), and the call's latency against the 1 s budget; every arm counts which delegate and search
 answered (`WorldRun.searches`) and what its plans cost under the true model (`WorldRun.true_cost`: success alone
-rewards a learner that pays for caution).
+rewards a learner that pays for caution). Each learned call's predicted plan success is kept beside its outcome
+(`WorldRun.predicted`, for `adapt.scores`); in changing worlds (`World.events`) each arm's use and failures of
+the watched steps per episode (`WorldRun.watched`) give how fast it left them and came back (`WorldRun.shifts`).
 
 An episode: plan, execute step by step in simulation, stop at the first failure (plan choice, not recovery). Each
 learned arm's store is in memory, or a file kept for inspection (`traces_dir`, never an existing one). `latency_rounds`
