@@ -112,9 +112,11 @@ def test_leave_and_return_are_counted_from_each_event():
     watched = [(1, 0), (1, 0), (1, 1), (1, 0), (1, 1), (0, 0), (0, 0), (0, 0), (1, 0), (1, 1), (1, 1)]
     rows = shifts(events, watched)
     assert rows[0] == {"episode": 2, "event": "break", "episodes": 3, "failures": 2}  # left at episode 5
-    assert rows[1] == {"episode": 6, "event": "recovery", "episodes": 2}  # back at episode 8
+    assert rows[1] == {"episode": 6, "event": "recovery", "episodes": 2, "away": True}  # back at episode 8
     assert rows[2] == {"episode": 9, "event": "break", "episodes": None, "failures": 2}  # never left before the end
-    assert shifts([(1, "recovery")], [(1, 0), (0, 0), (0, 0)])[0]["episodes"] is None  # never came back
+    assert shifts([(1, "recovery")], [(0, 0), (0, 0), (0, 0)])[0]["episodes"] is None  # never came back
+    stayed = shifts([(1, "recovery")], [(1, 1), (1, 0), (1, 0)])[0]
+    assert stayed["episodes"] == 0 and not stayed["away"]  # it never left: nothing to return from
 
 
 def test_ece_and_brier_of_predicted_plan_success():
@@ -153,9 +155,10 @@ def test_the_report_gives_leave_return_and_calibration_beside_cost_blind_and_the
     }  # fmt: skip
     assert changes["leave"]["oracle"]["median"] == 0 and changes["return"]["oracle"]["median"] == 0
     assert changes["return"]["learned-mean"] == {
-        "events": 2, "median": 7, "max": 7, "within_target": 2, "never": 0,
+        "events": 2, "median": 7, "max": 7, "within_target": 2, "never": 0, "not_away": 0,
     }  # fmt: skip
-    assert changes["leave"]["cost-blind"]["never"] == 2 and changes["return"]["cost-blind"]["median"] == 0
+    assert changes["leave"]["cost-blind"]["never"] == 2  # it stays on the broken road: no return to count
+    assert changes["return"]["cost-blind"]["events"] == 0 and changes["return"]["cost-blind"]["not_away"] == 2
     assert plan_pairs(runs, "learned-mean") == [(0.8, s) for s in runs[0].success["learned-mean"][50:]] * 2
     calibration = changes["calibration"]
     assert calibration["learned-mean"]["ece"] == pytest.approx(0.0) and calibration["learned-mean"]["n"] == 20
@@ -163,7 +166,8 @@ def test_the_report_gives_leave_return_and_calibration_beside_cost_blind_and_the
     assert calibration["cost-blind"]["ece"] == pytest.approx(0.2)  # predicts 1.0: its failure rate
     assert calibration["cost-blind"]["true_gap"] == pytest.approx(0.2)
     text = report({"outage": summarise(runs, ["mean"])}, ["mean"])
-    assert "| outage | learned-mean | 2 | 4 | 4 | 0 | 0 | 4 | 2 | 7 | 7 | 2 | 0 |" in text
+    assert "| outage | learned-mean | 2 | 4 | 4 | 0 | 0 | 4 | 2 | 0 | 7 | 7 | 2 | 0 |" in text
+    assert "| outage | cost-blind | 2 | 20 | 20 | 0 | 2 | n/a | 2 | 2 | n/a | n/a | 0 | 0 |" in text
     assert "| outage | cost-blind | 20 | 0.200 | 0.200 | 0.200 |" in text
 
 

@@ -9,7 +9,8 @@ Leave (after a break at episode b): the failures of watched steps (`World.watche
 up to the first episode from b whose plan holds no watched step (`failures`, that episode - b in `episodes`);
 `episodes` None (and every failure counted) when every plan until the next event or the run's end held one.
 Return (after a recovery at r): episodes from r to the first plan that holds a watched step again; None if none
-does before the next event or the run's end.
+does before the next event or the run's end; `away` says whether the arm's plan just before r held none (an arm
+that never left has nothing to return from: its 0 is no return, and the report counts it apart).
 
 Calibration of the predicted plan success probability (the product of 1 - p_fail over the plan's steps, the
 posterior means the call planned with: `PlanResult.success_probability`) against whether the episode succeeded:
@@ -44,6 +45,7 @@ def shifts(events: Sequence[tuple[int, str]], watched: Sequence[tuple[int, int]]
                 failures += failed
             row["failures"] = failures
         else:
+            row["away"] = at > 0 and watched[at - 1][0] == 0
             row["episodes"] = next((i - at for i in range(at, end) if watched[i][0] > 0), None)
         out.append(row)
     return out

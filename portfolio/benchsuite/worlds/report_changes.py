@@ -6,11 +6,12 @@
 
 Leave and return are pooled over every event of the type's worlds (a flapping world has several): the median
 and max, how many events meet the target (leave: at most `TARGET_LEAVE` failures of the broken steps; return:
-within `TARGET_RETURN` episodes) and how many never left or never came back before the next event or the run's
-end; the oracle's beside them (it knows the truth: 0 failures, 0 episodes, unless the change does not change its
-plan). Calibration of the predicted plan success from episode `adapt.FROM_EPISODE` on, pooled over the type's
-worlds: ECE (target `TARGET_ECE`), Brier score, mean |predicted - true plan success|; cost-blind's beside it,
-taken to predict 1.0 (it plans with no model: its ECE and Brier are its failure rate).
+within `TARGET_RETURN` episodes, over the recoveries the arm had left the steps before) and how many never left
+or never came back before the next event or the run's end; the oracle's beside them (it knows the truth: 0
+failures, 0 episodes, unless the change does not change its plan). Calibration of the predicted plan success
+from episode `adapt.FROM_EPISODE` on, pooled over the type's worlds: ECE (target `TARGET_ECE`), Brier score,
+mean |predicted - true plan success|; cost-blind's beside it, taken to predict 1.0 (it plans with no model: its
+ECE and Brier are its failure rate).
 """
 
 from __future__ import annotations
@@ -51,7 +52,10 @@ def changes_summary(runs: Sequence, policies: Sequence[str]) -> dict:
                 "never": len(breaks) - len(left),
                 "episodes_median": statistics.median(left) if left else None,
             }
-            out["return"][arm] = _stats([row["episodes"] for row in rows if row["event"] == "recovery"], TARGET_RETURN)
+            recoveries = [row for row in rows if row["event"] == "recovery"]
+            out["return"][arm] = _stats([row["episodes"] for row in recoveries if row["away"]], TARGET_RETURN) | {
+                "not_away": sum(not row["away"] for row in recoveries)
+            }
     for arm in arms[:-1]:
         s = scores(plan_pairs(runs, arm))
         if s:
@@ -74,11 +78,12 @@ def changes_tables(summaries: dict[str, dict], policies: Sequence[str]) -> list[
             f"break before a plan holds none of them (target <= {TARGET_LEAVE}; an arm that never left before the "
             f"next event counts all its failures and is counted in 'never'), and the episodes that took. Return: "
             f"episodes after a recovery until a plan uses them again (target <= {TARGET_RETURN}; 'never': not "
-            "before the next event or the run's end):",
+            "before the next event or the run's end), over the recoveries where the arm had left them ('still on "
+            "them': recoveries where its plan just before still used them, so there was nothing to return from):",
             "",
             "| type | arm | breaks | leave failures: median | max | <= target | never left | leave episodes: "
-            "median | recoveries | return episodes: median | max | <= target | never returned |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "median | recoveries | still on them | return episodes: median | max | <= target | never returned |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for kind, c in changing.items():
             for arm, leave in c["leave"].items():
@@ -86,8 +91,8 @@ def changes_tables(summaries: dict[str, dict], policies: Sequence[str]) -> list[
                 lines.append(
                     f"| {kind} | {arm} | {leave['events']} | {_n(leave['median'])} | {_n(leave['max'])} | "
                     f"{leave['within_target']} | {leave['never']} | {_n(leave['episodes_median'])} | "
-                    f"{back['events']} | {_n(back['median'])} | {_n(back['max'])} | {back['within_target']} | "
-                    f"{back['never']} |"
+                    f"{back['events'] + back['not_away']} | {back['not_away']} | {_n(back['median'])} | "
+                    f"{_n(back['max'])} | {back['within_target']} | {back['never']} |"
                 )
     calibrated = {kind: s["changes"]["calibration"] for kind, s in summaries.items() if s.get("changes")}
     if any(calibrated.values()):
