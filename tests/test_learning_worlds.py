@@ -12,6 +12,7 @@ import pytest
 
 from domains.validate import validate_plan
 from learning.explore import DEFAULT_EXPLORE
+from portfolio.benchsuite.worlds.changing import CHANGING_KINDS
 from portfolio.benchsuite.worlds.exact import CostRecorder, ExactSearch, plan_cost_under
 from portfolio.benchsuite.worlds.family import KINDS, make_world
 from portfolio.benchsuite.worlds.runner import LAM, execute, fails, run_world, true_costs
@@ -42,7 +43,9 @@ def last_failure(run, arm: str, last: int = LAST) -> float:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", [k for k in KINDS if k not in ("tools", "drift")])  # tools: test_learning_harness
+# tools: test_learning_harness; the changing kinds are measured by `portfolio bench learning` (leave and return),
+# where the current model is the baseline the report compares against, not a bar this test holds
+@pytest.mark.parametrize("kind", [k for k in KINDS if k not in ("tools", "drift", *CHANGING_KINDS)])
 def test_learned_costs_beat_cost_blind_in_a_small_world(kind):
     episodes, last, factor = SETTINGS.get(kind, (EPISODES, LAST, 0.6))
     for seed in range(5):  # the first world where cost-blind planning fails at all often

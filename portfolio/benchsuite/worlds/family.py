@@ -31,7 +31,14 @@ World types (`KINDS`), each a different shape of what fails (everything else fai
   failing 70% on its own bad roads (a quarter of the roads);
 - `agent-tools` (`tools.py`, `AGENT_TOOLS_RULES`): the bundled `tools` domain (1-3 report jobs, the seed picks
   how many) where the cheap engine web-basic fails 80% and the dearer web-pro works: docs/traces.md's
-  walkthrough, and an untried sibling (web-pro differs from web-basic in one argument).
+  walkthrough, and an untried sibling (web-pro differs from web-basic in one argument);
+- `outage`, `degradation`, `flapping` (`changing.py`): one road of the cheap route (the same origin and
+  destination every episode) breaks for a seed-drawn window and recovers, slowly worsens, or alternates between
+  3% and 80%; a detour 1-2 drives longer is always there;
+- `few-observations` (`few_observations.py`): an agent's tools, 1-3 per action, a seed-drawn subset of the
+  cheapest ones failing 30-60%, each action called tens of times in a run.
+
+Changing worlds say when their truth changes (`World.events`) and which steps it concerns (`World.watched`).
 
 Every type is planned the same way by the benchmark (`runner.py`): the default cascade for the measured arms,
 an exact search for the oracle.
@@ -44,7 +51,7 @@ import random
 from collections.abc import Mapping
 
 from domains.model import GroundAction, Task
-from portfolio.benchsuite.worlds import delivery
+from portfolio.benchsuite.worlds import changing, delivery, few_observations
 from portfolio.benchsuite.worlds.model import Episode, WorldData, ring_roads
 
 KINDS = (
@@ -59,6 +66,10 @@ KINDS = (
     "detours",
     "vehicle-roads",
     "agent-tools",
+    "outage",
+    "degradation",
+    "flapping",
+    "few-observations",
 )
 TOOLS_KINDS = ("tools", "agent-tools")  # the bundled tools domain
 AGENT_TOOLS_SIZES = (1, 2, 3)  # `agent-tools`: report jobs per task, picked by the seed
@@ -96,9 +107,11 @@ class World(WorldData):
 
     @property
     def domain(self) -> str:
-        """The planning domain of its tasks: "routes", "delivery" or "tools"."""
+        """The planning domain of its tasks: "routes", "delivery", "tools" or "agent"."""
         if self.kind in TOOLS_KINDS:
             return "tools"
+        if self.kind == "few-observations":
+            return "agent"
         return "delivery" if self.kind in delivery.DELIVERY_KINDS else "routes"
 
     # -- episodes -------------------------------------------------------------------------------------------------
@@ -118,6 +131,10 @@ class World(WorldData):
             return Episode(index, "", "", context, rng.randrange(10), self.bad["size"])
         if self.domain == "delivery":
             return delivery.episode(self, index, rng, context)
+        if self.kind in changing.CHANGING_KINDS:
+            return changing.episode(self, index, context)
+        if self.kind == "few-observations":
+            return few_observations.episode(self, index, rng, context)
         origin, dest = rng.sample(self.places, 2)
         return Episode(index, origin, dest, context)
 
@@ -139,6 +156,10 @@ class World(WorldData):
             if key not in self._tasks:
                 self._tasks[key] = delivery.task(self, spec)
             return self._tasks[key]
+        if self.kind == "few-observations":
+            if spec.cargo not in self._tasks:
+                self._tasks[spec.cargo] = few_observations.task(self, spec)
+            return self._tasks[spec.cargo]
         vehicles = self.vehicles_at(spec.index)
         route = (spec.origin, spec.dest, tuple(vehicles))
         if route not in self._tasks:
@@ -157,6 +178,10 @@ class World(WorldData):
             return true_p_fail(step, spec.context, AGENT_TOOLS_RULES)
         if self.domain == "delivery":
             return delivery.p_fail(self, step)
+        if self.kind in changing.CHANGING_KINDS:
+            return changing.p_fail(self, step, spec)
+        if self.kind == "few-observations":
+            return few_observations.p_fail(self, step)
         if step.name != "drive":
             return 0.0
         v, a, b = step.args
@@ -175,6 +200,16 @@ class World(WorldData):
         if self.kind == "type":
             return 0.5 if self.vehicles.get(v) == "van-a" else DEFAULT_P
         raise ValueError(f"unknown world kind {self.kind!r}")
+
+    # -- what changes ---------------------------------------------------------------------------------------------
+    def events(self, episodes: int) -> list[tuple[int, str]]:
+        """(episode, "break" | "recovery") within the first `episodes`: when the watched steps turn bad or good
+        (changing kinds, `changing.events`); [] for every other kind."""
+        return changing.events(self, episodes) if self.kind in changing.CHANGING_KINDS else []
+
+    def watched(self, step: GroundAction) -> bool:
+        """Whether `step` is one whose truth changes (changing kinds); False for every other kind."""
+        return self.kind in changing.CHANGING_KINDS and changing.watched(self, step)
 
 
 def _routes_task(world: World, origin: str, dest: str, vehicles: Mapping[str, str]) -> Task:
@@ -213,6 +248,10 @@ def make_world(kind: str, seed: int) -> World:
         return World(kind, seed, *delivery.delivery_layout(kind, rng))
     if kind == "agent-tools":
         return World(kind, seed, (), {}, frozenset(), None, {"size": rng.choice(AGENT_TOOLS_SIZES)})
+    if kind in changing.CHANGING_KINDS:
+        return World(kind, seed, *changing.layout(kind, rng))
+    if kind == "few-observations":
+        return World(kind, seed, *few_observations.layout(rng))
     n_places, n_vehicles = SIZES[seed % len(SIZES)]
     places = tuple(f"p{i}" for i in range(n_places))
     roads = ring_roads(rng, n_places)

@@ -19,6 +19,10 @@ under the very costs the call planned with, as a ratio to the optimum under the 
 targets 1.05 and 1.2), the calls' latency (median, p95, max), how many exceeded their budget and the median
 latency as a share of the cost-blind calls' (target: at most 2); then seconds per world, warm latency apart from
 the episodes where measured (`latency.py`), and which delegate and search answered each arm's calls.
+
+Changing truth and plan-success calibration (`report_changes.py`): per changing type, how many failures each arm
+takes to leave a step that broke and how many episodes to return to it after it recovered; per type, the ECE and
+Brier score of the learned calls' predicted plan success beside cost-blind's.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from portfolio.benchsuite.worlds.latency import latency_summary, latency_table
+from portfolio.benchsuite.worlds.report_changes import changes_summary, changes_tables, reliability_plot
 from portfolio.benchsuite.worlds.runner import SIBLING_STEPS, WorldRun
 from portfolio.benchsuite.worlds.scores import paired_costs, quality
 
@@ -56,6 +61,7 @@ def summarise(runs: Sequence[WorldRun], policies: Sequence[str]) -> dict:
     last = slice(-WINDOW, None)
     out["seconds"] = _spread([r.seconds for r in runs])
     out["searches"] = {arm: _merged(r.searches.get(arm, {}) for r in runs) for arm in arms}
+    out["changes"] = changes_summary(runs, policies)
     for policy in policies:
         arm = f"learned-{policy}"
         ratios, failure_ratios, maes, gaps, oracle_ratios, avoidable = [], [], [], [], [], []
@@ -207,6 +213,7 @@ def report(
                     f"{q['ms_p95']:.1f} | {q['ms_max']:.1f} | {q['over_budget']} | "
                     f"{_num(s[policy].get('latency_vs_blind'))} | {_fmt(s.get('seconds'))} |"
                 )
+    lines += changes_tables(summary, policies)
     lines += latency_table(summary, policies)
     lines += ["", "Who answered (delegate/search: calls, over every world of the type):", ""]
     for kind, s in summary.items():
@@ -345,12 +352,15 @@ def write_results(
     bundled: dict | None = None,
     stem: str = "learning-worlds",
 ) -> dict[str, Path]:
-    """STEM.md (the report), STEM.json (summary and every run, without the calibration points) and STEM.png
-    (curves and reliability) in `out`; returns their paths. `bundled`: `bundled.bundled_quality`'s rows, added
-    as a section of the report and a key of the JSON."""
+    """STEM.md (the report), STEM.json (summary and every run, without the calibration points), STEM.png
+    (curves and reliability of p_fail) and, where learned calls predicted plan success, STEM-reliability.png (its
+    reliability diagram, `report_changes.reliability_plot`) in `out`; returns their paths. `bundled`:
+    `bundled.bundled_quality`'s rows, added as a section of the report and a key of the JSON."""
     summary = {kind: summarise(runs, policies) for kind, runs in runs_by_kind.items()}
     out.mkdir(parents=True, exist_ok=True)
     paths = {"report": out / f"{stem}.md", "json": out / f"{stem}.json", "plot": out / f"{stem}.png"}
+    if any(s["changes"]["calibration"] for s in summary.values()):
+        paths["reliability"] = out / f"{stem}-reliability.png"
     text = report(summary, policies, runs_by_kind)
     if bundled:
         text += "\n\n" + "\n".join(bundled_table(bundled))
@@ -375,4 +385,6 @@ def write_results(
         )
     )
     plot(runs_by_kind, policies, paths["plot"])
+    if "reliability" in paths:
+        reliability_plot(summary, policies, paths["reliability"])
     return paths

@@ -20,7 +20,9 @@ what it costs. Every learned call also records its plan quality (`WorldRun.quali
 under the very costs the call planned with (`exact.CostRecorder`), the optimum under those same costs (the
 exact search), and the call's latency against the 1 s budget; every arm counts which delegate and search
 answered (`WorldRun.searches`) and what its plans cost under the true model (`WorldRun.true_cost`: success alone
-rewards a learner that pays for caution).
+rewards a learner that pays for caution). Each learned call's predicted plan success is kept beside its outcome
+(`WorldRun.predicted`, for `adapt.scores`); in changing worlds (`World.events`) each arm's use and failures of
+the watched steps per episode (`WorldRun.watched`) give how fast it left them and came back (`WorldRun.shifts`).
 
 An episode: plan, execute step by step in simulation, stop at the first failure (plan choice, not recovery). Each
 learned arm's store is in memory, or a file kept for inspection (`traces_dir`, never an existing one). `latency_rounds`
@@ -75,6 +77,14 @@ class WorldRun:
     latency_ms: dict[str, list[float]] = field(default_factory=dict)  # per measured arm: every call's elapsed_ms
     latency: dict[str, dict] = field(default_factory=dict)  # per learned policy: `latency.Latency` as a dict
     seconds: float = 0.0
+    # per learned arm and episode: the call's predicted plan success (`PlanResult.success_probability`), None
+    # without one (no model yet, no plan)
+    predicted: dict[str, list[float | None]] = field(default_factory=dict)
+    # changing worlds (`World.events`, `World.watched`): when the truth changed, per arm and episode (watched steps
+    # in the plan, watched steps that failed), and per arm what it did after each event (`adapt.shifts`)
+    events: list[tuple[int, str]] = field(default_factory=list)
+    watched: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    shifts: dict[str, list[dict]] = field(default_factory=dict)
 
 
 def answered_by(result) -> str:
@@ -155,6 +165,7 @@ def run_world(
     `latency_rounds` > 0, each learned arm's warm latency is measured afterwards (`latency.py`)."""
     from domains.pddl_writer import formula_to_pddl
     from learning.retrain import retrain
+    from portfolio.benchsuite.worlds.adapt import shifts
     from portfolio.benchsuite.worlds.exact import CostRecorder, ExactSearch, plan_cost_under
     from portfolio.benchsuite.worlds.latency import warm_latency
     from portfolio.engine.cascade import CLASSICAL_BUDGET_S
@@ -178,8 +189,13 @@ def run_world(
     recorders = {p: CostRecorder(learner) for p, learner in learners.items()}
     exact = ExactSearch(world.domain)
     arms = ["cost-blind", *(f"learned-{p}" for p in policies), "oracle"]
+    out.events = world.events(episodes)
     for arm in arms:
         out.success[arm], out.expected[arm], out.true_cost[arm], out.searches[arm] = [], [], [], {}
+        if out.events:
+            out.watched[arm] = []
+        if arm.startswith("learned-"):
+            out.predicted[arm] = []
         if arm != "oracle":
             out.latency_ms[arm] = []
     for p in policies:
@@ -245,6 +261,13 @@ def run_world(
                 out.searches[arm][by] = out.searches[arm].get(by, 0) + 1
                 if arm in out.latency_ms:
                     out.latency_ms[arm].append(result.elapsed_ms)
+                if arm in out.predicted:
+                    out.predicted[arm].append(result.success_probability if result.solved else None)
+                if arm in out.watched:
+                    out.watched[arm].append(
+                        (sum(map(world.watched, plan)), sum(failed for s, failed in steps if world.watched(s)))
+                    )
+        out.shifts = {arm: shifts(out.events, out.watched[arm]) for arm in out.watched}
         final = world.episode(episodes - 1)
         for policy, learner in learners.items():
             out.calibration[policy] = calibration(world, learner, final)
@@ -313,13 +336,13 @@ def new_object_report(world: World, learner, task, spec, new: str) -> dict:
 
 def calibration(world: World, learner, spec) -> dict:
     """The final model against the truth: every grounded drive in every situation (routes worlds), or every
-    grounded action of the last task (tools domain); every grounded drive (delivery); plus consistency over groundings
-    with >= 30 recorded steps."""
+    grounded action of the last task (tools and agent domains); every grounded drive (delivery); plus consistency over
+    groundings with >= 30 recorded steps."""
     model = learner.model
     if model is None:
         return {}
     task = world.task(spec)
-    if world.domain == "tools":
+    if world.domain in ("tools", "agent"):
         from portfolio.delegates.typed_search import ground
 
         grounded = ground(task, 10_000)
