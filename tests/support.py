@@ -1,6 +1,6 @@
-"""Helpers the tests share (paths to ../shared/ipc, IPC problem picking, process trees), imported as
-`from support import ...`; fixtures stay in conftest.py. Also the process-marker helpers the benchmark-runner
-tests share and the one-step trace record the estimator tests build traces from."""
+"""Helpers the tests share (paths to the IPC tasks committed under tests/data, IPC problem picking, process
+trees), imported as `from support import ...`; fixtures stay in conftest.py. Also the process-marker helpers the
+benchmark-runner tests share and the one-step trace record the estimator tests build traces from."""
 
 from __future__ import annotations
 
@@ -12,7 +12,12 @@ from domains.model import GroundAction
 from traces import StepRecord
 
 REPO = Path(__file__).resolve().parents[1]
-IPC = REPO.parent / "shared" / "ipc"
+# The few IPC domains and problems the tests use, committed so that a fresh clone needs nothing beside it
+# (tests/data/ipc/README.md says which and why); the full sets are for benchmarks only.
+DATA = REPO / "tests" / "data"
+IPC = DATA / "ipc"
+IPC_MORE = DATA / "ipc-more"
+IPPC = DATA / "ippc"
 
 
 def ipc_domains() -> list[str]:
@@ -28,7 +33,7 @@ def smallest_problems(domain: str, count: int) -> list[Path]:
 def hardest_parking() -> Path:
     """The largest parking problem: Fast Downward's translation alone takes about 10 s here, so a 1 s budget runs
     out on any machine. (The smallest one takes 3 s in all: on a machine 3x faster it might fit a budget.)"""
-    return max((IPC / "parking-sat11-strips").glob("pfile*.pddl"), key=lambda p: p.stat().st_size)
+    return max((IPC / "parking-sat11-strips").glob("pfile*.pddl"), key=lambda p: (p.stat().st_size, p.name))
 
 
 def load_ipc(domain: str, problem: Path | str):

@@ -5,14 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support import IPC, smallest_problems
+from support import IPC, IPC_MORE, smallest_problems
 
 from domains.validate import validate_plan
 from portfolio.benchsuite import suites
 from portfolio.benchsuite.planners import PlannerError, cascade_names, hard_budget_s, parse_planners
 from portfolio.cli import main
-
-IPC_MORE = IPC.parent / "ipc-more"
 
 
 def test_folder_of_domains_keeps_the_smallest_problems_of_each():

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import IPC, descendants, hardest_parking, load_ipc
+from support import IPC, IPC_MORE, descendants, hardest_parking, load_ipc
 
 from domains.load import load_task
 from domains.validate import validate_plan
@@ -28,8 +28,6 @@ from portfolio.engine.cascade import PortfolioDecomposition
 from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
 from portfolio.engine.tiers import Tier
 from portfolio.engine.workers import BudgetExpired, WorkerProcess
-
-IPC_MORE = IPC.parent / "ipc-more"
 
 
 def termes():

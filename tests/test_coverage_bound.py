@@ -3,16 +3,13 @@ translation plus some search fits the budget, and runs a search only on a transl
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
+from support import IPC
 
 from benchmarks.experiments import coverage_bound
 from portfolio.delegates.fast_downward import translate as translate_worker
 from portfolio.engine.workers import WorkerProcess
 
-BLOCKS = Path(__file__).resolve().parents[1].parent / "shared" / "ipc" / "blocks"
-pytestmark = pytest.mark.skipif(not BLOCKS.is_dir(), reason="../shared/ipc not available")
+BLOCKS = IPC / "blocks"
 
 
 def test_a_task_counts_when_a_translation_and_a_search_fit_the_budget() -> None:

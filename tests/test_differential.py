@@ -3,31 +3,27 @@ the cascade's plans (and on broken versions of them). The full sweep is `benchma
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from support import IPC, IPC_MORE
 
 from domains.load import load_task
 from domains.up_bridge import up_validate
 from domains.validate import validate_plan
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SAMPLE = [
-    "ipc-more/miconic-fulladl/domain.pddl ipc-more/miconic-fulladl/f1-0.pddl",  # ADL
-    "ipc/elevators-sat08-strips/domain.pddl ipc/elevators-sat08-strips/p01.pddl",  # action costs
+    IPC_MORE / "miconic-fulladl" / "f1-0.pddl",  # ADL
+    IPC / "elevators-sat08-strips" / "p01.pddl",  # action costs
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (SHARED / "ipc-more").is_dir(), reason="../shared/ipc-more not available")
 def test_our_validator_and_unified_planning_agree_on_cascade_plans() -> None:
     from portfolio.delegates.registry import CLASSICAL_ONLY
     from portfolio.planner import Planner
 
     with Planner(CLASSICAL_ONLY, budget_s=10) as planner:
-        for pair in SAMPLE:
-            domain, problem = (SHARED / part for part in pair.split())
-            task = load_task(domain, problem)
+        for problem in SAMPLE:
+            task = load_task(problem.parent / "domain.pddl", problem)
             result = planner.plan(task)
             assert result.solved, f"{problem}: {result}"
             plan = result.actions()

@@ -2,10 +2,10 @@
 runs: re-run every command and compare, so a stale example fails the build.
 
 Each ```console block of the sections below is a sequence of `$ command` lines, each followed by what it printed.
-The commands run in a scratch folder (with the checkout's `domains/` and `examples/` beside them, so the docs'
-relative paths work), through bash, with the `portfolio` of this interpreter's environment first on PATH. Timings
-differ from run to run, so milliseconds and seconds are masked before comparing; every plan, cost and probability
-must match.
+The commands run in a scratch folder (with the checkout's `domains/`, `examples/` and `tests/` beside them, so the
+docs' relative paths work, `tests/data/ipc/...` among them), through bash, with the `portfolio` of this
+interpreter's environment first on PATH. Timings differ from run to run, so milliseconds and seconds are masked
+before comparing; every plan, cost and probability must match.
 
     python tests/test_docs_examples.py      # re-run the commands and write what they print into the pages
 """
@@ -40,7 +40,6 @@ _MASKS = (
     (re.compile(r'"(plan found|stopped: [\w-]+ found a plan first)"'), '"<race>"'),
     (re.compile(r'("search": )"[\w-]+"'), r'\1"<race>"'),
 )
-SHARED = REPO.parent / "shared"  # the docs' ../shared, beside the checkout
 
 
 def section_span(text: str, heading: str) -> tuple[int, int]:
@@ -107,9 +106,8 @@ def masked(lines: list[str]) -> list[str]:
 
 def run_command(command: str, folder: Path, status: int = 0) -> tuple[list[str], int]:
     """What `command` prints on the terminal, stdout and stderr as they come (with the scratch folder spelled
-    /tmp/ex again, and ../shared as the docs spell it), and its exit status; `status` is the one before, for a
-    command that reads `$?`. A translation cache of the folder's own, so that what `--json` says of it depends
-    only on the commands before it."""
+    /tmp/ex again), and its exit status; `status` is the one before, for a command that reads `$?`. A translation
+    cache of the folder's own, so that what `--json` says of it depends only on the commands before it."""
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
@@ -117,11 +115,7 @@ def run_command(command: str, folder: Path, status: int = 0) -> tuple[list[str],
     }
     env.pop("PORTFOLIO_TRACES", None)
     run = subprocess.run(
-        [
-            "bash",
-            "-c",
-            f"(exit {status}); " + command.replace("/tmp/ex", str(folder / "ex")).replace("../shared", str(SHARED)),
-        ],
+        ["bash", "-c", f"(exit {status}); " + command.replace("/tmp/ex", str(folder / "ex"))],
         cwd=folder,
         env=env,
         stdout=subprocess.PIPE,
@@ -129,12 +123,12 @@ def run_command(command: str, folder: Path, status: int = 0) -> tuple[list[str],
         text=True,
         timeout=300,
     )
-    printed = run.stdout.replace(str(folder / "ex"), "/tmp/ex").replace(str(SHARED), "../shared")
+    printed = run.stdout.replace(str(folder / "ex"), "/tmp/ex")
     return printed.splitlines(), run.returncode
 
 
 def scratch(folder: Path) -> Path:
-    for name in ("domains", "examples"):
+    for name in ("domains", "examples", "tests"):
         (folder / name).symlink_to(REPO / name)
     return folder
 

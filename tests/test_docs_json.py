@@ -10,7 +10,7 @@ from support import REPO
 
 from portfolio.engine.results import Attempt, PlanResult
 
-COMMAND = "$ portfolio plan ../shared/ipc/blocks/domain.pddl ../shared/ipc/blocks/probBLOCKS-4-0.pddl --json\n"
+COMMAND = "$ portfolio plan tests/data/ipc/blocks/domain.pddl tests/data/ipc/blocks/probBLOCKS-4-0.pddl --json\n"
 
 
 def test_the_docs_json_example_has_every_field_of_the_output():

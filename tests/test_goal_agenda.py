@@ -4,9 +4,9 @@ its place in the cascade, and its budget. Every plan is checked by the validator
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
+from support import IPC
 
 from domains.load import load_task
 from domains.validate import validate_plan
@@ -15,8 +15,6 @@ from portfolio.delegates.goal_agenda import GoalAgenda
 from portfolio.delegates.registry import build_stages, decomposer_tier
 from portfolio.engine.cascade import PortfolioDecomposition
 from portfolio.engine.results import PlanRequest, Status
-
-IPC = Path(__file__).resolve().parents[2] / "shared" / "ipc"
 
 
 def ipc(domain: str, problem: str):

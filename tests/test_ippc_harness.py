@@ -1,22 +1,22 @@
 """The IPPC harness (benchmarks/experiments/ippc.py) determinizes PPDDL as documented and its simulator samples
-outcomes with the domain's probabilities. Reads ../shared/ippc by path; the planning arms run in the benchmark."""
+outcomes with the domain's probabilities. On the problems of its four domains committed in tests/data/ippc (the
+benchmark reads the IPPC sets by path); the planning arms run in the benchmark."""
 
 from __future__ import annotations
 
 import random
 
 import pytest
+from support import IPPC
 
-from benchmarks.experiments.ippc import IPPC_DIR, clean_problem, determinize, read_domain, simulate
+from benchmarks.experiments.ippc import clean_problem, determinize, read_domain, simulate
 from domains.model import GroundAction
 from domains.pddl import parse_task
 
-pytestmark = pytest.mark.skipif(not IPPC_DIR.exists(), reason="../shared/ippc is not there")
-
 
 def load(domain: str, problem: str = "p01.pddl"):
-    path = next((IPPC_DIR / domain).glob(problem))
-    det = determinize(read_domain(IPPC_DIR / domain, path))
+    path = next((IPPC / domain).glob(problem))
+    det = determinize(read_domain(IPPC / domain, path))
     text = clean_problem(path.read_text())
     return det, parse_task(det.planning_domain, text), parse_task(det.simulation_domain, text)
 

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from support import IPC
 
 from domains.errors import ArityError, SchemaError, TaskInputError, UndefinedSymbolError, UnsupportedFeatureError
 from domains.json_task import task_from_json, task_json_schema, task_to_json
@@ -16,7 +17,6 @@ from domains.pddl import parse_task
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "domains" / "examples" / "blocks-task.json"
-IPC = ROOT.parent / "shared" / "ipc"
 
 
 def example() -> dict:

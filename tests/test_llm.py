@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import logging
 import time
-from pathlib import Path
 
 import pytest
 from fake_openai import FakeOpenAI, Reply, answer
+from support import IPC
 
 from domains.load import load_task
 from domains.validate import validate_plan
@@ -24,7 +24,6 @@ from portfolio.delegates.registry import decomposer_tier, make_delegate
 from portfolio.engine.cascade import PortfolioDecomposition
 from portfolio.engine.results import PlanRequest, Status
 
-IPC = Path(__file__).resolve().parents[2] / "shared" / "ipc"
 KEY = "sk-test-SECRET-0123456789"
 GOOD_PLAN = ["(pick-up b)", "(stack b a)", "(pick-up c)", "(stack c b)", "(pick-up d)", "(stack d c)"]
 # (stack c b) at step 2: the hand holds b, not c, and b is not clear.

@@ -1,5 +1,5 @@
-"""The PDDL reader and writer on the IPC domains in ../shared/ipc. Bad input, one test per kind:
-`tests/test_pddl_errors.py`."""
+"""The PDDL reader and writer on the IPC domains in tests/data/ipc (three problems of each of the 13). Bad input,
+one test per kind: `tests/test_pddl_errors.py`."""
 
 from __future__ import annotations
 
@@ -8,15 +8,14 @@ import re
 from pathlib import Path
 
 import pytest
+from support import IPC
 
 from domains.load import load_task
 from domains.model import FunctionTerm
 from domains.pddl import parse_problem, parse_task
 from domains.pddl_writer import domain_to_pddl, replace_init, task_with_texts
 
-IPC = Path(__file__).resolve().parents[1].parent / "shared" / "ipc"
-DOMAINS = sorted(p.name for p in IPC.iterdir() if p.is_dir()) if IPC.is_dir() else []
-pytestmark = pytest.mark.skipif(not DOMAINS, reason="../shared/ipc not available")
+DOMAINS = sorted(p.name for p in IPC.iterdir() if p.is_dir())
 
 
 def problems(domain: str, count: int = 3) -> list[Path]:

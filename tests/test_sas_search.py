@@ -6,9 +6,9 @@ says `incomplete` while the process search goes on."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
+from support import IPC
 
 from domains.ground_text import parse_ground_action
 from domains.load import load_task
@@ -17,8 +17,6 @@ from portfolio.delegates.fast_downward.delegate import INPROCESS_MAX_OPERATORS
 from portfolio.delegates.fast_downward.sas_search import compile_task, greedy_search
 from portfolio.engine.results import PlanRequest, Status
 from portfolio.planner import REUSE_DELEGATE, Planner, reusable_suffix
-
-IPC = Path(__file__).resolve().parents[1].parent / "shared" / "ipc"
 
 
 def ipc_task(domain: str, problem: str):

@@ -12,13 +12,13 @@ import threading
 import time
 
 import httpx
-from support import IPC, REPO
+from support import IPC, REPO, hardest_parking
 
 BLOCKS_DOMAIN = (IPC / "blocks" / "domain.pddl").read_text()
 BLOCKS_4 = (IPC / "blocks" / "probBLOCKS-4-0.pddl").read_text()
 PARKING_DOMAIN = (IPC / "parking-sat11-strips" / "domain.pddl").read_text()
 # The largest parking problem: its translation alone takes longer than any budget the tests give it.
-PARKING_HARD = max((IPC / "parking-sat11-strips").glob("pfile*.pddl"), key=lambda p: p.stat().st_size).read_text()
+PARKING_HARD = hardest_parking().read_text()
 
 BOOM_DOMAIN = """(define (domain boom) (:requirements :strips)
   (:predicates (p ?x) (q ?a ?b ?c ?d ?e) (done))

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import IPC, REPO
 
-REPO = Path(__file__).resolve().parents[1]
-BLOCKS = REPO.parent / "shared" / "ipc" / "blocks"
+BLOCKS = IPC / "blocks"
 
 
 def _portfolio(*argv: str) -> list[str]:

@@ -1,9 +1,9 @@
 """The warm translator worker is Fast Downward's translate pipeline: same SAS text as the driver's `--translate`,
 task after task in one process, and unsolvability read from the translator's result.
 
-The full comparison (one problem of every domain of ../shared/ipc and ../shared/ipc-more) is
-`benchmarks/experiments/sas_compare.py`; here a representative subset runs through one warm worker: ADL (quantifiers,
-conditional effects), derived predicates, action costs, plain STRIPS between them.
+The full comparison (one problem of every domain of the IPC benchmark sets) is
+`benchmarks/experiments/sas_compare.py`; here a representative subset (committed in tests/data) runs through one warm
+worker: ADL (quantifiers, conditional effects), derived predicates, action costs, plain STRIPS between them.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import IPC, IPC_MORE
 
 from portfolio.benchsuite.planners import driver_translate
 from portfolio.benchsuite.suites import benchmark_pairs
@@ -19,23 +20,21 @@ from portfolio.delegates.fast_downward import translate as translate_worker
 from portfolio.delegates.fast_downward.translate import TranslatorOptionsError, translate
 from portfolio.engine.workers import WorkerProcess
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-SUBSET = [  # (folder, domain file, problem file) under ../shared
-    ("ipc-more", "miconic-fulladl/domain.pddl", "miconic-fulladl/f1-0.pddl"),  # ADL: forall, exists, when
-    ("ipc-more", "philosophers/domain.pddl", "philosophers/p01-phil2.pddl"),  # derived predicates
-    ("ipc", "blocks/domain.pddl", "blocks/probBLOCKS-4-0.pddl"),
-    ("ipc-more", "assembly/domain.pddl", "assembly/prob01.pddl"),  # ADL
-    ("ipc", "elevators-sat08-strips/domain.pddl", "elevators-sat08-strips/p01.pddl"),  # action costs
-    ("ipc-more", "optical-telegraphs/domain.pddl", "optical-telegraphs/p01-opt2.pddl"),  # derived predicates
+SUBSET = [  # problem files, each beside its domain.pddl
+    IPC_MORE / "miconic-fulladl" / "f1-0.pddl",  # ADL: forall, exists, when
+    IPC_MORE / "philosophers" / "p01-phil2.pddl",  # derived predicates
+    IPC / "blocks" / "probBLOCKS-4-0.pddl",
+    IPC_MORE / "assembly" / "prob01.pddl",  # ADL
+    IPC / "elevators-sat08-strips" / "p01.pddl",  # action costs
+    IPC_MORE / "optical-telegraphs" / "p01-opt2.pddl",  # derived predicates
 ]
-pytestmark = pytest.mark.skipif(not (SHARED / "ipc-more").is_dir(), reason="../shared/ipc-more not available")
 
 
 def test_warm_worker_sas_equals_the_drivers_translate_output() -> None:
     worker = WorkerProcess(preload=translate_worker.PRELOAD)
     try:
-        for folder, domain, problem in SUBSET:
-            domain_path, problem_path = SHARED / folder / domain, SHARED / folder / problem
+        for problem_path in SUBSET:
+            domain_path = problem_path.parent / "domain.pddl"
             ours = worker.call(
                 translate_worker.TRANSLATE_OP,
                 time.monotonic() + 60,
@@ -43,8 +42,8 @@ def test_warm_worker_sas_equals_the_drivers_translate_output() -> None:
                 problem_pddl=problem_path.read_text(),
             )
             theirs = driver_translate(domain_path, problem_path, timeout=60)
-            assert theirs is not None, f"the driver did not translate {problem}"
-            assert ours["sas"] == theirs, f"SAS differs from the driver's on {problem}"
+            assert theirs is not None, f"the driver did not translate {problem_path}"
+            assert ours["sas"] == theirs, f"SAS differs from the driver's on {problem_path}"
             assert ours["unsolvable"] is False
     finally:
         worker.close()
@@ -76,7 +75,8 @@ def test_translator_state_does_not_leak_between_tasks() -> None:
 
     options.set_options(["d.pddl", "p.pddl", "--keep-unimportant-variables"])  # what a previous caller left
     translator.simplified_effect_condition_counter = 99
-    domain, problem = (SHARED / "ipc-more" / SUBSET[0][1]), (SHARED / "ipc-more" / SUBSET[0][2])
+    problem = SUBSET[0]
+    domain = problem.parent / "domain.pddl"
     result = translate(domain.read_text(), problem.read_text())
     assert options.options.filter_unimportant_vars is True
     assert f"\n{translator.simplified_effect_condition_counter} effect conditions simplified" in result.log
@@ -133,12 +133,15 @@ def test_translation_leaves_the_garbage_collector_as_it_found_it() -> None:
 
 
 def test_benchmark_pairs_reads_folders_and_pairs_files(tmp_path: Path) -> None:
-    pairs = benchmark_pairs(SHARED / "ipc-more" / "pairs.txt", per_domain=5)
+    listed = [line for line in (IPC_MORE / "pairs.txt").read_text().splitlines() if line.strip()]
+    pairs = benchmark_pairs(IPC_MORE / "pairs.txt", per_domain=5)
     domains = {label for label, _, _ in pairs}
-    assert len(domains) == 38 and len(pairs) == 190
+    assert len(pairs) == len(listed) and domains == {line.split("/")[0] for line in listed}  # none has more than 5
     psr = [(d.name, p.name) for label, d, p in pairs if label == "psr-small"]
-    assert psr[0] == ("p01-domain.pddl", "p01-s2-n1-l2-f50.pddl")
-    smallest = benchmark_pairs(SHARED / "ipc", per_domain=2)
+    assert psr == [("p01-domain.pddl", "p01-s2-n1-l2-f50.pddl"), ("p03-domain.pddl", "p03-s7-n1-l3-f70.pddl")]
+    first = benchmark_pairs(IPC_MORE / "pairs.txt", per_domain=1)  # the first pair of each domain, in file order
+    assert len(first) == len(domains) and [(d.name, p.name) for label, d, p in first if label == "psr-small"] == psr[:1]
+    smallest = benchmark_pairs(IPC, per_domain=2)
     blocks = [p.stat().st_size for label, _, p in smallest if label == "blocks"]
     assert len(blocks) == 2 and blocks == sorted(blocks)
     bad = tmp_path / "pairs.txt"
@@ -153,7 +156,7 @@ def test_bench_coverage_takes_a_pairs_file(tmp_path: Path, capsys) -> None:
     from portfolio.cli import main
 
     pairs = tmp_path / "pairs.txt"
-    blocks = SHARED / "ipc" / "blocks"
+    blocks = IPC / "blocks"
     pairs.write_text(
         f"{blocks / 'domain.pddl'} {blocks / 'probBLOCKS-4-0.pddl'}\n"
         f"{blocks / 'domain.pddl'} {blocks / 'probBLOCKS-4-1.pddl'}\n"

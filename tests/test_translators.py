@@ -11,13 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
-from support import IPC, descendants, hardest_parking
+from support import IPC, IPC_MORE, descendants, hardest_parking
 
 from portfolio.delegates.fast_downward import translate
 from portfolio.delegates.fast_downward.translators import PYPY_NURSERY, Translators, find_python, worker_env
 from portfolio.engine.workers import BudgetExpired, WorkerProcess
 
-IPC_MORE = IPC.parent / "ipc-more"
 PYPY = shutil.which("pypy3")
 needs_pypy = pytest.mark.skipif(PYPY is None, reason="Debian's pypy3 is not installed (.ci/run installs it)")
 TETRIS = IPC_MORE / "tetris-sat14-strips"  # p020: ~1.3 s under CPython, ~0.6 s under a warm PyPy

@@ -3,9 +3,8 @@ failure) and on IPC tasks with plans produced by Fast Downward (lama-first), pas
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from support import IPC
 
 from domains.model import (
     ActionSchema,
@@ -38,8 +37,6 @@ from domains.validate import (
     validate_plan,
 )
 
-IPC = Path(__file__).resolve().parents[1].parent / "shared" / "ipc"
-
 
 def plan_of(text: str) -> list[GroundAction]:
     """'(a x y) (b z)' -> [GroundAction('a', ('x', 'y')), GroundAction('b', ('z',))]"""
@@ -49,8 +46,6 @@ def plan_of(text: str) -> list[GroundAction]:
 
 def ipc_task(domain: str, problem: str) -> Task:
     folder = IPC / domain
-    if not folder.is_dir():
-        pytest.skip(f"IPC data not found at {folder}")
     return parse_task(
         (folder / "domain.pddl").read_text(),
         (folder / problem).read_text(),

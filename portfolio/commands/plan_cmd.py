@@ -37,7 +37,7 @@ search ran out of states: no verdict); unsupported (the delegate declined the ta
 
 EPILOG = """\
 examples:
-  portfolio plan ../shared/ipc/blocks/domain.pddl ../shared/ipc/blocks/probBLOCKS-4-0.pddl
+  portfolio plan tests/data/ipc/blocks/domain.pddl tests/data/ipc/blocks/probBLOCKS-4-0.pddl
   portfolio plan domain.pddl problem.pddl --budget 2 --delegates pyperplan --json
   portfolio plan domain.pddl problem.pddl --delegates fast-downward,pyperplan      # classical tier only
   portfolio plan domain.pddl problem.pddl --llm-url http://localhost:8000/v1 --llm-model qwen
