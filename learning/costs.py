@@ -27,7 +27,7 @@ from domains.ground_text import ground_action_text
 from domains.model import GroundAction, Task, action_cost
 from learning.durations import DEFAULT_MS, TimeEstimate, TimeModel
 from learning.explore import Explore, explore_p_fail
-from learning.model import FailureModel
+from learning.model import Evidence, FailureModel
 from learning.objective import Objective, TimeParams, check_objective, expected_ms, split_retries
 
 # p_fail is clipped below 1 so that a cost is always finite: "very risky" must still be plannable when it is
@@ -37,12 +37,20 @@ MAX_P_FAIL = 1.0 - 1e-6
 
 @dataclass(frozen=True)
 class ActionCost:
-    """What one grounded action costs; `expected_ms` only under the `time` objective (`learning.objective`)."""
+    """What one grounded action costs: `base_cost` (the task's), `p_fail` (the posterior mean), `cost` (what
+    planning uses); `expected_ms` only under the `time` objective (`learning.objective`). `charge`: what the
+    explore policy added to the cost at the mean (`learning.explore`; a Thompson draw's may be negative).
+    `interval` (a 90% credible interval of p_fail) and `evidence` (what the estimate rests on) are filled in
+    for inspection (`describe`), not while planning."""
 
     base_cost: float
     p_fail: float
     cost: float
     expected_ms: float | None = None
+    charge: float = 0.0
+    interval: tuple[float, float] | None = None
+    evidence: Evidence | None = None
+    concentration: float | None = None  # the posterior's pseudo-steps: the interval's width
 
 
 def risk_cost(p_fail: float, lam: float = 1.0) -> float:
@@ -108,10 +116,15 @@ def priced(
     if time is not None:
         return _time_priced(posteriors, p_plan, time)
     risk = -lam * np.log1p(-np.clip(p_plan, 0.0, MAX_P_FAIL))
+    at_mean = -lam * np.log1p(-np.clip(posteriors.mean, 0.0, MAX_P_FAIL))
     cost = posteriors.base + risk
     return {
-        key: ActionCost(base_cost=float(b), p_fail=float(p), cost=float(c))
-        for key, b, p, c in zip(posteriors.keys, posteriors.base, posteriors.mean, cost)
+        key: ActionCost(
+            base_cost=float(b), p_fail=float(p), cost=float(c), charge=float(r - r0), concentration=float(k)
+        )
+        for key, b, p, c, r, r0, k in zip(
+            posteriors.keys, posteriors.base, posteriors.mean, cost, risk, at_mean, posteriors.concentration
+        )
     }
 
 
@@ -126,8 +139,10 @@ def _time_priced(posteriors: Posteriors, p_plan: np.ndarray, time: TimeParams) -
         time.side_effect_weight, p_retry,
     )  # fmt: skip
     return {
-        key: ActionCost(base_cost=float(b), p_fail=float(p), cost=float(m) / 1000.0, expected_ms=float(m))
-        for key, b, p, m in zip(posteriors.keys, posteriors.base, posteriors.mean, ms)
+        key: ActionCost(
+            base_cost=float(b), p_fail=float(p), cost=float(m) / 1000.0, expected_ms=float(m), concentration=float(k)
+        )
+        for key, b, p, m, k in zip(posteriors.keys, posteriors.base, posteriors.mean, ms, posteriors.concentration)
     }
 
 
@@ -154,15 +169,64 @@ def action_costs(
     return priced(posteriors, lam, explore, rng)
 
 
+CREDIBLE = 0.9  # the interval `describe` gives p_fail
+
+
+def describe(
+    costs: Mapping[str, ActionCost],
+    model: FailureModel | None,
+    actions: Sequence[GroundAction],
+    features: Mapping[str, Any] | None = None,
+) -> dict[str, ActionCost]:
+    """`costs` with each action's `evidence` (`FailureModel.predict_evidence`) and the `CREDIBLE` interval of its
+    p_fail (the quantiles of the Beta posterior of its mean and concentration): what `portfolio costs` and its
+    HTTP, MCP and Python forms show. Planning never calls it."""
+    if model is None or not costs:
+        return dict(costs)
+    from scipy.special import betaincinv
+
+    found = [a for a in actions if ground_action_text(a) in costs]
+    evidence = dict(zip((ground_action_text(a) for a in found), model.predict_evidence(found, features)))
+    keys = list(costs)
+    mean = np.clip(np.array([costs[k].p_fail for k in keys], dtype=float), 1e-9, 1.0 - 1e-9)
+    concentration = np.array([costs[k].concentration or np.inf for k in keys], dtype=float)
+    finite = np.isfinite(concentration)
+    tail = (1.0 - CREDIBLE) / 2.0
+    low, high = mean.copy(), mean.copy()
+    a, b = mean[finite] * concentration[finite], (1.0 - mean[finite]) * concentration[finite]
+    low[finite], high[finite] = betaincinv(a, b, tail), betaincinv(a, b, 1.0 - tail)
+    return {
+        k: replace(costs[k], interval=(float(lo), float(hi)), evidence=evidence.get(k))
+        for k, lo, hi in zip(keys, low, high)
+    }
+
+
 def cost_rows(costs: Mapping[str, ActionCost]) -> list[dict[str, Any]]:
     """The rows every interface shows (`portfolio costs`, `POST /v1/costs`, MCP `costs`): riskiest first (what was
     learned), then dearest, then by name; values rounded to 6 decimals, so the CLI, HTTP and MCP list the same
-    actions in the same order."""
+    actions in the same order. With `describe`'s fields: `p_fail_90` (the interval), and `steps`, `failures`,
+    `since_change`, `failures_since`, `runs_ago`, `last_seen` (0 steps and None where nothing was recorded)."""
     return [
         {"action": name, "base_cost": c.base_cost, "p_fail": round(c.p_fail, 6), "cost": round(c.cost, 6)}
         | ({} if c.expected_ms is None else {"expected_ms": round(c.expected_ms, 3)})
+        | {"charge": round(c.charge, 6)}
+        | ({} if c.interval is None else {"p_fail_90": [round(c.interval[0], 6), round(c.interval[1], 6)]})
+        | _evidence_row(c.evidence)
         for name, c in sorted(costs.items(), key=lambda item: (-round(item[1].p_fail, 6), -item[1].cost, item[0]))
     ]
+
+
+def _evidence_row(evidence: Evidence | None) -> dict[str, Any]:
+    if evidence is None:
+        return {"steps": 0, "failures": 0, "since_change": 0, "failures_since": 0, "runs_ago": None, "last_seen": None}
+    return {
+        "steps": evidence.steps,
+        "failures": evidence.failures,
+        "since_change": evidence.since_change,
+        "failures_since": evidence.failures_since,
+        "runs_ago": evidence.runs_ago,
+        "last_seen": evidence.last_seen,
+    }
 
 
 def plan_success_probability(costs: Mapping[str, ActionCost], plan: Iterable[GroundAction | str]) -> float:

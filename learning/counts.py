@@ -3,11 +3,14 @@ situation), the steps since the cell's last change of rate, weighted by how rece
 
 Three things age a step's weight, each for its own reason:
 
-- a change point (`learning.changes`): a cell's outcomes are cut where its failure rate broke or recovered,
-  and only the steps since count. A road repaired after 300 failing runs is judged on the runs since;
-- staleness: a cell's evidence halves for every `stale_half_life` of its usual gaps between visits that pass
-  without one, runs being the clock. Its gap is the runs its steps span over its visits, with one more visit
-  spanning every run recorded, so that a cell seen once or twice counts as rarely visited, not as avoided.
+- a change point (`learning.changes`): a grounding's outcomes, in every situation and either order of its
+  objects (its kin group: a road breaks for both ways and any weather), are cut where its failure rate broke
+  or recovered, and only the steps since count. A road repaired after 300 failing runs is judged on the runs
+  since;
+- staleness: a kin group's evidence halves for every `stale_half_life` of its usual gaps between visits that
+  pass without one, runs being the clock. Its gap is the runs its steps span over its visits, with one more visit
+  spanning every run recorded up to its last visit, so that a grounding seen once or twice counts as rarely
+  visited, not as avoided.
   A road driven in 50 runs in a row, broken, then avoided, has its evidence halved every 8 runs (4 gaps of
   about 2 runs) and drifts back to the prior, so the planner tries it again; a road driven once in a while
   is not stale after a while. Without staleness an action priced out is never executed again, and nobody
@@ -24,6 +27,7 @@ dictionary updates and each distinct (arguments, features) is parsed once, later
 
 from __future__ import annotations
 
+import json
 from array import array
 from dataclasses import dataclass, field
 
@@ -109,36 +113,74 @@ class Counts:
         for action, table in self._traces.items():
             cells, recent = self.cells.setdefault(action, {}), self.recent.setdefault(action, {})
             newest_step = self.steps[action] - 1
-            for key, trace in table.items():
-                segment = current_segment(trace.outcomes, self.change_odds) if self.change_odds else None
-                start, cuts = (segment.start, segment.changes) if segment else (0, ())
-                self.n_changes += len(cuts)
-                outcomes = np.frombuffer(bytes(trace.outcomes), dtype=np.uint8)
-                tail = outcomes[start:].astype(float)
-                if self.half_life is None:
-                    weight = np.ones(len(tail))
-                else:
-                    age = newest_step - np.frombuffer(trace.step, dtype=np.int64)[start:]
-                    weight = np.exp2(-age / self.half_life)
-                runs_ago = newest_run - trace.run[-1]
-                stale = self.staleness(runs_ago, trace.run[-1] - trace.run[0] + 1, len(outcomes), self.runs)
-                cells[key] = [
-                    float(weight.sum()) * stale,
-                    float((weight * tail).sum()) * stale,
-                    len(outcomes),
-                    int(outcomes.sum()),
-                ]
-                recent[key] = Recent(len(tail), int(tail.sum()), runs_ago, len(cuts), stale, trace.last_seen)
+            for keys in _kin_groups(table).values():
+                cut, n_cuts, stale = self._group(keys, table)
+                for key in keys:
+                    trace = table[key]
+                    steps = np.frombuffer(trace.step, dtype=np.int64)
+                    start = int(np.searchsorted(steps, cut)) if cut is not None else 0
+                    outcomes = np.frombuffer(bytes(trace.outcomes), dtype=np.uint8)
+                    tail = outcomes[start:].astype(float)
+                    if self.half_life is None:
+                        weight = np.ones(len(tail))
+                    else:
+                        weight = np.exp2(-(newest_step - steps[start:]) / self.half_life)
+                    cells[key] = [
+                        float(weight.sum()) * stale,
+                        float((weight * tail).sum()) * stale,
+                        len(outcomes),
+                        int(outcomes.sum()),
+                    ]
+                    runs_ago = newest_run - trace.run[-1]
+                    recent[key] = Recent(len(tail), int(tail.sum()), runs_ago, n_cuts, stale, trace.last_seen)
         self._traces.clear()
         self._run_numbers.clear()
         self.finished = True
         return self
 
-    def staleness(self, runs_ago: int, span: int, visits: int, runs: int) -> float:
+    def _group(self, keys: list[RawKey], table: dict[RawKey, _Trace]) -> tuple[int | None, int, float]:
+        """A kin group's (the action's step counter at its last change or None, how many changes, staleness):
+        its cells' steps merged in time order, cut and aged as one record."""
+        traces = [table[key] for key in keys]
+        if len(traces) == 1:
+            outcomes, steps, runs = traces[0].outcomes, np.frombuffer(traces[0].step, dtype=np.int64), traces[0].run
+            run_numbers = np.frombuffer(runs, dtype=np.int64)
+        else:
+            steps = np.concatenate([np.frombuffer(t.step, dtype=np.int64) for t in traces])
+            order = np.argsort(steps, kind="stable")
+            steps = steps[order]
+            outcomes = np.concatenate([np.frombuffer(bytes(t.outcomes), dtype=np.uint8) for t in traces])[order]
+            run_numbers = np.concatenate([np.frombuffer(t.run, dtype=np.int64) for t in traces])[order]
+        cut, n_cuts = None, 0
+        if self.change_odds is not None:
+            segment = current_segment(outcomes, self.change_odds)
+            n_cuts = len(segment.changes)
+            cut = int(steps[segment.start]) if segment.start > 0 else None
+        self.n_changes += n_cuts
+        first, last = int(run_numbers.min()), int(run_numbers.max())
+        stale = self.staleness(self.runs - 1 - last, last - first + 1, len(steps), last + 1)
+        return cut, n_cuts, stale
+
+    def staleness(self, runs_ago: int, span: int, visits: int, before: int) -> float:
         """The weight left to the evidence of a cell last seen `runs_ago` runs ago, whose `visits` steps spanned
-        `span` runs of the `runs` recorded: 2^-(runs_ago / (stale_half_life * gap)), its gap between visits
-        being (span + runs) / (visits + 1): one pseudo-visit spanning the whole record."""
+        `span` runs, `before` runs having been recorded up to its last visit: 2^-(runs_ago / (stale_half_life *
+        gap)), its gap between visits being (span + before) / (visits + 1), one pseudo-visit spanning the record
+        up to its last visit (not the absence being measured, or the gap would grow with it)."""
         if self.stale_half_life is None or runs_ago <= 0:
             return 1.0
-        gap = max((span + runs) / (visits + 1), 1.0)
+        gap = max((span + before) / (visits + 1), 1.0)
         return float(2.0 ** (-runs_ago / (self.stale_half_life * gap)))
+
+
+def _kin_groups(table: dict[RawKey, _Trace]) -> dict[str, list[RawKey]]:
+    """The cells of one action name by kin group: the grounding's objects in any order, in every situation (a road
+    driven either way, in sun or rain), which breaks and recovers as one (`learning.action_model.kin_key`)."""
+    groups: dict[str, list[RawKey]] = {}
+    for key in table:
+        try:
+            objects = json.loads(key[0])
+            kin = " ".join(sorted(str(o) for o in objects)) if isinstance(objects, list) else key[0]
+        except ValueError:
+            kin = key[0]
+        groups.setdefault(kin, []).append(key)
+    return groups

@@ -78,12 +78,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from domains.model import GroundAction
-from learning.action_model import fit_action, objects_by_type, token_prior, unseen_rate
+from learning.action_model import ActionModel, fit_action, objects_by_type, token_prior, unseen_rate
 from learning.changes import DEFAULT_CHANGE_ODDS
 from learning.counts import DEFAULT_STALE_HALF_LIFE, Counts
 from learning.durations import TimeModel
@@ -388,6 +389,25 @@ class FailureModel(Params):
                 out[i] = args + "|" + situation in model.cells or args in model.groundings
         return out
 
+    def predict_evidence(
+        self, actions: Sequence[GroundAction], features: Mapping[str, Any] | None = None
+    ) -> list[Evidence | None]:
+        """What each grounded action's estimate rests on, in the situation `features` describes (its record in
+        the other situations summed where it has none there); None where it has no recorded step at all."""
+        self._check_fitted()
+        situation = situation_key(features)
+        out: list[Evidence | None] = []
+        for action in actions:
+            model = self.actions_.get(action.name)
+            args = " ".join(action.args)
+            if model is None or args not in model.groundings:
+                out.append(None)
+                continue
+            key = args + "|" + situation
+            keys = [key] if key in model.cells else [k for k in model.cells if k.partition("|")[0] == args]
+            out.append(_evidence(model, keys))
+        return out
+
     def predict_proba(
         self,
         actions: Sequence[GroundAction],
@@ -403,3 +423,39 @@ class FailureModel(Params):
             name: {"steps": a.n_steps, "failures": a.n_failures, "kind": a.kind, "strength": round(a.strength, 3)}
             for name, a in sorted(getattr(self, "actions_", {}).items())
         }
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a grounded action's estimate rests on: `steps` and `failures` recorded (ever), `since_change` steps
+    and `failures_since` of them since its last change of rate (`learning.changes`; `changes` found), `runs_ago`
+    (runs recorded since it was last seen), `last_seen` (its newest step's timestamp, where steps carry one), and
+    `weight`, what staleness left of its evidence (1: fresh; `learning.counts`)."""
+
+    steps: int
+    failures: int
+    since_change: int
+    failures_since: int
+    runs_ago: int | None
+    last_seen: str | None
+    changes: int
+    weight: float
+
+
+def _evidence(model: ActionModel, keys: Sequence[str]) -> Evidence:
+    steps = sum(int(model.cells[k][3]) for k in keys)
+    failures = sum(int(model.cells[k][4]) for k in keys)
+    recent = [model.recent[k] for k in keys if k in model.recent]
+    if not recent:  # a model stored before the record was kept: every step counts
+        return Evidence(steps, failures, steps, failures, None, None, 0, 1.0)
+    seen = [model.last_seen[k] for k in keys if k in model.last_seen]
+    return Evidence(
+        steps,
+        failures,
+        int(sum(r[0] for r in recent)),
+        int(sum(r[1] for r in recent)),
+        int(min(r[2] for r in recent)),
+        max(seen) if seen else None,
+        int(max(r[3] for r in recent)),
+        float(max(r[4] for r in recent)),
+    )

@@ -43,6 +43,7 @@ class ModelInfo(BaseModel):
     metrics: dict[str, Any] = Field(default_factory=dict, description="held-out log loss, Brier, AUC")
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
     train_seconds: float = 0.0
+    changes: int = Field(default=0, description="changes of a grounding's failure rate found (`learning.changes`)")
 
 
 def retrain(store: TraceStore, *, holdout_fraction: float = 0.2, chunk_size: int = 50_000, **params: Any) -> ModelInfo:
@@ -94,7 +95,7 @@ def retrain(store: TraceStore, *, holdout_fraction: float = 0.2, chunk_size: int
     log.info("trained failure model v%d on %d steps in %.1f s", version, model.n_steps_, seconds)
     return ModelInfo(
         version=version, created=created, n_steps=model.n_steps_, actions=metadata["actions"], metrics=metrics,
-        hyperparameters=metadata["hyperparameters"], train_seconds=round(seconds, 3),
+        hyperparameters=metadata["hyperparameters"], train_seconds=round(seconds, 3), changes=model.n_changes_,
     )  # fmt: skip
 
 

@@ -248,8 +248,10 @@ class Planner(Resource):
         objective: str | None = None,
     ) -> dict[str, ActionCost]:
         """Grounded action (PDDL form) -> `learning.costs.ActionCost` for every action Fast Downward grounds,
-        from the latest model; {} without one. For inspection (`portfolio costs`): planning computes the same
-        costs inside the delegates' budget. `objective` (default the planner's): "time" adds `expected_ms`."""
+        from the latest model, priced under the planner's explore policy, with the evidence and the 90% interval
+        of each p_fail (`learning.costs.describe`); {} without a model. For inspection (`portfolio costs`):
+        planning computes the same costs inside the delegates' budget. `objective` (default the planner's):
+        "time" adds `expected_ms`."""
         from portfolio.engine.arguments import check_state, check_task
 
         init = check_state(check_task(task), init)
@@ -258,7 +260,11 @@ class Planner(Resource):
             return {}
         request = PlanRequest(task=task, init=init)
         grounded = fast_downward.grounded_actions(request, deadline or time.monotonic() + 60.0)
-        return self._costs_for(task, grounded, features, "mean", weight, objective)
+        from domains.ground_text import parse_ground_action
+        from learning.costs import describe
+
+        costs = self._costs_for(task, grounded, features, self.explore, weight, objective)
+        return describe(costs, self._model, [parse_ground_action(g) for g in grounded], features)
 
     def _costs_for(
         self,

@@ -23,9 +23,12 @@ example:
 
 cost = base cost + lambda * -log(1 - p_fail): summed over a plan, the risk term is -log of the probability
 that every step succeeds, so the cheapest plan trades cost against the chance of failing. p_fail is the
-posterior mean in the situation --features describes; cost prices it as `plan --explore mean` plans with it,
-at the mean plus one posterior standard deviation where the action has recorded steps of its own (the less
-it is known, the dearer), at the mean where it has none (learning.explore).
+posterior mean in the situation --features describes, with a 90% credible interval; charge is what the
+default explore policy adds to the cost at that mean: one posterior standard deviation of p_fail where the
+action has recorded steps of its own (the less it is known, the dearer), nothing where it has none.
+steps and fails: recorded ever; since: steps since its failure rate last changed, what p_fail rests on;
+last seen: runs recorded since, and the step's timestamp where steps carry one. docs/learning.md explains
+every number.
 
 --objective time prices a step by expected_ms, its expected time to success: its learned durations of a
 success and of a failure, transient failures retried up to --max-retries, a failure that ends the plan
@@ -84,10 +87,30 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    width = max((len(row["action"]) for row in rows), default=6)
-    timed = args.objective == "time"
-    print(f"{'action':<{width}}  {'base':>7}  {'p_fail':>7}  {'cost':>8}" + (f"  {'expected ms':>11}" if timed else ""))
-    for row in rows:
-        line = f"{row['action']:<{width}}  {row['base_cost']:>7g}  {row['p_fail']:>7.3f}  {row['cost']:>8.3f}"
-        print(line + (f"  {row['expected_ms']:>11.1f}" if timed else ""))
+    print(costs_table(rows, timed=args.objective == "time"))
     return 0
+
+
+def costs_table(rows: list[dict], timed: bool = False) -> str:
+    """`cost_rows` as the plain table: p_fail with its 90% interval, the cost and what the policy charged on top,
+    and what the estimate rests on (steps and failures ever, steps since its last change, when last seen)."""
+    width = max((len(row["action"]) for row in rows), default=6)
+    head = f"{'action':<{width}}  {'base':>5}  {'p_fail':>6}  {'90% interval':>13}  {'cost':>7}  {'charge':>6}"
+    head += f"  {'steps':>5}  {'fails':>5}  {'since':>5}  last seen" + (f"  {'expected ms':>11}" if timed else "")
+    lines = [head]
+    for row in rows:
+        low, high = row.get("p_fail_90") or (row["p_fail"], row["p_fail"])
+        line = (
+            f"{row['action']:<{width}}  {row['base_cost']:>5g}  {row['p_fail']:>6.3f}  {f'{low:.2f}-{high:.2f}':>13}"
+            f"  {row['cost']:>7.3f}  {row['charge']:>6.3f}  {row['steps']:>5}  {row['failures']:>5}"
+            f"  {row['since_change']:>5}  {_last_seen(row):<9}"
+        )
+        lines.append(line + (f"  {row['expected_ms']:>11.1f}" if timed else ""))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _last_seen(row: dict) -> str:
+    if row["runs_ago"] is None:
+        return "never"
+    when = "last run" if row["runs_ago"] == 0 else f"{row['runs_ago']} runs ago"
+    return f"{row['last_seen']} ({when})" if row["last_seen"] else when

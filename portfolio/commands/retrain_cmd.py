@@ -7,13 +7,16 @@ import argparse
 import json
 import math
 
+from learning.changes import DEFAULT_CHANGE_ODDS
+from learning.counts import DEFAULT_STALE_HALF_LIFE
 from portfolio.commands.common import add_traces_argument, fail_bad_input, missing_store
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "retrain", help="learn which actions fail, and which searches solve each domain first, from the traces",
-        description="Fit a per-action failure model on every stored step (newest steps weigh most), measure it "
+        description="Fit a per-action failure model on every stored step (each grounded action judged on its steps "
+        "since its failure rate last changed; what the plans stopped using drifts back to its prior), measure it "
         "on the newest 20% of steps held out, and store it as the next model version (as JSON data). Each "
         "grounded action's failure rate is shrunk towards a prior learned from what it shares with others "
         "(objects, pairs of arguments, the situation), by a strength m fit per action; with 30 steps or more it "
@@ -37,6 +40,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=5000.0,
         metavar="STEPS",
         help="a step's weight halves every STEPS later steps of its action (default 5000)",
+    )
+    parser.add_argument(
+        "--stale-half-life",
+        type=_none_or_float,
+        default=DEFAULT_STALE_HALF_LIFE,
+        metavar="GAPS",
+        help="the evidence of a grounded action the plans no longer use halves for every GAPS of its usual gaps "
+        "between uses, so that it drifts back to its prior and is tried again; 'none': never (default "
+        f"{DEFAULT_STALE_HALF_LIFE:g})",
+    )
+    parser.add_argument(
+        "--change-odds",
+        type=_none_or_float,
+        default=DEFAULT_CHANGE_ODDS,
+        metavar="ODDS",
+        help="cut a grounded action's record where a change of its failure rate is ODDS times as likely as none, "
+        f"and learn from the steps since; 'none': never (default {DEFAULT_CHANGE_ODDS:g})",
     )
     parser.add_argument(
         "--prior-mean",
@@ -87,7 +107,17 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.min_tasks < 1:
         return fail_bad_input(f"--min-tasks must be at least 1, got {args.min_tasks}.")
-    params = dict(prior_mean=args.prior_mean, prior_strength=args.prior_strength, half_life_steps=args.half_life)
+    if args.stale_half_life is not None and not (math.isfinite(args.stale_half_life) and args.stale_half_life > 0):
+        return fail_bad_input(f"--stale-half-life must be positive and finite, or none; got {args.stale_half_life:g}.")
+    if args.change_odds is not None and not (math.isfinite(args.change_odds) and args.change_odds > 1):
+        return fail_bad_input(f"--change-odds must be a finite number above 1, or none; got {args.change_odds:g}.")
+    params = dict(
+        prior_mean=args.prior_mean,
+        prior_strength=args.prior_strength,
+        half_life_steps=args.half_life,
+        stale_half_life=args.stale_half_life,
+        change_odds=args.change_odds,
+    )
     if (problem := missing_store(args.traces)) is not None:
         return fail_bad_input(problem)
     try:
@@ -136,6 +166,17 @@ def print_failure_model(info, pruned: int, keep: int | None) -> None:
             f"  {name}: {counts['steps']} steps, {counts['failures']} failures "
             f"({counts['kind']} prior, strength m = {counts['strength']:g})"
         )
+    if info.changes:
+        print(f"  {info.changes} change(s) of a failure rate found: estimates rest on the steps since")
+
+
+def _none_or_float(text: str) -> float | None:
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'none', got {text!r}") from None
 
 
 def print_selection(selection) -> None:

@@ -116,6 +116,16 @@ class ActionCostInfo(BaseModel):
     expected_ms: float | None = Field(
         default=None, description="objective time only: expected ms to success, retries and replans included"
     )
+    charge: float = Field(
+        default=0.0, description="what the explore policy added to the cost at the mean p_fail (cost units)"
+    )
+    p_fail_90: tuple[float, float] | None = Field(default=None, description="a 90% credible interval of p_fail")
+    steps: int = Field(default=0, description="steps of this grounded action recorded, ever (in this situation)")
+    failures: int = Field(default=0, description="of which failed")
+    since_change: int = Field(default=0, description="steps since its failure rate last changed: what p_fail rests on")
+    failures_since: int = Field(default=0, description="of which failed")
+    runs_ago: int | None = Field(default=None, description="runs recorded since it was last seen (None: never seen)")
+    last_seen: str | None = Field(default=None, description="its newest step's timestamp, where steps carry one")
 
     @model_serializer(mode="wrap")
     def _without_time(self, handler: Any) -> Any:
