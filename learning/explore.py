@@ -51,7 +51,7 @@ def explore_policy(name: str) -> Policy:
     policy = ALIASES.get(name, name)
     if policy not in EXPLORE_POLICIES:
         raise ValueError(f"unknown explore policy {name!r}; expected one of: {', '.join(EXPLORE_POLICIES)}")
-    return policy  # type: ignore[return-value]
+    return policy
 
 
 def renamed(name: str) -> str:

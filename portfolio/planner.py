@@ -141,7 +141,7 @@ class Planner(Resource):
         self._model: FailureModel | None = None
         self.select = select
         self._selection: SelectionModel | None = None
-        # task key -> `learning.costs.Posteriors`; (task key, "mean", lambda) -> their mean costs
+        # task key -> `learning.costs.Posteriors`; (task key, "cautious", lambda) -> their cautious costs
         self._cost_cache: dict[tuple[Any, ...], Any] = {}
         self._model_generation = 0  # bumped on every model (re)load: plans made under another one are not reused
         self._lock = threading.RLock()  # store writes, cost cache, model (see the module docstring)

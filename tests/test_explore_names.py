@@ -54,7 +54,8 @@ def test_a_new_name_passes_without_a_warning(fresh_warnings, caplog, recwarn):
 
 
 def test_an_unknown_name_lists_the_three_policies():
-    with pytest.raises(ValueError, match=r"unknown explore policy 'greedy'; expected one of: cautious, thompson, optimistic$"):
+    expected = r"unknown explore policy 'greedy'; expected one of: cautious, thompson, optimistic$"
+    with pytest.raises(ValueError, match=expected):
         check_explore("greedy")
 
 
@@ -82,12 +83,14 @@ def test_the_cli_help_and_errors_show_the_new_names(capsys):
     with pytest.raises(SystemExit) as exit_:
         parser.parse_args(["plan", "--explore", "greedy"])
     err = capsys.readouterr().err
-    assert exit_.value.code == 2 and "invalid choice: 'greedy' (choose from 'cautious', 'thompson', 'optimistic')" in err
+    assert exit_.value.code == 2
+    assert "invalid choice: 'greedy' (choose from 'cautious', 'thompson', 'optimistic')" in err
 
 
 def test_the_request_models_and_the_server_config_take_the_new_names_and_map_the_old():
-    from portfolio.serve.models import PlanArgs, ReplanArgs
     from test_service_helpers import config
+
+    from portfolio.serve.models import PlanArgs, ReplanArgs
 
     assert PlanArgs(domain="d", problem="p", explore="optimistic").explore == "optimistic"
     assert PlanArgs(domain="d", problem="p", explore="mean").explore == "cautious"

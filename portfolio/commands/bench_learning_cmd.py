@@ -59,8 +59,8 @@ default search is, the measured arms get it. The oracle plans exactly: the optim
 (base + 5 * -log(1 - p_true)), Dijkstra for the routes worlds, Fast Downward A* with LM-cut (seq-opt-lmcut)
 for the others; never the measured arms' search. Each learned arm starts from an empty in-memory trace store
 of its own, retrained every --retrain-every episodes (cautious, thompson, optimistic: how groundings are
-priced; learning.explore). Arms share the episodes (common random numbers); an episode plans, executes in simulation and stops at
-the first failure.
+priced; learning.explore). Arms share the episodes (common random numbers); an episode plans, executes in
+simulation and stops at the first failure.
 
 Seeds: world seeds 0-39 and 1000-1019 were used while building the failure model (tuning); 100-119, 200-219,
 700-719, 800-819, 900-919, 1100-1119 and 1400-1419 were held out for reports, in that order (the docs' numbers

@@ -23,7 +23,7 @@ example:
 
 cost = base cost + lambda * -log(1 - p_fail): summed over a plan, the risk term is -log of the probability
 that every step succeeds, so the cheapest plan trades cost against the chance of failing. p_fail is the
-posterior mean in the situation --features describes; cost prices it as `plan --explore mean` plans with it,
+posterior mean in the situation --features describes; cost prices it as `plan --explore cautious` plans with it,
 at the mean plus one posterior standard deviation where the action has recorded steps of its own (the less
 it is known, the dearer), at the mean where it has none (learning.explore).
 

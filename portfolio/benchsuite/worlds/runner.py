@@ -7,8 +7,8 @@ Arms, all through the public API on the same episodes, with common random number
 grounded step in an episode succeeds or fails alike for every arm):
 
     cost-blind       `Planner()` without traces: the task's own costs (FF-Replan's determinization);
-    learned-<policy> `Planner(traces=..., explore=policy)` for policy in cautious, thompson, optimistic, starting from an
-                     empty store; every executed step is recorded with the episode's situation as features and
+    learned-<policy> `Planner(traces=..., explore=policy)` for policy in cautious, thompson, optimistic, starting
+                     from an empty store; every executed step is recorded with the episode's situation as features and
                      the model is retrained every K episodes (`retrain`, `reload_model`);
     oracle           the optimal plan under the true costs, base + lam * -log(1 - p_true) (`exact.ExactSearch`:
                      Dijkstra for the routes domain, Fast Downward A* with LM-cut for the others).
