@@ -26,7 +26,7 @@ import numpy as np
 from domains.ground_text import ground_action_text
 from domains.model import GroundAction, Task, action_cost
 from learning.durations import DEFAULT_MS, TimeEstimate, TimeModel
-from learning.explore import Explore, explore_p_fail
+from learning.explore import DEFAULT_EXPLORE, Explore, explore_p_fail
 from learning.model import Evidence, FailureModel
 from learning.objective import Objective, TimeParams, check_objective, expected_ms, split_retries
 
@@ -103,7 +103,7 @@ def action_posteriors(
 def priced(
     posteriors: Posteriors,
     lam: float = 1.0,
-    explore: Explore = "mean",
+    explore: Explore = DEFAULT_EXPLORE,
     rng: np.random.Generator | None = None,
     time: TimeParams | None = None,
 ) -> dict[str, ActionCost]:
@@ -152,7 +152,7 @@ def action_costs(
     actions: Sequence[GroundAction],
     features: Mapping[str, Any] | None = None,
     lam: float = 1.0,
-    explore: Explore = "mean",
+    explore: Explore = DEFAULT_EXPLORE,
     rng: np.random.Generator | None = None,
     objective: Objective = "risk",
     time: TimeParams | None = None,

@@ -1,9 +1,9 @@
 """The planner's learned costs, cached: what `Planner` hands its delegates (moved out of `portfolio.planner`).
 
 Posteriors (p_fail and, for the `time` objective, durations) depend on the model, the task, the situation and
-the grounding list, not on lambda or the exploration policy, so they are computed once per such key; mean costs
-are cached per lambda too, and a Thompson or UCB call prices the cached posteriors afresh (one vectorised draw).
-The cache is the planner's, guarded by its lock.
+the grounding list, not on lambda or the exploration policy, so they are computed once per such key; cautious
+costs are cached per lambda too, and a thompson or optimistic call prices the cached posteriors afresh (one
+vectorised draw). The cache is the planner's, guarded by its lock.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ def cached_costs(
     """Costs of `grounded` under `explore`, `lam` and `objective` (`time`: its parameters, when the objective is
     time), from `cache` (module docstring); `rng()` gives the generator for draws."""
     from learning.costs import action_posteriors, priced
+    from learning.explore import explore_policy
 
     key: tuple[Any, ...] = (task.fingerprint, tuple(sorted((features or {}).items())), len(grounded))
     key += (hash(tuple(grounded)),) + (("time",) if time else ())
@@ -58,9 +59,9 @@ def cached_costs(
         if len(cache) > MAX_ENTRIES:
             cache.clear()
         cache[key] = cached
-    if explore == "mean":
-        costs: dict[str, ActionCost] | None = cache.get((key, "mean", lam))
+    if explore_policy(explore) == "cautious":  # deterministic, so cached
+        costs: dict[str, ActionCost] | None = cache.get((key, "cautious", lam))
         if costs is None:
-            costs = cache[(key, "mean", lam)] = priced(cached, lam, time=time)
+            costs = cache[(key, "cautious", lam)] = priced(cached, lam, "cautious", time=time)
         return costs
     return priced(cached, lam, explore, rng(), time)

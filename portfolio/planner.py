@@ -64,9 +64,10 @@ class Planner(Resource):
     `cost = base_cost + lambda * -log(1 - p_fail)`. The default 5 prices an action that fails 80% of the time
     (-log 0.2 = 1.6) at about 8 extra unit-cost steps, so a reliable detour of a few steps wins, and the
     optimistic prior's p_fail of ~0.05 adds a uniform 0.26 per step. `explore` prices each grounded action at its
-    posterior mean, plus one posterior standard deviation for one already tried ("mean", the default, picked
+    posterior mean, plus one posterior standard deviation for one already tried ("cautious", the default, picked
     by the benchmark: the optimizer's curse, `learning.explore`), a fresh Thompson draw per call ("thompson")
-    or an optimistic quantile ("ucb"); see `learning.explore`. `seed` makes the draws repeatable.
+    or an optimistic quantile ("optimistic"); the old names "mean" and "ucb" still work, with a warning. `seed`
+    makes the draws repeatable.
 
     With a trace store, runs are recorded with their domain's fingerprint, and the latest selection model in
     the store (`portfolio retrain`, `learning.selection`) chooses which Fast Downward configurations race on a
@@ -140,7 +141,7 @@ class Planner(Resource):
         self._model: FailureModel | None = None
         self.select = select
         self._selection: SelectionModel | None = None
-        # task key -> `learning.costs.Posteriors`; (task key, "mean", lambda) -> their mean costs
+        # task key -> `learning.costs.Posteriors`; (task key, "cautious", lambda) -> their cautious costs
         self._cost_cache: dict[tuple[Any, ...], Any] = {}
         self._model_generation = 0  # bumped on every model (re)load: plans made under another one are not reused
         self._lock = threading.RLock()  # store writes, cost cache, model (see the module docstring)

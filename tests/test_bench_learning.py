@@ -30,7 +30,7 @@ def test_one_small_world_end_to_end_writes_its_report(tmp_path, capsys):
             "--retrain-every",
             "10",
             "--policies",
-            "mean,ucb",
+            "cautious,ucb",  # an old name still works: ucb runs as optimistic
             "--no-progress",
             "--out",
             str(tmp_path),
@@ -39,17 +39,17 @@ def test_one_small_world_end_to_end_writes_its_report(tmp_path, capsys):
     out = capsys.readouterr()
     assert code == 0, out.err
     report = (tmp_path / "learning-worlds.md").read_text()
-    assert "| object | 1 | mean |" in report and "| object | 1 | ucb |" in report and report in out.out
+    assert "| object | 1 | cautious |" in report and "| object | 1 | optimistic |" in report and report in out.out
     data = json.loads((tmp_path / "learning-worlds.json").read_text())
     (run,) = data["runs"]
     assert run["world"] == "object-200" and run["episodes"] == 30  # held-out seeds by default
-    assert set(run["success"]) == {"cost-blind", "learned-mean", "learned-ucb", "oracle"}
+    assert set(run["success"]) == {"cost-blind", "learned-cautious", "learned-optimistic", "oracle"}
     assert all(len(s) == 30 for s in run["success"].values())
-    assert run["calibration"]["mean"]["mae"] >= 0  # retrained three times: a model to calibrate
+    assert run["calibration"]["cautious"]["mae"] >= 0  # retrained three times: a model to calibrate
     assert (tmp_path / "learning-worlds.png").read_bytes()[:4] == b"\x89PNG"
     assert "object-200:" in out.err  # a line per finished world
-    assert "| object | mean | 20 |" in report  # plan quality of the calls with learned costs (after the 1st retrain)
-    assert all(key.split("/")[0] in ("fast-downward", "pyperplan") for key in run["searches"]["learned-mean"])
+    assert "| object | cautious | 20 |" in report  # plan quality of calls with learned costs (after the 1st retrain)
+    assert all(key.split("/")[0] in ("fast-downward", "pyperplan") for key in run["searches"]["learned-cautious"])
     assert set(run["searches"]["oracle"]) == {"route-search"}
 
 

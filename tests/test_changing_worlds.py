@@ -135,38 +135,38 @@ def _changing_run(name: str) -> WorldRun:
     n = 60
     run = WorldRun(name, "outage", n, events=[(10, "break"), (30, "recovery")])
     success = [i % 5 != 0 for i in range(n)]  # 80% succeed
-    run.success = {"cost-blind": success, "learned-mean": success, "oracle": [True] * n}
-    run.expected = {"cost-blind": [0.8] * n, "learned-mean": [0.8] * n, "oracle": [0.9] * n}
-    run.predicted = {"learned-mean": [None] * 10 + [0.8] * (n - 10)}
+    run.success = {"cost-blind": success, "learned-cautious": success, "oracle": [True] * n}
+    run.expected = {"cost-blind": [0.8] * n, "learned-cautious": [0.8] * n, "oracle": [0.9] * n}
+    run.predicted = {"learned-cautious": [None] * 10 + [0.8] * (n - 10)}
     learned = (
         [(1, 0)] * 10 + [(1, 1)] * 4 + [(0, 0)] * 16 + [(0, 0)] * 7 + [(1, 0)] * 23
     )  # leaves after 4, back after 7
     oracle = [(1, 0)] * 10 + [(0, 0)] * 20 + [(1, 0)] * 30
-    run.watched = {"learned-mean": learned, "oracle": oracle, "cost-blind": [(1, 1)] * n}
+    run.watched = {"learned-cautious": learned, "oracle": oracle, "cost-blind": [(1, 1)] * n}
     run.shifts = {arm: shifts(run.events, w) for arm, w in run.watched.items()}
     return run
 
 
 def test_the_report_gives_leave_return_and_calibration_beside_cost_blind_and_the_oracle():
     runs = [_changing_run("outage-1"), _changing_run("outage-2")]
-    changes = summarise(runs, ["mean"])["changes"]
-    assert changes["leave"]["learned-mean"] == {
+    changes = summarise(runs, ["cautious"])["changes"]
+    assert changes["leave"]["learned-cautious"] == {
         "events": 2, "median": 4, "max": 4, "within_target": 0, "never": 0, "episodes_median": 4,
     }  # fmt: skip
     assert changes["leave"]["oracle"]["median"] == 0 and changes["return"]["oracle"]["median"] == 0
-    assert changes["return"]["learned-mean"] == {
+    assert changes["return"]["learned-cautious"] == {
         "events": 2, "median": 7, "max": 7, "within_target": 2, "never": 0, "not_away": 0,
     }  # fmt: skip
     assert changes["leave"]["cost-blind"]["never"] == 2  # it stays on the broken road: no return to count
     assert changes["return"]["cost-blind"]["events"] == 0 and changes["return"]["cost-blind"]["not_away"] == 2
-    assert plan_pairs(runs, "learned-mean") == [(0.8, s) for s in runs[0].success["learned-mean"][50:]] * 2
+    assert plan_pairs(runs, "learned-cautious") == [(0.8, s) for s in runs[0].success["learned-cautious"][50:]] * 2
     calibration = changes["calibration"]
-    assert calibration["learned-mean"]["ece"] == pytest.approx(0.0) and calibration["learned-mean"]["n"] == 20
-    assert calibration["learned-mean"]["brier"] == pytest.approx(0.16)  # 0.8 * 0.2^2 + 0.2 * 0.8^2
+    assert calibration["learned-cautious"]["ece"] == pytest.approx(0.0) and calibration["learned-cautious"]["n"] == 20
+    assert calibration["learned-cautious"]["brier"] == pytest.approx(0.16)  # 0.8 * 0.2^2 + 0.2 * 0.8^2
     assert calibration["cost-blind"]["ece"] == pytest.approx(0.2)  # predicts 1.0: its failure rate
     assert calibration["cost-blind"]["true_gap"] == pytest.approx(0.2)
-    text = report({"outage": summarise(runs, ["mean"])}, ["mean"])
-    assert "| outage | learned-mean | 2 | 4 | 4 | 0 | 0 | 4 | 2 | 0 | 7 | 7 | 2 | 0 |" in text
+    text = report({"outage": summarise(runs, ["cautious"])}, ["cautious"])
+    assert "| outage | learned-cautious | 2 | 4 | 4 | 0 | 0 | 4 | 2 | 0 | 7 | 7 | 2 | 0 |" in text
     assert "| outage | cost-blind | 2 | 20 | 20 | 0 | 2 | n/a | 2 | 2 | n/a | n/a | 0 | 0 |" in text
     assert "| outage | cost-blind | 20 | 0.200 | 0.200 | 0.200 |" in text
 
@@ -177,6 +177,6 @@ def test_write_results_draws_the_reliability_diagram(tmp_path):
     run = _changing_run("outage-1")
     for arm in run.success:
         run.true_cost[arm] = [1.0] * run.episodes
-    paths = write_results({"outage": [run]}, ["mean"], tmp_path)
+    paths = write_results({"outage": [run]}, ["cautious"], tmp_path)
     assert paths["reliability"].stat().st_size > 1000
     assert "Calibration of the predicted plan success" in paths["report"].read_text()

@@ -73,7 +73,7 @@ def test_costs_and_plan_take_the_situation(peak_store, tmp_path, capsys):
                     "--features",
                     f"hour={hour}",
                     "--explore",
-                    "mean",
+                    "cautious",
                     "--delegates",
                     "fast-downward,pyperplan",
                     "--budget",
@@ -112,7 +112,7 @@ def test_http_plan_request_passes_features_and_explore(peak_store):
     from test_service_helpers import config, serve_in_thread
 
     task = bundled_task("tools", 1, 0)
-    body = {"domain": task.domain_pddl, "problem": task.problem_pddl, "explore": "mean", "budget": 10}
+    body = {"domain": task.domain_pddl, "problem": task.problem_pddl, "explore": "cautious", "budget": 10}
     service = config(traces=str(peak_store), delegates=["fast-downward", "pyperplan"], max_budget_s=10.0)
     with serve_in_thread(service) as (url, _):
         peak = httpx.post(f"{url}/v1/plan", json=body | {"features": {"hour": "peak"}}, timeout=60).json()
@@ -120,7 +120,7 @@ def test_http_plan_request_passes_features_and_explore(peak_store):
         bad = httpx.post(f"{url}/v1/plan", json=body | {"explore": "greedy"}, timeout=60)
     assert RISKY not in peak["plan"] and RISKY in off["plan"]
     assert validate_plan(task, [planner_step(s) for s in peak["plan"]]).ok
-    assert bad.status_code == 400 and "explore" in bad.text
+    assert bad.status_code == 400 and "explore" in bad.text and "optimistic" in bad.text
 
 
 def planner_step(text: str):

@@ -227,30 +227,30 @@ def test_thompson_tries_an_untried_alternative_within_a_bounded_number_of_calls(
     tried = [explore_p_fail(mean, concentration, "thompson", draws) for _ in range(50)]
     cheaper = sum(p[1] < p[0] for p in tried)
     assert 1 <= cheaper < 50
-    optimistic = explore_p_fail(mean, concentration, "ucb")
+    optimistic = explore_p_fail(mean, concentration, "optimistic")
     assert optimistic[1] < mean[1] and abs(optimistic[0] - mean[0]) < abs(optimistic[1] - mean[1])
-    assert np.array_equal(explore_p_fail(mean, concentration, "mean", pessimism=0.0), np.clip(mean, 1e-6, 1 - 1e-6))
-    with pytest.raises(ValueError, match="thompson"):
+    assert np.array_equal(explore_p_fail(mean, concentration, "cautious", pessimism=0.0), np.clip(mean, 1e-6, 1 - 1e-6))
+    with pytest.raises(ValueError, match="expected one of: cautious, thompson, optimistic"):
         explore_p_fail(mean, concentration, "greedy")  # type: ignore[arg-type]
 
 
-def test_mean_charges_each_grounding_for_its_uncertainty() -> None:
+def test_cautious_charges_each_grounding_for_its_uncertainty() -> None:
     """Three groundings believed to fail 20% of the time, from 500, 50 and 12 steps' worth of evidence: under
-    `mean` the less a grounding is known, the dearer it is priced (the optimizer's curse: among plans of equal
+    `cautious` the less a grounding is known, the dearer it is priced (the optimizer's curse: among plans of equal
     estimated cost the search picks the most underestimated), by one posterior standard deviation, which fades
     as evidence grows. A grounding with no record of its own keeps its prior: optimism for the untried. What a
     cost reports as p_fail stays the posterior mean."""
     from learning.costs import Posteriors, priced
 
     mean, concentration = np.array([0.2, 0.2, 0.2]), np.array([500.0, 50.0, 12.0])
-    p = explore_p_fail(mean, concentration, "mean")
+    p = explore_p_fail(mean, concentration, "cautious")
     assert p[0] < p[1] < p[2]
     assert p[0] - 0.2 == pytest.approx(PESSIMISM * math.sqrt(0.2 * 0.8 / 501))
     assert p[2] - 0.2 == pytest.approx(PESSIMISM * math.sqrt(0.2 * 0.8 / 13))
     costs = priced(Posteriors(("(a)", "(b)", "(c)"), np.ones(3), mean, concentration), lam=5.0)
     assert costs["(a)"].cost < costs["(b)"].cost < costs["(c)"].cost
     assert {c.p_fail for c in costs.values()} == {0.2}
-    untried = explore_p_fail(mean, concentration, "mean", tried=np.array([True, True, False]))
+    untried = explore_p_fail(mean, concentration, "cautious", tried=np.array([True, True, False]))
     assert untried[2] == pytest.approx(0.2) and untried[1] == p[1]
 
 

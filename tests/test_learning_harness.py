@@ -23,7 +23,7 @@ from portfolio.benchsuite.worlds.tools import true_p_fail
 from traces.store import TraceStore
 
 EPISODES, K, WINDOW, ROUNDS = 20, 5, 10, 3
-ARMS = ("cost-blind", "learned-mean", "oracle")
+ARMS = ("cost-blind", "learned-cautious", "oracle")
 MODEL_PARAMS = {"half_life_steps": 500}
 
 
@@ -31,8 +31,8 @@ MODEL_PARAMS = {"half_life_steps": 500}
 def run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("learning-harness")
     world = make_world("tools", 0)
-    out = run_world(world, EPISODES, K, ("mean",), MODEL_PARAMS, latency_rounds=ROUNDS, traces_dir=folder)
-    return world, out, trace_path(folder, world.name, "mean")
+    out = run_world(world, EPISODES, K, ("cautious",), MODEL_PARAMS, latency_rounds=ROUNDS, traces_dir=folder)
+    return world, out, trace_path(folder, world.name, "cautious")
 
 
 class _Certain:
@@ -103,9 +103,9 @@ def test_every_executed_step_of_the_learned_arm_is_recorded(run):
             assert all(s.features == spec.context for s in mine)
             assert [s.failed for s in mine] == [failed for _, failed in executed]
             success = not any(failed for _, failed in executed)
-            assert out.success["learned-mean"][index] == success
+            assert out.success["learned-cautious"][index] == success
             assert store.get_run(run_id).outcome == ("success" if success else "failure")
-            assert out.expected["learned-mean"][index] == pytest.approx(
+            assert out.expected["learned-cautious"][index] == pytest.approx(
                 math.prod(1 - world.p_fail(a, spec) for a in actions)
             )
             total += len(executed)
@@ -142,14 +142,14 @@ def test_windows_and_report_add_up(run):
         rows = window_rates([out], arm, window=WINDOW)
         assert len(rows) == EPISODES // WINDOW
         assert math.isclose(statistics.mean(rows), statistics.mean(out.success[arm]))
-    text = report({"tools": summarise([out], ["mean"])}, ["mean"])
-    assert "| tools | 1 | mean |" in text and "Warm latency" in text
+    text = report({"tools": summarise([out], ["cautious"])}, ["cautious"])
+    assert "| tools | 1 | cautious |" in text and "Warm latency" in text
 
 
 @pytest.mark.slow
 def test_warm_latency_is_measured_after_the_episodes(run):
     _, out, _ = run
-    latency = out.latency["mean"]
+    latency = out.latency["cautious"]
     assert latency["rounds"] == ROUNDS
     assert min(latency[k] for k in ("plain_ms", "recorded_ms", "learned_ms", "cost_lookup_cold_ms")) > 0
     for overhead, over, under in (
@@ -161,7 +161,7 @@ def test_warm_latency_is_measured_after_the_episodes(run):
         # millisecond (the tools world's A* since its landmarks) that alone moves the ratio by up to ~0.01.
         rounding = 0.005 * (1 + ratio) / latency[under]
         assert latency[overhead] == pytest.approx(ratio - 1, abs=rounding + 1e-4)
-    summary = summarise([out], ["mean"])["mean"]["latency"]
+    summary = summarise([out], ["cautious"])["cautious"]["latency"]
     assert summary["worlds"] == 1 and summary["overhead"]["median"] == latency["overhead"]
     assert summary["within_target"] == (latency["overhead"] <= 0.10)
 
@@ -172,10 +172,10 @@ def test_an_existing_trace_store_is_refused_not_deleted(run, capsys):
     world, _, traces = run
     size = traces.stat().st_size
     with pytest.raises(FileExistsError, match="already exists"):
-        run_world(world, 2, 1, ("mean",), traces_dir=traces.parent)
+        run_world(world, 2, 1, ("cautious",), traces_dir=traces.parent)
     from portfolio.cli import main
 
-    argv = ["bench", "learning", "--kinds", "tools", "--first-seed", "0", "--seeds", "1", "--policies", "mean"]
+    argv = ["bench", "learning", "--kinds", "tools", "--first-seed", "0", "--seeds", "1", "--policies", "cautious"]
     assert main([*argv, "--episodes", "2", "--traces", str(traces.parent), "--out", str(traces.parent)]) == 2
     assert "already exist" in capsys.readouterr().err
     assert traces.stat().st_size == size

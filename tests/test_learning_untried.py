@@ -87,7 +87,7 @@ def test_an_untried_sibling_of_a_grounding_that_keeps_failing_is_tried_within_a_
     stages = build_stages(("fast-downward",), fd_alias="seq-opt-lmcut")
     tried_at = None
     with Planner(stages, traces=store_path) as planner:
-        assert planner.explore == "mean"
+        assert planner.explore == "cautious"
         for call in range(1, within + 1):
             result = planner.plan(task)
             assert result.solved, result.attempts

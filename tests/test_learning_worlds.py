@@ -243,17 +243,17 @@ def test_measured_arms_run_the_default_cascade_and_the_oracle_does_not():
     """Cost-blind and learned calls are answered by the default cascade's Fast Downward (the search it picks),
     never by the exact searches the oracle uses; every learned call records its plan quality."""
     for kind, seed, oracle in (("pairs", 1, {"route-search"}), ("detours", 2, {"fast-downward/seq-opt-lmcut"})):
-        run = run_world(make_world(kind, seed), 12, retrain_every=4, policies=("mean",))
+        run = run_world(make_world(kind, seed), 12, retrain_every=4, policies=("cautious",))
         assert set(run.searches["oracle"]) == oracle
-        for arm in ("cost-blind", "learned-mean"):
+        for arm in ("cost-blind", "learned-cautious"):
             assert sum(run.searches[arm].values()) == 12
             # the default cascade's delegates only (pyperplan answers when Fast Downward misses its share on a
             # loaded machine), Fast Downward most of the time, and never the routes shortcut the oracle uses
             assert {key.split("/")[0] for key in run.searches[arm]} <= set(DEFAULT_DELEGATES), run.searches[arm]
             assert sum(n for key, n in run.searches[arm].items() if key.startswith("fast-downward/")) >= 8
-        assert len(run.latency_ms["cost-blind"]) == len(run.latency_ms["learned-mean"]) == 12
+        assert len(run.latency_ms["cost-blind"]) == len(run.latency_ms["learned-cautious"]) == 12
         assert "oracle" not in run.latency_ms  # only the measured arms' latency is reported
-        quality = run.quality["mean"]
+        quality = run.quality["cautious"]
         assert len(quality) == 12 - 4  # no learned costs before the first retrain: nothing to compare
         for call in quality:
             assert call["optimum"] <= call["cost"] + 1e-3  # the optimum is a lower bound on every plan

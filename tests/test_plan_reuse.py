@@ -119,13 +119,13 @@ def _applicable(task, state):
 
 
 def test_the_cost_model_names_what_the_costs_depend_on(planner):
-    assert planner.cost_model_for("mean", None) == "task"  # no failure model: the task's own costs
+    assert planner.cost_model_for("cautious", None) == "task"  # no failure model: the task's own costs
     planner._model = object()  # a loaded failure model, as far as the name is concerned
     try:
-        mean = planner.cost_model_for("mean", {"site": "a"})
-        assert mean.startswith("learned:") and mean == planner.cost_model_for("mean", {"site": "a"})
-        assert mean != planner.cost_model_for("mean", {"site": "b"})  # another situation, other costs
-        assert mean != planner.cost_model_for("ucb", {"site": "a"})
+        mean = planner.cost_model_for("cautious", {"site": "a"})
+        assert mean.startswith("learned:") and mean == planner.cost_model_for("cautious", {"site": "a"})
+        assert mean != planner.cost_model_for("cautious", {"site": "b"})  # another situation, other costs
+        assert mean != planner.cost_model_for("optimistic", {"site": "a"})
         assert planner.cost_model_for("thompson", {"site": "a"}) is None  # fresh draws: never reused
     finally:
         planner._model = None

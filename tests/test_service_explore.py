@@ -27,7 +27,7 @@ def service(tmp_path_factory):
             ]
         )
         retrain(store, holdout_fraction=0.0)
-    with serve_in_thread(config(traces=traces, explore="ucb")) as (url, svc):
+    with serve_in_thread(config(traces=traces, explore="optimistic")) as (url, svc):
         with httpx.Client(base_url=url, timeout=60) as client:
             yield client
 
@@ -38,12 +38,15 @@ def policy(result: dict) -> str | None:
 
 
 def test_the_servers_default_applies_when_a_request_does_not_say(service):
-    assert policy(service.post("/v1/plan", json=small_plan()).json()) == "ucb"
+    assert policy(service.post("/v1/plan", json=small_plan()).json()) == "optimistic"
 
 
-@pytest.mark.parametrize("explore", ["mean", "ucb"])
-def test_a_requests_own_explore_wins(service, explore):
-    assert policy(service.post("/v1/plan", json={**small_plan(), "explore": explore}).json()) == explore
+@pytest.mark.parametrize(
+    "explore, planned", [("cautious", "cautious"), ("optimistic", "optimistic"), ("mean", "cautious")]
+)
+def test_a_requests_own_explore_wins(service, explore, planned):
+    """An old name (`mean`) is still accepted and plans under the policy it stands for."""
+    assert policy(service.post("/v1/plan", json={**small_plan(), "explore": explore}).json()) == planned
 
 
 def test_thompson_draws_fresh_costs_per_call(service):
@@ -62,8 +65,8 @@ def test_replan_passes_its_explore_on(service):
         "(ontable d)",
         "(handempty)",
     ]
-    again = service.post("/v1/replan", json={"run_id": first["run_id"], "state": state, "explore": "mean"}).json()
-    assert again["status"] == "solved" and again["cost_model"].split(":")[2] == "mean"
+    again = service.post("/v1/replan", json={"run_id": first["run_id"], "state": state, "explore": "cautious"}).json()
+    assert again["status"] == "solved" and again["cost_model"].split(":")[2] == "cautious"
 
 
 def test_the_cli_flag_sets_the_config_and_a_bad_policy_exits_2(capsys):
@@ -84,9 +87,9 @@ def fd_details(result: dict) -> dict:
 
 def test_quality_and_weight_per_request_and_the_servers_default(service):
     default = service.post("/v1/plan", json=small_plan()).json()
-    assert policy(default) == "ucb" and fd_details(default)["quality"] == "anytime"
+    assert policy(default) == "optimistic" and fd_details(default)["quality"] == "anytime"
     first = service.post("/v1/plan", json={**small_plan(), "quality": "first", "weight": 2}).json()
-    assert policy(first) == "ucb" and fd_details(first)["quality"] == "first"
+    assert policy(first) == "optimistic" and fd_details(first)["quality"] == "first"
     assert first["cost_model"].endswith(":w2") and not default["cost_model"].endswith(":w2")
     assert first["learned_cost"] < default["learned_cost"]  # the same 6 steps, risk priced at 2 instead of 5
     for bad in ({"quality": "best"}, {"weight": -1}, {"weight": "heavy"}):

@@ -10,7 +10,7 @@ from portfolio.benchsuite.worlds.runner import WorldRun
 
 
 def _run(name: str, blind: float, learned: float, oracle: float) -> WorldRun:
-    expected = {"cost-blind": [blind] * WINDOW, "learned-mean": [learned] * WINDOW, "oracle": [oracle] * WINDOW}
+    expected = {"cost-blind": [blind] * WINDOW, "learned-cautious": [learned] * WINDOW, "oracle": [oracle] * WINDOW}
     success = {arm: [True] * WINDOW for arm in expected}
     return WorldRun(name, "pairs", WINDOW, success=success, expected=expected)
 
@@ -21,7 +21,7 @@ def test_pooled_ratios_and_worlds_meeting_each_target():
         _run("pairs-2", blind=0.80, learned=0.85, oracle=0.95),  # failures 0.15 / 0.20 = 0.75; success 0.895
         _run("pairs-3", blind=0.95, learned=0.95, oracle=0.95),  # cost-blind fails 5%: no failure target
     ]
-    p = summarise(runs, ["mean"])["mean"]
+    p = summarise(runs, ["cautious"])["cautious"]
     assert p["pooled_success_vs_oracle"] == pytest.approx((0.90 + 0.85 + 0.95) / (0.90 + 0.95 + 0.95), abs=1e-3)
     assert p["worlds_success_target"] == 2  # pairs-2 is below 0.95 of its oracle
     assert p["avoidable_worlds"] == 2
@@ -34,18 +34,18 @@ def test_true_cost_is_compared_with_the_oracles_on_episodes_both_solved():
     """Success alone rewards caution, so the learned plans' true cost is pooled over the oracle's beside it; an
     episode either arm left unsolved (None) is left out of both sums."""
     runs = [_run("pairs-1", 0.60, 0.90, 0.90), _run("pairs-2", 0.80, 0.85, 0.95)]
-    runs[0].true_cost = {"learned-mean": [12.0] * WINDOW, "oracle": [10.0] * WINDOW}
-    runs[1].true_cost = {"learned-mean": [20.0] * (WINDOW - 1) + [None], "oracle": [20.0] * (WINDOW - 1) + [5.0]}
-    p = summarise(runs, ["mean"])["mean"]
+    runs[0].true_cost = {"learned-cautious": [12.0] * WINDOW, "oracle": [10.0] * WINDOW}
+    runs[1].true_cost = {"learned-cautious": [20.0] * (WINDOW - 1) + [None], "oracle": [20.0] * (WINDOW - 1) + [5.0]}
+    p = summarise(runs, ["cautious"])["cautious"]
     assert p["pooled_true_cost_vs_oracle"] == pytest.approx((12 + 20) / (10 + 20), abs=1e-3)
     assert p["true_cost_vs_oracle"] == {"median": 1.1, "min": 1.0, "max": 1.2}
-    assert "| 1.067 | 1.10 [1.00, 1.20] |" in report({"pairs": summarise(runs, ["mean"])}, ["mean"])
+    assert "| 1.067 | 1.10 [1.00, 1.20] |" in report({"pairs": summarise(runs, ["cautious"])}, ["cautious"])
 
 
 def test_the_report_prints_the_pooled_table():
     runs = [_run("pairs-1", 0.60, 0.90, 0.90), _run("pairs-2", 0.80, 0.85, 0.95)]
-    text = report({"pairs": summarise(runs, ["mean"])}, ["mean"])
-    assert "| pairs | mean | 0.946 | 1 of 2 | 0.417 | 1 of 2 |" in text
+    text = report({"pairs": summarise(runs, ["cautious"])}, ["cautious"])
+    assert "| pairs | cautious | 0.946 | 1 of 2 | 0.417 | 1 of 2 |" in text
 
 
 def test_plan_quality_is_pooled_per_type_with_median_p95_and_calls_over_budget():
@@ -59,13 +59,13 @@ def test_plan_quality_is_pooled_per_type_with_median_p95_and_calls_over_budget()
     assert q["ratio_p95"] == pytest.approx(2.8) and q["ratio_max"] == pytest.approx(3.0)  # nearest rank: 19th of 20
     assert q["within_1.05"] == pytest.approx(0.05) and q["ms_max"] == 1500.0
     run = _run("pairs-1", 0.60, 0.90, 0.90)
-    run.quality = {"mean": calls[:10]}
+    run.quality = {"cautious": calls[:10]}
     run2 = _run("pairs-2", 0.60, 0.90, 0.90)
-    run2.quality = {"mean": calls[10:]}
+    run2.quality = {"cautious": calls[10:]}
     run.latency_ms = {"cost-blind": [10.0] * 5}
     run2.latency_ms = {"cost-blind": [10.0, 12.0, 14.0]}
-    summary = {"pairs": summarise([run, run2], ["mean"])}
-    assert summary["pairs"]["mean"]["quality"] == q  # pooled over the type's worlds
-    assert summary["pairs"]["mean"]["latency_vs_blind"] == pytest.approx(29.5 / 10.0)  # medians: 29.5 ms, 10 ms
-    assert "| pairs | mean | 20 | 1.950 | 2.800 | 3.000 | 0.05 |" in report(summary, ["mean"])
-    assert "| 1 | 2.950 |" in report(summary, ["mean"])  # one call over budget; latency 2.95x cost-blind's
+    summary = {"pairs": summarise([run, run2], ["cautious"])}
+    assert summary["pairs"]["cautious"]["quality"] == q  # pooled over the type's worlds
+    assert summary["pairs"]["cautious"]["latency_vs_blind"] == pytest.approx(29.5 / 10.0)  # medians: 29.5 ms, 10 ms
+    assert "| pairs | cautious | 20 | 1.950 | 2.800 | 3.000 | 0.05 |" in report(summary, ["cautious"])
+    assert "| 1 | 2.950 |" in report(summary, ["cautious"])  # one call over budget; latency 2.95x cost-blind's

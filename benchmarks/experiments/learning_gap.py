@@ -77,7 +77,7 @@ def _capture_world(kind: str, seed: int, episodes: int, model_params: dict | Non
     Planner.plan, ExactSearch.solve = plan, solve  # type: ignore[method-assign]
     type(world).episode = episode  # type: ignore[method-assign]
     try:
-        run = runner.run_world(world, episodes, policies=("mean",), model_params=model_params)
+        run = runner.run_world(world, episodes, policies=("cautious",), model_params=model_params)
     finally:
         Planner.plan, ExactSearch.solve = original_plan, original_solve  # type: ignore[method-assign]
         type(world).episode = original_episode  # type: ignore[method-assign]
@@ -94,7 +94,7 @@ def _capture_world(kind: str, seed: int, episodes: int, model_params: dict | Non
         learned, oracle = row.get("learned", []), row.get("oracle", [])
         out = {
             "episode": i,
-            "learned_expected": run.expected["learned-mean"][i],
+            "learned_expected": run.expected["learned-cautious"][i],
             "oracle_expected": run.expected["oracle"][i],
             "learned_len": len(learned),
             "oracle_len": len(oracle),
@@ -121,8 +121,8 @@ def _capture_world(kind: str, seed: int, episodes: int, model_params: dict | Non
 
 def summarise_world(w: dict, episodes: int) -> dict:
     last = slice(episodes - LAST, episodes)
-    lo, oo = statistics.mean(w["expected"]["learned-mean"][last]), statistics.mean(w["expected"]["oracle"][last])
-    lr, orr = statistics.mean(w["success"]["learned-mean"][last]), statistics.mean(w["success"]["oracle"][last])
+    lo, oo = statistics.mean(w["expected"]["learned-cautious"][last]), statistics.mean(w["expected"]["oracle"][last])
+    lr, orr = statistics.mean(w["success"]["learned-cautious"][last]), statistics.mean(w["success"]["oracle"][last])
     out = {"world": w["world"], "expected_ratio": lo / oo if oo else 1.0, "realised_ratio": lr / orr if orr else 1.0}
     out["learned_expected"], out["oracle_expected"] = round(lo, 3), round(oo, 3)
     out["learned_realised"], out["oracle_realised"] = round(lr, 3), round(orr, 3)

@@ -3,14 +3,14 @@
     python -m benchmarks.experiments.learning_worlds                 # every type, 20 held-out worlds each, 200 episodes
     python -m benchmarks.experiments.learning_worlds --kinds pairs,type --seeds 3 --episodes 100     # a quick look
     python -m benchmarks.experiments.learning_worlds --jobs 2            # two worlds at a time, each in its own process
-    python -m benchmarks.experiments.learning_worlds --policies mean --bundled-episodes 30  # plus plan quality on
+    python -m benchmarks.experiments.learning_worlds --policies cautious --bundled-episodes 30  # plus plan quality on
     bundled tasks
 
 The same command as `portfolio bench learning` (see its --help), with the checkout's results folder
 (benchmarks/results/learning-worlds.{md,json,png}) as the default --out. The worlds, arms and report live in the
 package, `portfolio/benchsuite/worlds/`: `family.py` generates worlds (one generator per type, several sizes,
-faults drawn from the seed), `runner.py` plays cost-blind and learned (mean, thompson, ucb) arms planned by the
-default cascade (as `portfolio plan` and `Planner(traces=...)`) and an exact oracle (`exact.py`: Dijkstra for
+faults drawn from the seed), `runner.py` plays cost-blind and learned (cautious, thompson, optimistic) arms planned
+by the default cascade (as `portfolio plan` and `Planner(traces=...)`) and an exact oracle (`exact.py`: Dijkstra for
 routes worlds, Fast Downward A* with LM-cut otherwise) on the same episodes, `report.py` writes per type, median and
 range over worlds: success in
 windows of 50 episodes, learned success as a share of the oracle's and failures as a share of cost-blind's in

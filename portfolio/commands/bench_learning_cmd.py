@@ -58,9 +58,9 @@ pyperplan sharing 1 s, then the goal agenda; warm planners, as a runtime keeps i
 default search is, the measured arms get it. The oracle plans exactly: the optimal plan under the true costs
 (base + 5 * -log(1 - p_true)), Dijkstra for the routes worlds, Fast Downward A* with LM-cut (seq-opt-lmcut)
 for the others; never the measured arms' search. Each learned arm starts from an empty in-memory trace store
-of its own, retrained every --retrain-every episodes (mean, thompson, ucb: how untried groundings are
-priced). Arms share the episodes (common random numbers); an episode plans, executes in simulation and stops at
-the first failure.
+of its own, retrained every --retrain-every episodes (cautious, thompson, optimistic: how groundings are
+priced; learning.explore). Arms share the episodes (common random numbers); an episode plans, executes in
+simulation and stops at the first failure.
 
 Seeds: world seeds 0-39 and 1000-1019 were used while building the failure model (tuning); 100-119, 200-219,
 700-719, 800-819, 900-919, 1100-1119 and 1400-1419 were held out for reports, in that order (the docs' numbers
@@ -142,8 +142,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--retrain-every", type=int, default=10, help="retrain every K episodes (default 10)")
     parser.add_argument(
         "--policies",
-        default="mean,thompson,ucb",
-        help="comma-separated explore policies of the learned arms (default: all three)",
+        default="cautious,thompson,optimistic",
+        help="comma-separated explore policies of the learned arms: cautious, thompson, optimistic (default: all "
+        "three; the old names mean and ucb still work)",
     )
     parser.add_argument(
         "--out",
@@ -193,13 +194,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run_learning(args: argparse.Namespace) -> int:
-    from learning.explore import EXPLORE_POLICIES
+    from learning.explore import EXPLORE_POLICIES, renamed
     from portfolio.benchsuite.worlds.family import KINDS
     from portfolio.benchsuite.worlds.report import WINDOW, write_results
     from portfolio.benchsuite.worlds.runner import run_worlds
 
     kinds = [k for k in (args.kinds or ",".join(KINDS)).split(",") if k]
-    policies = [p for p in args.policies.split(",") if p]
+    policies = [renamed(p) for p in args.policies.split(",") if p]  # old names mapped, with a warning
     unknown = [k for k in kinds if k not in KINDS]
     if unknown or not kinds:
         return fail_bad_input(

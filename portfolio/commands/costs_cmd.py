@@ -24,8 +24,8 @@ example:
 cost = base cost + lambda * -log(1 - p_fail): summed over a plan, the risk term is -log of the probability
 that every step succeeds, so the cheapest plan trades cost against the chance of failing. p_fail is the
 posterior mean in the situation --features describes, with a 90% credible interval; charge is what the
-default explore policy adds to the cost at that mean: one posterior standard deviation of p_fail where the
-action has recorded steps of its own (the less it is known, the dearer), nothing where it has none.
+default explore policy (cautious) adds to the cost at that mean: one posterior standard deviation of p_fail
+where the action has recorded steps of its own (the less it is known, the dearer), nothing where it has none.
 steps and fails: recorded ever; since: steps since its failure rate last changed, what p_fail rests on;
 last seen: runs recorded since, and the step's timestamp where steps carry one. docs/learning.md explains
 every number.

@@ -44,7 +44,7 @@ examples:
   portfolio plan --task domains/examples/blocks-task.json
   portfolio plan domain.pddl problem.pddl --traces traces.db     # learned costs steer the plan, and
                                   # after `portfolio retrain` the searches that solved this domain first race
-  portfolio plan domain.pddl problem.pddl --traces traces.db --features hour=peak --explore mean
+  portfolio plan domain.pddl problem.pddl --traces traces.db --features hour=peak --explore cautious
   portfolio plan domain.pddl problem.pddl --no-cache              # translate even if translated before
 
 exit codes: 0 solved; 1 no plan (status unsolvable, incomplete, unsupported, memout, timeout or error: the
@@ -127,14 +127,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print the PlanResult as JSON")
     add_traces_argument(parser, required=False)
     add_features_arguments(parser)
+    from learning.explore import EXPLORE_POLICIES, renamed
+
     parser.add_argument(
         "--explore",
-        choices=("mean", "thompson", "ucb"),
+        type=renamed,  # the old names (mean, ucb) map to their policies, with a warning
+        choices=EXPLORE_POLICIES,
         default=None,
-        help="how learned costs explore: mean (default) plans with each action's estimated "
-        "failure probability, plus one standard deviation of it for actions already tried (untried "
-        "actions start at an optimistic prior); thompson samples it "
-        "per call, so rarely tried alternatives get tried; ucb prices them optimistically",
+        help="how learned costs explore: cautious (default) plans with each action's estimated "
+        "failure probability plus one standard deviation of it for actions already tried, so an action "
+        "known from few steps costs more (untried actions start at an optimistic prior); thompson samples "
+        "it per call, so rarely tried alternatives get tried; optimistic prices every action as reliable "
+        "as it plausibly is (its 10%% quantile). The old names mean and ucb still work",
     )
     add_cost_arguments(parser)
     add_objective_arguments(parser)

@@ -132,12 +132,15 @@ def _add_planner_arguments(parser: argparse.ArgumentParser, workers_default: int
         "plan --help`)",
     )
     add_traces_argument(parser, required=False)
+    from learning.explore import EXPLORE_POLICIES, renamed
+
     parser.add_argument(
         "--explore",
-        choices=("mean", "thompson", "ucb"),
+        type=renamed,  # the old names (mean, ucb) map to their policies, with a warning
+        choices=EXPLORE_POLICIES,
         default=None,
         help="how learned costs explore when a request does not say (its `explore` field wins): "
-        "mean (default), thompson or ucb, as `portfolio plan --explore`",
+        "cautious (default), thompson or optimistic, as `portfolio plan --explore`",
     )
     add_cost_arguments(parser, request_field=True)
     add_objective_arguments(parser, request_field=True)

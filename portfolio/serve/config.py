@@ -5,12 +5,10 @@ does)."""
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, Field
 
 from learning.objective import DEFAULT_RETRIES, DEFAULT_SIDE_EFFECT_WEIGHT, Objective
-from portfolio.serve.models import Quality
+from portfolio.serve.models import ExplorePolicy, Quality
 from portfolio.serve.pool import default_workers
 from portfolio.serve.worker import WorkerConfig
 
@@ -34,7 +32,7 @@ class ServiceConfig(BaseModel):
     translator_python: str | None = None
     cache_dir: str | None = None  # the on-disk translation cache the workers share (None: the user's default)
     translation_cache: bool = True
-    explore: Literal["mean", "thompson", "ucb"] | None = None  # a request's own `explore` wins; None: the default
+    explore: ExplorePolicy | None = None  # a request's own `explore` wins; None: the default
     quality: Quality | None = None  # likewise `quality` and `weight`
     weight: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     objective: Objective | None = None  # likewise; the time objective's parameters are the server's alone

@@ -10,10 +10,11 @@ planning option needs one field here and nothing else.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_serializer
 
+from learning.explore import Policy, renamed
 from portfolio.delegates.fast_downward.searches import QUALITIES
 from portfolio.engine.results import PlanResult
 from traces.records import ActionStats, StepRecord
@@ -36,6 +37,14 @@ QUALITY_HELP = (
     "with costs: anytime (the cheapest plan found once optimality is proved or a quarter of the "
     "search's time has passed), optimal (wait for the proof), first (the first cost-aware plan); "
     "default: the server's"
+)
+# The explore policies (`learning.explore`); the old names `mean` and `ucb` are accepted and mapped, with a
+# warning, so the schema lists only the policies.
+ExplorePolicy = Annotated[Policy, BeforeValidator(lambda v: renamed(v) if isinstance(v, str) else v)]
+EXPLORE_HELP = (
+    "how learned costs explore: cautious (the mean p_fail plus one posterior standard deviation where the action "
+    "has steps of its own), thompson (a draw per call) or optimistic (its 10% quantile); the old names mean "
+    "and ucb still work; default: the server's"
 )
 WEIGHT_HELP = "lambda of learned costs, cost = base + weight * -log(1 - p_fail); default: the server's"
 OBJECTIVE_HELP = (
@@ -61,9 +70,7 @@ class PlanArgs(TaskSource):
     excluded: list[str] = Field(default_factory=list, description="grounded actions no plan may use")
     critiques: list[str] = Field(default_factory=list, description="reasons earlier plans failed (for an LLM)")
     features: dict[str, Any] | None = Field(default=None, description="the situation, for learned costs")
-    explore: Literal["mean", "thompson", "ucb"] | None = Field(
-        default=None, description="how learned costs explore (mean, thompson, ucb); default: the server's"
-    )
+    explore: ExplorePolicy | None = Field(default=None, description=EXPLORE_HELP)
     quality: Quality | None = Field(default=None, description=QUALITY_HELP)
     weight: float | None = Field(default=None, ge=0, allow_inf_nan=False, description=WEIGHT_HELP)
     objective: Literal["risk", "time"] | None = Field(default=None, description=OBJECTIVE_HELP)
@@ -86,9 +93,7 @@ class ReplanArgs(BaseModel):
     excluded: list[str] = Field(default_factory=list, description="grounded actions no plan may use")
     critiques: list[str] = Field(default_factory=list, description="reasons earlier plans failed (for an LLM)")
     features: dict[str, Any] | None = Field(default=None, description="the situation, for learned costs")
-    explore: Literal["mean", "thompson", "ucb"] | None = Field(
-        default=None, description="how learned costs explore (mean, thompson, ucb); default: the server's"
-    )
+    explore: ExplorePolicy | None = Field(default=None, description=EXPLORE_HELP)
     quality: Quality | None = Field(default=None, description=QUALITY_HELP)
     weight: float | None = Field(default=None, ge=0, allow_inf_nan=False, description=WEIGHT_HELP)
     objective: Literal["risk", "time"] | None = Field(default=None, description=OBJECTIVE_HELP)

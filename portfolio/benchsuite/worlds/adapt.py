@@ -2,8 +2,8 @@
 what `runner.run_world` records (`WorldRun.events`, `.watched`, `.predicted`, `.success`), kept apart from the
 runner and the report so that each number can be checked on a hand-made run.
 
-    shifts(run.events, run.watched["learned-mean"])    # per break: failures before leaving; per recovery: return
-    scores(plan_pairs([run], "learned-mean"))          # ECE, Brier and the reliability bins of plan success
+    shifts(run.events, run.watched["learned-cautious"])    # per break: failures before leaving; per recovery: return
+    scores(plan_pairs([run], "learned-cautious"))          # ECE, Brier and the reliability bins of plan success
 
 Leave (after a break at episode b): the failures of watched steps (`World.watched`) the arm executed from b on,
 up to the first episode from b whose plan holds no watched step (`failures`, that episode - b in `episodes`);

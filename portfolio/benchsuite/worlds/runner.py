@@ -7,8 +7,8 @@ Arms, all through the public API on the same episodes, with common random number
 grounded step in an episode succeeds or fails alike for every arm):
 
     cost-blind       `Planner()` without traces: the task's own costs (FF-Replan's determinization);
-    learned-<policy> `Planner(traces=..., explore=policy)` for policy in mean, thompson, ucb, starting from an
-                     empty store; every executed step is recorded with the episode's situation as features and
+    learned-<policy> `Planner(traces=..., explore=policy)` for policy in cautious, thompson, optimistic, starting
+                     from an empty store; every executed step is recorded with the episode's situation as features and
                      the model is retrained every K episodes (`retrain`, `reload_model`);
     oracle           the optimal plan under the true costs, base + lam * -log(1 - p_true) (`exact.ExactSearch`:
                      Dijkstra for the routes domain, Fast Downward A* with LM-cut for the others).
@@ -49,9 +49,10 @@ from typing import Any, Protocol
 
 from domains.model import GroundAction, action_cost
 from domains.validate import applicable, apply
+from learning.explore import EXPLORE_POLICIES
 from portfolio.benchsuite.worlds.family import NEW_VEHICLES_AT, World, make_world
 
-POLICIES = ("mean", "thompson", "ucb")
+POLICIES = EXPLORE_POLICIES
 LAM = 5.0
 CONSISTENCY_STEPS = 30  # groundings with at least this many recorded steps are checked for consistency
 SIBLING_STEPS = 100  # the target: a new object of a bad type, after 100 steps of its siblings
