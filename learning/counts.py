@@ -37,7 +37,11 @@ from learning.changes import current_segment
 
 RawKey = tuple[str, str]  # (args JSON, features JSON) as stored in the steps table
 
-DEFAULT_STALE_HALF_LIFE = 4.0  # a cell's usual gaps between visits
+DEFAULT_STALE_HALF_LIFE = 4.0  # a kin group's usual gaps between visits
+# A record that never changed goes stale this many times more slowly: a tool that failed from its first call is
+# less likely to come back than one that worked, broke and may be repaired, and every re-try of the first kind
+# is a failure paid for nothing (`portfolio bench learning`'s detours worlds, docs/decisions/aging-evidence.md).
+UNCHANGED_SLOWER = 4.0
 
 
 @dataclass
@@ -143,8 +147,9 @@ class Counts:
         its cells' steps merged in time order, cut and aged as one record."""
         traces = [table[key] for key in keys]
         if len(traces) == 1:
-            outcomes, steps, runs = traces[0].outcomes, np.frombuffer(traces[0].step, dtype=np.int64), traces[0].run
-            run_numbers = np.frombuffer(runs, dtype=np.int64)
+            outcomes = np.frombuffer(bytes(traces[0].outcomes), dtype=np.uint8)
+            steps = np.frombuffer(traces[0].step, dtype=np.int64)
+            run_numbers = np.frombuffer(traces[0].run, dtype=np.int64)
         else:
             steps = np.concatenate([np.frombuffer(t.step, dtype=np.int64) for t in traces])
             order = np.argsort(steps, kind="stable")
@@ -158,18 +163,21 @@ class Counts:
             cut = int(steps[segment.start]) if segment.start > 0 else None
         self.n_changes += n_cuts
         first, last = int(run_numbers.min()), int(run_numbers.max())
-        stale = self.staleness(self.runs - 1 - last, last - first + 1, len(steps), last + 1)
+        stale = self.staleness(self.runs - 1 - last, last - first + 1, len(steps), last + 1, changed=n_cuts > 0)
         return cut, n_cuts, stale
 
-    def staleness(self, runs_ago: int, span: int, visits: int, before: int) -> float:
-        """The weight left to the evidence of a cell last seen `runs_ago` runs ago, whose `visits` steps spanned
-        `span` runs, `before` runs having been recorded up to its last visit: 2^-(runs_ago / (stale_half_life *
-        gap)), its gap between visits being (span + before) / (visits + 1), one pseudo-visit spanning the record
-        up to its last visit (not the absence being measured, or the gap would grow with it)."""
+    def staleness(self, runs_ago: int, span: int, visits: int, before: int, changed: bool = True) -> float:
+        """The weight left to the evidence of a kin group last seen `runs_ago` runs ago, whose `visits` steps
+        spanned `span` runs, `before` runs having been recorded up to its last visit: 2^-(runs_ago /
+        (half_life * gap)), its gap between visits being (span + before) / (visits + 1), one pseudo-visit spanning
+        the record up to its last visit (not the absence being measured, or the gap would grow with it). The
+        half-life is `stale_half_life` for a record with a change in it, `UNCHANGED_SLOWER` times that for one
+        without."""
         if self.stale_half_life is None or runs_ago <= 0:
             return 1.0
         gap = max((span + before) / (visits + 1), 1.0)
-        return float(2.0 ** (-runs_ago / (self.stale_half_life * gap)))
+        half_life = self.stale_half_life * (1.0 if changed else UNCHANGED_SLOWER)
+        return float(2.0 ** (-runs_ago / (half_life * gap)))
 
 
 def _kin_groups(table: dict[RawKey, _Trace]) -> dict[str, list[RawKey]]:
