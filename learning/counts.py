@@ -37,7 +37,7 @@ from learning.changes import current_segment
 
 RawKey = tuple[str, str]  # (args JSON, features JSON) as stored in the steps table
 
-DEFAULT_STALE_HALF_LIFE = 4.0  # a kin group's usual gaps between visits
+DEFAULT_STALE_HALF_LIFE = 2.0  # a kin group's usual gaps between visits
 # A record that never changed goes stale this many times more slowly: a tool that failed from its first call is
 # less likely to come back than one that worked, broke and may be repaired, and every re-try of the first kind
 # is a failure paid for nothing (`portfolio bench learning`'s detours worlds, docs/decisions/aging-evidence.md).

@@ -4,8 +4,10 @@ Two levels, per action name (empirical Bayes; see `learning.shrinkage` and `lear
 
     p_fail(g) = (f_g + m * prior(g)) / (n_g + m)
 
-- f_g, n_g: recency-weighted failures and steps of grounding g in its situation (the categorical features);
-  a step's weight halves every `half_life_steps` later steps of the same action name (`learning.counts`);
+- f_g, n_g: failures and steps of grounding g in its situation (the categorical features) since the last change
+  of its failure rate (`learning.changes`), aged as `learning.counts` says: halved for every `stale_half_life`
+  of the grounding's usual gaps between uses that pass without one (what the plans avoid drifts back to the
+  prior and is tried again), and faded by `half_life_steps` later steps of the same action name;
 - prior(g): a logistic model over argument, pair, type and object-in-situation tokens, so a grounding never
   tried gets the failure rate of what it shares with those that were (the same tool elsewhere, the same road
   driven the other way, a sibling of the same type, the same engine at peak hours); each family of tokens is

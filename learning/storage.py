@@ -61,7 +61,7 @@ class StoredParams(BaseModel):
     tolerance: Annotated[float, Field(gt=0, lt=1)]
     trust_steps: Annotated[float, Field(gt=0), AfterValidator(_finite)]
     outliers: bool = True
-    stale_half_life: Annotated[float, Field(gt=0), AfterValidator(_finite)] | None = 4.0
+    stale_half_life: Annotated[float, Field(gt=0), AfterValidator(_finite)] | None = 2.0
     change_odds: Annotated[float, Field(gt=1), AfterValidator(_finite)] | None = 20.0
 
 
