@@ -38,7 +38,7 @@ def synthetic_rows(n: int, seed: int = 0) -> list[tuple]:
     return [
         (f"r{i // 50}", i % 50, NAMES[a[i]], f'["o{o1[i]}","o{o2[i]}"]',
          json.dumps({"load": float(load[i]), "weather": WEATHER[w[i]]}, separators=(",", ":"), sort_keys=True),
-         "failure" if fail[i] else "success", None, None, 5.0, None, None, None, None)
+         "failure" if fail[i] else "success", None, None, 5.0, None, None, None, None, None)
         for i in range(n)
     ]  # fmt: skip
 

@@ -18,8 +18,8 @@ Three things age a step's weight, each for its own reason:
 - `half_life` (steps of the same action name): a slow fade of old steps within a segment.
 
 Runs are the clock: a step's run is its `run_id` (a step without one is a run of its own). Steps are kept as
-one byte (outcome) and two integers (the action's step counter, the run's number) each until `finish`, so a
-million steps take about 17 MB.
+one byte (outcome) and three integers (its cell, the action's step counter, the run's number) each until
+`finish`, so a million steps take about 25 MB besides the dictionary of distinct cells.
 
 Counts are keyed by the raw JSON text of a step's arguments and features, so a million steps cost a million
 dictionary updates and each distinct (arguments, features) is parsed once, later.
@@ -42,16 +42,6 @@ DEFAULT_STALE_HALF_LIFE = 2.0  # a kin group's usual gaps between visits
 # less likely to come back than one that worked, broke and may be repaired, and every re-try of the first kind
 # is a failure paid for nothing (`portfolio bench learning`'s detours worlds, docs/decisions/aging-evidence.md).
 UNCHANGED_SLOWER = 4.0
-
-
-@dataclass
-class _Trace:
-    """One cell's steps as recorded, until `Counts.finish`."""
-
-    outcomes: bytearray = field(default_factory=bytearray)
-    step: array = field(default_factory=lambda: array("q"))  # the action name's step counter at each step
-    run: array = field(default_factory=lambda: array("q"))  # the run number of each step
-    last_seen: str | None = None  # the newest timestamp among its steps, as recorded
 
 
 @dataclass
@@ -82,7 +72,13 @@ class Counts:
     runs: int = 0
     n_changes: int = 0
     finished: bool = False
-    _traces: dict[str, dict[RawKey, _Trace]] = field(default_factory=dict, repr=False)
+    # every step, in order: its cell's number, outcome, the action's step counter, its run's number
+    _cell: array = field(default_factory=lambda: array("q"), repr=False)
+    _failed: bytearray = field(default_factory=bytearray, repr=False)
+    _step: array = field(default_factory=lambda: array("q"), repr=False)
+    _run: array = field(default_factory=lambda: array("q"), repr=False)
+    _cells: dict[tuple[str, RawKey], int] = field(default_factory=dict, repr=False)
+    _last_seen: dict[int, str] = field(default_factory=dict, repr=False)
     _run_numbers: dict[str, int] = field(default_factory=dict, repr=False)
 
     def add(self, action: str, key: RawKey, failed: bool, run: str | None = None, timestamp: str | None = None) -> None:
@@ -96,75 +92,102 @@ class Counts:
             if number < 0:
                 number = self._run_numbers[run] = self.runs
                 self.runs += 1
-        table = self._traces.get(action)
-        if table is None:
-            table = self._traces[action] = {}
-        trace = table.get(key)
-        if trace is None:
-            trace = table[key] = _Trace()
-        trace.outcomes.append(1 if failed else 0)
-        trace.step.append(k)
-        trace.run.append(number)
-        if timestamp is not None and (trace.last_seen is None or timestamp > trace.last_seen):
-            trace.last_seen = timestamp
+        cell = self._cells.setdefault((action, key), len(self._cells))
+        self._cell.append(cell)
+        self._failed.append(1 if failed else 0)
+        self._step.append(k)
+        self._run.append(number)
+        if timestamp is not None and timestamp > self._last_seen.get(cell, ""):
+            self._last_seen[cell] = timestamp
 
     def finish(self) -> Counts:
-        """Cut each cell at its last change, weigh its steps since, and age them by staleness (call once, after
-        the last `add`)."""
+        """Cut each kin group at its last change, weigh its cells' steps since, and age them by staleness (call
+        once, after the last `add`). Vectorised over steps: a million steps over as many cells take seconds."""
         if self.finished:
             return self
-        newest_run = self.runs - 1
-        for action, table in self._traces.items():
-            cells, recent = self.cells.setdefault(action, {}), self.recent.setdefault(action, {})
-            newest_step = self.steps[action] - 1
-            for keys in _kin_groups(table).values():
-                cut, n_cuts, stale = self._group(keys, table)
-                for key in keys:
-                    trace = table[key]
-                    steps = np.frombuffer(trace.step, dtype=np.int64)
-                    start = int(np.searchsorted(steps, cut)) if cut is not None else 0
-                    outcomes = np.frombuffer(bytes(trace.outcomes), dtype=np.uint8)
-                    tail = outcomes[start:].astype(float)
-                    if self.half_life is None:
-                        weight = np.ones(len(tail))
-                    else:
-                        weight = np.exp2(-(newest_step - steps[start:]) / self.half_life)
-                    cells[key] = [
-                        float(weight.sum()) * stale,
-                        float((weight * tail).sum()) * stale,
-                        len(outcomes),
-                        int(outcomes.sum()),
-                    ]
-                    runs_ago = newest_run - trace.run[-1]
-                    recent[key] = Recent(len(tail), int(tail.sum()), runs_ago, n_cuts, stale, trace.last_seen)
-        self._traces.clear()
+        names = list(self._cells)
+        cell = np.frombuffer(self._cell, dtype=np.int64)
+        failed = np.frombuffer(bytes(self._failed), dtype=np.uint8)
+        step = np.frombuffer(self._step, dtype=np.int64)
+        run = np.frombuffer(self._run, dtype=np.int64)
+        n_cells = len(names)
+        kin_of_cell = _kin_numbers(names)
+        group = kin_of_cell[cell]
+        n_groups = int(kin_of_cell.max()) + 1 if n_cells else 0
+        cut, cuts = self._cuts(group, failed, step, n_groups)
+        self.n_changes = int(cuts.sum())
+        kept = step >= cut[group]
+        if self.half_life is None:
+            weight = kept.astype(float)
+        else:
+            newest = np.array([self.steps[action] - 1 for action, _ in names], dtype=np.int64)[cell]
+            weight = np.where(kept, np.exp2(-(newest - step) / self.half_life), 0.0)
+        stale = self._staleness(group, run, cuts, n_groups)
+        stale_cell = stale[kin_of_cell]
+        n_w = np.bincount(cell, weights=weight, minlength=n_cells) * stale_cell
+        f_w = np.bincount(cell, weights=weight * failed, minlength=n_cells) * stale_cell
+        total = np.bincount(cell, minlength=n_cells)
+        failures = np.bincount(cell, weights=failed, minlength=n_cells)
+        since = np.bincount(cell, weights=kept, minlength=n_cells)
+        failures_since = np.bincount(cell, weights=kept * failed, minlength=n_cells)
+        last_run = np.full(n_cells, -1, dtype=np.int64)
+        np.maximum.at(last_run, cell, run)
+        runs_ago = self.runs - 1 - last_run
+        columns = zip(
+            names, n_w.tolist(), f_w.tolist(), total.tolist(), failures.astype(np.int64).tolist(),
+            since.astype(np.int64).tolist(), failures_since.astype(np.int64).tolist(), runs_ago.tolist(),
+            cuts[kin_of_cell].tolist(), stale_cell.tolist(),
+        )  # fmt: skip
+        last_seen = self._last_seen
+        for i, ((action, key), n, f, steps, fails, kept_steps, kept_fails, ago, changes, weight) in enumerate(columns):
+            cells = self.cells.get(action)
+            if cells is None:
+                cells, self.recent[action] = self.cells.setdefault(action, {}), {}
+            cells[key] = [n, f, steps, fails]
+            self.recent[action][key] = Recent(kept_steps, kept_fails, ago, changes, weight, last_seen.get(i))
+        self._cell, self._step, self._run, self._failed = array("q"), array("q"), array("q"), bytearray()
+        self._cells.clear()
         self._run_numbers.clear()
         self.finished = True
         return self
 
-    def _group(self, keys: list[RawKey], table: dict[RawKey, _Trace]) -> tuple[int | None, int, float]:
-        """A kin group's (the action's step counter at its last change or None, how many changes, staleness):
-        its cells' steps merged in time order, cut and aged as one record."""
-        traces = [table[key] for key in keys]
-        if len(traces) == 1:
-            outcomes = np.frombuffer(bytes(traces[0].outcomes), dtype=np.uint8)
-            steps = np.frombuffer(traces[0].step, dtype=np.int64)
-            run_numbers = np.frombuffer(traces[0].run, dtype=np.int64)
-        else:
-            steps = np.concatenate([np.frombuffer(t.step, dtype=np.int64) for t in traces])
-            order = np.argsort(steps, kind="stable")
-            steps = steps[order]
-            outcomes = np.concatenate([np.frombuffer(bytes(t.outcomes), dtype=np.uint8) for t in traces])[order]
-            run_numbers = np.concatenate([np.frombuffer(t.run, dtype=np.int64) for t in traces])[order]
-        cut, n_cuts = None, 0
-        if self.change_odds is not None:
-            segment = current_segment(outcomes, self.change_odds)
-            n_cuts = len(segment.changes)
-            cut = int(steps[segment.start]) if segment.start > 0 else None
-        self.n_changes += n_cuts
-        first, last = int(run_numbers.min()), int(run_numbers.max())
-        stale = self.staleness(self.runs - 1 - last, last - first + 1, len(steps), last + 1, changed=n_cuts > 0)
-        return cut, n_cuts, stale
+    def _cuts(
+        self, group: np.ndarray, failed: np.ndarray, step: np.ndarray, n_groups: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per kin group: the action's step counter at its last change (-1: none) and how many changes were cut
+        (`learning.changes`), its cells' steps merged in time order."""
+        cut = np.full(n_groups, -1, dtype=np.int64)
+        cuts = np.zeros(n_groups, dtype=np.int64)
+        if self.change_odds is None or n_groups == 0:
+            return cut, cuts
+        visits = np.bincount(group, minlength=n_groups)
+        fails = np.bincount(group, weights=failed, minlength=n_groups)
+        mixed = np.flatnonzero((visits >= 2) & (fails > 0) & (fails < visits))  # a single outcome never changes
+        if len(mixed) == 0:
+            return cut, cuts
+        order = np.argsort(group, kind="stable")  # each group's steps in the order recorded
+        bounds = np.concatenate(([0], np.cumsum(visits)))
+        for g in mixed:
+            rows = order[bounds[g] : bounds[g + 1]]
+            segment = current_segment(failed[rows], self.change_odds)
+            if segment.start > 0:
+                cut[g], cuts[g] = step[rows[segment.start]], len(segment.changes)
+        return cut, cuts
+
+    def _staleness(self, group: np.ndarray, run: np.ndarray, cuts: np.ndarray, n_groups: int) -> np.ndarray:
+        """Per kin group, the weight staleness leaves its evidence (`staleness`)."""
+        first = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)
+        last = np.full(n_groups, -1, dtype=np.int64)
+        np.minimum.at(first, group, run)
+        np.maximum.at(last, group, run)
+        visits = np.bincount(group, minlength=n_groups)
+        return np.array(
+            [
+                self.staleness(self.runs - 1 - int(b), int(b - a + 1), int(v), int(b + 1), changed=bool(c > 0))
+                for a, b, v, c in zip(first, last, visits, cuts)
+            ],
+            dtype=float,
+        )
 
     def staleness(self, runs_ago: int, span: int, visits: int, before: int, changed: bool = True) -> float:
         """The weight left to the evidence of a kin group last seen `runs_ago` runs ago, whose `visits` steps
@@ -180,15 +203,21 @@ class Counts:
         return float(2.0 ** (-runs_ago / (half_life * gap)))
 
 
-def _kin_groups(table: dict[RawKey, _Trace]) -> dict[str, list[RawKey]]:
-    """The cells of one action name by kin group: the grounding's objects in any order, in every situation (a road
-    driven either way, in sun or rain), which breaks and recovers as one (`learning.action_model.kin_key`)."""
-    groups: dict[str, list[RawKey]] = {}
-    for key in table:
-        try:
-            objects = json.loads(key[0])
-            kin = " ".join(sorted(str(o) for o in objects)) if isinstance(objects, list) else key[0]
-        except ValueError:
-            kin = key[0]
-        groups.setdefault(kin, []).append(key)
-    return groups
+def _kin_numbers(names: list[tuple[str, RawKey]]) -> np.ndarray:
+    """Each cell's kin group as a number: an action name and the grounding's objects in any order, in every
+    situation (a road driven either way, in sun or rain), which breaks and recovers as one
+    (`learning.action_model.kin_key`)."""
+    numbers: dict[tuple[str, str], int] = {}
+    kin_of_args: dict[str, str] = {}
+    out = np.empty(len(names), dtype=np.int64)
+    for i, (action, (args_json, _features)) in enumerate(names):
+        kin = kin_of_args.get(args_json)
+        if kin is None:
+            try:
+                objects = json.loads(args_json)
+                kin = " ".join(sorted(str(o) for o in objects)) if isinstance(objects, list) else args_json
+            except ValueError:
+                kin = args_json
+            kin_of_args[args_json] = kin
+        out[i] = numbers.setdefault((action, kin), len(numbers))
+    return out

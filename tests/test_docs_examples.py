@@ -28,6 +28,7 @@ SECTIONS = (
     ("docs/cli.md", "## Statuses, exit codes and bad input"),
     ("docs/traces.md", "# Traces and learned costs"),
     ("docs/traces.md", "## Plans that respect the costs"),
+    ("docs/learning.md", "## A tool that broke, then was left alone"),
     ("docs/runtimes.md", "## LangGraph"),
     ("docs/runtimes.md", "## pydantic-ai"),
     ("docs/runtimes.md", "## Any MCP client"),
