@@ -7,14 +7,16 @@ Three things age a step's weight, each for its own reason:
   objects (its kin group: a road breaks for both ways and any weather), are cut where its failure rate broke
   or recovered, and only the steps since count. A road repaired after 300 failing runs is judged on the runs
   since;
-- staleness: a kin group's evidence halves for every `stale_half_life` of its usual gaps between visits that
-  pass without one, runs being the clock. Its gap is the runs its steps span over its visits, with one more visit
-  spanning every run recorded up to its last visit, so that a grounding seen once or twice counts as rarely
-  visited, not as avoided.
-  A road driven in 50 runs in a row, broken, then avoided, has its evidence halved every 8 runs (4 gaps of
-  about 2 runs) and drifts back to the prior, so the planner tries it again; a road driven once in a while
-  is not stale after a while. Without staleness an action priced out is never executed again, and nobody
-  sees it recover. Each failed re-try lengthens the gap, so a tool that stays broken is re-tried less often;
+- staleness: the evidence of a kin group whose record has a change in it (it broke, or recovered) halves for
+  every `stale_half_life` of its usual gaps between visits that pass without one, runs being the clock, so
+  that a tool that broke and was avoided drifts back to its prior and is tried again: it may have been
+  repaired, and nobody sees that unless it is tried. Its gap is the runs its steps span over its visits, with
+  one more visit spanning every run recorded up to its last visit, so that a grounding seen once or twice
+  counts as rarely visited, not as avoided. A record with no change in it (a road that always failed, a tool
+  that always worked) does not go stale: re-trying what never worked cost 0.05 of the oracle's success on
+  held-out detours worlds, where the shortcut fails 75% from its first use (docs/decisions/aging-evidence.md);
+  the `thompson` and `optimistic` policies re-try it. Each failed re-try lengthens the gap, so a tool that
+  stays broken is re-tried less and less often;
 - `half_life` (steps of the same action name): a slow fade of old steps within a segment.
 
 Runs are the clock: a step's run is its `run_id` (a step without one is a run of its own). Steps are kept as
@@ -38,10 +40,6 @@ from learning.changes import current_segment
 RawKey = tuple[str, str]  # (args JSON, features JSON) as stored in the steps table
 
 DEFAULT_STALE_HALF_LIFE = 2.0  # a kin group's usual gaps between visits
-# A record that never changed goes stale this many times more slowly: a tool that failed from its first call is
-# less likely to come back than one that worked, broke and may be repaired, and every re-try of the first kind
-# is a failure paid for nothing (`portfolio bench learning`'s detours worlds, docs/decisions/aging-evidence.md).
-UNCHANGED_SLOWER = 4.0
 
 
 @dataclass
@@ -193,14 +191,12 @@ class Counts:
         """The weight left to the evidence of a kin group last seen `runs_ago` runs ago, whose `visits` steps
         spanned `span` runs, `before` runs having been recorded up to its last visit: 2^-(runs_ago /
         (half_life * gap)), its gap between visits being (span + before) / (visits + 1), one pseudo-visit spanning
-        the record up to its last visit (not the absence being measured, or the gap would grow with it). The
-        half-life is `stale_half_life` for a record with a change in it, `UNCHANGED_SLOWER` times that for one
-        without."""
-        if self.stale_half_life is None or runs_ago <= 0:
+        the record up to its last visit (not the absence being measured, or the gap would grow with it). A
+        record with no change in it (`changed` False) does not go stale: 1."""
+        if self.stale_half_life is None or runs_ago <= 0 or not changed:
             return 1.0
         gap = max((span + before) / (visits + 1), 1.0)
-        half_life = self.stale_half_life * (1.0 if changed else UNCHANGED_SLOWER)
-        return float(2.0 ** (-runs_ago / (half_life * gap)))
+        return float(2.0 ** (-runs_ago / (self.stale_half_life * gap)))
 
 
 def _kin_numbers(names: list[tuple[str, RawKey]]) -> np.ndarray:
