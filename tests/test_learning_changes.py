@@ -100,6 +100,18 @@ def test_evidence_of_a_tool_no_longer_used_goes_stale_towards_the_prior():
     assert evidence is not None and evidence.runs_ago == 200 and evidence.weight < 0.01
 
 
+def test_a_record_with_no_change_in_it_does_not_go_stale():
+    """A tool that failed from its first call, then 200 runs of other work: it stays condemned (re-trying what
+    never worked is regret paid for nothing: docs/decisions/aging-evidence.md); one that worked first, then
+    broke, drifts back."""
+    never = steps([1, 1, 1, 1]) + steps([0] * 200, GroundAction("other", ()), first_run=4)
+    broke = steps([0] * 30 + [1, 1, 1]) + steps([0] * 200, GroundAction("other", ()), first_run=33)
+    assert FailureModel().fit(never).predict_proba([TOOL])[0] > 0.6
+    assert FailureModel().fit(broke).predict_proba([TOOL])[0] < 0.15
+    (evidence,) = FailureModel().fit(never).predict_evidence([TOOL])
+    assert evidence is not None and evidence.changes == 0 and evidence.weight == 1.0
+
+
 def test_an_action_never_recorded_does_not_drag_down_a_plan_whose_recorded_steps_all_succeeded():
     history = [
         StepRecord(run_id=f"r{i}", step=j, action=f"act{j}", outcome="success") for i in range(20) for j in range(5)
