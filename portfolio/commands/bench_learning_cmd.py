@@ -66,9 +66,11 @@ Seeds: world seeds 0-39 and 1000-1019 were used while building the failure model
 700-719, 800-819, 900-919, 1100-1119 and 1400-1419 were held out for reports, in that order (the docs' numbers
 are on 200-219 and 1400-1419). detours, vehicle-roads and agent-tools were added later; of theirs only
 vehicle-roads 0-19 were tuned on; the tests use seeds 0-5. Later: tools 3500-3519 tuned the charge for
-uncertainty (learning.explore), 3600-3619 and 3700-3719 were held out (docs/benchmarks.md). outage,
-degradation, flapping and few-observations are untuned: no seed of theirs chose anything (their tests and a
-first smoke run used seeds 0-5); fresh held-out seeds for them are still to be drawn. The default
+uncertainty (learning.explore), 3600-3619 and 3700-3719 were held out (docs/benchmarks.md). Evidence that
+ages (learning.changes, learning.counts) was tuned on outage, degradation, flapping and few-observations
+0-4 and the stationary types 0-2, then 3700-3704 (held out once, then used to choose); 5000-5019 were held out
+for a version before the kept one; the kept one was measured on 6000-6019 (changing types) and 6100-6104
+(stationary types), drawn afresh. The changing types' tests use seeds 0-5. The default
 --first-seed 200 is a held-out set. A world is the same for the same (type, seed).
 
 The report gives, per type, the spread over worlds (median [min, max]), the type's pooled ratio (sums over its
@@ -97,8 +99,8 @@ recording), interleaved, plus the cost lookup right after a model reload.
 examples:
   portfolio bench learning --kinds pairs,detours --seeds 3 --episodes 100 --policies mean --out results/
                                                        # a quick look, ~1 min
-  portfolio bench learning --jobs 2 --policies mean --out results/   # every type, 20 held-out worlds each
-  portfolio bench learning --kinds object --first-seed 0 --seeds 5 --policies mean   # the tuning worlds
+  portfolio bench learning --jobs 2 --policies cautious --out results/   # every type, 20 held-out worlds each
+  portfolio bench learning --kinds object --first-seed 0 --seeds 5 --policies cautious   # the tuning worlds
   portfolio bench learning --kinds outage,degradation,flapping,few-observations --seeds 2 --episodes 200 \
       --policies mean --out results/                   # changing worlds: leave, return, calibration
   portfolio bench learning --kinds tools --seeds 3 --policies mean --latency-rounds 60 --traces traces/

@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 
 from domains.model import GroundAction, Task
-from portfolio.benchsuite.worlds.model import Episode, WorldData, ring_roads
+from portfolio.benchsuite.worlds.model import Episode, WorldData, problem_text, ring_roads
 
 DELIVERY_KINDS = ("detours", "vehicle-roads")
 SHORTCUT_P = 0.75  # `detours`: the hubs' direct road, for every truck
@@ -108,10 +108,7 @@ def task(world: WorldData, spec: Episode) -> Task:
     init += [f"(road {a} {b})" for a, b in sorted(world.roads)]
     goal = " ".join(f"(pkg-at {k} {b})" for k, _, b in spec.cargo)
     name = f"{world.name}-e{spec.index}"
-    problem = (
-        f"(define (problem {name}) (:domain delivery) (:objects {objects})\n"
-        f"  (:init {' '.join(init)})\n  (:goal (and {goal})))"
-    )
+    problem = problem_text(name, "delivery", objects, init, goal)
     return parse_task(DOMAIN, problem, f"{world.name}.domain", f"{name}.problem")
 
 

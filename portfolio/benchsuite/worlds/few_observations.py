@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 
 from domains.model import GroundAction, Task
-from portfolio.benchsuite.worlds.model import Episode, WorldData
+from portfolio.benchsuite.worlds.model import Episode, WorldData, problem_text
 
 CAPABILITIES = ("search", "fetch", "extract", "summarize", "translate", "notify")
 OTHER_P = 0.02
@@ -84,10 +84,7 @@ def task(world: WorldData, spec: Episode) -> Task:
     init = ["(= (total-cost) 0)"] + [f"(= (price {t}) {p})" for t, p in world.bad["price"].items()]
     goal = " ".join(f"(done-{a})" for a, _, _ in spec.cargo)
     name = f"{world.name}-{'-'.join(a for a, _, _ in spec.cargo)}"
-    problem = (
-        f"(define (problem {name}) (:domain agent) (:objects {objects})\n"
-        f"  (:init {' '.join(init)})\n  (:goal (and {goal})) (:metric minimize (total-cost)))"
-    )
+    problem = problem_text(name, "agent", objects, init, goal, metric=True)
     return parse_task(domain, problem, f"{world.name}.domain", f"{name}.problem")
 
 

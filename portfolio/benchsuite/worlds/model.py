@@ -49,3 +49,12 @@ def ring_roads(rng: random.Random, n: int) -> frozenset[tuple[str, str]]:
         a, b = rng.sample(places, 2)
         edges.add(frozenset((a, b)))
     return frozenset((a, b) for edge in edges for a in edge for b in edge if a != b)
+
+
+def problem_text(name: str, domain: str, objects: str, init: list[str], goal: str, metric: bool = False) -> str:
+    """A PDDL problem of the world types' tasks: `init` literals, a conjunctive `goal` (the literals' text),
+    with `metric` the total cost minimised."""
+    return (
+        f"(define (problem {name}) (:domain {domain}) (:objects {objects})\n"
+        f"  (:init {' '.join(init)})\n  (:goal (and {goal})){' (:metric minimize (total-cost))' if metric else ''})"
+    )
