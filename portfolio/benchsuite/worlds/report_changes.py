@@ -129,13 +129,12 @@ def reliability_plot(summaries: dict[str, dict], policies: Sequence[str], path: 
     for ax, kind in zip(axes[0], kinds):
         for arm, c in summaries[kind]["changes"]["calibration"].items():
             bins = c["bins"]
-            ax.plot(
-                [b[0] for b in bins],
-                [b[1] for b in bins],
-                marker="o",
-                label=f"{arm} (ECE {c['ece']:.3f})",
-                linestyle="-" if arm != "cost-blind" else "none",
+            x, y, counts = [b[0] for b in bins], [b[1] for b in bins], [b[2] for b in bins]
+            (line,) = ax.plot(
+                x, y, label=f"{arm} (ECE {c['ece']:.3f})", linestyle="-" if arm != "cost-blind" else "none"
             )
+            # a bin of a few episodes says little: its marker is as small as its share of the episodes
+            ax.scatter(x, y, s=[8 + 300 * n / c["n"] for n in counts], color=line.get_color(), zorder=3)
         ax.plot([0, 1], [0, 1], color="grey", linestyle=":")
         ax.set_xlim(0, 1.02)
         ax.set_ylim(0, 1.02)
@@ -143,6 +142,7 @@ def reliability_plot(summaries: dict[str, dict], policies: Sequence[str], path: 
         ax.set_xlabel("predicted plan success")
         ax.legend(fontsize=6)
     axes[0][0].set_ylabel(f"observed success (episodes {FROM_EPISODE}+)")
-    fig.tight_layout()
+    fig.text(0.5, 0.01, "marker area: the bin's share of the episodes", fontsize=8, ha="center")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.savefig(path, dpi=90)
     plt.close(fig)
