@@ -78,6 +78,9 @@ def test_the_cli_http_and_mcp_list_the_same_rows_in_the_same_order(tmp_path, cap
     assert main(["costs", str(tmp_path / "d.pddl"), str(tmp_path / "p.pddl"), "--traces", str(path), "--json"]) == 0
     cli_rows = json.loads(capsys.readouterr().out)
     assert [row["action"] for row in cli_rows] == ["(fast)", "(slow)"] and cli_rows[0]["p_fail"] > 0.3
+    fast = cli_rows[0]  # what the estimate rests on, the same on every interface (compared whole below)
+    assert (fast["steps"], fast["failures"], fast["since_change"], fast["runs_ago"]) == (30, 15, 30, 0)
+    assert fast["p_fail_90"][0] < fast["p_fail"] < fast["p_fail_90"][1] and fast["charge"] > 0
     body = {"domain": COSTED_DOMAIN, "problem": COSTED_PROBLEM, "weight": 5}
     with serve_in_thread(config(traces=str(path))) as (url, _):
         assert over_http(url)("costs", body)["costs"] == cli_rows
