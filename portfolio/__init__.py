@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from domains.typed_actions import ReplanRequested as ReplanRequested
     from domains.typed_actions import action as action
     from domains.typed_actions import replan_when as replan_when
+    from learning.costs import ActionCost as ActionCost
+    from learning.model import Evidence as Evidence
     from learning.retrain import retrain as retrain
     from portfolio.agent.runtime import Agent as Agent
     from portfolio.delegates.fast_downward.delegate import FastDownward as FastDownward
@@ -65,6 +67,8 @@ _HOMES = {
     "TraceStore": "traces.store",
     "StepRecord": "traces.records",
     "retrain": "learning.retrain",
+    "ActionCost": "learning.costs",
+    "Evidence": "learning.model",
     "PlanResult": "portfolio.engine.results",
     "PlanRequest": "portfolio.engine.results",
     "Attempt": "portfolio.engine.results",

@@ -245,9 +245,12 @@ class Agent:
         init: Iterable[str] | None = None,
         **named: Any,
     ) -> dict:
-        """Grounded action (PDDL form) -> `learning.costs.ActionCost` (base cost, p_fail, cost) for the task a
-        `run` with the same arguments would plan, from the planner's current model; {} before any model is
-        trained (`learn()`, `learn_every`)."""
+        """Grounded action (PDDL form) -> `portfolio.ActionCost` for the task a `run` with the same arguments
+        would plan, from the planner's current model: `base_cost`, `p_fail` (the posterior mean) with its 90%
+        `interval`, `cost` and the explore policy's `charge` in it, and `evidence` (`portfolio.Evidence`: steps
+        and failures recorded, steps since the last change, runs since last seen; None where the action was
+        never recorded); {} before any model is trained (`learn()`, `learn_every`). docs/learning.md explains
+        each number."""
         features = features if features is not None else self.features
         task, _, start, _ = self._task_and_start(inputs, named, goal, facts, init)
         return self.planner.learned_costs(task, init=start, features=features)
