@@ -263,6 +263,11 @@ def test_demo_runs_and_shows_replanning_and_learning(capsys):
     last = [line for line in out.splitlines() if "learned costs:" in line][-1]
     prices = dict(re.findall(r"\((fetch-\w+)\) ([0-9.]+) \(p_fail", last))
     assert float(prices["fetch-wire"]) > 1.3 * float(prices["fetch-archive"]), last
+    # and says why: 3 failures in 3 calls of a lone tool make it more likely broken than not
+    wire = re.search(r"\(fetch-wire\) [0-9.]+ \(p_fail ([0-9.]+), 90% ([0-9.]+)-([0-9.]+), 3 of 3 failed\)", last)
+    assert wire is not None and float(wire.group(1)) >= 0.5, last
+    assert float(wire.group(2)) < float(wire.group(1)) < float(wire.group(3))
+    assert "docs/learning.md" in out
 
 
 @pytest.fixture(scope="module")

@@ -88,15 +88,27 @@ def demo(runs: int, traces: str, seed: int, outage: float, cost_weight: float) -
             info = agent.learn()
             wire = info.actions.get("fetch-wire", {})
             costs = agent.costs(Request("Write a short piece about Ada Lovelace."), goal=WriteUp)
-            learned = ", ".join(
-                f"{name} {c.cost:.2f} (p_fail {c.p_fail:.2f})" for name, c in sorted(costs.items()) if "fetch" in name
-            )
+            learned = ", ".join(_priced(name, c) for name, c in sorted(costs.items()) if "fetch" in name)
             print(
                 f"  retrained model v{info.version} on {info.n_steps} steps (wire: {wire.get('failures', 0)} of "
                 f"{wire.get('steps', 0)} calls failed); learned costs: {learned}"
             )
         print(f"\ncounters: {agent.counters.snapshot()}")
+        print(
+            "p_fail: the model's estimate from the steps since the tool's failure rate last changed, with its 90% "
+            "interval; cost: what plans pay for it (docs/learning.md explains each number)"
+        )
     return 1 if failures == runs else 0
+
+
+def _priced(name: str, cost) -> str:
+    """`(fetch-wire) 11.80 (p_fail 0.77, 90% 0.57-0.93, 3 of 3 failed)`: a learned cost and what it rests on."""
+    text = f"{name} {cost.cost:.2f} (p_fail {cost.p_fail:.2f}"
+    if cost.interval is not None:
+        text += f", 90% {cost.interval[0]:.2f}-{cost.interval[1]:.2f}"
+    if cost.evidence is not None:
+        text += f", {cost.evidence.failures_since} of {cost.evidence.since_change} failed"
+    return text + ")"
 
 
 def main(argv: list[str] | None = None) -> int:
