@@ -39,13 +39,22 @@ def cmdline(pid: int) -> str:
         return ""
 
 
+def parent(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
 def family(server_pid: int) -> dict[int, tuple[str, dict[str, str]]]:
-    """Every live descendant of the server: pid -> (command line, environment)."""
+    """Every live descendant of the server that runs its own program: pid -> (command line, environment). A child
+    between fork and exec still shows its parent's command line and environment (exec replaces both): left out."""
     found = {}
     for pid in descendants(server_pid):
-        env = environ(pid)
-        if env is not None:
-            found[pid] = (cmdline(pid), env)
+        env, line, up = environ(pid), cmdline(pid), parent(pid)
+        if env is not None and up is not None and line != cmdline(up):
+            found[pid] = (line, env)
     return found
 
 
