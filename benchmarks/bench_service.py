@@ -2,6 +2,7 @@
 
     python -m benchmarks.bench_service                       # the three targets, numbers printed
     python -m benchmarks.bench_service --requests 400        # shorter
+    python -m benchmarks.bench_service --keep-alive-only     # target 4 alone (~30 s)
     pytest benchmarks/bench_service.py --benchmark-only      # one short round under pytest-benchmark
 
 1. Throughput: 16 concurrent clients (threads with keep-alive httpx clients) send `--requests` small plan
@@ -12,6 +13,11 @@
    request that takes `--long-seconds` (the largest parking problem with that budget) is in flight. Target:
    p99 with it <= 2 x p99 without it.
 3. Shutdown: SIGTERM with a request in flight; seconds to exit, exit code, processes left. Target <= 5 s.
+4. Keep-alive round trip: one client sends `--round-trips` requests one after another on one keep-alive
+   connection, a one-step POST /v1/steps and a GET /v1/health each (a 1-worker server with a trace store in a
+   scratch folder); p50/p99 of each. Measures what the server adds to a small answer: with Nagle's algorithm on
+   the accepted socket (no TCP_NODELAY) a response written in two pieces waited for the client's delayed ACK,
+   ~40 ms each.
 
 The clients run on the same machine as the server and its workers: on a 2-core machine they compete for the
 same cores, so the numbers are a floor for what a separate client machine would see. Report the load average.
@@ -26,6 +32,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -201,6 +208,40 @@ def shutdown(workers: int) -> dict:
     return {"sigterm_to_exit_s": round(took, 2), "exit_code": code, "processes_left_running": left}
 
 
+def keep_alive(round_trips: int) -> dict:
+    """p50/p99 of `round_trips` sequential requests of each kind on one keep-alive connection (see target 4)."""
+    with tempfile.TemporaryDirectory(prefix="bench-keepalive-") as scratch:
+        process, url = start_server(1, "--traces", str(Path(scratch) / "traces.db"))
+        try:
+            with httpx.Client(base_url=url, timeout=60) as http:
+                results = {}
+                for name, send in (
+                    ("steps", lambda i: http.post("/v1/steps", json={"steps": [keep_alive_step(i)]})),
+                    ("health", lambda i: http.get("/v1/health")),
+                ):
+                    for i in range(20):  # warm: the connection, the store's first writes
+                        send(-1 - i)
+                    latencies, errors = [], []
+                    start = time.perf_counter()
+                    for i in range(round_trips):
+                        began = time.perf_counter()
+                        answer = send(i)
+                        took = time.perf_counter() - began
+                        (latencies if answer.status_code == 200 else errors).append(
+                            took if answer.status_code == 200 else f"{answer.status_code} {answer.text[:120]}"
+                        )
+                    results[name] = summary(latencies, errors, time.perf_counter() - start)
+                return results
+        finally:
+            stop_server(process)
+
+
+def keep_alive_step(number: int) -> dict:
+    """A one-step record, a new (run_id, step) for each `number` (negative: the warm-up's run)."""
+    run, step = ("warm", -number) if number < 0 else ("keep-alive", number)
+    return {"run_id": run, "step": step, "action": "(pick-up b)", "outcome": "success"}
+
+
 def main(argv: list[str] | None = None) -> None:
     from portfolio.serve.pool import default_workers
 
@@ -211,8 +252,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--probes", type=int, default=300, help="small requests per isolation phase")
     parser.add_argument("--probe-clients", type=int, default=4)
     parser.add_argument("--long-seconds", type=float, default=30.0)
+    parser.add_argument("--round-trips", type=int, default=500, help="sequential requests of each kind (target 4)")
+    parser.add_argument("--keep-alive-only", action="store_true", help="measure target 4 alone")
     args = parser.parse_args(argv)
     print(f"load average before: {os.getloadavg()}", flush=True)
+    if args.keep_alive_only:
+        print(f"keep-alive: {keep_alive(args.round_trips)}", flush=True)
+        print(f"load average after: {os.getloadavg()}", flush=True)
+        return
     one = throughput(1, args.requests, args.clients)
     print(f"1 worker : {one}", flush=True)
     many = throughput(args.workers, args.requests, args.clients)
@@ -228,6 +275,7 @@ def main(argv: list[str] | None = None) -> None:
         flush=True,
     )
     print(f"shutdown: {shutdown(args.workers)} (target <= 5 s, 0 left)", flush=True)
+    print(f"keep-alive: {keep_alive(args.round_trips)}", flush=True)
     print(f"load average after: {os.getloadavg()}", flush=True)
 
 
@@ -240,6 +288,12 @@ def test_service_throughput_short(benchmark):
         assert result["errors"] == 0, result["first_error"]
     finally:
         stop_server(process)
+
+
+def test_service_keep_alive_round_trip(benchmark):
+    """200 sequential round trips of each kind on one keep-alive connection, for `make bench`."""
+    result = benchmark.pedantic(lambda: keep_alive(200), rounds=1, iterations=1)
+    assert all(kind["errors"] == 0 for kind in result.values()), result
 
 
 if __name__ == "__main__":

@@ -68,9 +68,11 @@ def serve_in_thread(
     limits=None,
     large_body_budget: int | None = None,
     public_docs: bool = False,
+    servers: list | None = None,
 ):
     """Yield (base URL, Service) for a uvicorn server running the app on a free 127.0.0.1 port, with the
-    connection limits `portfolio serve` uses (`limits`: a `ConnectionLimits`, default the defaults)."""
+    connection limits `portfolio serve` uses (`limits`: a `ConnectionLimits`, default the defaults). The
+    `uvicorn.Server` is appended to `servers`, when given, for a test that looks at its connections."""
     import uvicorn
 
     from portfolio.serve.connections import uvicorn_config
@@ -87,6 +89,8 @@ def serve_in_thread(
     )
     sock = socket.create_server(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn_config(app, limits, log_level="warning", lifespan="on"))
+    if servers is not None:
+        servers.append(server)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

@@ -81,6 +81,47 @@ def test_malformed_input_is_a_400_with_a_json_body_and_the_connection_kept(serve
     assert svc.store.db.execute("SELECT count(*) FROM steps").fetchone()[0] == 0
 
 
+LONG_RUN_ID = "r" * 100_000
+
+
+@pytest.mark.parametrize(
+    "path, body",
+    [
+        ("/v1/plan", {**TASK, "run_id": LONG_RUN_ID}),
+        ("/v1/replan", {"run_id": LONG_RUN_ID, "state": []}),
+        ("/v1/steps", {"steps": [{**STEP, "run_id": LONG_RUN_ID}]}),
+    ],
+    ids=["plan", "replan", "steps"],
+)
+def test_a_run_id_longer_than_256_characters_is_refused(server, path, body):
+    """Before, a 100,000-character run id was planned under and stored (and /v1/replan looked it up)."""
+    host, svc = server
+    connection = http.client.HTTPConnection(host, timeout=60)
+    try:
+        status, answer = exchange(connection, "POST", path, json.dumps(body))
+    finally:
+        connection.close()
+    assert status == 400 and answer["kind"] == "SchemaError", answer
+    assert "run_id: String should have at most 256 characters" in answer["error"], answer
+    assert svc.store.db.execute("SELECT count(*) FROM steps").fetchone()[0] == 0
+    assert LONG_RUN_ID not in svc.memory.runs
+
+
+@pytest.mark.parametrize("method, path, allow", [("GET", "/v1/plan", "POST"), ("DELETE", "/v1/health", "GET")])
+def test_a_405_says_which_methods_the_route_allows(server, method, path, allow):
+    """Before, the service's own 405 answer dropped Starlette's `Allow` header (RFC 9110 requires it)."""
+    host, _ = server
+    connection = http.client.HTTPConnection(host, timeout=60)
+    try:
+        connection.request(method, path)
+        response = connection.getresponse()
+        answer = json.loads(response.read())
+    finally:
+        connection.close()
+    assert response.status == 405 and answer["kind"] == "MethodNotAllowed", answer
+    assert response.getheader("Allow") == allow
+
+
 def test_a_handler_that_raises_is_a_500_and_the_connection_is_kept(server):
     """Before, uvicorn dropped the connection after every 500 from an unexpected error (10 of 10 follow-ups
     reset), so a client could not tell whether its /v1/steps batch had landed."""

@@ -236,6 +236,19 @@ def test_jsonl_unknown_key_is_rejected(tmp_path: Path) -> None:
         import_jsonl(store, src, strict=True)
 
 
+def test_jsonl_run_id_is_bounded_with_a_clear_message(tmp_path: Path) -> None:
+    """Before, a 100,000-character run id was stored with its step."""
+    src = _write_jsonl(
+        tmp_path / "in.jsonl",
+        [json.dumps({**JSONL_GOOD[0], "run_id": "r" * 256}), json.dumps({**JSONL_GOOD[1], "run_id": "r" * 100_000})],
+    )
+    with TraceStore(tmp_path / "t.db") as store:
+        report = import_jsonl(store, src)
+        assert report.imported == 1 and store.count_steps() == 1
+    assert [line for line, _ in report.problems] == [2]
+    assert "run_id: String should have at most 256 characters" in report.problems[0][1]
+
+
 def test_jsonl_binary_file_is_refused(tmp_path: Path) -> None:
     src = tmp_path / "in.jsonl"
     src.write_bytes(b"\xff\xfe\x00garbage")

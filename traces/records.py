@@ -18,6 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 # What SQLite's INTEGER holds: a larger step number was an OverflowError from the insert, a traceback that
 # wrote none of the file's steps.
 MAX_INTEGER = 2**63 - 1
+# The longest run id kept: a run id is a key the client chooses, stored with every step, task source and episode
+# of its run; unbounded, one 100,000-character id went into every row. 256 holds any UUID, URL-safe or
+# path-like id an agent runtime makes.
+MAX_RUN_ID = 256
 # inf (`1e400` in a JSONL line) was stored, shown as `inf` by `traces stats` and exported as null.
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 FeatureValue = str | int | FiniteFloat | bool | None
@@ -41,7 +45,9 @@ class StepRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    run_id: str = Field(min_length=1, description="the run; with step, the step's identity")
+    run_id: str = Field(
+        min_length=1, max_length=MAX_RUN_ID, description="the run; with step, the step's identity (1-256 characters)"
+    )
     step: int = Field(
         ge=0, le=MAX_INTEGER, description="0-based position in the run; (run_id, step) identifies the step"
     )

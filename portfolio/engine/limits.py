@@ -49,6 +49,8 @@ import subprocess
 import threading
 import time
 
+from portfolio.engine.child_env import child_env
+
 ENV_LIMIT = "PORTFOLIO_MEMORY_LIMIT_MB"
 ENV_KILL_WITH_PARENT = "PORTFOLIO_KILL_WITH_PARENT"
 OUT_OF_MEMORY = "out of memory"
@@ -61,9 +63,10 @@ OUT_OF_MEMORY = "out of memory"
 CAPPED_ENV = {"MALLOC_ARENA_MAX": "1"}
 
 
-def capped_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a Python process started under the cap: this one's, `CAPPED_ENV`, then `extra`."""
-    return {**os.environ, **CAPPED_ENV, **(extra or {})}
+def capped_env(extra: dict[str, str] | None = None, keep: tuple[str, ...] = ()) -> dict[str, str]:
+    """The environment of a Python process started under the cap: this one's without its secrets (but those named
+    in `keep`: `portfolio.engine.child_env`), `CAPPED_ENV`, then `extra`."""
+    return child_env({**CAPPED_ENV, **(extra or {})}, keep=keep)
 
 
 _PR_SET_PDEATHSIG = 1

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from portfolio.engine import cancel, limits
+from portfolio.engine.child_env import child_env
 from portfolio.engine.results import Resource
 from portfolio.engine.workers import kill_group, kill_own_group
 
@@ -75,6 +76,7 @@ class SearchProcessPool(Resource):
                 stderr=subprocess.STDOUT,
                 cwd=self._dir,
                 start_new_session=True,
+                env=child_env(),  # no secrets (`portfolio.engine.child_env`)
             )
         limits.cap(process)  # memory cap (see portfolio.engine.limits)
         return SearchRun(process, plan_path, output_path, command)

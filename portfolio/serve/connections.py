@@ -15,6 +15,12 @@ sockets made /v1/health time out and the accept loop logged 298,965 errors (125 
 
 Time spent by the app on a request that has arrived (a long plan) is not limited here: the pool's deadlines
 bound it.
+
+Every accepted TCP connection gets `TCP_NODELAY` (`set_nodelay`). asyncio sets it only on a socket whose `proto`
+is `IPPROTO_TCP`, and `socket.create_server` (how `portfolio serve` listens) makes one with `proto` 0, which its
+accepted sockets inherit: Nagle's algorithm then held back the last small write of a response until the client's
+delayed ACK, ~40 ms added to every answer on a keep-alive connection (/v1/steps p50: 48.0 ms before, 3.8 ms with
+it set, on the same load).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
+import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,12 +56,26 @@ class ConnectionLimits:
         return self.max_connections or default_max_connections()
 
 
+def set_nodelay(transport: asyncio.BaseTransport) -> None:
+    """Send what the server writes at once (`TCP_NODELAY`) on `transport`'s socket, if it is a TCP one; a
+    connection the peer has already reset is left as it is (its transport reports the error)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6) or sock.type != socket.SOCK_STREAM:
+        return
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except OSError:
+        pass
+
+
 def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
-    """An `H11Protocol` class that enforces `limits` (uvicorn's `http=` takes a class)."""
+    """An `H11Protocol` class that enforces `limits` (uvicorn's `http=` takes a class) and sets `TCP_NODELAY` on
+    every connection it accepts."""
     cap = limits.connections()
 
     class GuardedH11Protocol(H11Protocol):
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            set_nodelay(transport)
             super().connection_made(transport)
             self._deadline: asyncio.TimerHandle | None = None
             if len(self.connections) > cap:

@@ -83,7 +83,9 @@ def install_error_handlers(app: FastAPI) -> None:
         message = (
             f"no route {request.method} {request.url.path}" if error.status_code in (404, 405) else str(error.detail)
         )
-        return json_error(error.status_code, message, kind)
+        # Starlette's own headers go with the answer: `Allow` on a 405 (RFC 9110 requires it), and whatever a
+        # route's HTTPException names
+        return json_error(error.status_code, message, kind, getattr(error, "headers", None))
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, error: Exception) -> JSONResponse:

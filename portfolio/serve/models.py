@@ -17,7 +17,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_serial
 from learning.explore import Policy, renamed
 from portfolio.delegates.fast_downward.searches import QUALITIES
 from portfolio.engine.results import PlanResult
-from traces.records import ActionStats, StepRecord
+from traces.records import MAX_RUN_ID, ActionStats, StepRecord
 
 JobStatus = Literal["running", "done", "failed"]
 
@@ -75,7 +75,12 @@ class PlanArgs(TaskSource):
     weight: float | None = Field(default=None, ge=0, allow_inf_nan=False, description=WEIGHT_HELP)
     objective: Literal["risk", "time"] | None = Field(default=None, description=OBJECTIVE_HELP)
     budget: float | None = Field(default=None, gt=0, description="classical tier seconds (capped by the server)")
-    run_id: str | None = Field(default=None, min_length=1, description="record the plan under this run")
+    run_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_RUN_ID,
+        description="record the plan under this run (1-256 characters)",
+    )
 
 
 class PlanBody(PlanArgs):
@@ -88,7 +93,7 @@ class ReplanArgs(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    run_id: str = Field(min_length=1, description="the run_id of an earlier /v1/plan answer")
+    run_id: str = Field(min_length=1, max_length=MAX_RUN_ID, description="the run_id of an earlier /v1/plan answer")
     state: list[str] = Field(description='the observed state: every true atom, like "(on a b)"')
     excluded: list[str] = Field(default_factory=list, description="grounded actions no plan may use")
     critiques: list[str] = Field(default_factory=list, description="reasons earlier plans failed (for an LLM)")

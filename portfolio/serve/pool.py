@@ -73,6 +73,7 @@ class PoolWorker(WorkerProcess):
 
     def __init__(self, config: BaseModel, index: int) -> None:
         self.config_json = config.model_dump_json()
+        self.secrets_kept = self.secrets_needed(config)
         self.index = index
         self.closing = False
         self.ready = False  # has answered a call since it was (re)started
@@ -89,8 +90,17 @@ class PoolWorker(WorkerProcess):
             stdout=subprocess.PIPE,
             start_new_session=True,
             bufsize=0,
-            env=limits.capped_env(),  # it caps itself (`limits.apply_to_self`) and runs threads
+            # it caps itself (`limits.apply_to_self`) and runs threads; no secret but those it needs
+            env=limits.capped_env(keep=self.secrets_kept),
         )
+
+    @staticmethod
+    def secrets_needed(config: BaseModel) -> tuple[str, ...]:
+        """The secret variables (`portfolio.engine.child_env`) a worker with `config` is started with: the LLM API
+        key where it runs the LLM delegate (`llm_url`), which reads it from its environment; else none."""
+        from portfolio.delegates.llm_client import API_KEY_ENV
+
+        return (API_KEY_ENV,) if getattr(config, "llm_url", None) else ()
 
     @property
     def alive(self) -> bool:
