@@ -103,8 +103,9 @@ def test_costs_objective_time_adds_expected_ms_and_risk_keeps_its_fields(store, 
     risk = costs_json(capsys, *instance, "--traces", str(store))
     same = costs_json(capsys, *instance, "--traces", str(store), "--objective", "risk")
     time = costs_json(capsys, *instance, "--traces", str(store), "--objective", "time", "--replan-ms", "1000")
-    assert risk == same and set(risk[WEB]) == {"action", "base_cost", "p_fail", "cost"}
-    assert set(time[WEB]) == {"action", "base_cost", "p_fail", "cost", "expected_ms"}
+    described = {"charge", "p_fail_90", "steps", "failures", "since_change", "failures_since", "runs_ago", "last_seen"}
+    assert risk == same and set(risk[WEB]) == {"action", "base_cost", "p_fail", "cost"} | described
+    assert set(time[WEB]) == {"action", "base_cost", "p_fail", "cost", "expected_ms"} | described
     assert risk[WEB]["cost"] > risk[DB]["cost"]  # risk: the flaky search is dearer than a database query
     assert time[WEB]["expected_ms"] < 600 < 1900 < time[DB]["expected_ms"] < 2100  # time: the other way round
     assert time[WEB]["cost"] == pytest.approx(time[WEB]["expected_ms"] / 1000, abs=1e-3)
