@@ -12,7 +12,7 @@ results file (`--hard-from`, e.g. made by `portfolio bench run ../shared/ipc ../
 --per-domain 5 --planners driver:lama-first --budget 1 --jobs 1 --out DIR`), else found here by a 1 s driver
 pass. Each cascade arm is a warm `Planner` (workers started once; nothing cached between tasks: every task is
 new to it) timed from `plan()` to its validated plan; the driver is `fast-downward.py --alias lama-first`, start-up
-included, killed at `--budget`. Target (issue 11): the carry-over cascade solves at least as many as the driver,
+included, killed at `--budget`. Target: the carry-over cascade solves at least as many as the driver,
 with median time <= 1.1x the driver's on the problems both solve.
 
 Measured 2026-11-30 (`--hard-from` a 1 s driver pass over the 255 problems: 125 unsolved in 1 s; 27 tasks, one

@@ -7,7 +7,7 @@ the raw driver, interleaved task by task so machine load hits all three alike.
 Each task: the warm classical tier (Fast Downward + pyperplan, 1 s) with `fd_workers=1` (lama-first alone, as
 before) and with the default (the cores available), then the raw driver (`fast-downward.py --alias lama-first`,
 start-up included, killed at 1 s). Tasks our PDDL reader rejects count as unsolved for both planners (the raw
-driver still gets them). Targets (issue 11): coverage >= 1.1x the driver overall and >= it in every domain;
+driver still gets them). Targets: coverage >= 1.1x the driver overall and >= it in every domain;
 median first-plan latency <= 0.5x the driver's on the tasks both solve.
 
 Measured 2026-11-30 (`5 both`, 230 tasks, 2 cores, load average ~9 from other sessions): race 121, lama-first

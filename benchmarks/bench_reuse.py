@@ -13,7 +13,7 @@ hits every column alike:
   reuse check. Small tasks are searched in this process (`portfolio.delegates.fast_downward.sas_search`); the `process`
   column is the same
   replan with that turned off (the search runs in a `downward` process, as before it existed).
-Targets (issue 11): perturbed <= 0.2x first, predicted <= 0.02x first (medians over the instances).
+Targets: perturbed <= 0.2x first, predicted <= 0.02x first (medians over the instances).
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 Targets: ingest >= 20,000 steps/s in batches; retrain on 1,000,000 steps <= 60 s on 2 cores; predict_proba for
 3,000 grounded actions in a few ms. Run alone: `pytest benchmarks/bench_traces.py --benchmark-only`; on a
 shared, loaded machine add `--benchmark-timer time.process_time` (CPU time: wall time there measures the
-neighbours). Measured for issue 9 (one shared connection, a lock per transaction) at load 13 on 2 cores, best
+neighbours). Measured with one shared connection and a lock per transaction, at load 13 on 2 cores, best
 of 5: record_steps 96,000 steps/s of CPU time (98,000 before), 23,000 wall; JSONL import 40,000 CPU (42,000
-before). Idempotent recording (issue 25: each batch looks its (run_id, step) keys up before writing), measured
+before). Idempotent recording (each batch looks its (run_id, step) keys up before writing), measured
 against the code before it at load 2-3, 3 rounds: record_steps 78,000 steps/s of CPU time (100,000 before),
 JSONL import 32,000 (41,000 before). The fault-injection and soak loops are `tests/test_store_faults.py` and
 `benchmarks/experiments/store_soak.py`.

@@ -4,7 +4,7 @@ One reader for every place that takes a literal as a string (typed action declar
 states sent to the service, `Planner.plan(init=...)`), so they accept the same syntax and fail with the same
 error types as PDDL files. `parse_state` is the public door for a state from Python: Atoms or the plan spelling
 `"(on b a)"`, in any iterable, and a `TypeError` naming what it takes for anything else, so a wrong argument is
-refused at the call and never reaches a delegate (issue 25: a list of Atoms once crashed Fast Downward).
+refused at the call and never reaches a delegate (a list of Atoms passed as a state would crash Fast Downward).
 """
 
 from __future__ import annotations

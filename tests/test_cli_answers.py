@@ -1,4 +1,4 @@
-"""Small CLI answers of issue 25 (point 8), as a user runs them (real processes): `plan --json` answers bad input
+"""Small CLI answers, as a user runs them (real processes): `plan --json` answers bad input
 on stdout too; `validate` takes a JSON task (`--task`) and numbered plan lines, and names file:line for a bad
 one."""
 

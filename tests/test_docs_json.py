@@ -1,4 +1,4 @@
-"""The docs' `portfolio plan --json` example (docs/cli.md) shows the PlanResult as it is (issue 25, point 8): every
+"""The docs' `portfolio plan --json` example (docs/cli.md) shows the PlanResult as it is: every
 field the output has, for the result and for its attempt, and nothing it does not have. (tests/test_docs_examples.py
 re-runs the walkthroughs' console examples; this pins the one example a JSON client is written against.)"""
 

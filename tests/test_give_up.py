@@ -1,4 +1,4 @@
-"""Give-up reasons a person can act on (issue 25, item 5): a trip-booking agent that concedes names the cause -
+"""Give-up reasons a person can act on: a trip-booking agent that concedes names the cause -
 every flight provider failed (and how), an async action timed out three times, the goal needs a type no action
 produces - instead of one "unsolvable ... reachable states exhausted" for all three; and a failure's critique
 says what the loop does about it (a retried transient failure is not "prefer another way now")."""

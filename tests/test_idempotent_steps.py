@@ -1,4 +1,4 @@
-"""Idempotent recording (issue 25, item 4): a step is identified by (run_id, step). Recording it again - a second
+"""Idempotent recording: a step is identified by (run_id, step). Recording it again - a second
 `portfolio traces import` of one file, a retried POST /v1/steps or MCP `record_steps` - changes nothing and is
 reported as skipped; a step with that id and other content is reported as a conflict and not added. Old stores,
 which may hold the doubled steps of earlier imports, migrate to schema 4 without losing a row."""

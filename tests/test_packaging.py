@@ -1,4 +1,4 @@
-"""The package metadata in pyproject.toml follows the current packaging standards (issue 25, point 8): the
+"""The package metadata in pyproject.toml follows the current packaging standards: the
 license is an SPDX expression (PEP 639), not the `{text = ...}` table setuptools deprecated, with a
 setuptools new enough to read it. Read with tomllib: the venv's setuptools is older
 than the isolated build environment `pip install -e .` makes, so building here would test the wrong one."""

@@ -1,4 +1,4 @@
-"""Inputs that say what they take (issue 25, item 1): `Planner.plan(task, init=...)` takes a state as Atoms or as
+"""Inputs that say what they take: `Planner.plan(task, init=...)` takes a state as Atoms or as
 atoms spelled as in plans (`"(on b a)"`, what HTTP and MCP take), in any iterable, and plans it with Fast Downward
 like the task's own state; anything else is a `TypeError` naming the expected types, raised before any delegate
 runs. `Atom.parse`, `domains.parse_state` and `task.init` are public. Real Fast Downward, plans validated."""

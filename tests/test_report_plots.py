@@ -1,4 +1,4 @@
-"""The report's log axes stay readable (issue 25, point 8): on the cactus plot, the latency plot and the
+"""The report's log axes stay readable: on the cactus plot, the latency plot and the
 scatter plots, no two tick labels overlap, whatever span of times the runs cover - one decade and a half was
 enough for matplotlib's minor labels (2x10^-2, 3x10^-2, ...) to run into each other."""
 

@@ -1,4 +1,4 @@
-"""Configuration selection learned from traces (issue 11, item 2): runs record their domain, Fast Downward
+"""Configuration selection learned from traces: runs record their domain, Fast Downward
 attempts record which searches raced, which won and the SAS size; `retrain_selection` ranks each domain's
 searches; `Planner(traces=...)` races the ranking's first ones. Old trace files (schema 1) keep working."""
 

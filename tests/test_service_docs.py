@@ -1,4 +1,4 @@
-"""The service's browser docs over real HTTP (issue 25, item 7): /docs is Swagger UI with its JavaScript and CSS
+"""The service's browser docs over real HTTP: /docs is Swagger UI with its JavaScript and CSS
 served by the service itself (no CDN: a browser offline still renders it), and with a token the docs, the schema
 and those assets are public behind `--public-docs` while every /v1 operation still needs the token."""
 

@@ -1,4 +1,4 @@
-"""One action spelling everywhere (issue 25, item 3): a runtime hands each plan step back as the plan spelled it,
+"""One action spelling everywhere: a runtime hands each plan step back as the plan spelled it,
 `"action": "(pick-up b)"`, over HTTP (/v1/steps), MCP (`record_steps`, the official SDK client), JSONL
 (`portfolio traces import`) and Python (`StepRecord`), and the store holds the same steps as for `action` + `args`;
 exported, they read back as the plan's own strings."""

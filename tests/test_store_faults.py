@@ -1,4 +1,4 @@
-"""Fault injection on the trace store: the runtime-and-cron loop that lost locks (issue 9), threads sharing one
+"""Fault injection on the trace store: the runtime-and-cron loop that lost locks, threads sharing one
 connection, writers killed at random points, a full disk, read-only files and directories, an exhausted lock
 budget, and a WAL left behind by a killed process. Every fault must leave every committed batch whole and
 `PRAGMA integrity_check` "ok". The 200-iteration loop is `benchmarks/experiments/store_soak.py`."""
@@ -119,7 +119,7 @@ def test_the_database_file_is_never_opened_outside_sqlite(tmp_path: Path, monkey
 
 def test_threads_sharing_a_connection_never_undo_each_others_batches(tmp_path: Path) -> None:
     """Before the fix a second thread's BEGIN failed inside the first one's transaction, and its error path
-    rolled that transaction back (issue 12: one request undid another's batch)."""
+    rolled that transaction back (one request undid another's batch)."""
     path = tmp_path / "t.db"
     stores = [TraceStore(path) for _ in range(3)]
     errors: list[str] = []

@@ -13,7 +13,7 @@ An SQLite Database File", section 2.2, "Posix advisory locks canceled by a separ
 - In WAL mode every live connection holds a SHARED lock on the database file; that is how other processes
   know it is alive. With the lock silently dropped, the next process to close its connection believes it is
   the last one, checkpoints, and deletes the -wal and -shm files under the live connections: later writes fail
-  with "disk I/O error" or go to an unlinked WAL nobody reads (issue 9 measured 10 failed runs in 12), which
+  with "disk I/O error" or go to an unlinked WAL nobody reads (measured: 10 failed runs in 12), which
   is also a documented route to a corrupt database.
 
 So: the database file is touched only through SQLite (bad files are recognised from SQLite's own errors), and

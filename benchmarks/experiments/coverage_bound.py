@@ -1,4 +1,4 @@
-"""How many tasks any arrangement of this planner's parts could solve within the budget: an upper bound (issue 26).
+"""How many tasks any arrangement of this planner's parts could solve within the budget: an upper bound.
 
     PYTHONPATH=. python -m benchmarks.experiments.coverage_bound [--per-domain 5] [--budget 1] [--python pypy3]
                                                                 [--timeout 3] [--out ROWS.jsonl] [SOURCE ...]

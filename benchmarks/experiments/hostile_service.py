@@ -1,4 +1,4 @@
-"""Hostile validation against `portfolio serve --workers 2 --token` on loopback (issue 23's Targets).
+"""Hostile validation against `portfolio serve --workers 2 --token` on loopback (the hardening targets).
 
 Sends `--hostile` validate requests at once, half a quantifier blow-up (a 7-variable forall over 50 objects),
 half a ~30 MB body (a blocks problem with that many objects), then measures: how long `/v1/steps` and a

@@ -1,4 +1,4 @@
-"""How far beyond the 1 s budget are the tasks the planner misses? What bounds issue 11's coverage target.
+"""How far beyond the 1 s budget are the tasks the planner misses? What bounds the coverage target.
 
     PYTHONPATH=. python -m benchmarks.experiments.near_misses [per_domain] [ipc|ipc-more|both] [longer_s]
     # defaults: 5, both, 3.0

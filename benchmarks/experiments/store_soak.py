@@ -1,4 +1,4 @@
-"""Store soak: a long-lived runtime and cron jobs sharing one trace database, the way issue 9 found it breaking.
+"""Store soak: a long-lived runtime and cron jobs sharing one trace database, the way it was found breaking.
 
 One process (this one) keeps opening `TraceStore`s and `Agent`s on the same file and keeps the old ones alive,
 writing through all of them; two other processes, like cron jobs, open the file, import a batch or retrain the

@@ -1,4 +1,4 @@
-"""The `time` objective's benchmark (issue 27): mean time to the goal, goals reached and side-effect failures on
+"""The `time` objective's benchmark: mean time to the goal, goals reached and side-effect failures on
 worlds where tools differ in speed, failure rate and failure kind (`portfolio.benchsuite.worlds.timed`).
 
     python -m benchmarks.experiments.time_objective --kinds speed sticky side-effects --seeds 0 1 2 \\

@@ -1,4 +1,4 @@
-"""Peak memory of a translation under CPython and under PyPy, task by task (issue 26, item 3).
+"""Peak memory of a translation under CPython and under PyPy, task by task.
 
     PYTHONPATH=. python -m benchmarks.experiments.translator_memory [--per-domain 5] [--python pypy3] [SOURCE ...]
 

@@ -1,7 +1,7 @@
 """Why the agent gives up, in words a person can act on.
 
 A planner that finds no plan says `unsolvable` and how far its search went; that is true, but the same sentence
-then covers very different situations that need different fixes (issue 25): every provider of flights failed
+then covers very different situations that need different fixes: every provider of flights failed
 (fix or add a provider), an async action timed out three times (raise its timeout), the goal needs a hotel that
 no action produces (write that action). So when a run concedes for want of a plan, the loop names the cause:
 

@@ -1,5 +1,5 @@
 """Worlds where tools differ in speed, failure rate and failure kind: the `time` objective's benchmark
-(`benchmarks/experiments/time_objective.py`, issue 27).
+(`benchmarks/experiments/time_objective.py`).
 
 The bundled `tools` domain (report jobs: web search + fact-check, a database, or an expert, then a writer), with
 a hidden truth per grounded action's tool (`ToolTruth`): how long a success and a failure take, how often an
