@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
-from learning.counts import Recent
+from learning.counts import Recent, kin_key
 from learning.families import token_scales
 from learning.features import RowParser, step_tokens
 from learning.prior import capped, design, fit_logistic, out_of_fold
@@ -91,7 +91,9 @@ def fit_action(
     else:
         base_rate, q = population_rate(groups, n_w, f_w, prior_mean, prior_strength)
         action = ActionModel("rate", s0, base_rate)
-    for (args, _features, _tokens, key, _group), row, prior in zip(parsed, stats, q):
+    for (args, _features, _tokens, key, _group), row, prior, raw in zip(parsed, stats, q, table):
+        if recent:
+            _keep_recent(action, key, recent.get(raw))
         cell = action.cells.setdefault(key, [0.0, 0.0, 0.0, 0.0, 0.0])
         cell[2] += prior * row[0]  # weight-averaged below: numeric features split a cell's rows
         cell[0] += row[0]
@@ -105,8 +107,6 @@ def fit_action(
             seen[1] += row[1]
     for cell in action.cells.values():
         cell[2] = cell[2] / cell[0] if cell[0] > 0 else mu0
-    if recent:
-        _keep_recent(action, [(row[3], recent.get(raw)) for row, raw in zip(parsed, table)])
     full = model.predict_proba(X)[:, 1] if model is not None else np.full(len(parsed), base_rate)
     for (_args, _features, _tokens, _key, group), row, predicted in zip(parsed, stats, full):
         seen = action.groundings.setdefault(group, [0.0, 0.0, 0.0])
@@ -141,23 +141,22 @@ def fit_action(
     return action
 
 
-def _keep_recent(action: ActionModel, rows: Sequence[tuple[str, Recent | None]]) -> None:
-    """Each cell's `Recent` record into `action.recent` and `action.last_seen`, summed over the raw keys that
-    make one cell (numeric features split a cell's rows)."""
-    for key, seen in rows:
-        if seen is None:
-            continue
-        acc = action.recent.get(key)
-        if acc is None:
-            action.recent[key] = [seen.since_change, seen.failures_since, seen.runs_ago, seen.changes, seen.staleness]
-        else:
-            acc[0] += seen.since_change
-            acc[1] += seen.failures_since
-            acc[2] = min(acc[2], seen.runs_ago)
-            acc[3] += seen.changes
-            acc[4] = max(acc[4], seen.staleness)
-        if seen.last_seen is not None and seen.last_seen > action.last_seen.get(key, ""):
-            action.last_seen[key] = seen.last_seen
+def _keep_recent(action: ActionModel, key: str, seen: Recent | None) -> None:
+    """A raw row's `Recent` record into its cell's `action.recent` and `action.last_seen`, summed over the raw
+    rows that make one cell (numeric features split a cell's rows)."""
+    if seen is None:
+        return
+    acc = action.recent.get(key)
+    if acc is None:
+        action.recent[key] = [seen.since_change, seen.failures_since, seen.runs_ago, seen.changes, seen.staleness]
+    else:
+        acc[0] += seen.since_change
+        acc[1] += seen.failures_since
+        acc[2] = min(acc[2], seen.runs_ago)
+        acc[3] += seen.changes
+        acc[4] = max(acc[4], seen.staleness)
+    if seen.last_seen is not None and seen.last_seen > action.last_seen.get(key, ""):
+        action.last_seen[key] = seen.last_seen
 
 
 def unseen_rate(
@@ -172,12 +171,6 @@ def unseen_rate(
     n = np.array([sum(row[0] for row in table.values()) for table in cells.values()], dtype=float)
     f = np.array([sum(row[1] for row in table.values()) for table in cells.values()], dtype=float)
     return float(population_means(n, f, prior_mean, prior_strength)[0])
-
-
-def kin_key(grounding: str) -> str:
-    """A grounding's kin group ("t0 p1 p4" and "t0 p4 p1" alike): its objects in any order, in every situation.
-    What the outlier mixture (`learning.shrinkage.fit_kin_mixture`) calls one unit that is broken or not."""
-    return " ".join(sorted(grounding.split()))
 
 
 def population_rate(

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import betaln, logsumexp
+from scipy.special import betaln
 
 JEFFREYS = 0.5
 DEFAULT_CHANGE_ODDS = 20.0
@@ -37,24 +37,6 @@ class Segment:
 
     start: int
     changes: tuple[int, ...] = field(default=())
-
-
-def change_log_odds(outcomes: np.ndarray) -> tuple[float, int]:
-    """(log Bayes factor of one change against none, the most likely first step after the change) for a 0/1
-    sequence; (-inf, 0) for fewer than two steps or a single outcome throughout."""
-    x = np.asarray(outcomes, dtype=float)
-    n = len(x)
-    total = float(x.sum())
-    if n < 2 or total == 0.0 or total == n:
-        return -np.inf, 0
-    cum = np.concatenate(([0.0], np.cumsum(x)))
-    k = np.arange(1, n, dtype=float)
-    f_left, f_right = cum[1:n], total - cum[1:n]
-    a = JEFFREYS
-    split = betaln(f_left + a, k - f_left + a) + betaln(f_right + a, (n - k) - f_right + a) - 2.0 * betaln(a, a)
-    whole = betaln(total + a, n - total + a) - betaln(a, a)
-    log_odds = float(logsumexp(split) - np.log(n - 1) - whole)
-    return log_odds, int(np.argmax(split)) + 1
 
 
 def current_segment(outcomes: Sequence[int] | np.ndarray | bytes, change_odds: float = DEFAULT_CHANGE_ODDS) -> Segment:

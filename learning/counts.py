@@ -173,36 +173,33 @@ class Counts:
         return cut, cuts
 
     def _staleness(self, group: np.ndarray, run: np.ndarray, cuts: np.ndarray, n_groups: int) -> np.ndarray:
-        """Per kin group, the weight staleness leaves its evidence (`staleness`)."""
+        """Per kin group, the weight left to its evidence: 2^-(runs_ago / (stale_half_life * gap)) for a group
+        with a change in its record (1 for one without), runs_ago being the runs recorded since its last visit
+        and its gap between visits (span + before) / (visits + 1), at least one run: one pseudo-visit spanning
+        the record up to its last visit (`before` runs), not the absence being measured, or the gap would grow
+        with it."""
+        if self.stale_half_life is None or n_groups == 0:
+            return np.ones(n_groups)
         first = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)
         last = np.full(n_groups, -1, dtype=np.int64)
         np.minimum.at(first, group, run)
         np.maximum.at(last, group, run)
         visits = np.bincount(group, minlength=n_groups)
-        return np.array(
-            [
-                self.staleness(self.runs - 1 - int(b), int(b - a + 1), int(v), int(b + 1), changed=bool(c > 0))
-                for a, b, v, c in zip(first, last, visits, cuts)
-            ],
-            dtype=float,
-        )
+        runs_ago = self.runs - 1 - last
+        gap = np.maximum((last - first + 1 + last + 1) / (visits + 1), 1.0)
+        stale = np.exp2(-runs_ago / (self.stale_half_life * gap))
+        return np.where((cuts > 0) & (runs_ago > 0), stale, 1.0)
 
-    def staleness(self, runs_ago: int, span: int, visits: int, before: int, changed: bool = True) -> float:
-        """The weight left to the evidence of a kin group last seen `runs_ago` runs ago, whose `visits` steps
-        spanned `span` runs, `before` runs having been recorded up to its last visit: 2^-(runs_ago /
-        (half_life * gap)), its gap between visits being (span + before) / (visits + 1), one pseudo-visit spanning
-        the record up to its last visit (not the absence being measured, or the gap would grow with it). A
-        record with no change in it (`changed` False) does not go stale: 1."""
-        if self.stale_half_life is None or runs_ago <= 0 or not changed:
-            return 1.0
-        gap = max((span + before) / (visits + 1), 1.0)
-        return float(2.0 ** (-runs_ago / (self.stale_half_life * gap)))
+
+def kin_key(grounding: str) -> str:
+    """A grounding's kin group ("t0 p1 p4" and "t0 p4 p1" alike): its objects in any order, in every situation,
+    which breaks and recovers as one (a road driven either way, in sun or rain); what change points, staleness
+    and the outlier mixture (`learning.shrinkage.fit_kin_mixture`) treat as one unit."""
+    return " ".join(sorted(grounding.split()))
 
 
 def _kin_numbers(names: list[tuple[str, RawKey]]) -> np.ndarray:
-    """Each cell's kin group as a number: an action name and the grounding's objects in any order, in every
-    situation (a road driven either way, in sun or rain), which breaks and recovers as one
-    (`learning.action_model.kin_key`)."""
+    """Each cell's kin group (`kin_key`, per action name) as a number."""
     numbers: dict[tuple[str, str], int] = {}
     kin_of_args: dict[str, str] = {}
     out = np.empty(len(names), dtype=np.int64)
@@ -211,7 +208,7 @@ def _kin_numbers(names: list[tuple[str, RawKey]]) -> np.ndarray:
         if kin is None:
             try:
                 objects = json.loads(args_json)
-                kin = " ".join(sorted(str(o) for o in objects)) if isinstance(objects, list) else args_json
+                kin = kin_key(" ".join(str(o) for o in objects)) if isinstance(objects, list) else args_json
             except ValueError:
                 kin = args_json
             kin_of_args[args_json] = kin

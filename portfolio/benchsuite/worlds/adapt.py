@@ -51,19 +51,25 @@ def shifts(events: Sequence[tuple[int, str]], watched: Sequence[tuple[int, int]]
     return out
 
 
+def reliability_bins(pairs: Sequence[tuple[float, bool | float]], bins: int = BINS) -> list[tuple[float, float, int]]:
+    """(mean predicted, mean outcome, count) of the (predicted probability, outcome) pairs in each of `bins`
+    equal-width bins that holds any, in order."""
+    table: list[list[tuple[float, float]]] = [[] for _ in range(bins)]
+    for p, outcome in pairs:
+        table[min(int(p * bins), bins - 1)].append((p, float(outcome)))
+    return [
+        (statistics.mean(p for p, _ in inside), statistics.mean(o for _, o in inside), len(inside))
+        for inside in table
+        if inside
+    ]
+
+
 def scores(pairs: Sequence[tuple[float, bool | float]], bins: int = BINS) -> dict | None:
     """ECE (equal-width bins, weighted by count), Brier score and the reliability bins (mean predicted, observed
     rate, count) of (predicted probability, outcome) pairs; None without pairs."""
     if not pairs:
         return None
-    table: list[list[tuple[float, float]]] = [[] for _ in range(bins)]
-    for p, outcome in pairs:
-        table[min(int(p * bins), bins - 1)].append((p, float(outcome)))
-    reliability = [
-        (statistics.mean(p for p, _ in inside), statistics.mean(o for _, o in inside), len(inside))
-        for inside in table
-        if inside
-    ]
+    reliability = reliability_bins(pairs, bins)
     ece = sum(n * abs(p - o) for p, o, n in reliability) / len(pairs)
     brier = statistics.mean((p - float(o)) ** 2 for p, o in pairs)
     return {"n": len(pairs), "ece": round(ece, 4), "brier": round(brier, 4), "bins": reliability}

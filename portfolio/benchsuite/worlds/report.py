@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from portfolio.benchsuite.worlds.adapt import reliability_bins
 from portfolio.benchsuite.worlds.latency import latency_summary, latency_table
 from portfolio.benchsuite.worlds.report_changes import changes_summary, changes_tables, reliability_plot
 from portfolio.benchsuite.worlds.runner import SIBLING_STEPS, WorldRun
@@ -296,7 +297,7 @@ def plot(runs_by_kind: dict[str, list[WorldRun]], policies: Sequence[str], path:
         for policy in policies:
             pairs = [pt for r in runs for pt in r.calibration.get(policy, {}).get("pairs", [])]
             if pairs:
-                bins = _reliability(pairs)
+                bins = reliability_bins(pairs)
                 ax.plot([b[0] for b in bins], [b[1] for b in bins], marker="o", label=policy)
         ax.plot([0, 1], [0, 1], color="grey", linestyle=":")
         ax.set_xlabel("predicted p_fail")
@@ -308,15 +309,6 @@ def plot(runs_by_kind: dict[str, list[WorldRun]], policies: Sequence[str], path:
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
-
-
-def _reliability(pairs: list[tuple[float, float]], bins: int = 10) -> list[tuple[float, float]]:
-    out = []
-    for b in range(bins):
-        inside = [(p, t) for p, t in pairs if b / bins <= p < (b + 1) / bins or (b == bins - 1 and p == 1.0)]
-        if inside:
-            out.append((statistics.mean(p for p, _ in inside), statistics.mean(t for _, t in inside)))
-    return out
 
 
 def bundled_table(rows: dict) -> list[str]:
