@@ -153,7 +153,7 @@ def _keep_recent(action: ActionModel, key: str, seen: Recent | None) -> None:
         acc[0] += seen.since_change
         acc[1] += seen.failures_since
         acc[2] = min(acc[2], seen.runs_ago)
-        acc[3] += seen.changes
+        acc[3] = max(acc[3], seen.changes)  # its kin group's count, on every row alike: not a sum
         acc[4] = max(acc[4], seen.staleness)
     if seen.last_seen is not None and seen.last_seen > action.last_seen.get(key, ""):
         action.last_seen[key] = seen.last_seen

@@ -87,6 +87,18 @@ def test_a_repaired_road_is_judged_on_the_runs_since_and_the_record_says_so():
     assert FailureModel(change_odds=None).fit(history).predict_proba([road])[0] > 0.3  # without the cut
 
 
+def test_a_cell_split_by_a_numeric_feature_reports_its_changes_once():
+    """A numeric feature gives one cell's steps several raw rows: the kin group's one change is reported once,
+    not once a row."""
+    history = [
+        StepRecord(run_id=f"r{i}", step=0, action="wire", outcome="failure" if i >= 50 else "success",
+                   features={"load": i % 3})
+        for i in range(53)
+    ]  # fmt: skip
+    (evidence,) = FailureModel().fit(history).predict_evidence([TOOL])
+    assert evidence is not None and evidence.changes == 1 and evidence.since_change == 3
+
+
 def test_evidence_of_a_tool_no_longer_used_goes_stale_towards_the_prior():
     """Used in 50 runs, broke (3 failures), then 200 runs of other work: its price drifts back towards the prior
     so a plan tries it again; without staleness it stays condemned."""
