@@ -173,21 +173,20 @@ CREDIBLE = 0.9  # the interval `describe` gives p_fail
 
 
 def describe(
-    costs: Mapping[str, ActionCost],
-    model: FailureModel | None,
-    actions: Sequence[GroundAction],
-    features: Mapping[str, Any] | None = None,
+    costs: Mapping[str, ActionCost], model: FailureModel | None, features: Mapping[str, Any] | None = None
 ) -> dict[str, ActionCost]:
-    """`costs` with each action's `evidence` (`FailureModel.predict_evidence`) and the `CREDIBLE` interval of its
-    p_fail (the quantiles of the Beta posterior of its mean and concentration): what `portfolio costs` and its
-    HTTP, MCP and Python forms show. Planning never calls it."""
+    """`costs` (keyed by each action's PDDL form, as `priced` gives them) with each action's `evidence`
+    (`FailureModel.predict_evidence` in the situation `features`) and the `CREDIBLE` interval of its p_fail (the
+    quantiles of the Beta posterior of its mean and concentration): what `portfolio costs` and its HTTP, MCP and
+    Python forms show. Planning never calls it."""
     if model is None or not costs:
         return dict(costs)
     from scipy.special import betaincinv
 
-    found = [a for a in actions if ground_action_text(a) in costs]
-    evidence = dict(zip((ground_action_text(a) for a in found), model.predict_evidence(found, features)))
+    from domains.ground_text import parse_ground_action
+
     keys = list(costs)
+    evidence = dict(zip(keys, model.predict_evidence([parse_ground_action(k) for k in keys], features)))
     mean = np.clip(np.array([costs[k].p_fail for k in keys], dtype=float), 1e-9, 1.0 - 1e-9)
     concentration = np.array([costs[k].concentration or np.inf for k in keys], dtype=float)
     finite = np.isfinite(concentration)

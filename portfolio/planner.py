@@ -261,11 +261,10 @@ class Planner(Resource):
             return {}
         request = PlanRequest(task=task, init=init)
         grounded = fast_downward.grounded_actions(request, deadline or time.monotonic() + 60.0)
-        from domains.ground_text import parse_ground_action
         from learning.costs import describe
 
         costs = self._costs_for(task, grounded, features, self.explore, weight, objective)
-        return describe(costs, self._model, [parse_ground_action(g) for g in grounded], features)
+        return describe(costs, self._model, features)
 
     def _costs_for(
         self,
