@@ -19,8 +19,7 @@ bound it.
 Every accepted TCP connection gets `TCP_NODELAY` (`set_nodelay`). asyncio sets it only on a socket whose `proto`
 is `IPPROTO_TCP`, and `socket.create_server` (how `portfolio serve` listens) makes one with `proto` 0, which its
 accepted sockets inherit: Nagle's algorithm then held back the last small write of a response until the client's
-delayed ACK, ~40 ms added to every answer on a keep-alive connection (/v1/steps p50: 48.0 ms before, 3.8 ms with
-it set, on the same load).
+delayed ACK, about 40 ms added to every answer on a keep-alive connection (docs/benchmarks.md).
 """
 
 from __future__ import annotations
