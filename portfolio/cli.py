@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "portfolio.commands.generate_cmd",
     "portfolio.commands.bench_cmd",
     "portfolio.commands.serve_cmd",
+    "portfolio.commands.keys_cmd",
     "portfolio.commands.validate_cmd",
 )
 

@@ -224,7 +224,7 @@ def test_a_trace_store_error_is_a_json_answer_not_a_dropped_connection(service, 
     assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
     assert answer.json()["kind"] == "DatabaseLockedError"
 
-    def broken():
+    def broken(**filters):
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(svc.store, "stats", broken)

@@ -69,10 +69,15 @@ def serve_in_thread(
     large_body_budget: int | None = None,
     public_docs: bool = False,
     servers: list | None = None,
+    insecure: bool | None = None,
+    quotas=None,
+    allowed_hosts=(),
 ):
     """Yield (base URL, Service) for a uvicorn server running the app on a free 127.0.0.1 port, with the
     connection limits `portfolio serve` uses (`limits`: a `ConnectionLimits`, default the defaults). The
-    `uvicorn.Server` is appended to `servers`, when given, for a test that looks at its connections."""
+    `uvicorn.Server` is appended to `servers`, when given, for a test that looks at its connections.
+    `insecure` (default: when there is neither a token nor a key in the trace store) serves without keys, as
+    `portfolio serve --insecure` does; `quotas`: a `QuotaDefaults`."""
     import uvicorn
 
     from portfolio.serve.connections import uvicorn_config
@@ -80,12 +85,17 @@ def serve_in_thread(
     from portfolio.serve.service import Service
 
     service = Service(service_config)
+    if insecure is None:
+        insecure = token is None and not has_keys(service)
     app = create_app(
         service,
         token=token,
         max_body_bytes=max_body_bytes,
         large_body_budget=large_body_budget,
         public_docs=public_docs,
+        insecure=insecure,
+        quotas=quotas,
+        allowed_hosts=allowed_hosts,
     )
     sock = socket.create_server(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn_config(app, limits, log_level="warning", lifespan="on"))
@@ -107,10 +117,20 @@ def serve_in_thread(
         sock.close()
 
 
+def has_keys(service) -> bool:
+    from portfolio.serve.keys import count_keys
+
+    return service.store is not None and count_keys(service.store) > 0
+
+
 def start_cli_server(*args: str, env: dict | None = None) -> tuple[subprocess.Popen, str]:
-    """`portfolio serve --port 0 ARGS` as a subprocess; returns it and its base URL once it answers."""
+    """`portfolio serve --port 0 ARGS` as a subprocess; returns it and its base URL once it answers. Without a
+    token (--token or PORTFOLIO_TOKEN in `env`) or --keys-in-store, it is started --insecure (on loopback)."""
+    secured = "--token" in args or "--insecure" in args or "PORTFOLIO_TOKEN" in (env or {})
+    insecure = () if secured or "--keys-in-store" in args else ("--insecure",)
+    args = tuple(a for a in args if a != "--keys-in-store")
     process = subprocess.Popen(
-        [sys.executable, "-m", "portfolio.cli", "serve", "--port", "0", *args],
+        [sys.executable, "-m", "portfolio.cli", "serve", "--port", "0", *insecure, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

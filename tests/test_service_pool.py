@@ -142,7 +142,7 @@ def test_the_token_guards_every_route_but_health_and_the_body_size_is_limited():
             for _ in range(100):
                 yield b" " * 1024
 
-        streamed = httpx.post(url + "/v1/plan", content=chunks(), headers=good)
+        streamed = httpx.post(url + "/v1/plan", content=chunks(), headers={**good, "Content-Type": "application/json"})
         assert streamed.status_code == 413 and streamed.json()["kind"] == "BodyTooLarge"
 
 

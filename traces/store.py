@@ -270,15 +270,24 @@ class TraceStore(Transactions):
             for row in chunk:
                 yield row_step(row)
 
-    def stats(self) -> list[ActionStats]:
+    def stats(self, *, run_prefix: str | None = None, exclude_prefix: str | None = None) -> list[ActionStats]:
         """Per action name: steps, failures, failure rate and mean duration (of all steps, of successes, of
-        failures), sorted by name."""
+        failures), sorted by name. Only the steps of runs whose id starts with `run_prefix`, and none of runs
+        whose id starts with `exclude_prefix`, when given (the service's tenants, `portfolio.serve.tenancy`)."""
+        where, params = [], []
+        if run_prefix is not None:
+            where.append("substr(run_id, 1, ?) = ?")
+            params += [len(run_prefix), run_prefix]
+        if exclude_prefix is not None:
+            where.append("substr(run_id, 1, ?) != ?")
+            params += [len(exclude_prefix), exclude_prefix]
         sql = (
             "SELECT action, count(*) AS steps, sum(outcome = 'failure') AS failures, avg(duration_ms) AS mean, "
             "avg(CASE WHEN outcome = 'success' THEN duration_ms END), "
-            "avg(CASE WHEN outcome = 'failure' THEN duration_ms END) FROM steps GROUP BY action ORDER BY action"
+            "avg(CASE WHEN outcome = 'failure' THEN duration_ms END) FROM steps "
+            f"{'WHERE ' + ' AND '.join(where) if where else ''} GROUP BY action ORDER BY action"
         )
-        rows = self._retry(lambda: self.db.execute(sql).fetchall())
+        rows = self._retry(lambda: self.db.execute(sql, params).fetchall())
         return [
             ActionStats(
                 action=a,

@@ -37,16 +37,27 @@ cascade), a bounded queue (503 + Retry-After when full), per-request budgets cap
 Routes: POST /v1/plan, /v1/replan, /v1/validate, /v1/steps, /v1/retrain; GET /v1/actions, /v1/jobs/{id},
 /v1/health, /metrics (Prometheus), /openapi.json and /docs (Swagger UI, its files served here: no CDN);
 MCP (streamable HTTP) at /mcp.
-With --token (or PORTFOLIO_TOKEN) every route but /v1/health needs `Authorization: Bearer TOKEN`;
---public-docs lets a browser read /docs and /openapi.json without it (every /v1 operation still needs it).
+
+Every route but /v1/health needs `Authorization: Bearer KEY`: an API key of the trace store (`portfolio keys
+add`: one per agent, with a tenant and scopes; runs are private to their tenant) or the --token (an admin of
+the default tenant). Without either the server refuses to start; --insecure serves without keys, on a loopback
+address only. Requests must name the server in Host (the bind address, localhost, 127.0.0.1, ::1, and each
+--allowed-host), and a browser's Origin likewise; request bodies are application/json. Each key has quotas
+(--rps, --body-mb-per-s, --max-concurrent-plans, --retrains-per-minute: the defaults for keys that set none);
+over one, 429 with Retry-After. --public-docs lets a browser read /docs and /openapi.json without a key.
 SIGTERM drains in-flight requests for --drain seconds, then stops every worker and planner process.
 """
 
 SERVE_EPILOG = """\
 example:
-  PORTFOLIO_TOKEN=secret portfolio serve --workers 2 --traces traces.db &
-  curl -s -H 'Authorization: Bearer secret' localhost:8765/v1/plan \\
-       -d '{"domain": "(define (domain ...", "problem": "(define (problem ..."}'
+  KEY=$(portfolio keys add agent-a --tenant acme --scopes plan,steps:write,read --traces traces.db)
+  portfolio serve --workers 2 --traces traces.db &
+  curl -s -H "Authorization: Bearer $KEY" --json '{"domain": "(define (domain ...", "problem": "..."}' \\
+       localhost:8765/v1/plan
+
+  portfolio serve --insecure            local tests only: no keys, loopback only
+  portfolio serve --host 0.0.0.0 --allowed-host planner.internal --traces traces.db
+                                        reachable as planner.internal from other machines
 """
 
 
@@ -161,14 +172,61 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--token",
         default=os.environ.get("PORTFOLIO_TOKEN"),
         metavar="TOKEN",
-        help="bearer token required on every route but /v1/health (default: $PORTFOLIO_TOKEN; "
-        "prefer the variable, arguments show in `ps`)",
+        help="one bearer token acting as an admin of the default tenant, beside the API keys of --traces "
+        "(default: $PORTFOLIO_TOKEN; prefer the variable, arguments show in `ps`; an empty one is an error)",
+    )
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve every request without a key, as an admin of the default tenant: for local tests, and only "
+        "on a loopback --host (default: refuse to start without --token or a key in --traces)",
+    )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name clients reach the server by, accepted in the Host and Origin headers beside the "
+        "bind address, localhost, 127.0.0.1 and ::1 (repeatable; any port); other Hosts get 421, other Origins 403",
     )
     parser.add_argument(
         "--public-docs",
         action="store_true",
-        help="with --token, serve /docs, its assets and /openapi.json without the token, so a browser can read "
-        "them (GET and HEAD only; every /v1 operation, /metrics and /mcp still need the token; default: private)",
+        help="serve /docs, its assets and /openapi.json without a key, so a browser can read them (GET and "
+        "HEAD only; every /v1 operation, /metrics and /mcp still need a key; default: private)",
+    )
+    from portfolio.serve.quotas import QuotaDefaults
+
+    quota = QuotaDefaults()
+    parser.add_argument(
+        "--rps",
+        type=float,
+        default=quota.rps,
+        metavar="N",
+        help=f"requests per second per key, for keys that set none (default {quota.rps:g}; bursts of a second's worth)",
+    )
+    parser.add_argument(
+        "--body-mb-per-s",
+        type=float,
+        default=quota.body_mb_per_s,
+        metavar="MB",
+        help=f"request-body megabytes per second per key, for keys that set none (default {quota.body_mb_per_s:g})",
+    )
+    parser.add_argument(
+        "--max-concurrent-plans",
+        type=int,
+        default=quota.max_concurrent_plans,
+        metavar="N",
+        help="plans and replans one key may have in flight at once, for keys that set none (default "
+        f"{quota.max_concurrent_plans})",
+    )
+    parser.add_argument(
+        "--retrains-per-minute",
+        type=float,
+        default=quota.retrains_per_minute,
+        metavar="N",
+        help="retrains one key may start per minute (default "
+        f"{quota.retrains_per_minute:g}); a retrain asked for while one runs joins it and is free",
     )
     parser.add_argument("--max-body", type=int, default=32, metavar="MB", help="request body limit (default 32)")
     parser.add_argument(
@@ -298,8 +356,24 @@ def run(args: argparse.Namespace) -> int:
         return fail_bad_input("--idle-timeout, --request-timeout and --max-connections must be positive")
     if not 0 <= args.port <= 65535:  # checked before the workers start: bind() raised OverflowError after
         return fail_bad_input(f"--port {args.port}: expected a port number from 0 to 65535 (0 picks a free one)")
+    from pydantic import ValidationError
+
+    from portfolio.serve.quotas import QuotaDefaults
+    from portfolio.serve.startup import check_credentials
+
+    try:
+        quotas = QuotaDefaults(
+            rps=args.rps,
+            body_mb_per_s=args.body_mb_per_s,
+            max_concurrent_plans=args.max_concurrent_plans,
+            retrains_per_minute=args.retrains_per_minute,
+        )
+    except ValidationError as error:
+        first = error.errors()[0]
+        return fail_bad_input(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}")
     try:
         service = open_service(args)
+        check_credentials(args.token, service.store, args.insecure, args.host)
     except (ValueError,) + store_error_types() as error:
         return fail_bad_input(str(error))
     try:
@@ -312,7 +386,20 @@ def run(args: argparse.Namespace) -> int:
         max_body_bytes=args.max_body * 1024 * 1024,
         host=args.host,
         public_docs=args.public_docs,
+        insecure=args.insecure,
+        allowed_hosts=args.allowed_host,
+        quotas=quotas,
     )
+    from portfolio.serve.origins import AllowList, is_loopback
+
+    if not is_loopback(args.host):
+        names = ", ".join(AllowList(args.host, args.allowed_host).names)
+        log.warning(
+            "listening on %s, reachable from other machines: requests must name one of %s as Host "
+            "(add the names clients use with --allowed-host)",
+            args.host,
+            names,
+        )
     config = uvicorn_config(
         app,
         ConnectionLimits(

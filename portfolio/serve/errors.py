@@ -12,8 +12,10 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from domains.errors import TaskInputError
+from portfolio.serve.auth import Forbidden, Unauthorized
 from portfolio.serve.models import BadRequest
 from portfolio.serve.pool import PlannerFailed, QueueFull
+from portfolio.serve.quotas import QuotaExceeded
 from portfolio.serve.service import NotFound, Unavailable
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,18 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(NotFound)
     async def not_found(request: Request, error: NotFound) -> JSONResponse:
         return json_error(404, str(error), "NotFound")
+
+    @app.exception_handler(Unauthorized)
+    async def unauthorized(request: Request, error: Unauthorized) -> JSONResponse:
+        return json_error(401, str(error), error.kind, {"WWW-Authenticate": "Bearer"})
+
+    @app.exception_handler(Forbidden)
+    async def forbidden(request: Request, error: Forbidden) -> JSONResponse:
+        return json_error(403, str(error), error.kind)
+
+    @app.exception_handler(QuotaExceeded)
+    async def over_quota(request: Request, error: QuotaExceeded) -> JSONResponse:
+        return json_error(429, str(error), error.kind, {"Retry-After": str(error.retry_after)})
 
     @app.exception_handler(QueueFull)
     async def queue_full(request: Request, error: QueueFull) -> JSONResponse:

@@ -1,14 +1,17 @@
-"""The service's outermost ASGI middleware (`Guard`): counts every request by route and status, checks the
-bearer token and the body size, and screens a JSON body (`portfolio.serve.screen`) before the app sees it."""
+"""The service's outermost ASGI middleware (`Guard`): counts every request by route and status, checks the Host
+and Origin headers, the API key, the content type, the caller's quotas and the body size, and screens a JSON
+body (`portfolio.serve.screen`) before the app sees it."""
 
 from __future__ import annotations
 
 import json
 import logging
-import secrets
 from typing import Any
 
+from portfolio.serve.auth import Authenticator
 from portfolio.serve.metrics import route_label
+from portfolio.serve.origins import AllowList
+from portfolio.serve.quotas import QuotaExceeded, Quotas
 from portfolio.serve.service import Service
 
 log = logging.getLogger(__name__)
@@ -16,9 +19,10 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 32 * 1024 * 1024
 LARGE_BODY_BYTES = 1024 * 1024  # bodies from this size on count against the Guard's budget for large bodies
 OPEN_PATHS = frozenset({"/v1/health"})
-# With `public_docs`, read without the token too: the browser docs, their assets and the schema they render.
+# With `public_docs`, read without a key too: the browser docs, their assets and the schema they render.
 DOCS_PATHS = frozenset({"/docs", "/openapi.json"})
 DOCS_PREFIX = "/docs/assets/"
+BODY_METHODS = ("POST", "PUT", "PATCH")
 
 
 async def _send_json(send, status: int, payload: dict[str, Any], headers: list | None = None) -> None:
@@ -37,10 +41,24 @@ async def _send_json(send, status: int, payload: dict[str, Any], headers: list |
     await send({"type": "http.response.body", "body": body})
 
 
+def _is_json(content_type: bytes) -> bool:
+    return content_type.split(b";")[0].strip().lower() == b"application/json"
+
+
 class Guard:
-    """Outermost ASGI middleware: counts every request by route and status, checks the bearer token and the
-    body size, and screens a JSON body (`portfolio.serve.screen`) before the app sees it. One class so that a
-    401, 413 or screening 400 is counted like any other answer.
+    """Outermost ASGI middleware: counts every request by route and status and admits it, in this order:
+
+    1. Host among the allowed names (`AllowList`), else 421; an Origin, when sent, too, else 403;
+    2. a valid API key (`Authenticator`; not on /v1/health, nor with `public_docs` on the docs), else 401,
+       read from the header before a byte of the body;
+    3. a Content-Length within `max_body_bytes`, else 413;
+    4. a body, if any, sent as `application/json`, else 415 (a web page's form or `text/plain` post is no API
+       call, and would need no CORS preflight);
+    5. the principal within its quotas (`Quotas`: requests and body bytes per second), else 429 + Retry-After;
+
+    then reads the body (the size checked again as it streams in), screens it and hands the app the request
+    with the principal in `scope["state"]["principal"]`, where the routes' `authorize` checks its scopes. One
+    class so that every refusal is counted like any other answer.
 
     It also keeps the connection: uvicorn closes a keep-alive connection whenever the app raises, even after
     the answer was sent (Starlette re-raises past its 500 handler), so a client retrying a /v1/steps batch
@@ -51,7 +69,9 @@ class Guard:
         self,
         app,
         service: Service,
-        token: str | None,
+        authenticator: Authenticator,
+        allowed: AllowList,
+        quotas: Quotas,
         max_body_bytes: int,
         large_body_budget: int | None = None,
         public_docs: bool = False,
@@ -59,7 +79,7 @@ class Guard:
         import anyio
 
         self.app, self.service, self.max_body_bytes = app, service, max_body_bytes
-        self.token = token.encode() if token else None
+        self.authenticator, self.allowed, self.quotas = authenticator, allowed, quotas
         self.public_docs = public_docs
         self._screening = anyio.CapacityLimiter(2)  # large bodies walked on threads, two at a time
         # Large bodies in flight at once, in bytes: the server holds a body several times over while it reads,
@@ -92,7 +112,7 @@ class Guard:
             self.service.metrics.requests.labels(route_label(scope["path"]), str(status["code"])).inc()
 
     def _open(self, scope) -> bool:
-        """Whether `scope` is answered without the token: /v1/health always; with `public_docs`, reading
+        """Whether `scope` is answered without a key: /v1/health always; with `public_docs`, reading
         (GET, HEAD) the docs, their assets and the schema."""
         path = scope["path"]
         if path in OPEN_PATHS:
@@ -103,39 +123,67 @@ class Guard:
             and (path in DOCS_PATHS or path.startswith(DOCS_PREFIX))
         )
 
-    def _authorized(self, header: bytes) -> bool:
-        """`Bearer TOKEN`, the scheme in any case (RFC 7235: auth schemes are case-insensitive); the token
-        compared in constant time."""
-        scheme, _, credentials = header.partition(b" ")
-        return scheme.lower() == b"bearer" and secrets.compare_digest(credentials.strip(b" "), self.token or b"")
-
     async def _guarded(self, scope, receive, send) -> None:
         headers = dict(scope["headers"])
-        if self.token is not None and not self._open(scope):
-            if not self._authorized(headers.get(b"authorization", b"")):
+        if not self.allowed.host_ok(headers.get(b"host")):
+            await _send_json(
+                send,
+                421,
+                {
+                    "error": "this server does not answer for that Host: add its name with `portfolio serve "
+                    "--allowed-host NAME`",
+                    "kind": "MisdirectedRequest",
+                },
+            )
+            return
+        if not self.allowed.origin_ok(headers.get(b"origin")):
+            await _send_json(
+                send, 403, {"error": "cross-origin requests from that Origin are refused", "kind": "ForbiddenOrigin"}
+            )
+            return
+        principal = None
+        if not self._open(scope):
+            principal = await self.authenticator.principal(headers.get(b"authorization"))
+            if principal is None:
                 await _send_json(
                     send,
                     401,
-                    {"error": "missing or wrong bearer token (Authorization: Bearer ...)", "kind": "Unauthorized"},
+                    {"error": "missing or wrong API key (Authorization: Bearer KEY)", "kind": "Unauthorized"},
                     [(b"www-authenticate", b"Bearer")],
                 )
                 return
-        if scope["path"].startswith("/v1/") and headers.get(b"content-type", b"").startswith(
-            b"application/x-www-form-urlencoded"
-        ):
-            # `curl -d` labels JSON as a form; every /v1 body is JSON, so read it as such.
-            scope = dict(
-                scope,
-                headers=[(k, v) for k, v in scope["headers"] if k != b"content-type"]
-                + [(b"content-type", b"application/json")],
-            )
         length = headers.get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+        declared = int(length) if length is not None and length.isdigit() else None
+        if declared is not None and declared > self.max_body_bytes:
             await _send_json(
                 send, 413, {"error": f"request body over {self.max_body_bytes} bytes", "kind": "BodyTooLarge"}
             )
             return
-        if scope["method"] not in ("POST", "PUT", "PATCH"):
+        has_body = declared != 0 if declared is not None else b"transfer-encoding" in headers
+        if scope["method"] in BODY_METHODS and has_body and not _is_json(headers.get(b"content-type", b"")):
+            await _send_json(
+                send,
+                415,
+                {
+                    "error": "request bodies are JSON: send Content-Type: application/json (curl: --json, or "
+                    "-H 'Content-Type: application/json')",
+                    "kind": "UnsupportedMediaType",
+                },
+            )
+            return
+        if principal is not None:
+            try:
+                self.quotas.admit(principal, declared or 0)
+            except QuotaExceeded as error:
+                await _send_json(
+                    send,
+                    429,
+                    {"error": str(error), "kind": error.kind},
+                    [(b"retry-after", str(error.retry_after).encode())],
+                )
+                return
+            scope = dict(scope, state={**scope.get("state", {}), "principal": principal})
+        if scope["method"] not in BODY_METHODS:
             await self.app(scope, receive, send)
             return
         # a chunked body has no length to go by: it counts as the largest allowed
@@ -183,6 +231,9 @@ class Guard:
                 break
         data = bytes(body)
         del body  # one copy of a large body, not two
+        principal = scope.get("state", {}).get("principal")
+        if principal is not None and b"content-length" not in dict(scope["headers"]):
+            self.quotas.charge_body(principal, len(data))  # streamed without a length: counted once read
         try:
             if len(data) < 256 * 1024:
                 document = screen(data)

@@ -4,28 +4,35 @@
     POST /v1/replan    run_id + observed state -> 200 PlanResponse (or 202 Job)
     POST /v1/validate  task + plan -> 200 Verdict (the validator's verdict and critique)
     POST /v1/steps     {"steps": [StepRecord...]} -> 200 {"recorded": n, "skipped": n, "conflicts": [...]}
+    POST /v1/costs     task -> 200 the learned cost of each grounded action
     GET  /v1/actions   per-action stats and current p_fail
     POST /v1/retrain   -> 202 Job (fit the next failure and selection models on a worker);  GET /v1/jobs/{id} -> Job
-    GET  /v1/health    (no token needed);  GET /metrics (Prometheus);  /openapi.json, /docs;  /mcp (MCP)
+    GET  /v1/health    (no key needed);  GET /metrics (Prometheus);  /openapi.json, /docs;  /mcp (MCP)
+
+Every route but /v1/health needs an API key (`portfolio.serve.keys`; or the server's --token) holding the scope
+the route declares with `Security(authorize, scopes=[...])`, which the OpenAPI document lists per operation:
+`plan` (plan, replan, validate), `steps:write`, `learn` (retrain), `read` (costs, actions, jobs), `metrics`;
+`admin` holds them all. Runs and jobs belong to the key's tenant: a client's run ids are namespaced where they
+come in and go out (`portfolio.serve.tenancy`), and another tenant's run or job is a 404, as if it did not exist.
 
 /docs is Swagger UI with its JavaScript and CSS served from /docs/assets/ (`docs_routes`, FastAPI's documented
 self-hosting recipe, the files of the fastapi-offline package), so it renders with no network beyond the
-service. With a token, `public_docs` lets GET /docs, /docs/assets/... and /openapi.json through without it.
+service. `public_docs` lets GET /docs, /docs/assets/... and /openapi.json through without a key.
 
 Errors are JSON `{"error", "kind"}` whatever happens: 400 bad input (`kind` names the error type: PDDLSyntaxError,
-SchemaError, ...), 401 without the token, 404, 413 body too large, 422 a validation too costly to finish
-(`ValidationTooCostly`: over --validate-budget or the memory cap), 500 a planner worker died or hung (it was
-replaced; the reason says why), 503 + Retry-After when the queue is full, the trace store is locked or too
-many large bodies are in flight (`BusyWithLargeBodies`), 503
-without it when the stored model cannot be read (`ModelFormatError`: retrain). A handler that raises anything
-else is answered 500 too, never with a dropped connection.
+SchemaError, ...), 401 without a valid key, 403 a key without the route's scope or a foreign Origin, 404, 413 body
+too large, 415 a body that is not `application/json`, 421 a Host the server does not answer for, 422 a
+validation too costly to finish (`ValidationTooCostly`: over --validate-budget or the memory cap), 429 +
+Retry-After over the key's quota, 500 a planner worker died or hung (it was replaced; the reason says why), 503 +
+Retry-After when the queue is full, the trace store is locked or too many large bodies are in flight
+(`BusyWithLargeBodies`), 503 without it when the stored model cannot be read (`ModelFormatError`: retrain). A
+handler that raises anything else is answered 500 too, never with a dropped connection.
 
-Errors are answered by `portfolio.serve.errors`; auth and limits are `portfolio.serve.guard.Guard`, plain ASGI
-middleware around the whole app, the MCP endpoint included: `Authorization:
-Bearer TOKEN` (the scheme in any case) compared in constant time (`secrets.compare_digest`) on every path but
-/v1/health, the body size checked from Content-Length and again while the body is read in, and a JSON body
-screened for nesting depth, 64-bit integers, finite numbers and Unicode text (`portfolio.serve.screen`)
-before the app sees it.
+Errors are answered by `portfolio.serve.errors`; admission is `portfolio.serve.guard.Guard`, plain ASGI
+middleware around the whole app, the MCP endpoint included: Host and Origin, the key (read from the header
+before the body), the content type, the quotas and the body size (from Content-Length and again while the body
+is read in), and a JSON body screened for nesting depth, 64-bit integers, finite numbers and Unicode text
+(`portfolio.serve.screen`) before the app sees it.
 """
 
 from __future__ import annotations
@@ -34,14 +41,18 @@ import asyncio
 import contextlib
 import json
 import logging
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Security
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
+from portfolio.serve import tenancy
+from portfolio.serve.auth import Authenticator, authorize
 from portfolio.serve.errors import install_error_handlers
 from portfolio.serve.guard import MAX_BODY_BYTES, Guard
+from portfolio.serve.keys import KeyRing, Principal
 from portfolio.serve.models import (
     ActionsResponse,
     BadRequest,
@@ -59,17 +70,33 @@ from portfolio.serve.models import (
     ValidateBody,
     Verdict,
 )
-from portfolio.serve.service import Service
+from portfolio.serve.origins import AllowList
+from portfolio.serve.quotas import QuotaDefaults, Quotas
+from portfolio.serve.service import NotFound, Service
+from portfolio.serve.startup import check_credentials
 
 log = logging.getLogger(__name__)
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorBody},
-    401: {"model": ErrorBody},
+    400: {"model": ErrorBody, "description": "bad input: the message says what was expected"},
+    401: {"model": ErrorBody, "description": "no API key, or one the server does not hold (revoked, mistyped)"},
+    403: {"model": ErrorBody, "description": "the key lacks the scope this operation needs"},
     422: {"model": ErrorBody},
+    429: {"model": ErrorBody, "description": "over the key's quota; retry after Retry-After seconds"},
     500: {"model": ErrorBody},
     503: {"model": ErrorBody},
 }
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorBody, "description": "no such run (or job) of the key's tenant"}
+}
+
+
+# A route's caller, holding the scope named (`authorize`); the OpenAPI document lists the scope per operation
+Planner = Annotated[Principal, Security(authorize, scopes=["plan"])]
+StepWriter = Annotated[Principal, Security(authorize, scopes=["steps:write"])]
+Learner = Annotated[Principal, Security(authorize, scopes=["learn"])]
+Reader = Annotated[Principal, Security(authorize, scopes=["read"])]
+MetricsReader = Annotated[Principal, Security(authorize, scopes=["metrics"])]
 
 
 def _job_response(job: Job) -> JSONResponse:
@@ -84,14 +111,33 @@ def create_app(
     stop_s: float = 1.0,
     large_body_budget: int | None = None,
     public_docs: bool = False,
+    *,
+    insecure: bool = False,
+    allowed_hosts: Iterable[str] = (),
+    quotas: QuotaDefaults | None = None,
 ):
     """The ASGI app: FastAPI routes plus the MCP endpoint, inside the `Guard` middleware. Starting it (the
-    lifespan) starts the planner workers; stopping it stops them. `public_docs`: with a token, the docs and the
-    schema are read without it (`Guard`); every operation still needs it."""
+    lifespan) starts the planner workers; stopping it stops them.
+
+    Callers are the API keys of the service's trace store (`portfolio.serve.keys`) and, with `token`, one admin
+    of the default tenant; `insecure` (a loopback `host` only) lets every request in as that admin instead.
+    Neither: `InsecureStart` (`portfolio.serve.startup.check_credentials`). `allowed_hosts`: names beside
+    `host` and the loopback ones that the Host and Origin headers may carry (`AllowList`). `quotas`: per
+    principal, for keys that set none. `public_docs`: the docs and the schema are read without a key; every
+    operation still needs one."""
     from portfolio.serve.mcp_server import build_mcp
 
-    mcp = build_mcp(service)
-    mcp_routes = mcp.streamable_http_app(streamable_http_path="/mcp", host=host).routes
+    check_credentials(token, service.store, insecure, host)
+    keyring = KeyRing(service.store) if service.store is not None and not insecure else None
+    authenticator = Authenticator(token, keyring, insecure=insecure)
+    allowed = AllowList(host, allowed_hosts)
+    limits = Quotas(quotas, max_body_bytes)
+    owners = tenancy.JobOwners()
+
+    mcp = build_mcp(service, quotas=limits)
+    mcp_routes = mcp.streamable_http_app(
+        streamable_http_path="/mcp", host=host, transport_security=allowed.transport_security()
+    ).routes
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -109,36 +155,71 @@ def create_app(
         title="portfolio-planner",
         version="0.1.0",
         lifespan=lifespan,
-        description="Validated plans from a pool of warm planners; learned action costs from traces.",
+        description="Validated plans from a pool of warm planners; learned action costs from traces. Every "
+        "operation but /v1/health needs an API key (`Authorization: Bearer KEY`) holding the scope it lists.",
         docs_url=None,  # served by `docs_routes`, from local files instead of a CDN
         redoc_url=None,
     )
     install_error_handlers(app)
     docs_routes(app)
 
-    @app.post("/v1/plan", response_model=PlanResponse, responses={202: {"model": Job}, **ERRORS})
-    async def plan(body: PlanBody):
-        if not body.wait:
-            return _job_response(service.submit("plan", lambda: service.plan(body)))
-        return await service.plan(body)
+    def submit_plan(kind, principal: Principal, work: Callable[[], Awaitable[PlanResponse]]) -> JSONResponse:
+        """A plan or replan job, holding one of the principal's plan slots until it ends."""
 
-    @app.post(
-        "/v1/replan", response_model=PlanResponse, responses={202: {"model": Job}, 404: {"model": ErrorBody}, **ERRORS}
-    )
-    async def replan(body: ReplanBody):
+        async def held() -> PlanResponse:
+            try:
+                return await work()
+            finally:
+                limits.release_plan(principal)
+
+        limits.acquire_plan(principal)
+        try:
+            job = service.submit(kind, held)
+        except BaseException:
+            limits.release_plan(principal)
+            raise
+        owners.add(job.id, principal.tenant)
+        return _job_response(job)
+
+    async def replanned(principal: Principal, body: ReplanBody, client_run_id: str):
+        """`service.replan(body)`, a NotFound naming the run as the client does."""
+        try:
+            return await service.replan(body)
+        except NotFound as error:
+            raise NotFound(str(error).replace(repr(body.run_id), repr(client_run_id))) from None
+
+    @app.post("/v1/plan", response_model=PlanResponse, responses={202: {"model": Job}, **ERRORS})
+    async def plan(body: PlanBody, principal: Planner):
+        """Plan a task (scope `plan`). The run id, given or made, names the run in the caller's tenant."""
+        stored = tenancy.plan_in(principal.tenant, body)
         if not body.wait:
-            await service.run_source(body.run_id)  # an unknown run is a 404 now, not a failed job later
-            return _job_response(service.submit("replan", lambda: service.replan(body)))
-        return await service.replan(body)
+            return submit_plan("plan", principal, lambda: service.plan(stored))
+        with limits.plan_slot(principal):
+            return tenancy.plan_out(principal.tenant, await service.plan(stored))
+
+    @app.post("/v1/replan", response_model=PlanResponse, responses={202: {"model": Job}, **NOT_FOUND, **ERRORS})
+    async def replan(body: ReplanBody, principal: Planner):
+        """Plan again for a run of the caller's tenant from the observed state (scope `plan`); another
+        tenant's run, or none, is a 404."""
+        stored = tenancy.replan_in(principal.tenant, body)
+        if not body.wait:
+            try:
+                await service.run_source(stored.run_id)  # an unknown run is a 404 now, not a failed job later
+            except NotFound as error:
+                raise NotFound(str(error).replace(repr(stored.run_id), repr(body.run_id))) from None
+            return submit_plan("replan", principal, lambda: replanned(principal, stored, body.run_id))
+        with limits.plan_slot(principal):
+            return tenancy.plan_out(principal.tenant, await replanned(principal, stored, body.run_id))
 
     @app.post("/v1/costs", response_model=CostsResponse, responses=ERRORS)
-    async def costs(body: CostsBody) -> CostsResponse:
+    async def costs(body: CostsBody, principal: Reader) -> CostsResponse:
         """The learned cost of every grounded action of the task (as `portfolio costs`): base cost, p_fail and
-        the cost plans pay, riskiest first."""
+        the cost plans pay, riskiest first (scope `read`). The model is learned from every tenant's steps."""
         return await service.costs(body)
 
     @app.post("/v1/validate", response_model=Verdict, responses=ERRORS)
-    async def validate(body: ValidateBody) -> Verdict:
+    async def validate(body: ValidateBody, principal: Planner) -> Verdict:
+        """Check a plan against a task (scope `plan`)."""
         return await service.validate(body)
 
     # The body is validated on a thread in batches (`steps_body`), not by FastAPI on the event loop: a 30 MB
@@ -154,7 +235,8 @@ def create_app(
             }
         },
     )
-    async def steps(request: Request) -> StepsResponse:
+    async def steps(request: Request, principal: StepWriter) -> StepsResponse:
+        """Record executed steps in runs of the caller's tenant (scope `steps:write`)."""
         import anyio
 
         from portfolio.serve.screen import NOT_JSON
@@ -172,36 +254,53 @@ def create_app(
         from portfolio.serve.screen import steps_body
 
         body = await anyio.to_thread.run_sync(steps_body, document)
-        return await service.record_steps(body)
+        body = tenancy.steps_in(principal.tenant, body)
+        answer = await service.record_steps(body, provenance=(principal.tenant, principal.name))
+        return tenancy.steps_out(principal.tenant, answer)
 
     @app.get("/v1/actions", response_model=ActionsResponse, responses=ERRORS)
-    async def actions() -> ActionsResponse:
-        return await service.actions()
+    async def actions(principal: Reader) -> ActionsResponse:
+        """Per action name, the statistics of the caller's tenant's steps, and p_fail under the latest model
+        (learned from every tenant's steps) (scope `read`)."""
+        return await service.actions(**tenancy.stats_filter(principal.tenant))
 
     @app.post("/v1/retrain", status_code=202, response_model=Job, responses=ERRORS)
-    async def retrain(body: RetrainBody | None = None):
+    async def retrain(principal: Learner, body: RetrainBody | None = None):
+        """Fit the next failure and selection models (scope `learn`); while one retrain runs, every call
+        answers its job. Starting one counts against the caller's retrains per minute."""
         service.need_store()
-        return _job_response(service.submit_retrain(body or RetrainBody()))
+        if service.running_retrain() is None:
+            limits.retrain(principal)
+        job = service.submit_retrain(body or RetrainBody())
+        owners.add(job.id, principal.tenant)
+        return _job_response(job)
 
-    @app.get("/v1/jobs/{job_id}", response_model=Job, responses={404: {"model": ErrorBody}})
-    async def job(job_id: str) -> Job:
-        return service.job(job_id)
+    @app.get("/v1/jobs/{job_id}", response_model=Job, responses={**NOT_FOUND, **ERRORS})
+    async def job(job_id: str, principal: Reader) -> Job:
+        """A job the caller's tenant started (scope `read`); another tenant's is a 404."""
+        found = service.job(job_id)
+        if not owners.owns(job_id, principal.tenant):
+            raise NotFound(f"unknown job {job_id!r}")
+        if found.kind in ("plan", "replan") and found.result is not None:
+            return found.model_copy(update={"result": tenancy.plan_out(principal.tenant, found.result)})
+        return found
 
     @app.get("/v1/health", response_model=HealthResponse)
     async def health() -> HealthResponse:
         return service.health()
 
-    @app.get("/metrics", response_class=Response)
-    async def metrics() -> Response:
+    @app.get("/metrics", response_class=Response, responses=ERRORS)
+    async def metrics(principal: MetricsReader) -> Response:
+        """Prometheus metrics (scope `metrics`)."""
         from prometheus_client import CONTENT_TYPE_LATEST
 
         return Response(service.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     app.router.routes.extend(mcp_routes)
     _publish(app, StepsBody)
-    if token is not None:
-        _require_bearer(app)
-    return Guard(app, service, token, max_body_bytes, large_body_budget, public_docs=public_docs)
+    return Guard(
+        app, service, authenticator, allowed, limits, max_body_bytes, large_body_budget, public_docs=public_docs
+    )
 
 
 DOCS_ASSETS = "/docs/assets"
@@ -231,26 +330,6 @@ def docs_routes(app: FastAPI) -> None:
             swagger_css_url=f"{root}{DOCS_ASSETS}/swagger-ui.css",
             swagger_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png",
         )
-
-
-def _require_bearer(app: FastAPI) -> None:
-    """Say in the OpenAPI document that every operation but the open ones needs the bearer token: Swagger UI
-    then offers "Authorize", so a browser reading the docs can try the operations with the token."""
-    from portfolio.serve.guard import OPEN_PATHS
-
-    generate = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        schema = generate()
-        schemes = schema.setdefault("components", {}).setdefault("securitySchemes", {})
-        if "bearer" not in schemes:
-            schemes["bearer"] = {"type": "http", "scheme": "bearer", "description": "the server's --token"}
-            for path, operations in schema["paths"].items():
-                for operation in operations.values() if path not in OPEN_PATHS else ():
-                    operation["security"] = [{"bearer": []}]
-        return schema
-
-    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _publish(app: FastAPI, *models: type[BaseModel]) -> None:

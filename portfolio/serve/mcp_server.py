@@ -7,10 +7,13 @@ schema (from its pydantic return model), and answers with structured content plu
 clients that only read text. They call the same `Service` as the HTTP routes, so a
 tool call takes a worker from the same pool, obeys the same queue limit and writes the same trace store.
 
-Transports: stdio (`portfolio mcp`, one planner worker by default) and streamable HTTP, mounted at `/mcp` on
-the HTTP service behind the same bearer token. A failed call (bad PDDL, unknown run, full queue) is a tool
-result with `isError` and the message. A stdio line that is not a JSON-RPC message gets a JSON-RPC error
-(-32700 / -32600, with the request's id when it has one) and a warning in the log; it does not end the server.
+Transports: stdio (`portfolio mcp`, one planner worker by default; its one user is the admin of the default
+tenant) and streamable HTTP, mounted at `/mcp` on the HTTP service behind the same API keys: each tool needs the
+scope its HTTP twin needs (`TOOL_SCOPES`), runs are the caller's tenant's (`portfolio.serve.tenancy`), plans count
+against the caller's plans at once and a retrain joins the one running, if any, as over HTTP. A failed call
+(bad PDDL, unknown run, full queue, a missing scope) is a tool result with `isError` and the message. A stdio
+line that is not a JSON-RPC message gets a JSON-RPC error (-32700 / -32600, with the request's id when it has
+one) and a warning in the log; it does not end the server.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from mcp import types
+from mcp.server.mcpserver import Context
 from pydantic import BaseModel, ConfigDict, Field
 
 from portfolio.serve.models import (
@@ -44,7 +48,21 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.tools import Tool
 
+    from portfolio.serve.keys import Principal
+    from portfolio.serve.quotas import Quotas
+
 log = logging.getLogger(__name__)
+
+# The scope each tool needs: its HTTP route's (`portfolio.serve.http`)
+TOOL_SCOPES = {
+    "plan": "plan",
+    "replan": "plan",
+    "validate": "plan",
+    "record_steps": "steps:write",
+    "action_stats": "read",
+    "costs": "read",
+    "retrain": "learn",
+}
 
 INSTRUCTIONS = (
     "A planner for agent runtimes. `plan` a task (PDDL domain+problem texts or a JSON task) to get a validated "
@@ -60,7 +78,9 @@ def _anticipated() -> tuple[type[Exception], ...]:
     from pydantic import ValidationError
 
     from domains.errors import TaskInputError
+    from portfolio.serve.auth import Forbidden, Unauthorized
     from portfolio.serve.pool import PlannerFailed, QueueFull
+    from portfolio.serve.quotas import QuotaExceeded
     from portfolio.serve.service import NotFound, Unavailable
     from traces.errors import TraceStoreError
 
@@ -73,6 +93,9 @@ def _anticipated() -> tuple[type[Exception], ...]:
         QueueFull,
         PlannerFailed,
         TraceStoreError,
+        Unauthorized,
+        Forbidden,
+        QuotaExceeded,
     )
 
 
@@ -86,6 +109,11 @@ class RetrainResponse(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     version: int = Field(description="the new model's version; plans made from now on use it")
+
+
+async def _now(fn: Callable[[], Any]) -> Any:
+    """`fn()` as an awaitable, so that its exceptions pass through `guarded` like a service call's."""
+    return fn()
 
 
 def _tool_taking(fn: Callable[..., Any], model: type[BaseModel], description: str) -> Tool:
@@ -104,9 +132,16 @@ def _tool_taking(fn: Callable[..., Any], model: type[BaseModel], description: st
     return tool
 
 
-def build_mcp(service: Service):
+def build_mcp(service: Service, quotas: Quotas | None = None, local: Principal | None = None):
+    """The MCP server over `service`. Over HTTP each call acts for the principal the `Guard` found for its
+    request; a call with no HTTP request (stdio) acts for `local`, and is refused without one. `quotas`: the
+    HTTP service's, so plans and retrains count as they do over HTTP (None: no quotas, as on stdio)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
+
+    from portfolio.serve import tenancy
+    from portfolio.serve.auth import principal_in, require
+    from portfolio.serve.service import NotFound
 
     anticipated = _anticipated()
 
@@ -116,26 +151,77 @@ def build_mcp(service: Service):
         except anticipated as error:  # an isError result naming the kind, as the HTTP error body does
             raise ToolError(f"{getattr(error, 'kind', type(error).__name__)}: {error}") from error
 
-    async def plan(**arguments: Any) -> PlanResponse:
-        return await guarded(service.plan(PlanBody(**arguments)))
+    def caller(ctx: Context, tool: str) -> Principal:
+        try:
+            request = ctx.request_context.request
+        except ValueError:  # no request context at all
+            request = None
+        principal = principal_in(request.scope) if request is not None else local
+        try:
+            return require(principal, TOOL_SCOPES[tool])
+        except anticipated as error:
+            raise ToolError(f"{error.kind}: {error}") from error  # type: ignore[attr-defined]
 
-    async def replan(**arguments: Any) -> PlanResponse:
-        return await guarded(service.replan(ReplanBody(**arguments)))
+    async def planning(principal: Principal, call):
+        if quotas is None:
+            return await guarded(call)
+        try:
+            quotas.acquire_plan(principal)
+        except anticipated as error:
+            call.close()
+            raise ToolError(f"{getattr(error, 'kind', type(error).__name__)}: {error}") from error
+        try:
+            return await guarded(call)
+        finally:
+            quotas.release_plan(principal)
 
-    async def validate(**arguments: Any) -> Verdict:
+    async def plan(ctx: Context, **arguments: Any) -> PlanResponse:
+        principal = caller(ctx, "plan")
+        body = await guarded(_now(lambda: tenancy.plan_in(principal.tenant, PlanBody(**arguments))))
+        return tenancy.plan_out(principal.tenant, await planning(principal, service.plan(body)))
+
+    async def replan(ctx: Context, **arguments: Any) -> PlanResponse:
+        principal = caller(ctx, "replan")
+        client = ReplanBody(**arguments)
+        body = await guarded(_now(lambda: tenancy.replan_in(principal.tenant, client)))
+        try:
+            answer = await planning(principal, service.replan(body))
+        except ToolError as error:
+            if isinstance(error.__cause__, NotFound):  # the message names the run as the client does
+                raise ToolError(str(error).replace(repr(body.run_id), repr(client.run_id))) from None
+            raise
+        return tenancy.plan_out(principal.tenant, answer)
+
+    async def validate(ctx: Context, **arguments: Any) -> Verdict:
+        caller(ctx, "validate")
         return await guarded(service.validate(ValidateBody(**arguments)))
 
-    async def record_steps(**arguments: Any) -> StepsResponse:
-        return await guarded(service.record_steps(StepsBody(**arguments)))
+    async def record_steps(ctx: Context, **arguments: Any) -> StepsResponse:
+        principal = caller(ctx, "record_steps")
+        body = await guarded(_now(lambda: tenancy.steps_in(principal.tenant, StepsBody(**arguments))))
+        answer = await guarded(service.record_steps(body, provenance=(principal.tenant, principal.name)))
+        return tenancy.steps_out(principal.tenant, answer)
 
-    async def action_stats(**arguments: Any) -> ActionsResponse:
-        return await guarded(service.actions())
+    async def action_stats(ctx: Context, **arguments: Any) -> ActionsResponse:
+        principal = caller(ctx, "action_stats")
+        return await guarded(service.actions(**tenancy.stats_filter(principal.tenant)))
 
-    async def costs(**arguments: Any) -> CostsResponse:
+    async def costs(ctx: Context, **arguments: Any) -> CostsResponse:
+        caller(ctx, "costs")
         return await guarded(service.costs(CostsBody(**arguments)))
 
-    async def retrain(**arguments: Any) -> RetrainResponse:
-        return RetrainResponse(**await guarded(service.retrain(RetrainBody(**arguments))))
+    async def retrain(ctx: Context, **arguments: Any) -> RetrainResponse:
+        principal = caller(ctx, "retrain")
+        body = RetrainBody(**arguments)
+        await guarded(_now(service.need_store))
+        if quotas is not None and service.running_retrain() is None:
+            await guarded(_now(lambda: quotas.retrain(principal)))
+        # the running retrain, if any: eight calls at once are one retrain, as over HTTP
+        job = await guarded(_now(lambda: service.submit_retrain(body)))
+        await service.finished(job)
+        if job.status != "done" or job.result is None:
+            raise ToolError(job.error or "the retrain failed")
+        return RetrainResponse(**job.result)
 
     tools = [
         _tool_taking(fn, arguments, description)
@@ -185,7 +271,9 @@ async def serve_stdio(service: Service) -> None:
     """`portfolio mcp`: start the workers, serve MCP on stdin/stdout until the client closes it, stop them."""
     import asyncio
 
-    mcp = build_mcp(service)
+    from portfolio.serve.keys import LOCAL
+
+    mcp = build_mcp(service, local=LOCAL)
     service.start()
     watcher = asyncio.get_running_loop().create_task(service.watch())
     try:

@@ -87,6 +87,7 @@ class Service:
         self.memory = RunMemory()  # each run's task, worker and current plan (`portfolio.serve.runs`)
         self.jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()
         self._tasks: set[asyncio.Task] = set()
+        self._job_tasks: dict[str, asyncio.Task] = {}  # running jobs' tasks, for `finished`
         # Trace-store reads and writes only: nothing else may take these threads, so no computation (a
         # validation that blows up, say) can starve the store. Each holds `_store_lock` for one short query.
         self._store_threads = anyio.CapacityLimiter(4)
@@ -251,18 +252,29 @@ class Service:
             raise BadRequest("this server has no trace store: start it with --traces PATH")
         return self.store
 
-    async def record_steps(self, body: StepsBody) -> StepsResponse:
+    async def record_steps(self, body: StepsBody, provenance: tuple[str, str] | None = None) -> StepsResponse:
+        """Record the steps (`traces.recording`); `provenance`: the (tenant, principal) posting them, kept for
+        each step recorded (`traces.provenance`), under the same lock."""
         store = self.need_store()
 
         def write() -> RecordReport:
             with self._store_lock:
-                return store.record_steps(body.steps)
+                report = store.record_steps(body.steps)
+                if provenance is not None:
+                    from traces.provenance import note_provenance
+
+                    refused = {c.index for c in report.conflicts}
+                    steps = [(s.run_id, s.step) for i, s in enumerate(body.steps) if i not in refused]
+                    note_provenance(store, steps, *provenance)
+                return report
 
         report = await anyio.to_thread.run_sync(write, limiter=self._store_threads)
         self.metrics.steps_recorded.inc(report.recorded)
         return StepsResponse.of(report)
 
-    async def actions(self) -> ActionsResponse:
+    async def actions(self, run_prefix: str | None = None, exclude_prefix: str | None = None) -> ActionsResponse:
+        """Per action name, the recorded steps' statistics (of the runs `TraceStore.stats` selects with
+        `run_prefix` / `exclude_prefix`) and p_fail under the latest model."""
         store = self.need_store()
 
         def read() -> ActionsResponse:
@@ -270,7 +282,7 @@ class Service:
             from learning.retrain import load_latest
 
             with self._store_lock:
-                stats = store.stats()
+                stats = store.stats(run_prefix=run_prefix, exclude_prefix=exclude_prefix)
                 if self._model[0] != self.model_version:
                     self._model = (self.model_version, load_latest(store))
             model = self._model[1]
@@ -353,19 +365,33 @@ class Service:
 
         task = asyncio.get_running_loop().create_task(run())
         self._tasks.add(task)
+        self._job_tasks[job.id] = task
         task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda _: self._job_tasks.pop(job.id, None))
+        return job
+
+    async def finished(self, job: Job) -> Job:
+        """`job` once it has finished (waiting does not cancel it: another caller may be waiting too)."""
+        task = self._job_tasks.get(job.id)
+        if task is not None:
+            await asyncio.shield(task)
         return job
 
     def submit_retrain(self, body: RetrainBody) -> Job:
         """A retrain job; while one is still running, that one (202 with its id): retrains of one store are
         redundant, and each holds a worker for seconds, so a client (or a fuzzer) sending them in a loop
         would otherwise queue up work that starves every plan behind it."""
-        running = self.jobs.get(self._retrain_job or "")
-        if running is not None and running.status == "running":
+        running = self.running_retrain()
+        if running is not None:
             return running
         job = self.submit("retrain", lambda: self.retrain(body))
         self._retrain_job = job.id
         return job
+
+    def running_retrain(self) -> Job | None:
+        """The retrain job still running, if any (which `submit_retrain` answers instead of a new one)."""
+        running = self.jobs.get(self._retrain_job or "")
+        return running if running is not None and running.status == "running" else None
 
     def job(self, job_id: str) -> Job:
         job = self.jobs.get(job_id)
