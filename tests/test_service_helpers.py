@@ -123,14 +123,15 @@ def has_keys(service) -> bool:
     return service.store is not None and count_keys(service.store) > 0
 
 
-def start_cli_server(*args: str, env: dict | None = None) -> tuple[subprocess.Popen, str]:
-    """`portfolio serve --port 0 ARGS` as a subprocess; returns it and its base URL once it answers. Without a
-    token (--token or PORTFOLIO_TOKEN in `env`) or --keys-in-store, it is started --insecure (on loopback)."""
-    secured = "--token" in args or "--insecure" in args or "PORTFOLIO_TOKEN" in (env or {})
-    insecure = () if secured or "--keys-in-store" in args else ("--insecure",)
-    args = tuple(a for a in args if a != "--keys-in-store")
+def start_cli_server(*args: str, env: dict | None = None, insecure: bool | None = None) -> tuple[subprocess.Popen, str]:
+    """`portfolio serve --port 0 ARGS` as a subprocess; returns it and its base URL once it answers. `insecure`
+    (default: when neither --token nor PORTFOLIO_TOKEN is given) adds --insecure (the server is on loopback);
+    a server whose trace store holds keys is started with `insecure=False`."""
+    if insecure is None:
+        insecure = "--token" not in args and "PORTFOLIO_TOKEN" not in (env or {}) and "--insecure" not in args
+    args = ("--insecure", *args) if insecure else args
     process = subprocess.Popen(
-        [sys.executable, "-m", "portfolio.cli", "serve", "--port", "0", *insecure, *args],
+        [sys.executable, "-m", "portfolio.cli", "serve", "--port", "0", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
