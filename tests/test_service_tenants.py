@@ -311,3 +311,21 @@ def test_fabricated_failures_of_one_tenant_leave_anothers_costs_alone(served):
     httpx.post(url + "/v1/steps", json={"steps": forged}, headers=b, timeout=30)
     retrain(b)
     assert p_fail() == before
+
+
+@pytest.mark.parametrize("tenant", ["a", "default"])
+def test_a_run_id_with_a_nul_character_is_refused_not_a_500_on_the_retry(served, tenant):
+    """The store looks recorded steps up by (run_id, step) through SQLite's JSON functions, which end a string
+    at NUL: the same step posted again was not found, inserted again and refused by the unique index (500)."""
+    from portfolio.serve.keys import add_key
+    from traces.store import TraceStore
+
+    url, service, keys = served
+    with TraceStore(service.config.traces) as store:
+        key = add_key(store, f"nul-{tenant}", tenant, "steps:write,plan")
+    step = {"run_id": "a\u0000b", "step": 1, "action": "(pick-up a)", "outcome": "success"}
+    for _ in range(2):
+        answer = httpx.post(url + "/v1/steps", json={"steps": [step]}, headers=bearer(key), timeout=30)
+        assert answer.status_code == 400 and "NUL" in answer.json()["error"], answer.text
+    planned = httpx.post(url + "/v1/plan", json={**small_plan(), "run_id": "x\u0000"}, headers=bearer(key))
+    assert planned.status_code == 400 and "NUL" in planned.json()["error"]

@@ -38,13 +38,15 @@ def run_id_limit(tenant: str) -> int:
 
 def stored_run_id(tenant: str, run_id: str) -> str:
     """The run id the store keeps for the tenant's `run_id`; BadRequest when it is too long for the tenant's
-    namespace, or (default tenant) starts with the reserved `@`."""
+    namespace, holds a NUL character, or (default tenant) starts with the reserved `@`."""
     if len(run_id) > run_id_limit(tenant):
         raise BadRequest(
             f"run_id: {len(run_id)} characters; run ids of tenant {tenant!r} are 1 to {run_id_limit(tenant)} "
             f"characters (the store keeps {MAX_RUN_ID}, the tenant's prefix included)",
             "SchemaError",
         )
+    if "\x00" in run_id:  # the store's lookup of recorded steps misses such ids: a retried post was a 500
+        raise BadRequest("run_id: contains the NUL character; expected text without it", "SchemaError")
     if tenant == DEFAULT_TENANT and run_id.startswith(RESERVED):
         raise BadRequest(
             f"run_id {run_id[:40]!r}: run ids starting with {RESERVED!r} are reserved for the tenants of API keys",
