@@ -72,6 +72,12 @@ def start_server(workers: int, *extra: str) -> tuple[subprocess.Popen, str]:
             "fast-downward,pyperplan",
             "--queue",
             "1000",
+            # loopback and one identity for every client: no keys, and no per-key quotas to measure instead
+            "--insecure",
+            "--rps",
+            "100000",
+            "--max-concurrent-plans",
+            "1000",
             *extra,
         ],
         stdout=subprocess.PIPE,
