@@ -95,8 +95,8 @@ def test_the_auth_scheme_is_case_insensitive(server, scheme):
 @pytest.mark.parametrize(
     "request_head",
     [
-        b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n",
-        b"POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok\r\nContent-Type: application/json\r\n"
+        b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer tok\r\nContent-Type: application/json\r\n"
         b"Accept: application/json, text/event-stream\r\nContent-Length: 2\r\n\r\n{}",
     ],
     ids=["http", "mcp"],

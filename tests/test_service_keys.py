@@ -71,15 +71,19 @@ def test_add_prints_the_key_once_list_never_shows_a_secret_and_the_store_keeps_o
         (["b", "--tenant", "acme", "--scopes", "plan", "--rps", "0"], "--rps 0"),
     ],
 )
-def test_bad_key_input_is_exit_2_with_a_message(tmp_path, args, message):
+def test_bad_key_input_is_exit_2_with_a_message(tmp_path, args, message, capsys):
+    from portfolio.cli import main
+
     db = str(tmp_path / "t.db")
-    assert cli("keys", "add", "agent-a", "--tenant", "acme", "--scopes", "plan", "--traces", db).returncode == 0
-    refused = cli("keys", "add", *args, "--traces", db)
-    assert refused.returncode == 2 and message in refused.stderr and "Traceback" not in refused.stderr
-    assert "Traceback" not in (gone := cli("keys", "revoke", "nobody", "--traces", db)).stderr
-    assert gone.returncode == 2 and "no key named 'nobody'" in gone.stderr and "agent-a" in gone.stderr
-    missing = cli("keys", "list", "--traces", str(tmp_path / "typo.db"))
-    assert missing.returncode == 2 and "no trace store there" in missing.stderr
+    assert main(["keys", "add", "agent-a", "--tenant", "acme", "--scopes", "plan", "--traces", db]) == 0
+    capsys.readouterr()
+    assert main(["keys", "add", *args, "--traces", db]) == 2
+    assert message in capsys.readouterr().err
+    assert main(["keys", "revoke", "nobody", "--traces", db]) == 2
+    error = capsys.readouterr().err
+    assert "no key named 'nobody'" in error and "agent-a" in error
+    assert main(["keys", "list", "--traces", str(tmp_path / "typo.db")]) == 2
+    assert "no trace store there" in capsys.readouterr().err
 
 
 def test_a_key_works_at_once_and_a_revoked_one_stops_within_a_second_without_a_restart(tmp_path):

@@ -19,6 +19,7 @@ import hashlib
 import logging
 import re
 import secrets
+import threading
 import time
 from collections import OrderedDict
 from datetime import UTC, datetime
@@ -197,6 +198,7 @@ class KeyRing:
         self.store, self.ttl_s, self.max_cached, self.touch_s = store, ttl_s, max_cached, touch_s
         self._cache: OrderedDict[str, tuple[float, Principal | None]] = OrderedDict()
         self._touched: dict[str, float] = {}
+        self._lock = threading.Lock()  # lookups run on several threads
 
     def cached(self, key: str) -> tuple[bool, Principal | None]:
         """(True, principal) when the cache still answers for `key`; (False, None) when the store must."""
@@ -212,13 +214,16 @@ class KeyRing:
         digest = hash_key(key)
         row = key_by_hash(self.store, digest)
         found = principal_of(row) if row is not None and secrets.compare_digest(row["hash"], digest) else None
-        self._cache[digest] = (time.monotonic() + self.ttl_s, found)
-        self._cache.move_to_end(digest)
-        while len(self._cache) > self.max_cached:
-            self._cache.popitem(last=False)
         now = time.monotonic()
-        if found is not None and now - self._touched.get(digest, -self.touch_s) >= self.touch_s:
-            self._touched[digest] = now
+        with self._lock:
+            self._cache[digest] = (now + self.ttl_s, found)
+            self._cache.move_to_end(digest)
+            while len(self._cache) > self.max_cached:
+                self._cache.popitem(last=False)
+            touch = found is not None and now - self._touched.get(digest, -self.touch_s) >= self.touch_s
+            if touch:
+                self._touched[digest] = now
+        if touch and found is not None:
             try:
                 touch_key(self.store, digest, datetime.now(UTC).isoformat(timespec="seconds"))
             except Exception as error:  # a busy store: the key still works, `last_used` waits for the next time
