@@ -221,3 +221,25 @@ def test_the_token_is_one_admin_of_the_default_tenant_beside_the_keys(tmp_path):
             runs = {row[0] for row in store.db.execute("SELECT run_id FROM run_tasks").fetchall()}
         assert "t1" in runs  # the default tenant's run ids are stored as they are
         assert any(r.startswith("@acme/") for r in runs)
+
+
+def test_a_key_store_that_cannot_be_read_is_503_with_retry_after_not_a_500(tmp_path, monkeypatch):
+    import traces.keys
+    from portfolio.serve.keys import add_key
+    from traces.errors import DatabaseLockedError
+    from traces.store import TraceStore
+
+    db = str(tmp_path / "t.db")
+    with TraceStore(db) as store:
+        key = add_key(store, "a", "acme", "read")
+    with serve_in_thread(config(traces=db)) as (url, _):
+
+        def locked(store, digest):
+            raise DatabaseLockedError("database still locked by another writer after 10 retries")
+
+        monkeypatch.setattr(traces.keys, "key_by_hash", locked)
+        answer = httpx.get(url + "/v1/actions", headers=bearer(key), timeout=30)
+        assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
+        assert answer.json()["kind"] == "DatabaseLockedError"
+        monkeypatch.undo()
+        assert httpx.get(url + "/v1/actions", headers=bearer(key), timeout=30).status_code == 200

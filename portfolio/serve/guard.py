@@ -143,7 +143,24 @@ class Guard:
             return
         principal = None
         if not self._open(scope):
-            principal = await self.authenticator.principal(headers.get(b"authorization"))
+            from traces.errors import TraceStoreError
+
+            try:
+                principal = await self.authenticator.principal(headers.get(b"authorization"))
+            except (
+                TraceStoreError
+            ) as error:  # the keys could not be read (a store locked for long): not the caller's fault
+                log.warning("could not read the API keys: %s", error)
+                await _send_json(
+                    send,
+                    503,
+                    {
+                        "error": "the server cannot read its API keys just now; retry shortly",
+                        "kind": type(error).__name__,
+                    },
+                    [(b"retry-after", b"1")],
+                )
+                return
             if principal is None:
                 await _send_json(
                     send,

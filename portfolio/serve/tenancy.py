@@ -45,7 +45,7 @@ def stored_run_id(tenant: str, run_id: str) -> str:
             f"characters (the store keeps {MAX_RUN_ID}, the tenant's prefix included)",
             "SchemaError",
         )
-    if "\x00" in run_id:  # the store's lookup of recorded steps misses such ids: a retried post was a 500
+    if "\x00" in run_id:  # the store's lookup of recorded steps misses such ids: a retried post would be a 500
         raise BadRequest("run_id: contains the NUL character; expected text without it", "SchemaError")
     if tenant == DEFAULT_TENANT and run_id.startswith(RESERVED):
         raise BadRequest(
