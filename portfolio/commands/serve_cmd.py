@@ -16,6 +16,7 @@ from portfolio.commands.common import (
     seconds_type,
     store_error_types,
 )
+from portfolio.commands.serve_access import add_access_arguments, quota_defaults, warn_if_reachable
 
 log = logging.getLogger(__name__)
 
@@ -168,66 +169,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
     _add_planner_arguments(parser, workers_default=None)
-    parser.add_argument(
-        "--token",
-        default=os.environ.get("PORTFOLIO_TOKEN"),
-        metavar="TOKEN",
-        help="one bearer token acting as an admin of the default tenant, beside the API keys of --traces "
-        "(default: $PORTFOLIO_TOKEN; prefer the variable, arguments show in `ps`; an empty one is an error)",
-    )
-    parser.add_argument(
-        "--insecure",
-        action="store_true",
-        help="serve every request without a key, as an admin of the default tenant: for local tests, and only "
-        "on a loopback --host (default: refuse to start without --token or a key in --traces)",
-    )
-    parser.add_argument(
-        "--allowed-host",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="a host name clients reach the server by, accepted in the Host and Origin headers beside the "
-        "bind address, localhost, 127.0.0.1 and ::1 (repeatable; any port); other Hosts get 421, other Origins 403",
-    )
-    parser.add_argument(
-        "--public-docs",
-        action="store_true",
-        help="serve /docs, its assets and /openapi.json without a key, so a browser can read them (GET and "
-        "HEAD only; every /v1 operation, /metrics and /mcp still need a key; default: private)",
-    )
-    from portfolio.serve.quotas import QuotaDefaults
-
-    quota = QuotaDefaults()
-    parser.add_argument(
-        "--rps",
-        type=float,
-        default=quota.rps,
-        metavar="N",
-        help=f"requests per second per key, for keys that set none (default {quota.rps:g}; bursts of a second's worth)",
-    )
-    parser.add_argument(
-        "--body-mb-per-s",
-        type=float,
-        default=quota.body_mb_per_s,
-        metavar="MB",
-        help=f"request-body megabytes per second per key, for keys that set none (default {quota.body_mb_per_s:g})",
-    )
-    parser.add_argument(
-        "--max-concurrent-plans",
-        type=int,
-        default=quota.max_concurrent_plans,
-        metavar="N",
-        help="plans and replans one key may have in flight at once, for keys that set none (default "
-        f"{quota.max_concurrent_plans})",
-    )
-    parser.add_argument(
-        "--retrains-per-minute",
-        type=float,
-        default=quota.retrains_per_minute,
-        metavar="N",
-        help="retrains one key may start per minute (default "
-        f"{quota.retrains_per_minute:g}); a retrain asked for while one runs joins it and is free",
-    )
+    add_access_arguments(parser)
     parser.add_argument("--max-body", type=int, default=32, metavar="MB", help="request body limit (default 32)")
     parser.add_argument(
         "--idle-timeout",
@@ -356,21 +298,12 @@ def run(args: argparse.Namespace) -> int:
         return fail_bad_input("--idle-timeout, --request-timeout and --max-connections must be positive")
     if not 0 <= args.port <= 65535:  # checked before the workers start: bind() raised OverflowError after
         return fail_bad_input(f"--port {args.port}: expected a port number from 0 to 65535 (0 picks a free one)")
-    from pydantic import ValidationError
-
-    from portfolio.serve.quotas import QuotaDefaults
     from portfolio.serve.startup import check_credentials
 
     try:
-        quotas = QuotaDefaults(
-            rps=args.rps,
-            body_mb_per_s=args.body_mb_per_s,
-            max_concurrent_plans=args.max_concurrent_plans,
-            retrains_per_minute=args.retrains_per_minute,
-        )
-    except ValidationError as error:
-        first = error.errors()[0]
-        return fail_bad_input(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}")
+        quotas = quota_defaults(args)
+    except ValueError as error:
+        return fail_bad_input(str(error))
     try:
         service = open_service(args)
         check_credentials(args.token, service.store, args.insecure, args.host)
@@ -390,16 +323,7 @@ def run(args: argparse.Namespace) -> int:
         allowed_hosts=args.allowed_host,
         quotas=quotas,
     )
-    from portfolio.serve.origins import AllowList, is_loopback
-
-    if not is_loopback(args.host):
-        names = ", ".join(AllowList(args.host, args.allowed_host).names)
-        log.warning(
-            "listening on %s, reachable from other machines: requests must name one of %s as Host "
-            "(add the names clients use with --allowed-host)",
-            args.host,
-            names,
-        )
+    warn_if_reachable(args)
     config = uvicorn_config(
         app,
         ConnectionLimits(
