@@ -1,9 +1,10 @@
 """The HTTP service: FastAPI over a `Service` (pool of warm planner workers), served by uvicorn.
 
     POST /v1/plan      PlanBody -> 200 PlanResponse (the CLI's --json PlanResult + run_id); "wait": false -> 202 Job
-    POST /v1/replan    run_id + observed state -> 200 PlanResponse (or 202 Job)
+    POST /v1/replan    run_id + observed state -> 200 PlanResponse (or 202 Job); never a step that ran
     POST /v1/validate  task + plan -> 200 Verdict (the validator's verdict and critique)
-    POST /v1/steps     {"steps": [StepRecord...]} -> 200 {"recorded": n, "skipped": n, "conflicts": [...]}
+    POST /v1/steps     {"steps": [StepRecord...]} -> 200 {"recorded": n, "skipped": n, "conflicts": [...]};
+                       Idempotency-Key: a retried batch answered as the first time
     GET  /v1/actions   per-action stats and current p_fail
     POST /v1/retrain   -> 202 Job (fit the next failure and selection models on a worker);  GET /v1/jobs/{id} -> Job
     GET  /v1/health    (no token needed);  GET /metrics (Prometheus);  /openapi.json, /docs;  /mcp (MCP)
@@ -126,6 +127,10 @@ def create_app(
         "/v1/replan", response_model=PlanResponse, responses={202: {"model": Job}, 404: {"model": ErrorBody}, **ERRORS}
     )
     async def replan(body: ReplanBody):
+        """Plan the run's task again from the observed `state`. What is still valid of the plan being executed is
+        returned as `plan-reuse`, but never a step that ran: by default that plan is the one this service last
+        handed out for the run, less the steps recorded for the run since (POST /v1/steps: record them before
+        replanning); a runtime that keeps its own state sends `previous_plan` and `executed` instead."""
         if not body.wait:
             await service.run_source(body.run_id)  # an unknown run is a 404 now, not a failed job later
             return _job_response(service.submit("replan", lambda: service.replan(body)))
@@ -155,6 +160,10 @@ def create_app(
         },
     )
     async def steps(request: Request) -> StepsResponse:
+        """Record executed steps; a step is identified by (run_id, step), so a step posted again is skipped.
+        Number a run's steps along the run, across its replans. With an `Idempotency-Key` header (or the body's
+        `idempotency_key`) a retried batch is recorded once and answered as the first time; other steps under a
+        used key are refused, 422 `IdempotencyKeyReused`."""
         import anyio
 
         from portfolio.serve.screen import NOT_JSON
@@ -172,7 +181,7 @@ def create_app(
         from portfolio.serve.screen import steps_body
 
         body = await anyio.to_thread.run_sync(steps_body, document)
-        return await service.record_steps(body)
+        return await service.record_steps(body, request.headers.get("idempotency-key"))
 
     @app.get("/v1/actions", response_model=ActionsResponse, responses=ERRORS)
     async def actions() -> ActionsResponse:
