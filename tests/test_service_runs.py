@@ -1,8 +1,8 @@
 """Runs the service follows: a replan keeps what is still valid of the run's plan after the steps recorded as run,
 and never hands back a step that ran. Typed tool actions do not consume their inputs, so once a few steps have
-run the whole plan is valid again from the state they reached: the service used to answer `plan-reuse` with
-the email, the approval and the booking again. Over HTTP (httpx) and MCP (the official client), through a real
-server; after a restart on the same trace store; and against the Python `Agent` on the same run."""
+run the whole plan is valid again from the state they reached, and reusing the longest valid suffix alone would
+send the email, get the approval and book the flight again. Over HTTP (httpx) and MCP (the official client),
+through a real server; after a restart on the same trace store; and against the Python `Agent` on the same run."""
 
 from __future__ import annotations
 

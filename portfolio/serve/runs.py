@@ -103,12 +103,14 @@ def ran(steps: Iterable[StepRecord]) -> list[str]:
 
 def executed_prefix(plan: Sequence[str], actions: Iterable[str]) -> int:
     """How many leading steps of `plan` ran, given the `actions` that ran since it was handed out, in order (as
-    plans spell them; `ran`). Each action is matched to the first step of the plan at or after the one after
-    the last match that is that action, and the executed prefix ends at the last step matched: so a step
-    retried after a failure, or a step the runtime skipped, still ends the prefix where execution reached. An
-    action the rest of the plan does not hold (one of the runtime's own, or a repeat) matches nothing.
+    plans spell them; `ran`). Walking `actions`, each is matched to the plan's first step with that action after
+    the steps matched so far; the executed prefix ends at the last step matched. Steps are matched by action,
+    not by step number: a run's steps are numbered along the run, every attempt included, so after a retried
+    step the numbers run ahead of the plan, and a number would mark a step that has not run as executed. A
+    skipped step ends inside the prefix; an action the rest of the plan does not hold (one of the runtime's
+    own, or a repeat) matches nothing.
 
-    A replan keeps at most the plan after this prefix (`Service.replan`): every step matched is behind it, so a
+    A replan keeps at most the plan after this prefix (`steps_to_keep`): every step matched is behind it, so a
     step that ran is never handed back, even when the observed state satisfies its precondition again (typed
     actions do not consume their inputs: from the state after `send-approval-email`, `receive-approval` and
     `book-flight`, the whole plan is valid again). A prefix matched too far (an action of the runtime's own that
