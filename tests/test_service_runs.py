@@ -213,6 +213,8 @@ def test_a_runtime_keeping_its_own_state_sends_previous_plan_and_executed(url, i
 def test_previous_plan_and_executed_are_checked_and_described(url):
     bad = httpx.post(url + "/v1/replan", json={"run_id": "any", "state": [], "executed": ["(a (b))"]})
     assert bad.status_code == 400 and bad.json()["kind"] == "SchemaError" and "executed.0" in bad.json()["error"]
+    long = httpx.post(url + "/v1/replan", json={"run_id": "any", "state": [], "previous_plan": ["(a)"] * 10_001})
+    assert long.status_code == 400 and "previous_plan" in long.json()["error"]  # each suffix is simulated: bounded
     schema = httpx.get(url + "/openapi.json").json()["components"]["schemas"]["ReplanBody"]["properties"]
     assert {"previous_plan", "previous_cost_model", "executed"} <= set(schema)
     assert all(schema[name].get("description") for name in ("previous_plan", "previous_cost_model", "executed"))

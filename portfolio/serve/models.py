@@ -62,6 +62,9 @@ def _ground_action(text: str) -> str:
 
 
 GroundActionText = Annotated[str, AfterValidator(_ground_action)]
+# Steps of a plan a client sends to be kept: a replan simulates each suffix until one is valid, so a plan's length
+# is paid for about squarely; the plans planners make here are far shorter.
+MAX_PLAN_STEPS = 10_000
 MAX_IDEMPOTENCY_KEY = 256  # a UUID, a hash or a client's own composite key
 IdempotencyKey = Annotated[str, Field(min_length=1, max_length=MAX_IDEMPOTENCY_KEY)]
 
@@ -115,10 +118,11 @@ class ReplanArgs(BaseModel):
     state: list[str] = Field(description='the observed state: every true atom, like "(on a b)"')
     previous_plan: list[GroundActionText] | None = Field(
         default=None,
+        max_length=MAX_PLAN_STEPS,
         description="the plan the runtime is executing, its steps not executed yet (or the whole plan, with "
-        "`executed`): kept where still valid instead of the run's plan as the service keeps it; those steps are "
-        "the runtime's word, recorded steps are not matched against them. Default: the plan the service last "
-        "handed out for the run, less the steps recorded for the run since",
+        "`executed`; up to 10,000 steps): kept where still valid instead of the run's plan as the service keeps "
+        "it; those steps are the runtime's word, recorded steps are not matched against them. Default: the plan "
+        "the service last handed out for the run, less the steps recorded for the run since",
     )
     previous_cost_model: str | None = Field(
         default=None,
@@ -128,6 +132,7 @@ class ReplanArgs(BaseModel):
     )
     executed: list[GroundActionText] = Field(
         default_factory=list,
+        max_length=MAX_PLAN_STEPS,
         description="steps of that plan (previous_plan, else the run's) that ran, in order, as plans spell them: "
         "they and everything before them are never handed back (with the steps recorded for the run)",
     )

@@ -11,6 +11,7 @@ them each run's plan and the steps recorded since (`traces.run_plans`). A run id
 
 from __future__ import annotations
 
+import bisect
 import collections
 import json
 from collections.abc import Iterable, Sequence
@@ -116,12 +117,15 @@ def executed_prefix(plan: Sequence[str], actions: Iterable[str]) -> int:
     `book-flight`, the whole plan is valid again). A prefix matched too far (an action of the runtime's own that
     the plan holds later) costs only the reuse: what is kept must still be valid from the observed state, else
     the cascade plans anew."""
+    at: dict[str, list[int]] = {}  # each action's positions in the plan, ascending
+    for position, step in enumerate(plan):
+        at.setdefault(step, []).append(position)
     done = 0
-    for action in actions:
-        try:
-            done = plan.index(action, done) + 1
-        except ValueError:
-            continue
+    for action in actions:  # a bisection each: a long `executed` against a long plan stays cheap
+        positions = at.get(action, [])
+        later = bisect.bisect_left(positions, done)
+        if later < len(positions):
+            done = positions[later] + 1
     return done
 
 
