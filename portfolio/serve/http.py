@@ -35,15 +35,17 @@ import asyncio
 import contextlib
 import json
 import logging
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Header, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
 from portfolio.serve.errors import install_error_handlers
 from portfolio.serve.guard import MAX_BODY_BYTES, Guard
 from portfolio.serve.models import (
+    IDEMPOTENCY_HELP,
+    MAX_IDEMPOTENCY_KEY,
     ActionsResponse,
     BadRequest,
     CostsBody,
@@ -159,7 +161,12 @@ def create_app(
             }
         },
     )
-    async def steps(request: Request) -> StepsResponse:
+    async def steps(
+        request: Request,
+        idempotency_key: Annotated[
+            str | None, Header(min_length=1, max_length=MAX_IDEMPOTENCY_KEY, description=IDEMPOTENCY_HELP)
+        ] = None,
+    ) -> StepsResponse:
         """Record executed steps; a step is identified by (run_id, step), so a step posted again is skipped.
         Number a run's steps along the run, across its replans. With an `Idempotency-Key` header (or the body's
         `idempotency_key`) a retried batch is recorded once and answered as the first time; other steps under a
@@ -181,7 +188,7 @@ def create_app(
         from portfolio.serve.screen import steps_body
 
         body = await anyio.to_thread.run_sync(steps_body, document)
-        return await service.record_steps(body, request.headers.get("idempotency-key"))
+        return await service.record_steps(body, idempotency_key)
 
     @app.get("/v1/actions", response_model=ActionsResponse, responses=ERRORS)
     async def actions() -> ActionsResponse:

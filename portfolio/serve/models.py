@@ -67,6 +67,11 @@ GroundActionText = Annotated[str, AfterValidator(_ground_action)]
 MAX_PLAN_STEPS = 10_000
 MAX_IDEMPOTENCY_KEY = 256  # a UUID, a hash or a client's own composite key
 IdempotencyKey = Annotated[str, Field(min_length=1, max_length=MAX_IDEMPOTENCY_KEY)]
+IDEMPOTENCY_HELP = (
+    "a key the client makes for this batch of steps (a UUID, say; 1-256 characters): the same batch again under it "
+    "writes nothing and gets the first answer, across restarts; other steps under it are refused (422 "
+    "IdempotencyKeyReused)"
+)
 
 
 class TaskSource(BaseModel):
@@ -204,27 +209,15 @@ class StepsBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     steps: list[StepRecord]
-    idempotency_key: IdempotencyKey | None = Field(
-        default=None,
-        description="a key the client makes for this batch (a UUID, say; 1-256 characters): the same batch "
-        "again under it writes nothing and gets the first answer; other steps under it are refused (422)",
-    )
+    idempotency_key: IdempotencyKey | None = Field(default=None, description=IDEMPOTENCY_HELP)
 
 
 def one_idempotency_key(in_body: str | None, in_header: str | None) -> str | None:
-    """The batch's idempotency key: the body's `idempotency_key` or HTTP's `Idempotency-Key` header (checked as
-    the field is); `BadRequest` when both are given and differ."""
-    if in_header is None:
-        return in_body
-    from pydantic import TypeAdapter, ValidationError
-
-    try:
-        TypeAdapter(IdempotencyKey).validate_python(in_header)
-    except ValidationError as error:
-        raise BadRequest(f"Idempotency-Key header: {error.errors()[0]['msg']}", "SchemaError") from None
-    if in_body is not None and in_body != in_header:
+    """The batch's idempotency key: the body's `idempotency_key` or HTTP's `Idempotency-Key` header; `BadRequest`
+    when both are given and differ."""
+    if in_body is not None and in_header is not None and in_body != in_header:
         raise BadRequest("the Idempotency-Key header and the body's idempotency_key differ: give one, or the same")
-    return in_header
+    return in_header if in_header is not None else in_body
 
 
 class StepConflictInfo(BaseModel):
