@@ -16,8 +16,8 @@ same step at once cannot both find it missing; the unique index of schema 4 (`tr
 in SQLite too.
 
 A batch may also carry an idempotency key (HTTP's `Idempotency-Key`). The first batch under a key is recorded as
-above and its report kept with the key and the batch's fingerprint (`step_batches`, in the same transaction: a
-kill between the two is impossible); the same batch again under that key is answered with the kept report,
+above and its report kept with the key and the batch's fingerprint (`step_batches`, in the same transaction: the
+steps and the answer land together or not at all); the same batch again under that key is answered with the kept report,
 word for word, and writes nothing; other steps under a used key are refused (`IdempotencyKeyReused`) and write
 nothing. Without a key a retry is still recorded once, but answered `skipped`. Keys are kept
 `KEEP_BATCHES_DAYS` days (a retry comes within minutes; a restart or an outage may take longer), pruned when a

@@ -167,8 +167,9 @@ class Service:
     async def plan(
         self, body: PlanBody, prefer: int | None = None, previous: tuple[list[str], str | None] | None = None
     ) -> PlanResponse:
-        """Plan `body` on a worker (`prefer`: the one whose caches know the task). `previous`: the run's current
-        plan and its cost model, for a replan to keep what is still valid (`Planner.plan(previous_plan=)`)."""
+        """Plan `body` on a worker (`prefer`: the one whose caches know the task). `previous`: the steps a replan
+        may keep and their cost model (`previous_plan`), kept where still valid (`Planner.plan(previous_plan=)`).
+        The plan answered is the run's plan from now on, in memory and in the trace store."""
         assert self.pool is not None
         budget = min(body.budget or self.config.budget_s, self.config.max_budget_s)
         run_id = body.run_id or uuid.uuid4().hex
