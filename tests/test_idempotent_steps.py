@@ -173,3 +173,90 @@ def test_a_retried_post_is_skipped_and_a_conflict_is_answered(server, post):
     assert conflict["fields"] == ["outcome"] and "already recorded" in conflict["message"]
     recorded = [s for s in svc.store.iter_steps() if s.run_id == post.__name__]
     assert len(recorded) == 9 and recorded[3].outcome == "success"
+
+
+def post_keyed_http(url: str, steps: list[dict], key: str | None) -> tuple[int, dict]:
+    """POST /v1/steps with the key in the `Idempotency-Key` header: (status, answer)."""
+    headers = {"Idempotency-Key": key} if key is not None else {}
+    answer = httpx.post(url + "/v1/steps", json={"steps": steps}, headers=headers, timeout=30)
+    return answer.status_code, answer.json()
+
+
+def post_keyed_mcp(url: str, steps: list[dict], key: str | None) -> tuple[int, dict]:
+    """MCP `record_steps` with the key as the `idempotency_key` argument: (200 or 422 from the error's kind, answer)."""
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def main():
+        async with streamable_http_client(url + "/mcp") as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                arguments = {"steps": steps} | ({"idempotency_key": key} if key is not None else {})
+                return await session.call_tool("record_steps", arguments)
+
+    result = anyio.run(main)
+    if result.is_error:
+        text = result.content[0].text
+        return (422 if "IdempotencyKeyReused: " in text else 400), {"error": text}
+    return 200, result.structured_content
+
+
+def rows(svc, run_id: str) -> int:
+    return svc.store.db.execute("SELECT count(*) FROM steps WHERE run_id = ?", [run_id]).fetchone()[0]
+
+
+@pytest.mark.parametrize("post", [post_keyed_http, post_keyed_mcp], ids=["http-header", "mcp-argument"])
+def test_a_batch_under_an_idempotency_key_is_recorded_once_and_answered_as_the_first_time(server, post):
+    url, svc = server
+    run = f"keyed-{post.__name__}"
+    steps = [line | {"run_id": run} for line in LINES]
+    first = post(url, steps, f"batch-1-{run}")
+    assert first == (200, {"recorded": 8, "skipped": 0, "conflicts": []})
+    assert post(url, steps, f"batch-1-{run}") == first  # the retry: the first answer, not "skipped 8"
+    # the same batch spelled another way (a plan step's spelling, other key order) is the same batch
+    spelled = [{k: v for k, v in reversed(s.items()) if k != "args"} | {"action": "(drive t1 a b)"} for s in steps]
+    assert post(url, spelled, f"batch-1-{run}") == first
+    assert rows(svc, run) == 8
+    # other steps under that key: refused, nothing written
+    status, answer = post(url, [steps[0] | {"step": 8}], f"batch-1-{run}")
+    assert status == 422 and "first used at" in answer["error"] and "other steps" in answer["error"]
+    assert rows(svc, run) == 8
+    # a new key: recorded as any batch is, so the steps already there are skipped
+    assert post(url, steps, f"batch-2-{run}") == (200, {"recorded": 0, "skipped": 8, "conflicts": []})
+
+
+def test_an_idempotency_key_is_kept_across_a_restart_and_checked(tmp_path):
+    db = str(tmp_path / "t.db")
+    steps = [line | {"run_id": "restarted"} for line in LINES]
+    with serve_in_thread(config(traces=db)) as (url, _):
+        first = post_keyed_http(url, steps[:5], "k")
+        assert first == (200, {"recorded": 5, "skipped": 0, "conflicts": []})
+    with serve_in_thread(config(traces=db)) as (url, svc):
+        assert post_keyed_http(url, steps[:5], "k") == first
+        assert post_keyed_http(url, steps, "k")[0] == 422
+        assert rows(svc, "restarted") == 5
+        both = httpx.post(
+            url + "/v1/steps", json={"steps": steps, "idempotency_key": "a"}, headers={"Idempotency-Key": "b"}
+        )
+        assert both.status_code == 400 and "differ" in both.json()["error"]
+        long = httpx.post(url + "/v1/steps", json={"steps": steps}, headers={"Idempotency-Key": "x" * 257})
+        assert long.status_code == 400 and long.json()["kind"] == "SchemaError"
+        assert rows(svc, "restarted") == 5
+
+
+def test_the_store_replays_a_keyed_batch_and_forgets_old_keys():
+    from traces import IdempotencyKeyReused
+    from traces.recording import KEEP_BATCHES_DAYS
+
+    with TraceStore(":memory:") as store:
+        steps = [StepRecord.model_validate(line) for line in LINES]
+        first = store.record_steps(steps, idempotency_key="k")
+        again = store.record_steps(steps, idempotency_key="k")
+        assert (first.recorded, first.replayed) == (8, False) and (again.recorded, again.replayed) == (8, True)
+        with pytest.raises(IdempotencyKeyReused, match="other steps"):
+            store.record_steps(steps[:1], idempotency_key="k")
+        assert store.count_steps() == 8
+        assert KEEP_BATCHES_DAYS < 365
+        store.db.execute("UPDATE step_batches SET created = '2000-01-01T00:00:00.000+00:00'")
+        store.record_steps(steps[:1], idempotency_key="other")  # a new key prunes the old ones
+        assert [r[0] for r in store.db.execute("SELECT key FROM step_batches")] == ["other"]

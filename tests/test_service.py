@@ -216,7 +216,7 @@ def test_a_trace_store_error_is_a_json_answer_not_a_dropped_connection(service, 
 
     client, svc = service
 
-    def locked(records):
+    def locked(records, **options):
         raise DatabaseLockedError("database is locked after 10 retries")
 
     monkeypatch.setattr(svc.store, "record_steps", locked)

@@ -329,3 +329,35 @@ def test_a_run_id_with_a_nul_character_is_refused_not_a_500_on_the_retry(served,
         assert answer.status_code == 400 and "NUL" in answer.json()["error"], answer.text
     planned = httpx.post(url + "/v1/plan", json={**small_plan(), "run_id": "x\u0000"}, headers=bearer(key))
     assert planned.status_code == 400 and "NUL" in planned.json()["error"]
+
+
+def test_two_tenants_using_one_idempotency_key_each_record_their_own_batch(served):
+    """Idempotency keys live in the tenant's namespace: B's batch under the key A used is B's first batch, not a
+    422 (nor A's answer replayed); A's retry under it is still A's replay. Over HTTP's header and the body."""
+    url, service, keys = served
+    a, b = bearer(keys["a"]), bearer(keys["b"])
+    batch = {"steps": [{"run_id": "idem-1", "step": 0, "action": "(pick-up a)", "outcome": "success"}]}
+    first = httpx.post(url + "/v1/steps", json=batch, headers={**a, "Idempotency-Key": "k-1"}, timeout=30)
+    assert first.json() == {"recorded": 1, "skipped": 0, "conflicts": []}
+    other = {"steps": [{"run_id": "idem-2", "step": 0, "action": "(pick-up b)", "outcome": "failure"}]}
+    theirs = httpx.post(url + "/v1/steps", json=other, headers={**b, "Idempotency-Key": "k-1"}, timeout=30)
+    assert theirs.status_code == 200 and theirs.json() == {"recorded": 1, "skipped": 0, "conflicts": []}
+    assert len(steps_of(service, "@b/idem-2")) == 1
+    again = httpx.post(url + "/v1/steps", json={**batch, "idempotency_key": "k-1"}, headers=a, timeout=30)
+    assert again.json() == first.json() and len(steps_of(service, "@a/idem-1")) == 1
+    reused = httpx.post(url + "/v1/steps", json={**other, "idempotency_key": "k-1"}, headers=a, timeout=30)
+    assert reused.status_code == 422 and reused.json()["kind"] == "IdempotencyKeyReused"
+    assert steps_of(service, "@a/idem-2") == []
+
+
+def test_the_default_tenant_cannot_use_an_idempotency_key_of_a_tenants_namespace(served):
+    from portfolio.serve.keys import add_key
+    from traces.store import TraceStore
+
+    url, service, _ = served
+    with TraceStore(service.config.traces) as store:
+        default = add_key(store, "default-idem", "default", "steps:write")
+    batch = {"steps": [{"run_id": "idem-3", "step": 0, "action": "(pick-up a)", "outcome": "success"}]}
+    answer = httpx.post(url + "/v1/steps", json=batch, headers={**bearer(default), "Idempotency-Key": "@a/k-1"})
+    assert answer.status_code == 400 and "reserved" in answer.json()["error"]
+    assert steps_of(service, "idem-3") == []

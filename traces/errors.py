@@ -44,6 +44,19 @@ class StepConflictError(TraceStoreError, ValueError):
         super().__init__(f"{path}: {len(conflicts)} conflicting step(s), nothing written: {shown}{more}")
 
 
+class IdempotencyKeyReused(TraceStoreError, ValueError):
+    """A batch of steps under an idempotency key that an earlier batch with other steps already used: nothing of
+    it was written. The key is not repeated in the message (the caller knows it; a server may have qualified it)."""
+
+    def __init__(self, path: str, created: str) -> None:
+        self.path = path
+        self.created = created
+        super().__init__(
+            f"this idempotency key was first used at {created} for a batch with other steps; nothing was recorded. "
+            "A retry must send the same steps under the same key: give new steps a new key."
+        )
+
+
 class TraceImportError(TraceStoreError, ValueError):
     """A JSONL trace file with bad lines; `problems` lists `(line number, message)` pairs."""
 

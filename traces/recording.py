@@ -14,21 +14,33 @@ already stored and the ones earlier in the same batch:
 The lookup runs inside the write transaction (BEGIN IMMEDIATE, `traces.store`), so two processes recording the
 same step at once cannot both find it missing; the unique index of schema 4 (`traces.schema._v4`) holds the line
 in SQLite too.
+
+A batch may also carry an idempotency key (HTTP's `Idempotency-Key`). The first batch under a key is recorded as
+above and its report kept with the key and the batch's fingerprint (`step_batches`, in the same transaction: the
+steps and the answer land together or not at all); the same batch again under that key is answered with the kept report,
+word for word, and writes nothing; other steps under a used key are refused (`IdempotencyKeyReused`) and write
+nothing. Without a key a retry is still recorded once, but answered `skipped`. Keys are kept
+`KEEP_BATCHES_DAYS` days (a retry comes within minutes; a restart or an outage may take longer), pruned when a
+new key is written.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
 
+from traces.errors import IdempotencyKeyReused
 from traces.rows import STEP_COLUMNS, row_step
 
 log = logging.getLogger("traces.store")
 Key = tuple[str, int]
 LOOKUP_CHUNK = 20_000  # keys per lookup query: one JSON array parameter, joined on the (run_id, step) index
+KEEP_BATCHES_DAYS = 7
 
 
 @dataclass(frozen=True)
@@ -51,11 +63,13 @@ class StepConflict:
 @dataclass
 class RecordReport:
     """What `TraceStore.record_steps` did with a batch: `recorded` new steps written, `skipped` steps already
-    recorded exactly so, `conflicts` steps not written because their id holds other content."""
+    recorded exactly so, `conflicts` steps not written because their id holds other content; `replayed`: this is
+    the report of the first batch under the same idempotency key, and nothing was written now."""
 
     recorded: int = 0
     skipped: int = 0
     conflicts: list[StepConflict] = field(default_factory=list)
+    replayed: bool = False  # the kept report of a batch recorded before under the same idempotency key
 
 
 def existing_rows(conn: sqlite3.Connection, keys: Sequence[Key]) -> dict[Key, list[tuple]]:
@@ -113,3 +127,35 @@ def log_conflicts(path: str, report: RecordReport, shown: int = 5) -> None:
         log.warning("trace store %s: %s", path, conflict)
     if len(report.conflicts) > shown:
         log.warning("trace store %s: %d more conflicting steps not recorded", path, len(report.conflicts) - shown)
+
+
+def batch_fingerprint(rows: Sequence[tuple]) -> str:
+    """The SHA-256 of a batch's rows (`STEP_COLUMNS` order, JSON columns in canonical form): one batch, one
+    fingerprint, however its steps were spelled (a plan spelling or name and args, keys in any order)."""
+    return hashlib.sha256(json.dumps(list(rows), separators=(",", ":")).encode()).hexdigest()
+
+
+def answered_batch(conn: sqlite3.Connection, path: str, key: str, fingerprint: str) -> RecordReport | None:
+    """The report the batch first recorded under `key` was answered with, or None when `key` is new;
+    `IdempotencyKeyReused` when that batch had other steps. Call inside the write transaction."""
+    found = conn.execute("SELECT fingerprint, report, created FROM step_batches WHERE key = ?", [key]).fetchone()
+    if found is None:
+        return None
+    if found[0] != fingerprint:
+        raise IdempotencyKeyReused(path, found[2])
+    kept = json.loads(found[1])
+    conflicts = [StepConflict(c["run_id"], c["step"], c["index"], tuple(c["fields"])) for c in kept["conflicts"]]
+    return RecordReport(recorded=kept["recorded"], skipped=kept["skipped"], conflicts=conflicts, replayed=True)
+
+
+def keep_batch(conn: sqlite3.Connection, key: str, fingerprint: str, report: RecordReport) -> None:
+    """Keep `report` as the answer to the batch under `key`, and forget keys older than `KEEP_BATCHES_DAYS`. Call
+    inside the write transaction that recorded the batch. Timestamps are ISO text in UTC: they sort as text."""
+    kept = {"recorded": report.recorded, "skipped": report.skipped, "conflicts": [asdict(c) for c in report.conflicts]}
+    now = datetime.now(UTC)
+    cutoff = (now - timedelta(days=KEEP_BATCHES_DAYS)).isoformat(timespec="milliseconds")
+    conn.execute("DELETE FROM step_batches WHERE created < ?", [cutoff])
+    conn.execute(
+        "INSERT INTO step_batches (key, fingerprint, report, created) VALUES (?, ?, ?, ?)",
+        [key, fingerprint, json.dumps(kept), now.isoformat(timespec="milliseconds")],
+    )

@@ -102,7 +102,25 @@ def _v5(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE steps ADD COLUMN side_effects INTEGER")
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5]
+def _v6(db: sqlite_utils.Database) -> None:
+    """Runs the service follows (`traces.run_plans`): each run's current plan, the cost model it was made under
+    and the number its first step takes, so a replan after a restart still knows which steps ran; and the answer
+    to each batch of steps recorded under an idempotency key (`traces.recording`), so a retried batch gets the
+    same answer after a restart too."""
+    db.table("run_plans").create(
+        {"run_id": str, "plan": str, "cost_model": str, "first_step": int, "updated": str},
+        pk="run_id",
+        not_null={"plan", "first_step"},
+    )
+    db.table("step_batches").create(
+        {"key": str, "fingerprint": str, "report": str, "created": str},
+        pk="key",
+        not_null={"fingerprint", "report", "created"},
+    )
+    db.table("step_batches").create_index(["created"])
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -45,7 +45,9 @@ log = logging.getLogger(__name__)
 
 ENV_VAR = "PORTFOLIO_TRACES"
 DEFAULT_PATH = "traces.db"
-TABLES = ("runs", "plans", "steps", "models", "selection_models", "task_sources", "run_tasks")
+TABLES = (
+    "runs", "plans", "steps", "models", "selection_models", "task_sources", "run_tasks", "run_plans", "step_batches",
+)  # fmt: skip
 
 
 def default_path() -> str:
@@ -193,31 +195,53 @@ class TraceStore(Transactions):
     # -- steps -----------------------------------------------------------------------------------------------------
 
     def record_steps(
-        self, records: Iterable[StepRecord], *, all_or_nothing: bool = False, log_conflicts: bool = True
+        self,
+        records: Iterable[StepRecord],
+        *,
+        all_or_nothing: bool = False,
+        log_conflicts: bool = True,
+        idempotency_key: str | None = None,
     ) -> RecordReport:
         """Record steps in one transaction, idempotently (`traces.recording`): the report counts the new and the
         skipped ones and lists the conflicts (not written; logged unless `log_conflicts=False`); with
-        `all_or_nothing`, a conflict is `StepConflictError` and nothing is written."""
+        `all_or_nothing`, a conflict is `StepConflictError` and nothing is written. `idempotency_key`: the same
+        batch under a used key writes nothing and returns the first call's report; other steps under it are
+        `IdempotencyKeyReused`."""
         return self._record_rows(
-            [step_row(r) for r in records], all_or_nothing=all_or_nothing, log_conflicts=log_conflicts
+            [step_row(r) for r in records],
+            all_or_nothing=all_or_nothing,
+            log_conflicts=log_conflicts,
+            idempotency_key=idempotency_key,
         )
 
     def _record_rows(
-        self, rows: list[tuple], *, all_or_nothing: bool = False, log_conflicts: bool = True
+        self,
+        rows: list[tuple],
+        *,
+        all_or_nothing: bool = False,
+        log_conflicts: bool = True,
+        idempotency_key: str | None = None,
     ) -> RecordReport:
-        if not rows:
+        if not rows and idempotency_key is None:
             return RecordReport()
         placeholders = ", ".join("?" * len(STEP_COLUMNS))
         sql = f"INSERT INTO steps ({', '.join(STEP_COLUMNS)}) VALUES ({placeholders})"
+        fingerprint = recording.batch_fingerprint(rows) if idempotency_key is not None else ""
 
         def body() -> RecordReport:  # looked up under the write lock: no writer can add these steps meanwhile
             conn = self.db.conn
+            if idempotency_key is not None:
+                answered = recording.answered_batch(conn, self.path, idempotency_key, fingerprint)
+                if answered is not None:
+                    return answered
             keys = list(dict.fromkeys((row[0], row[1]) for row in rows))
             fresh, report = recording.classify(rows, recording.existing_rows(conn, keys))
             if report.conflicts and all_or_nothing:
                 raise StepConflictError(self.path, report.conflicts)
             # executemany over one prepared statement: ~3x faster than building multi-row INSERTs from dicts.
             conn.executemany(sql, fresh)
+            if idempotency_key is not None:
+                recording.keep_batch(conn, idempotency_key, fingerprint, report)
             return report
 
         report = self._write(body)

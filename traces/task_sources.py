@@ -8,7 +8,8 @@ One copy per distinct task (`task_sources`, keyed by the SHA-256 of the source's
 plans one task many times, and a large PDDL problem is ~100 KB. Bounded: the newest `MAX_STORED_SOURCES` tasks are
 kept, and none older than `MAX_AGE_DAYS` (a runtime
 replans within minutes); pruning runs in the same transaction as the write that adds a new task, and the
-runs of a pruned task are forgotten with it (replanning them is a 404: plan again). Functions, not `TraceStore`
+runs of a pruned task are forgotten with it, their kept plans too (`traces.run_plans`; replanning them is a 404:
+plan again). Functions, not `TraceStore`
 methods, like
 `traces.selection`: the store stays about storage; they go through its retry and transaction helpers.
 """
@@ -66,6 +67,7 @@ def _prune(store: TraceStore, keep: str) -> None:
     ).rowcount
     if pruned:
         store.db.execute("DELETE FROM run_tasks WHERE key NOT IN (SELECT key FROM task_sources)")
+        store.db.execute("DELETE FROM run_plans WHERE run_id NOT IN (SELECT run_id FROM run_tasks)")
 
 
 def task_source(store: TraceStore, run_id: str) -> dict[str, Any] | None:

@@ -1,10 +1,10 @@
 """The HTTP service: FastAPI over a `Service` (pool of warm planner workers), served by uvicorn.
 
     POST /v1/plan      PlanBody -> 200 PlanResponse (the CLI's --json PlanResult + run_id); "wait": false -> 202 Job
-    POST /v1/replan    run_id + observed state -> 200 PlanResponse (or 202 Job)
+    POST /v1/replan    run_id + observed state -> 200 PlanResponse (or 202 Job); never a step that ran
     POST /v1/validate  task + plan -> 200 Verdict (the validator's verdict and critique)
-    POST /v1/steps     {"steps": [StepRecord...]} -> 200 {"recorded": n, "skipped": n, "conflicts": [...]}
-    POST /v1/costs     task -> 200 the learned cost of each grounded action
+    POST /v1/steps     {"steps": [StepRecord...]} -> 200 {"recorded": n, "skipped": n, "conflicts": [...]};
+                       Idempotency-Key: a retried batch answered as the first time
     GET  /v1/actions   per-action stats and current p_fail
     POST /v1/retrain   -> 202 Job (fit the next failure and selection models on a worker);  GET /v1/jobs/{id} -> Job
     GET  /v1/health    (no key needed);  GET /metrics (Prometheus);  /openapi.json, /docs;  /mcp (MCP)
@@ -44,7 +44,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Request, Security
+from fastapi import FastAPI, Header, Request, Security
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
@@ -54,6 +54,8 @@ from portfolio.serve.errors import install_error_handlers
 from portfolio.serve.guard import MAX_BODY_BYTES, Guard
 from portfolio.serve.keys import KeyRing, Principal
 from portfolio.serve.models import (
+    IDEMPOTENCY_HELP,
+    MAX_IDEMPOTENCY_KEY,
     ActionsResponse,
     BadRequest,
     CostsBody,
@@ -199,8 +201,11 @@ def create_app(
 
     @app.post("/v1/replan", response_model=PlanResponse, responses={202: {"model": Job}, **NOT_FOUND, **ERRORS})
     async def replan(body: ReplanBody, principal: Planner):
-        """Plan again for a run of the caller's tenant from the observed state (scope `plan`); another
-        tenant's run, or none, is a 404."""
+        """Plan the run's task again from the observed `state` (scope `plan`); another tenant's run, or none, is a
+        404. What is still valid of the plan being executed is returned as `plan-reuse`, but never a step that
+        ran: by default that plan is the one this service last handed out for the run, less the steps recorded
+        for the run since (POST /v1/steps: record them before replanning); a runtime that keeps its own state
+        sends `previous_plan` and `executed` instead."""
         stored = tenancy.replan_in(principal.tenant, body)
         if not body.wait:
             try:
@@ -235,8 +240,18 @@ def create_app(
             }
         },
     )
-    async def steps(request: Request, principal: StepWriter) -> StepsResponse:
-        """Record executed steps in runs of the caller's tenant (scope `steps:write`)."""
+    async def steps(
+        request: Request,
+        principal: StepWriter,
+        idempotency_key: Annotated[
+            str | None, Header(min_length=1, max_length=MAX_IDEMPOTENCY_KEY, description=IDEMPOTENCY_HELP)
+        ] = None,
+    ) -> StepsResponse:
+        """Record executed steps in runs of the caller's tenant (scope `steps:write`); a step is identified by
+        (run_id, step), so a step posted again is skipped. Number a run's steps along the run, across its
+        replans. With an `Idempotency-Key` header (or the body's `idempotency_key`) a retried batch is recorded
+        once and answered as the first time; other steps under a used key are refused, 422
+        `IdempotencyKeyReused`."""
         import anyio
 
         from portfolio.serve.screen import NOT_JSON
@@ -254,7 +269,7 @@ def create_app(
         from portfolio.serve.screen import steps_body
 
         body = await anyio.to_thread.run_sync(steps_body, document)
-        body = tenancy.steps_in(principal.tenant, body)
+        body = tenancy.steps_in(principal.tenant, body, idempotency_key)
         answer = await service.record_steps(body, provenance=(principal.tenant, principal.name))
         return tenancy.steps_out(principal.tenant, answer)
 

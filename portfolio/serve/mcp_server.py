@@ -235,7 +235,10 @@ def build_mcp(service: Service, quotas: Quotas | None = None, local: Principal |
             (
                 replan,
                 ReplanArgs,
-                "Plan again for an earlier run from the state the runtime observed (every true atom).",
+                "Plan again for an earlier run from the state the runtime observed (every true atom). What is "
+                "still valid of the plan being executed comes back as plan-reuse, never a step that ran: the "
+                "run's plan less the steps recorded with record_steps (record them first), or your own "
+                "previous_plan and executed steps.",
             ),
             (
                 validate,
@@ -243,7 +246,12 @@ def build_mcp(service: Service, quotas: Quotas | None = None, local: Principal |
                 "Check a plan against a task with the validator: valid or not, the failing step "
                 "(1-based), the kind of problem and the literals that did not hold.",
             ),
-            (record_steps, StepsBody, "Record executed plan steps in the trace store (learned costs come from them)."),
+            (
+                record_steps,
+                StepsBody,
+                "Record executed plan steps in the trace store (learned costs come from them; replan skips the "
+                "steps that ran). With an idempotency_key a retried batch is recorded once and answered the same.",
+            ),
             (
                 action_stats,
                 NoArguments,

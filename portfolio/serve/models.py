@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_serializer
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_serializer
 
 from learning.explore import Policy, renamed
 from portfolio.delegates.fast_downward.searches import QUALITIES
@@ -53,6 +53,27 @@ OBJECTIVE_HELP = (
 )
 
 
+def _ground_action(text: str) -> str:
+    """A grounded action in the form plans print it (`"Book-Flight"` and `"(book-flight)"` are one action);
+    ValueError (a `PDDLSyntaxError`) for anything else."""
+    from domains.ground_text import ground_action_text
+
+    return ground_action_text(text)
+
+
+GroundActionText = Annotated[str, AfterValidator(_ground_action)]
+# Steps of a plan a client sends to be kept: a replan simulates each suffix until one is valid, so a plan's length
+# is paid for about squarely; the plans planners make here are far shorter.
+MAX_PLAN_STEPS = 10_000
+MAX_IDEMPOTENCY_KEY = 256  # a UUID, a hash or a client's own composite key
+IdempotencyKey = Annotated[str, Field(min_length=1, max_length=MAX_IDEMPOTENCY_KEY)]
+IDEMPOTENCY_HELP = (
+    "a key the client makes for this batch of steps (a UUID, say; 1-256 characters): the same batch again under it "
+    "writes nothing and gets the first answer, across restarts; other steps under it are refused (422 "
+    "IdempotencyKeyReused)"
+)
+
+
 class TaskSource(BaseModel):
     """A task: PDDL `domain` and `problem` texts, or `task` in the JSON task format (`portfolio schema task`)."""
 
@@ -89,12 +110,37 @@ class PlanBody(PlanArgs):
 
 class ReplanArgs(BaseModel):
     """Plan again for the task of an earlier run, from the state the runtime observed (HTTP `ReplanBody`, the
-    MCP `replan` tool's arguments)."""
+    MCP `replan` tool's arguments).
+
+    What is still valid of the plan being executed is kept (`plan-reuse`), but never a step that ran: by default
+    the plan is the run's as the service handed it out, less the steps recorded for the run since
+    (`portfolio.serve.runs.executed_prefix` says which count); a runtime that keeps its own state sends
+    `previous_plan` (the rest of its plan) instead, and may name its steps that ran in `executed`."""
 
     model_config = ConfigDict(extra="forbid")
 
     run_id: str = Field(min_length=1, max_length=MAX_RUN_ID, description="the run_id of an earlier /v1/plan answer")
     state: list[str] = Field(description='the observed state: every true atom, like "(on a b)"')
+    previous_plan: list[GroundActionText] | None = Field(
+        default=None,
+        max_length=MAX_PLAN_STEPS,
+        description="the plan the runtime is executing, its steps not executed yet (or the whole plan, with "
+        "`executed`; up to 10,000 steps): kept where still valid instead of the run's plan as the service keeps "
+        "it; those steps are the runtime's word, recorded steps are not matched against them. Default: the plan "
+        "the service last handed out for the run, less the steps recorded for the run since",
+    )
+    previous_cost_model: str | None = Field(
+        default=None,
+        max_length=256,
+        description="the cost_model of the answer previous_plan came from: a plan made under other costs is "
+        "planned anew (omitted: the caller vouches for it)",
+    )
+    executed: list[GroundActionText] = Field(
+        default_factory=list,
+        max_length=MAX_PLAN_STEPS,
+        description="steps of that plan (previous_plan, else the run's) that ran, in order, as plans spell them: "
+        "they and everything before them are never handed back (with the steps recorded for the run)",
+    )
     excluded: list[str] = Field(default_factory=list, description="grounded actions no plan may use")
     critiques: list[str] = Field(default_factory=list, description="reasons earlier plans failed (for an LLM)")
     features: dict[str, Any] | None = Field(default=None, description="the situation, for learned costs")
@@ -156,9 +202,22 @@ class PlanResponse(PlanResult):
 
 
 class StepsBody(BaseModel):
+    """Executed steps to record. With an idempotency key (this field, or HTTP's `Idempotency-Key` header), the
+    batch is recorded once and a retry of it answered as the first time; other steps under a used key are
+    refused (422 `IdempotencyKeyReused`)."""
+
     model_config = ConfigDict(extra="forbid")
 
     steps: list[StepRecord]
+    idempotency_key: IdempotencyKey | None = Field(default=None, description=IDEMPOTENCY_HELP)
+
+
+def one_idempotency_key(in_body: str | None, in_header: str | None) -> str | None:
+    """The batch's idempotency key: the body's `idempotency_key` or HTTP's `Idempotency-Key` header; `BadRequest`
+    when both are given and differ."""
+    if in_body is not None and in_header is not None and in_body != in_header:
+        raise BadRequest("the Idempotency-Key header and the body's idempotency_key differ: give one, or the same")
+    return in_header if in_header is not None else in_body
 
 
 class StepConflictInfo(BaseModel):

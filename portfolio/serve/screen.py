@@ -167,7 +167,7 @@ def steps_body(document: Any, batch: int = 2000) -> StepsBody:
 
     if not isinstance(document, dict) or not isinstance(document.get("steps"), list):
         return StepsBody.model_validate(document)  # the envelope is wrong: pydantic says how
-    StepsBody.model_validate({**document, "steps": []})  # extra keys
+    envelope = StepsBody.model_validate({**document, "steps": []})  # extra keys, the idempotency key
     records, adapter, steps = [], TypeAdapter(list[StepRecord]), document["steps"]
     for start in range(0, len(steps), batch):
         try:
@@ -176,4 +176,4 @@ def steps_body(document: Any, batch: int = 2000) -> StepsBody:
             item = error.errors()[0]
             where = ".".join(str(p) for p in (int(item["loc"][0]) + start, *item["loc"][1:]))  # [0]: the index
             raise BadRequest(f"steps.{where}: {item['msg']}", "SchemaError") from None
-    return StepsBody.model_construct(steps=records)
+    return StepsBody.model_construct(steps=records, idempotency_key=envelope.idempotency_key)

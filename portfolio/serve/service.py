@@ -10,7 +10,10 @@ every later plan call carries, so each worker reloads the model before its next 
 Runs for /v1/replan are remembered in memory (the task source of recent plans, one copy per task, and which
 worker planned it, since that worker's translation cache already holds the task) and, with a trace store, in
 the store too (`traces.task_sources`): a run planned before a restart, or by another server sharing the file,
-can still be replanned. Without a trace store, after a restart, plan again.
+can still be replanned. Without a trace store, after a restart, plan again. The service follows each run: the
+plan it last handed out and, with a trace store, that plan and the steps recorded for the run since are in the
+store (`traces.run_plans`), so a replan keeps what is still valid of the plan after the steps that ran, and never
+a step that ran (`replan`), across restarts too. A run id is one opaque string throughout.
 """
 
 from __future__ import annotations
@@ -39,17 +42,20 @@ from portfolio.serve.models import (
     Job,
     PlanBody,
     PlanResponse,
+    ReplanArgs,
     ReplanBody,
     RetrainBody,
     StepsBody,
     StepsResponse,
     ValidateBody,
     Verdict,
+    one_idempotency_key,
 )
 from portfolio.serve.pool import CallOutOfMemory, CallTimedOut, PlannerPool, QueueFull
-from portfolio.serve.runs import MAX_RUNS, MAX_SOURCES, RunMemory
+from portfolio.serve.runs import MAX_RUNS, MAX_SOURCES, RunMemory, steps_to_keep, store_run, stored_run
+from traces.errors import IdempotencyKeyReused
 from traces.recording import RecordReport
-from traces.task_sources import remember_task_source, task_source
+from traces.task_sources import task_source
 
 log = logging.getLogger(__name__)
 
@@ -162,8 +168,9 @@ class Service:
     async def plan(
         self, body: PlanBody, prefer: int | None = None, previous: tuple[list[str], str | None] | None = None
     ) -> PlanResponse:
-        """Plan `body` on a worker (`prefer`: the one whose caches know the task). `previous`: the run's current
-        plan and its cost model, for a replan to keep what is still valid (`Planner.plan(previous_plan=)`)."""
+        """Plan `body` on a worker (`prefer`: the one whose caches know the task). `previous`: the steps a replan
+        may keep and their cost model (`previous_plan`), kept where still valid (`Planner.plan(previous_plan=)`).
+        The plan answered is the run's plan from now on, in memory and in the trace store."""
         assert self.pool is not None
         budget = min(body.budget or self.config.budget_s, self.config.max_budget_s)
         run_id = body.run_id or uuid.uuid4().hex
@@ -180,22 +187,24 @@ class Service:
         if "bad_input" in answer:
             raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
         self.metrics.observe_plan(answer["result"])
-        if answer["result"].get("plan") is not None:
-            self.memory.keep_plan(run_id, answer["result"]["plan"], answer["result"].get("cost_model"))
+        plan, cost_model = answer["result"].get("plan"), answer["result"].get("cost_model")
+        if plan is not None:
+            self.memory.keep_plan(run_id, plan, cost_model)
         source = self.memory.remember(run_id, body.model_dump(include={"domain", "problem", "task"}), index)
-        if source is not None and self.store is not None:
-            await anyio.to_thread.run_sync(self._store_source, run_id, source, limiter=self._store_threads)
+        if self.store is not None:
+            await self._in_store(store_run, run_id, source, plan, cost_model)
         return PlanResponse.model_validate(answer["result"])
 
-    def _store_source(self, run_id: str, source: dict[str, Any]) -> None:
-        assert self.store is not None  # called only with a store
-        with self._store_lock:
-            remember_task_source(self.store, run_id, source)
+    async def _in_store(self, call: Callable[..., Any], *args: Any) -> Any:
+        """`call(store, *args)` on a store thread, holding the store's lock; only with a store."""
+        store = self.store
+        assert store is not None
 
-    def _stored_source(self, run_id: str) -> dict[str, Any] | None:
-        assert self.store is not None  # called only with a store
-        with self._store_lock:
-            return task_source(self.store, run_id)
+        def locked() -> Any:
+            with self._store_lock:
+                return call(store, *args)
+
+        return await anyio.to_thread.run_sync(locked, limiter=self._store_threads)
 
     async def run_source(self, run_id: str) -> tuple[dict[str, Any], int | None]:
         """The task source of a run, and the worker that planned it (None when it came from the trace store:
@@ -204,7 +213,7 @@ class Service:
         if known is not None:
             return known
         if self.store is not None:
-            stored = await anyio.to_thread.run_sync(self._stored_source, run_id, limiter=self._store_threads)
+            stored = await self._in_store(task_source, run_id)
             if stored is not None:
                 return stored, None
             # no path: the trace store's location is the server's business, not a client's
@@ -219,7 +228,10 @@ class Service:
         )
 
     async def replan(self, body: ReplanBody) -> PlanResponse:
+        """Plan the run's task again from the observed state, keeping what is still valid of the plan being
+        executed (`previous_plan`)."""
         source, worker = await self.run_source(body.run_id)
+        previous = await self.previous_plan(body)
         request = PlanBody(
             **source,
             init=body.state,
@@ -233,7 +245,19 @@ class Service:
             budget=body.budget,
             run_id=body.run_id,
         )
-        return await self.plan(request, prefer=worker, previous=self.memory.plan(body.run_id))
+        return await self.plan(request, prefer=worker, previous=previous)
+
+    async def previous_plan(self, body: ReplanArgs) -> tuple[list[str], str | None] | None:
+        """The steps a replan may keep and their cost model (`runs.steps_to_keep`): of the client's
+        `previous_plan`, else of the run's plan as this service last handed it out (from the trace store, which
+        outlives a restart, with the steps recorded for the run since; from memory without one)."""
+        if body.previous_plan is not None:
+            kept, steps = None, []
+        elif self.store is not None:
+            kept, steps = await self._in_store(stored_run, body.run_id)
+        else:
+            kept, steps = self.memory.plan(body.run_id), []
+        return steps_to_keep(body, kept, steps)
 
     async def costs(self, body: CostsBody) -> CostsResponse:
         """The learned cost of every grounded action of a task, from a planner worker (its model)."""
@@ -252,15 +276,22 @@ class Service:
             raise BadRequest("this server has no trace store: start it with --traces PATH")
         return self.store
 
-    async def record_steps(self, body: StepsBody, provenance: tuple[str, str] | None = None) -> StepsResponse:
-        """Record the steps (`traces.recording`); `provenance`: the (tenant, principal) posting them, kept for
-        each step recorded (`traces.provenance`), under the same lock."""
+    async def record_steps(
+        self, body: StepsBody, idempotency_key: str | None = None, provenance: tuple[str, str] | None = None
+    ) -> StepsResponse:
+        """Record the executed steps of `body` (each once: `traces.recording`). With an idempotency key (the
+        body's `idempotency_key` or `idempotency_key` here, from HTTP's `Idempotency-Key` header; both given, they
+        must agree), the batch is recorded once and a retry answered as the first time, across restarts; other
+        steps under a used key are a 422 `IdempotencyKeyReused`. The key is one opaque string here.
+        `provenance`: the (tenant, principal) posting them, kept for each step recorded (`traces.provenance`),
+        under the same lock."""
         store = self.need_store()
+        key = one_idempotency_key(body.idempotency_key, idempotency_key)
 
         def write() -> RecordReport:
             with self._store_lock:
-                report = store.record_steps(body.steps)
-                if provenance is not None:
+                report = store.record_steps(body.steps, idempotency_key=key)
+                if provenance is not None and not report.replayed:
                     from traces.provenance import note_provenance
 
                     refused = {c.index for c in report.conflicts}
@@ -268,8 +299,12 @@ class Service:
                     note_provenance(store, steps, *provenance)
                 return report
 
-        report = await anyio.to_thread.run_sync(write, limiter=self._store_threads)
-        self.metrics.steps_recorded.inc(report.recorded)
+        try:
+            report = await anyio.to_thread.run_sync(write, limiter=self._store_threads)
+        except IdempotencyKeyReused as error:
+            raise BadRequest(str(error), "IdempotencyKeyReused", status=422) from None
+        if not report.replayed:
+            self.metrics.steps_recorded.inc(report.recorded)
         return StepsResponse.of(report)
 
     async def actions(self, run_prefix: str | None = None, exclude_prefix: str | None = None) -> ActionsResponse:

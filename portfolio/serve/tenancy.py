@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from portfolio.serve.keys import DEFAULT_TENANT
-from portfolio.serve.models import BadRequest, PlanBody, ReplanBody, StepsBody, StepsResponse
+from portfolio.serve.models import BadRequest, PlanBody, ReplanBody, StepsBody, StepsResponse, one_idempotency_key
 from traces.records import MAX_RUN_ID
 
 RESERVED = "@"
@@ -88,13 +88,20 @@ def replan_in(tenant: str, body: ReplanBody) -> ReplanBody:
     return body.model_copy(update={"run_id": stored_run_id(tenant, body.run_id)})
 
 
-def steps_in(tenant: str, body: StepsBody) -> StepsBody:
+def steps_in(tenant: str, body: StepsBody, header_key: str | None = None) -> StepsBody:
+    """The step batch with its run ids and its idempotency key (the body's, or HTTP's `Idempotency-Key` header
+    given as `header_key`: `models.one_idempotency_key`) in the tenant's namespace, so that two tenants' keys
+    never meet; the default tenant's key may not start with the reserved `@`, as its run ids."""
+    key = one_idempotency_key(body.idempotency_key, header_key)
+    if key is not None and tenant == DEFAULT_TENANT and key.startswith(RESERVED):
+        raise BadRequest(f"idempotency key: keys starting with {RESERVED!r} are reserved for the tenants of API keys")
     if tenant == DEFAULT_TENANT:
         for step in body.steps:
             stored_run_id(tenant, step.run_id)  # the reserved prefix is refused
-        return body
+        return body.model_copy(update={"idempotency_key": key})
     steps = [s.model_copy(update={"run_id": stored_run_id(tenant, s.run_id)}) for s in body.steps]
-    return body.model_copy(update={"steps": steps})
+    namespaced = None if key is None else prefix(tenant) + key
+    return body.model_copy(update={"steps": steps, "idempotency_key": namespaced})
 
 
 # -- answers out ------------------------------------------------------------------------------------------------

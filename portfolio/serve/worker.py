@@ -100,7 +100,9 @@ class PlannerWorker:
         self.model_error: str | None = None
         self.model_version = self._stored_version()
         self._load_model()
-        self.plan_options = set(inspect.signature(self.planner.plan).parameters) - {"task", "init", "run_id"}
+        # the options a request hands the planner by name; the plan to keep comes from the service, by name too
+        taken = {"task", "init", "run_id", "previous_plan", "previous_cost_model"}
+        self.plan_options = set(inspect.signature(self.planner.plan).parameters) - taken
 
     def _load_model(self) -> None:
         try:
