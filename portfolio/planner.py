@@ -72,7 +72,9 @@ class Planner(Resource):
     With a trace store, runs are recorded with their domain's fingerprint, and the latest selection model in
     the store (`portfolio retrain`, `learning.selection`) chooses which Fast Downward configurations race on a
     task of a domain it has records of (the fixed order otherwise), and with which translator flags the task is
-    translated (the driver's defaults unless records show a variant faster); `select=False` keeps both fixed.
+    translated (the driver's defaults unless records show a variant faster); `select=False` keeps both fixed. A
+    stored selection this release cannot read (hand-edited, damaged) is passed over with a warning naming its
+    row: the fixed order plans until the next `portfolio retrain` replaces it.
 
     `carry_over` (default True): Fast Downward's translation and searches go on past its share of the classical
     tier, beside the later delegates, until the cascade's final deadline; the first valid plan wins
@@ -141,6 +143,7 @@ class Planner(Resource):
         self._model: FailureModel | None = None
         self.select = select
         self._selection: SelectionModel | None = None
+        self._selection_error: str | None = None  # why the stored selection is passed over (warned once)
         # task key -> `learning.costs.Posteriors`; (task key, "cautious", lambda) -> their cautious costs
         self._cost_cache: dict[tuple[Any, ...], Any] = {}
         self._model_generation = 0  # bumped on every model (re)load: plans made under another one are not reused
@@ -206,13 +209,22 @@ class Planner(Resource):
 
     def _load_selection(self) -> None:
         """Hand the latest selection model to Fast Downward as its `selector` and `translator_chooser` (none: the
-        fixed order and the driver's default translation)."""
+        fixed order and the driver's default translation; also when the stored one cannot be read, which a
+        retrain replaces: warned once, not a failure of every plan and retrain)."""
         fast_downward = self._fast_downward()
         if self._store is None or fast_downward is None or not self.select:
             return
         from learning.selection import load_selection
+        from traces.errors import BadRowError
 
-        model = self._selection = load_selection(self._store)
+        try:
+            model = load_selection(self._store)
+            self._selection_error = None
+        except BadRowError as error:
+            if str(error) != self._selection_error:
+                log.warning("%s Fast Downward races its fixed order until `portfolio retrain` replaces it.", error)
+            self._selection_error, model = str(error), None
+        self._selection = model
         if model is None:
             fast_downward.selector = fast_downward.translator_chooser = None
             return

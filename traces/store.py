@@ -39,7 +39,9 @@ from traces.errors import CorruptDatabaseError, StepConflictError, TraceStoreErr
 from traces.recording import RecordReport
 from traces.records import ActionStats, RunRecord, StepRecord, StoredModel
 from traces.rows import STEP_COLUMNS, row_step, step_row
+from traces.stored_json import LIST, OBJECT, read_json, row_name
 from traces.transactions import Transactions
+from traces.versions import next_version
 
 log = logging.getLogger(__name__)
 
@@ -186,10 +188,12 @@ class TraceStore(Transactions):
         return self._write(lambda: cast(int, self.db.table("plans").insert(row).last_pk))
 
     def plans(self, run_id: str) -> list[dict[str, Any]]:
+        """The plans recorded for a run, oldest first; `BadRowError` names a row whose JSON cannot be read."""
         rows = self._retry(lambda: list(self.db.query("SELECT * FROM plans WHERE run_id = ? ORDER BY id", [run_id])))
         for row in rows:
-            row["attempts"] = json.loads(row["attempts"])
-            row["plan"] = json.loads(row["plan"])
+            for column in ("attempts", "plan"):
+                where = row_name(self.path, "plans", f"id {row['id']}", column)
+                row[column] = read_json(LIST, row[column], where, empty="[]")
         return rows
 
     # -- steps -----------------------------------------------------------------------------------------------------
@@ -328,11 +332,11 @@ class TraceStore(Transactions):
     # -- models ----------------------------------------------------------------------------------------------------
 
     def save_model(self, blob: bytes, metadata: dict[str, Any], metrics: dict[str, Any]) -> int:
-        """Store a serialized model under the next version number (1, 2, ...) and return that version."""
+        """Store a serialized model under the next version number (1, 2, ...; never one issued before, even if
+        its model was deleted: `traces.versions`) and return that version."""
 
         def body() -> int:
-            current = self.db.execute("SELECT coalesce(max(version), 0) FROM models").fetchone()[0]
-            version = int(current) + 1
+            version = next_version(self, "models")
             self.db.table("models").insert(
                 {
                     "created": _now(),
@@ -347,7 +351,8 @@ class TraceStore(Transactions):
         return self._write(body)
 
     def latest_model(self) -> StoredModel | None:
-        """The model with the highest version, or None before the first `save_model`."""
+        """The model with the highest version, or None before the first `save_model`. `BadRowError`, naming the
+        row and column, when its metadata or metrics are not a JSON object."""
         rows = self._retry(
             lambda: self.db.execute(
                 "SELECT version, created, metadata, metrics, blob FROM models ORDER BY version DESC LIMIT 1"
@@ -356,9 +361,11 @@ class TraceStore(Transactions):
         if not rows:
             return None
         version, created, metadata, metrics, blob = rows[0]
+        row = f"version {version}"
         return StoredModel(
-            version=version, created=created, metadata=json.loads(metadata or "{}"),
-            metrics=json.loads(metrics or "{}"), blob=blob,
+            version=version, created=created, blob=blob,
+            metadata=read_json(OBJECT, metadata, row_name(self.path, "models", row, "metadata")),
+            metrics=read_json(OBJECT, metrics, row_name(self.path, "models", row, "metrics")),
         )  # fmt: skip
 
     def prune_models(self, keep: int) -> int:

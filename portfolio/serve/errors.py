@@ -34,7 +34,7 @@ def _pydantic_message(error: ValidationError | RequestValidationError) -> str:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    from traces.errors import DatabaseLockedError, TraceStoreError
+    from traces.errors import BadRowError, DatabaseLockedError, TraceStoreError
 
     @app.exception_handler(RequestValidationError)
     async def schema_error(request: Request, error: RequestValidationError) -> JSONResponse:
@@ -83,11 +83,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(TraceStoreError)
     async def store_error(request: Request, error: TraceStoreError) -> JSONResponse:
-        from learning.storage import ModelFormatError
-
         if isinstance(error, DatabaseLockedError):
             return json_error(503, str(error), type(error).__name__, {"Retry-After": "1"})
-        if isinstance(error, ModelFormatError):  # not the request's fault, nor transient: an operator must act
+        if isinstance(error, BadRowError):  # a stored row (a model): not the request's fault; an operator must act
             return json_error(503, str(error), type(error).__name__)
         return json_error(500, str(error), type(error).__name__)
 

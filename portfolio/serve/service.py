@@ -85,10 +85,10 @@ class Service:
         self._model: tuple[int | None, Any] = (None, None)
         if config.traces:
             from traces.store import TraceStore
+            from traces.versions import latest_version
 
             self.store = TraceStore(config.traces)
-            latest = self.store.latest_model()
-            self.model_version = latest.version if latest else None
+            self.model_version = latest_version(self.store)  # the number only: a bad row is the workers' to report
         self.pool: PlannerPool | None = None
         self.memory = RunMemory()  # each run's task, worker and current plan (`portfolio.serve.runs`)
         self.jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()
@@ -342,6 +342,7 @@ class Service:
         if "bad_input" in answer:
             raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
         self.model_version = answer["result"]["version"]
+        self.model_error = answer.get("model_error")  # the retraining worker loaded what it stored, or says why not
         return answer["result"]
 
     # -- validation -----------------------------------------------------------------------------------------

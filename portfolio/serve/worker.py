@@ -6,10 +6,13 @@ length-prefixed pickle channel and request loop as `portfolio.engine.worker_main
 not in the server,
 so a task that explodes takes down (and costs the memory of) one worker, which the pool replaces.
 
-A stored model this release cannot read (hand-edited, damaged: `learning.storage.ModelFormatError`) does not
-kill the worker, which would only be restarted into the same failure: the worker stays up, answers every plan
-with {"unavailable": {error, kind}} (503 with the reason) and every ping with the reason, until a model it
-can read is stored (the next `model_version`).
+A stored model this release cannot read (hand-edited, damaged, nested past the parser:
+`learning.storage.ModelFormatError`, naming the file, table and row), or one that fails to load for any other
+reason, does not kill the worker, which would only be restarted into the same row: the worker starts without
+it, logs why once, answers every plan with {"unavailable": {error, kind}} (503 with the reason) and every ping
+with the reason, and tries the store again at each call until a model it can read is there (whatever its
+version: the bad row may have been deleted and the version issued again by an older release). A selection
+model it cannot read is passed over by the planner (the fixed order, `Planner`), not refused.
 
 Ops: `plan` (a `PlanBody` as a dict -> {"result": PlanResult + run_id} or {"bad_input": {error, kind}}),
 `retrain` (fit and store the next failure model and configuration selection), `ping`. The server sends the latest model
@@ -98,6 +101,7 @@ class PlannerWorker:
             **weight,
         )
         self.model_error: str | None = None
+        self.model_error_kind = "ModelFormatError"
         self.model_version = self._stored_version()
         self._load_model()
         # the options a request hands the planner by name; the plan to keep comes from the service, by name too
@@ -105,25 +109,30 @@ class PlannerWorker:
         self.plan_options = set(inspect.signature(self.planner.plan).parameters) - taken
 
     def _load_model(self) -> None:
+        """Load the stored models; one that cannot be loaded leaves `model_error` (module docstring), logged when
+        the reason is new."""
         try:
             self.planner.reload_model()
             self.model_error = None
-        except Exception as error:
-            # learning.storage loads numpy and scipy (~0.5 s): not at the start of a worker whose store has no model
-            from learning.storage import ModelFormatError
+        except Exception as error:  # whatever it is, dying here would only restart the worker into it again
+            from traces.errors import BadRowError
 
-            if not isinstance(error, ModelFormatError):
-                raise
-            log.error("cannot use the stored model: %s", error)
-            self.model_error = str(error)
+            readable = isinstance(error, BadRowError)  # the row is named; anything else wants its traceback
+            message = str(error) if readable else f"the stored model cannot be loaded ({type(error).__name__}: {error})"
+            if message != self.model_error:
+                log.error("cannot use the stored model: %s", message, exc_info=None if readable else error)
+            self.model_error = message
+            self.model_error_kind = "ModelFormatError" if readable else type(error).__name__
 
     def ping(self) -> dict[str, Any]:
         return {"pong": os.getpid(), "model_error": self.model_error}
 
     def _stored_version(self) -> int | None:
+        """The newest stored model's version, read without the model (which may be the bad row)."""
+        from traces.versions import latest_version
+
         store = self.planner.store
-        latest = store.latest_model() if store is not None else None
-        return latest.version if latest is not None else None
+        return latest_version(store) if store is not None else None
 
     def plan(
         self,
@@ -159,13 +168,15 @@ class PlannerWorker:
         return {"result": {**result.model_dump(mode="json"), "run_id": request.run_id}}
 
     def _with_model(self, model_version: int | None) -> dict[str, Any] | None:
-        """Load the model the server names when it is not the one in use; the `unavailable` answer when the stored
-        model cannot be read, else None."""
+        """Load the model the server names when it is not the one in use, or again while the stored one cannot be
+        used; the `unavailable` answer when it still cannot, else None."""
         if model_version is not None and model_version != self.model_version:
             self._load_model()
             self.model_version = model_version
+        elif self.model_error is not None:
+            self._load_model()
         if self.model_error is not None:
-            return {"unavailable": {"error": self.model_error, "kind": "ModelFormatError"}}
+            return {"unavailable": {"error": self.model_error, "kind": self.model_error_kind}}
         return None
 
     @staticmethod
@@ -229,7 +240,8 @@ class PlannerWorker:
         selection = retrain_selection(store)
         self._load_model()
         self.model_version = info.version
-        return {"result": info.model_dump(mode="json") | {"selection": selection.model_dump(mode="json")}}
+        result = info.model_dump(mode="json") | {"selection": selection.model_dump(mode="json")}
+        return {"result": result, "model_error": self.model_error}
 
     def costs(self, body: dict[str, Any], model_version: int | None = None) -> dict[str, Any]:
         """The learned cost of every grounded action of a task (`Planner.learned_costs`, as `portfolio costs`)."""
