@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from domains.ground_text import normalise_actions
 from domains.model import Atom, GroundAction, Task
@@ -92,6 +92,11 @@ class Planner(Resource):
     success, retries of transient failures and replans included, from the durations learned with the model
     (`learning.objective`; `time` sets the retry limit, replan penalty and side-effect weight). Per call:
     `plan(objective=...)`.
+
+    `record_errors` (default "raise"): what a plan whose recording in the trace store fails (a full disk, a
+    read-only or damaged file) does: "raise" raises the store's error; "log" returns the plan, logs the failure
+    (once, until a recording succeeds again) and counts it in `record_failures` (`last_record_error` says why):
+    planning itself needs no disk (the service's workers, for plans the client gave no run id).
     """
 
     def __init__(
@@ -110,6 +115,7 @@ class Planner(Resource):
         load_model: bool = True,
         objective: str | None = None,
         time: TimeParams | None = None,
+        record_errors: Literal["raise", "log"] = "raise",
     ) -> None:
         from learning.explore import DEFAULT_EXPLORE, check_explore
         from learning.objective import DEFAULT_OBJECTIVE, TimeParams, check_objective
@@ -144,6 +150,11 @@ class Planner(Resource):
         self.select = select
         self._selection: SelectionModel | None = None
         self._selection_error: str | None = None  # why the stored selection is passed over (warned once)
+        if record_errors not in ("raise", "log"):
+            raise ValueError(f"record_errors must be 'raise' or 'log', got {record_errors!r}")
+        self.record_errors = record_errors
+        self.record_failures = 0
+        self.last_record_error: Exception | None = None  # None again once a recording succeeds
         # task key -> `learning.costs.Posteriors`; (task key, "cautious", lambda) -> their cautious costs
         self._cost_cache: dict[tuple[Any, ...], Any] = {}
         self._model_generation = 0  # bumped on every model (re)load: plans made under another one are not reused
@@ -390,21 +401,35 @@ class Planner(Resource):
         return await asyncio.to_thread(self.plan, task, **options)
 
     def _record(self, task: Task, result: PlanResult, run_id: str | None) -> None:
+        """Record `result` (under `run_id`, or a new run); a failure as `record_errors` says."""
         assert self._store is not None
         from domains.pddl_writer import formula_to_pddl
+        from traces.errors import TraceStoreError
 
         with self._lock:  # one connection: transactions of concurrent callers must not interleave
-            if run_id is None:
-                run_id = self._store.start_run(
-                    task.fingerprint, formula_to_pddl(task.problem.goal), domain=task.domain_fingerprint
+            try:
+                if run_id is None:
+                    run_id = self._store.start_run(
+                        task.fingerprint, formula_to_pddl(task.problem.goal), domain=task.domain_fingerprint
+                    )
+                self._store.record_plan(
+                    run_id,
+                    result.delegate,
+                    [a.model_dump(mode="json") for a in result.attempts],
+                    result.elapsed_ms,
+                    result.plan,
                 )
-            self._store.record_plan(
-                run_id,
-                result.delegate,
-                [a.model_dump(mode="json") for a in result.attempts],
-                result.elapsed_ms,
-                result.plan,
-            )
+            except TraceStoreError as error:
+                if self.record_errors == "raise":
+                    raise
+                if self.last_record_error is None:
+                    log.warning("plans are not recorded in the trace store (%s); planning goes on", error)
+                self.record_failures += 1
+                self.last_record_error = error
+                return
+            if self.last_record_error is not None:
+                log.warning("plans are recorded in the trace store again")
+                self.last_record_error = None
 
     def close(self) -> None:
         self.cascade.close()

@@ -69,6 +69,12 @@ class Metrics:
         self.steps_recorded = Counter(
             "portfolio_steps_recorded", "Executed steps recorded in the trace store", registry=self.registry
         )
+        self.store_write_failures = Counter(
+            "portfolio_store_write_failures",
+            "Trace-store writes that failed while the call went on (a plan answered unrecorded), by error",
+            ["kind"],
+            registry=self.registry,
+        )
 
     def observe_plan(self, result: dict[str, Any]) -> None:
         """Record one PlanResult (as JSON): its latency and the attempts that fell through."""

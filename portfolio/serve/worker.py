@@ -14,6 +14,11 @@ with the reason, and tries the store again at each call until a model it can rea
 version: the bad row may have been deleted and the version issued again by an older release). A selection
 model it cannot read is passed over by the planner (the fixed order, `Planner`), not refused.
 
+A trace store that cannot be written (a full disk, a read-only file) does not stop planning: the plan's
+recording is best-effort (`Planner(record_errors="log")`), and a plan whose recording failed carries
+"store_error": {kind} for the server to count and report. With `must_record` (the client named the run) the run
+is started, or found, before planning, and a store that fails there answers {"store_failed": {error, kind}}.
+
 Ops: `plan` (a `PlanBody` as a dict -> {"result": PlanResult + run_id} or {"bad_input": {error, kind}}),
 `retrain` (fit and store the next failure model and configuration selection), `ping`. The server sends the latest model
 version with
@@ -98,6 +103,7 @@ class PlannerWorker:
             load_model=False,
             objective=config.objective,
             time=TimeParams(config.max_retries, config.replan_ms, config.side_effect_weight),
+            record_errors="log",  # planning needs no disk: a failed recording is reported (`plan`), not fatal
             **weight,
         )
         self.model_error: str | None = None
@@ -140,11 +146,15 @@ class PlannerWorker:
         model_version: int | None = None,
         previous_plan: list[str] | None = None,
         previous_cost_model: str | None = None,
+        must_record: bool = True,
     ) -> dict[str, Any]:
         """One plan request (`Service.plan`); `previous_plan` (with the cost model it was made under) is the run's
-        current plan, kept where still valid (`plan-reuse`, as `Planner.plan` does in Python)."""
+        current plan, kept where still valid (`plan-reuse`, as `Planner.plan` does in Python). `must_record`:
+        the run must be in the store before planning (the client named it), else the store's failure is only
+        reported (module docstring)."""
         from domains.errors import TaskInputError
         from portfolio.serve.models import BadRequest, PlanBody
+        from traces.errors import TraceStoreError
 
         unavailable = self._with_model(model_version)
         if unavailable is not None:
@@ -152,7 +162,14 @@ class PlannerWorker:
         request = PlanBody.model_validate(body)
         try:
             task, init = self._task_and_init(request)
-            run_id = self._run(task, request.run_id)
+            unrecorded: Exception | None = None
+            try:
+                run_id = self._run(task, request.run_id)
+            except TraceStoreError as error:
+                if must_record:
+                    return {"store_failed": {"error": str(error), "kind": type(error).__name__}}
+                unrecorded, run_id = error, request.run_id
+            failures = self.planner.record_failures
             options = {k: v for k, v in request.model_dump().items() if k in self.plan_options and v is not None}
             with self._budget(request.budget):  # the planner reads `excluded` & co. too: bad spellings are 400s
                 result = self.planner.plan(
@@ -165,7 +182,12 @@ class PlannerWorker:
                 )
         except (TaskInputError, BadRequest) as error:
             return {"bad_input": {"error": str(error), "kind": getattr(error, "kind", type(error).__name__)}}
-        return {"result": {**result.model_dump(mode="json"), "run_id": request.run_id}}
+        answer: dict[str, Any] = {"result": {**result.model_dump(mode="json"), "run_id": request.run_id}}
+        if self.planner.record_failures > failures:
+            unrecorded = self.planner.last_record_error
+        if unrecorded is not None:
+            answer["store_error"] = {"kind": type(unrecorded).__name__}
+        return answer
 
     def _with_model(self, model_version: int | None) -> dict[str, Any] | None:
         """Load the model the server names when it is not the one in use, or again while the stored one cannot be
