@@ -39,6 +39,8 @@ ENCODINGS = {
     "lower": KEY.lower(),
     "json-slash": KEY.replace("/", "\\/"),
     "json-unicode": "".join(f"\\u{ord(c):04x}" for c in KEY),
+    "json-unicode-twice": "".join(f"\\\\u{ord(c):04x}" for c in KEY),  # a JSON string inside a JSON string
+    "quote-of-json": quote(KEY.replace("/", "\\/"), safe=""),
     "quote": quote(KEY, safe=""),
     "quote-lower-hex": quote(KEY, safe="").replace("%2F", "%2f").replace("%2B", "%2b").replace("%3D", "%3d"),
     "quote-plus": quote_plus(KEY),
@@ -76,7 +78,7 @@ def test_the_leak_check_sees_every_encoding():
 
 @pytest.mark.parametrize("name", list(ENCODINGS))
 def test_an_error_body_that_echoes_the_key_in_any_encoding_does_not_leak_it(name):
-    body = json.dumps({"error": {"message": f"invalid key: {ENCODINGS[name]} (check it)"}})
+    body = '{"error": {"message": "invalid key: ' + ENCODINGS[name] + ' (check it)"}}'  # as it is, not escaped again
     with FakeOpenAI([Reply(status=401, raw=body)]) as server:
         client = LLMClient(server.url, "m", api_key=KEY, max_retries=0)
         try:
