@@ -30,7 +30,7 @@ from portfolio.cost_cache import check_weight
 from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.registry import DEFAULT_DELEGATES, build_stages
 from portfolio.engine.cascade import PortfolioDecomposition
-from portfolio.engine.results import Delegate, PlanRequest, PlanResult, Resource
+from portfolio.engine.results import Delegate, PlanRequest, PlanResult, Resource, Status
 from portfolio.engine.tiers import Stage, Tier
 from portfolio.plan_reuse import REUSE_DELEGATE as REUSE_DELEGATE
 from portfolio.plan_reuse import reusable_suffix as reusable_suffix
@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# rule bindings the explanation of an unsolvable task may enumerate (`domains.explain`): a few hundred ms at most
+EXPLAIN_LIMIT = 50_000
 TASK_COSTS = "task"  # `PlanResult.cost_model` without learned costs: the task's own action costs
 
 
@@ -389,6 +391,10 @@ class Planner(Resource):
 
             result.success_probability = plan_success_probability(info, result.actions())
             result.learned_cost = round(sum(info[step].cost for step in result.plan), 6)
+        if result.status is Status.UNSOLVABLE:
+            from domains.explain import explain_unreachable
+
+            result.explanation = explain_unreachable(task, init, limit=EXPLAIN_LIMIT)
         result.elapsed_ms = round((time.monotonic() - start) * 1000, 3)
         result.cost_model = cost_model_name
         if self._store is not None:

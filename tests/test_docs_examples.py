@@ -26,6 +26,7 @@ SECTIONS = (
     ("README.md", "## A first plan"),
     ("docs/cli.md", "# Plan from the command line"),
     ("docs/cli.md", "## Statuses, exit codes and bad input"),
+    ("docs/cli.md", "## Unsolvable, and why"),
     ("docs/traces.md", "# Traces and learned costs"),
     ("docs/traces.md", "## Plans that respect the costs"),
     ("docs/learning.md", "## A tool that broke, then was left alone"),
