@@ -1,0 +1,185 @@
+"""The portfolio reached through unified-planning's factory (`import portfolio.up`): `OneshotPlanner(name=
+"portfolio")` solves UP's own example problems with plans UP's validator accepts, answers everything else with a
+status, honours a timeout with nothing left running, and plans under learned costs from the `traces` param;
+`PlanValidator(name="portfolio")` is the project's validator; `Planner.plan` and `load_task` take a UP problem."""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import pytest
+from support import IPC, descendants, hardest_parking
+from unified_planning.engines import PlanGenerationResultStatus as UpStatus
+from unified_planning.engines import ValidationResultStatus
+from unified_planning.io import PDDLReader
+from unified_planning.plans import ActionInstance, SequentialPlan
+from unified_planning.shortcuts import OneshotPlanner, PlanValidator, get_environment
+
+import portfolio.up  # registers the engines
+from domains.bundled import write_instance
+from domains.validate import validate_plan
+from learning.retrain import retrain
+from traces.records import StepRecord
+from traces.store import TraceStore
+
+SOLVED = (UpStatus.SOLVED_SATISFICING, UpStatus.SOLVED_OPTIMALLY)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def quiet_credits():
+    environment = get_environment()
+    saved, environment.credits_stream = environment.credits_stream, None
+    yield
+    environment.credits_stream = saved
+
+
+def test_importing_portfolio_up_registers_the_engine_once() -> None:
+    factory = get_environment().factory
+    assert "portfolio" in factory.engines
+    portfolio.up.register()  # a second registration changes nothing
+    assert factory.engines.count("portfolio") == 1
+
+
+@pytest.mark.slow
+def test_every_example_fast_downward_solves_is_solved_and_the_rest_get_a_status() -> None:
+    """UP's own example problems: where UP's `fast-downward` engine solves one, ours does too, with a plan UP's
+    validator accepts; every other example is answered with a status (UNSUPPORTED_PROBLEM here), not raised."""
+    from unified_planning.test.examples import get_example_problems
+
+    solved_by_both, other = 0, {}
+    with (
+        OneshotPlanner(name="portfolio") as ours,
+        OneshotPlanner(name="fast-downward") as fast_downward,
+        PlanValidator(name="sequential_plan_validator") as validator,
+    ):
+        for name, example in get_example_problems().items():
+            problem = example.problem
+            reference = None
+            if fast_downward.supports(problem.kind):
+                reference = fast_downward.solve(problem, timeout=10).status
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # UP warns that it "cannot establish" support, then asks us
+                result = ours.solve(problem, timeout=10)
+            if reference in SOLVED:
+                assert result.status in SOLVED, (name, result.log_messages)
+                assert validator.validate(problem, result.plan).status is ValidationResultStatus.VALID, name
+                assert [a.action for a in result.plan.actions] == [
+                    problem.action(a.action.name) for a in result.plan.actions
+                ]
+                solved_by_both += 1
+            else:
+                assert isinstance(result.status, UpStatus), name
+                other[result.status] = other.get(result.status, 0) + 1
+                if not ours.supports(problem.kind):
+                    assert result.status is UpStatus.UNSUPPORTED_PROBLEM, name
+    # unified-planning 1.3's examples: 20 classical ones Fast Downward solves, 46 of other kinds
+    assert solved_by_both >= 20
+    assert other == {UpStatus.UNSUPPORTED_PROBLEM: sum(other.values())}
+
+
+def test_a_problem_outside_the_supported_kind_is_unsupported_not_raised() -> None:
+    from unified_planning.test.examples import get_example_problems
+
+    examples = get_example_problems()
+    with OneshotPlanner(name="portfolio") as ours:
+        for name in ("robot", "matchcellar"):  # numeric fluents; durative actions
+            problem = examples[name].problem
+            assert not ours.supports(problem.kind)
+            with pytest.warns(UserWarning, match="cannot establish"):
+                result = ours.solve(problem)
+            assert result.status is UpStatus.UNSUPPORTED_PROBLEM and result.plan is None
+            assert "does not support" in result.log_messages[0].message
+
+
+def test_the_cost_metric_and_an_optimality_proof() -> None:
+    from unified_planning.test.examples import get_example_problems
+
+    problem = get_example_problems()["basic_with_costs"].problem
+    with OneshotPlanner(name="portfolio") as ours:
+        result = ours.solve(problem)
+    assert result.status is UpStatus.SOLVED_OPTIMALLY, result.metrics
+    assert result.metrics["cost_model"] == "task"
+    with OneshotPlanner(name="fast-downward-opt") as optimal:
+        reference = optimal.solve(problem)
+    with PlanValidator(name="sequential_plan_validator") as validator:
+        ours_checked, optimum = (validator.validate(problem, r.plan) for r in (result, reference))
+    assert ours_checked.status is ValidationResultStatus.VALID
+    assert list(ours_checked.metric_evaluations.values()) == list(optimum.metric_evaluations.values())
+    assert float(result.metrics["cost"]) == float(next(iter(optimum.metric_evaluations.values())))
+
+
+@pytest.mark.serial
+def test_timeout_is_honoured_and_nothing_is_left_running() -> None:
+    problem = PDDLReader().parse_problem(str(IPC / "parking-sat11-strips" / "domain.pddl"), str(hardest_parking()))
+    before = set(descendants())
+    with OneshotPlanner(name="portfolio") as ours:
+        start = time.monotonic()
+        result = ours.solve(problem, timeout=1.0)
+        elapsed = time.monotonic() - start
+    assert result.status is UpStatus.TIMEOUT, result.metrics
+    assert elapsed < 1.5, elapsed
+    deadline = time.monotonic() + 5
+    while set(descendants()) - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert set(descendants()) - before == set()
+
+
+def record(store: TraceStore, action: str, args: tuple[str, ...], outcomes: list[str], run: str) -> None:
+    store.record_steps(
+        [StepRecord(run_id=run, step=i, action=action, args=args, outcome=o) for i, o in enumerate(outcomes)]
+    )
+
+
+def test_learned_costs_from_the_traces_param_change_the_plan(tmp_path) -> None:
+    domain, instance = write_instance("tools", 1, 0, tmp_path)
+    problem = PDDLReader().parse_problem(str(domain), str(instance))
+    risky = "web-search(job1, competitors, web-basic)"
+    store_path = tmp_path / "traces.db"
+    with TraceStore(store_path) as store:
+        record(store, "noop-warmup", (), ["success"] * 5, "seed")
+    with OneshotPlanner(name="portfolio", params={"traces": str(store_path)}) as ours:
+        before = ours.solve(problem)
+    assert before.status in SOLVED and risky in [str(a) for a in before.plan.actions]
+
+    with TraceStore(store_path) as store:
+        failures = (["failure"] * 8 + ["success"] * 2) * 6
+        record(store, "web-search", ("job1", "competitors", "web-basic"), failures, "bad-days")
+        retrain(store)
+    with OneshotPlanner(name="portfolio", params={"traces": str(store_path), "weight": 5.0}) as ours:
+        after = ours.solve(problem)
+    assert after.status is UpStatus.SOLVED_SATISFICING  # optimal under learned costs is not the metric's optimum
+    assert risky not in [str(a) for a in after.plan.actions]
+    assert 0 < float(after.metrics["success_probability"]) <= 1
+    assert after.metrics["cost_model"].startswith("learned:")
+    with PlanValidator(name="portfolio") as ours_validator, PlanValidator(name="sequential_plan_validator") as theirs:
+        for result in (before, after):
+            assert ours_validator.validate(problem, result.plan).status is ValidationResultStatus.VALID
+            assert theirs.validate(problem, result.plan).status is ValidationResultStatus.VALID
+
+
+def test_the_validator_rejects_a_bad_plan_with_the_reason() -> None:
+    from unified_planning.test.examples import get_example_problems
+
+    problem = get_example_problems()["basic"].problem
+    plan = SequentialPlan([ActionInstance(problem.action("a"))] * 2)  # a needs not x, and a made x true
+    with PlanValidator(name="portfolio") as validator:
+        verdict = validator.validate(problem, plan)
+        assert verdict.status is ValidationResultStatus.INVALID
+        assert "step 2" in verdict.log_messages[0].message
+        assert validator.validate(problem, SequentialPlan([])).status is ValidationResultStatus.INVALID
+
+
+def test_planner_and_load_task_take_a_up_problem(planner) -> None:
+    from unified_planning.test.examples import get_example_problems
+
+    from domains.load import load_task
+
+    problem = get_example_problems()["robot_loader"].problem
+    task = load_task(problem)
+    result = planner.plan(problem)
+    assert result.solved and validate_plan(task, result.actions()).ok
+    with pytest.raises(TypeError, match="task_from_up"):
+        planner.plan("domain.pddl")
+    with pytest.raises(TypeError, match="task_from_up"):
+        load_task("domain.pddl")
