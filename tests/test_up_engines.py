@@ -92,6 +92,28 @@ def test_a_problem_outside_the_supported_kind_is_unsupported_not_raised() -> Non
             assert "does not support" in result.log_messages[0].message
 
 
+def test_a_fractional_cost_is_unsupported_with_the_readers_reason() -> None:
+    from fractions import Fraction
+
+    from unified_planning.model.metrics import MinimizeActionCosts
+    from unified_planning.test.examples import get_example_problems
+
+    problem = get_example_problems()["basic"].problem.clone()
+    problem.add_quality_metric(MinimizeActionCosts({problem.action("a"): Fraction(1, 2)}))
+    with OneshotPlanner(name="portfolio") as ours:
+        assert ours.supports(problem.kind)  # UP calls every cost real; whole ones are read
+        result = ours.solve(problem)
+    assert result.status is UpStatus.UNSUPPORTED_PROBLEM
+    assert "expected a whole number" in result.log_messages[0].message
+
+
+def test_bad_params_are_refused_when_the_engine_is_made() -> None:
+    with pytest.raises(ValueError, match="budget_s"):
+        OneshotPlanner(name="portfolio", params={"budget_s": 0})
+    with pytest.raises(ValueError, match="objective"):
+        OneshotPlanner(name="portfolio", params={"objective": "speed"})
+
+
 def test_the_cost_metric_and_an_optimality_proof() -> None:
     from unified_planning.test.examples import get_example_problems
 
@@ -117,6 +139,11 @@ def test_timeout_is_honoured_and_nothing_is_left_running() -> None:
         start = time.monotonic()
         result = ours.solve(problem, timeout=1.0)
         elapsed = time.monotonic() - start
+        # what stays between calls is idle (warm workers): no search or translation goes on past the answer
+        cpu_then = descendants()
+        time.sleep(0.5)
+        busy = {pid: cpu - cpu_then[pid][1] for pid, (_, cpu) in descendants().items() if pid in cpu_then}
+        assert all(used < 0.1 for used in busy.values()), busy
     assert result.status is UpStatus.TIMEOUT, result.metrics
     assert elapsed < 1.5, elapsed
     deadline = time.monotonic() + 5
