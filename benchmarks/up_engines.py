@@ -41,9 +41,10 @@ def smallest(suite: Path, per_domain: int) -> list[tuple[str, Path, Path]]:
 
 def run(suite: Path, per_domain: int, timeout: float) -> list[dict[str, Any]]:
     """One record per (task, engine): status, valid, seconds; plus one per task UP could not read."""
-    import portfolio.up  # noqa: F401  (registers the portfolio engine)
     from unified_planning.io import PDDLReader
     from unified_planning.shortcuts import OneshotPlanner, PlanValidator, get_environment
+
+    import portfolio.up  # noqa: F401  (registers the portfolio engine)
 
     get_environment().credits_stream = None
     get_environment().error_used_name = False  # PDDL lets an action and an object share a name

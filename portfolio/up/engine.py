@@ -4,11 +4,11 @@
 **What it takes** (`supported_kind`): action-based classical problems, what UP's PDDL writer can write and
 `domains.pddl` reads: flat or hierarchical types; negative, disjunctive, existential and universal conditions
 and equality; conditional and universally quantified effects; action costs (whole numbers, as constants or
-static fluents) or plan length as the metric. The problem goes through `domains.up_bridge.read_up_problem`
-(UP's writer, then the project's parser), so one reader decides what a problem means for every delegate. A
-problem outside that kind, or one the reader refuses, is answered UNSUPPORTED_PROBLEM with the reason in the log
-messages: never an exception (with `name="portfolio"` UP only warns that it "cannot establish" support, then
-asks the engine).
+static fluents, some of whose values may be left undefined) or plan length as the metric. The problem goes
+through `domains.up_bridge.read_up_problem` (UP's writer, then the project's parser), so one reader decides
+what a problem means for every delegate. A problem outside that kind, or one the reader refuses, is answered
+UNSUPPORTED_PROBLEM with the reason in the log messages: never an exception (with `name="portfolio"` UP only
+warns that it "cannot establish" support, then asks the engine).
 
 **Statuses** (`portfolio.up.results.STATUSES`): SOLVED_SATISFICING for a validated plan; SOLVED_OPTIMALLY only
 when the search that found it proved it optimal under the problem's own metric (never under learned costs);
@@ -88,6 +88,8 @@ def _kind() -> ProblemKind:
     # UP calls a cost real when its fluent is declared `number`, as PDDL's are: whole values are read; a
     # fractional one is refused by the reader (Fast Downward takes whole costs), an UNSUPPORTED_PROBLEM
     kind.set_actions_cost_kind("REAL_NUMBERS_IN_ACTIONS_COST")
+    # cost fluents left without a value for arguments no applicable action uses (IPC's elevators, transport)
+    kind.set_initial_state("UNDEFINED_INITIAL_NUMERIC")
     return kind
 
 
