@@ -141,11 +141,12 @@ def test_costs_from_static_fluents_some_left_undefined(domain) -> None:
         assert ours.supports(problem.kind)
         result = ours.solve(problem, timeout=10)
     assert result.status in SOLVED, result.metrics
-    with PlanValidator(name="sequential_plan_validator") as validator:
+    with PlanValidator(name="sequential_plan_validator") as validator, PlanValidator(name="portfolio") as mine:
         validator.skip_checks = True  # its kind check refuses static cost fluents its simulator evaluates
-        verdict = validator.validate(problem, result.plan)
-    assert verdict.status is ValidationResultStatus.VALID
+        verdict, own = validator.validate(problem, result.plan), mine.validate(problem, result.plan)
+    assert verdict.status is own.status is ValidationResultStatus.VALID
     assert [float(v) for v in verdict.metric_evaluations.values()] == [float(result.metrics["cost"])]
+    assert own.metric_evaluations == verdict.metric_evaluations
 
 
 @pytest.mark.serial

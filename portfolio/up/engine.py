@@ -48,13 +48,13 @@ from unified_planning.engines.mixins import OneshotPlannerMixin, PlanValidatorMi
 from unified_planning.engines.results import LogLevel, LogMessage
 from unified_planning.engines.results import PlanGenerationResultStatus as UpStatus
 from unified_planning.model import ProblemKind
-from unified_planning.plans import PlanKind
+from unified_planning.plans import PlanKind, SequentialPlan
 
 from domains.errors import TaskInputError
 from domains.up_bridge import UpTask, read_up_problem
 from domains.validate import validate_plan
 from portfolio.engine.cascade import CLASSICAL_BUDGET_S, DECOMPOSER_BUDGET_S
-from portfolio.up.results import ground_plan, proved_optimal, up_metrics, up_plan, up_status
+from portfolio.up.results import ground_plan, metric_values, proved_optimal, up_metrics, up_plan, up_status
 
 log = logging.getLogger(__name__)
 
@@ -206,11 +206,15 @@ class PortfolioEngine(Engine, OneshotPlannerMixin, PlanValidatorMixin):
 
     # -- validation -------------------------------------------------------------------------------------------
     def _validate(self, problem: Any, plan: Any) -> ValidationResult:
-        """The project's validator (`domains.validate`) on the problem read as a task; UNKNOWN when the problem
-        cannot be read or the plan names an action or object the problem does not have."""
+        """The project's validator (`domains.validate`) on the problem read as a task; with a valid plan, the
+        value of the problem's cost or length metric (`metric_evaluations`). UNKNOWN when the problem cannot be
+        read, the plan is not sequential, or it names an action or object the problem does not have."""
         read = self._read(problem)
         if isinstance(read, PlanGenerationResult):
             return ValidationResult(ValidationResultStatus.UNKNOWN, NAME, read.log_messages)
+        if not isinstance(plan, SequentialPlan):
+            message = f"{NAME} validates sequential plans, not a {type(plan).__name__}"
+            return ValidationResult(ValidationResultStatus.UNKNOWN, NAME, [LogMessage(LogLevel.INFO, message)])
         names = {item: name for name, item in read.items.items()}
         try:
             steps = ground_plan(plan, names)
@@ -218,10 +222,12 @@ class PortfolioEngine(Engine, OneshotPlannerMixin, PlanValidatorMixin):
             message = f"the plan names {error.args[0]}, which the problem does not have"
             return ValidationResult(ValidationResultStatus.UNKNOWN, NAME, [LogMessage(LogLevel.INFO, message)])
         verdict = validate_plan(read.task, steps)
-        if verdict.ok:
-            return ValidationResult(ValidationResultStatus.VALID, NAME, [])
-        message = verdict.message or verdict.problem
-        return ValidationResult(ValidationResultStatus.INVALID, NAME, [LogMessage(LogLevel.INFO, message)])
+        if not verdict.ok:
+            message = verdict.message or verdict.problem
+            return ValidationResult(ValidationResultStatus.INVALID, NAME, [LogMessage(LogLevel.INFO, message)])
+        return ValidationResult(
+            ValidationResultStatus.VALID, NAME, [], metric_values(problem, verdict.cost, len(steps))
+        )
 
     def destroy(self) -> None:
         """Stop the planner's workers (`with OneshotPlanner(...)` calls this at the end of the block)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any
 
 from unified_planning.engines.results import PlanGenerationResultStatus as UpStatus
@@ -82,6 +83,22 @@ def up_metrics(result: PlanResult) -> dict[str, str]:
     if result.success_probability is not None:
         metrics["success_probability"] = f"{result.success_probability:g}"
     return metrics
+
+
+def metric_values(problem: Any, cost: float, length: int) -> dict[Any, int | Fraction] | None:
+    """UP's `metric_evaluations` of a valid plan: its cost (from the project's validator, under the task's
+    costs) for a MinimizeActionCosts metric, its length for MinimizeSequentialPlanLength; None without one of
+    those as the problem's only metric."""
+    metrics = list(getattr(problem, "quality_metrics", ()))
+    if len(metrics) != 1:
+        return None
+    metric = metrics[0]
+    if isinstance(metric, MinimizeActionCosts):
+        value = Fraction(cost).limit_denominator()
+        return {metric: int(value) if value.denominator == 1 else value}
+    if isinstance(metric, MinimizeSequentialPlanLength):
+        return {metric: length}
+    return None
 
 
 def ground_plan(plan: Any, names: Mapping[Any, str]) -> Plan:
