@@ -54,6 +54,7 @@ from domains.errors import TaskInputError
 from domains.up_bridge import UpTask, read_up_problem
 from domains.validate import validate_plan
 from portfolio.engine.cascade import CLASSICAL_BUDGET_S, DECOMPOSER_BUDGET_S
+from portfolio.planner import TASK_COSTS
 from portfolio.up.results import ground_plan, metric_values, proved_optimal, up_metrics, up_plan, up_status
 
 log = logging.getLogger(__name__)
@@ -162,7 +163,7 @@ class PortfolioEngine(Engine, OneshotPlannerMixin, PlanValidatorMixin):
         if output_stream is not None:
             for attempt in result.attempts:
                 output_stream.write(f"{attempt.delegate}: {attempt.status.value} in {attempt.elapsed_ms:g} ms\n")
-        optimal = proved_optimal(result, read.task, problem, result.cost_model == "task")
+        optimal = proved_optimal(result, read.task, problem, result.cost_model == TASK_COSTS)
         plan = up_plan(result, read.items) if result.solved else None
         reasons = [f"{a.delegate}: {a.status.value}: {a.reason}" for a in result.attempts if a.reason]
         messages = [LogMessage(LogLevel.INFO, reason) for reason in reasons]
