@@ -43,16 +43,17 @@ def test_importing_portfolio_up_registers_the_engine_once() -> None:
 
 @pytest.mark.slow
 def test_every_example_fast_downward_solves_is_solved_and_the_rest_get_a_status() -> None:
-    """UP's own example problems: where UP's `fast-downward` engine solves one, ours does too, with a plan UP's
-    validator accepts; every other example is answered with a status (UNSUPPORTED_PROBLEM here), not raised."""
+    """UP's own example problems: where UP's `fast-downward` engine solves one, ours does too; every plan ours
+    returns is one UP's validator accepts; every other example is answered with a status, not raised."""
     from unified_planning.test.examples import get_example_problems
 
-    solved_by_both, other = 0, {}
+    solved_by_both, statuses = 0, {}
     with (
         OneshotPlanner(name="portfolio") as ours,
         OneshotPlanner(name="fast-downward") as fast_downward,
         PlanValidator(name="sequential_plan_validator") as validator,
     ):
+        validator.skip_checks = True  # its kind check refuses static cost fluents its simulator evaluates
         for name, example in get_example_problems().items():
             problem = example.problem
             reference = None
@@ -61,21 +62,22 @@ def test_every_example_fast_downward_solves_is_solved_and_the_rest_get_a_status(
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # UP warns that it "cannot establish" support, then asks us
                 result = ours.solve(problem, timeout=10)
+            assert isinstance(result.status, UpStatus), name
+            statuses[result.status] = statuses.get(result.status, 0) + 1
+            if result.status in SOLVED:
+                assert validator.validate(problem, result.plan).status is ValidationResultStatus.VALID, name
+                assert all(a.action is problem.action(a.action.name) for a in result.plan.actions), name
             if reference in SOLVED:
                 assert result.status in SOLVED, (name, result.log_messages)
-                assert validator.validate(problem, result.plan).status is ValidationResultStatus.VALID, name
-                assert [a.action for a in result.plan.actions] == [
-                    problem.action(a.action.name) for a in result.plan.actions
-                ]
                 solved_by_both += 1
-            else:
-                assert isinstance(result.status, UpStatus), name
-                other[result.status] = other.get(result.status, 0) + 1
-                if not ours.supports(problem.kind):
-                    assert result.status is UpStatus.UNSUPPORTED_PROBLEM, name
-    # unified-planning 1.3's examples: 20 classical ones Fast Downward solves, 46 of other kinds
+            if not ours.supports(problem.kind):
+                assert result.status is UpStatus.UNSUPPORTED_PROBLEM, name
+    # unified-planning 1.3's 66 examples: the 20 Fast Downward solves, 1 more (locations_connected_cost_minimize:
+    # whole costs UP calls real, which its Fast Downward engine does not take), 45 of kinds outside ours
+    # (numeric fluents, durative actions, scheduling, multi-agent, ...)
     assert solved_by_both >= 20
-    assert other == {UpStatus.UNSUPPORTED_PROBLEM: sum(other.values())}
+    assert set(statuses) <= {*SOLVED, UpStatus.UNSUPPORTED_PROBLEM}, statuses
+    assert sum(statuses.get(status, 0) for status in SOLVED) >= 21, statuses
 
 
 def test_a_problem_outside_the_supported_kind_is_unsupported_not_raised() -> None:
