@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from domains.model import Task
 from domains.pddl import parse_task
 
 
-def read_text(path: str | Path) -> str:
+def read_text(path: str | os.PathLike[str]) -> str:
     """The file's text; PDDL is ASCII but comments may hold anything, so undecodable bytes are replaced."""
     try:
         return Path(path).read_text(encoding="utf-8", errors="replace")
@@ -24,14 +25,14 @@ def read_text(path: str | Path) -> str:
         raise TaskInputError(f"cannot read {path}: {error.strerror}") from None
 
 
-def load_task(domain_path: str | Path | Any, problem_path: str | Path | None = None) -> Task:
+def load_task(domain_path: str | os.PathLike[str] | Any, problem_path: str | os.PathLike[str] | None = None) -> Task:
     """Parse a PDDL domain and problem file into a `Task` that keeps the original texts; or, given a
     unified-planning `Problem` alone, convert it (`domains.up_bridge.task_from_up`)."""
     if type(domain_path).__module__.startswith("unified_planning.") and problem_path is None:
         from domains.up_bridge import task_from_up
 
         return task_from_up(domain_path)
-    if not isinstance(domain_path, (str, Path)) or not isinstance(problem_path, (str, Path)):
+    if not isinstance(domain_path, (str, os.PathLike)) or not isinstance(problem_path, (str, os.PathLike)):
         raise TypeError(
             "load_task takes a PDDL domain file and a problem file (paths), or a unified_planning Problem alone "
             f"(converted with domains.up_bridge.task_from_up); got {type(domain_path).__name__} and "
