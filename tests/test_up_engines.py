@@ -41,6 +41,24 @@ def test_importing_portfolio_up_registers_the_engine_once() -> None:
     assert factory.engines.count("portfolio") == 1
 
 
+def test_an_up_ini_registers_it_without_the_import(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "up.ini").write_text(
+        "[engine portfolio]\nmodule_name = portfolio.up.engine\nclass_name = PortfolioEngine\n"
+    )
+    code = (
+        "from unified_planning.shortcuts import OneshotPlanner\n"
+        "from unified_planning.test.examples import get_example_problems\n"
+        "with OneshotPlanner(name='portfolio') as planner:\n"
+        "    print(planner.solve(get_example_problems()['basic'].problem).status.name)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split()[-1] == "SOLVED_SATISFICING"
+
+
 @pytest.mark.slow
 def test_every_example_fast_downward_solves_is_solved_and_the_rest_get_a_status() -> None:
     """UP's own example problems: where UP's `fast-downward` engine solves one, ours does too; every plan ours
