@@ -280,7 +280,8 @@ class Planner(Resource):
         "time" adds `expected_ms`."""
         from portfolio.engine.arguments import check_state, check_task
 
-        init = check_state(check_task(task), init)
+        task = check_task(task)  # a unified-planning Problem becomes a Task here
+        init = check_state(task, init)
         fast_downward = self._fast_downward()
         if self._model is None or fast_downward is None:
             return {}
@@ -339,9 +340,10 @@ class Planner(Resource):
         weight: float | None = None,
         objective: str | None = None,
     ) -> PlanResult:
-        """Plan `task` (from `init` when given: Atoms or atoms spelled as in plans, `"(on b a)"`, in any
-        iterable; `task.init` is the default; anything else is a `TypeError`, before any delegate runs). With a trace
-        store: learned costs steer the plan (in the
+        """Plan `task` (a `Task`, or a unified-planning `Problem`, converted with `domains.up_bridge.task_from_up`:
+        the plan's steps are PDDL text either way; `portfolio.up` gives UP's own plans) from `init` when given
+        (Atoms or atoms spelled as in plans, `"(on b a)"`, in any iterable; `task.init` is the default; anything
+        else is a `TypeError`, before any delegate runs). With a trace store: learned costs steer the plan (in the
         situation `features` describes, exploring as `explore` says, default the planner's), its predicted
         success probability is reported, and the plan is recorded (under `run_id`, or a new run).
 
@@ -356,7 +358,8 @@ class Planner(Resource):
         from portfolio.engine.arguments import check_actions, check_excluded, check_state, check_task
 
         start = time.monotonic()
-        init = check_state(check_task(task), init)  # a wrong type fails here, never inside a delegate
+        task = check_task(task)  # a wrong type fails here, never inside a delegate; a UP Problem is converted
+        init = check_state(task, init)
         excluded, previous_plan = check_actions("excluded", excluded), check_actions("previous_plan", previous_plan)
         check_excluded(task, excluded)
         policy = check_explore(explore or self.explore)

@@ -33,6 +33,7 @@ SECTIONS = (
     ("docs/runtimes.md", "## LangGraph"),
     ("docs/runtimes.md", "## pydantic-ai"),
     ("docs/runtimes.md", "## Any MCP client"),
+    ("docs/unified-planning.md", "# From unified-planning"),
 )
 _TIMING = re.compile(r"\d+(\.\d+)? ms|in \d+(\.\d+)? s\b")
 # --json: timings, and which of the searches raced on a unit-cost task answered first (on blocks-4, either)
