@@ -19,19 +19,26 @@ Three things age a step's weight, each for its own reason:
   stays broken is re-tried less and less often;
 - `half_life` (steps of the same action name): a slow fade of old steps within a segment.
 
-Runs are the clock: a step's run is its `run_id` (a step without one is a run of its own). Steps are kept as
-one byte (outcome) and three integers (its cell, the action's step counter, the run's number) each until
-`finish`, so a million steps take about 25 MB besides the dictionary of distinct cells.
+Runs are the clock: a step's run is its `run_id` (a step without one is a run of its own). Steps arrive in
+chunks of columns (`Counts.add_rows`) and are kept as one byte (outcome) and two integers (its cell's number,
+its run's number) each until `finish`, so a million steps take about 17 MB besides the dictionary of distinct
+cells; a cell keeps its action name, arguments and features as numbers into tables of the distinct texts.
+Numbering a chunk's cells and runs is one dictionary look-up per step in a comprehension; everything after is
+numpy over all steps at once, and `finish` hands each action name its cells as arrays (`CellTable`), not as
+Python objects per cell.
 
-Counts are keyed by the raw JSON text of a step's arguments and features, so a million steps cost a million
-dictionary updates and each distinct (arguments, features) is parsed once, later.
+Counts are keyed by the raw JSON text of a step's arguments and features, so each distinct (arguments,
+features) is parsed once, later (`learning.action_model.fit_action`).
 """
 
 from __future__ import annotations
 
 import json
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any
 
 import numpy as np
 
@@ -43,73 +50,165 @@ DEFAULT_STALE_HALF_LIFE = 2.0  # a kin group's usual gaps between visits
 
 
 @dataclass
-class Recent:
-    """What a cell's current evidence rests on: its steps and failures since its last change (`since_change`
-    steps, `failures_since`), how many runs were recorded since it was last seen, how many changes were cut,
-    the weight staleness left its evidence (1: seen in the newest run), and its newest timestamp."""
+class CellTable:
+    """One action name's cells (a grounding in a situation, as raw JSON texts), one entry per cell in the order
+    each was first recorded: `args` and `features` index `args_texts` and `features_texts` (the distinct texts
+    of every action name); `stats` columns are weighted steps, weighted failures, steps and failures, the
+    weights as the module docstring says. What the weights rest on: `since_change` steps and `failures_since`
+    of them since the kin group's last change, `runs_ago` (runs recorded since the cell was last seen),
+    `changes` (cut in its kin group), `staleness` (the weight staleness left: 1 when fresh) and `last_seen`
+    (its newest timestamp; None when no step of any cell carried one)."""
 
-    since_change: int
-    failures_since: int
-    runs_ago: int
-    changes: int
-    staleness: float
-    last_seen: str | None = None
+    args: np.ndarray
+    features: np.ndarray
+    args_texts: list[str]
+    features_texts: list[str]
+    stats: np.ndarray
+    since_change: np.ndarray
+    failures_since: np.ndarray
+    runs_ago: np.ndarray
+    changes: np.ndarray
+    staleness: np.ndarray
+    last_seen: list[str | None] | None = None
+
+    def __len__(self) -> int:
+        return len(self.args)
+
+    def keys(self) -> list[RawKey]:
+        """Each cell's (args JSON, features JSON)."""
+        args, features = self.args_texts, self.features_texts
+        return [(args[a], features[f]) for a, f in zip(self.args.tolist(), self.features.tolist())]
 
 
 @dataclass
 class Counts:
-    """Per action name, per raw key: [weighted steps, weighted failures, steps, failures] once `finish`ed, the
-    weights as the module docstring says; `recent` says what each cell's weights rest on."""
+    """Steps recorded (`add_rows`, or `add` one at a time), then `finish`ed into one `CellTable` per action
+    name (`tables`) and the steps per action name (`steps`)."""
 
     half_life: float | None
     stale_half_life: float | None = None
     change_odds: float | None = None
-    cells: dict[str, dict[RawKey, list[float]]] = field(default_factory=dict)
-    recent: dict[str, dict[RawKey, Recent]] = field(default_factory=dict)
+    tables: dict[str, CellTable] = field(default_factory=dict)
     steps: dict[str, int] = field(default_factory=dict)
     runs: int = 0
     n_changes: int = 0
     finished: bool = False
-    # every step, in order: its cell's number, outcome, the action's step counter, its run's number
+    # every step, in order: its cell's number, outcome, its run's number
     _cell: array = field(default_factory=lambda: array("q"), repr=False)
     _failed: bytearray = field(default_factory=bytearray, repr=False)
-    _step: array = field(default_factory=lambda: array("q"), repr=False)
     _run: array = field(default_factory=lambda: array("q"), repr=False)
-    _cells: dict[tuple[str, RawKey], int] = field(default_factory=dict, repr=False)
+    # every cell, by number: its action name's, arguments' and features' numbers
+    _cell_action: array = field(default_factory=lambda: array("q"), repr=False)
+    _cell_args: array = field(default_factory=lambda: array("q"), repr=False)
+    _cell_features: array = field(default_factory=lambda: array("q"), repr=False)
+    _cells: dict[tuple[str, str, str], int] = field(default_factory=dict, repr=False)
+    _actions: dict[str, int] = field(default_factory=dict, repr=False)
+    _args: dict[str, int] = field(default_factory=dict, repr=False)
+    _features: dict[str, int] = field(default_factory=dict, repr=False)
     _last_seen: dict[int, str] = field(default_factory=dict, repr=False)
-    _run_numbers: dict[str, int] = field(default_factory=dict, repr=False)
+    _run_numbers: dict[Any, int] = field(default_factory=dict, repr=False)
+
+    @property
+    def cells(self) -> dict[str, dict[RawKey, list[float]]]:
+        """Per action name, per raw key: [weighted steps, weighted failures, steps, failures] (after `finish`;
+        built on each access, for inspection)."""
+        return {
+            name: {key: [n, f, int(s), int(k)] for key, (n, f, s, k) in zip(table.keys(), table.stats.tolist())}
+            for name, table in self.tables.items()
+        }
 
     def add(self, action: str, key: RawKey, failed: bool, run: str | None = None, timestamp: str | None = None) -> None:
-        k = self.steps.get(action, 0)
-        self.steps[action] = k + 1
-        if run is None:
-            number = self.runs
-            self.runs += 1
-        else:
-            number = self._run_numbers.get(run, -1)
-            if number < 0:
-                number = self._run_numbers[run] = self.runs
-                self.runs += 1
-        cell = self._cells.setdefault((action, key), len(self._cells))
-        self._cell.append(cell)
-        self._failed.append(1 if failed else 0)
-        self._step.append(k)
-        self._run.append(number)
-        if timestamp is not None and timestamp > self._last_seen.get(cell, ""):
-            self._last_seen[cell] = timestamp
+        """Record one step (`add_rows` for many)."""
+        self.add_rows([action], [key[0]], [key[1]], [failed], [run], [timestamp])
+
+    def add_rows(
+        self,
+        actions: Sequence[str],
+        args: Sequence[str],
+        features: Sequence[str],
+        failed: Sequence[bool] | bytes,
+        runs: Sequence[Any] | None = None,
+        timestamps: Sequence[str | None] | None = None,
+    ) -> None:
+        """Record steps given as columns, oldest first: action name, args JSON, features JSON, whether it
+        failed (bytes of 0/1 too), run id (None: a run of its own) and timestamp (None: not recorded)."""
+        cells, start = self._cells, len(self._cells)
+        numbers = [cells.setdefault(key, len(cells)) for key in zip(actions, args, features)]
+        if len(cells) > start:  # new cells, in the order first recorded: their texts as numbers
+            fresh = list(islice(reversed(cells), len(cells) - start))[::-1]
+            for column, table, position in (
+                (self._cell_action, self._actions, 0),
+                (self._cell_args, self._args, 1),
+                (self._cell_features, self._features, 2),
+            ):
+                column.extend([table.setdefault(key[position], len(table)) for key in fresh])
+        self._cell.extend(numbers)
+        self._failed.extend(failed if isinstance(failed, bytes | bytearray) else bytes(map(bool, failed)))
+        at = len(self._run)
+        if runs is None:
+            runs = [None] * len(numbers)
+        if None in runs:  # a step without a run is a run of its own
+            runs = [run if run is not None else (None, at + i) for i, run in enumerate(runs)]
+        known = self._run_numbers
+        self._run.extend([known.setdefault(run, len(known)) for run in runs])
+        self.runs = len(known)
+        if timestamps is not None and timestamps.count(None) < len(timestamps):
+            last, get = self._last_seen, self._last_seen.get
+            for cell, stamp in zip(numbers, timestamps):
+                if stamp is not None and stamp > get(cell, ""):
+                    last[cell] = stamp
+
+    def snapshot(self) -> Counts:
+        """A `Counts` of the steps recorded so far, to `finish` apart from this one (which may go on recording):
+        what the hold-out's older steps are fit on."""
+        out = Counts(self.half_life, self.stale_half_life, self.change_odds, runs=self.runs)
+        out._cell, out._failed, out._run = array("q", self._cell), bytearray(self._failed), array("q", self._run)
+        out._cell_action, out._cell_args = array("q", self._cell_action), array("q", self._cell_args)
+        out._cell_features = array("q", self._cell_features)
+        out._actions, out._args, out._features = dict(self._actions), dict(self._args), dict(self._features)
+        out._last_seen = dict(self._last_seen)
+        return out
+
+    def tally(self, start: int) -> list[tuple[str, RawKey, int, int]]:
+        """(action, raw key, steps, failures) of each cell over the steps recorded from the `start`-th on, in the
+        order first recorded there (before `finish`)."""
+        cell = np.frombuffer(self._cell, dtype=np.int64)[start:]
+        failed = np.frombuffer(bytes(self._failed), dtype=np.uint8)[start:]
+        if len(cell) == 0:
+            return []
+        distinct, first, inverse = np.unique(cell, return_index=True, return_inverse=True)
+        steps = np.bincount(inverse, minlength=len(distinct))
+        failures = np.bincount(inverse, weights=failed, minlength=len(distinct)).astype(np.int64)
+        order = np.argsort(first, kind="stable")
+        actions, args, features = list(self._actions), list(self._args), list(self._features)
+        cell_action = np.frombuffer(self._cell_action, dtype=np.int64)
+        cell_args = np.frombuffer(self._cell_args, dtype=np.int64)
+        cell_features = np.frombuffer(self._cell_features, dtype=np.int64)
+        chosen = distinct[order]
+        return [
+            (actions[a], (args[k], features[f]), n, x)
+            for a, k, f, n, x in zip(
+                cell_action[chosen].tolist(), cell_args[chosen].tolist(), cell_features[chosen].tolist(),
+                steps[order].tolist(), failures[order].tolist(),
+            )
+        ]  # fmt: skip
 
     def finish(self) -> Counts:
         """Cut each kin group at its last change, weigh its cells' steps since, and age them by staleness (call
-        once, after the last `add`). Vectorised over steps: a million steps over as many cells take seconds."""
+        once, after the last `add_rows`). Vectorised over steps: a million steps over as many cells take
+        seconds."""
         if self.finished:
             return self
-        names = list(self._cells)
         cell = np.frombuffer(self._cell, dtype=np.int64)
         failed = np.frombuffer(bytes(self._failed), dtype=np.uint8)
-        step = np.frombuffer(self._step, dtype=np.int64)
         run = np.frombuffer(self._run, dtype=np.int64)
-        n_cells = len(names)
-        kin_of_cell = _kin_numbers(names)
+        cell_action = np.frombuffer(self._cell_action, dtype=np.int64)
+        n_cells, names = len(cell_action), list(self._actions)
+        action = cell_action[cell]
+        per_action = np.bincount(action, minlength=len(names))
+        self.steps = dict(zip(names, per_action.tolist()))
+        step = _counters(action, per_action)  # each step's number among its action name's steps
+        kin_of_cell = self._kin_numbers()
         group = kin_of_cell[cell]
         n_groups = int(kin_of_cell.max()) + 1 if n_cells else 0
         cut, cuts = self._cuts(group, failed, step, n_groups)
@@ -118,7 +217,7 @@ class Counts:
         if self.half_life is None:
             weight = kept.astype(float)
         else:
-            newest = np.array([self.steps[action] - 1 for action, _ in names], dtype=np.int64)[cell]
+            newest = (per_action - 1)[action]
             weight = np.where(kept, np.exp2(-(newest - step) / self.half_life), 0.0)
         stale = self._staleness(group, run, cuts, n_groups)
         stale_cell = stale[kin_of_cell]
@@ -126,26 +225,35 @@ class Counts:
         f_w = np.bincount(cell, weights=weight * failed, minlength=n_cells) * stale_cell
         total = np.bincount(cell, minlength=n_cells)
         failures = np.bincount(cell, weights=failed, minlength=n_cells)
-        since = np.bincount(cell, weights=kept, minlength=n_cells)
-        failures_since = np.bincount(cell, weights=kept * failed, minlength=n_cells)
+        since = np.bincount(cell, weights=kept, minlength=n_cells).astype(np.int64)
+        failures_since = np.bincount(cell, weights=kept * failed, minlength=n_cells).astype(np.int64)
         last_run = np.full(n_cells, -1, dtype=np.int64)
         np.maximum.at(last_run, cell, run)
         runs_ago = self.runs - 1 - last_run
-        columns = zip(
-            names, n_w.tolist(), f_w.tolist(), total.tolist(), failures.astype(np.int64).tolist(),
-            since.astype(np.int64).tolist(), failures_since.astype(np.int64).tolist(), runs_ago.tolist(),
-            cuts[kin_of_cell].tolist(), stale_cell.tolist(),
-        )  # fmt: skip
-        last_seen = self._last_seen
-        for i, ((action, key), n, f, steps, fails, kept_steps, kept_fails, ago, changes, weight) in enumerate(columns):
-            cells = self.cells.get(action)
-            if cells is None:
-                cells, self.recent[action] = self.cells.setdefault(action, {}), {}
-            cells[key] = [n, f, steps, fails]
-            self.recent[action][key] = Recent(kept_steps, kept_fails, ago, changes, weight, last_seen.get(i))
-        self._cell, self._step, self._run, self._failed = array("q"), array("q"), array("q"), bytearray()
+        stats = np.column_stack([n_w, f_w, total.astype(float), failures])
+        changes = cuts[kin_of_cell]
+        stamps: list[str | None] | None = None
+        if self._last_seen:
+            stamps = [None] * n_cells
+            for number, stamp in self._last_seen.items():
+                stamps[number] = stamp
+        cell_args = np.frombuffer(self._cell_args, dtype=np.int64)
+        cell_features = np.frombuffer(self._cell_features, dtype=np.int64)
+        args_texts, features_texts = list(self._args), list(self._features)
+        by_action = np.argsort(cell_action, kind="stable")
+        bounds = np.concatenate(([0], np.cumsum(np.bincount(cell_action, minlength=len(names)))))
+        for a, name in enumerate(names):
+            mine = by_action[bounds[a] : bounds[a + 1]]
+            self.tables[name] = CellTable(
+                cell_args[mine], cell_features[mine], args_texts, features_texts, stats[mine], since[mine],
+                failures_since[mine], runs_ago[mine], changes[mine], stale_cell[mine],
+                None if stamps is None else [stamps[i] for i in mine.tolist()],
+            )  # fmt: skip
+        self._cell, self._run, self._failed = array("q"), array("q"), bytearray()
+        self._cell_action, self._cell_args, self._cell_features = array("q"), array("q"), array("q")
         self._cells.clear()
         self._run_numbers.clear()
+        self._last_seen.clear()
         self.finished = True
         return self
 
@@ -190,6 +298,17 @@ class Counts:
         stale = np.exp2(-runs_ago / (self.stale_half_life * gap))
         return np.where((cuts > 0) & (runs_ago > 0), stale, 1.0)
 
+    def _kin_numbers(self) -> np.ndarray:
+        """Each cell's kin group (`kin_key`, per action name) as a number: each distinct arguments text parsed
+        once."""
+        kins: dict[str, int] = {}
+        kin_of_args = np.array([kins.setdefault(_kin_of_text(text), len(kins)) for text in self._args], dtype=np.int64)
+        cell_action = np.frombuffer(self._cell_action, dtype=np.int64)
+        if len(cell_action) == 0:
+            return np.zeros(0, dtype=np.int64)
+        pair = cell_action * max(len(kins), 1) + kin_of_args[np.frombuffer(self._cell_args, dtype=np.int64)]
+        return np.unique(pair, return_inverse=True)[1].reshape(-1)
+
 
 def kin_key(grounding: str) -> str:
     """A grounding's kin group ("t0 p1 p4" and "t0 p4 p1" alike): its objects in any order, in every situation,
@@ -198,19 +317,19 @@ def kin_key(grounding: str) -> str:
     return " ".join(sorted(grounding.split()))
 
 
-def _kin_numbers(names: list[tuple[str, RawKey]]) -> np.ndarray:
-    """Each cell's kin group (`kin_key`, per action name) as a number."""
-    numbers: dict[tuple[str, str], int] = {}
-    kin_of_args: dict[str, str] = {}
-    out = np.empty(len(names), dtype=np.int64)
-    for i, (action, (args_json, _features)) in enumerate(names):
-        kin = kin_of_args.get(args_json)
-        if kin is None:
-            try:
-                objects = json.loads(args_json)
-                kin = kin_key(" ".join(str(o) for o in objects)) if isinstance(objects, list) else args_json
-            except ValueError:
-                kin = args_json
-            kin_of_args[args_json] = kin
-        out[i] = numbers.setdefault((action, kin), len(numbers))
+def _kin_of_text(args_json: str) -> str:
+    """`kin_key` of a stored arguments text (the text itself when it is not a JSON list)."""
+    try:
+        objects = json.loads(args_json)
+    except ValueError:
+        return args_json
+    return kin_key(" ".join(str(o) for o in objects)) if isinstance(objects, list) else args_json
+
+
+def _counters(group: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Each entry's number among the entries of its group before it (0, 1, 2, ... per group, in order)."""
+    order = np.argsort(group, kind="stable")
+    starts = np.cumsum(sizes) - sizes
+    out = np.empty(len(group), dtype=np.int64)
+    out[order] = np.arange(len(group), dtype=np.int64) - np.repeat(starts, sizes)
     return out
