@@ -19,8 +19,9 @@ from scipy import sparse
 
 from learning.counts import CellTable, kin_key
 from learning.families import token_scales
-from learning.features import RowParser, Token, step_tokens
+from learning.features import RowParser, step_tokens
 from learning.prior import capped, design_parts, fit_logistic, fold_of, out_of_fold
+from learning.raw_cells import ParsedCells, first_seen, parse_cells, ragged
 from learning.shrinkage import fit_kin_mixture, fit_mixture, fit_strength, population_means
 from learning.situations import borrow_across_situations
 from learning.types import type_offset
@@ -68,7 +69,7 @@ def fit_action(
     A raw cell (one arguments text and features text) is parsed once per distinct text and its sums are
     numpy's (`np.bincount` adds in the cells' order, as a loop over them would), so a million raw cells cost
     array passes, not a million Python iterations."""
-    rows = _parse_cells(table, parser)
+    rows = parse_cells(table.args, table.features, table.args_texts, table.features_texts, parser)
     stats = table.stats
     n_w, f_w = stats[:, 0], stats[:, 1]
     steps, failures = int(stats[:, 2].sum()), int(stats[:, 3].sum())
@@ -85,7 +86,8 @@ def fit_action(
         # folds by kin group: a cell's prior must not have seen the grounding's mirror (the same objects in
         # another order), or a truck's bad road tried both ways is 'explained' by its own other half and the
         # outlier share below counts it as a member
-        q = out_of_fold(X, n_w, f_w, rows.folds, C, fallback=mu0, strength=s0)
+        folds = np.array([fold_of(kin_key(name)) for name in rows.groundings], dtype=np.int64)[rows.grounding]
+        q = out_of_fold(X, n_w, f_w, folds, C, fallback=mu0, strength=s0)
         coef = model.coef_[0]
         weights = {t: float(coef[c] * scales[c]) for t, c in vocab.items() if c < len(coef) and coef[c] != 0.0}
         action = ActionModel("logistic", s0, float(base_rate), float(model.intercept_[0]), weights)
@@ -97,11 +99,7 @@ def fit_action(
     sums[2] = np.divide(sums[2], sums[0], out=np.full(size, float(mu0)), where=sums[0] > 0)
     action.cells = dict(zip(rows.cell_keys, np.column_stack(sums).tolist()))
     _keep_recent(action, table, rows)
-    token, tokens = rows.evidence
-    action.evidence = dict(
-        zip(tokens, np.column_stack([np.bincount(token, weights=w[rows.evidence_cell], minlength=len(tokens))
-                                     for w in (n_w, f_w)]).tolist())
-    )  # fmt: skip
+    action.evidence = _evidence(rows, n_w, f_w)
     full = model.predict_proba(X)[:, 1] if model is not None else np.full(len(table), base_rate)
     size, grounding = len(rows.groundings), rows.grounding
     seen = [np.bincount(grounding, weights=w, minlength=size) for w in (n_w, f_w, full * n_w)]
@@ -133,98 +131,24 @@ def fit_action(
     return action
 
 
-@dataclass
-class _Cells:
-    """What `fit_action` reads of its raw cells, by number: the design's parts (`learning.prior.design_parts`),
-    each raw cell's cell ("args|situation", `cell_keys`), grounding ("args", `groundings`) and fold
-    (`learning.prior.fold_of` its kin group), and the argument-position tokens ("a<i>:<obj>") each raw cell
-    counts as evidence for: `evidence` = (the token number of each (raw cell, position), the tokens), the raw
-    cell of each in `evidence_cell`. Everything numbered in the order first met, raw cell by raw cell, as the
-    dictionaries of a loop over them would be."""
-
-    parts: list[tuple[np.ndarray, list[list[Token]]]]
-    cell: np.ndarray
-    cell_keys: list[str]
-    grounding: np.ndarray
-    groundings: list[str]
-    folds: np.ndarray
-    evidence: tuple[np.ndarray, list[str]]
-    evidence_cell: np.ndarray
-
-
-def _parse_cells(table: CellTable, parser: RowParser) -> _Cells:
-    """Each distinct arguments text and features text of `table` parsed once (`RowParser`), spread to its raw
-    cells by number."""
-    args_numbers, args_of = np.unique(table.args, return_inverse=True)
-    features_numbers, features_of = np.unique(table.features, return_inverse=True)
-    args_of, features_of = args_of.reshape(-1), features_of.reshape(-1)
-    args_texts = [table.args_texts[i] for i in args_numbers.tolist()]
-    parsed_args = [parser.parse_args(text) for text in args_texts]
-    parsed_features = [parser.parse_features(table.features_texts[i]) for i in features_numbers.tolist()]
-    groundings: dict[str, int] = {}
-    grounding, grounding_order = _first_seen(
-        np.array([groundings.setdefault(g, len(groundings)) for _, _, g in parsed_args], dtype=np.int64)[args_of]
-    )
-    grounding_names = list(groundings)
-    situations: dict[str, int] = {}
-    situation = np.array(
-        [situations.setdefault(text, len(situations)) for _, _, _, text, _ in parsed_features], dtype=np.int64
-    )[features_of]
-    situation_names = list(situations)
-    pair, pairs = _first_seen(grounding_order[grounding] * len(situations) + situation)
-    cell_numbers: dict[str, int] = {}
-    keys = [grounding_names[p // len(situations)] + "|" + situation_names[p % len(situations)] for p in pairs.tolist()]
-    cell = np.array([cell_numbers.setdefault(key, len(cell_numbers)) for key in keys], dtype=np.int64)[pair]
-    named = [grounding_names[g] for g in grounding_order.tolist()]
-    kin_folds = {name: fold_of(kin_key(name)) for name in named}
-    folds = np.array([kin_folds[name] for name in named], dtype=np.int64)[grounding]
-    # the design's parts: arguments; features (as a step with arguments or without sees them); interactions
-    has_args = np.array([bool(args) for args, _, _ in parsed_args], dtype=np.int64)[args_of]
-    feature_parts = [part for _, tokens, _, _, objects in parsed_features for part in (tokens, objects)]
-    both, first_cell, inverse = np.unique(
-        args_of * len(parsed_features) + features_of, return_index=True, return_inverse=True
-    )
-    interactions: list[list[Token]] = [[] for _ in both]
-    for j in np.argsort(first_cell).tolist():  # in the order first met: `RowParser` keeps the first of a text
-        a, f = divmod(int(both[j]), len(parsed_features))
-        _, _, listed, text, _ = parsed_features[f]
-        interactions[j] = parser.interactions(args_texts[a], parsed_args[a][0], listed, text)
-    parts = [
-        (args_of, [tokens for _, tokens, _ in parsed_args]),
-        (features_of * 2 + has_args, feature_parts),
-        (inverse.reshape(-1), interactions),
-    ]
-    # evidence tokens: "a<i>:<obj>" of each raw cell's arguments, position by position
+def _evidence(rows: ParsedCells, n_w: np.ndarray, f_w: np.ndarray) -> dict[str, list[float]]:
+    """Per argument-position token ("a<i>:<obj>"), the weighted steps and failures of the raw cells with that
+    object in that position, tokens in the order first met (raw cell by raw cell, position by position)."""
     names: dict[str, int] = {}
     per_args = [
-        [names.setdefault(f"a{i}:{obj}", len(names)) for i, obj in enumerate(args)] for args, _, _ in parsed_args
+        [names.setdefault(f"a{i}:{obj}", len(names)) for i, obj in enumerate(args)] for args, _, _ in rows.parsed_args
     ]
-    sizes = np.array([len(t) for t in per_args], dtype=np.int64)
-    starts = np.cumsum(sizes) - sizes
+    sizes = np.array([len(tokens) for tokens in per_args], dtype=np.int64)
     flat = np.array([t for tokens in per_args for t in tokens], dtype=np.int64)
-    counts = sizes[args_of]
-    evidence_cell = np.repeat(np.arange(len(table), dtype=np.int64), counts)
-    ends = np.cumsum(counts)
-    at = np.repeat(starts[args_of] - (ends - counts), counts) + np.arange(ends[-1] if len(ends) else 0)
-    token, token_order = _first_seen(flat[at])
+    counts = sizes[rows.args_of]
+    token, order = first_seen(flat[ragged((np.cumsum(sizes) - sizes)[rows.args_of], counts)])
+    owner = np.repeat(np.arange(len(rows), dtype=np.int64), counts)  # each entry's raw cell
+    sums = [np.bincount(token, weights=w[owner], minlength=len(order)) for w in (n_w, f_w)]
     token_names = list(names)
-    return _Cells(
-        parts, cell, list(cell_numbers), grounding, named, folds,
-        (token, [token_names[t] for t in token_order.tolist()]), evidence_cell,
-    )  # fmt: skip
+    return dict(zip([token_names[t] for t in order.tolist()], np.column_stack(sums).tolist()))
 
 
-def _first_seen(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`values` renumbered 0, 1, 2, ... in the order each distinct value first occurs, and the distinct values
-    in that order."""
-    distinct, first, inverse = np.unique(values, return_index=True, return_inverse=True)
-    order = np.argsort(first)
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
-    return rank[inverse.reshape(-1)], distinct[order]
-
-
-def _keep_recent(action: ActionModel, table: CellTable, rows: _Cells) -> None:
+def _keep_recent(action: ActionModel, table: CellTable, rows: ParsedCells) -> None:
     """The raw cells' records of what their evidence rests on (`CellTable`) into their cells'
     `action.recent` and `action.last_seen`: steps and failures since the last change summed over the raw cells
     that make one cell (numeric features split a cell's rows), the fewest runs since last seen, the most

@@ -81,6 +81,50 @@ class CellTable:
 
 
 @dataclass
+class CellNumbers:
+    """Raw cells (action name, args JSON, features JSON) numbered 0, 1, 2, ... in the order first met, and each
+    cell's action name, arguments and features as numbers among their distinct texts (`actions`, `args`,
+    `features`: text -> number, numbered in the order first met too)."""
+
+    cells: dict[tuple[str, str, str], int] = field(default_factory=dict, repr=False)
+    actions: dict[str, int] = field(default_factory=dict)
+    args: dict[str, int] = field(default_factory=dict, repr=False)
+    features: dict[str, int] = field(default_factory=dict, repr=False)
+    cell_action: array = field(default_factory=lambda: array("q"), repr=False)
+    cell_args: array = field(default_factory=lambda: array("q"), repr=False)
+    cell_features: array = field(default_factory=lambda: array("q"), repr=False)
+
+    def number(self, actions: Sequence[str], args: Sequence[str], features: Sequence[str]) -> list[int]:
+        """Each step's cell number (one dictionary look-up a step); a new cell's texts are numbered too."""
+        cells, start = self.cells, len(self.cells)
+        numbers = [cells.setdefault(key, len(cells)) for key in zip(actions, args, features)]
+        if len(cells) > start:  # new cells, in the order first met
+            fresh = list(islice(reversed(cells), len(cells) - start))[::-1]
+            for column, table, position in (
+                (self.cell_action, self.actions, 0),
+                (self.cell_args, self.args, 1),
+                (self.cell_features, self.features, 2),
+            ):
+                column.extend([table.setdefault(key[position], len(table)) for key in fresh])
+        return numbers
+
+    def frozen(self) -> CellNumbers:
+        """A copy of the numbers given so far, without the look-up table: enough to read, not to number more."""
+        return CellNumbers(
+            {}, dict(self.actions), dict(self.args), dict(self.features), array("q", self.cell_action),
+            array("q", self.cell_args), array("q", self.cell_features),
+        )  # fmt: skip
+
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each cell's action name, arguments and features numbers, as arrays."""
+        return tuple(np.frombuffer(c, dtype=np.int64) for c in (self.cell_action, self.cell_args, self.cell_features))  # type: ignore[return-value]
+
+    def clear(self) -> None:
+        self.cells.clear()
+        self.cell_action, self.cell_args, self.cell_features = array("q"), array("q"), array("q")
+
+
+@dataclass
 class Counts:
     """Steps recorded (`add_rows`, or `add` one at a time), then `finish`ed into one `CellTable` per action
     name (`tables`) and the steps per action name (`steps`)."""
@@ -97,14 +141,7 @@ class Counts:
     _cell: array = field(default_factory=lambda: array("q"), repr=False)
     _failed: bytearray = field(default_factory=bytearray, repr=False)
     _run: array = field(default_factory=lambda: array("q"), repr=False)
-    # every cell, by number: its action name's, arguments' and features' numbers
-    _cell_action: array = field(default_factory=lambda: array("q"), repr=False)
-    _cell_args: array = field(default_factory=lambda: array("q"), repr=False)
-    _cell_features: array = field(default_factory=lambda: array("q"), repr=False)
-    _cells: dict[tuple[str, str, str], int] = field(default_factory=dict, repr=False)
-    _actions: dict[str, int] = field(default_factory=dict, repr=False)
-    _args: dict[str, int] = field(default_factory=dict, repr=False)
-    _features: dict[str, int] = field(default_factory=dict, repr=False)
+    _numbers: CellNumbers = field(default_factory=CellNumbers, repr=False)
     _last_seen: dict[int, str] = field(default_factory=dict, repr=False)
     _run_numbers: dict[Any, int] = field(default_factory=dict, repr=False)
 
@@ -132,16 +169,7 @@ class Counts:
     ) -> None:
         """Record steps given as columns, oldest first: action name, args JSON, features JSON, whether it
         failed (bytes of 0/1 too), run id (None: a run of its own) and timestamp (None: not recorded)."""
-        cells, start = self._cells, len(self._cells)
-        numbers = [cells.setdefault(key, len(cells)) for key in zip(actions, args, features)]
-        if len(cells) > start:  # new cells, in the order first recorded: their texts as numbers
-            fresh = list(islice(reversed(cells), len(cells) - start))[::-1]
-            for column, table, position in (
-                (self._cell_action, self._actions, 0),
-                (self._cell_args, self._args, 1),
-                (self._cell_features, self._features, 2),
-            ):
-                column.extend([table.setdefault(key[position], len(table)) for key in fresh])
+        numbers = self._numbers.number(actions, args, features)
         self._cell.extend(numbers)
         self._failed.extend(failed if isinstance(failed, bytes | bytearray) else bytes(map(bool, failed)))
         at = len(self._run)
@@ -163,9 +191,7 @@ class Counts:
         what the hold-out's older steps are fit on."""
         out = Counts(self.half_life, self.stale_half_life, self.change_odds, runs=self.runs)
         out._cell, out._failed, out._run = array("q", self._cell), bytearray(self._failed), array("q", self._run)
-        out._cell_action, out._cell_args = array("q", self._cell_action), array("q", self._cell_args)
-        out._cell_features = array("q", self._cell_features)
-        out._actions, out._args, out._features = dict(self._actions), dict(self._args), dict(self._features)
+        out._numbers = self._numbers.frozen()
         out._last_seen = dict(self._last_seen)
         return out
 
@@ -180,10 +206,9 @@ class Counts:
         steps = np.bincount(inverse, minlength=len(distinct))
         failures = np.bincount(inverse, weights=failed, minlength=len(distinct)).astype(np.int64)
         order = np.argsort(first, kind="stable")
-        actions, args, features = list(self._actions), list(self._args), list(self._features)
-        cell_action = np.frombuffer(self._cell_action, dtype=np.int64)
-        cell_args = np.frombuffer(self._cell_args, dtype=np.int64)
-        cell_features = np.frombuffer(self._cell_features, dtype=np.int64)
+        numbers = self._numbers
+        actions, args, features = list(numbers.actions), list(numbers.args), list(numbers.features)
+        cell_action, cell_args, cell_features = numbers.columns()
         chosen = distinct[order]
         return [
             (actions[a], (args[k], features[f]), n, x)
@@ -202,8 +227,8 @@ class Counts:
         cell = np.frombuffer(self._cell, dtype=np.int64)
         failed = np.frombuffer(bytes(self._failed), dtype=np.uint8)
         run = np.frombuffer(self._run, dtype=np.int64)
-        cell_action = np.frombuffer(self._cell_action, dtype=np.int64)
-        n_cells, names = len(cell_action), list(self._actions)
+        cell_action, cell_args, cell_features = self._numbers.columns()
+        n_cells, names = len(cell_action), list(self._numbers.actions)
         action = cell_action[cell]
         per_action = np.bincount(action, minlength=len(names))
         self.steps = dict(zip(names, per_action.tolist()))
@@ -237,9 +262,7 @@ class Counts:
             stamps = [None] * n_cells
             for number, stamp in self._last_seen.items():
                 stamps[number] = stamp
-        cell_args = np.frombuffer(self._cell_args, dtype=np.int64)
-        cell_features = np.frombuffer(self._cell_features, dtype=np.int64)
-        args_texts, features_texts = list(self._args), list(self._features)
+        args_texts, features_texts = list(self._numbers.args), list(self._numbers.features)
         by_action = np.argsort(cell_action, kind="stable")
         bounds = np.concatenate(([0], np.cumsum(np.bincount(cell_action, minlength=len(names)))))
         for a, name in enumerate(names):
@@ -250,8 +273,7 @@ class Counts:
                 None if stamps is None else [stamps[i] for i in mine.tolist()],
             )  # fmt: skip
         self._cell, self._run, self._failed = array("q"), array("q"), bytearray()
-        self._cell_action, self._cell_args, self._cell_features = array("q"), array("q"), array("q")
-        self._cells.clear()
+        self._numbers.clear()
         self._run_numbers.clear()
         self._last_seen.clear()
         self.finished = True
@@ -302,11 +324,12 @@ class Counts:
         """Each cell's kin group (`kin_key`, per action name) as a number: each distinct arguments text parsed
         once."""
         kins: dict[str, int] = {}
-        kin_of_args = np.array([kins.setdefault(_kin_of_text(text), len(kins)) for text in self._args], dtype=np.int64)
-        cell_action = np.frombuffer(self._cell_action, dtype=np.int64)
+        texts = self._numbers.args
+        kin_of_args = np.array([kins.setdefault(_kin_of_text(text), len(kins)) for text in texts], dtype=np.int64)
+        cell_action, cell_args, _ = self._numbers.columns()
         if len(cell_action) == 0:
             return np.zeros(0, dtype=np.int64)
-        pair = cell_action * max(len(kins), 1) + kin_of_args[np.frombuffer(self._cell_args, dtype=np.int64)]
+        pair = cell_action * max(len(kins), 1) + kin_of_args[cell_args]
         return np.unique(pair, return_inverse=True)[1].reshape(-1)
 
 

@@ -33,6 +33,7 @@ import numpy as np
 from scipy import sparse
 
 from learning.features import Token
+from learning.raw_cells import ragged
 
 if TYPE_CHECKING:
     from sklearn.linear_model import LogisticRegression
@@ -95,8 +96,7 @@ def design_parts(
     segment_start = np.stack(starts, axis=1).reshape(-1)  # row by row, each row's parts in turn
     segment_length = np.stack(lengths, axis=1).reshape(-1)
     indptr = np.concatenate(([0], np.cumsum(np.stack(lengths, axis=1).sum(axis=1)))).astype(np.int64)
-    ends = np.cumsum(segment_length)
-    at = np.repeat(segment_start - (ends - segment_length), segment_length) + np.arange(ends[-1] if len(ends) else 0)
+    at = ragged(segment_start, segment_length)
     found = np.asarray(source_columns, np.int64)[at]
     values = np.asarray(source_values, float)[at]
     distinct, first_at = np.unique(found, return_index=True)
