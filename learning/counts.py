@@ -232,7 +232,7 @@ class Counts:
         action = cell_action[cell]
         per_action = np.bincount(action, minlength=len(names))
         self.steps = dict(zip(names, per_action.tolist()))
-        step = _counters(action, per_action)  # each step's number among its action name's steps
+        step = step_numbers(action, per_action)  # each step's number among its action name's steps
         kin_of_cell = self._kin_numbers()
         group = kin_of_cell[cell]
         n_groups = int(kin_of_cell.max()) + 1 if n_cells else 0
@@ -349,8 +349,9 @@ def _kin_of_text(args_json: str) -> str:
     return kin_key(" ".join(str(o) for o in objects)) if isinstance(objects, list) else args_json
 
 
-def _counters(group: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """Each entry's number among the entries of its group before it (0, 1, 2, ... per group, in order)."""
+def step_numbers(group: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Each entry's number among the entries of its group before it (0, 1, 2, ... per group, in order);
+    `sizes`: each group's entries (`np.bincount(group)`)."""
     order = np.argsort(group, kind="stable")
     starts = np.cumsum(sizes) - sizes
     out = np.empty(len(group), dtype=np.int64)

@@ -70,11 +70,13 @@ def retrain(store: TraceStore, *, holdout_fraction: float = 0.2, chunk_size: int
 
     def chunks() -> Iterator[list[tuple]]:
         """The failure model's columns of each chunk (the four of a step, its run and its timestamp); the time
-        model takes its columns of the chunk on the way (one read of the store for both)."""
+        model takes the chunk on the way (one read of the store for both; it reads `TIME_COLUMNS` and ignores
+        the timestamp after them)."""
         width = len(TIME_COLUMNS)
         for chunk in store.iter_step_chunks((*TIME_COLUMNS, "timestamp"), chunk_size=chunk_size):
-            durations.add([row[:width] for row in chunk])
-            yield [(*row[:4], row[width - 1], row[width]) for row in chunk]
+            durations.add(chunk)
+            columns = list(zip(*chunk))
+            yield list(zip(*columns[:4], columns[width - 1], columns[width]))
 
     model.fit_rows(chunks(), holdout_fraction=holdout_fraction, total_rows=n)
     model.durations_ = durations.finish()
