@@ -38,6 +38,7 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import islice
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -331,6 +332,14 @@ class Counts:
             return np.zeros(0, dtype=np.int64)
         pair = cell_action * max(len(kins), 1) + kin_of_args[cell_args]
         return np.unique(pair, return_inverse=True)[1].reshape(-1)
+
+
+def columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:
+    """The first `width` columns of `rows`, each as a list (None where a row is shorter): one pass of C-level
+    item getting per column, several times faster than `zip(*rows)` over tens of thousands of rows."""
+    if any(len(row) < width for row in rows):
+        rows = [(*row[:width], *(None,) * (width - len(row))) for row in rows]
+    return [list(map(itemgetter(i), rows)) for i in range(width)]
 
 
 def kin_key(grounding: str) -> str:

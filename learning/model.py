@@ -88,7 +88,7 @@ import numpy as np
 from domains.model import GroundAction
 from learning.action_model import ActionModel, fit_action, objects_by_type, token_prior, unseen_rate
 from learning.changes import DEFAULT_CHANGE_ODDS
-from learning.counts import DEFAULT_STALE_HALF_LIFE, Counts
+from learning.counts import DEFAULT_STALE_HALF_LIFE, Counts, columns
 from learning.durations import TimeModel
 from learning.features import RowParser, situation_key
 from learning.params import Params
@@ -211,11 +211,9 @@ class FailureModel(Params):
         for chunk in chunks:
             if not chunk:
                 continue
-            if len({len(row) for row in chunk}) != 1 or len(chunk[0]) < 6:  # run id, timestamp: None if missing
-                chunk = [(*row[:6], *(None,) * (6 - len(row[:6]))) for row in chunk]
-            actions, args, features, outcomes, runs, stamps = list(zip(*chunk))[:6]
+            actions, args, features, outcomes, runs, stamps = columns(chunk, 6)  # run id, timestamp: None if missing
             if None in features or "" in features:
-                features = tuple(text or "{}" for text in features)
+                features = [text or "{}" for text in features]
             failed = bytes([outcome == "failure" for outcome in outcomes])
             split = cutoff - n if 0 < cutoff - n < len(chunk) else len(chunk)
             for part in (slice(0, split), slice(split, None)):

@@ -10,6 +10,7 @@ import importlib
 import logging
 import time
 from collections.abc import Iterator
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
@@ -75,8 +76,7 @@ def retrain(store: TraceStore, *, holdout_fraction: float = 0.2, chunk_size: int
         width = len(TIME_COLUMNS)
         for chunk in store.iter_step_chunks((*TIME_COLUMNS, "timestamp"), chunk_size=chunk_size):
             durations.add(chunk)
-            columns = list(zip(*chunk))
-            yield list(zip(*columns[:4], columns[width - 1], columns[width]))
+            yield list(map(itemgetter(0, 1, 2, 3, width - 1, width), chunk))
 
     model.fit_rows(chunks(), holdout_fraction=holdout_fraction, total_rows=n)
     model.durations_ = durations.finish()

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from learning.counts import CellNumbers, step_numbers
+from learning.counts import CellNumbers, columns, step_numbers
 
 # The sums kept per cell: weighted successes timed, their sum and sum of squares; the same for failures;
 # weighted failures (timed or not), of them transient, with side effects, and retried by the loop; retries (an
@@ -78,11 +78,9 @@ class TimedSteps:
         side_effects[, run_id], anything after ignored), oldest first."""
         if not chunk:
             return
-        if len({len(row) for row in chunk}) != 1 or len(chunk[0]) < 8:
-            chunk = [(*row[:8], *(None,) * (8 - len(row[:8]))) for row in chunk]
-        actions, args, features, outcomes, categories, durations, sides, runs = list(zip(*chunk))[:8]
+        actions, args, features, outcomes, categories, durations, sides, runs = columns(chunk, 8)
         if None in features or "" in features:
-            features = tuple(text or "{}" for text in features)
+            features = [text or "{}" for text in features]
         self.cell.extend(self.numbers.number(actions, args, features))
         known = self.runs
         self.run.extend([-1 if run is None else known.setdefault(run, len(known)) for run in runs])
