@@ -94,17 +94,8 @@ def fit_action(
     else:
         base_rate, q = population_rate(rows.grounding, n_w, f_w, prior_mean, prior_strength)
         action = ActionModel("rate", s0, base_rate)
-    size, cell = len(rows.cell_keys), rows.cell
-    sums = [np.bincount(cell, weights=w, minlength=size) for w in (n_w, f_w, q * n_w, stats[:, 2], stats[:, 3])]
-    sums[2] = np.divide(sums[2], sums[0], out=np.full(size, float(mu0)), where=sums[0] > 0)
-    action.cells = dict(zip(rows.cell_keys, np.column_stack(sums).tolist()))
-    _keep_recent(action, table, rows)
-    action.evidence = _evidence(rows, n_w, f_w)
     full = model.predict_proba(X)[:, 1] if model is not None else np.full(len(table), base_rate)
-    size, grounding = len(rows.groundings), rows.grounding
-    seen = [np.bincount(grounding, weights=w, minlength=size) for w in (n_w, f_w, full * n_w)]
-    seen[2] = np.divide(seen[2], seen[0], out=np.full(size, float(mu0)), where=seen[0] > 0)
-    action.groundings = dict(zip(rows.groundings, np.column_stack(seen).tolist()))
+    record_cells(action, table, rows, q, full, mu0)
     cells = np.array(list(action.cells.values()), dtype=float).reshape(-1, 5)
     strength = fit_strength(cells[:, 0], cells[:, 1], cells[:, 2], default=s0)
     if outliers:
@@ -129,6 +120,29 @@ def fit_action(
     action.strength = strength
     action.n_steps, action.n_failures = steps, failures
     return action
+
+
+def record_cells(
+    action: ActionModel, table: CellTable, rows: ParsedCells, prior: np.ndarray, predicted: np.ndarray, mu0: float
+) -> None:
+    """`action`'s per-cell, per-token and per-grounding records from its raw cells (`table`, parsed as `rows`),
+    each raw cell's `prior` (out of fold) and `predicted` (by the full token model) given: `cells` [weighted
+    steps, weighted failures, their prior (weight-averaged over the raw cells: numeric features split a cell),
+    steps, failures], `evidence`, `groundings` [weighted steps, weighted failures, the model's weight-averaged
+    prediction], `recent` and `last_seen`, each keyed in the order first met. A weight-average of nothing is
+    `mu0`."""
+    stats = table.stats
+    n_w, f_w = stats[:, 0], stats[:, 1]
+    size, cell = len(rows.cell_keys), rows.cell
+    sums = [np.bincount(cell, weights=w, minlength=size) for w in (n_w, f_w, prior * n_w, stats[:, 2], stats[:, 3])]
+    sums[2] = np.divide(sums[2], sums[0], out=np.full(size, float(mu0)), where=sums[0] > 0)
+    action.cells = dict(zip(rows.cell_keys, np.column_stack(sums).tolist()))
+    _keep_recent(action, table, rows)
+    action.evidence = _evidence(rows, n_w, f_w)
+    size, grounding = len(rows.groundings), rows.grounding
+    seen = [np.bincount(grounding, weights=w, minlength=size) for w in (n_w, f_w, predicted * n_w)]
+    seen[2] = np.divide(seen[2], seen[0], out=np.full(size, float(mu0)), where=seen[0] > 0)
+    action.groundings = dict(zip(rows.groundings, np.column_stack(seen).tolist()))
 
 
 def _evidence(rows: ParsedCells, n_w: np.ndarray, f_w: np.ndarray) -> dict[str, list[float]]:
