@@ -43,7 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from learning.changes import current_segment
+from learning.changes import current_segments
+from learning.raw_cells import ragged
 
 RawKey = tuple[str, str]  # (args JSON, features JSON) as stored in the steps table
 
@@ -296,11 +297,12 @@ class Counts:
             return cut, cuts
         order = np.argsort(group, kind="stable")  # each group's steps in the order recorded
         bounds = np.concatenate(([0], np.cumsum(visits)))
-        for g in mixed:
-            rows = order[bounds[g] : bounds[g + 1]]
-            segment = current_segment(failed[rows], self.change_odds)
-            if segment.start > 0:
-                cut[g], cuts[g] = step[rows[segment.start]], len(segment.changes)
+        rows = order[ragged(bounds[mixed], visits[mixed])]  # the mixed groups' steps, group after group
+        within = np.concatenate(([0], np.cumsum(visits[mixed])))
+        start, changes = current_segments(failed[rows], within, self.change_odds)
+        moved = start > 0
+        cut[mixed[moved]] = step[rows[within[:-1][moved] + start[moved]]]
+        cuts[mixed[moved]] = changes[moved]
         return cut, cuts
 
     def _staleness(self, group: np.ndarray, run: np.ndarray, cuts: np.ndarray, n_groups: int) -> np.ndarray:

@@ -22,7 +22,7 @@ import pytest
 from domains.model import GroundAction
 from learning import load_latest, retrain
 from learning.action_model import ActionModel, record_cells
-from learning.changes import current_segment
+from learning.changes import current_segment, current_segments
 from learning.counts import Counts, kin_key
 from learning.features import RowParser
 from learning.prior import design, design_parts
@@ -184,6 +184,25 @@ def test_counts_in_chunks_equal_a_loop_over_the_steps(steps, half_life, stale, o
             # the weights: numpy's exp2 over an array against one value at a time (the sums in the same order)
             assert np.allclose(got[:, [0, 1, 8]], want[:, [0, 1, 8]], rtol=1e-12, atol=0.0)
             assert table.last_seen == [cell[9] for cell in expected[action].values()]
+
+
+def test_segments_found_together_are_those_found_one_sequence_at_a_time() -> None:
+    """Breaks, recoveries, flapping, stationary and single-outcome sequences of 0 to 400 steps."""
+    rng = np.random.default_rng(1)
+    sequences = []
+    for _ in range(400):
+        n = int(rng.integers(0, 400))
+        rates = rng.choice([0.02, 0.3, 0.8], size=int(rng.integers(1, 5)))
+        phase = np.sort(rng.integers(0, n + 1, size=len(rates) - 1))
+        p = np.repeat(rates, np.diff(np.concatenate(([0], phase, [n]))))
+        sequences.append((rng.random(n) < p).astype(np.uint8))
+    bounds = np.concatenate(([0], np.cumsum([len(x) for x in sequences])))
+    for odds in (20.0, 3.0):
+        start, changes = current_segments(np.concatenate(sequences), bounds, odds)
+        one_by_one = [current_segment(x, odds) for x in sequences]
+        assert start.tolist() == [segment.start for segment in one_by_one]
+        assert changes.tolist() == [len(segment.changes) for segment in one_by_one]
+        assert sum(changes) > 50
 
 
 # -- the time model's sums --------------------------------------------------------------------------------------
