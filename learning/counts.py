@@ -20,12 +20,11 @@ Three things age a step's weight, each for its own reason:
 - `half_life` (steps of the same action name): a slow fade of old steps within a segment.
 
 Runs are the clock: a step's run is its `run_id` (a step without one is a run of its own). Steps arrive in
-chunks of columns (`Counts.add_rows`) and are kept as one byte (outcome) and two integers (its cell's number,
-its run's number) each until `finish`, so a million steps take about 17 MB besides the dictionary of distinct
-cells; a cell keeps its action name, arguments and features as numbers into tables of the distinct texts.
-Numbering a chunk's cells and runs is one dictionary look-up per step in a comprehension; everything after is
-numpy over all steps at once, and `finish` hands each action name its cells as arrays (`CellTable`), not as
-Python objects per cell.
+chunks of columns (`Counts.add_rows`) and are kept as numbers until `finish`: its action name's, arguments
+text's and features text's among the distinct texts (`CellNumbers`: only the distinct texts are kept), its
+run's, and one byte for its outcome, 21 bytes a step. `finish` numbers the cells and does everything else with
+numpy over all steps at once, and hands each action name its cells as arrays (`CellTable`), not as Python
+objects per cell.
 
 Counts are keyed by the raw JSON text of a step's arguments and features, so each distinct (arguments,
 features) is parsed once, later (`learning.action_model.fit_action`).
@@ -37,7 +36,6 @@ import json
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import islice
 from operator import itemgetter
 from typing import Any
 
@@ -84,46 +82,57 @@ class CellTable:
 
 @dataclass
 class CellNumbers:
-    """Raw cells (action name, args JSON, features JSON) numbered 0, 1, 2, ... in the order first met, and each
-    cell's action name, arguments and features as numbers among their distinct texts (`actions`, `args`,
-    `features`: text -> number, numbered in the order first met too)."""
+    """Raw cells (action name, args JSON, features JSON) by number: each step's action name, arguments text and
+    features text as numbers among the distinct texts (`actions`, `args`, `features`: text -> number, numbered
+    in the order first met), from which `cells` numbers the distinct triples. Only the distinct texts are
+    kept: no tuple of texts per cell, no text per step."""
 
-    cells: dict[tuple[str, str, str], int] = field(default_factory=dict, repr=False)
     actions: dict[str, int] = field(default_factory=dict)
     args: dict[str, int] = field(default_factory=dict, repr=False)
     features: dict[str, int] = field(default_factory=dict, repr=False)
-    cell_action: array = field(default_factory=lambda: array("q"), repr=False)
-    cell_args: array = field(default_factory=lambda: array("q"), repr=False)
-    cell_features: array = field(default_factory=lambda: array("q"), repr=False)
+    step_action: array = field(default_factory=lambda: array("i"), repr=False)
+    step_args: array = field(default_factory=lambda: array("i"), repr=False)
+    step_features: array = field(default_factory=lambda: array("i"), repr=False)
 
-    def number(self, actions: Sequence[str], args: Sequence[str], features: Sequence[str]) -> list[int]:
-        """Each step's cell number (one dictionary look-up a step); a new cell's texts are numbered too."""
-        cells, start = self.cells, len(self.cells)
-        numbers = [cells.setdefault(key, len(cells)) for key in zip(actions, args, features)]
-        if len(cells) > start:  # new cells, in the order first met
-            fresh = list(islice(reversed(cells), len(cells) - start))[::-1]
-            for column, table, position in (
-                (self.cell_action, self.actions, 0),
-                (self.cell_args, self.args, 1),
-                (self.cell_features, self.features, 2),
-            ):
-                column.extend([table.setdefault(key[position], len(table)) for key in fresh])
-        return numbers
+    def __len__(self) -> int:
+        return len(self.step_action)
 
-    def frozen(self) -> CellNumbers:
-        """A copy of the numbers given so far, without the look-up table: enough to read, not to number more."""
+    def add(self, actions: Sequence[str], args: Sequence[str], features: Sequence[str]) -> None:
+        """Number each step's texts (a dictionary look-up of a few thousand distinct texts each)."""
+        for column, table, texts in (
+            (self.step_action, self.actions, actions),
+            (self.step_args, self.args, args),
+            (self.step_features, self.features, features),
+        ):
+            column.extend([table.setdefault(text, len(table)) for text in texts])
+
+    def copy(self) -> CellNumbers:
         return CellNumbers(
-            {}, dict(self.actions), dict(self.args), dict(self.features), array("q", self.cell_action),
-            array("q", self.cell_args), array("q", self.cell_features),
+            dict(self.actions), dict(self.args), dict(self.features), array("i", self.step_action),
+            array("i", self.step_args), array("i", self.step_features),
         )  # fmt: skip
 
-    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each cell's action name, arguments and features numbers, as arrays."""
-        return tuple(np.frombuffer(c, dtype=np.int64) for c in (self.cell_action, self.cell_args, self.cell_features))  # type: ignore[return-value]
+    def steps(self, start: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The action name, arguments and features numbers of each step from the `start`-th on."""
+        return tuple(  # type: ignore[return-value]
+            np.frombuffer(column, dtype=np.int32)[start:].astype(np.int64)
+            for column in (self.step_action, self.step_args, self.step_features)
+        )
 
-    def clear(self) -> None:
-        self.cells.clear()
-        self.cell_action, self.cell_args, self.cell_features = array("q"), array("q"), array("q")
+    def cells(self, start: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Each step's cell from the `start`-th step on, numbered 0, 1, 2, ... in the order first met there, and
+        each cell's action name, arguments and features numbers."""
+        action, args, features = self.steps(start)
+        width = max(len(self.features), 1)
+        pair = action * max(len(self.args), 1) + args  # below 2^62: each number is below 2^31
+        if len(self.actions) * max(len(self.args), 1) * width >= 2**62:
+            pair = np.unique(pair, return_inverse=True)[1].reshape(-1)
+        distinct, first, inverse = np.unique(pair * width + features, return_index=True, return_inverse=True)
+        order = np.argsort(first)
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        at = first[order]  # each cell's first step
+        return rank[inverse.reshape(-1)], action[at], args[at], features[at]
 
 
 @dataclass
@@ -139,12 +148,12 @@ class Counts:
     runs: int = 0
     n_changes: int = 0
     finished: bool = False
-    # every step, in order: its cell's number, outcome, its run's number
-    _cell: array = field(default_factory=lambda: array("q"), repr=False)
+    # every step, in order: its texts' numbers (`_numbers`), outcome, its run's number
     _failed: bytearray = field(default_factory=bytearray, repr=False)
     _run: array = field(default_factory=lambda: array("q"), repr=False)
     _numbers: CellNumbers = field(default_factory=CellNumbers, repr=False)
-    _last_seen: dict[int, str] = field(default_factory=dict, repr=False)
+    _stamped: array = field(default_factory=lambda: array("q"), repr=False)  # the steps with a timestamp
+    _stamps: list[str] = field(default_factory=list, repr=False)  # and their timestamps
     _run_numbers: dict[Any, int] = field(default_factory=dict, repr=False)
 
     @property
@@ -171,54 +180,46 @@ class Counts:
     ) -> None:
         """Record steps given as columns, oldest first: action name, args JSON, features JSON, whether it
         failed (bytes of 0/1 too), run id (None: a run of its own) and timestamp (None: not recorded)."""
-        numbers = self._numbers.number(actions, args, features)
-        self._cell.extend(numbers)
+        at = len(self._numbers)
+        self._numbers.add(actions, args, features)
         self._failed.extend(failed if isinstance(failed, bytes | bytearray) else bytes(map(bool, failed)))
-        at = len(self._run)
         if runs is None:
-            runs = [None] * len(numbers)
+            runs = [None] * len(actions)
         if None in runs:  # a step without a run is a run of its own
             runs = [run if run is not None else (None, at + i) for i, run in enumerate(runs)]
         known = self._run_numbers
         self._run.extend([known.setdefault(run, len(known)) for run in runs])
         self.runs = len(known)
         if timestamps is not None and timestamps.count(None) < len(timestamps):
-            last, get = self._last_seen, self._last_seen.get
-            for cell, stamp in zip(numbers, timestamps):
-                if stamp is not None and stamp > get(cell, ""):
-                    last[cell] = stamp
+            stamped = [i for i, stamp in enumerate(timestamps) if stamp is not None]
+            self._stamped.extend([at + i for i in stamped])
+            self._stamps.extend([timestamps[i] for i in stamped])  # type: ignore[misc]
 
     def snapshot(self) -> Counts:
         """A `Counts` of the steps recorded so far, to `finish` apart from this one (which may go on recording):
         what the hold-out's older steps are fit on."""
         out = Counts(self.half_life, self.stale_half_life, self.change_odds, runs=self.runs)
-        out._cell, out._failed, out._run = array("q", self._cell), bytearray(self._failed), array("q", self._run)
-        out._numbers = self._numbers.frozen()
-        out._last_seen = dict(self._last_seen)
+        out._failed, out._run, out._numbers = bytearray(self._failed), array("q", self._run), self._numbers.copy()
+        out._stamped, out._stamps = array("q", self._stamped), list(self._stamps)
         return out
 
     def tally(self, start: int) -> list[tuple[str, RawKey, int, int]]:
         """(action, raw key, steps, failures) of each cell over the steps recorded from the `start`-th on, in the
         order first recorded there (before `finish`)."""
-        cell = np.frombuffer(self._cell, dtype=np.int64)[start:]
-        failed = np.frombuffer(bytes(self._failed), dtype=np.uint8)[start:]
-        if len(cell) == 0:
+        if start >= len(self._numbers):
             return []
-        distinct, first, inverse = np.unique(cell, return_index=True, return_inverse=True)
-        steps = np.bincount(inverse, minlength=len(distinct))
-        failures = np.bincount(inverse, weights=failed, minlength=len(distinct)).astype(np.int64)
-        order = np.argsort(first, kind="stable")
+        cell, cell_action, cell_args, cell_features = self._numbers.cells(start)
+        failed = np.frombuffer(bytes(self._failed), dtype=np.uint8)[start:]
+        steps = np.bincount(cell, minlength=len(cell_action))
+        failures = np.bincount(cell, weights=failed, minlength=len(cell_action)).astype(np.int64)
         numbers = self._numbers
         actions, args, features = list(numbers.actions), list(numbers.args), list(numbers.features)
-        cell_action, cell_args, cell_features = numbers.columns()
-        chosen = distinct[order]
         return [
             (actions[a], (args[k], features[f]), n, x)
             for a, k, f, n, x in zip(
-                cell_action[chosen].tolist(), cell_args[chosen].tolist(), cell_features[chosen].tolist(),
-                steps[order].tolist(), failures[order].tolist(),
+                cell_action.tolist(), cell_args.tolist(), cell_features.tolist(), steps.tolist(), failures.tolist()
             )
-        ]  # fmt: skip
+        ]
 
     def finish(self) -> Counts:
         """Cut each kin group at its last change, weigh its cells' steps since, and age them by staleness (call
@@ -226,16 +227,15 @@ class Counts:
         seconds."""
         if self.finished:
             return self
-        cell = np.frombuffer(self._cell, dtype=np.int64)
+        cell, cell_action, cell_args, cell_features = self._numbers.cells()
         failed = np.frombuffer(bytes(self._failed), dtype=np.uint8)
         run = np.frombuffer(self._run, dtype=np.int64)
-        cell_action, cell_args, cell_features = self._numbers.columns()
         n_cells, names = len(cell_action), list(self._numbers.actions)
         action = cell_action[cell]
         per_action = np.bincount(action, minlength=len(names))
         self.steps = dict(zip(names, per_action.tolist()))
         step = step_numbers(action, per_action)  # each step's number among its action name's steps
-        kin_of_cell = self._kin_numbers()
+        kin_of_cell = self._kin_numbers(cell_action, cell_args)
         group = kin_of_cell[cell]
         n_groups = int(kin_of_cell.max()) + 1 if n_cells else 0
         cut, cuts = self._cuts(group, failed, step, n_groups)
@@ -257,27 +257,32 @@ class Counts:
         last_run = np.full(n_cells, -1, dtype=np.int64)
         np.maximum.at(last_run, cell, run)
         runs_ago = self.runs - 1 - last_run
-        stats = np.column_stack([n_w, f_w, total.astype(float), failures])
         changes = cuts[kin_of_cell]
         stamps: list[str | None] | None = None
-        if self._last_seen:
+        if self._stamps:  # each cell's newest timestamp
             stamps = [None] * n_cells
-            for number, stamp in self._last_seen.items():
-                stamps[number] = stamp
+            for number, stamp in zip(cell[np.frombuffer(self._stamped, dtype=np.int64)].tolist(), self._stamps):
+                if stamp > (stamps[number] or ""):
+                    stamps[number] = stamp
         args_texts, features_texts = list(self._numbers.args), list(self._numbers.features)
+        # each action's cells together, in the order first met; every table a slice of these
         by_action = np.argsort(cell_action, kind="stable")
-        bounds = np.concatenate(([0], np.cumsum(np.bincount(cell_action, minlength=len(names)))))
+        stats = np.column_stack([n_w[by_action], f_w[by_action], total[by_action], failures[by_action]])
+        columns = [a[by_action] for a in (cell_args, cell_features, since, failures_since, runs_ago, changes)]
+        stale_cell = stale_cell[by_action]
+        if stamps is not None:
+            stamps = [stamps[i] for i in by_action.tolist()]
+        bounds = np.concatenate(([0], np.cumsum(np.bincount(cell_action, minlength=len(names))))).tolist()
         for a, name in enumerate(names):
-            mine = by_action[bounds[a] : bounds[a + 1]]
+            mine = slice(bounds[a], bounds[a + 1])
             self.tables[name] = CellTable(
-                cell_args[mine], cell_features[mine], args_texts, features_texts, stats[mine], since[mine],
-                failures_since[mine], runs_ago[mine], changes[mine], stale_cell[mine],
-                None if stamps is None else [stamps[i] for i in mine.tolist()],
+                columns[0][mine], columns[1][mine], args_texts, features_texts, stats[mine], columns[2][mine],
+                columns[3][mine], columns[4][mine], columns[5][mine], stale_cell[mine],
+                None if stamps is None else stamps[mine],
             )  # fmt: skip
-        self._cell, self._run, self._failed = array("q"), array("q"), bytearray()
-        self._numbers.clear()
+        self._run, self._failed, self._numbers = array("q"), bytearray(), CellNumbers()
+        self._stamped, self._stamps = array("q"), []
         self._run_numbers.clear()
-        self._last_seen.clear()
         self.finished = True
         return self
 
@@ -323,13 +328,12 @@ class Counts:
         stale = np.exp2(-runs_ago / (self.stale_half_life * gap))
         return np.where((cuts > 0) & (runs_ago > 0), stale, 1.0)
 
-    def _kin_numbers(self) -> np.ndarray:
+    def _kin_numbers(self, cell_action: np.ndarray, cell_args: np.ndarray) -> np.ndarray:
         """Each cell's kin group (`kin_key`, per action name) as a number: each distinct arguments text parsed
         once."""
         kins: dict[str, int] = {}
         texts = self._numbers.args
         kin_of_args = np.array([kins.setdefault(_kin_of_text(text), len(kins)) for text in texts], dtype=np.int64)
-        cell_action, cell_args, _ = self._numbers.columns()
         if len(cell_action) == 0:
             return np.zeros(0, dtype=np.int64)
         pair = cell_action * max(len(kins), 1) + kin_of_args[cell_args]

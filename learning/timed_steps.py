@@ -64,7 +64,6 @@ class TimedSteps:
 
     half_life: float | None
     numbers: CellNumbers = field(default_factory=CellNumbers)
-    cell: array = field(default_factory=lambda: array("q"))
     run: array = field(default_factory=lambda: array("q"))  # -1: no run
     ms: array = field(default_factory=lambda: array("d"))  # NaN: not recorded
     failed: bytearray = field(default_factory=bytearray)
@@ -81,7 +80,7 @@ class TimedSteps:
         actions, args, features, outcomes, categories, durations, sides, runs = columns(chunk, 8)
         if None in features or "" in features:
             features = [text or "{}" for text in features]
-        self.cell.extend(self.numbers.number(actions, args, features))
+        self.numbers.add(actions, args, features)
         known = self.runs
         self.run.extend([-1 if run is None else known.setdefault(run, len(known)) for run in runs])
         self.ms.extend([math.nan if ms is None else ms for ms in durations])
@@ -98,8 +97,8 @@ class TimedSteps:
 
     def finish(self) -> tuple[dict[str, TimedCells], TimedTotals]:
         """Each action name's cells and the totals (call once, after the last `add`)."""
-        cell = np.frombuffer(self.cell, dtype=np.int64)
-        cell_action, cell_args, cell_features = self.numbers.columns()
+        cell, cell_action, cell_args, cell_features = self.numbers.cells()
+        step_action, step_args, _ = self.numbers.steps()
         names = list(self.numbers.actions)
         action = cell_action[cell]
         per_action = np.bincount(action, minlength=len(names))
@@ -113,21 +112,20 @@ class TimedSteps:
         side = failed & np.frombuffer(bytes(self.side), dtype=np.uint8).astype(bool)
         retryable = transient & ~side
         run = np.frombuffer(self.run, dtype=np.int64)
-        retry = _retries(run, retryable, cell_action[cell], cell_args[cell])
+        retry = _retries(run, retryable, step_action, step_args)
         weight, period = self._weights(step)
-        w_ms = np.where(timed, weight * ms, 0.0)
-        w_ms2 = np.where(timed, weight * ms * ms, 0.0)
-        zero = np.zeros(len(cell))
         timed_success, timed_failure = timed & success, timed & failed
-        contributions = [
-            np.where(timed_success, weight, zero), np.where(timed_success, w_ms, zero),
-            np.where(timed_success, w_ms2, zero), np.where(timed_failure, weight, zero),
-            np.where(timed_failure, w_ms, zero), np.where(timed_failure, w_ms2, zero),
-            np.where(failed, weight, zero), np.where(transient, weight, zero), np.where(side, weight, zero),
-            np.where(retryable, weight, zero), np.where(retry, weight, zero), np.where(retry & failed, weight, zero),
-            weight,
+        with np.errstate(invalid="ignore"):  # an untimed step's NaN or infinity is never a term
+            w_ms = np.where(timed, weight * ms, 0.0)
+            w_ms2 = np.where(timed, w_ms * ms, 0.0)  # (weight * ms) * ms, as a running sum multiplied
+        # each slot's terms (`SLOTS`) as (steps in it, their terms), made into one array a slot at a time in
+        # `_sums`: a step outside a slot adds 0.0, which changes no sum
+        terms = [
+            (timed_success, weight), (timed_success, w_ms), (timed_success, w_ms2), (timed_failure, weight),
+            (timed_failure, w_ms), (timed_failure, w_ms2), (failed, weight), (transient, weight), (side, weight),
+            (retryable, weight), (retry, weight), (retry & failed, weight), (None, weight),
         ]  # fmt: skip
-        stats = self._sums(cell, cell_action, step, per_action, contributions, period)
+        stats = self._sums(cell, cell_action, step, per_action, terms, period)
         run_timed = timed & (run >= 0)
         timed_runs, first = np.unique(run[run_timed], return_index=True)
         by_first = timed_runs[np.argsort(first)]
@@ -136,11 +134,14 @@ class TimedSteps:
         out = TimedTotals(int(timed.sum()), total_ms, totals[by_first].tolist())
         args_texts, features_texts = list(self.numbers.args), list(self.numbers.features)
         by_action = np.argsort(cell_action, kind="stable")
+        stats = stats[by_action]  # each action's cells together, in the order first met: views of it below
         bounds = np.concatenate(([0], np.cumsum(np.bincount(cell_action, minlength=len(names)))))
         tables = {}
         for a, name in enumerate(names):
-            mine = by_action[bounds[a] : bounds[a + 1]]
-            tables[name] = TimedCells(cell_args[mine], cell_features[mine], args_texts, features_texts, stats[mine])
+            mine = slice(bounds[a], bounds[a + 1])
+            tables[name] = TimedCells(
+                cell_args[by_action[mine]], cell_features[by_action[mine]], args_texts, features_texts, stats[mine]
+            )
         return tables, out
 
     def _weights(self, step: np.ndarray) -> tuple[np.ndarray, int | None]:
@@ -160,24 +161,29 @@ class TimedSteps:
         cell_action: np.ndarray,
         step: np.ndarray,
         per_action: np.ndarray,
-        contributions: list[np.ndarray],
+        terms: Sequence[tuple[np.ndarray | None, np.ndarray]],
         period: int | None,
     ) -> np.ndarray:
-        """Each cell's sums, added in the order recorded, scaled down at each rescale and so that each action's
-        newest step weighs 1: between rescales a running sum continues from the scaled one (it is the first
-        term of the next segment's sum)."""
+        """Each cell's sum of each slot's terms (`terms`: the steps in the slot, None for all, and their terms),
+        added in the order recorded, scaled down at each rescale and so that each action's newest step weighs 1:
+        between rescales a running sum continues from the scaled one (the first term of the next segment's)."""
         n_cells = len(cell_action)
         stats = np.zeros((n_cells, SLOTS))
         segment = np.zeros(len(cell), dtype=np.int64) if period is None else step // period
         segments = int(segment.max()) + 1 if len(segment) else 0
         everyone = np.arange(n_cells, dtype=np.int64)
-        for s in range(segments):
-            mine = segment == s
-            if s > 0:  # every cell of an action that reached this segment is scaled, as a loop's table was
-                assert self.half_life is not None and period is not None
-                stats[per_action[cell_action] > s * period] *= 2.0 ** -(period / self.half_life)
-            numbers = np.concatenate((everyone, cell[mine])) if s > 0 else cell[mine]
-            for j, values in enumerate(contributions):
+        scaled = [per_action[cell_action] > s * (period or 0) for s in range(segments)]
+        for j, (chosen, terms_j) in enumerate(terms):
+            values = terms_j if chosen is None else np.where(chosen, terms_j, 0.0)
+            for s in range(segments):
+                if segments == 1:
+                    stats[:, j] = np.bincount(cell, weights=values, minlength=n_cells)
+                    continue
+                mine = segment == s
+                if s > 0:  # every cell of an action that reached this segment is scaled, as a loop's table was
+                    assert self.half_life is not None and period is not None
+                    stats[scaled[s], j] *= 2.0 ** -(period / self.half_life)
+                numbers = np.concatenate((everyone, cell[mine])) if s > 0 else cell[mine]
                 weights = np.concatenate((stats[:, j], values[mine])) if s > 0 else values[mine]
                 stats[:, j] = np.bincount(numbers, weights=weights, minlength=n_cells)
         if self.half_life is not None:
