@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from learning.changes import current_segments
-from learning.raw_cells import ragged
+from learning.raw_cells import first_seen_at, ragged, stable_order, unique
 
 RawKey = tuple[str, str]  # (args JSON, features JSON) as stored in the steps table
 
@@ -123,16 +123,9 @@ class CellNumbers:
         """Each step's cell from the `start`-th step on, numbered 0, 1, 2, ... in the order first met there, and
         each cell's action name, arguments and features numbers."""
         action, args, features = self.steps(start)
-        width = max(len(self.features), 1)
-        pair = action * max(len(self.args), 1) + args  # below 2^62: each number is below 2^31
-        if len(self.actions) * max(len(self.args), 1) * width >= 2**62:
-            pair = np.unique(pair, return_inverse=True)[1].reshape(-1)
-        distinct, first, inverse = np.unique(pair * width + features, return_index=True, return_inverse=True)
-        order = np.argsort(first)
-        rank = np.empty(len(order), dtype=np.int64)
-        rank[order] = np.arange(len(order))
-        at = first[order]  # each cell's first step
-        return rank[inverse.reshape(-1)], action[at], args[at], features[at]
+        pair = unique(action * max(len(self.args), 1) + args)[2]  # below 2^62: each number is below 2^31
+        cell, _, at = first_seen_at(pair * max(len(self.features), 1) + features)  # `at`: each cell's first step
+        return cell, action[at], args[at], features[at]
 
 
 @dataclass
@@ -266,7 +259,7 @@ class Counts:
                     stamps[number] = stamp
         args_texts, features_texts = list(self._numbers.args), list(self._numbers.features)
         # each action's cells together, in the order first met; every table a slice of these
-        by_action = np.argsort(cell_action, kind="stable")
+        by_action = stable_order(cell_action)
         stats = np.column_stack([n_w[by_action], f_w[by_action], total[by_action], failures[by_action]])
         columns = [a[by_action] for a in (cell_args, cell_features, since, failures_since, runs_ago, changes)]
         stale_cell = stale_cell[by_action]
@@ -300,7 +293,7 @@ class Counts:
         mixed = np.flatnonzero((visits >= 2) & (fails > 0) & (fails < visits))  # a single outcome never changes
         if len(mixed) == 0:
             return cut, cuts
-        order = np.argsort(group, kind="stable")  # each group's steps in the order recorded
+        order = stable_order(group)  # each group's steps in the order recorded
         bounds = np.concatenate(([0], np.cumsum(visits)))
         rows = order[ragged(bounds[mixed], visits[mixed])]  # the mixed groups' steps, group after group
         within = np.concatenate(([0], np.cumsum(visits[mixed])))
@@ -336,8 +329,7 @@ class Counts:
         kin_of_args = np.array([kins.setdefault(_kin_of_text(text), len(kins)) for text in texts], dtype=np.int64)
         if len(cell_action) == 0:
             return np.zeros(0, dtype=np.int64)
-        pair = cell_action * max(len(kins), 1) + kin_of_args[cell_args]
-        return np.unique(pair, return_inverse=True)[1].reshape(-1)
+        return unique(cell_action * max(len(kins), 1) + kin_of_args[cell_args])[2]
 
 
 def columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:
@@ -367,7 +359,7 @@ def _kin_of_text(args_json: str) -> str:
 def step_numbers(group: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """Each entry's number among the entries of its group before it (0, 1, 2, ... per group, in order);
     `sizes`: each group's entries (`np.bincount(group)`)."""
-    order = np.argsort(group, kind="stable")
+    order = stable_order(group)
     starts = np.cumsum(sizes) - sizes
     out = np.empty(len(group), dtype=np.int64)
     out[order] = np.arange(len(group), dtype=np.int64) - np.repeat(starts, sizes)

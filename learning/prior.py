@@ -34,7 +34,7 @@ import numpy as np
 from scipy import sparse
 
 from learning.features import Token
-from learning.raw_cells import ragged
+from learning.raw_cells import ragged, unique
 
 if TYPE_CHECKING:
     from sklearn.linear_model import LogisticRegression
@@ -101,7 +101,7 @@ def design_parts(
     at = ragged(segment_start, segment_length)
     found = np.asarray(source_columns, np.int64)[at]
     values = np.asarray(source_values, float)[at]
-    distinct, first_at = np.unique(found, return_index=True)
+    distinct, first_at, _ = unique(found)
     in_order = distinct[np.argsort(first_at)]
     renumber = np.zeros(len(columns), dtype=np.int64)
     renumber[in_order] = np.arange(len(in_order))

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from learning.counts import CellNumbers, columns, step_numbers
+from learning.raw_cells import first_seen, stable_order
 
 # The sums kept per cell: weighted successes timed, their sum and sum of squares; the same for failures;
 # weighted failures (timed or not), of them transient, with side effects, and retried by the loop; retries (an
@@ -127,13 +128,12 @@ class TimedSteps:
         ]  # fmt: skip
         stats = self._sums(cell, cell_action, step, per_action, terms, period)
         run_timed = timed & (run >= 0)
-        timed_runs, first = np.unique(run[run_timed], return_index=True)
-        by_first = timed_runs[np.argsort(first)]
+        by_first = first_seen(run[run_timed])[1]  # the runs in the order of their first timed step
         totals = np.bincount(run[run_timed], weights=ms[run_timed], minlength=len(self.runs))
         total_ms = float(np.bincount(np.zeros(int(timed.sum()), dtype=np.int64), weights=ms[timed], minlength=1)[0])
         out = TimedTotals(int(timed.sum()), total_ms, totals[by_first].tolist())
         args_texts, features_texts = list(self.numbers.args), list(self.numbers.features)
-        by_action = np.argsort(cell_action, kind="stable")
+        by_action = stable_order(cell_action)
         stats = stats[by_action]  # each action's cells together, in the order first met: views of it below
         bounds = np.concatenate(([0], np.cumsum(np.bincount(cell_action, minlength=len(names)))))
         tables = {}
@@ -211,7 +211,7 @@ def _retries(run: np.ndarray, retryable: np.ndarray, action: np.ndarray, args: n
     retries, of the same action name and arguments text."""
     out = np.zeros(len(run), dtype=bool)
     with_run = np.flatnonzero(run >= 0)
-    order = with_run[np.argsort(run[with_run], kind="stable")]  # each run's steps in the order recorded
+    order = with_run[stable_order(run[with_run])]  # each run's steps in the order recorded
     if len(order) < 2:
         return out
     before, after = order[:-1], order[1:]

@@ -26,7 +26,7 @@ from learning.changes import current_segment, current_segments
 from learning.counts import Counts, kin_key
 from learning.features import RowParser
 from learning.prior import design, design_parts
-from learning.raw_cells import parse_cells
+from learning.raw_cells import first_seen, parse_cells, stable_order, unique
 from learning.timed_steps import RESCALE_AT, SLOTS, TimedSteps, is_transient
 from portfolio.benchsuite.worlds.family import make_world
 from traces import TraceStore
@@ -203,6 +203,18 @@ def test_segments_found_together_are_those_found_one_sequence_at_a_time() -> Non
         assert start.tolist() == [segment.start for segment in one_by_one]
         assert changes.tolist() == [len(segment.changes) for segment in one_by_one]
         assert sum(changes) > 50
+
+
+def test_numbering_without_sorting_is_numpys() -> None:
+    rng = np.random.default_rng(2)
+    for size, top in ((0, 1), (1, 1), (1000, 10), (5000, 3000), (200, 10**9), (100_000, 70_000)):
+        values = rng.integers(0, top, size)
+        expected = np.unique(values, return_index=True, return_inverse=True)
+        assert all(np.array_equal(got, want.reshape(-1)) for got, want in zip(unique(values), expected))
+        assert np.array_equal(stable_order(values), np.argsort(values, kind="stable"))
+        rank, distinct = first_seen(values)
+        assert np.array_equal(distinct[rank], values)
+        assert np.array_equal(rank[np.sort(expected[1])], np.arange(len(expected[0])))  # numbered as first met
 
 
 # -- the time model's sums --------------------------------------------------------------------------------------
