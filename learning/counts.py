@@ -98,13 +98,17 @@ class CellNumbers:
         return len(self.step_action)
 
     def add(self, actions: Sequence[str], args: Sequence[str], features: Sequence[str]) -> None:
-        """Number each step's texts (a dictionary look-up of a few thousand distinct texts each)."""
+        """Number each step's texts: new ones among a chunk's distinct texts (`dict.fromkeys` keeps the order
+        first met), then a look-up per step, both in C."""
         for column, table, texts in (
             (self.step_action, self.actions, actions),
             (self.step_args, self.args, args),
             (self.step_features, self.features, features),
         ):
-            column.extend([table.setdefault(text, len(table)) for text in texts])
+            for text in dict.fromkeys(texts):
+                if text not in table:
+                    table[text] = len(table)
+            column.extend(map(table.__getitem__, texts))
 
     def copy(self) -> CellNumbers:
         return CellNumbers(
@@ -335,7 +339,7 @@ class Counts:
 def columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:
     """The first `width` columns of `rows`, each as a list (None where a row is shorter): one pass of C-level
     item getting per column, several times faster than `zip(*rows)` over tens of thousands of rows."""
-    if any(len(row) < width for row in rows):
+    if rows and min(map(len, rows)) < width:
         rows = [(*row[:width], *(None,) * (width - len(row))) for row in rows]
     return [list(map(itemgetter(i), rows)) for i in range(width)]
 
