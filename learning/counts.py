@@ -185,7 +185,10 @@ class Counts:
         if None in runs:  # a step without a run is a run of its own
             runs = [run if run is not None else (None, at + i) for i, run in enumerate(runs)]
         known = self._run_numbers
-        self._run.extend([known.setdefault(run, len(known)) for run in runs])
+        for run in dict.fromkeys(runs):  # new runs numbered in the order first met
+            if run not in known:
+                known[run] = len(known)
+        self._run.extend(map(known.__getitem__, runs))
         self.runs = len(known)
         if timestamps is not None and timestamps.count(None) < len(timestamps):
             stamped = [i for i, stamp in enumerate(timestamps) if stamp is not None]

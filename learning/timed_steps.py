@@ -71,7 +71,7 @@ class TimedSteps:
     success: bytearray = field(default_factory=bytearray)
     transient: bytearray = field(default_factory=bytearray)  # of a failure: its category says transient
     side: bytearray = field(default_factory=bytearray)  # of a failure: it left side effects
-    runs: dict[Any, int] = field(default_factory=dict)
+    runs: dict[Any, int] = field(default_factory=lambda: {None: -1})
 
     def add(self, chunk: Sequence[Sequence[Any]]) -> None:
         """Record rows (action, args JSON, features JSON, outcome, failure_category, duration_ms,
@@ -83,7 +83,10 @@ class TimedSteps:
             features = [text or "{}" for text in features]
         self.numbers.add(actions, args, features)
         known = self.runs
-        self.run.extend([-1 if run is None else known.setdefault(run, len(known)) for run in runs])
+        for run in dict.fromkeys(runs):  # new runs numbered 0, 1, ... in the order first met
+            if run not in known:
+                known[run] = len(known) - 1  # `runs` holds None -> -1 (no run) from the start
+        self.run.extend(map(known.__getitem__, runs))
         self.ms.extend([math.nan if ms is None else ms for ms in durations])
         failed = bytes([outcome == "failure" for outcome in outcomes])
         self.failed.extend(failed)
@@ -129,7 +132,7 @@ class TimedSteps:
         stats = self._sums(cell, cell_action, step, per_action, terms, period)
         run_timed = timed & (run >= 0)
         by_first = first_seen(run[run_timed])[1]  # the runs in the order of their first timed step
-        totals = np.bincount(run[run_timed], weights=ms[run_timed], minlength=len(self.runs))
+        totals = np.bincount(run[run_timed], weights=ms[run_timed], minlength=len(self.runs) - 1)
         total_ms = float(np.bincount(np.zeros(int(timed.sum()), dtype=np.int64), weights=ms[timed], minlength=1)[0])
         out = TimedTotals(int(timed.sum()), total_ms, totals[by_first].tolist())
         args_texts, features_texts = list(self.numbers.args), list(self.numbers.features)
