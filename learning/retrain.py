@@ -10,6 +10,7 @@ import importlib
 import logging
 import time
 from collections.abc import Iterator
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
@@ -70,14 +71,17 @@ def retrain(store: TraceStore, *, holdout_fraction: float = 0.2, chunk_size: int
 
     def chunks() -> Iterator[list[tuple]]:
         """The failure model's columns of each chunk (the four of a step, its run and its timestamp); the time
-        model takes its columns of the chunk on the way (one read of the store for both)."""
+        model takes the chunk on the way (one read of the store for both; it reads `TIME_COLUMNS` and ignores
+        the timestamp after them), and is fit once the last chunk is read, so that its steps are let go before
+        the failure model's fit begins."""
         width = len(TIME_COLUMNS)
         for chunk in store.iter_step_chunks((*TIME_COLUMNS, "timestamp"), chunk_size=chunk_size):
-            durations.add([row[:width] for row in chunk])
-            yield [(*row[:4], row[width - 1], row[width]) for row in chunk]
+            durations.add(chunk)
+            yield list(map(itemgetter(0, 1, 2, 3, width - 1, width), chunk))
+        durations.finish()
 
     model.fit_rows(chunks(), holdout_fraction=holdout_fraction, total_rows=n)
-    model.durations_ = durations.finish()
+    model.durations_ = durations
     seconds = time.perf_counter() - start
     metadata: dict[str, Any] = {
         "format": FORMAT,
