@@ -144,6 +144,20 @@ def _add_planner_arguments(parser: argparse.ArgumentParser, workers_default: int
         "plan --help`)",
     )
     add_traces_argument(parser, required=False)
+    parser.add_argument(
+        "--pool-learning",
+        action="store_true",
+        help="learn one failure model from every tenant's steps, which prices every tenant's plans (default: a "
+        "model per tenant, from its own steps, so that no tenant's reports move another's costs)",
+    )
+    parser.add_argument(
+        "--no-poison-guard",
+        dest="poison_guard",
+        action="store_false",
+        help="fit every recorded step (default: a retrain holds back a batch of one principal's steps whose "
+        "failure rate departs sharply from what the model knew of the action while no other agent's recent "
+        "steps agree; docs/service-security.md)",
+    )
     from learning.explore import EXPLORE_POLICIES, renamed
 
     parser.add_argument(
@@ -260,6 +274,8 @@ def service_config(args: argparse.Namespace):
             max_retries=args.max_retries,
             carry_over=args.carry_over,
             validate_budget_s=args.validate_budget,
+            pool_learning=args.pool_learning,
+            poison_guard=args.poison_guard,
         )
     except ValidationError as error:
         first = error.errors()[0]

@@ -6,15 +6,17 @@ length-prefixed pickle channel and request loop as `portfolio.engine.worker_main
 not in the server,
 so a task that explodes takes down (and costs the memory of) one worker, which the pool replaces.
 
-A stored model this release cannot read (hand-edited, damaged: `learning.storage.ModelFormatError`) does not
-kill the worker, which would only be restarted into the same failure: the worker stays up, answers every plan
-with {"unavailable": {error, kind}} (503 with the reason) and every ping with the reason, until a model it
-can read is stored (the next `model_version`).
+Learned costs come from the failure model of the request's tenant (`tenant`, `traces.tenants`; every tenant's
+is the pooled model with `pool_learning`), loaded on first use and kept for the tenants used last
+(`portfolio.serve.tenant_models`). A stored model this release cannot read (hand-edited, damaged:
+`learning.storage.ModelFormatError`) does not kill the worker, which would only be restarted into the same
+failure: the worker stays up, answers every plan of that tenant with {"unavailable": {error, kind}} (503 with
+the reason) and every ping with the reason, until a model it can read is stored (the next `model_version`).
 
 Ops: `plan` (a `PlanBody` as a dict -> {"result": PlanResult + run_id} or {"bad_input": {error, kind}}),
-`retrain` (fit and store the next failure model and configuration selection), `ping`. The server sends the latest model
-version with
-every plan; a worker behind it reloads the model first, so a retrain reaches every worker without a broadcast.
+`retrain` (fit and store the next failure model of every tenant, or the pooled one, and the configuration
+selection), `ping`. The server sends the store's latest model version with every plan; a worker behind it checks
+the tenant's model (and reloads the selection) first, so a retrain reaches every worker without a broadcast.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from pydantic import BaseModel
 
 from portfolio.engine import limits
 from portfolio.engine.worker_main import serve
+from portfolio.serve.tenant_models import TenantModels
+from traces.tenants import DEFAULT_TENANT, POOLED, tenant_of
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +61,12 @@ class WorkerConfig(BaseModel):
     replan_ms: float | None = None
     max_retries: int = 2
     carry_over: bool = True
+    pool_learning: bool = False  # one model of every tenant's steps, rather than one per tenant
 
 
 class PlannerWorker:
-    """The worker's state: the planner and the model version it has loaded."""
+    """The worker's state: the planner, the tenants' models it has loaded and the store's model version it
+    last saw."""
 
     def __init__(self, config: WorkerConfig) -> None:
         from learning.objective import TimeParams
@@ -98,32 +104,45 @@ class PlannerWorker:
             **weight,
         )
         self.model_error: str | None = None
+        self.models = TenantModels(self.planner.store) if self.planner.store is not None else None
         self.model_version = self._stored_version()
-        self._load_model()
+        self.tenant_version: int | None = None  # the version of the model in use (its tenant's)
+        self.planner.reload_selection()
+        self._load_model(DEFAULT_TENANT)
         # the options a request hands the planner by name; the plan to keep comes from the service, by name too
         taken = {"task", "init", "run_id", "previous_plan", "previous_cost_model"}
         self.plan_options = set(inspect.signature(self.planner.plan).parameters) - taken
 
-    def _load_model(self) -> None:
+    def learning_tenant(self, tenant: str) -> str:
+        """Whose model prices a request of `tenant`: its own, or the pooled one."""
+        return POOLED if self.config.pool_learning else tenant
+
+    def _load_model(self, tenant: str) -> None:
+        """Put the tenant's model in the planner (`model_error` when it cannot be read)."""
+        if self.models is None:
+            return
         try:
-            self.planner.reload_model()
-            self.model_error = None
+            version, model = self.models.get(self.learning_tenant(tenant), self.model_version)
         except Exception as error:
             # learning.storage loads numpy and scipy (~0.5 s): not at the start of a worker whose store has no model
             from learning.storage import ModelFormatError
 
             if not isinstance(error, ModelFormatError):
                 raise
-            log.error("cannot use the stored model: %s", error)
+            if str(error) != self.model_error:
+                log.error("cannot use the stored model: %s", error)
             self.model_error = str(error)
+            return
+        self.planner.use_model(model, version)
+        self.tenant_version = version
+        self.model_error = None
 
     def ping(self) -> dict[str, Any]:
         return {"pong": os.getpid(), "model_error": self.model_error}
 
     def _stored_version(self) -> int | None:
         store = self.planner.store
-        latest = store.latest_model() if store is not None else None
-        return latest.version if latest is not None else None
+        return store.latest_model_version() if store is not None else None
 
     def plan(
         self,
@@ -137,10 +156,10 @@ class PlannerWorker:
         from domains.errors import TaskInputError
         from portfolio.serve.models import BadRequest, PlanBody
 
-        unavailable = self._with_model(model_version)
+        request = PlanBody.model_validate(body)
+        unavailable = self._with_model(model_version, tenant_of(request.run_id or ""))
         if unavailable is not None:
             return unavailable
-        request = PlanBody.model_validate(body)
         try:
             task, init = self._task_and_init(request)
             run_id = self._run(task, request.run_id)
@@ -158,12 +177,14 @@ class PlannerWorker:
             return {"bad_input": {"error": str(error), "kind": getattr(error, "kind", type(error).__name__)}}
         return {"result": {**result.model_dump(mode="json"), "run_id": request.run_id}}
 
-    def _with_model(self, model_version: int | None) -> dict[str, Any] | None:
-        """Load the model the server names when it is not the one in use; the `unavailable` answer when the stored
-        model cannot be read, else None."""
+    def _with_model(self, model_version: int | None, tenant: str) -> dict[str, Any] | None:
+        """Put the tenant's newest model in the planner, checked again when the server's `model_version` (the
+        store's newest) is not the one last seen (the selection model reloaded then too); the `unavailable`
+        answer when the stored model cannot be read, else None."""
         if model_version is not None and model_version != self.model_version:
-            self._load_model()
             self.model_version = model_version
+            self.planner.reload_selection()
+        self._load_model(tenant)
         if self.model_error is not None:
             return {"unavailable": {"error": self.model_error, "kind": "ModelFormatError"}}
         return None
@@ -211,11 +232,14 @@ class PlannerWorker:
 
         return scope()
 
-    def retrain(self, **params: Any) -> dict[str, Any]:
-        """Fit the next failure model and, as `portfolio retrain` does, the configuration selection (per domain
-        with enough recorded tasks); the workers load both with the next model version."""
-        from learning.retrain import retrain
+    def retrain(self, guard: bool = True, include_held: bool = False, **params: Any) -> dict[str, Any]:
+        """Fit the next failure model of every tenant with steps (`learning.tenant_models`; the pooled model with
+        `pool_learning`), each reviewed by the poison guard unless `guard` is False, and, as `portfolio retrain`
+        does, the configuration selection (per domain with enough recorded tasks); the workers load them with
+        the next model version. The result: {"models": {tenant: ModelInfo}, "selection": ...}, which the server
+        shows each tenant its part of (`portfolio.serve.tenancy.retrain_out`)."""
         from learning.selection import retrain_selection
+        from learning.tenant_models import retrain_tenants
 
         store = self.planner.store
         if store is None:
@@ -225,19 +249,25 @@ class PlannerWorker:
                     "kind": "BadRequest",
                 }
             }
-        info = retrain(store, **params)
+        infos = retrain_tenants(
+            store, pooled=self.config.pool_learning, guard=guard, include_held=include_held, **params
+        )
         selection = retrain_selection(store)
-        self._load_model()
-        self.model_version = info.version
-        return {"result": info.model_dump(mode="json") | {"selection": selection.model_dump(mode="json")}}
+        self.model_version = self._stored_version()
+        self.planner.reload_selection()
+        models = {tenant: info.model_dump(mode="json") for tenant, info in infos.items()}
+        return {"result": {"models": models, "selection": selection.model_dump(mode="json")}}
 
-    def costs(self, body: dict[str, Any], model_version: int | None = None) -> dict[str, Any]:
-        """The learned cost of every grounded action of a task (`Planner.learned_costs`, as `portfolio costs`)."""
+    def costs(
+        self, body: dict[str, Any], model_version: int | None = None, tenant: str = DEFAULT_TENANT
+    ) -> dict[str, Any]:
+        """The learned cost of every grounded action of a task (`Planner.learned_costs`, as `portfolio costs`),
+        under the tenant's model."""
         from domains.errors import TaskInputError
         from learning.costs import cost_rows
         from portfolio.serve.models import BadRequest, CostsBody
 
-        unavailable = self._with_model(model_version)
+        unavailable = self._with_model(model_version, tenant)
         if unavailable is not None:
             return unavailable
         request = CostsBody.model_validate(body)
@@ -249,7 +279,7 @@ class PlannerWorker:
         except (TaskInputError, BadRequest) as error:
             return {"bad_input": {"error": str(error), "kind": getattr(error, "kind", type(error).__name__)}}
         rows = cost_rows(costs)
-        return {"result": {"model_version": self.model_version if costs else None, "costs": rows}}
+        return {"result": {"model_version": self.tenant_version if costs else None, "costs": rows}}
 
     def handlers(self) -> dict[str, Any]:
         return {"plan": self.plan, "costs": self.costs, "retrain": self.retrain, "ping": self.ping}
