@@ -86,7 +86,8 @@ def test_fabricated_failures_of_one_principal_are_held_and_move_nothing(store):
     unguarded = retrain(store, tenant=TENANT, guard=False)
     poisoned = p_fail(store)
     assert unguarded.held == [] and poisoned > 0.8
-    print(f"\nfabricated: p_fail {before:.3f} -> {after:.3f}, held (p = 10^{held.log10_p:.0f}); unguarded: {poisoned:.3f}")
+    chance = f"p = 10^{held.log10_p:.0f}"
+    print(f"\nfabricated: p_fail {before:.3f} -> {after:.3f}, held ({chance}); unguarded: {poisoned:.3f}")
 
 
 def test_an_outage_that_three_principals_report_is_kept(store):
