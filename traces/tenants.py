@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from traces.store import TraceStore
+if TYPE_CHECKING:  # the store's base, not `traces.store.TraceStore`, which imports this module
+    from traces.transactions import Transactions
 
 DEFAULT_TENANT = "default"
 POOLED = "*"  # the model of every tenant's steps; no tenant's name (`portfolio.serve.keys.TENANT_PATTERN`)
@@ -48,7 +48,7 @@ def step_filter(tenant: str, column: str = "run_id") -> tuple[str, list[str]]:
     return f"({column} >= ? AND {column} < ?)", [low, low[:-1] + chr(ord("/") + 1)]
 
 
-def tenants_with_steps(store: TraceStore) -> list[str]:
+def tenants_with_steps(store: Transactions) -> list[str]:
     """The tenants that have recorded steps, by name: one index seek per tenant, not a scan of the steps."""
     where, params = step_filter(DEFAULT_TENANT)
 

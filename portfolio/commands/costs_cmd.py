@@ -84,7 +84,9 @@ def run(args: argparse.Namespace) -> int:
         return fail_bad_input(str(error))
     with planner:
         if planner.model is None:
-            whose = "" if planner.tenant == "default" else f" of tenant {planner.tenant!r}"
+            whose = {"default": "", "*": " pooled over every tenant"}.get(
+                planner.tenant, f" of tenant {planner.tenant!r}"
+            )
             return fail_bad_input(f"{args.traces} holds no trained model{whose} yet; run `portfolio retrain` first")
         costs = planner.learned_costs(task, features=features or None)
     rows = cost_rows(costs)
