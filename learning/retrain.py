@@ -52,6 +52,9 @@ class ModelInfo(BaseModel):
     held: list[HeldBatch] = Field(
         default_factory=list, description="batches the poison guard held back from the fit (`learning.guard`)"
     )
+    unchanged: bool = Field(
+        default=False, description="not fit again: no step of the tenant recorded since (`learning.tenant_models`)"
+    )
 
 
 def retrain(

@@ -29,12 +29,20 @@ def retrain_tenants(
     """Fit and store the next model of each tenant in `tenants` (None: every tenant with steps) or, `pooled`,
     the one model of every tenant's steps (keyed `traces.tenants.POOLED`). `options` go to
     `learning.retrain.retrain` (the model's parameters, `guard`, `include_held`). A tenant without steps gets
-    no model; `NoTrainingDataError` when none has any."""
+    no model; `NoTrainingDataError` when none has any.
+
+    Of several tenants, one whose model stands (no step of it recorded since, nothing held back, the same
+    parameters) is not fit again: the fit would give the same model. Its `ModelInfo` is the stored model's,
+    `unchanged`. So a retrain of a store of many tenants costs the fits of those that recorded steps."""
     from learning.retrain import NoTrainingDataError, retrain
 
     chosen = [POOLED] if pooled else list(tenants if tenants is not None else tenants_with_steps(store))
     infos: dict[str, ModelInfo] = {}
     for tenant in chosen:
+        standing = _standing(store, tenant, options) if len(chosen) > 1 else None
+        if standing is not None:
+            infos[tenant] = standing
+            continue
         try:
             infos[tenant] = retrain(store, tenant=tenant, **options)
         except NoTrainingDataError:
@@ -43,3 +51,28 @@ def retrain_tenants(
     if not infos:
         raise NoTrainingDataError(f"{store.path}: no steps recorded yet, nothing to train on.")
     return infos
+
+
+def _standing(store: TraceStore, tenant: str, options: dict[str, Any]) -> ModelInfo | None:
+    """The tenant's stored model as a `ModelInfo` (`unchanged`) if a fit with `options` would give it again."""
+    from learning.model import FailureModel
+    from learning.retrain import ModelInfo
+
+    stored = store.latest_model(tenant)
+    if stored is None:
+        return None
+    metadata = stored.metadata
+    params = {k: v for k, v in options.items() if k not in ("guard", "include_held", "holdout_fraction", "chunk_size")}
+    if (
+        "through" not in metadata
+        or metadata.get("held")
+        or metadata.get("hyperparameters") != FailureModel(**params).get_params()
+    ):
+        return None
+    if store.count_steps(tenant=tenant) != metadata.get("n_steps"):  # steps are never deleted: new ones came
+        return None
+    return ModelInfo(
+        version=stored.version, created=stored.created, n_steps=metadata.get("n_steps", 0),
+        actions=metadata.get("actions", {}), metrics=stored.metrics, hyperparameters=metadata["hyperparameters"],
+        train_seconds=0.0, changes=metadata.get("changes", 0), tenant=tenant, unchanged=True,
+    )  # fmt: skip

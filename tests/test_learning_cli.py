@@ -154,7 +154,7 @@ def test_an_option_of_learned_costs_without_a_trace_store_is_exit_2_not_ignored(
 
 def test_retrain_and_costs_work_on_a_tenants_model(tmp_path, capsys):
     """`--tenant` chooses whose steps a model is fit on and whose model prices; the default tenant's (the CLI's
-    own steps) is what the commands use without it, and `--all-tenants` fits each."""
+    own steps) is what the commands use without it, and `--all-tenants` fits each that recorded steps since."""
     path = tmp_path / "t.db"
     with TraceStore(path) as store:
         store.record_steps(
@@ -169,15 +169,21 @@ def test_retrain_and_costs_work_on_a_tenants_model(tmp_path, capsys):
     assert "no trained model yet" in capsys.readouterr().err
     assert main(["retrain", "--traces", str(path), "--all-tenants"]) == 0
     out = capsys.readouterr().out
-    assert "tenant acme: model version 2: 40 steps" in out and "tenant default: model version 3: 40 steps" in out
+    assert "tenant acme: model version 1 stands: no step recorded since" in out
+    assert "tenant default: model version 2: 40 steps" in out
+    with TraceStore(path) as store:
+        store.record_steps([StepRecord(run_id="@acme/more", step=0, action="web-search", outcome="failure")])
+    assert main(["retrain", "--traces", str(path), "--all-tenants"]) == 0  # only acme recorded a step since
+    out = capsys.readouterr().out
+    assert "tenant acme: model version 3: 41 steps" in out and "tenant default: model version 2 stands" in out
     acme = costs_rows(capsys, domain, problem, "--traces", str(path), "--tenant", "acme")
     default = costs_rows(capsys, domain, problem, "--traces", str(path))
     assert acme[RISKY]["p_fail"] > 0.9 and default[RISKY]["p_fail"] < 0.1
-    assert acme[RISKY]["steps"] == default[RISKY]["steps"] == 40
+    assert acme[RISKY]["steps"] == default[RISKY]["steps"] == 40  # the step since is of another grounding
     assert main(["costs", domain, problem, "--traces", str(path), "--pooled"]) == 2
     assert "no trained model pooled over every tenant yet" in capsys.readouterr().err
     assert main(["retrain", "--traces", str(path), "--pooled"]) == 0
-    assert capsys.readouterr().out.startswith("pooled model: model version 4: 80 steps")
+    assert capsys.readouterr().out.startswith("pooled model: model version 4: 81 steps")
     pooled = costs_rows(capsys, domain, problem, "--traces", str(path), "--pooled")
     assert pooled[RISKY]["steps"] == 80 and 0.2 < pooled[RISKY]["p_fail"] < 0.8
     assert main(["costs", domain, problem, "--traces", str(path), "--tenant", "zeta"]) == 2

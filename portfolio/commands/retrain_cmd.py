@@ -183,6 +183,9 @@ def run(args: argparse.Namespace) -> int:
 def print_failure_model(info, pruned: int, keep: int | None, named: bool = False) -> None:
     metrics = info.metrics
     whose = ("pooled model" if info.tenant == "*" else f"tenant {info.tenant}") + ": " if named else ""
+    if info.unchanged:
+        print(f"{whose}model version {info.version} stands: no step recorded since")
+        return
     print(
         f"{whose}model version {info.version}: {info.n_steps} steps, {len(info.actions)} action(s), "
         f"trained in {info.train_seconds:.1f} s"
