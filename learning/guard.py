@@ -19,15 +19,16 @@ that use the action. Otherwise it is held back: left out of the fit, kept in the
 what others have reported by then, until a retrain with `include_held` (`portfolio retrain --include-held`)
 fits it regardless, or one without the guard (`--no-poison-guard`) fits everything.
 
-Measured (`tests/test_poison_guard.py`; a model from 200 steps of two principals, 4 failures: p_fail 0.027): 300
-fabricated failures of `(pick-up b)` from a third principal test at p = 10^-255 and are held, p_fail unchanged;
-three principals reporting 20 failures each (10^-17 each, each agreed with by the other two at 10^-17) are kept,
-p_fail 0.027 -> 0.19. The thresholds are strict: at 1e-6, a batch of 10 steps departs from p_fail 0.02 with 4
-failures or more, while an honest agent's ten batches of 100 steps at 2% have one chance in 10,000 of a single
-batch reaching it (the model's own uncertainty, c, makes it rarer still).
+Measured (`tests/test_poison_guard.py`; a model from 200 steps of `(pick-up b)` by two principals, 4 failures:
+p_fail 0.020, 206 pseudo-steps): 300 fabricated failures from a third principal have p = 10^-140 and are held,
+p_fail stays 0.020 (fitted, they would take it to 1.000); three principals reporting 20 failures each (10^-25
+each, each agreed with by the other two) are kept, p_fail 0.020 -> 0.992. Against that model a batch departs
+with 6 failures in 10 steps, 8 in 20, 18 in 100 or 39 in 300, where an honest principal's batch at 2% reaches
+them with probability 10^-8 or less. So 38 failures in 300 pass, and take p_fail to 0.129: the guard stops
+sharp departures, not every bias.
 
 What it does not catch: a grounding no model has a record of (nothing to depart from), and so a tenant's first
-model, or the first after a model stored before this guard (no `through`); a principal holding a second key that
+model, or the first after a model stored without `through`; a principal holding a second key that
 agrees with the first; failures fed fewer than `min_steps` at a time between retrains (each retrain's change
 detection then moves the model a little). What it costs: an outage seen by one agent alone is held until another
 source sees it or an operator releases it.

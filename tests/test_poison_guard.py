@@ -102,6 +102,27 @@ def test_an_outage_that_three_principals_report_is_kept(store):
     print(f"\noutage: p_fail {before:.3f} -> {after:.3f}, nothing held")
 
 
+def test_a_batch_just_below_the_threshold_passes(store):
+    """What the guard does not stop: 38 failures among 300 steps (p = 10^-5.9 against the model, above the
+    10^-6 threshold) are fitted and move p_fail; 39 are held."""
+    import random
+
+    from learning.guard import log10_tails
+
+    before = honest_history(store)
+    model = load_latest(store, TENANT)
+    assert model is not None
+    mean, concentration = (float(x[0]) for x in model.predict_posterior([PICK_B]))
+    assert log10_tails(38, 300, mean, concentration)[0] > -6 > log10_tails(39, 300, mean, concentration)[0]
+    outcomes = list("f" * 38 + "s" * 262)
+    random.Random(1).shuffle(outcomes)
+    post(store, "intruder", "".join(outcomes))
+    assert retrain(store, tenant=TENANT).held == []
+    after = p_fail(store)
+    assert after > 0.1
+    print(f"\n38 failures in 300: p_fail {before:.3f} -> {after:.3f}, not held")
+
+
 def test_a_held_batch_stays_held_until_released_or_agreed_with(store):
     before = honest_history(store)
     post(store, "intruder", "f" * 300)

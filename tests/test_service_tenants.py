@@ -362,3 +362,37 @@ def test_the_default_tenant_cannot_use_an_idempotency_key_of_a_tenants_namespace
     answer = httpx.post(url + "/v1/steps", json=batch, headers={**bearer(default), "Idempotency-Key": "@a/k-1"})
     assert answer.status_code == 400 and "reserved" in answer.json()["error"]
     assert steps_of(service, "idem-3") == []
+
+
+def test_a_workers_models_are_one_per_tenant_and_loaded_again_only_when_its_own_moves(tmp_path):
+    """`TenantModels`, as each worker and the server keep them: a tenant's model is parsed once, and again only
+    when a retrain stored a newer one of that tenant, not when another tenant's was retrained; the tenants used
+    last are kept, up to `size`."""
+    from learning.retrain import retrain
+    from portfolio.serve.tenant_models import TenantModels
+    from traces.records import StepRecord
+    from traces.store import TraceStore
+
+    with TraceStore(tmp_path / "t.db") as store:
+
+        def record_and_fit(tenant: str) -> int:
+            runs = [f"@{tenant}/{i}-{store.last_step_id()}" for i in range(5)]
+            store.record_steps(StepRecord(run_id=r, step=0, action="go", outcome="success") for r in runs)
+            return retrain(store, tenant=tenant).version
+
+        for tenant in ("t0", "t1", "t2"):
+            record_and_fit(tenant)
+        models = TenantModels(store, size=2)
+        generation = store.latest_model_version()
+        version, model = models.get("t0", generation)
+        assert version == store.latest_model_version("t0") and model is not None
+        assert models.get("t0", generation)[1] is model
+        generation = record_and_fit("t1")  # another tenant's retrain: t0's model stands
+        assert models.get("t0", generation) == (version, model)
+        generation = record_and_fit("t0")
+        newer, reloaded = models.get("t0", generation)
+        assert newer == generation and reloaded is not model
+        models.get("t1", generation)
+        models.get("t2", generation)
+        assert len(models) == 2
+        assert models.get("nobody", generation) == (None, None)
