@@ -117,8 +117,10 @@ def review_steps(
     or no step posted through the service."""
     from learning.storage import ModelFormatError, model_from_bytes
 
+    if not _has_provenance(store):
+        return Review()
     stored = store.latest_model(tenant)
-    if stored is None or "through" not in stored.metadata or not _has_provenance(store):
+    if stored is None or "through" not in stored.metadata:
         return Review()
     try:
         model = model_from_bytes(bytes(stored.blob), f"{store.path}: model version {stored.version}")
