@@ -181,7 +181,11 @@ def _read_batches(
     queries += [(held, [*params, low, high, since]) for low, high in held_before]
     batches: dict[tuple[Any, ...], _Batch] = {}
     for sql, values in queries:
-        rows = store._retry(lambda sql=sql, values=values: store.db.execute(sql, values).fetchall())
+
+        def read(sql: str = sql, values: list[Any] = values) -> list[Any]:
+            return store.db.execute(sql, values).fetchall()
+
+        rows = store._retry(read)
         for step_id, action, args, features, outcome, owner, principal in rows:
             source = None if principal is None else (owner, principal)
             key = (source, action, args)

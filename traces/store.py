@@ -62,7 +62,8 @@ def _now() -> str:
 
 def _step_where(action: str | None, tenant: str | None, through: int | None) -> tuple[str, list[Any]]:
     """The SQL condition (and parameters) on `steps` of `count_steps` and `iter_step_chunks`."""
-    where, params = ["1"], []
+    where: list[str] = ["1"]
+    params: list[Any] = []
     if action is not None:
         where.append("action = ?")
         params.append(action)

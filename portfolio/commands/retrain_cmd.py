@@ -22,10 +22,11 @@ from portfolio.commands.common import (
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "retrain", help="learn which actions fail, and which searches solve each domain first, from the traces",
-        description="Fit a per-action failure model on the stored steps of a tenant (--tenant; by default the "
-        "steps the CLI and the Python API record) (each grounded action judged on its steps "
-        "since its failure rate last changed; what the plans stopped using drifts back to its prior), measure it "
-        "on the newest 20% of steps held out, and store it as the next model version (as JSON data). Each "
+        description="Fit a per-action failure model on a tenant's stored steps (each grounded action judged on its "
+        "steps since its failure rate last changed; what the plans stopped using drifts back to its prior), measure "
+        "it on the newest 20% of steps held out, and store it as the tenant's next model version (as JSON data). "
+        "The tenant is the default one, whose steps the CLI and the Python API record, unless --tenant, --pooled "
+        "or --all-tenants chooses others. Each "
         "grounded action's failure rate is shrunk towards a prior learned from what it shares with others "
         "(objects, pairs of arguments, the situation), by a strength m fit per action; with 30 steps or more it "
         "stays within 0.05 of its own observed rate. The planner's learned costs use the latest version: "

@@ -46,6 +46,9 @@ address only. Requests must name the server in Host (the bind address, localhost
 --allowed-host), and a browser's Origin likewise; request bodies are application/json. Each key has quotas
 (--rps, --body-mb-per-s, --max-concurrent-plans, --retrains-per-minute: the defaults for keys that set none);
 over one, 429 with Retry-After. --public-docs lets a browser read /docs and /openapi.json without a key.
+Each tenant's plans are priced by a failure model learned from its own steps (--pool-learning: one model of
+every tenant's), and a retrain holds back one key's batch that departs sharply from what the model knew while no
+other key agrees (--no-poison-guard: it fits everything).
 SIGTERM drains in-flight requests for --drain seconds, then stops every worker and planner process.
 """
 
