@@ -396,3 +396,26 @@ def test_a_workers_models_are_one_per_tenant_and_loaded_again_only_when_its_own_
         models.get("t2", generation)
         assert len(models) == 2
         assert models.get("nobody", generation) == (None, None)
+
+
+def test_each_tenants_plans_are_made_under_its_own_model(served):
+    """One worker plans for tenant a, b, a tenant without a model and a again: each plan's costs come from its
+    tenant's model (the version in its `cost_model`), the one without plans on the task's own costs."""
+    url, _, keys = served
+    for tenant in ("a", "b"):
+        steps = [{"run_id": f"own-{i}", "step": 0, "action": "(pick-up c)", "outcome": "success"} for i in range(5)]
+        httpx.post(url + "/v1/steps", json={"steps": steps}, headers=bearer(keys[tenant]), timeout=30)
+    job = httpx.post(url + "/v1/retrain", json={}, headers=bearer(keys["a"]), timeout=30).json()
+    wait_for(lambda: httpx.get(url + f"/v1/jobs/{job['id']}", headers=bearer(keys["a"])).json()["status"] != "running")
+    versions = {tenant: served[1].store.latest_model_version(tenant) for tenant in ("a", "b")}
+    assert versions["a"] != versions["b"]
+
+    def cost_model(key: str) -> str:
+        answer = httpx.post(url + "/v1/plan", json=small_plan(), headers=bearer(key), timeout=60)
+        assert answer.status_code == 200, answer.text
+        return answer.json()["cost_model"]
+
+    assert cost_model(keys["a"]).startswith(f"learned:{versions['a']}:")
+    assert cost_model(keys["b"]).startswith(f"learned:{versions['b']}:")
+    assert cost_model(keys["plan"]) == "task"  # tenant solo has recorded nothing
+    assert cost_model(keys["a"]).startswith(f"learned:{versions['a']}:")
