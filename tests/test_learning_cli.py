@@ -188,6 +188,12 @@ def test_retrain_and_costs_work_on_a_tenants_model(tmp_path, capsys):
     assert pooled[RISKY]["steps"] == 80 and 0.2 < pooled[RISKY]["p_fail"] < 0.8
     assert main(["costs", domain, problem, "--traces", str(path), "--tenant", "zeta"]) == 2
     assert "no trained model of tenant 'zeta' yet" in capsys.readouterr().err
+    plans = {}
+    for tenant in ("acme", "zeta"):
+        assert main(["plan", domain, problem, "--traces", str(path), "--tenant", tenant, "--json"]) == 0
+        plans[tenant] = json.loads(capsys.readouterr().out)
+    assert plans["acme"]["cost_model"].startswith("learned:") and RISKY not in plans["acme"]["plan"]
+    assert plans["zeta"]["cost_model"] == "task" and RISKY in plans["zeta"]["plan"]  # no model: the task's costs
     with pytest.raises(SystemExit) as bad:
         main(["costs", domain, problem, "--traces", str(path), "--tenant", "Not A Tenant"])
     assert bad.value.code == 2 and "expected a tenant's name" in capsys.readouterr().err
