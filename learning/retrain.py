@@ -145,16 +145,23 @@ def retrain(
 
 def load_latest(store: TraceStore, tenant: str = DEFAULT_TENANT) -> FailureModel | None:
     """The newest stored model of `tenant` (`traces.tenants`), or None if none was trained yet (callers then plan
-    with base costs). `ModelFormatError` for a model this release does not read (a pickle from an older release,
-    damage)."""
-    stored = store.latest_model(tenant)
+    with base costs). `ModelFormatError`, naming the file, table and row, for a model this release does not read
+    (a pickle from an older release, damage, metadata that is not JSON)."""
+    from traces.errors import BadRowError
+
+    try:
+        stored = store.latest_model(tenant)
+    except BadRowError as error:  # its metadata or metrics: the same remedy as for the model itself
+        from learning.storage import ModelFormatError
+
+        raise ModelFormatError(f"{error} Run `portfolio retrain` to store a model this release can read.") from None
     if stored is None:
         return None
     # Imported only now: the model's modules load numpy and scipy (~0.5 s), start-up that a store without a
     # model (a service's or a CLI's first run) has no use for.
     from learning.storage import ModelFormatError, model_from_bytes
 
-    where = f"{store.path}: model version {stored.version}"
+    where = f"{store.path}: table models, version {stored.version}"
     model = model_from_bytes(bytes(stored.blob), where)
     if stored.metadata.get("format") not in (None, FORMAT):
         raise ModelFormatError(

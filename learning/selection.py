@@ -26,7 +26,10 @@ records), and picks the variant with the least mean time when it is at most `tra
 defaults' (a margin, so measurement noise on domains where translation costs nothing leaves the driver's
 translation alone). Without records of a variant the defaults stay: the SAS text then equals the driver's.
 
-Stored as JSON data, never pickled (as `learning.storage`). Depends on `traces`, never on `portfolio`: the
+Stored as JSON data, never pickled (as `learning.storage`), and checked on load against pydantic models of the
+document (`_Stored*`): a hand-edited or damaged one is a `SelectionFormatError` naming the file, table, row and
+field, which the planner meets by keeping its fixed order (`Planner`), and which the next `retrain` replaces even
+when no domain has enough records for a new ranking. Depends on `traces`, never on `portfolio`: the
 attempt fields it reads (`details["searches"]`, `details["search"]`, `details["sas"]`, `details["translator"]`)
 are plain JSON.
 """
@@ -38,12 +41,13 @@ import math
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from learning.params import Params
-from traces.errors import TraceStoreError
+from traces.errors import BadRowError
+from traces.stored_json import describe
 
 FORMAT_NAME = "portfolio-planner/selection-model"
 FORMAT_VERSION = 2  # 2: records per translator variant (version 1 documents are read as the defaults' records)
@@ -51,8 +55,54 @@ DELEGATE = "fast-downward"
 DEFAULTS = ""  # the variant name of the driver's default translation
 
 
-class SelectionFormatError(TraceStoreError, ValueError):
+class SelectionFormatError(BadRowError):
     """A stored selection model this release cannot read."""
+
+
+# The stored document, checked on load. Strict: "5" is not 5, and nothing unknown is passed over.
+_STRICT = ConfigDict(strict=True, extra="forbid")
+Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class _StoredRecord(BaseModel):
+    model_config = _STRICT
+    operators: Annotated[int, Field(ge=0)] | None = None
+    times: dict[str, tuple[Seconds, bool]] = Field(default_factory=dict)
+
+
+class _StoredParams(BaseModel):
+    """`SelectionModel`'s parameters in the ranges `fit` accepts; an absent one takes `SelectionModel`'s default."""
+
+    model_config = _STRICT
+    min_tasks: Annotated[int, Field(ge=1)] = 3
+    unsolved_factor: Annotated[float, Field(ge=1, allow_inf_nan=False)] = 2.0
+    size_halving: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = 2.0
+    translator_margin: Annotated[float, Field(gt=0, le=1)] = 0.95
+
+
+class _StoredV1(BaseModel):
+    """Format 1: per domain, one record per task (the defaults' translation)."""
+
+    model_config = _STRICT
+    format: Literal["portfolio-planner/selection-model"]
+    format_version: Literal[1]
+    params: _StoredParams
+    domains: dict[str, list[_StoredRecord]]
+
+
+class _StoredV2(BaseModel):
+    """Format 2: per domain, per task, one record per translator variant."""
+
+    model_config = _STRICT
+    format: Literal["portfolio-planner/selection-model"]
+    format_version: Literal[2]
+    params: _StoredParams
+    domains: dict[str, list[dict[str, _StoredRecord]]]
+
+
+_DOCUMENT: TypeAdapter[_StoredV1 | _StoredV2] = TypeAdapter(
+    Annotated[_StoredV1 | _StoredV2, Field(discriminator="format_version")]
+)
 
 
 @dataclass
@@ -289,31 +339,27 @@ class SelectionModel(Params):
 
     @classmethod
     def from_json(cls, text: str, where: str = "selection model") -> SelectionModel:
+        """The model `to_json` wrote (format 1 or 2); `SelectionFormatError` naming `where` and the fields
+        for anything else."""
         try:
-            data = json.loads(text)
-            version = data.get("format_version")
-            if data.get("format") != FORMAT_NAME or version not in (1, FORMAT_VERSION):
-                raise SelectionFormatError(
-                    f"{where} is not a {FORMAT_NAME} version {FORMAT_VERSION} document; run `portfolio retrain`."
-                )
-            model = cls(**{key: data["params"][key] for key in cls._param_defaults() if key in data["params"]})
+            stored = _DOCUMENT.validate_json(text)
+        except ValidationError as error:
+            raise SelectionFormatError(
+                f"{where} is not a {FORMAT_NAME} document this release reads ({describe(error)}); "
+                "run `portfolio retrain`."
+            ) from None
+        model = cls(**stored.params.model_dump(exclude_unset=True))
 
-            def record(r: dict) -> TaskRecord:
-                return TaskRecord(r["operators"], {c: (float(t[0]), bool(t[1])) for c, t in r["times"].items()})
+        def record(r: _StoredRecord) -> TaskRecord:
+            return TaskRecord(r.operators, dict(r.times))
 
+        if isinstance(stored, _StoredV1):
+            model.domains_ = {d: [{DEFAULTS: record(t)} for t in tasks] for d, tasks in stored.domains.items()}
+        else:
             model.domains_ = {
-                domain: [
-                    {DEFAULTS: record(task)}
-                    if version == 1
-                    else {str(variant): record(r) for variant, r in task.items()}
-                    for task in tasks
-                ]
-                for domain, tasks in data["domains"].items()
+                domain: [{variant: record(r) for variant, r in task.items()} for task in tasks]
+                for domain, tasks in stored.domains.items()
             }
-        except SelectionFormatError:
-            raise
-        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as error:
-            raise SelectionFormatError(f"{where} is malformed ({error}); run `portfolio retrain`.") from error
         return model
 
 
@@ -328,7 +374,9 @@ class SelectionInfo(BaseModel):
 
 def retrain_selection(store: Any, **params: Any) -> SelectionInfo:
     """Fit a `SelectionModel(**params)` on every plan recorded with its domain in `store` and save it as the
-    next selection version (nothing is saved when no domain has enough records)."""
+    next selection version. Nothing is saved when no domain has enough records, unless the newest stored
+    selection cannot be read: the fit (with no domains: the fixed order) then replaces it, so a retrain is the
+    remedy for a damaged one, as for a damaged failure model."""
     from traces.selection import domain_plans, save_selection_model
 
     model = SelectionModel(**params)
@@ -338,18 +386,30 @@ def retrain_selection(store: Any, **params: Any) -> SelectionInfo:
     info = SelectionInfo(
         domains=model.explain(), skipped_domains=len(seen - set(model.domains_)), hyperparameters=model.get_params()
     )
-    if model.domains_:
+    if model.domains_ or not _readable(store):
         info.version = save_selection_model(
             store, model.to_json(), {"format": FORMAT_NAME, "domains": len(model.domains_)}
         )
     return info
 
 
+def _readable(store: Any) -> bool:
+    """Whether the newest stored selection model (if any) loads."""
+    try:
+        load_selection(store)
+    except BadRowError:
+        return False
+    return True
+
+
 def load_selection(store: Any) -> SelectionModel | None:
-    """The newest stored selection model, or None before the first one."""
+    """The newest stored selection model, or None before the first one. `BadRowError` (a `SelectionFormatError`
+    for the model itself) naming the file, table and row when it cannot be read."""
     from traces.selection import latest_selection_model
+    from traces.stored_json import row_name
 
     stored = latest_selection_model(store)
     if stored is None:
         return None
-    return SelectionModel.from_json(stored.model, f"{store.path}: selection model version {stored.version}")
+    where = row_name(store.path, "selection_models", f"version {stored.version}", "model")
+    return SelectionModel.from_json(stored.model, where)

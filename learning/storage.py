@@ -25,7 +25,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from learning.action_model import ActionModel
 from learning.durations import DurationFit, TimeAction, TimeModel
 from learning.model import FailureModel
-from traces.errors import TraceStoreError
+from traces.errors import BadRowError
 
 FORMAT_VERSION = 2
 FORMAT_NAME = "portfolio-planner/failure-model"
@@ -33,7 +33,7 @@ _PARAMS = ("half_life_steps", "prior_mean", "prior_strength", "min_samples", "C"
 _OPTIONAL_PARAMS = ("outliers", "stale_half_life", "change_odds")  # a model stored without them: the defaults
 
 
-class ModelFormatError(TraceStoreError, ValueError):
+class ModelFormatError(BadRowError):
     """A stored model this release cannot (or will not) read."""
 
 
@@ -177,7 +177,8 @@ def model_to_bytes(model: FailureModel) -> bytes:
 
 
 def model_from_bytes(blob: bytes, where: str = "model") -> FailureModel:
-    """Parse a stored model; `ModelFormatError` (with what to do) for pickles, damage or a newer format."""
+    """Parse a stored model; `ModelFormatError` (with what to do) for pickles, damage, a document nested past
+    Python's stack, or a newer format. `where` names the row in messages."""
     if blob[:1] == b"\x80":
         raise ModelFormatError(
             f"{where} was stored as a Python pickle by an older release; this release never loads pickles "
@@ -186,7 +187,12 @@ def model_from_bytes(blob: bytes, where: str = "model") -> FailureModel:
     try:
         data = json.loads(blob)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ModelFormatError(f"{where} is not a JSON failure model ({error}); run `portfolio retrain`.") from error
+        raise ModelFormatError(f"{where} is not a JSON failure model ({error}); run `portfolio retrain`.") from None
+    except RecursionError:  # a document nested past Python's stack: no model is (a few levels are)
+        raise ModelFormatError(
+            f"{where} is nested deeper than a failure model ever is (not one this release wrote); "
+            "run `portfolio retrain`."
+        ) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
         raise ModelFormatError(f"{where} is not a {FORMAT_NAME} document; run `portfolio retrain`.")
     if data.get("format_version") != FORMAT_VERSION:

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from domains.ground_text import normalise_actions
 from domains.model import Atom, GroundAction, Task
@@ -30,7 +30,7 @@ from portfolio.cost_cache import check_weight
 from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.registry import DEFAULT_DELEGATES, build_stages
 from portfolio.engine.cascade import PortfolioDecomposition
-from portfolio.engine.results import Delegate, PlanRequest, PlanResult, Resource
+from portfolio.engine.results import Delegate, PlanRequest, PlanResult, Resource, Status
 from portfolio.engine.tiers import Stage, Tier
 from portfolio.plan_reuse import REUSE_DELEGATE as REUSE_DELEGATE
 from portfolio.plan_reuse import reusable_suffix as reusable_suffix
@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# rule bindings the explanation of an unsolvable task may enumerate (`domains.explain`): a few hundred ms at most
+EXPLAIN_LIMIT = 50_000
 TASK_COSTS = "task"  # `PlanResult.cost_model` without learned costs: the task's own action costs
 
 
@@ -75,7 +77,9 @@ class Planner(Resource):
     With a trace store, runs are recorded with their domain's fingerprint, and the latest selection model in
     the store (`portfolio retrain`, `learning.selection`) chooses which Fast Downward configurations race on a
     task of a domain it has records of (the fixed order otherwise), and with which translator flags the task is
-    translated (the driver's defaults unless records show a variant faster); `select=False` keeps both fixed.
+    translated (the driver's defaults unless records show a variant faster); `select=False` keeps both fixed. A
+    stored selection this release cannot read (hand-edited, damaged) is passed over with a warning naming its
+    row: the fixed order plans until the next `portfolio retrain` replaces it.
 
     `carry_over` (default True): Fast Downward's translation and searches go on past its share of the classical
     tier, beside the later delegates, until the cascade's final deadline; the first valid plan wins
@@ -93,6 +97,11 @@ class Planner(Resource):
     success, retries of transient failures and replans included, from the durations learned with the model
     (`learning.objective`; `time` sets the retry limit, replan penalty and side-effect weight). Per call:
     `plan(objective=...)`.
+
+    `record_errors` (default "raise"): what a plan whose recording in the trace store fails (a full disk, a
+    read-only or damaged file) does: "raise" raises the store's error; "log" returns the plan, logs the failure
+    (once, until a recording succeeds again) and counts it in `record_failures` (`last_record_error` says why):
+    planning itself needs no disk (the service's workers, for plans the client gave no run id).
     """
 
     def __init__(
@@ -112,6 +121,7 @@ class Planner(Resource):
         objective: str | None = None,
         time: TimeParams | None = None,
         tenant: str | None = None,
+        record_errors: Literal["raise", "log"] = "raise",
     ) -> None:
         from learning.explore import DEFAULT_EXPLORE, check_explore
         from learning.objective import DEFAULT_OBJECTIVE, TimeParams, check_objective
@@ -146,6 +156,12 @@ class Planner(Resource):
         self._model: FailureModel | None = None
         self.select = select
         self._selection: SelectionModel | None = None
+        self._selection_error: str | None = None  # why the stored selection is passed over (warned once)
+        if record_errors not in ("raise", "log"):
+            raise ValueError(f"record_errors must be 'raise' or 'log', got {record_errors!r}")
+        self.record_errors = record_errors
+        self.record_failures = 0
+        self.last_record_error: Exception | None = None  # None again once a recording succeeds
         # task key -> `learning.costs.Posteriors`; (task key, "cautious", lambda) -> their cautious costs
         self._cost_cache: dict[tuple[Any, ...], Any] = {}
         self._model_generation = 0  # bumped on every model (re)load: plans made under another one are not reused
@@ -225,13 +241,22 @@ class Planner(Resource):
 
     def _load_selection(self) -> None:
         """Hand the latest selection model to Fast Downward as its `selector` and `translator_chooser` (none: the
-        fixed order and the driver's default translation)."""
+        fixed order and the driver's default translation; also when the stored one cannot be read, which a
+        retrain replaces: warned once, not a failure of every plan and retrain)."""
         fast_downward = self._fast_downward()
         if self._store is None or fast_downward is None or not self.select:
             return
         from learning.selection import load_selection
+        from traces.errors import BadRowError
 
-        model = self._selection = load_selection(self._store)
+        try:
+            model = load_selection(self._store)
+            self._selection_error = None
+        except BadRowError as error:
+            if str(error) != self._selection_error:
+                log.warning("%s Fast Downward races its fixed order until `portfolio retrain` replaces it.", error)
+            self._selection_error, model = str(error), None
+        self._selection = model
         if model is None:
             fast_downward.selector = fast_downward.translator_chooser = None
             return
@@ -274,7 +299,8 @@ class Planner(Resource):
         "time" adds `expected_ms`."""
         from portfolio.engine.arguments import check_state, check_task
 
-        init = check_state(check_task(task), init)
+        task = check_task(task)  # a unified-planning Problem becomes a Task here
+        init = check_state(task, init)
         fast_downward = self._fast_downward()
         if self._model is None or fast_downward is None:
             return {}
@@ -333,9 +359,10 @@ class Planner(Resource):
         weight: float | None = None,
         objective: str | None = None,
     ) -> PlanResult:
-        """Plan `task` (from `init` when given: Atoms or atoms spelled as in plans, `"(on b a)"`, in any
-        iterable; `task.init` is the default; anything else is a `TypeError`, before any delegate runs). With a trace
-        store: learned costs steer the plan (in the
+        """Plan `task` (a `Task`, or a unified-planning `Problem`, converted with `domains.up_bridge.task_from_up`:
+        the plan's steps are PDDL text either way; `portfolio.up` gives UP's own plans) from `init` when given
+        (Atoms or atoms spelled as in plans, `"(on b a)"`, in any iterable; `task.init` is the default; anything
+        else is a `TypeError`, before any delegate runs). With a trace store: learned costs steer the plan (in the
         situation `features` describes, exploring as `explore` says, default the planner's), its predicted
         success probability is reported, and the plan is recorded (under `run_id`, or a new run).
 
@@ -350,7 +377,8 @@ class Planner(Resource):
         from portfolio.engine.arguments import check_actions, check_excluded, check_state, check_task
 
         start = time.monotonic()
-        init = check_state(check_task(task), init)  # a wrong type fails here, never inside a delegate
+        task = check_task(task)  # a wrong type fails here, never inside a delegate; a UP Problem is converted
+        init = check_state(task, init)
         excluded, previous_plan = check_actions("excluded", excluded), check_actions("previous_plan", previous_plan)
         check_excluded(task, excluded)
         policy = check_explore(explore or self.explore)
@@ -385,6 +413,10 @@ class Planner(Resource):
 
             result.success_probability = plan_success_probability(info, result.actions())
             result.learned_cost = round(sum(info[step].cost for step in result.plan), 6)
+        if result.status is Status.UNSOLVABLE:
+            from domains.explain import explain_unreachable
+
+            result.explanation = explain_unreachable(task, init, limit=EXPLAIN_LIMIT)
         result.elapsed_ms = round((time.monotonic() - start) * 1000, 3)
         result.cost_model = cost_model_name
         if self._store is not None:
@@ -397,21 +429,35 @@ class Planner(Resource):
         return await asyncio.to_thread(self.plan, task, **options)
 
     def _record(self, task: Task, result: PlanResult, run_id: str | None) -> None:
+        """Record `result` (under `run_id`, or a new run); a failure as `record_errors` says."""
         assert self._store is not None
         from domains.pddl_writer import formula_to_pddl
+        from traces.errors import TraceStoreError
 
         with self._lock:  # one connection: transactions of concurrent callers must not interleave
-            if run_id is None:
-                run_id = self._store.start_run(
-                    task.fingerprint, formula_to_pddl(task.problem.goal), domain=task.domain_fingerprint
+            try:
+                if run_id is None:
+                    run_id = self._store.start_run(
+                        task.fingerprint, formula_to_pddl(task.problem.goal), domain=task.domain_fingerprint
+                    )
+                self._store.record_plan(
+                    run_id,
+                    result.delegate,
+                    [a.model_dump(mode="json") for a in result.attempts],
+                    result.elapsed_ms,
+                    result.plan,
                 )
-            self._store.record_plan(
-                run_id,
-                result.delegate,
-                [a.model_dump(mode="json") for a in result.attempts],
-                result.elapsed_ms,
-                result.plan,
-            )
+            except TraceStoreError as error:
+                if self.record_errors == "raise":
+                    raise
+                if self.last_record_error is None:
+                    log.warning("plans are not recorded in the trace store (%s); planning goes on", error)
+                self.record_failures += 1
+                self.last_record_error = error
+                return
+            if self.last_record_error is not None:
+                log.warning("plans are recorded in the trace store again")
+                self.last_record_error = None
 
     def close(self) -> None:
         self.cascade.close()

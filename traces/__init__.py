@@ -12,6 +12,7 @@ may open the file); `backup` and `vacuum` are the maintenance calls behind `port
 """
 
 from traces.errors import (
+    BadRowError,
     CorruptDatabaseError,
     DatabaseLockedError,
     DiskFullError,
@@ -32,6 +33,7 @@ from traces.store import TraceStore, default_path
 __all__ = [
     "SCHEMA_VERSION",
     "ActionStats",
+    "BadRowError",
     "CorruptDatabaseError",
     "DatabaseLockedError",
     "DiskFullError",

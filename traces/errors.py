@@ -32,6 +32,11 @@ class DiskFullError(TraceStoreError):
     """A write failed for want of space (a full disk or a file-size limit); the transaction was rolled back."""
 
 
+class BadRowError(TraceStoreError, ValueError):
+    """A stored row this release cannot read (hand-edited, damaged, nested deeper than a parser follows): its
+    message names the file, the table, the row and, where it is one column, the column."""
+
+
 class StepConflictError(TraceStoreError, ValueError):
     """Steps whose `(run_id, step)` is already recorded with other content, in a batch that had to land whole
     (`import_jsonl(strict=True)`); nothing of it was written. `conflicts` are `traces.recording.StepConflict`s."""

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from traces.store import TraceStore, _now
+from traces.stored_json import OBJECT, read_json, row_name
+from traces.versions import next_version
 
 
 @dataclass(frozen=True)
@@ -41,8 +43,8 @@ class StoredSelection:
 
 def domain_plans(store: TraceStore, chunk_size: int = 5000) -> Iterator[DomainPlan]:
     """Every plan recorded under a run that names its domain, oldest first (keyset pages: no statement stays
-    open between them). Rows whose attempts are not JSON are skipped rather than fatal: one damaged row must not
-    stop training on the rest."""
+    open between them). Rows whose attempts are not JSON (or nest deeper than Python's stack) are skipped rather
+    than fatal: one damaged row must not stop training on the rest."""
     sql = (
         "SELECT plans.id, runs.domain, runs.fingerprint, plans.attempts, plans.latency_ms FROM plans "
         "JOIN runs ON runs.id = plans.run_id WHERE runs.domain IS NOT NULL AND plans.id > ? "
@@ -57,18 +59,18 @@ def domain_plans(store: TraceStore, chunk_size: int = 5000) -> Iterator[DomainPl
             after = plan_id
             try:
                 parsed = json.loads(attempts or "[]")
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):  # damaged, or nested past Python's stack
                 continue
             if isinstance(parsed, list):
                 yield DomainPlan(domain, fingerprint, [a for a in parsed if isinstance(a, dict)], latency)
 
 
 def save_selection_model(store: TraceStore, model_json: str, metadata: dict[str, Any]) -> int:
-    """Store a selection model (JSON text) under the next version number (1, 2, ...) and return it."""
+    """Store a selection model (JSON text) under the next version number (1, 2, ...; never one issued before:
+    `traces.versions`) and return it."""
 
     def body() -> int:
-        current = store.db.execute("SELECT coalesce(max(version), 0) FROM selection_models").fetchone()[0]
-        version = int(current) + 1
+        version = next_version(store, "selection_models")
         store.db.table("selection_models").insert(
             {"created": _now(), "version": version, "metadata": json.dumps(metadata, default=str), "model": model_json}
         )
@@ -78,13 +80,15 @@ def save_selection_model(store: TraceStore, model_json: str, metadata: dict[str,
 
 
 def latest_selection_model(store: TraceStore) -> StoredSelection | None:
-    """The selection model with the highest version, or None before the first save."""
+    """The selection model with the highest version, or None before the first save; `BadRowError` when its
+    metadata is not a JSON object (the model's own text is `learning.selection`'s to read)."""
     sql = "SELECT version, created, metadata, model FROM selection_models ORDER BY version DESC LIMIT 1"
     rows = store._retry(lambda: store.db.execute(sql).fetchall())
     if not rows:
         return None
     version, created, metadata, model = rows[0]
-    return StoredSelection(version, created, json.loads(metadata or "{}"), model)
+    where = row_name(store.path, "selection_models", f"version {version}", "metadata")
+    return StoredSelection(version, created, read_json(OBJECT, metadata, where), model)
 
 
 def prune_selection_models(store: TraceStore, keep: int) -> int:

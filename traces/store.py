@@ -39,8 +39,10 @@ from traces.errors import CorruptDatabaseError, StepConflictError, TraceStoreErr
 from traces.recording import RecordReport
 from traces.records import ActionStats, RunRecord, StepRecord, StoredModel
 from traces.rows import STEP_COLUMNS, row_step, step_row
+from traces.stored_json import LIST, OBJECT, read_json, row_name
 from traces.tenants import DEFAULT_TENANT, step_filter
 from traces.transactions import Transactions
+from traces.versions import latest_version, next_version
 
 log = logging.getLogger(__name__)
 
@@ -204,10 +206,12 @@ class TraceStore(Transactions):
         return self._write(lambda: cast(int, self.db.table("plans").insert(row).last_pk))
 
     def plans(self, run_id: str) -> list[dict[str, Any]]:
+        """The plans recorded for a run, oldest first; `BadRowError` names a row whose JSON cannot be read."""
         rows = self._retry(lambda: list(self.db.query("SELECT * FROM plans WHERE run_id = ? ORDER BY id", [run_id])))
         for row in rows:
-            row["attempts"] = json.loads(row["attempts"])
-            row["plan"] = json.loads(row["plan"])
+            for column in ("attempts", "plan"):
+                where = row_name(self.path, "plans", f"id {row['id']}", column)
+                row[column] = read_json(LIST, row[column], where, empty="[]")
         return rows
 
     # -- steps -----------------------------------------------------------------------------------------------------
@@ -362,11 +366,11 @@ class TraceStore(Transactions):
     ) -> int:
         """Store a serialized model of `tenant` (`traces.tenants`; `POOLED` for the model of every tenant's
         steps) under the next version number (1, 2, ...: one sequence for all tenants, so a version names one
-        model) and return that version."""
+        model; never one issued before, even if its model was deleted: `traces.versions`) and return that
+        version."""
 
         def body() -> int:
-            current = self.db.execute("SELECT coalesce(max(version), 0) FROM models").fetchone()[0]
-            version = int(current) + 1
+            version = next_version(self, "models")
             self.db.table("models").insert(
                 {
                     "created": _now(),
@@ -382,7 +386,8 @@ class TraceStore(Transactions):
         return self._write(body)
 
     def latest_model(self, tenant: str = DEFAULT_TENANT) -> StoredModel | None:
-        """The newest model of `tenant`, or None before its first `save_model`."""
+        """The newest model of `tenant`, or None before its first `save_model`. `BadRowError`, naming the row and
+        column, when its metadata or metrics are not a JSON object."""
         rows = self._retry(
             lambda: self.db.execute(
                 "SELECT version, created, metadata, metrics, blob, tenant FROM models WHERE tenant = ? "
@@ -393,15 +398,20 @@ class TraceStore(Transactions):
         if not rows:
             return None
         version, created, metadata, metrics, blob, tenant = rows[0]
+        row = f"version {version}"
         return StoredModel(
-            version=version, created=created, metadata=json.loads(metadata or "{}"),
-            metrics=json.loads(metrics or "{}"), blob=blob, tenant=tenant,
+            version=version, created=created, blob=blob, tenant=tenant,
+            metadata=read_json(OBJECT, metadata, row_name(self.path, "models", row, "metadata")),
+            metrics=read_json(OBJECT, metrics, row_name(self.path, "models", row, "metrics")),
         )  # fmt: skip
 
     def latest_model_version(self, tenant: str | None = None) -> int | None:
-        """The newest model's version, of `tenant` (None: of any), without reading the model; None before one."""
-        sql = "SELECT max(version) FROM models" + (" WHERE tenant = ?" if tenant is not None else "")
-        return self._retry(lambda: self.db.execute(sql, [] if tenant is None else [tenant]).fetchone()[0])
+        """The newest model's version, of `tenant` (None: of any, `traces.versions.latest_version`), without
+        reading the model; None before one."""
+        if tenant is None:
+            return latest_version(self, "models")
+        sql = "SELECT max(version) FROM models WHERE tenant = ?"
+        return self._retry(lambda: self.db.execute(sql, [tenant]).fetchone()[0])
 
     def prune_models(self, keep: int) -> int:
         """Delete every model version but the newest `keep` (at least 1) of each tenant; returns how many were

@@ -22,6 +22,7 @@ from datetime import UTC
 from typing import Any
 
 from traces.store import TraceStore, _now
+from traces.stored_json import OBJECT, read_json, row_name
 
 MAX_STORED_SOURCES = 1024
 MAX_AGE_DAYS = 30
@@ -71,10 +72,14 @@ def _prune(store: TraceStore, keep: str) -> None:
 
 
 def task_source(store: TraceStore, run_id: str) -> dict[str, Any] | None:
-    """The source `run_id` was planned from, or None when this store never heard of the run."""
+    """The source `run_id` was planned from, or None when this store never heard of the run; `BadRowError`
+    (naming the row) when its text is not a JSON object."""
     sql = (
-        "SELECT task_sources.source FROM run_tasks JOIN task_sources ON task_sources.key = run_tasks.key "
-        "WHERE run_tasks.run_id = ?"
+        "SELECT task_sources.key, task_sources.source FROM run_tasks JOIN task_sources "
+        "ON task_sources.key = run_tasks.key WHERE run_tasks.run_id = ?"
     )
     rows = store._retry(lambda: store.db.execute(sql, [run_id]).fetchall())
-    return json.loads(rows[0][0]) if rows else None
+    if not rows:
+        return None
+    key, text = rows[0]
+    return read_json(OBJECT, text, row_name(store.path, "task_sources", f"key {key}", "source"))

@@ -331,6 +331,8 @@ def print_result(result, as_json: bool) -> None:
     else:
         verdict = "no plan: " + VERDICTS[result.status.value]
         out.write(f"; {verdict}\n")
+        for line in result.explanation:
+            out.write(f"; {line}\n")
     for attempt in result.attempts:
         reason = f" ({attempt.reason})" if attempt.reason else ""
         out.write(f"; attempt {attempt.delegate}: {attempt.status.value} in {attempt.elapsed_ms:.1f} ms{reason}\n")

@@ -223,7 +223,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "mcp",
         help="serve the planner as MCP tools over stdio",
         description="A Model Context Protocol server on stdin/stdout (official MCP SDK) with the tools plan, "
-        "replan, validate, record_steps and action_stats. Register it in an MCP client as `portfolio mcp`.",
+        "replan, validate, record_steps, action_stats, costs and retrain. Register it in an MCP client as "
+        "`portfolio mcp`.",
     )
     _add_planner_arguments(mcp, workers_default=1)
     mcp.set_defaults(func=run_mcp)

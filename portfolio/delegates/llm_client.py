@@ -11,8 +11,10 @@ timeout again). A rate limit (429, or 503 with Retry-After) is waited out only w
 left. An answer is read up to `MAX_ANSWER_BYTES` (a chat answer is kilobytes; a 1.5 GB body once made the
 worker run out of memory). Failures raise `LLMError` with a `kind` the delegate records. The API key (argument
 or env `PORTFOLIO_LLM_API_KEY`) goes into the Authorization header and nowhere else: not into messages, reprs,
-logs or errors; text from the endpoint is redacted before it is cut short, never after (a key echoed across
-the cut would otherwise leak in part).
+logs or errors. Text from the endpoint is screened for it in every encoding it could come back in
+(`portfolio.delegates.key_screen`): an error body is quoted with the key cut out (before the quote is cut short,
+never after: a key echoed across the cut would otherwise leak in part), and an answer that holds the key is
+refused unread (`key-echoed`), so nothing of it reaches a critique, a log, the trace store or the endpoint again.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 
 import httpx
 
+from portfolio.delegates.key_screen import KeyScreen
 from portfolio.engine import cancel
 from portfolio.engine.results import Resource
 
@@ -44,7 +47,7 @@ _QUOTED = 300  # characters of an error body quoted in the LLMError
 
 class LLMError(Exception):
     """A call that produced no usable answer. `kind` is one of: unreachable, timeout, rate-limited, http-4xx,
-    http-5xx, bad-response."""
+    http-5xx, bad-response, key-echoed (the answer repeats the API key: refused unread)."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
@@ -85,6 +88,7 @@ class LLMClient(Resource):
         self.max_retries = max_retries
         self.temperature = temperature
         self._api_key = api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None
+        self._screen = KeyScreen(self._api_key) if self._api_key else None
         self._structured = True  # becomes False when the server rejects response_format
         self._http = httpx.Client(transport=transport, follow_redirects=False)
 
@@ -92,9 +96,10 @@ class LLMClient(Resource):
         return f"LLMClient(base_url={self.base_url!r}, model={self.model!r}, key={'set' if self._api_key else 'unset'})"
 
     def _redact(self, text: str, limit: int = _QUOTED) -> str:
-        """`text` without the key, then cut to `limit` characters (in that order: see the module docstring)."""
-        if self._api_key:
-            text = text.replace(self._api_key, "***")
+        """`text` without the key in any encoding, then cut to `limit` characters (in that order: see the module
+        docstring)."""
+        if self._screen is not None:
+            text = self._screen.redact(text)
         return text[:limit]
 
     def chat(
@@ -197,6 +202,12 @@ class LLMClient(Resource):
             ) from None
         if not isinstance(content, str):
             raise LLMError("bad-response", "the answer has no text content")
+        if self._screen is not None and self._screen.found(content):
+            raise LLMError(
+                "key-echoed",
+                "the answer repeats the API key (in some encoding); refused unread, so that nothing of it is "
+                "quoted, logged, stored or sent back",
+            )
         usage = data.get("usage") or {}
 
         def count(key: str) -> int:

@@ -1,9 +1,12 @@
 """How the service answers errors: JSON `{"error", "kind"}` with the status each kind of failure means
-(`install_error_handlers`), never a traceback."""
+(`install_error_handlers`), never a traceback, and never the server's own paths: every message goes through the
+service's `hide` (`Service.hide_paths`: the trace store's location), and a store or worker failure is logged whole
+on the server."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -25,6 +28,9 @@ def json_error(status: int, message: str, kind: str, headers: dict[str, str] | N
     return JSONResponse({"error": message, "kind": kind}, status_code=status, headers=headers)
 
 
+_json_error = json_error
+
+
 def _pydantic_message(error: ValidationError | RequestValidationError) -> str:
     parts = []
     for item in error.errors():
@@ -33,8 +39,16 @@ def _pydantic_message(error: ValidationError | RequestValidationError) -> str:
     return "; ".join(parts)
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    from traces.errors import DatabaseLockedError, TraceStoreError
+def _unchanged(text: str) -> str:
+    return text
+
+
+def install_error_handlers(app: FastAPI, hide: Callable[[str], str] = _unchanged) -> None:
+    """Answer every error as JSON; `hide` rewrites each message before a client reads it."""
+    from traces.errors import BadRowError, DatabaseLockedError, TraceStoreError
+
+    def json_error(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> JSONResponse:
+        return _json_error(status, hide(message), kind, headers)
 
     @app.exception_handler(RequestValidationError)
     async def schema_error(request: Request, error: RequestValidationError) -> JSONResponse:
@@ -79,15 +93,15 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(PlannerFailed)
     async def planner_failed(request: Request, error: PlannerFailed) -> JSONResponse:
+        log.warning("%s %s: %s", request.method, request.url.path, error)
         return json_error(500, str(error), "PlannerFailed")
 
     @app.exception_handler(TraceStoreError)
     async def store_error(request: Request, error: TraceStoreError) -> JSONResponse:
-        from learning.storage import ModelFormatError
-
+        log.warning("%s %s: %s", request.method, request.url.path, error)  # whole, with the path
         if isinstance(error, DatabaseLockedError):
             return json_error(503, str(error), type(error).__name__, {"Retry-After": "1"})
-        if isinstance(error, ModelFormatError):  # not the request's fault, nor transient: an operator must act
+        if isinstance(error, BadRowError):  # a stored row (a model): not the request's fault; an operator must act
             return json_error(503, str(error), type(error).__name__)
         return json_error(500, str(error), type(error).__name__)
 

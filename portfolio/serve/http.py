@@ -162,7 +162,7 @@ def create_app(
         docs_url=None,  # served by `docs_routes`, from local files instead of a CDN
         redoc_url=None,
     )
-    install_error_handlers(app)
+    install_error_handlers(app, service.hide_paths)
     docs_routes(app)
 
     def submit_plan(kind, principal: Principal, work: Callable[[], Awaitable[PlanResponse]]) -> JSONResponse:

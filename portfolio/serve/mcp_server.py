@@ -152,7 +152,8 @@ def build_mcp(service: Service, quotas: Quotas | None = None, local: Principal |
         try:
             return await call
         except anticipated as error:  # an isError result naming the kind, as the HTTP error body does
-            raise ToolError(f"{getattr(error, 'kind', type(error).__name__)}: {error}") from error
+            message = service.hide_paths(f"{getattr(error, 'kind', type(error).__name__)}: {error}")
+            raise ToolError(message) from error
 
     def caller(ctx: Context, tool: str) -> Principal:
         try:

@@ -74,6 +74,12 @@ class Metrics:
             "Steps the poison guard held back from a retrain's fit (`learning.guard`; held again, counted again)",
             registry=self.registry,
         )
+        self.store_write_failures = Counter(
+            "portfolio_store_write_failures",
+            "Trace-store writes that failed while the call went on (a plan answered unrecorded), by error",
+            ["kind"],
+            registry=self.registry,
+        )
 
     def observe_plan(self, result: dict[str, Any]) -> None:
         """Record one PlanResult (as JSON): its latency and the attempts that fell through."""

@@ -8,6 +8,10 @@ processes). Retraining runs on a worker too (it is as CPU-heavy as planning): it
 pooled model with `pool_learning`) and bumps `model_version`, which every later plan call carries, so each worker
 checks the model of the call's tenant before planning (`portfolio.serve.tenant_models`).
 
+The store's health (`portfolio.serve.store_health`) is probed by the watch loop and noted from every store call
+and every worker's recording; a plan the client gave no run id is answered even when its recording fails
+(planning needs no disk). No answer names the store's file (`hide_paths`): it is logged on the server instead.
+
 Runs for /v1/replan are remembered in memory (the task source of recent plans, one copy per task, and which
 worker planned it, since that worker's translation cache already holds the task) and, with a trace store, in
 the store too (`traces.task_sources`): a run planned before a restart, or by another server sharing the file,
@@ -54,11 +58,12 @@ from portfolio.serve.models import (
 )
 from portfolio.serve.pool import CallOutOfMemory, CallTimedOut, PlannerPool, QueueFull
 from portfolio.serve.runs import MAX_RUNS, MAX_SOURCES, RunMemory, steps_to_keep, store_run, stored_run
+from portfolio.serve.store_health import StoreHealth, StorePaths, store_error
 from portfolio.serve.tenant_models import TenantModels
-from traces.errors import IdempotencyKeyReused
+from traces.errors import IdempotencyKeyReused, TraceStoreError
 from traces.recording import RecordReport
 from traces.task_sources import task_source
-from traces.tenants import DEFAULT_TENANT, POOLED
+from traces.tenants import DEFAULT_TENANT, POOLED, tenant_of
 
 log = logging.getLogger(__name__)
 
@@ -84,13 +89,16 @@ class Service:
         self.metrics = Metrics()
         self.store = None
         self._store_lock = threading.Lock()
+        self.store_health = StoreHealth()
+        self.paths = StorePaths(config.traces)
         self.model_version: int | None = None  # the newest model's, of any tenant
         self._models: TenantModels | None = None  # each tenant's, for /v1/actions
         if config.traces:
             from traces.store import TraceStore
+            from traces.versions import latest_version
 
             self.store = TraceStore(config.traces)
-            self.model_version = self.store.latest_model_version()
+            self.model_version = latest_version(self.store)  # the number only: a bad row is the workers' to report
             self._models = TenantModels(self.store)
         self.pool: PlannerPool | None = None
         self.memory = RunMemory()  # each run's task, worker and current plan (`portfolio.serve.runs`)
@@ -101,7 +109,8 @@ class Service:
         # validation that blows up, say) can starve the store. Each holds `_store_lock` for one short query.
         self._store_threads = anyio.CapacityLimiter(4)
         self.validators: PlannerPool | None = None
-        self.model_error: str | None = None  # why the workers cannot use the stored model (a 503 and health)
+        # why the workers cannot use a tenant's stored model: that tenant's plans are 503s, and health says so
+        self.model_errors: dict[str, str] = {}
         self._retrain_job: str | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------------------
@@ -135,26 +144,52 @@ class Service:
         """Warm the workers up; then, every `period_s`, replace workers that died while idle and notice a model
         trained elsewhere (`portfolio retrain` on the same store), which the workers then load."""
         assert self.pool is not None and self.validators is not None
+        if self.store is not None:  # before the workers are warm: health knows the store from the start
+            await anyio.to_thread.run_sync(self._check_store, limiter=self._store_threads)
         answers: list[Any]
         answers, _ = await asyncio.gather(self.pool.warm_up(), self.validators.warm_up())
         for answer in answers:
-            if isinstance(answer, dict) and answer.get("model_error"):
-                self.model_error = answer["model_error"]
+            if isinstance(answer, dict) and answer.get("model_error"):  # a worker starts on the default tenant's
+                self.model_errors[DEFAULT_TENANT] = answer["model_error"]
         while True:
             await asyncio.sleep(period_s)
             for pool in (self.pool, self.validators):
                 if pool is not None and not pool.closed:
                     pool.replace_dead_idle()
             if self.store is not None:
-                version = await anyio.to_thread.run_sync(self._stored_model_version, limiter=self._store_threads)
+                version = await anyio.to_thread.run_sync(self._check_store, limiter=self._store_threads)
                 if version is not None and version != self.model_version:
                     self.model_version = version
 
-    def _stored_model_version(self) -> int | None:
-        """The newest model version in the store (one indexed query, no model blob read)."""
+    def _check_store(self) -> int | None:
+        """Probe the store's health, and read the newest model version (one indexed query, no model read); None
+        when it cannot be read (the probe says why)."""
         assert self.store is not None
         with self._store_lock:
-            return self.store.db.execute("SELECT max(version) FROM models").fetchone()[0]
+            self.store_health.probe(self.store)
+            try:
+                return self.store.db.execute("SELECT max(version) FROM models").fetchone()[0]
+            except Exception:  # sqlite3's own error: the probe has named it
+                return None
+
+    def _store_call(self, call: Callable[..., Any], *args: Any, write: bool = False) -> Any:
+        """`call(store, *args)` holding the store's lock; its failure (or, with `write`, its success) is noted for
+        health. Only with a store; off the event loop."""
+        store = self.store
+        assert store is not None
+        with self._store_lock:
+            try:
+                value = call(store, *args)
+            except TraceStoreError as error:
+                self.store_health.failed(error)
+                raise
+        if write:
+            self.store_health.wrote()
+        return value
+
+    def hide_paths(self, text: str) -> str:
+        """`text` as a client may read it: without the trace store's location (`StorePaths`)."""
+        return self.paths.hide(text)
 
     def close(self, grace_s: float = 1.0) -> None:
         for task in self._tasks:
@@ -180,34 +215,67 @@ class Service:
         payload = body.model_dump(exclude={"wait"}) | {"budget": budget, "run_id": run_id}
         timeout = budget + self.config.decomposer_budget_s + CALL_GRACE_S
         reuse = {"previous_plan": previous[0], "previous_cost_model": previous[1]} if previous else {}
+        # with the client's run id the run must be recorded; without, planning goes on when the store fails
+        must_record = body.run_id is not None
         index, answer = await self.pool.call(
-            "plan", timeout, prefer=prefer, body=payload, model_version=self.model_version, **reuse
-        )
-        if "unavailable" in answer:  # the stored model is unreadable: every worker would say the same
-            self.model_error = answer["unavailable"]["error"]
+            "plan", timeout, prefer=prefer, body=payload, model_version=self.model_version, must_record=must_record,
+            **reuse,
+        )  # fmt: skip
+        if "store_failed" in answer:  # the client's run could not be recorded: nothing was planned
+            self.store_health.failed(answer["store_failed"]["kind"])
+            raise store_error(answer["store_failed"]["kind"], answer["store_failed"]["error"])
+        tenant = tenant_of(run_id)
+        if "unavailable" in answer:  # the tenant's stored model is unreadable: every worker would say the same
+            self.model_errors[tenant] = answer["unavailable"]["error"]
             raise Unavailable(answer["unavailable"]["error"], answer["unavailable"]["kind"])
-        self.model_error = None
+        self.model_errors.pop(tenant, None)
         if "bad_input" in answer:
             raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
         self.metrics.observe_plan(answer["result"])
+        if answer.get("store_error"):
+            self._store_write_failed(answer["store_error"]["kind"])
+        elif self.store is not None:
+            self.store_health.wrote()  # the worker recorded the plan
         plan, cost_model = answer["result"].get("plan"), answer["result"].get("cost_model")
         if plan is not None:
             self.memory.keep_plan(run_id, plan, cost_model)
         source = self.memory.remember(run_id, body.model_dump(include={"domain", "problem", "task"}), index)
         if self.store is not None:
-            await self._in_store(store_run, run_id, source, plan, cost_model)
+            await self._keep_run(run_id, source, plan, cost_model, must_record)
         return PlanResponse.model_validate(answer["result"])
 
-    async def _in_store(self, call: Callable[..., Any], *args: Any) -> Any:
-        """`call(store, *args)` on a store thread, holding the store's lock; only with a store."""
-        store = self.store
-        assert store is not None
+    async def _in_store(self, call: Callable[..., Any], *args: Any, write: bool = False) -> Any:
+        """`call(store, *args)` on a store thread, holding the store's lock; only with a store. Its failure (or,
+        with `write`, its success) is noted for health."""
+        return await anyio.to_thread.run_sync(
+            lambda: self._store_call(call, *args, write=write), limiter=self._store_threads
+        )
 
-        def locked() -> Any:
-            with self._store_lock:
-                return call(store, *args)
+    async def _keep_run(
+        self,
+        run_id: str,
+        source: dict[str, Any] | None,
+        plan: list[str] | None,
+        cost_model: str | None,
+        must_record: bool,
+    ) -> None:
+        """Keep the run's task and plan in the store (`runs.store_run`). A run the client named must be kept
+        whole, so a failure is the call's; else the plan is answered anyway (the run's task and plan stay in
+        memory until a restart), the failure counted, noted for health and logged."""
+        try:
+            await self._in_store(store_run, run_id, source, plan, cost_model, write=True)
+        except TraceStoreError as error:
+            if must_record:
+                raise
+            self._store_write_failed(type(error).__name__)
+            log.warning(
+                "run %s is not kept in the trace store (a replan after a restart will not find it): %s", run_id, error
+            )
 
-        return await anyio.to_thread.run_sync(locked, limiter=self._store_threads)
+    def _store_write_failed(self, kind: str) -> None:
+        """A write to the store failed and the call went on without it: counted, and noted for health."""
+        self.metrics.store_write_failures.labels(kind).inc()
+        self.store_health.failed(kind)
 
     async def run_source(self, run_id: str) -> tuple[dict[str, Any], int | None]:
         """The task source of a run, and the worker that planned it (None when it came from the trace store:
@@ -294,22 +362,21 @@ class Service:
         steps under a used key are a 422 `IdempotencyKeyReused`. The key is one opaque string here.
         `provenance`: the (tenant, principal) posting them, kept for each step recorded (`traces.provenance`),
         under the same lock."""
-        store = self.need_store()
+        self.need_store()
         key = one_idempotency_key(body.idempotency_key, idempotency_key)
 
-        def write() -> RecordReport:
-            with self._store_lock:
-                report = store.record_steps(body.steps, idempotency_key=key)
-                if provenance is not None and not report.replayed:
-                    from traces.provenance import note_provenance
+        def write(store: Any) -> RecordReport:
+            report = store.record_steps(body.steps, idempotency_key=key)
+            if provenance is not None and not report.replayed:
+                from traces.provenance import note_provenance
 
-                    refused = {c.index for c in report.conflicts}
-                    steps = [(s.run_id, s.step) for i, s in enumerate(body.steps) if i not in refused]
-                    note_provenance(store, steps, *provenance)
-                return report
+                refused = {c.index for c in report.conflicts}
+                steps = [(s.run_id, s.step) for i, s in enumerate(body.steps) if i not in refused]
+                note_provenance(store, steps, *provenance)
+            return report
 
         try:
-            report = await anyio.to_thread.run_sync(write, limiter=self._store_threads)
+            report = await self._in_store(write, write=True)
         except IdempotencyKeyReused as error:
             raise BadRequest(str(error), "IdempotencyKeyReused", status=422) from None
         if not report.replayed:
@@ -321,16 +388,19 @@ class Service:
     ) -> ActionsResponse:
         """Per action name, the recorded steps' statistics (of the runs `TraceStore.stats` selects with
         `run_prefix` / `exclude_prefix`) and p_fail under the tenant's latest model."""
-        store = self.need_store()
+        self.need_store()
         models = self._models
         assert models is not None
 
         def read() -> ActionsResponse:
             from domains.model import GroundAction
 
-            with self._store_lock:
+            def stats_and_model(store: Any) -> tuple[list, int | None, Any]:
                 stats = store.stats(run_prefix=run_prefix, exclude_prefix=exclude_prefix)
                 version, model = models.get(self.learning_tenant(tenant), self.model_version)
+                return stats, version, model
+
+            stats, version, model = self._store_call(stats_and_model)
             p_fail: list[float | None] = [None] * len(stats)
             if model is not None and stats:
                 p_fail = [float(p) for p in model.predict_proba([GroundAction(s.action, ()) for s in stats])]
@@ -354,6 +424,9 @@ class Service:
         if "bad_input" in answer:
             raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
         self.model_version = max(info["version"] for info in answer["result"]["models"].values())
+        # the retraining worker loaded the default tenant's model, or says why not; the others' are checked again
+        # at their tenants' next calls (the model version moved)
+        self.model_errors = {DEFAULT_TENANT: answer["model_error"]} if answer.get("model_error") else {}
         for info in answer["result"]["models"].values():  # the worker has logged each batch held
             self.metrics.held_steps.inc(sum(held["steps"] for held in info["held"]))
         return answer["result"]
@@ -408,7 +481,9 @@ class Service:
                 job.status, job.error = "failed", "cancelled: the server is shutting down"
                 raise
             except Exception as error:
-                job.status, job.error = "failed", f"{getattr(error, 'kind', type(error).__name__)}: {error}"
+                message = f"{getattr(error, 'kind', type(error).__name__)}: {error}"
+                job.status, job.error = "failed", self.hide_paths(message)
+                log.warning("%s job %s failed: %s", kind, job.id, message)
             finally:
                 job.finished = time.time()
 
@@ -450,17 +525,21 @@ class Service:
         return job
 
     def health(self) -> HealthResponse:
-        """`degraded`, with the reasons, when no planner worker is ready or the workers cannot use the model."""
+        """`degraded`, with the reasons, when no planner worker is ready, the workers cannot use the model, or
+        the trace store cannot be written or read (as last probed or met); no reason names the store's file."""
         assert self.pool is not None
         reasons = []
         if self.pool.ready == 0:
             last = self.pool.last_failure
             reasons.append("no planner worker is ready" + (f"; last: {last}" if last else " (starting)"))
-        if self.model_error:
-            reasons.append(f"plans are refused (503): {self.model_error}")
+        for tenant, error in sorted(self.model_errors.items()):
+            whose = "" if tenant == DEFAULT_TENANT else " of a tenant"  # health needs no token: no tenant named
+            reasons.append(f"plans{whose} are refused (503): {error}")
+        if self.store is not None:
+            reasons += self.store_health.reasons()
         return HealthResponse(
             status="degraded" if reasons else "ok",
-            reasons=reasons,
+            reasons=[self.hide_paths(reason) for reason in reasons],
             workers=self.pool.size,
             ready=self.pool.ready,
             busy=self.pool.busy,

@@ -8,10 +8,18 @@ so a task that explodes takes down (and costs the memory of) one worker, which t
 
 Learned costs come from the failure model of the request's tenant (`tenant`, `traces.tenants`; every tenant's
 is the pooled model with `pool_learning`), loaded on first use and kept for the tenants used last
-(`portfolio.serve.tenant_models`). A stored model this release cannot read (hand-edited, damaged:
-`learning.storage.ModelFormatError`) does not kill the worker, which would only be restarted into the same
-failure: the worker stays up, answers every plan of that tenant with {"unavailable": {error, kind}} (503 with
-the reason) and every ping with the reason, until a model it can read is stored (the next `model_version`).
+(`portfolio.serve.tenant_models`). A stored model this release cannot read (hand-edited, damaged, nested past
+the parser: `learning.storage.ModelFormatError`, naming the file, table and row), or one that fails to load for
+any other reason, does not kill the worker, which would only be restarted into the same row: the worker stays
+up, logs why once, answers every plan of that tenant with {"unavailable": {error, kind}} (503 with the reason;
+other tenants' plans go on under their own models) and every ping with the reason, and tries the store again at
+each call of that tenant until a model it can read is there. A selection model it cannot read is passed over by
+the planner (the fixed order, `Planner`), not refused.
+
+A trace store that cannot be written (a full disk, a read-only file) does not stop planning: the plan's
+recording is best-effort (`Planner(record_errors="log")`), and a plan whose recording failed carries
+"store_error": {kind} for the server to count and report. With `must_record` (the client named the run) the run
+is started, or found, before planning, and a store that fails there answers {"store_failed": {error, kind}}.
 
 Ops: `plan` (a `PlanBody` as a dict -> {"result": PlanResult + run_id} or {"bad_input": {error, kind}}),
 `retrain` (fit and store the next failure model of every tenant, or the pooled one, and the configuration
@@ -101,9 +109,11 @@ class PlannerWorker:
             load_model=False,
             objective=config.objective,
             time=TimeParams(config.max_retries, config.replan_ms, config.side_effect_weight),
+            record_errors="log",  # planning needs no disk: a failed recording is reported (`plan`), not fatal
             **weight,
         )
         self.model_error: str | None = None
+        self.model_error_kind = "ModelFormatError"
         self.models = TenantModels(self.planner.store) if self.planner.store is not None else None
         self.model_version = self._stored_version()
         self.tenant_version: int | None = None  # the version of the model in use (its tenant's)
@@ -118,20 +128,22 @@ class PlannerWorker:
         return POOLED if self.config.pool_learning else tenant
 
     def _load_model(self, tenant: str) -> None:
-        """Put the tenant's model in the planner (`model_error` when it cannot be read)."""
+        """Put the tenant's model in the planner; one that cannot be loaded leaves `model_error` (module
+        docstring), logged when the reason is new. `TenantModels` keeps no failed load, so the next call of the
+        tenant reads the store again."""
         if self.models is None:
             return
         try:
             version, model = self.models.get(self.learning_tenant(tenant), self.model_version)
-        except Exception as error:
-            # learning.storage loads numpy and scipy (~0.5 s): not at the start of a worker whose store has no model
-            from learning.storage import ModelFormatError
+        except Exception as error:  # whatever it is, dying here would only restart the worker into it again
+            from traces.errors import BadRowError
 
-            if not isinstance(error, ModelFormatError):
-                raise
-            if str(error) != self.model_error:
-                log.error("cannot use the stored model: %s", error)
-            self.model_error = str(error)
+            readable = isinstance(error, BadRowError)  # the row is named; anything else wants its traceback
+            message = str(error) if readable else f"the stored model cannot be loaded ({type(error).__name__}: {error})"
+            if message != self.model_error:
+                log.error("cannot use the stored model: %s", message, exc_info=None if readable else error)
+            self.model_error = message
+            self.model_error_kind = "ModelFormatError" if readable else type(error).__name__
             return
         self.planner.use_model(model, version)
         self.tenant_version = version
@@ -141,8 +153,11 @@ class PlannerWorker:
         return {"pong": os.getpid(), "model_error": self.model_error}
 
     def _stored_version(self) -> int | None:
+        """The newest stored model's version, read without the model (which may be the bad row)."""
+        from traces.versions import latest_version
+
         store = self.planner.store
-        return store.latest_model_version() if store is not None else None
+        return latest_version(store) if store is not None else None
 
     def plan(
         self,
@@ -150,11 +165,15 @@ class PlannerWorker:
         model_version: int | None = None,
         previous_plan: list[str] | None = None,
         previous_cost_model: str | None = None,
+        must_record: bool = True,
     ) -> dict[str, Any]:
         """One plan request (`Service.plan`); `previous_plan` (with the cost model it was made under) is the run's
-        current plan, kept where still valid (`plan-reuse`, as `Planner.plan` does in Python)."""
+        current plan, kept where still valid (`plan-reuse`, as `Planner.plan` does in Python). `must_record`:
+        the run must be in the store before planning (the client named it), else the store's failure is only
+        reported (module docstring)."""
         from domains.errors import TaskInputError
         from portfolio.serve.models import BadRequest, PlanBody
+        from traces.errors import TraceStoreError
 
         request = PlanBody.model_validate(body)
         unavailable = self._with_model(model_version, tenant_of(request.run_id or ""))
@@ -162,7 +181,14 @@ class PlannerWorker:
             return unavailable
         try:
             task, init = self._task_and_init(request)
-            run_id = self._run(task, request.run_id)
+            unrecorded: Exception | None = None
+            try:
+                run_id = self._run(task, request.run_id)
+            except TraceStoreError as error:
+                if must_record:
+                    return {"store_failed": {"error": str(error), "kind": type(error).__name__}}
+                unrecorded, run_id = error, request.run_id
+            failures = self.planner.record_failures
             options = {k: v for k, v in request.model_dump().items() if k in self.plan_options and v is not None}
             with self._budget(request.budget):  # the planner reads `excluded` & co. too: bad spellings are 400s
                 result = self.planner.plan(
@@ -175,18 +201,23 @@ class PlannerWorker:
                 )
         except (TaskInputError, BadRequest) as error:
             return {"bad_input": {"error": str(error), "kind": getattr(error, "kind", type(error).__name__)}}
-        return {"result": {**result.model_dump(mode="json"), "run_id": request.run_id}}
+        answer: dict[str, Any] = {"result": {**result.model_dump(mode="json"), "run_id": request.run_id}}
+        if self.planner.record_failures > failures:
+            unrecorded = self.planner.last_record_error
+        if unrecorded is not None:
+            answer["store_error"] = {"kind": type(unrecorded).__name__}
+        return answer
 
     def _with_model(self, model_version: int | None, tenant: str) -> dict[str, Any] | None:
         """Put the tenant's newest model in the planner, checked again when the server's `model_version` (the
-        store's newest) is not the one last seen (the selection model reloaded then too); the `unavailable`
-        answer when the stored model cannot be read, else None."""
+        store's newest) is not the one last seen (the selection model reloaded then too), and read again while
+        the tenant's stored model cannot be used; the `unavailable` answer when it still cannot, else None."""
         if model_version is not None and model_version != self.model_version:
             self.model_version = model_version
             self.planner.reload_selection()
         self._load_model(tenant)
         if self.model_error is not None:
-            return {"unavailable": {"error": self.model_error, "kind": "ModelFormatError"}}
+            return {"unavailable": {"error": self.model_error, "kind": self.model_error_kind}}
         return None
 
     @staticmethod
@@ -255,8 +286,10 @@ class PlannerWorker:
         selection = retrain_selection(store)
         self.model_version = self._stored_version()
         self.planner.reload_selection()
+        self._load_model(DEFAULT_TENANT)  # what the worker plans with first; each tenant's is checked at its call
         models = {tenant: info.model_dump(mode="json") for tenant, info in infos.items()}
-        return {"result": {"models": models, "selection": selection.model_dump(mode="json")}}
+        result = {"models": models, "selection": selection.model_dump(mode="json")}
+        return {"result": result, "model_error": self.model_error}
 
     def costs(
         self, body: dict[str, Any], model_version: int | None = None, tenant: str = DEFAULT_TENANT
