@@ -35,6 +35,7 @@ from portfolio.engine.tiers import Stage, Tier
 from portfolio.plan_reuse import REUSE_DELEGATE as REUSE_DELEGATE
 from portfolio.plan_reuse import reusable_suffix as reusable_suffix
 from portfolio.plan_reuse import reused_plan
+from traces.tenants import DEFAULT_TENANT
 
 if TYPE_CHECKING:
     import numpy as np
@@ -65,7 +66,9 @@ class Planner(Resource):
     model in that store and records every plan there; `cost_weight` is lambda in
     `cost = base_cost + lambda * -log(1 - p_fail)`. The default 5 prices an action that fails 80% of the time
     (-log 0.2 = 1.6) at about 8 extra unit-cost steps, so a reliable detour of a few steps wins, and the
-    optimistic prior's p_fail of ~0.05 adds a uniform 0.26 per step. `explore` prices each grounded action at its
+    optimistic prior's p_fail of ~0.05 adds a uniform 0.26 per step. `tenant` (default "default", whose runs the CLI
+    and the Python API record) chooses whose model that is (`traces.tenants`: the service keeps one per tenant of
+    its API keys; "*" is the model pooled over them all). `explore` prices each grounded action at its
     posterior mean, plus one posterior standard deviation for one already tried ("cautious", the default, picked
     by the benchmark: the optimizer's curse, `learning.explore`), a fresh Thompson draw per call ("thompson")
     or an optimistic quantile ("optimistic"); the old names "mean" and "ucb" still work, with a warning. `seed`
@@ -117,6 +120,7 @@ class Planner(Resource):
         load_model: bool = True,
         objective: str | None = None,
         time: TimeParams | None = None,
+        tenant: str | None = None,
         record_errors: Literal["raise", "log"] = "raise",
     ) -> None:
         from learning.explore import DEFAULT_EXPLORE, check_explore
@@ -147,6 +151,7 @@ class Planner(Resource):
         # False: the caller loads the model itself (`reload_model`), and decides what a bad one means (the
         # service's worker keeps serving and reports it, rather than dying at start in a loop).
         self._load_model_at_start = load_model
+        self.tenant = tenant or DEFAULT_TENANT
         self._store: TraceStore | None = None
         self._model: FailureModel | None = None
         self.select = select
@@ -209,16 +214,30 @@ class Planner(Resource):
             self.reload_model()
 
     def reload_model(self) -> None:
-        """Load the latest failure model and selection model from the trace store (after `portfolio retrain`)."""
+        """Load the latest failure model of the planner's `tenant` and the selection model from the trace store
+        (after `portfolio retrain`)."""
         if self._store is None:
             return
         from learning.retrain import load_latest
 
-        with self._lock:
-            self._model = load_latest(self._store)
-            self._cost_cache.clear()
-            self._model_generation += 1
+        self.use_model(load_latest(self._store, self.tenant))
         self._load_selection()
+
+    def reload_selection(self) -> None:
+        """Load the latest selection model from the trace store (`reload_model` without the failure model)."""
+        self._load_selection()
+
+    def use_model(self, model: FailureModel | None, generation: int | None = None) -> None:
+        """Price actions with `model` from now on (None: the task's own costs), for a caller that keeps several
+        (the service's workers keep one per tenant, `portfolio.serve.tenant_models`). `generation` names it in
+        `PlanResult.cost_model` (its stored version, say), so that a replan reuses a plan only if it was made
+        under the same model; None: the next of the planner's own count. Nothing changes if `model` is in use."""
+        with self._lock:
+            if model is self._model and model is not None:
+                return
+            self._model = model
+            self._cost_cache = {}
+            self._model_generation = generation if generation is not None else self._model_generation + 1
 
     def _load_selection(self) -> None:
         """Hand the latest selection model to Fast Downward as its `selector` and `translator_chooser` (none: the
