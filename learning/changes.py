@@ -57,34 +57,9 @@ def _last_change(x: np.ndarray, threshold: float) -> int | None:
     """The first step after a change in `x`, looked for in the tail windows of 8, 16, 32, ... steps and then
     in the whole: a single change of rate fits a window with one recent change, where over the whole sequence
     an old change back (an outage between good spells) hides it. Every window's splits are scored in one pass."""
-    n = len(x)
-    if n < 2:
-        return None
-    sizes = [size for size in (MIN_WINDOW << i for i in range(64)) if size < n][: n.bit_length()] + [n]
     cum = np.concatenate(([0.0], np.cumsum(x, dtype=float)))
-    starts = np.array([n - size for size in sizes])
-    lengths = np.array(sizes)
-    # every split k = 1 .. size-1 of every window, windows one after another
-    window = np.repeat(np.arange(len(sizes)), lengths - 1)
-    offsets = np.concatenate(([0], np.cumsum(lengths - 1)))
-    k = np.arange(offsets[-1]) - offsets[window] + 1
-    s0 = starts[window]
-    total = cum[n] - cum[starts]
-    f_left = cum[s0 + k] - cum[s0]
-    f_right = total[window] - f_left
-    a = JEFFREYS
-    split = betaln(f_left + a, k - f_left + a) + betaln(f_right + a, (lengths[window] - k) - f_right + a)
-    top = np.maximum.reduceat(split, offsets[:-1])
-    summed = np.log(np.add.reduceat(np.exp(split - top[window]), offsets[:-1])) + top
-    whole = betaln(total + a, lengths - total + a) - betaln(a, a)
-    log_odds = summed - 2.0 * betaln(a, a) - np.log(lengths - 1) - whole
-    log_odds[(total == 0) | (total == lengths)] = -np.inf  # a single outcome throughout: no change
-    hits = np.flatnonzero(log_odds >= threshold)
-    if len(hits) == 0:
-        return None
-    w = int(hits[0])
-    best = int(np.argmax(split[offsets[w] : offsets[w + 1]])) + 1
-    return int(starts[w]) + best
+    at = int(_last_changes(cum, np.array([0]), np.array([len(x)]), threshold)[0])
+    return None if at < 0 else at
 
 
 def current_segments(
