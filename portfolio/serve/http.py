@@ -52,6 +52,7 @@ from pydantic import BaseModel
 
 from portfolio.serve import tenancy
 from portfolio.serve.auth import Authenticator, authorize
+from portfolio.serve.disconnect import until_disconnected
 from portfolio.serve.errors import install_error_handlers
 from portfolio.serve.guard import MAX_BODY_BYTES, Guard
 from portfolio.serve.keys import KeyRing, Principal
@@ -211,9 +212,12 @@ def create_app(
         return await service.costs(body)
 
     @app.post("/v1/validate", response_model=Verdict, responses=errors(422, body=True))
-    async def validate(body: ValidateBody, principal: Planner) -> Verdict:
-        """Check a plan against a task (scope `plan`)."""
-        return await service.validate(body)
+    async def validate(body: ValidateBody, principal: Planner, request: Request) -> Verdict:
+        """Check a plan against a task (scope `plan`). A check whose worst case cannot finish within the
+        server's --validate-budget or memory cap is refused at once, 422 `ValidationTooCostly` saying what, how
+        large and the limit. Each key's validations queue on their own and keys take turns, and a client that
+        hangs up stops its check."""
+        return await until_disconnected(request, service.validate(body, caller=principal.name))
 
     # The body is validated on a thread in batches (`steps_body`), not by FastAPI on the event loop: a 30 MB
     # batch held the loop for seconds. The schema is still published (`_publish`).
