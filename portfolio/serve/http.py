@@ -52,6 +52,7 @@ from pydantic import BaseModel
 
 from portfolio.serve import tenancy
 from portfolio.serve.auth import Authenticator, authorize
+from portfolio.serve.connections import quiet_accept_errors
 from portfolio.serve.disconnect import until_disconnected
 from portfolio.serve.errors import install_error_handlers
 from portfolio.serve.guard import MAX_BODY_BYTES, Guard
@@ -132,6 +133,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
+        quiet_accept_errors(asyncio.get_running_loop())  # the server's loop: a count per interval, no tracebacks
         if service.pool is None:
             service.start()
         watcher = asyncio.get_running_loop().create_task(service.watch())
