@@ -250,7 +250,8 @@ def create_app(
 
         from portfolio.serve.screen import NOT_JSON
 
-        document = getattr(request.state, "screened_json", NOT_JSON)
+        # taken out of the scope, so that the batch is let go of as it is read (`steps_body`)
+        document = request.scope.get("state", {}).pop("screened_json", NOT_JSON)
         if document is NOT_JSON:
             raw = await request.body()
             if raw.strip():

@@ -89,6 +89,9 @@ class PoolWorker(WorkerProcess):
     module = "portfolio.serve.worker"
 
     def __init__(self, config: BaseModel, index: int) -> None:
+        # the worker caps itself from its configuration: its out-of-memory errors report that limit, not the one
+        # this process would give a child (`limits.limit_mb()`, half the machine when unset: "limit 12052 MB")
+        self.memory_limit_mb = getattr(config, "memory_limit_mb", None)
         self.config_json = config.model_dump_json()
         self.secrets_kept = self.secrets_needed(config)
         self.index = index
@@ -235,7 +238,7 @@ class PlannerPool:
         try:
             worker.call("ping", time.monotonic() + START_TIMEOUT_S)
             worker.ready = True
-        except (WorkerError, WorkerCrashed, BudgetExpired):  # the next call pings it again (`_blocking_call`)
+        except Exception:  # closed meanwhile, or failed: the next call pings it again (`_blocking_call`)
             pass
 
     async def warm_up(self) -> list[Any]:
