@@ -109,7 +109,8 @@ def _add_planner_arguments(parser: argparse.ArgumentParser, workers_default: int
         metavar="MB",
         help="memory budget of one request, shared by the planner processes it runs in (each "
         "capped at an equal share), and the cap of one validation (default: half the machine's "
-        "memory shared among the planner workers and validators)",
+        "memory shared among the planner workers and validators); the server's own process keeps its "
+        "large request bodies within it too, less 256 MB for itself (a step batch costs it ~20x its size)",
     )
     add_translator_python_argument(parser)
     parser.add_argument(

@@ -21,7 +21,8 @@ service. `public_docs` lets GET /docs, /docs/assets/... and /openapi.json throug
 
 Errors are JSON `{"error", "kind"}` whatever happens: 400 bad input (`kind` names the error type: PDDLSyntaxError,
 SchemaError, ...), 401 without a valid key, 403 a key without the route's scope or a foreign Origin, 404, 413 body
-too large, 415 a body that is not `application/json`, 421 a Host the server does not answer for, 422 a
+too large (over --max-body, or more than the server's memory holds: `portfolio.serve.body_budget`), 415 a body
+that is not `application/json`, 421 a Host the server does not answer for, 422 a
 validation too costly to finish (`ValidationTooCostly`: over --validate-budget or the memory cap), 429 +
 Retry-After over the key's quota, 500 a planner worker died or hung (it was replaced; the reason says why), 503 +
 Retry-After when the queue is full, the trace store is locked or too many large bodies are in flight

@@ -8,8 +8,9 @@ it does (the routes in `portfolio.serve.http`):
 - behind a key (all but /v1/health): 401 (no key, or a wrong one), 403 (a key without the operation's scope
   too), 429 (over the key's quotas, with Retry-After) and 503 (the server cannot read its keys just now, with
   Retry-After);
-- taking a body (`BODY`): 400 (not JSON, or not the schema), 413 (over --max-body) and 415 (not
-  `application/json`); a large body may be refused with 503 `BusyWithLargeBodies`;
+- taking a body (`BODY`): 400 (not JSON, or not the schema), 413 (over --max-body, or more than the server's
+  memory holds: `portfolio.serve.body_budget`) and 415 (not `application/json`); a large body may be refused
+  with 503 `BusyWithLargeBodies`;
 - and what the operation itself answers: 404 an unknown run or job, 422 a validation too costly to check or an
   idempotency key reused for other steps, 503 a full queue, a locked trace store or a model that cannot be read.
 
@@ -31,7 +32,7 @@ ERROR_RESPONSES: dict[int, dict[str, Any]] = {
     401: {"description": "no API key, or one the server does not hold (revoked, mistyped)"},
     403: {"description": "the key lacks the scope this operation needs, or the request came from a foreign Origin"},
     404: {"description": "no such run (or job) of the key's tenant"},
-    413: {"description": "request body over the server's --max-body (BodyTooLarge)"},
+    413: {"description": "a request body over the server's --max-body, or more than its memory holds (BodyTooLarge)"},
     415: {"description": "a request body that is not `application/json` (UnsupportedMediaType)"},
     421: {"description": "a Host the server does not answer for (MisdirectedRequest)"},
     422: {"description": "well-formed input the server will not handle (the message says what and the limit)"},
