@@ -57,7 +57,11 @@ def long_request(seconds: float) -> dict:
     return {"domain": (PARKING / "domain.pddl").read_text(), "problem": problem.read_text(), "budget": seconds}
 
 
-def start_server(workers: int, *extra: str) -> tuple[subprocess.Popen, str]:
+def start_server(
+    workers: int, *extra: str, auth: tuple[str, ...] = ("--insecure",), env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen, str]:
+    """A server on a free loopback port, once every worker is ready; (process, base URL). `auth`: how it lets
+    callers in (the default: everyone, as one identity); `env`: more environment (e.g. PORTFOLIO_TOKEN)."""
     process = subprocess.Popen(
         [
             sys.executable,
@@ -72,8 +76,8 @@ def start_server(workers: int, *extra: str) -> tuple[subprocess.Popen, str]:
             "fast-downward,pyperplan",
             "--queue",
             "1000",
-            # loopback and one identity for every client: no keys, and no per-key quotas to measure instead
-            "--insecure",
+            *auth,
+            # server-wide quotas out of the way: what is measured is the server, not the 429s
             "--rps",
             "100000",
             "--max-concurrent-plans",
@@ -84,7 +88,7 @@ def start_server(workers: int, *extra: str) -> tuple[subprocess.Popen, str]:
         stderr=subprocess.DEVNULL,
         text=True,
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
     )
     assert process.stdout is not None
     url = process.stdout.readline().split()[2].removesuffix("/v1/")

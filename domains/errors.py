@@ -33,6 +33,11 @@ class ArityError(TaskInputError):
     """A predicate or action used with the wrong number of arguments."""
 
 
+class TypeMismatchError(TaskInputError):
+    """An object used where its type is not allowed: an argument of a predicate in a problem's initial state or
+    goal whose declared type is neither the parameter's nor one of its subtypes."""
+
+
 class UnsupportedFeatureError(TaskInputError):
     """Valid PDDL that this project does not model (e.g. derived predicates, numeric planning)."""
 

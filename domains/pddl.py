@@ -44,6 +44,8 @@ def _domain_ctx(domain: Domain, file: str | None) -> _Ctx:
     ctx.objects = dict(domain.constants)
     ctx.predicates = {p.name: p.arity for p in domain.predicates}
     ctx.functions = {f.name: f.arity for f in domain.functions}
+    ctx.signatures = {p.name: tuple(param.type for param in p.parameters) for p in domain.predicates}
+    ctx.parents = dict(domain.types)
     return ctx
 
 

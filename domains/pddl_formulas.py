@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from domains.errors import ArityError, PDDLSyntaxError, UndefinedSymbolError, UnsupportedFeatureError
-from domains.formulas import EITHER
+from domains.errors import ArityError, PDDLSyntaxError, TypeMismatchError, UndefinedSymbolError, UnsupportedFeatureError
+from domains.formulas import EITHER, either_types
 from domains.model import (
     OBJECT,
     TRUE,
@@ -56,6 +56,24 @@ class _Ctx:
     objects: dict[str, str] = field(default_factory=dict)
     predicates: dict[str, int] = field(default_factory=dict)
     functions: dict[str, int] = field(default_factory=dict)
+    # With `signatures` (a problem's context): each predicate's parameter types, checked against the types of
+    # the objects an atom names (`parents`: each type's parent type).
+    signatures: dict[str, tuple[str, ...]] | None = None
+    parents: dict[str, str] = field(default_factory=dict)
+
+    def is_a(self, type_name: str, wanted: str) -> bool:
+        """Whether `type_name` is `wanted` or one of its subtypes (of a member of an `(either ...)` type)."""
+        members = either_types(wanted)
+        if members is not None:
+            return any(self.is_a(type_name, member) for member in members)
+        seen: set[str] = set()
+        current: str | None = type_name
+        while current is not None and current not in seen:
+            if current == wanted or wanted == OBJECT:
+                return True
+            seen.add(current)
+            current = self.parents.get(current)
+        return False
 
     def fail(self, cls: type, message: str, parent: SList, index: int) -> NoReturn:
         raise cls(message, file=self.file, line=_line(parent, index))
@@ -206,7 +224,18 @@ def _atom(ctx: _Ctx, expr: SList, scope: dict[str, str], where: str) -> Atom:
         )
     if len(expr) - 1 != arity:
         ctx.fail(ArityError, f"{where}: predicate '{name}' expects {arity} argument(s), got {len(expr) - 1}.", expr, 0)
-    return Atom(name, tuple(_term(ctx, expr, i, scope, where) for i in range(1, len(expr))))
+    terms = tuple(_term(ctx, expr, i, scope, where) for i in range(1, len(expr)))
+    if ctx.signatures is not None:
+        for i, (term, wanted) in enumerate(zip(terms, ctx.signatures.get(name, ())), start=1):
+            if not term.startswith("?") and not ctx.is_a(ctx.objects[term], wanted):
+                ctx.fail(
+                    TypeMismatchError,
+                    f"{where}: object '{term}' is of type '{ctx.objects[term]}', but argument {i} of predicate "
+                    f"'{name}' is of type '{wanted}'; expected an object of that type or one of its subtypes.",
+                    expr,
+                    i,
+                )
+    return Atom(name, terms)
 
 
 def _formula(ctx: _Ctx, parent: SList, index: int, scope: dict[str, str], where: str) -> Formula:

@@ -50,6 +50,24 @@ def task_from_up(problem: Any) -> Task:
     original (lower-cased) is a valid PDDL name that no other item uses, so plans speak the user's names. When
     nothing was renamed the task keeps UP's texts; otherwise the texts come from the writer.
     """
+    return read_up_problem(problem).task
+
+
+@dataclasses.dataclass(frozen=True)
+class UpTask:
+    """A UP problem read into a `Task`, with the way back: `items` maps each name the task uses for an action,
+    object, type, predicate or function (lower-case, as in plans) to the UP item it stands for, so a plan's
+    steps become the problem's own `Action`s and `Object`s."""
+
+    task: Task
+    items: dict[str, Any]
+
+
+def read_up_problem(problem: Any) -> UpTask:
+    """`task_from_up`, keeping the name of every item in the task beside the UP item (`UpTask.items`).
+
+    `TaskInputError` when UP cannot write the problem as PDDL, `UnsupportedFeatureError` (a `TaskInputError`)
+    for features the task model does not have (numeric fluents beyond action costs, durative actions)."""
     from unified_planning.io import PDDLWriter  # lazy: ~2.5 s import
 
     writer = PDDLWriter(problem)
@@ -59,9 +77,10 @@ def task_from_up(problem: Any) -> Task:
         raise TaskInputError(f"unified-planning cannot write this problem as PDDL: {error}") from None
     task = parse_task(domain_text, problem_text, "<unified-planning domain>", "<unified-planning problem>")
     mapping = _renamings(writer.nto_renamings)
+    items = {mapping.get(new.lower(), new.lower()): item for new, item in writer.nto_renamings.items()}
     if not mapping:
-        return task
-    return task_with_texts(_rename(task.domain, mapping), _rename(task.problem, mapping))
+        return UpTask(task, items)
+    return UpTask(task_with_texts(_rename(task.domain, mapping), _rename(task.problem, mapping)), items)
 
 
 def _renamings(new_to_old: dict[str, Any]) -> dict[str, str]:

@@ -85,3 +85,68 @@ def _last_change(x: np.ndarray, threshold: float) -> int | None:
     w = int(hits[0])
     best = int(np.argmax(split[offsets[w] : offsets[w + 1]])) + 1
     return int(starts[w]) + best
+
+
+def current_segments(
+    outcomes: np.ndarray, bounds: np.ndarray, change_odds: float = DEFAULT_CHANGE_ODDS
+) -> tuple[np.ndarray, np.ndarray]:
+    """`current_segment` of many sequences at once: sequence i is `outcomes[bounds[i]:bounds[i + 1]]` (0/1).
+    Each sequence's start and number of changes cut, as `current_segment` gives them (every window's odds are
+    the same numbers, computed for all sequences in one pass per cut)."""
+    x = np.asarray(outcomes, dtype=float)
+    cum = np.concatenate(([0.0], np.cumsum(x)))  # counts of 0/1: exact, whatever the sequence
+    threshold = float(np.log(change_odds))
+    first, end = np.asarray(bounds[:-1], dtype=np.int64), np.asarray(bounds[1:], dtype=np.int64)
+    start = np.zeros(len(first), dtype=np.int64)
+    changes = np.zeros(len(first), dtype=np.int64)
+    active = np.arange(len(first))
+    while len(active):
+        at = _last_changes(cum, first[active] + start[active], end[active], threshold)
+        found = at >= 0
+        active = active[found]
+        start[active] += at[found]
+        changes[active] += 1
+    return start, changes
+
+
+def _last_changes(cum: np.ndarray, begin: np.ndarray, end: np.ndarray, threshold: float) -> np.ndarray:
+    """`_last_change` of each sequence [begin, end) of the outcomes whose cumulative sums are `cum` (-1: none),
+    all windows of all sequences scored in one pass."""
+    n = end - begin
+    out = np.full(len(n), -1, dtype=np.int64)
+    owner, sizes = [], []  # every window: its sequence, its size (8, 16, 32, ... below n, then n)
+    for i, length in enumerate(n.tolist()):
+        if length < 2:
+            continue
+        mine = [size for size in (MIN_WINDOW << j for j in range(64)) if size < length][: length.bit_length()]
+        sizes.extend(mine)
+        sizes.append(length)
+        owner.extend([i] * (len(mine) + 1))
+    if not sizes:
+        return out
+    owner_of = np.array(owner, dtype=np.int64)
+    lengths = np.array(sizes, dtype=np.int64)
+    starts = begin[owner_of] + n[owner_of] - lengths  # where each window starts in the outcomes
+    window = np.repeat(np.arange(len(lengths)), lengths - 1)
+    offsets = np.concatenate(([0], np.cumsum(lengths - 1)))
+    k = np.arange(offsets[-1]) - offsets[window] + 1
+    s0 = starts[window]
+    total = cum[end[owner_of]] - cum[starts]
+    f_left = cum[s0 + k] - cum[s0]
+    f_right = total[window] - f_left
+    a = JEFFREYS
+    split = betaln(f_left + a, k - f_left + a) + betaln(f_right + a, (lengths[window] - k) - f_right + a)
+    top = np.maximum.reduceat(split, offsets[:-1])
+    summed = np.log(np.add.reduceat(np.exp(split - top[window]), offsets[:-1])) + top
+    whole = betaln(total + a, lengths - total + a) - betaln(a, a)
+    log_odds = summed - 2.0 * betaln(a, a) - np.log(lengths - 1) - whole
+    log_odds[(total == 0) | (total == lengths)] = -np.inf  # a single outcome throughout: no change
+    hits = np.flatnonzero(log_odds >= threshold)
+    if len(hits) == 0:
+        return out
+    # each sequence's first window (the smallest) that finds a change
+    sequence, first_hit = np.unique(owner_of[hits], return_index=True)
+    for i, w in zip(sequence.tolist(), hits[first_hit].tolist()):
+        best = int(np.argmax(split[offsets[w] : offsets[w + 1]])) + 1
+        out[i] = int(starts[w] - begin[i]) + best
+    return out

@@ -39,8 +39,10 @@ import numpy as np
 
 from domains.model import GroundAction
 from learning.features import RowParser, situation_key, step_tokens
-from learning.prior import CAP_STEPS, design, fold_of
+from learning.prior import CAP_STEPS, design_parts, fold_of
+from learning.raw_cells import ParsedCells, first_seen, parse_cells
 from learning.shrinkage import MAX_STRENGTH, MIN_STRENGTH, fit_strength, posterior
+from learning.timed_steps import TimedCells, TimedSteps
 
 # (action, args JSON, features JSON, outcome, failure_category, duration_ms, side_effects[, run_id]): the steps
 # columns read
@@ -52,11 +54,6 @@ TIME_COLUMNS = ("action", "args", "features", "outcome", "failure_category", "du
 DEFAULT_MS = 1000.0
 _RIDGE_ALPHA = 1.0  # per capped step: a token needs a few groundings' worth of steps to move the prior far
 _MIN_ROWS = 3  # below this many timed rows an action name's prior is its mean: a regression would fit noise
-_RESCALE_AT = 500.0
-# Accumulator slots: weighted successes timed, their sum and sum of squares; the same for failures; weighted
-# failures (timed or not), of them transient, with side effects, and retried by the loop; retries (an attempt
-# right after a retried failure of the same grounding in the same run) and of them failures; all attempts.
-_SLOTS = 13
 
 
 @dataclass
@@ -99,10 +96,6 @@ class TimeEstimate:
     attempts: np.ndarray
 
 
-def is_transient(category: str | None) -> bool:
-    return category is not None and category.strip().lower() == "transient"
-
-
 class TimeModel:
     """Expected durations and failure kinds per grounding (see the module docstring). `half_life_steps`,
     `prior_strength`, `tolerance` and `trust_steps` mean what they mean in `learning.model.FailureModel`,
@@ -133,92 +126,33 @@ class TimeModel:
 
     def add(self, chunk: Sequence[TimeRow]) -> None:
         """Accumulate one chunk of rows (streamed: `learning.retrain` feeds the chunks it reads for the
-        failure model). A row's run id, when given, sums into its run's time: the learned replan penalty is
-        the mean time of a run's steps, what a plan-ending failure can lose."""
-        state = self.__dict__.setdefault("_acc", {"tables": {}, "steps": {}, "offsets": {}, "runs": {}, "last": {}})
-        tables, steps, offsets, runs = state["tables"], state["steps"], state["offsets"], state["runs"]
-        last = state["last"]  # run -> (action, args, its last step was a failure the loop retries)
-        half_life, total, timed_steps = self.half_life_steps, state.get("total", 0.0), 0
-        for row in chunk:  # the hot loop of retraining: locals, no calls where a comparison does
-            action, args_json, features_json, outcome, category, ms, side = row[:7]
-            run = row[7] if len(row) > 7 else None
-            table = tables.get(action)
-            if table is None:
-                table = tables[action] = {}
-            k = steps.get(action, 0)
-            steps[action] = k + 1
-            weight = 1.0
-            if half_life is not None:
-                exponent = (k - offsets.get(action, 0)) / half_life
-                if exponent > _RESCALE_AT:  # as `learning.counts`: weights stay finite for any number of steps
-                    _scale(table, 2.0**-exponent)
-                    offsets[action], exponent = k, 0.0
-                weight = 2.0**exponent
-            key = (args_json, features_json or "{}")
-            acc = table.get(key)
-            if acc is None:
-                acc = table[key] = [0.0] * _SLOTS
-            timed = ms is not None and 0.0 <= ms < math.inf
-            if timed:
-                timed_steps += 1
-                total += ms
-                if run is not None:
-                    runs[run] = runs.get(run, 0.0) + ms
-            failed = outcome == "failure"
-            retryable = False
-            acc[12] += weight
-            if failed:
-                transient = category == "transient" or is_transient(category)
-                side_effects = bool(side)
-                retryable = transient and not side_effects
-                if timed:
-                    acc[3] += weight
-                    acc[4] += weight * ms
-                    acc[5] += weight * ms * ms
-                acc[6] += weight
-                acc[7] += weight * transient
-                acc[8] += weight * side_effects
-                acc[9] += weight * retryable
-            elif timed and outcome == "success":
-                acc[0] += weight
-                acc[1] += weight * ms
-                acc[2] += weight * ms * ms
-            if run is not None:
-                previous = last.get(run)
-                if previous is not None and previous[2] and previous[0] == action and previous[1] == args_json:
-                    acc[10] += weight
-                    acc[11] += weight * failed
-                last[run] = (action, args_json, retryable)
-        state["total"] = total
-        self.timed_steps += timed_steps
+        failure model; columns after `TIME_COLUMNS` are ignored). A row's run id, when given, sums into its
+        run's time: the learned replan penalty is the mean time of a run's steps, what a plan-ending failure
+        can lose."""
+        self.__dict__.setdefault("_acc", TimedSteps(self.half_life_steps)).add(chunk)
 
     def finish(self) -> TimeModel:
         """Fit every action name on what `add` accumulated (call once, after the last chunk)."""
-        state = self.__dict__.pop("_acc", {"tables": {}, "steps": {}, "offsets": {}, "runs": {}, "last": {}})
+        steps = self.__dict__.pop("_acc", None) or TimedSteps(self.half_life_steps)
         self.__dict__.pop("_memo", None)
-        tables, steps, offsets = state["tables"], state["steps"], state["offsets"]
-        if self.half_life_steps is not None:  # the newest step of each action weighs 1
-            for action, table in tables.items():
-                _scale(table, 2.0 ** -((steps[action] - 1 - offsets.get(action, 0)) / self.half_life_steps))
-        self.default_ms = state.get("total", 0.0) / self.timed_steps if self.timed_steps else DEFAULT_MS
-        runs = [t for t in state["runs"].values() if t > 0]
+        tables, totals = steps.finish()
+        del steps
+        self.timed_steps += totals.timed_steps
+        self.default_ms = totals.total_ms / self.timed_steps if self.timed_steps else DEFAULT_MS
+        runs = [t for t in totals.run_ms if t > 0]
         self.replan_ms = float(np.mean(runs)) if runs else self.default_ms
         parser = RowParser()
         self.actions = {name: self._fit_action(table, parser) for name, table in tables.items()}
         return self
 
-    def _fit_action(self, table: dict[tuple[str, str], list[float]], parser: RowParser) -> TimeAction:
-        parsed = [parser.row(*key) for key in table]
-        stats = np.array(list(table.values()), dtype=float).reshape(-1, _SLOTS)
-        keys = [row[3] for row in parsed]
-        success = self._fit_durations(parsed, stats[:, 0], stats[:, 1], stats[:, 2])
-        failure = self._fit_durations(parsed, stats[:, 3], stats[:, 4], stats[:, 5])
-        cells: dict[str, list[float]] = {}
-        for key, row in zip(keys, stats):
-            cell = cells.setdefault(key, [0.0] * 7)
-            for i in range(7):
-                cell[i] += row[6 + i]
-        counts = np.array(list(cells.values()), dtype=float).reshape(-1, 7)
+    def _fit_action(self, table: TimedCells, parser: RowParser) -> TimeAction:
+        rows = parse_cells(table.args, table.features, table.args_texts, table.features_texts, parser)
+        stats = table.stats
+        success = self._fit_durations(rows, stats[:, 0], stats[:, 1], stats[:, 2])
+        failure = self._fit_durations(rows, stats[:, 3], stats[:, 4], stats[:, 5])
+        size = len(rows.cell_keys)
+        counts = np.column_stack([np.bincount(rows.cell, weights=stats[:, 6 + i], minlength=size) for i in range(7)])
+        cells = dict(zip(rows.cell_keys, counts.tolist()))
         n = counts[:, 0]
         shares, strengths = [], []
         for i in (1, 2, 3):
@@ -228,7 +162,7 @@ class TimeModel:
         return TimeAction(success, failure, shares, strengths, cells)
 
     def _fit_durations(
-        self, parsed: list[tuple], n: np.ndarray, total: np.ndarray, squares: np.ndarray
+        self, rows: ParsedCells, n: np.ndarray, total: np.ndarray, squares: np.ndarray
     ) -> DurationFit | None:
         """Shrinkage of each cell's mean duration towards the prior (module docstring); None: nothing timed."""
         seen = n > 1e-12
@@ -237,14 +171,14 @@ class TimeModel:
         mean = np.divide(total, n, out=np.zeros_like(n), where=seen)
         base = float(total[seen].sum() / n[seen].sum())
         fit = DurationFit(strength=self.prior_strength, base_ms=base)
-        rows = [parsed[i] for i in np.flatnonzero(seen)]
+        timed = np.flatnonzero(seen)
         n_s, mean_s = n[seen], mean[seen]
-        prior = np.full(len(rows), base)
-        if len(rows) >= _MIN_ROWS and np.ptp(np.log(np.maximum(mean_s, 1e-3))) > 1e-9:
-            X, vocab = design([row[2] for row in rows])
+        prior = np.full(len(timed), base)
+        if len(timed) >= _MIN_ROWS and np.ptp(np.log(np.maximum(mean_s, 1e-3))) > 1e-9:
+            X, vocab = design_parts([(numbers[timed], parts) for numbers, parts in rows.parts], len(timed))
             y = np.log(np.maximum(mean_s, 1e-3))
             w = np.minimum(n_s, CAP_STEPS)
-            folds = np.array([fold_of(row[4]) for row in rows])
+            folds = np.array([fold_of(g) for g in rows.groundings], dtype=np.int64)[rows.grounding[timed]]
             for k in set(folds.tolist()):
                 train = folds != k
                 if train.sum() >= 2:
@@ -254,15 +188,15 @@ class TimeModel:
             fit.weights = {t: float(full.coef_[c]) for t, c in vocab.items() if full.coef_[c] != 0.0}
         else:
             fit.intercept = math.log(max(base, 1e-3))
-        for row, count, m, q, sq in zip(rows, n_s, mean_s, prior, squares[seen]):
-            cell = fit.cells.setdefault(row[3], [0.0, 0.0, 0.0, 0.0])
-            cell[0] += count
-            cell[1] += count * m
-            cell[2] += count * q
-            cell[3] += sq
-        for cell in fit.cells.values():
-            cell[1], cell[2] = cell[1] / cell[0], cell[2] / cell[0]
-            cell[3] = max(cell[3] / cell[0] - cell[1] ** 2, 0.0)  # the cell's within variance
+        cell, order = first_seen(rows.cell[timed])  # the timed raw cells' cells, in the order first met
+        sums = [np.bincount(cell, weights=x, minlength=len(order)) for x in (n_s, n_s * mean_s, n_s * prior)]
+        sums.append(np.bincount(cell, weights=squares[seen], minlength=len(order)))
+        keys = rows.cell_keys
+        for key, (steps, weighted_ms, weighted_prior, sq) in zip(
+            [keys[c] for c in order.tolist()], np.column_stack(sums).tolist()
+        ):
+            mean_ms = weighted_ms / steps
+            fit.cells[key] = [steps, mean_ms, weighted_prior / steps, max(sq / steps - mean_ms**2, 0.0)]  # var
         fit.strength = self._strength(np.array(list(fit.cells.values()), dtype=float).reshape(-1, 4))
         return fit
 
@@ -371,9 +305,3 @@ def _ridge(X: Any, y: np.ndarray, w: np.ndarray) -> Any:
     from sklearn.linear_model import Ridge  # fitting only: see `learning.prior.fit_logistic`
 
     return Ridge(alpha=_RIDGE_ALPHA, solver="sparse_cg").fit(X, y, sample_weight=w)
-
-
-def _scale(table: dict[tuple[str, str], list[float]], factor: float) -> None:
-    for acc in table.values():
-        for i in range(_SLOTS):
-            acc[i] *= factor

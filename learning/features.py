@@ -41,6 +41,7 @@ numeric features would make every step its own cell).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -123,7 +124,9 @@ class RowParser:
 
     `row(args_json, features_json)` -> (args, features, token parts, cell key "args|situation", grounding
     "args"); the token parts (argument tokens, feature tokens, interaction tokens) are shared list objects, so
-    `learning.prior.design` maps each distinct part to columns once.
+    `learning.prior.design` maps each distinct part to columns once. `parse_args`, `parse_features` and
+    `interactions` are its three parts, for callers that number the distinct texts themselves
+    (`learning.action_model.fit_action`).
     """
 
     def __init__(self, object_types: Mapping[str, str] | None = None) -> None:
@@ -132,9 +135,8 @@ class RowParser:
         self._features: dict[str | None, tuple] = {}
         self._interactions: dict[tuple[str, str | None], list[Token]] = {}
 
-    def _parse_args(self, args_json: str) -> tuple:
-        import json
-
+    def parse_args(self, args_json: str) -> tuple:
+        """(args, argument tokens, grounding "args") of an arguments text."""
         hit = self._args.get(args_json)
         if hit is None:
             args = tuple(json.loads(args_json))
@@ -145,9 +147,9 @@ class RowParser:
             )
         return hit
 
-    def _parse_features(self, features_json: str | None) -> tuple:
-        import json
-
+    def parse_features(self, features_json: str | None) -> tuple:
+        """(features, feature tokens, situation tokens, situation text, the feature tokens of a step with
+        arguments) of a features text."""
         hit = self._features.get(features_json)
         if hit is None:
             features = json.loads(features_json) if features_json not in (None, "", "{}", "null") else None
@@ -162,13 +164,19 @@ class RowParser:
             )
         return hit
 
-    def row(self, args_json: str, features_json: str | None) -> tuple:
-        args, args_tokens, grounding = self._parse_args(args_json)
-        features, tokens, situation, situation_text, through_objects = self._parse_features(features_json)
-        tokens = through_objects if args else tokens
-        interactions = self._interactions.get((args_json, situation_text))
-        if interactions is None:
-            interactions = self._interactions[(args_json, situation_text)] = [
+    def interactions(self, args_json: str, args: tuple, situation: list[str], situation_text: str) -> list[Token]:
+        """The interaction tokens of parsed arguments in a parsed situation (kept per arguments text and
+        situation text)."""
+        hit = self._interactions.get((args_json, situation_text))
+        if hit is None:
+            hit = self._interactions[(args_json, situation_text)] = [
                 (f"a{i}:{obj}&{s}", INTERACTION_VALUE) for s in situation for i, obj in enumerate(args)
             ]
+        return hit
+
+    def row(self, args_json: str, features_json: str | None) -> tuple:
+        args, args_tokens, grounding = self.parse_args(args_json)
+        features, tokens, situation, situation_text, through_objects = self.parse_features(features_json)
+        tokens = through_objects if args else tokens
+        interactions = self.interactions(args_json, args, situation, situation_text)
         return args, features, (args_tokens, tokens, interactions), grounding + "|" + situation_text, grounding

@@ -88,7 +88,7 @@ import numpy as np
 from domains.model import GroundAction
 from learning.action_model import ActionModel, fit_action, objects_by_type, token_prior, unseen_rate
 from learning.changes import DEFAULT_CHANGE_ODDS
-from learning.counts import DEFAULT_STALE_HALF_LIFE, Counts
+from learning.counts import DEFAULT_STALE_HALF_LIFE, Counts, columns
 from learning.durations import TimeModel
 from learning.features import RowParser, situation_key
 from learning.params import Params
@@ -205,27 +205,31 @@ class FailureModel(Params):
             chunks = [[row for chunk in chunks for row in chunk]]
             total_rows = len(chunks[0])
         cutoff = int((total_rows or 0) * (1.0 - holdout_fraction)) if holdout else -1
-        everything, older = self._counts(), self._counts()
-        newer: dict[tuple[str, tuple[str, str]], list[int]] = {}
+        everything = self._counts()
+        older = everything.snapshot() if cutoff == 0 else None
         n = 0
         for chunk in chunks:
-            for row in chunk:
-                action, args_json, features_json, outcome = row[:4]
-                run, stamp = (row[4], row[5] if len(row) > 5 else None) if len(row) > 4 else (None, None)
-                key, failed = (args_json, features_json or "{}"), outcome == "failure"
-                everything.add(action, key, failed, run, stamp)
-                if n < cutoff:
-                    older.add(action, key, failed, run, stamp)
-                elif holdout:
-                    acc = newer.setdefault((action, key), [0, 0])
-                    acc[0] += 1
-                    acc[1] += failed
-                n += 1
+            if not chunk:
+                continue
+            actions, args, features, outcomes, runs, stamps = columns(chunk, 6)  # run id, timestamp: None if missing
+            if None in features or "" in features:
+                features = [text or "{}" for text in features]
+            failed = bytes([outcome == "failure" for outcome in outcomes])
+            split = cutoff - n if 0 < cutoff - n < len(chunk) else len(chunk)
+            for part in (slice(0, split), slice(split, None)):
+                if part.start == len(chunk):
+                    continue
+                everything.add_rows(actions[part], args[part], features[part], failed[part], runs[part], stamps[part])
+                n += len(actions[part])
+                if n == cutoff:
+                    older = everything.snapshot()
         self.holdout_metrics_: dict[str, Any] = {}
         self.durations_ = None  # `fit` and `learning.retrain` fit it beside
         parser = RowParser(object_types)
-        if holdout and n >= 10 and newer:
+        if holdout and n >= 10 and older is not None and n > cutoff:
+            newer = {(action, key): [steps, failures] for action, key, steps, failures in everything.tally(cutoff)}
             self._fit_counts(older.finish(), parser)
+            del older
             self.holdout_metrics_ = self._score(newer, parser, object_types)
         self._fit_counts(everything.finish(), parser)
         self.n_steps_ = n
@@ -241,11 +245,8 @@ class FailureModel(Params):
         params = {
             name: getattr(self, name) for name in ("prior_mean", "prior_strength", "min_samples", "C", "outliers")
         }
-        self.actions_ = {
-            name: fit_action(table, parser, recent=counts.recent.get(name), **params)
-            for name, table in counts.cells.items()
-        }
-        self.unseen_rate_ = unseen_rate(counts.cells, self.prior_mean, self.prior_strength)
+        self.actions_ = {name: fit_action(table, parser, **params) for name, table in counts.tables.items()}
+        self.unseen_rate_ = unseen_rate(counts.tables, self.prior_mean, self.prior_strength)
         self.n_runs_, self.n_changes_ = counts.runs, counts.n_changes
 
     def _score(

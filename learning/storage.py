@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import asdict
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
@@ -168,8 +167,17 @@ def _time_dict(durations: TimeModel | None) -> dict[str, Any]:
         return {}
     return {"durations": {
         "default_ms": durations.default_ms, "replan_ms": durations.replan_ms, "timed_steps": durations.timed_steps,
-        "actions": {name: asdict(action) for name, action in durations.actions.items()},
+        "actions": {name: _time_action_dict(action) for name, action in durations.actions.items()},
     }}  # fmt: skip
+
+
+def _time_action_dict(action: TimeAction) -> dict[str, Any]:
+    """`dataclasses.asdict` of a `TimeAction` without its deep copy (the dictionary is only written out)."""
+    fits = {
+        key: None if fit is None else vars(fit)
+        for key, fit in (("success", action.success), ("failure", action.failure))
+    }
+    return {**fits, "shares": action.shares, "share_strengths": action.share_strengths, "cells": action.cells}
 
 
 def model_to_bytes(model: FailureModel) -> bytes:

@@ -30,11 +30,12 @@ from portfolio.cost_cache import check_weight
 from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.registry import DEFAULT_DELEGATES, build_stages
 from portfolio.engine.cascade import PortfolioDecomposition
-from portfolio.engine.results import Delegate, PlanRequest, PlanResult, Resource
+from portfolio.engine.results import Delegate, PlanRequest, PlanResult, Resource, Status
 from portfolio.engine.tiers import Stage, Tier
 from portfolio.plan_reuse import REUSE_DELEGATE as REUSE_DELEGATE
 from portfolio.plan_reuse import reusable_suffix as reusable_suffix
 from portfolio.plan_reuse import reused_plan
+from traces.tenants import DEFAULT_TENANT
 
 if TYPE_CHECKING:
     import numpy as np
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# rule bindings the explanation of an unsolvable task may enumerate (`domains.explain`): a few hundred ms at most
+EXPLAIN_LIMIT = 50_000
 TASK_COSTS = "task"  # `PlanResult.cost_model` without learned costs: the task's own action costs
 
 
@@ -63,7 +66,9 @@ class Planner(Resource):
     model in that store and records every plan there; `cost_weight` is lambda in
     `cost = base_cost + lambda * -log(1 - p_fail)`. The default 5 prices an action that fails 80% of the time
     (-log 0.2 = 1.6) at about 8 extra unit-cost steps, so a reliable detour of a few steps wins, and the
-    optimistic prior's p_fail of ~0.05 adds a uniform 0.26 per step. `explore` prices each grounded action at its
+    optimistic prior's p_fail of ~0.05 adds a uniform 0.26 per step. `tenant` (default "default", whose runs the CLI
+    and the Python API record) chooses whose model that is (`traces.tenants`: the service keeps one per tenant of
+    its API keys; "*" is the model pooled over them all). `explore` prices each grounded action at its
     posterior mean, plus one posterior standard deviation for one already tried ("cautious", the default, picked
     by the benchmark: the optimizer's curse, `learning.explore`), a fresh Thompson draw per call ("thompson")
     or an optimistic quantile ("optimistic"); the old names "mean" and "ucb" still work, with a warning. `seed`
@@ -115,6 +120,7 @@ class Planner(Resource):
         load_model: bool = True,
         objective: str | None = None,
         time: TimeParams | None = None,
+        tenant: str | None = None,
         record_errors: Literal["raise", "log"] = "raise",
     ) -> None:
         from learning.explore import DEFAULT_EXPLORE, check_explore
@@ -145,6 +151,7 @@ class Planner(Resource):
         # False: the caller loads the model itself (`reload_model`), and decides what a bad one means (the
         # service's worker keeps serving and reports it, rather than dying at start in a loop).
         self._load_model_at_start = load_model
+        self.tenant = tenant or DEFAULT_TENANT
         self._store: TraceStore | None = None
         self._model: FailureModel | None = None
         self.select = select
@@ -207,16 +214,30 @@ class Planner(Resource):
             self.reload_model()
 
     def reload_model(self) -> None:
-        """Load the latest failure model and selection model from the trace store (after `portfolio retrain`)."""
+        """Load the latest failure model of the planner's `tenant` and the selection model from the trace store
+        (after `portfolio retrain`)."""
         if self._store is None:
             return
         from learning.retrain import load_latest
 
-        with self._lock:
-            self._model = load_latest(self._store)
-            self._cost_cache.clear()
-            self._model_generation += 1
+        self.use_model(load_latest(self._store, self.tenant))
         self._load_selection()
+
+    def reload_selection(self) -> None:
+        """Load the latest selection model from the trace store (`reload_model` without the failure model)."""
+        self._load_selection()
+
+    def use_model(self, model: FailureModel | None, generation: int | None = None) -> None:
+        """Price actions with `model` from now on (None: the task's own costs), for a caller that keeps several
+        (the service's workers keep one per tenant, `portfolio.serve.tenant_models`). `generation` names it in
+        `PlanResult.cost_model` (its stored version, say), so that a replan reuses a plan only if it was made
+        under the same model; None: the next of the planner's own count. Nothing changes if `model` is in use."""
+        with self._lock:
+            if model is self._model and model is not None:
+                return
+            self._model = model
+            self._cost_cache = {}
+            self._model_generation = generation if generation is not None else self._model_generation + 1
 
     def _load_selection(self) -> None:
         """Hand the latest selection model to Fast Downward as its `selector` and `translator_chooser` (none: the
@@ -278,7 +299,8 @@ class Planner(Resource):
         "time" adds `expected_ms`."""
         from portfolio.engine.arguments import check_state, check_task
 
-        init = check_state(check_task(task), init)
+        task = check_task(task)  # a unified-planning Problem becomes a Task here
+        init = check_state(task, init)
         fast_downward = self._fast_downward()
         if self._model is None or fast_downward is None:
             return {}
@@ -337,9 +359,10 @@ class Planner(Resource):
         weight: float | None = None,
         objective: str | None = None,
     ) -> PlanResult:
-        """Plan `task` (from `init` when given: Atoms or atoms spelled as in plans, `"(on b a)"`, in any
-        iterable; `task.init` is the default; anything else is a `TypeError`, before any delegate runs). With a trace
-        store: learned costs steer the plan (in the
+        """Plan `task` (a `Task`, or a unified-planning `Problem`, converted with `domains.up_bridge.task_from_up`:
+        the plan's steps are PDDL text either way; `portfolio.up` gives UP's own plans) from `init` when given
+        (Atoms or atoms spelled as in plans, `"(on b a)"`, in any iterable; `task.init` is the default; anything
+        else is a `TypeError`, before any delegate runs). With a trace store: learned costs steer the plan (in the
         situation `features` describes, exploring as `explore` says, default the planner's), its predicted
         success probability is reported, and the plan is recorded (under `run_id`, or a new run).
 
@@ -354,7 +377,8 @@ class Planner(Resource):
         from portfolio.engine.arguments import check_actions, check_excluded, check_state, check_task
 
         start = time.monotonic()
-        init = check_state(check_task(task), init)  # a wrong type fails here, never inside a delegate
+        task = check_task(task)  # a wrong type fails here, never inside a delegate; a UP Problem is converted
+        init = check_state(task, init)
         excluded, previous_plan = check_actions("excluded", excluded), check_actions("previous_plan", previous_plan)
         check_excluded(task, excluded)
         policy = check_explore(explore or self.explore)
@@ -389,6 +413,10 @@ class Planner(Resource):
 
             result.success_probability = plan_success_probability(info, result.actions())
             result.learned_cost = round(sum(info[step].cost for step in result.plan), 6)
+        if result.status is Status.UNSOLVABLE:
+            from domains.explain import explain_unreachable
+
+            result.explanation = explain_unreachable(task, init, limit=EXPLAIN_LIMIT)
         result.elapsed_ms = round((time.monotonic() - start) * 1000, 3)
         result.cost_model = cost_model_name
         if self._store is not None:

@@ -26,12 +26,14 @@ SECTIONS = (
     ("README.md", "## A first plan"),
     ("docs/cli.md", "# Plan from the command line"),
     ("docs/cli.md", "## Statuses, exit codes and bad input"),
+    ("docs/cli.md", "## Unsolvable, and why"),
     ("docs/traces.md", "# Traces and learned costs"),
     ("docs/traces.md", "## Plans that respect the costs"),
     ("docs/learning.md", "## A tool that broke, then was left alone"),
     ("docs/runtimes.md", "## LangGraph"),
     ("docs/runtimes.md", "## pydantic-ai"),
     ("docs/runtimes.md", "## Any MCP client"),
+    ("docs/unified-planning.md", "# From unified-planning"),
 )
 _TIMING = re.compile(r"\d+(\.\d+)? ms|in \d+(\.\d+)? s\b")
 # --json: timings, and which of the searches raced on a unit-cost task answered first (on blocks-4, either)

@@ -150,3 +150,50 @@ def test_an_option_of_learned_costs_without_a_trace_store_is_exit_2_not_ignored(
     assert main(["plan", domain, problem, *args]) == 2
     err = capsys.readouterr().err
     assert args[0] in err and "--traces PATH" in err and "Traceback" not in err
+
+
+def test_retrain_and_costs_work_on_a_tenants_model(tmp_path, capsys):
+    """`--tenant` chooses whose steps a model is fit on and whose model prices; the default tenant's (the CLI's
+    own steps) is what the commands use without it, and `--all-tenants` fits each that recorded steps since."""
+    path = tmp_path / "t.db"
+    with TraceStore(path) as store:
+        store.record_steps(
+            StepRecord(run_id=f"{prefix}r{i}", step=0, action="web-search", args=RISKY[1:-1].split()[1:],
+                       outcome="failure" if prefix else "success")
+            for i in range(40) for prefix in ("", "@acme/")
+        )  # fmt: skip
+    domain, problem = map(str, write_instance("tools", 1, 0, tmp_path))
+    assert main(["retrain", "--traces", str(path), "--tenant", "acme"]) == 0
+    assert capsys.readouterr().out.startswith("tenant acme: model version 1: 40 steps")
+    assert main(["costs", domain, problem, "--traces", str(path)]) == 2  # the default tenant has no model yet
+    assert "no trained model yet" in capsys.readouterr().err
+    assert main(["retrain", "--traces", str(path), "--all-tenants"]) == 0
+    out = capsys.readouterr().out
+    assert "tenant acme: model version 1 stands: no step recorded since" in out
+    assert "tenant default: model version 2: 40 steps" in out
+    with TraceStore(path) as store:
+        store.record_steps([StepRecord(run_id="@acme/more", step=0, action="web-search", outcome="failure")])
+    assert main(["retrain", "--traces", str(path), "--all-tenants"]) == 0  # only acme recorded a step since
+    out = capsys.readouterr().out
+    assert "tenant acme: model version 3: 41 steps" in out and "tenant default: model version 2 stands" in out
+    acme = costs_rows(capsys, domain, problem, "--traces", str(path), "--tenant", "acme")
+    default = costs_rows(capsys, domain, problem, "--traces", str(path))
+    assert acme[RISKY]["p_fail"] > 0.9 and default[RISKY]["p_fail"] < 0.1
+    assert acme[RISKY]["steps"] == default[RISKY]["steps"] == 40  # the step since is of another grounding
+    assert main(["costs", domain, problem, "--traces", str(path), "--pooled"]) == 2
+    assert "no trained model pooled over every tenant yet" in capsys.readouterr().err
+    assert main(["retrain", "--traces", str(path), "--pooled"]) == 0
+    assert capsys.readouterr().out.startswith("pooled model: model version 4: 81 steps")
+    pooled = costs_rows(capsys, domain, problem, "--traces", str(path), "--pooled")
+    assert pooled[RISKY]["steps"] == 80 and 0.2 < pooled[RISKY]["p_fail"] < 0.8
+    assert main(["costs", domain, problem, "--traces", str(path), "--tenant", "zeta"]) == 2
+    assert "no trained model of tenant 'zeta' yet" in capsys.readouterr().err
+    plans = {}
+    for tenant in ("acme", "zeta"):
+        assert main(["plan", domain, problem, "--traces", str(path), "--tenant", tenant, "--json"]) == 0
+        plans[tenant] = json.loads(capsys.readouterr().out)
+    assert plans["acme"]["cost_model"].startswith("learned:") and RISKY not in plans["acme"]["plan"]
+    assert plans["zeta"]["cost_model"] == "task" and RISKY in plans["zeta"]["plan"]  # no model: the task's costs
+    with pytest.raises(SystemExit) as bad:
+        main(["costs", domain, problem, "--traces", str(path), "--tenant", "Not A Tenant"])
+    assert bad.value.code == 2 and "expected a tenant's name" in capsys.readouterr().err

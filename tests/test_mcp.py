@@ -191,3 +191,15 @@ def test_a_malformed_message_does_not_end_the_stdio_server(tmp_path):
         process.stdin.close()
         process.wait(timeout=15)
     assert process.returncode == 0
+
+
+def test_mcp_help_names_every_tool_the_server_serves():
+    """`portfolio mcp --help` is where a user learns what the server offers: every tool, none missing."""
+    from portfolio.serve.mcp_server import TOOL_SCOPES
+
+    out = subprocess.run(
+        [sys.executable, "-m", "portfolio.cli", "mcp", "--help"], capture_output=True, text=True, cwd=REPO, check=True
+    ).stdout
+    text = " ".join(out.split())
+    missing = [tool for tool in TOOL_SCOPES if tool not in text]
+    assert missing == [], f"portfolio mcp --help does not name {missing}"

@@ -110,3 +110,52 @@ def test_served_a_bad_model_is_a_503_with_the_reason_and_degraded_health_not_a_c
             assert actions.status_code == 503 and "n_steps" in actions.json()["error"]
             assert svc.pool.last_failure is None  # no worker died or was replaced
             assert client.post("/v1/validate", json={**small_plan(), "plan": []}).status_code == 200
+
+
+def test_one_tenants_bad_model_is_a_503_for_its_plans_alone_and_read_again_at_each_call(tmp_path):
+    """Tenant a's stored model is damaged, b's is sound: a's plans are 503 naming the field, b's are planned
+    under b's model by the same worker, and a's plans succeed once a readable model of a is stored (the worker
+    tries the store again at a's next call, without a restart)."""
+    from portfolio.serve.keys import add_key
+
+    path = tmp_path / "tenants.db"
+    with TraceStore(path) as store:
+        keys = {tenant: add_key(store, f"agent-{tenant}", tenant, "plan,read") for tenant in "ab"}
+        for tenant in "ab":
+            runs = [f"@{tenant}/run-{i}" for i in range(5)]
+            store.record_steps(
+                StepRecord(run_id=r, step=0, action="pick-up", args=("c",), outcome="success") for r in runs
+            )
+            retrain(store, tenant=tenant)
+        bad = store.latest_model_version("a")
+        document = json.loads(bytes(store.latest_model("a").blob))
+    with sqlite3.connect(path) as db:
+        edited = json.dumps(set_path(document, ("n_steps",), "many")).encode()
+        db.execute("UPDATE models SET blob = ? WHERE version = ?", (edited, bad))
+    with serve_in_thread(config(traces=str(path), workers=1)) as (url, svc):
+        with httpx.Client(base_url=url, timeout=60) as client:
+
+            def plan(tenant: str) -> httpx.Response:
+                return client.post("/v1/plan", json=small_plan(), headers={"Authorization": f"Bearer {keys[tenant]}"})
+
+            for tenant in "aba":
+                answer = plan(tenant)
+                if tenant == "a":
+                    assert answer.status_code == 503, answer.text
+                    assert answer.json()["kind"] == "ModelFormatError" and "n_steps" in answer.json()["error"]
+                else:
+                    assert answer.status_code == 200, answer.text
+                    assert answer.json()["cost_model"].startswith(f"learned:{svc.store.latest_model_version('b')}:")
+            health = client.get("/v1/health").json()  # b's plans do not hide a's refusal
+            assert health["status"] == "degraded" and any("n_steps" in r for r in health["reasons"])
+            assert not any("'a'" in r for r in health["reasons"])  # health needs no token: no tenant named
+            with TraceStore(path) as store:
+                store.record_steps(
+                    [StepRecord(run_id="@a/more", step=0, action="pick-up", args=("c",), outcome="success")]
+                )
+                fixed = retrain(store, tenant="a").version
+            answer = plan("a")  # the server's model version has not moved yet: the worker reads a's again anyway
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["cost_model"].startswith(f"learned:{fixed}:")
+            assert client.get("/v1/health").json()["status"] == "ok"
+            assert svc.pool.last_failure is None  # no worker died or was replaced

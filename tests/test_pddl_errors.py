@@ -299,3 +299,49 @@ def test_sections_fast_downward_refuses_are_refused_with_their_line(domain, prob
     error = _error(TaskInputError, domain, problem)
     assert (error.file, error.line) == where, error
     assert message in str(error), error
+
+
+TYPED_DOMAIN = """(define (domain rel)
+  (:requirements :strips :typing)
+  (:types artifact service - object api - service)
+  (:predicates (artifact-of ?a - artifact ?s - service) (done ?a - artifact) (linked ?x - (either artifact api)))
+  (:action ship :parameters (?a - artifact ?s - service)
+    :precondition (artifact-of ?a ?s) :effect (done ?a)))
+"""
+
+
+def _typed_problem(init: str, goal: str) -> str:
+    return f"""(define (problem p) (:domain rel)
+  (:objects v2 - artifact gateway - api store - service)
+  (:init
+    {init})
+  (:goal {goal}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("init", "goal", "line", "said"),
+    [
+        # an artifact where a service belongs, and the other way round (arguments swapped)
+        ("(artifact-of gateway v2)", "(done v2)", 4, "object 'gateway' is of type 'api', but argument 1 of predicate"),
+        ("(artifact-of v2 gateway)", "(done gateway)", 5, "goal: object 'gateway' is of type 'api', but argument 1"),
+        ("(artifact-of v2 gateway)", "(and (done v2) (linked store))", 5, "object 'store' is of type 'service'"),
+    ],
+)
+def test_an_object_of_the_wrong_type_in_a_problem_atom_is_bad_input(init: str, goal: str, line: int, said: str):
+    """A slip of argument order or type in :init or :goal is an error with file and line, as it is in a plan,
+    not a task that silently proves unsolvable."""
+    from domains.errors import TypeMismatchError
+
+    error = _error(TypeMismatchError, TYPED_DOMAIN, _typed_problem(init, goal))
+    assert error.file == "prob.pddl" and error.line == line, error
+    assert said in str(error) and "expected an object of that type or one of its subtypes" in str(error)
+
+
+def test_subtypes_either_types_and_quantified_variables_pass_the_type_check():
+    problem = _typed_problem(
+        "(artifact-of v2 gateway) (artifact-of v2 store) (linked gateway) (linked v2)",
+        "(and (done v2) (forall (?s - service) (artifact-of v2 ?s)))",
+    )
+    task = parse_task(TYPED_DOMAIN, problem)
+    assert Atom("artifact-of", ("v2", "gateway")) in task.problem.init  # an api is a service

@@ -327,3 +327,65 @@ def test_task_sources_one_copy_per_task_and_a_schema_2_file_gains_them(tmp_path:
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert conn.execute("SELECT count(*) FROM task_sources").fetchone()[0] == 2
+
+
+def test_models_are_kept_per_tenant_with_one_sequence_of_versions(tmp_path: Path) -> None:
+    with TraceStore(tmp_path / "t.db") as store:
+        assert store.save_model(b"d1", {}, {}) == 1
+        assert store.save_model(b"a1", {}, {}, tenant="acme") == 2
+        assert store.save_model(b"a2", {}, {}, tenant="acme") == 3
+        assert store.save_model(b"p1", {}, {}, tenant="*") == 4
+        assert store.save_model(b"d2", {}, {}) == 5
+        assert (store.latest_model().blob, store.latest_model().tenant) == (b"d2", "default")
+        assert (store.latest_model("acme").blob, store.latest_model("acme").version) == (b"a2", 3)
+        assert store.latest_model("*").blob == b"p1" and store.latest_model("zeta") is None
+        assert store.latest_model_version() == 5 and store.latest_model_version("acme") == 3
+        assert store.prune_models(1) == 2  # each tenant keeps its newest
+        assert [v for (v,) in store.db.execute("SELECT version FROM models ORDER BY version")] == [3, 4, 5]
+
+
+def test_a_store_of_schema_6_keeps_its_models_as_the_default_tenants(tmp_path: Path) -> None:
+    """Before schema 7 one model was fit on every step; the migration makes it the default tenant's, whose
+    steps were all such a store held, so planning with it goes on as before the upgrade."""
+    import sqlite_utils
+
+    from traces.schema import MIGRATIONS
+
+    path = tmp_path / "v6.db"
+    db = sqlite_utils.Database(sqlite3.connect(path))
+    for migration in MIGRATIONS[:6]:
+        migration(db)
+    db.execute("PRAGMA user_version = 6")
+    db.conn.execute("INSERT INTO models (created, version, metadata, metrics, blob) VALUES ('x', 4, '{}', '{}', 'm')")
+    db.conn.commit()
+    db.conn.close()
+    with TraceStore(path) as store:
+        old = store.latest_model()
+        assert old is not None and (old.version, old.tenant, old.blob) == (4, "default", b"m")
+        assert store.latest_model("acme") is None
+        assert store.save_model(b"a", {}, {}, tenant="acme") == 5
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_a_tenants_steps_are_those_under_its_prefix(tmp_path: Path) -> None:
+    from traces.tenants import tenant_of, tenants_with_steps
+
+    ids = ["r1", "Zed", "@a/1", "@a/2", "@ab/1", "@b/x/y", "@", "@nosep", "~tilde"]
+    with TraceStore(tmp_path / "t.db") as store:
+        store.record_steps(StepRecord(run_id=r, step=0, action="go", outcome="success") for r in ids)
+        assert tenants_with_steps(store) == ["a", "ab", "b", "default"]
+        runs = {
+            tenant: sorted(row[0] for chunk in store.iter_step_chunks(["run_id"], tenant=tenant) for row in chunk)
+            for tenant in ("default", "a", "ab", "b", "*")
+        }
+        assert runs == {
+            "default": sorted(["r1", "Zed", "~tilde"]),
+            "a": ["@a/1", "@a/2"],
+            "ab": ["@ab/1"],
+            "b": ["@b/x/y"],
+            "*": sorted(ids),
+        }
+        assert {t: store.count_steps(tenant=t) for t in runs} == {t: len(r) for t, r in runs.items()}
+        assert store.count_steps(tenant="a", through=3) == 1  # ids are 1, 2, 3, ...: @a/1 is the third
+    assert [tenant_of(r) for r in ("r1", "@a/1", "@b/x/y")] == ["default", "a", "b"]

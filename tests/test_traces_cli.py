@@ -211,7 +211,7 @@ def test_importing_the_store_itself_is_refused(tmp_path: Path, capsys: pytest.Ca
     assert run("traces", "import", write(tmp_path / "in.jsonl", [json.dumps(LINE)]), "--traces", db) == 0
     capsys.readouterr()
     assert run("traces", "import", db, "--traces", db) == 2
-    assert "is the trace database itself; expected a JSONL file" in capsys.readouterr().err
+    assert "is the trace database itself; expected a JSONL or CSV file" in capsys.readouterr().err
 
 
 def test_a_file_that_cannot_be_read_is_named_without_a_line_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
@@ -244,3 +244,38 @@ def test_a_file_with_a_byte_order_mark_imports_from_its_first_line(
     path.write_text("\n".join(json.dumps(LINE | {"step": i}) for i in range(2)) + "\n", encoding="utf-8-sig")
     assert run("traces", "import", str(path), "--traces", str(tmp_path / "t.db")) == 0
     assert "imported 2 step(s)" in capsys.readouterr().out
+
+
+def test_a_csv_file_of_steps_imports_like_jsonl_with_bad_rows_named_by_line(tmp_path: Path, capsys):
+    """A spreadsheet's export: plan spelling or name and args, JSON features, an extra column as a feature, an
+    empty cell as a field left out; a bad row is skipped and named by its line (a quoted line break counted)."""
+    from traces.jsonl import iter_jsonl
+    from traces.records import StepRecord
+    from traces.store import TraceStore
+
+    csv_file = tmp_path / "steps.csv"
+    csv_file.write_text(
+        "run_id,step,action,args,outcome,duration_ms,weather,features,error\n"
+        "r1,0,(drive t1 a b),,success,1200,rain,,\n"
+        'r1,1,unload,t1 b,failure,,,"{""load"": 3}","line one\nline two"\n'
+        "r1,2,,,success,,,,\n"
+        "r1,3,(drive t1 b a),,maybe,,,,\n"
+    )
+    db = str(tmp_path / "t.db")
+    assert run("traces", "import", str(csv_file), "--traces", db) == 1
+    err = capsys.readouterr().err
+    assert f"{csv_file}:5: skipped: action: Field required" in err
+    assert f"{csv_file}:6: skipped: outcome: Input should be 'success', 'failure' or 'replan'" in err
+    with TraceStore(db) as store:
+        steps = {s.step: s for s in map(StepRecord.model_validate_json, iter_jsonl(store))}
+    assert steps[0].action == "drive" and steps[0].args == ("t1", "a", "b") and steps[0].duration_ms == 1200
+    assert steps[0].features == {"weather": "rain"}
+    assert steps[1].args == ("t1", "b") and steps[1].features == {"load": 3} and steps[1].error == "line one\nline two"
+    assert run("traces", "import", str(csv_file), "--traces", db, "--strict") == 2  # bad rows: nothing written
+
+
+def test_a_csv_file_without_the_columns_a_step_needs_is_refused(tmp_path: Path, capsys):
+    csv_file = tmp_path / "steps.csv"
+    csv_file.write_text("run,step,act\nr1,0,(drive t1 a b)\n")
+    assert run("traces", "import", str(csv_file), "--traces", str(tmp_path / "t.db")) == 2
+    assert "the header lacks action, run_id" in capsys.readouterr().err

@@ -95,7 +95,8 @@ def _read_numbered(path: str) -> tuple[list[StepRecord], list[int], list[tuple[i
 
 
 def import_jsonl(store: TraceStore, path: str | os.PathLike[str], *, strict: bool = False) -> ImportReport:
-    """Import a JSONL file of steps into `store`.
+    """Import a JSONL file of steps into `store` (a path ending in `.csv`: a CSV file of steps,
+    `traces.csv_steps`).
 
     strict: any bad or conflicting line raises `TraceImportError` and nothing is imported. Otherwise the good
     lines are written in one transaction and the bad and conflicting ones are listed in the returned report
@@ -103,8 +104,13 @@ def import_jsonl(store: TraceStore, path: str | os.PathLike[str], *, strict: boo
     """
     path = str(path)
     if _is_store_file(store, path):
-        raise TraceImportError(path, [(0, "is the trace database itself; expected a JSONL file of steps")])
-    records, numbers, problems = _read_numbered(path)
+        raise TraceImportError(path, [(0, "is the trace database itself; expected a JSONL or CSV file of steps")])
+    if path.lower().endswith(".csv"):
+        from traces.csv_steps import read_csv_numbered
+
+        records, numbers, problems = read_csv_numbered(path)
+    else:
+        records, numbers, problems = _read_numbered(path)
     if problems and strict:
         raise TraceImportError(path, problems, imported=0)
     try:

@@ -157,3 +157,4 @@ class StoredModel(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     metrics: dict[str, Any] = Field(default_factory=dict)
     blob: bytes = Field(repr=False)
+    tenant: str = "default"  # whose steps it was fit on (`traces.tenants`)

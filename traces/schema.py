@@ -120,7 +120,15 @@ def _v6(db: sqlite_utils.Database) -> None:
     db.table("step_batches").create_index(["created"])
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
+def _v7(db: sqlite_utils.Database) -> None:
+    """Learned costs per tenant (`traces.tenants`): each failure model is one tenant's (or the pooled model's),
+    fit on its steps alone. The models stored before were fit on every step; they become the default tenant's,
+    whose steps are all a store without API keys holds."""
+    db.execute("ALTER TABLE models ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default'")
+    db.execute("CREATE INDEX idx_models_tenant_version ON models (tenant, version)")
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

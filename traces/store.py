@@ -40,8 +40,9 @@ from traces.recording import RecordReport
 from traces.records import ActionStats, RunRecord, StepRecord, StoredModel
 from traces.rows import STEP_COLUMNS, row_step, step_row
 from traces.stored_json import LIST, OBJECT, read_json, row_name
+from traces.tenants import DEFAULT_TENANT, step_filter
 from traces.transactions import Transactions
-from traces.versions import next_version
+from traces.versions import latest_version, next_version
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,23 @@ def default_path() -> str:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _step_where(action: str | None, tenant: str | None, through: int | None) -> tuple[str, list[Any]]:
+    """The SQL condition (and parameters) on `steps` of `count_steps` and `iter_step_chunks`."""
+    where: list[str] = ["1"]
+    params: list[Any] = []
+    if action is not None:
+        where.append("action = ?")
+        params.append(action)
+    if tenant is not None:
+        condition, values = step_filter(tenant)
+        where.append(condition)
+        params += values
+    if through is not None:
+        where.append("id <= ?")
+        params.append(through)
+    return " AND ".join(where), params
 
 
 class TraceStore(Transactions):
@@ -253,18 +271,30 @@ class TraceStore(Transactions):
             recording.log_conflicts(self.path, report)
         return report
 
-    def count_steps(self, action: str | None = None) -> int:
-        if action is None:
-            return self._retry(lambda: self.db.execute("SELECT count(*) FROM steps").fetchone()[0])
-        return self._retry(
-            lambda: self.db.execute("SELECT count(*) FROM steps WHERE action = ?", [action]).fetchone()[0]
-        )
+    def count_steps(self, action: str | None = None, *, tenant: str | None = None, through: int | None = None) -> int:
+        """The steps recorded (of one action name; of one tenant's runs, `traces.tenants`; up to step id
+        `through`, when given)."""
+        where, params = _step_where(action, tenant, through)
+        sql = f"SELECT count(*) FROM steps WHERE {where}"
+        return self._retry(lambda: self.db.execute(sql, params).fetchone()[0])
+
+    def last_step_id(self) -> int:
+        """The id of the newest step (0 before the first): what a model fit now has seen (`iter_step_chunks`'
+        `through`)."""
+        return self._retry(lambda: self.db.execute("SELECT coalesce(max(id), 0) FROM steps").fetchone()[0])
 
     def iter_step_chunks(
-        self, columns: Sequence[str] = STEP_COLUMNS, *, action: str | None = None, chunk_size: int = 50_000
+        self,
+        columns: Sequence[str] = STEP_COLUMNS,
+        *,
+        action: str | None = None,
+        chunk_size: int = 50_000,
+        tenant: str | None = None,
+        through: int | None = None,
     ) -> Iterator[list[tuple]]:
         """Raw step rows (tuples of `columns`, in insertion order) in chunks: the fast path for learners that
-        read millions of steps. JSON columns stay JSON text."""
+        read millions of steps. JSON columns stay JSON text. Only the steps of one action name, of one tenant's
+        runs (`traces.tenants`) and up to step id `through`, when given."""
         if chunk_size < 1:
             raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
         unknown = [c for c in columns if c not in STEP_COLUMNS and c != "id"]
@@ -275,13 +305,13 @@ class TraceStore(Transactions):
         # upper bound `last` fixes the set of steps at the call, as one long SELECT did. Each page's last id
         # comes from an OFFSET probe on the primary key, not from an extra column on every row: measured on
         # 300,000 steps, 5-10% slower than one long SELECT where an id column sliced off in Python was 35%.
-        last = self._retry(lambda: self.db.execute("SELECT coalesce(max(id), 0) FROM steps").fetchone()[0])
-        where = "id > ? AND id <= ?" + (" AND action = ?" if action is not None else "")
+        last = self.last_step_id() if through is None else through
+        selected, extra = _step_where(action, tenant, None)
+        where = f"id > ? AND id <= ? AND {selected}"
         bound_sql = f"SELECT id FROM steps WHERE {where} ORDER BY id LIMIT 1 OFFSET ?"
         page_sql = f"SELECT {', '.join(columns)} FROM steps WHERE {where} ORDER BY id"
         after = 0
         while after < last:
-            extra = [action] if action is not None else []
 
             def page() -> tuple[int, list[tuple]]:
                 found = self.db.conn.execute(bound_sql, [after, last, *extra, chunk_size - 1]).fetchone()
@@ -331,9 +361,13 @@ class TraceStore(Transactions):
 
     # -- models ----------------------------------------------------------------------------------------------------
 
-    def save_model(self, blob: bytes, metadata: dict[str, Any], metrics: dict[str, Any]) -> int:
-        """Store a serialized model under the next version number (1, 2, ...; never one issued before, even if
-        its model was deleted: `traces.versions`) and return that version."""
+    def save_model(
+        self, blob: bytes, metadata: dict[str, Any], metrics: dict[str, Any], *, tenant: str = DEFAULT_TENANT
+    ) -> int:
+        """Store a serialized model of `tenant` (`traces.tenants`; `POOLED` for the model of every tenant's
+        steps) under the next version number (1, 2, ...: one sequence for all tenants, so a version names one
+        model; never one issued before, even if its model was deleted: `traces.versions`) and return that
+        version."""
 
         def body() -> int:
             version = next_version(self, "models")
@@ -344,35 +378,50 @@ class TraceStore(Transactions):
                     "metadata": json.dumps(metadata, default=str),
                     "metrics": json.dumps(metrics, default=str),
                     "blob": blob,
+                    "tenant": tenant,
                 }
             )
             return version
 
         return self._write(body)
 
-    def latest_model(self) -> StoredModel | None:
-        """The model with the highest version, or None before the first `save_model`. `BadRowError`, naming the
-        row and column, when its metadata or metrics are not a JSON object."""
+    def latest_model(self, tenant: str = DEFAULT_TENANT) -> StoredModel | None:
+        """The newest model of `tenant`, or None before its first `save_model`. `BadRowError`, naming the row and
+        column, when its metadata or metrics are not a JSON object."""
         rows = self._retry(
             lambda: self.db.execute(
-                "SELECT version, created, metadata, metrics, blob FROM models ORDER BY version DESC LIMIT 1"
+                "SELECT version, created, metadata, metrics, blob, tenant FROM models WHERE tenant = ? "
+                "ORDER BY version DESC LIMIT 1",
+                [tenant],
             ).fetchall()
         )
         if not rows:
             return None
-        version, created, metadata, metrics, blob = rows[0]
+        version, created, metadata, metrics, blob, tenant = rows[0]
         row = f"version {version}"
         return StoredModel(
-            version=version, created=created, blob=blob,
+            version=version, created=created, blob=blob, tenant=tenant,
             metadata=read_json(OBJECT, metadata, row_name(self.path, "models", row, "metadata")),
             metrics=read_json(OBJECT, metrics, row_name(self.path, "models", row, "metrics")),
         )  # fmt: skip
 
+    def latest_model_version(self, tenant: str | None = None) -> int | None:
+        """The newest model's version, of `tenant` (None: of any, `traces.versions.latest_version`), without
+        reading the model; None before one."""
+        if tenant is None:
+            return latest_version(self, "models")
+        sql = "SELECT max(version) FROM models WHERE tenant = ?"
+        return self._retry(lambda: self.db.execute(sql, [tenant]).fetchone()[0])
+
     def prune_models(self, keep: int) -> int:
-        """Delete every model version but the newest `keep` (at least 1); returns how many were deleted."""
+        """Delete every model version but the newest `keep` (at least 1) of each tenant; returns how many were
+        deleted."""
         if keep < 1:
             raise ValueError(f"keep must be at least 1 (the planner loads the newest model), got {keep}")
-        sql = "DELETE FROM models WHERE version NOT IN (SELECT version FROM models ORDER BY version DESC LIMIT ?)"
+        sql = (
+            "DELETE FROM models WHERE version NOT IN (SELECT version FROM (SELECT version, row_number() OVER "
+            "(PARTITION BY tenant ORDER BY version DESC) AS newest FROM models) WHERE newest <= ?)"
+        )
         return self._write(lambda: self.db.execute(sql, [keep]).rowcount)
 
     # -- lifecycle -------------------------------------------------------------------------------------------------

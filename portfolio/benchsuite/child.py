@@ -23,6 +23,51 @@ from portfolio.benchsuite import planners, suites
 from portfolio.engine.limits import die_with_parent
 
 PARENT_ENV = "PORTFOLIO_BENCH_PARENT"  # the runner's pid, set by runner.execute
+SAMPLE_S = 0.01  # how often the planning process tree's memory is read
+
+
+class TreeMemory:
+    """The memory a planner adds while it plans: the peak, over samples every `SAMPLE_S`, of the resident memory
+    of this process and every process below it, less this process's own when planning began (the interpreter
+    and the imports every planner shares, ~150 MB), and at least the largest waited-for child's own peak
+    (`RUSAGE_CHILDREN`: a search process, exact even when it lived between two samples)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        import psutil
+
+        self._me = psutil.Process()
+        self._base = self._me.memory_info().rss
+        self._peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _tree_rss(self) -> int:
+        import psutil
+
+        total = 0
+        for process in [self._me, *self._me.children(recursive=True)]:
+            try:
+                total += process.memory_info().rss
+            except psutil.Error:  # ended between the listing and the read
+                pass
+        return total
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self._peak = max(self._peak, self._tree_rss() - self._base)
+            self._stop.wait(SAMPLE_S)
+
+    def stop_kb(self) -> int:
+        """Stop sampling; the planner's peak in KiB."""
+        import resource
+
+        self._stop.set()
+        self._thread.join()
+        children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux
+        return max(self._peak // 1024, children)
 
 
 def exit_if_orphaned(parent: int | None) -> None:
@@ -70,6 +115,12 @@ def run(spec: dict[str, Any], channel: TextIO) -> dict[str, Any]:
         if task is not None
         else (Path(task_spec.domain_file or ""), Path(task_spec.problem_file or ""))
     )
+    memory: list[TreeMemory] = []
+
+    def ready() -> None:
+        memory.append(TreeMemory())
+        send(channel, {"ready": True})
+
     outcome = planners.run_planner(
         spec["planner"],
         task,
@@ -78,8 +129,10 @@ def run(spec: dict[str, Any], channel: TextIO) -> dict[str, Any]:
         spec["budget_s"],
         spec["decomposer_budget_s"],
         workdir,
-        ready=lambda: send(channel, {"ready": True}),
+        ready=ready,
     )
+    if memory:
+        record["peak_mem_kb"] = memory[0].stop_kb()
     record.update(planners.outcome_fields(outcome))
     if outcome.status == "solved":
         record["plan_length"] = len(outcome.plan)

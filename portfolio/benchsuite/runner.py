@@ -188,6 +188,7 @@ def execute(spec: RunSpec | dict) -> dict[str, Any]:
             process.returncode = os.waitstatus_to_exitcode(status)
             process.stdout.close()  # type: ignore[union-attr]
     wall = time.monotonic() - started
+    # peak_mem_kb: the planner's own (`child.TreeMemory`, in the result); the whole run's process when it died
     record = base_record(spec) | {"wall_s": round(wall, 6), "peak_mem_kb": usage.ru_maxrss, "pid": process.pid}
     if result is not None:
         record.update(result)

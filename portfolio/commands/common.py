@@ -48,6 +48,46 @@ def add_traces_argument(parser: argparse.ArgumentParser, required: bool = True) 
     parser.set_defaults(traces_given=bool(from_env) or required)
 
 
+def tenant_type(text: str) -> str:
+    """A tenant's name, as `portfolio keys add --tenant` takes it."""
+    import re
+
+    if text != "default" and not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,31}", text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a tenant's name (1 to 32 characters, lower-case letters, digits, '-' and '_', "
+            "starting with a letter or digit) or 'default'"
+        )
+    return text
+
+
+def add_tenant_arguments(parser: argparse.ArgumentParser, what: str, every: bool = False) -> None:
+    """`--tenant NAME` and `--pooled` (and, with `every`, `--all-tenants`): whose failure model `what` is
+    (`traces.tenants`); `learning_tenant` reads them."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--tenant",
+        type=tenant_type,
+        default="default",
+        metavar="NAME",
+        help=f"{what} the model of tenant NAME, learned from its steps alone (default: 'default', the tenant whose "
+        "runs the CLI, the Python API and the server's --token record)",
+    )
+    group.add_argument(
+        "--pooled", action="store_true", help=f"{what} the model of every tenant's steps (`serve --pool-learning`)"
+    )
+    if every:
+        group.add_argument(
+            "--all-tenants", action="store_true", help="fit each tenant's model, as a retrain of the service does"
+        )
+
+
+def learning_tenant(args: argparse.Namespace) -> str:
+    """The tenant `add_tenant_arguments` chose ("*" for the pooled model)."""
+    from traces.tenants import POOLED
+
+    return POOLED if args.pooled else args.tenant
+
+
 def missing_store(path: str) -> str | None:
     """The error for a command that reads a trace store given a path where there is none (None if there is one):
     opening it would create an empty database, so a typo in --traces printed "no steps" and left a file behind."""

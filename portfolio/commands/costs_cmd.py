@@ -7,8 +7,10 @@ import json
 
 from portfolio.commands.common import (
     add_objective_arguments,
+    add_tenant_arguments,
     add_traces_argument,
     fail_bad_input,
+    learning_tenant,
     store_error_types,
     time_params,
     weight_type,
@@ -48,6 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("domain", help="PDDL domain file")
     parser.add_argument("problem", help="PDDL problem file")
     add_traces_argument(parser)
+    add_tenant_arguments(parser, "price with")
     add_features_arguments(parser)
     parser.add_argument(
         "--weight",
@@ -73,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         task = load_task(args.domain, args.problem)
         planner = Planner(
             [FastDownward()], traces=args.traces, cost_weight=args.weight, warm=False,
-            objective=args.objective, time=time_params(args),
+            objective=args.objective, time=time_params(args), tenant=learning_tenant(args),
         )  # fmt: skip
     except (TaskInputError, FeaturesError) as error:
         return fail_bad_input(str(error))
@@ -81,7 +84,10 @@ def run(args: argparse.Namespace) -> int:
         return fail_bad_input(str(error))
     with planner:
         if planner.model is None:
-            return fail_bad_input(f"{args.traces} holds no trained model yet; run `portfolio retrain` first")
+            whose = {"default": "", "*": " pooled over every tenant"}.get(
+                planner.tenant, f" of tenant {planner.tenant!r}"
+            )
+            return fail_bad_input(f"{args.traces} holds no trained model{whose} yet; run `portfolio retrain` first")
         costs = planner.learned_costs(task, features=features or None)
     rows = cost_rows(costs)
     if args.json:

@@ -10,9 +10,11 @@ import sys
 from portfolio.commands.common import (
     add_cost_arguments,
     add_objective_arguments,
+    add_tenant_arguments,
     add_traces_argument,
     add_translator_python_argument,
     fail_bad_input,
+    learning_tenant,
     seconds_type,
     time_params,
 )
@@ -126,6 +128,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write the translation cache")
     parser.add_argument("--json", action="store_true", help="print the PlanResult as JSON")
     add_traces_argument(parser, required=False)
+    add_tenant_arguments(parser, "price with")
     add_features_arguments(parser)
     from learning.explore import EXPLORE_POLICIES, renamed
 
@@ -238,6 +241,8 @@ def run(args: argparse.Namespace) -> int:
         "--explore": args.explore is not None,
         "--objective": args.objective is not None,
         "--features": bool(features),
+        "--tenant": args.tenant != "default",
+        "--pooled": args.pooled,
     }
     idle = [flag for flag, given in learned_only.items() if given]
     if traces is None and idle:  # accepted without a word, they changed nothing: the user meant learned costs
@@ -275,6 +280,7 @@ def run(args: argparse.Namespace) -> int:
             quality=args.quality,
             objective=args.objective,
             time=time_params(args),
+            tenant=learning_tenant(args),
             **({} if args.weight is None else {"cost_weight": args.weight}),
         )
     except store_error_types() as error:
@@ -325,6 +331,8 @@ def print_result(result, as_json: bool) -> None:
     else:
         verdict = "no plan: " + VERDICTS[result.status.value]
         out.write(f"; {verdict}\n")
+        for line in result.explanation:
+            out.write(f"; {line}\n")
     for attempt in result.attempts:
         reason = f" ({attempt.reason})" if attempt.reason else ""
         out.write(f"; attempt {attempt.delegate}: {attempt.status.value} in {attempt.elapsed_ms:.1f} ms{reason}\n")

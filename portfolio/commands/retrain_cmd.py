@@ -1,5 +1,6 @@
-"""`portfolio retrain`: fit the failure model on every stored step, and the configuration selection model on
-every plan recorded with its domain, and store each as its next version."""
+"""`portfolio retrain`: fit a tenant's failure model on its stored steps (or each tenant's, or one of them all),
+and the configuration selection model on every plan recorded with its domain, and store each as its next
+version."""
 
 from __future__ import annotations
 
@@ -9,15 +10,23 @@ import math
 
 from learning.changes import DEFAULT_CHANGE_ODDS
 from learning.counts import DEFAULT_STALE_HALF_LIFE
-from portfolio.commands.common import add_traces_argument, fail_bad_input, missing_store
+from portfolio.commands.common import (
+    add_tenant_arguments,
+    add_traces_argument,
+    fail_bad_input,
+    learning_tenant,
+    missing_store,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "retrain", help="learn which actions fail, and which searches solve each domain first, from the traces",
-        description="Fit a per-action failure model on every stored step (each grounded action judged on its steps "
-        "since its failure rate last changed; what the plans stopped using drifts back to its prior), measure it "
-        "on the newest 20% of steps held out, and store it as the next model version (as JSON data). Each "
+        description="Fit a per-action failure model on a tenant's stored steps (each grounded action judged on its "
+        "steps since its failure rate last changed; what the plans stopped using drifts back to its prior), measure "
+        "it on the newest 20% of steps held out, and store it as the tenant's next model version (as JSON data). "
+        "The tenant is the default one, whose steps the CLI and the Python API record, unless --tenant, --pooled "
+        "or --all-tenants chooses others. Each "
         "grounded action's failure rate is shrunk towards a prior learned from what it shares with others "
         "(objects, pairs of arguments, the situation), by a strength m fit per action; with 30 steps or more it "
         "stays within 0.05 of its own observed rate. The planner's learned costs use the latest version: "
@@ -30,9 +39,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Where tasks were recorded with translator flags too (attempts' details.translator), the flags whose tasks "
         "reached a plan sooner (by 5% or more) are used before translating the next task of the domain; "
         "otherwise the driver's default translation. "
-        "Either model alone is enough: exit 2 only when the store holds neither steps nor such plans.",
+        "Either model alone is enough: exit 2 only when the store holds neither steps nor such plans. "
+        "Steps posted to `portfolio serve` are reviewed first: a batch of one principal's steps whose failure "
+        "rate departs sharply from what the last model knew of the action, while no other source's recent "
+        "steps on it agree, is held back from the fit and listed (--include-held fits it, --no-poison-guard "
+        "turns the review off).",
     )  # fmt: skip
     add_traces_argument(parser)
+    add_tenant_arguments(parser, "fit", every=True)
+    parser.add_argument(
+        "--include-held",
+        action="store_true",
+        help="fit the batches the poison guard held back from the last model too (newly recorded steps are still "
+        "reviewed)",
+    )
+    parser.add_argument(
+        "--no-poison-guard",
+        dest="poison_guard",
+        action="store_false",
+        help="fit every step, held back before or not, without reviewing them",
+    )
     parser.add_argument("--json", action="store_true", help="print the model info as JSON")
     parser.add_argument(
         "--half-life",
@@ -90,8 +116,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from learning.retrain import NoTrainingDataError, retrain
+    from learning.retrain import NoTrainingDataError
     from learning.selection import retrain_selection
+    from learning.tenant_models import retrain_tenants
     from traces.errors import TraceStoreError
     from traces.selection import prune_selection_models
     from traces.store import TraceStore
@@ -117,40 +144,51 @@ def run(args: argparse.Namespace) -> int:
         half_life_steps=args.half_life,
         stale_half_life=args.stale_half_life,
         change_odds=args.change_odds,
+        guard=args.poison_guard,
+        include_held=args.include_held,
     )
+    tenants = None if args.all_tenants else [learning_tenant(args)]
     if (problem := missing_store(args.traces)) is not None:
         return fail_bad_input(problem)
     try:
         with TraceStore(args.traces) as store:
             try:
-                info, no_steps = retrain(store, **params), None
+                infos, no_steps = retrain_tenants(store, tenants, **params), None
             except NoTrainingDataError as error:
-                info, no_steps = None, error
+                infos, no_steps = {}, error
             selection = retrain_selection(store, min_tasks=args.min_tasks)
-            if info is None and not selection.domains:
+            if not infos and not selection.domains:
                 return fail_bad_input(
                     f"{no_steps} No plans recorded with their domain either (`portfolio plan "
                     "--traces FILE` records them), so no configuration selection to fit."
                 )
-            pruned = store.prune_models(args.keep) if args.keep is not None and info is not None else 0
+            pruned = store.prune_models(args.keep) if args.keep is not None and infos else 0
             if args.keep is not None:
                 prune_selection_models(store, args.keep)
     except TraceStoreError as error:
         return fail_bad_input(str(error))
     if args.json:
-        out = info.model_dump(mode="json") if info is not None else {}
+        if args.all_tenants:
+            out = {"models": {tenant: info.model_dump(mode="json") for tenant, info in infos.items()}}
+        else:
+            out = next(iter(infos.values())).model_dump(mode="json") if infos else {}
         print(json.dumps(out | {"selection": selection.model_dump(mode="json")}, indent=2))
         return 0
-    if info is not None:
-        print_failure_model(info, pruned, args.keep)
+    for i, info in enumerate(infos.values()):
+        named = args.all_tenants or info.tenant != "default"
+        print_failure_model(info, pruned if i == 0 else 0, args.keep, named=named)
     print_selection(selection)
     return 0
 
 
-def print_failure_model(info, pruned: int, keep: int | None) -> None:
+def print_failure_model(info, pruned: int, keep: int | None, named: bool = False) -> None:
     metrics = info.metrics
+    whose = ("pooled model" if info.tenant == "*" else f"tenant {info.tenant}") + ": " if named else ""
+    if info.unchanged:
+        print(f"{whose}model version {info.version} stands: no step recorded since")
+        return
     print(
-        f"model version {info.version}: {info.n_steps} steps, {len(info.actions)} action(s), "
+        f"{whose}model version {info.version}: {info.n_steps} steps, {len(info.actions)} action(s), "
         f"trained in {info.train_seconds:.1f} s"
     )
     if pruned:
@@ -168,6 +206,12 @@ def print_failure_model(info, pruned: int, keep: int | None) -> None:
         )
     if info.changes:
         print(f"  {info.changes} change(s) of a failure rate found: estimates rest on the steps since")
+    for held in info.held:
+        print(
+            f"  held back: {held.steps} steps of {held.action} from {held.principal!r} (tenant {held.tenant}), "
+            f"{held.failures} failures where p_fail {held.expected_p_fail:.3f} was expected (p = "
+            f"10^{held.log10_p:.0f}) and no other agent agrees; --include-held fits them"
+        )
 
 
 def _none_or_float(text: str) -> float | None:

@@ -46,6 +46,9 @@ address only. Requests must name the server in Host (the bind address, localhost
 --allowed-host), and a browser's Origin likewise; request bodies are application/json. Each key has quotas
 (--rps, --body-mb-per-s, --max-concurrent-plans, --retrains-per-minute: the defaults for keys that set none);
 over one, 429 with Retry-After. --public-docs lets a browser read /docs and /openapi.json without a key.
+Each tenant's plans are priced by a failure model learned from its own steps (--pool-learning: one model of
+every tenant's), and a retrain holds back one key's batch that departs sharply from what the model knew while no
+other key agrees (--no-poison-guard: it fits everything).
 SIGTERM drains in-flight requests for --drain seconds, then stops every worker and planner process.
 """
 
@@ -145,6 +148,20 @@ def _add_planner_arguments(parser: argparse.ArgumentParser, workers_default: int
         "plan --help`)",
     )
     add_traces_argument(parser, required=False)
+    parser.add_argument(
+        "--pool-learning",
+        action="store_true",
+        help="learn one failure model from every tenant's steps, which prices every tenant's plans (default: a "
+        "model per tenant, from its own steps, so that no tenant's reports move another's costs)",
+    )
+    parser.add_argument(
+        "--no-poison-guard",
+        dest="poison_guard",
+        action="store_false",
+        help="fit every recorded step (default: a retrain holds back a batch of one principal's steps whose "
+        "failure rate departs sharply from what the model knew of the action while no other agent's recent "
+        "steps agree; docs/service-security.md)",
+    )
     from learning.explore import EXPLORE_POLICIES, renamed
 
     parser.add_argument(
@@ -217,7 +234,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "mcp",
         help="serve the planner as MCP tools over stdio",
         description="A Model Context Protocol server on stdin/stdout (official MCP SDK) with the tools plan, "
-        "replan, validate, record_steps and action_stats. Register it in an MCP client as `portfolio mcp`.",
+        "replan, validate, record_steps, action_stats, costs and retrain. Register it in an MCP client as "
+        "`portfolio mcp`.",
     )
     _add_planner_arguments(mcp, workers_default=1)
     mcp.set_defaults(func=run_mcp)
@@ -271,6 +289,8 @@ def service_config(args: argparse.Namespace):
             max_retries=args.max_retries,
             carry_over=args.carry_over,
             validate_budget_s=args.validate_budget,
+            pool_learning=args.pool_learning,
+            poison_guard=args.poison_guard,
         )
     except ValidationError as error:
         first = error.errors()[0]

@@ -34,19 +34,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     commands.required = True
 
     imp = commands.add_parser(
-        "import", help="import steps from a JSONL file",
+        "import", help="import steps from a JSONL or CSV file",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Import executed steps, one JSON object per line, e.g.\n\n  " + STEP_EXAMPLE + "\n\n"
         "\"action\": \"(drive t1 a b)\", a step as the plan spelled it, is the same record.\n"
         "error, duration_ms, features, timestamp, failure_category, side_effects, expected_effects, "
         "observed_effects and generation are optional (`portfolio schema step` prints the full schema).\n\n"
+        "A FILE ending in .csv is read as CSV: a header row of those field names, one step per row, e.g.\n\n"
+        "  run_id,step,action,outcome,duration_ms,weather\n  r1,0,(drive t1 a b),success,1200,rain\n\n"
+        "features and the effects lists as JSON, args space-separated, an empty cell a field left out, and a\n"
+        "column that is no field of a step (weather) a feature.\n\n"
         "A step is identified by run_id and step: one already recorded exactly so is skipped (importing a file\n"
         "twice changes nothing), one recorded with other content is a conflict, listed like a bad line.\n\n"
         "Exit codes: 0 every line imported or already recorded; 1 good lines imported, bad or conflicting lines\n"
         "skipped and listed on stderr; 2 nothing imported (unreadable file, bad database, or a bad or\n"
         "conflicting line with --strict).",
     )  # fmt: skip
-    imp.add_argument("file", metavar="FILE.jsonl", help="JSONL file of step records")
+    imp.add_argument("file", metavar="FILE", help="JSONL file of step records (or .csv: CSV, one step per row)")
     imp.add_argument("--strict", action="store_true", help="refuse the whole file if any line is bad")
     add_traces_argument(imp)
     imp.set_defaults(func=run_import)

@@ -24,12 +24,25 @@ ACTION_TYPES = 'a list (any iterable) of domains.GroundAction or of actions spel
 
 
 def check_task(task: Any) -> Task:
-    if not isinstance(task, Task):
-        raise TypeError(
-            f"task must be a domains.Task (read one with domains.load, domains.pddl.parse_task or "
-            f"domains.json_task.task_from_json); got {type(task).__name__}"
-        )
-    return task
+    """`task` as a `Task`: a unified-planning `Problem` is converted (`domains.up_bridge.task_from_up`: UP's PDDL
+    writer, then the project's reader; `UnsupportedFeatureError` for what the task model lacks); anything else
+    that is not a `Task` is a `TypeError` saying how to make one."""
+    if isinstance(task, Task):
+        return task
+    if _is_up_problem(task):
+        from domains.up_bridge import task_from_up
+
+        return task_from_up(task)
+    raise TypeError(
+        f"task must be a domains.Task (read one with domains.load, domains.pddl.parse_task or "
+        f"domains.json_task.task_from_json) or a unified_planning Problem (converted with "
+        f"domains.up_bridge.task_from_up); got {type(task).__name__}"
+    )
+
+
+def _is_up_problem(value: Any) -> bool:
+    """A unified-planning problem, recognised without importing unified-planning (~2.5 s) when it is not one."""
+    return type(value).__module__.startswith("unified_planning.") and hasattr(value, "kind")
 
 
 def check_state(task: Task, init: Any) -> State | None:

@@ -214,6 +214,12 @@ class PlanResult(BaseModel):
         'task\'s own) or "learned:<generation>"; a replan reuses a plan only under '
         "the same one",
     )
+    explanation: list[str] = Field(
+        default_factory=list,
+        description="Status unsolvable: each goal atom no plan can reach and why, traced back to a fact no action "
+        "adds and the initial state lacks (`domains.explain`); empty when every goal atom is reachable in the "
+        "delete relaxation or the task is too large to tell",
+    )
     eliminated_steps: int = Field(
         default=0,
         description="Steps of the delegate's plan that no goal needed, "

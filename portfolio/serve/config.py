@@ -43,6 +43,8 @@ class ServiceConfig(BaseModel):
     # Validation runs in processes of its own (`portfolio.serve.validator`) under this deadline and the memory cap.
     validate_budget_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
     validators: int | None = Field(default=None, ge=1)  # None: as many as planner workers
+    pool_learning: bool = False  # one failure model of every tenant's steps, not one per tenant
+    poison_guard: bool = True  # retrains hold back one principal's departing batches (`learning.guard`)
 
 
 def worker_config(config: ServiceConfig) -> WorkerConfig:
@@ -68,4 +70,5 @@ def worker_config(config: ServiceConfig) -> WorkerConfig:
         replan_ms=config.replan_ms,
         max_retries=config.max_retries,
         carry_over=config.carry_over,
+        pool_learning=config.pool_learning,
     )

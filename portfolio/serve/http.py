@@ -52,7 +52,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
 from portfolio.serve import tenancy
-from portfolio.serve.auth import Authenticator, authorize
+from portfolio.serve.auth import Authenticator, authorize, require
 from portfolio.serve.connections import quiet_accept_errors
 from portfolio.serve.disconnect import until_disconnected
 from portfolio.serve.errors import install_error_handlers
@@ -211,8 +211,9 @@ def create_app(
     @app.post("/v1/costs", response_model=CostsResponse, responses=errors(body=True))
     async def costs(body: CostsBody, principal: Reader) -> CostsResponse:
         """The learned cost of every grounded action of the task (as `portfolio costs`): base cost, p_fail and
-        the cost plans pay, riskiest first (scope `read`). The model is learned from every tenant's steps."""
-        return await service.costs(body)
+        the cost plans pay, riskiest first (scope `read`). The model is learned from the caller's tenant's steps
+        (every tenant's on a server started with --pool-learning)."""
+        return await service.costs(body, principal.tenant)
 
     @app.post("/v1/validate", response_model=Verdict, responses=errors(422, body=True))
     async def validate(body: ValidateBody, principal: Planner, request: Request) -> Verdict:
@@ -271,18 +272,23 @@ def create_app(
 
     @app.get("/v1/actions", response_model=ActionsResponse, responses=errors(400))  # 400: no trace store
     async def actions(principal: Reader) -> ActionsResponse:
-        """Per action name, the statistics of the caller's tenant's steps, and p_fail under the latest model
-        (learned from every tenant's steps) (scope `read`)."""
-        return await service.actions(**tenancy.stats_filter(principal.tenant))
+        """Per action name, the statistics of the caller's tenant's steps, and p_fail under its tenant's latest
+        model (scope `read`)."""
+        return await service.actions(**tenancy.stats_filter(principal.tenant), tenant=principal.tenant)
 
     @app.post("/v1/retrain", status_code=202, response_model=Job, responses=errors(body=True))
     async def retrain(principal: Learner, body: RetrainBody | None = None):
-        """Fit the next failure and selection models (scope `learn`); while one retrain runs, every call
-        answers its job. Starting one counts against the caller's retrains per minute."""
+        """Fit the next failure model of every tenant and the selection model (scope `learn`); while one retrain
+        runs, every call answers its job, whose result is the caller's tenant's model (with the batches the
+        poison guard held back). Starting one counts against the caller's retrains per minute. `include_held`
+        (scope `admin`) fits the held batches too."""
         service.need_store()
-        if service.running_retrain() is None:
+        body = body or RetrainBody()
+        if body.include_held:
+            require(principal, "admin")
+        if service.running_retrain() is None or body.include_held:
             limits.retrain(principal)
-        job = service.submit_retrain(body or RetrainBody())
+        job = service.submit_retrain(body)
         owners.add(job.id, principal.tenant)
         return _job_response(job)
 
@@ -294,6 +300,9 @@ def create_app(
             raise NotFound(f"unknown job {job_id!r}")
         if found.kind in ("plan", "replan") and found.result is not None:
             return found.model_copy(update={"result": tenancy.plan_out(principal.tenant, found.result)})
+        if found.kind == "retrain" and found.result is not None:
+            view = tenancy.retrain_out(principal.tenant, found.result, service.learning_tenant(principal.tenant))
+            return found.model_copy(update={"result": view})
         return found
 
     @app.get("/v1/health", response_model=HealthResponse, responses=errors(keyed=False))

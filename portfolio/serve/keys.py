@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from traces.store import TraceStore
+from traces.tenants import DEFAULT_TENANT as DEFAULT_TENANT  # its runs are kept unprefixed (`traces.tenants`)
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,6 @@ SCOPE_HELP = {
     "metrics": "read the Prometheus metrics (GET /metrics)",
     "admin": "every scope above",
 }
-DEFAULT_TENANT = "default"
 KEY_PREFIX = "ppk_"
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 TENANT_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")

@@ -108,7 +108,10 @@ class RetrainResponse(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    version: int = Field(description="the new model's version; plans made from now on use it")
+    version: int | None = Field(
+        description="the new model's version, of your tenant's model; plans made from now on use it (null: your "
+        "tenant has recorded no steps to learn from yet)"
+    )
 
 
 async def _now(fn: Callable[[], Any]) -> Any:
@@ -205,24 +208,27 @@ def build_mcp(service: Service, quotas: Quotas | None = None, local: Principal |
 
     async def action_stats(ctx: Context, **arguments: Any) -> ActionsResponse:
         principal = caller(ctx, "action_stats")
-        return await guarded(service.actions(**tenancy.stats_filter(principal.tenant)))
+        return await guarded(service.actions(**tenancy.stats_filter(principal.tenant), tenant=principal.tenant))
 
     async def costs(ctx: Context, **arguments: Any) -> CostsResponse:
-        caller(ctx, "costs")
-        return await guarded(service.costs(CostsBody(**arguments)))
+        principal = caller(ctx, "costs")
+        return await guarded(service.costs(CostsBody(**arguments), principal.tenant))
 
     async def retrain(ctx: Context, **arguments: Any) -> RetrainResponse:
         principal = caller(ctx, "retrain")
         body = RetrainBody(**arguments)
         await guarded(_now(service.need_store))
-        if quotas is not None and service.running_retrain() is None:
+        if body.include_held:
+            await guarded(_now(lambda: require(principal, "admin")))
+        if quotas is not None and (service.running_retrain() is None or body.include_held):
             await guarded(_now(lambda: quotas.retrain(principal)))
         # the running retrain, if any: eight calls at once are one retrain, as over HTTP
         job = await guarded(_now(lambda: service.submit_retrain(body)))
         await service.finished(job)
         if job.status != "done" or job.result is None:
             raise ToolError(job.error or "the retrain failed")
-        return RetrainResponse(**job.result)
+        view = tenancy.retrain_out(principal.tenant, job.result, service.learning_tenant(principal.tenant))
+        return RetrainResponse(**view)
 
     tools = [
         _tool_taking(fn, arguments, description)
@@ -268,8 +274,9 @@ def build_mcp(service: Service, quotas: Quotas | None = None, local: Principal |
             (
                 retrain,
                 RetrainBody,
-                "Fit the failure model on every recorded step (as `portfolio retrain`); later plans "
-                "use its learned costs. Returns the new model's version and fit.",
+                "Fit each tenant's failure model on its recorded steps (as `portfolio retrain`); later plans "
+                "use its learned costs. Returns your tenant's new model's version and fit, with the batches the "
+                "poison guard held back (one principal's steps departing sharply from what the model knew).",
             ),
         )
     ]

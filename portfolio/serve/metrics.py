@@ -69,6 +69,11 @@ class Metrics:
         self.steps_recorded = Counter(
             "portfolio_steps_recorded", "Executed steps recorded in the trace store", registry=self.registry
         )
+        self.held_steps = Counter(
+            "portfolio_steps_held",
+            "Steps the poison guard held back from a retrain's fit (`learning.guard`; held again, counted again)",
+            registry=self.registry,
+        )
         self.store_write_failures = Counter(
             "portfolio_store_write_failures",
             "Trace-store writes that failed while the call went on (a plan answered unrecorded), by error",

@@ -281,6 +281,11 @@ class RetrainBody(BaseModel):
     half_life: float = Field(default=5000.0, gt=0, description="steps after which a step's weight halves")
     prior_mean: float = Field(default=0.05, gt=0, lt=1)
     prior_strength: float = Field(default=10.0, gt=0)
+    include_held: bool = Field(
+        default=False,
+        description="fit the steps the poison guard held back at the last retrain too (scope `admin`): a retrain "
+        "of its own, not joined to one running",
+    )
 
 
 class Job(BaseModel):

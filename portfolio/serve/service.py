@@ -4,8 +4,9 @@ runs replanning needs and the background jobs; no HTTP in here.
 Trace-store writes from the server (executed steps) go through one connection behind one lock, on a thread,
 and commit before the answer is sent: a step acknowledged is in the store even if the server is killed the next
 moment. Plans are recorded by the workers on their own connections (SQLite serialises writers across
-processes). Retraining runs on a worker too (it is as CPU-heavy as planning) and bumps `model_version`, which
-every later plan call carries, so each worker reloads the model before its next plan.
+processes). Retraining runs on a worker too (it is as CPU-heavy as planning): it fits a model per tenant (one
+pooled model with `pool_learning`) and bumps `model_version`, which every later plan call carries, so each worker
+checks the model of the call's tenant before planning (`portfolio.serve.tenant_models`).
 
 The store's health (`portfolio.serve.store_health`) is probed by the watch loop and noted from every store call
 and every worker's recording; a plan the client gave no run id is answered even when its recording fails
@@ -58,9 +59,11 @@ from portfolio.serve.models import (
 from portfolio.serve.pool import CallOutOfMemory, CallTimedOut, PlannerPool, QueueFull
 from portfolio.serve.runs import MAX_RUNS, MAX_SOURCES, RunMemory, steps_to_keep, store_run, stored_run
 from portfolio.serve.store_health import StoreHealth, StorePaths, store_error
+from portfolio.serve.tenant_models import TenantModels
 from traces.errors import IdempotencyKeyReused, TraceStoreError
 from traces.recording import RecordReport
 from traces.task_sources import task_source
+from traces.tenants import DEFAULT_TENANT, POOLED, tenant_of
 
 log = logging.getLogger(__name__)
 
@@ -88,14 +91,15 @@ class Service:
         self._store_lock = threading.Lock()
         self.store_health = StoreHealth()
         self.paths = StorePaths(config.traces)
-        self.model_version: int | None = None
-        self._model: tuple[int | None, Any] = (None, None)
+        self.model_version: int | None = None  # the newest model's, of any tenant
+        self._models: TenantModels | None = None  # each tenant's, for /v1/actions
         if config.traces:
             from traces.store import TraceStore
             from traces.versions import latest_version
 
             self.store = TraceStore(config.traces)
             self.model_version = latest_version(self.store)  # the number only: a bad row is the workers' to report
+            self._models = TenantModels(self.store)
         self.pool: PlannerPool | None = None
         self.memory = RunMemory()  # each run's task, worker and current plan (`portfolio.serve.runs`)
         self.jobs: collections.OrderedDict[str, Job] = collections.OrderedDict()
@@ -105,7 +109,8 @@ class Service:
         # validation that blows up, say) can starve the store. Each holds `_store_lock` for one short query.
         self._store_threads = anyio.CapacityLimiter(4)
         self.validators: PlannerPool | None = None
-        self.model_error: str | None = None  # why the workers cannot use the stored model (a 503 and health)
+        # why the workers cannot use a tenant's stored model: that tenant's plans are 503s, and health says so
+        self.model_errors: dict[str, str] = {}
         self._retrain_job: str | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------------------
@@ -148,8 +153,8 @@ class Service:
         answers: list[Any]
         answers, _ = await asyncio.gather(self.pool.warm_up(), self.validators.warm_up())
         for answer in answers:
-            if isinstance(answer, dict) and answer.get("model_error"):
-                self.model_error = answer["model_error"]
+            if isinstance(answer, dict) and answer.get("model_error"):  # a worker starts on the default tenant's
+                self.model_errors[DEFAULT_TENANT] = answer["model_error"]
         while True:
             await asyncio.sleep(period_s)
             for pool in (self.pool, self.validators):
@@ -223,10 +228,11 @@ class Service:
         if "store_failed" in answer:  # the client's run could not be recorded: nothing was planned
             self.store_health.failed(answer["store_failed"]["kind"])
             raise store_error(answer["store_failed"]["kind"], answer["store_failed"]["error"])
-        if "unavailable" in answer:  # the stored model is unreadable: every worker would say the same
-            self.model_error = answer["unavailable"]["error"]
+        tenant = tenant_of(run_id)
+        if "unavailable" in answer:  # the tenant's stored model is unreadable: every worker would say the same
+            self.model_errors[tenant] = answer["unavailable"]["error"]
             raise Unavailable(answer["unavailable"]["error"], answer["unavailable"]["kind"])
-        self.model_error = None
+        self.model_errors.pop(tenant, None)
         if "bad_input" in answer:
             raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
         self.metrics.observe_plan(answer["result"])
@@ -328,11 +334,17 @@ class Service:
             kept, steps = self.memory.plan(body.run_id), []
         return steps_to_keep(body, kept, steps)
 
-    async def costs(self, body: CostsBody) -> CostsResponse:
-        """The learned cost of every grounded action of a task, from a planner worker (its model)."""
+    def learning_tenant(self, tenant: str) -> str:
+        """Whose model prices the actions of `tenant`: its own, or with `pool_learning` the pooled one."""
+        return POOLED if self.config.pool_learning else tenant
+
+    async def costs(self, body: CostsBody, tenant: str = DEFAULT_TENANT) -> CostsResponse:
+        """The learned cost of every grounded action of a task, from a planner worker (the tenant's model)."""
         assert self.pool is not None
         timeout = self.config.max_budget_s + CALL_GRACE_S
-        _, answer = await self.pool.call("costs", timeout, body=body.model_dump(), model_version=self.model_version)
+        _, answer = await self.pool.call(
+            "costs", timeout, body=body.model_dump(), model_version=self.model_version, tenant=tenant
+        )
         if "unavailable" in answer:
             raise Unavailable(answer["unavailable"]["error"], answer["unavailable"]["kind"])
         if "bad_input" in answer:
@@ -375,45 +387,52 @@ class Service:
             self.metrics.steps_recorded.inc(report.recorded)
         return StepsResponse.of(report)
 
-    async def actions(self, run_prefix: str | None = None, exclude_prefix: str | None = None) -> ActionsResponse:
+    async def actions(
+        self, run_prefix: str | None = None, exclude_prefix: str | None = None, tenant: str = DEFAULT_TENANT
+    ) -> ActionsResponse:
         """Per action name, the recorded steps' statistics (of the runs `TraceStore.stats` selects with
-        `run_prefix` / `exclude_prefix`) and p_fail under the latest model."""
+        `run_prefix` / `exclude_prefix`) and p_fail under the tenant's latest model."""
         self.need_store()
+        models = self._models
+        assert models is not None
 
         def read() -> ActionsResponse:
             from domains.model import GroundAction
-            from learning.retrain import load_latest
 
-            def stats_and_model(store: Any) -> list:
+            def stats_and_model(store: Any) -> tuple[list, int | None, Any]:
                 stats = store.stats(run_prefix=run_prefix, exclude_prefix=exclude_prefix)
-                if self._model[0] != self.model_version:
-                    self._model = (self.model_version, load_latest(store))
-                return stats
+                version, model = models.get(self.learning_tenant(tenant), self.model_version)
+                return stats, version, model
 
-            stats = self._store_call(stats_and_model)
-            model = self._model[1]
+            stats, version, model = self._store_call(stats_and_model)
             p_fail: list[float | None] = [None] * len(stats)
             if model is not None and stats:
                 p_fail = [float(p) for p in model.predict_proba([GroundAction(s.action, ()) for s in stats])]
             return ActionsResponse(
-                model_version=self.model_version,
-                actions=[ActionInfo(**s.model_dump(), p_fail=p) for s, p in zip(stats, p_fail)],
+                model_version=version, actions=[ActionInfo(**s.model_dump(), p_fail=p) for s, p in zip(stats, p_fail)]
             )
 
         return await anyio.to_thread.run_sync(read, limiter=self._store_threads)
 
     async def retrain(self, body: RetrainBody) -> dict[str, Any]:
+        """Fit every tenant's next model (or the pooled one) on a worker; the result holds them all, keyed by
+        tenant (`PlannerWorker.retrain`): each tenant sees its own (`portfolio.serve.tenancy.retrain_out`)."""
         assert self.pool is not None
         self.need_store()
         # the same parameters as `portfolio retrain` (learning.FailureModel's own names)
         params: dict[str, Any] = dict(
-            prior_mean=body.prior_mean, prior_strength=body.prior_strength, half_life_steps=body.half_life
-        )
+            prior_mean=body.prior_mean, prior_strength=body.prior_strength, half_life_steps=body.half_life,
+            guard=self.config.poison_guard, include_held=body.include_held,
+        )  # fmt: skip
         _, answer = await self.pool.call("retrain", 3600.0, **params)
         if "bad_input" in answer:
             raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
-        self.model_version = answer["result"]["version"]
-        self.model_error = answer.get("model_error")  # the retraining worker loaded what it stored, or says why not
+        self.model_version = max(info["version"] for info in answer["result"]["models"].values())
+        # the retraining worker loaded the default tenant's model, or says why not; the others' are checked again
+        # at their tenants' next calls (the model version moved)
+        self.model_errors = {DEFAULT_TENANT: answer["model_error"]} if answer.get("model_error") else {}
+        for info in answer["result"]["models"].values():  # the worker has logged each batch held
+            self.metrics.held_steps.inc(sum(held["steps"] for held in info["held"]))
         return answer["result"]
 
     # -- validation -----------------------------------------------------------------------------------------
@@ -502,9 +521,10 @@ class Service:
     def submit_retrain(self, body: RetrainBody) -> Job:
         """A retrain job; while one is still running, that one (202 with its id): retrains of one store are
         redundant, and each holds a worker for seconds, so a client (or a fuzzer) sending them in a loop
-        would otherwise queue up work that starves every plan behind it."""
+        would otherwise queue up work that starves every plan behind it. A retrain that releases the held
+        batches (`include_held`, an admin's) is its own job."""
         running = self.running_retrain()
-        if running is not None:
+        if running is not None and not body.include_held:
             return running
         job = self.submit("retrain", lambda: self.retrain(body))
         self._retrain_job = job.id
@@ -529,8 +549,9 @@ class Service:
         if self.pool.ready == 0:
             last = self.pool.last_failure
             reasons.append("no planner worker is ready" + (f"; last: {last}" if last else " (starting)"))
-        if self.model_error:
-            reasons.append(f"plans are refused (503): {self.model_error}")
+        for tenant, error in sorted(self.model_errors.items()):
+            whose = "" if tenant == DEFAULT_TENANT else " of a tenant"  # health needs no token: no tenant named
+            reasons.append(f"plans{whose} are refused (503): {error}")
         if self.store is not None:
             reasons += self.store_health.reasons()
         return HealthResponse(

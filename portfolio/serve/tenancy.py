@@ -22,13 +22,13 @@ from typing import Any
 from portfolio.serve.keys import DEFAULT_TENANT
 from portfolio.serve.models import BadRequest, PlanBody, ReplanBody, StepsBody, StepsResponse, one_idempotency_key
 from traces.records import MAX_RUN_ID
-
-RESERVED = "@"
+from traces.tenants import RESERVED as RESERVED
+from traces.tenants import run_prefix
 
 
 def prefix(tenant: str) -> str:
-    """What the tenant's stored run ids start with ("" for the default tenant)."""
-    return "" if tenant == DEFAULT_TENANT else f"{RESERVED}{tenant}/"
+    """What the tenant's stored run ids start with ("" for the default tenant; `traces.tenants`)."""
+    return run_prefix(tenant)
 
 
 def run_id_limit(tenant: str) -> int:
@@ -129,6 +129,18 @@ def steps_out(tenant: str, answer: StepsResponse) -> StepsResponse:
         for c in answer.conflicts
     ]
     return answer.model_copy(update={"conflicts": conflicts})
+
+
+def retrain_out(tenant: str, result: dict[str, Any], learning: str) -> dict[str, Any]:
+    """A retrain's result (every tenant's new model, `PlannerWorker.retrain`) as `tenant` sees it: the model its
+    costs come from (`learning`: its own, or the pooled one) with the batches of its own principals that the
+    poison guard held back, and the selection model; no other tenant's model or principals. `version` None: the
+    tenant has recorded no steps to learn from yet."""
+    info = result.get("models", {}).get(learning)
+    selection = {"selection": result["selection"]} if "selection" in result else {}
+    if info is None:
+        return {"version": None, "tenant": learning, "n_steps": 0, "held": [], **selection}
+    return info | {"held": [batch for batch in info.get("held", []) if batch.get("tenant") == tenant], **selection}
 
 
 def not_found_out(tenant: str, message: str, stored: str, client: str) -> str:

@@ -6,13 +6,15 @@ length-prefixed pickle channel and request loop as `portfolio.engine.worker_main
 not in the server,
 so a task that explodes takes down (and costs the memory of) one worker, which the pool replaces.
 
-A stored model this release cannot read (hand-edited, damaged, nested past the parser:
-`learning.storage.ModelFormatError`, naming the file, table and row), or one that fails to load for any other
-reason, does not kill the worker, which would only be restarted into the same row: the worker starts without
-it, logs why once, answers every plan with {"unavailable": {error, kind}} (503 with the reason) and every ping
-with the reason, and tries the store again at each call until a model it can read is there (whatever its
-version: the bad row may have been deleted and the version issued again by an older release). A selection
-model it cannot read is passed over by the planner (the fixed order, `Planner`), not refused.
+Learned costs come from the failure model of the request's tenant (`tenant`, `traces.tenants`; every tenant's
+is the pooled model with `pool_learning`), loaded on first use and kept for the tenants used last
+(`portfolio.serve.tenant_models`). A stored model this release cannot read (hand-edited, damaged, nested past
+the parser: `learning.storage.ModelFormatError`, naming the file, table and row), or one that fails to load for
+any other reason, does not kill the worker, which would only be restarted into the same row: the worker stays
+up, logs why once, answers every plan of that tenant with {"unavailable": {error, kind}} (503 with the reason;
+other tenants' plans go on under their own models) and every ping with the reason, and tries the store again at
+each call of that tenant until a model it can read is there. A selection model it cannot read is passed over by
+the planner (the fixed order, `Planner`), not refused.
 
 A trace store that cannot be written (a full disk, a read-only file) does not stop planning: the plan's
 recording is best-effort (`Planner(record_errors="log")`), and a plan whose recording failed carries
@@ -20,9 +22,9 @@ recording is best-effort (`Planner(record_errors="log")`), and a plan whose reco
 is started, or found, before planning, and a store that fails there answers {"store_failed": {error, kind}}.
 
 Ops: `plan` (a `PlanBody` as a dict -> {"result": PlanResult + run_id} or {"bad_input": {error, kind}}),
-`retrain` (fit and store the next failure model and configuration selection), `ping`. The server sends the latest model
-version with
-every plan; a worker behind it reloads the model first, so a retrain reaches every worker without a broadcast.
+`retrain` (fit and store the next failure model of every tenant, or the pooled one, and the configuration
+selection), `ping`. The server sends the store's latest model version with every plan; a worker behind it checks
+the tenant's model (and reloads the selection) first, so a retrain reaches every worker without a broadcast.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from pydantic import BaseModel
 
 from portfolio.engine import limits
 from portfolio.engine.worker_main import serve
+from portfolio.serve.tenant_models import TenantModels
+from traces.tenants import DEFAULT_TENANT, POOLED, tenant_of
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +69,12 @@ class WorkerConfig(BaseModel):
     replan_ms: float | None = None
     max_retries: int = 2
     carry_over: bool = True
+    pool_learning: bool = False  # one model of every tenant's steps, rather than one per tenant
 
 
 class PlannerWorker:
-    """The worker's state: the planner and the model version it has loaded."""
+    """The worker's state: the planner, the tenants' models it has loaded and the store's model version it
+    last saw."""
 
     def __init__(self, config: WorkerConfig) -> None:
         from learning.objective import TimeParams
@@ -108,18 +114,27 @@ class PlannerWorker:
         )
         self.model_error: str | None = None
         self.model_error_kind = "ModelFormatError"
+        self.models = TenantModels(self.planner.store) if self.planner.store is not None else None
         self.model_version = self._stored_version()
-        self._load_model()
+        self.tenant_version: int | None = None  # the version of the model in use (its tenant's)
+        self.planner.reload_selection()
+        self._load_model(DEFAULT_TENANT)
         # the options a request hands the planner by name; the plan to keep comes from the service, by name too
         taken = {"task", "init", "run_id", "previous_plan", "previous_cost_model"}
         self.plan_options = set(inspect.signature(self.planner.plan).parameters) - taken
 
-    def _load_model(self) -> None:
-        """Load the stored models; one that cannot be loaded leaves `model_error` (module docstring), logged when
-        the reason is new."""
+    def learning_tenant(self, tenant: str) -> str:
+        """Whose model prices a request of `tenant`: its own, or the pooled one."""
+        return POOLED if self.config.pool_learning else tenant
+
+    def _load_model(self, tenant: str) -> None:
+        """Put the tenant's model in the planner; one that cannot be loaded leaves `model_error` (module
+        docstring), logged when the reason is new. `TenantModels` keeps no failed load, so the next call of the
+        tenant reads the store again."""
+        if self.models is None:
+            return
         try:
-            self.planner.reload_model()
-            self.model_error = None
+            version, model = self.models.get(self.learning_tenant(tenant), self.model_version)
         except Exception as error:  # whatever it is, dying here would only restart the worker into it again
             from traces.errors import BadRowError
 
@@ -129,6 +144,10 @@ class PlannerWorker:
                 log.error("cannot use the stored model: %s", message, exc_info=None if readable else error)
             self.model_error = message
             self.model_error_kind = "ModelFormatError" if readable else type(error).__name__
+            return
+        self.planner.use_model(model, version)
+        self.tenant_version = version
+        self.model_error = None
 
     def ping(self) -> dict[str, Any]:
         return {"pong": os.getpid(), "model_error": self.model_error}
@@ -156,10 +175,10 @@ class PlannerWorker:
         from portfolio.serve.models import BadRequest, PlanBody
         from traces.errors import TraceStoreError
 
-        unavailable = self._with_model(model_version)
+        request = PlanBody.model_validate(body)
+        unavailable = self._with_model(model_version, tenant_of(request.run_id or ""))
         if unavailable is not None:
             return unavailable
-        request = PlanBody.model_validate(body)
         try:
             task, init = self._task_and_init(request)
             unrecorded: Exception | None = None
@@ -189,14 +208,14 @@ class PlannerWorker:
             answer["store_error"] = {"kind": type(unrecorded).__name__}
         return answer
 
-    def _with_model(self, model_version: int | None) -> dict[str, Any] | None:
-        """Load the model the server names when it is not the one in use, or again while the stored one cannot be
-        used; the `unavailable` answer when it still cannot, else None."""
+    def _with_model(self, model_version: int | None, tenant: str) -> dict[str, Any] | None:
+        """Put the tenant's newest model in the planner, checked again when the server's `model_version` (the
+        store's newest) is not the one last seen (the selection model reloaded then too), and read again while
+        the tenant's stored model cannot be used; the `unavailable` answer when it still cannot, else None."""
         if model_version is not None and model_version != self.model_version:
-            self._load_model()
             self.model_version = model_version
-        elif self.model_error is not None:
-            self._load_model()
+            self.planner.reload_selection()
+        self._load_model(tenant)
         if self.model_error is not None:
             return {"unavailable": {"error": self.model_error, "kind": self.model_error_kind}}
         return None
@@ -244,11 +263,14 @@ class PlannerWorker:
 
         return scope()
 
-    def retrain(self, **params: Any) -> dict[str, Any]:
-        """Fit the next failure model and, as `portfolio retrain` does, the configuration selection (per domain
-        with enough recorded tasks); the workers load both with the next model version."""
-        from learning.retrain import retrain
+    def retrain(self, guard: bool = True, include_held: bool = False, **params: Any) -> dict[str, Any]:
+        """Fit the next failure model of every tenant with steps (`learning.tenant_models`; the pooled model with
+        `pool_learning`), each reviewed by the poison guard unless `guard` is False, and, as `portfolio retrain`
+        does, the configuration selection (per domain with enough recorded tasks); the workers load them with
+        the next model version. The result: {"models": {tenant: ModelInfo}, "selection": ...}, which the server
+        shows each tenant its part of (`portfolio.serve.tenancy.retrain_out`)."""
         from learning.selection import retrain_selection
+        from learning.tenant_models import retrain_tenants
 
         store = self.planner.store
         if store is None:
@@ -258,20 +280,27 @@ class PlannerWorker:
                     "kind": "BadRequest",
                 }
             }
-        info = retrain(store, **params)
+        infos = retrain_tenants(
+            store, pooled=self.config.pool_learning, guard=guard, include_held=include_held, **params
+        )
         selection = retrain_selection(store)
-        self._load_model()
-        self.model_version = info.version
-        result = info.model_dump(mode="json") | {"selection": selection.model_dump(mode="json")}
+        self.model_version = self._stored_version()
+        self.planner.reload_selection()
+        self._load_model(DEFAULT_TENANT)  # what the worker plans with first; each tenant's is checked at its call
+        models = {tenant: info.model_dump(mode="json") for tenant, info in infos.items()}
+        result = {"models": models, "selection": selection.model_dump(mode="json")}
         return {"result": result, "model_error": self.model_error}
 
-    def costs(self, body: dict[str, Any], model_version: int | None = None) -> dict[str, Any]:
-        """The learned cost of every grounded action of a task (`Planner.learned_costs`, as `portfolio costs`)."""
+    def costs(
+        self, body: dict[str, Any], model_version: int | None = None, tenant: str = DEFAULT_TENANT
+    ) -> dict[str, Any]:
+        """The learned cost of every grounded action of a task (`Planner.learned_costs`, as `portfolio costs`),
+        under the tenant's model."""
         from domains.errors import TaskInputError
         from learning.costs import cost_rows
         from portfolio.serve.models import BadRequest, CostsBody
 
-        unavailable = self._with_model(model_version)
+        unavailable = self._with_model(model_version, tenant)
         if unavailable is not None:
             return unavailable
         request = CostsBody.model_validate(body)
@@ -283,7 +312,7 @@ class PlannerWorker:
         except (TaskInputError, BadRequest) as error:
             return {"bad_input": {"error": str(error), "kind": getattr(error, "kind", type(error).__name__)}}
         rows = cost_rows(costs)
-        return {"result": {"model_version": self.model_version if costs else None, "costs": rows}}
+        return {"result": {"model_version": self.tenant_version if costs else None, "costs": rows}}
 
     def handlers(self) -> dict[str, Any]:
         return {"plan": self.plan, "costs": self.costs, "retrain": self.retrain, "ping": self.ping}

@@ -1,0 +1,5 @@
+(define (problem types)
+  (:domain rooms)
+  (:objects a b - room r1 - robot)
+  (:init (at a r1) (door a b))
+  (:goal (lit b)))
