@@ -78,9 +78,7 @@ def serve_in_thread(
     `uvicorn.Server` is appended to `servers`, when given, for a test that looks at its connections.
     `insecure` (default: when there is neither a token nor a key in the trace store) serves without keys, as
     `portfolio serve --insecure` does; `quotas`: a `QuotaDefaults`."""
-    import uvicorn
-
-    from portfolio.serve.connections import uvicorn_config
+    from portfolio.serve.connections import Server, uvicorn_config
     from portfolio.serve.http import create_app
     from portfolio.serve.service import Service
 
@@ -98,7 +96,7 @@ def serve_in_thread(
         allowed_hosts=allowed_hosts,
     )
     sock = socket.create_server(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn_config(app, limits, log_level="warning", lifespan="on"))
+    server = Server(uvicorn_config(app, limits, log_level="warning", lifespan="on"))
     if servers is not None:
         servers.append(server)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

@@ -260,7 +260,7 @@ def test_a_replacement_worker_s_start_up_is_not_charged_to_the_next_request():
     async def scenario() -> dict:
         await pool.warm_up()
         pool.workers[0].spawn()  # as `_restarted` leaves it: a new process that has not answered yet
-        _, answer = await pool.call("validate", 0.3, body=body)
+        _, answer = await pool.call("validate", 0.3, body=body, budget_s=0.3, memory_limit_mb=1024)
         return {"answer": answer}
 
     try:

@@ -112,7 +112,8 @@ def _add_planner_arguments(parser: argparse.ArgumentParser, workers_default: int
         metavar="MB",
         help="memory budget of one request, shared by the planner processes it runs in (each "
         "capped at an equal share), and the cap of one validation (default: half the machine's "
-        "memory shared among the planner workers and validators)",
+        "memory shared among the planner workers and validators); the server's own process keeps its "
+        "large request bodies within it too, less 256 MB for itself (a step batch costs it ~20x its size)",
     )
     add_translator_python_argument(parser)
     parser.add_argument(
@@ -207,7 +208,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="open connections at most; more are closed at once (default: half the descriptor limit, at most 1024)",
+        help="open connections at most (default: the descriptor limit, `ulimit -n`, less a reserve for the "
+        "workers, the trace store and accept bursts, at most 1024); a new connection over it takes the place of "
+        "the one idle longest, and is closed only when none is idle",
+    )
+    parser.add_argument(
+        "--max-connections-per-client",
+        type=int,
+        default=None,
+        metavar="N",
+        help="open connections of one client address at most, in the same way (default: half of "
+        "--max-connections; behind a reverse proxy every client has the proxy's address)",
     )
     parser.add_argument(
         "--drain",
@@ -314,8 +325,15 @@ def run(args: argparse.Namespace) -> int:
 
     if args.max_body <= 0 or args.drain < 0:
         return fail_bad_input("--max-body must be positive and --drain not negative")
-    if args.idle_timeout <= 0 or args.request_timeout <= 0 or (args.max_connections or 1) <= 0:
-        return fail_bad_input("--idle-timeout, --request-timeout and --max-connections must be positive")
+    if (
+        args.idle_timeout <= 0
+        or args.request_timeout <= 0
+        or (args.max_connections or 1) <= 0
+        or (args.max_connections_per_client or 1) <= 0
+    ):
+        return fail_bad_input(
+            "--idle-timeout, --request-timeout, --max-connections and --max-connections-per-client must be positive"
+        )
     if not 0 <= args.port <= 65535:  # checked before the workers start: bind() raised OverflowError after
         return fail_bad_input(f"--port {args.port}: expected a port number from 0 to 65535 (0 picks a free one)")
     from portfolio.serve.startup import check_credentials
@@ -347,7 +365,11 @@ def run(args: argparse.Namespace) -> int:
     config = uvicorn_config(
         app,
         ConnectionLimits(
-            idle_s=args.idle_timeout, request_s=args.request_timeout, max_connections=args.max_connections
+            idle_s=args.idle_timeout,
+            request_s=args.request_timeout,
+            max_connections=args.max_connections,
+            max_per_client=args.max_connections_per_client,
+            workers=service.config.workers + (service.config.validators or service.config.workers),
         ),
         log_level="warning",
         timeout_graceful_shutdown=args.drain,
@@ -371,9 +393,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _server_class():
-    import uvicorn
+    from portfolio.serve.connections import Server as GuardedServer
 
-    class Server(uvicorn.Server):
+    class Server(GuardedServer):
         """uvicorn re-raises SIGTERM after its graceful shutdown (exit status -15); a service that drained and
         stopped every worker has shut down as asked and exits 0."""
 

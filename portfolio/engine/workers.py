@@ -120,7 +120,11 @@ class WorkerProcess(Resource):
     """A long-lived `python -m portfolio.engine.worker_main` answering one request at a time.
 
     `python`: the interpreter (default this one), with `env` added to its environment. `aborts` and `kills` count
-    how requests past their deadline ended: stopped with the worker kept, or with the worker killed."""
+    how requests past their deadline ended: stopped with the worker kept, or with the worker killed.
+    `memory_limit_mb`: the limit an out-of-memory error reports; None: the cap `spawn` applies
+    (`limits.limit_mb()`). A subclass whose process caps itself otherwise sets it to the limit in force."""
+
+    memory_limit_mb: int | None = None
 
     def __init__(
         self,
@@ -195,7 +199,8 @@ class WorkerProcess(Resource):
                 if not limits.is_out_of_memory(str(error)):
                     raise
                 self._replace(process)  # a process that hit its cap may be left in a bad state
-                raise OutOfMemory(f"{limits.OUT_OF_MEMORY} (limit {limits.limit_mb()} MB)") from error
+                limit = self.memory_limit_mb or limits.limit_mb()
+                raise OutOfMemory(f"{limits.OUT_OF_MEMORY} (limit {limit} MB)") from error
         finally:
             if release:
                 self._lock.release()

@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from domains.errors import TaskInputError
 from portfolio.serve.auth import Forbidden, Unauthorized
+from portfolio.serve.disconnect import ClientGone
 from portfolio.serve.models import BadRequest
 from portfolio.serve.pool import PlannerFailed, QueueFull
 from portfolio.serve.quotas import QuotaExceeded
@@ -66,6 +67,10 @@ def install_error_handlers(app: FastAPI, hide: Callable[[str], str] = _unchanged
     @app.exception_handler(TaskInputError)
     async def bad_input(request: Request, error: Exception) -> JSONResponse:
         return json_error(getattr(error, "status", 400), str(error), getattr(error, "kind", type(error).__name__))
+
+    @app.exception_handler(ClientGone)
+    async def client_gone(request: Request, error: ClientGone) -> JSONResponse:
+        return json_error(499, str(error), "ClientGone")  # sent nowhere: the connection is closed
 
     @app.exception_handler(NotFound)
     async def not_found(request: Request, error: NotFound) -> JSONResponse:

@@ -9,6 +9,7 @@ import logging
 from typing import Any
 
 from portfolio.serve.auth import Authenticator
+from portfolio.serve.body_budget import BodyBudget
 from portfolio.serve.metrics import route_label
 from portfolio.serve.origins import AllowList
 from portfolio.serve.quotas import QuotaExceeded, Quotas
@@ -55,6 +56,9 @@ class Guard:
     4. a body, if any, sent as `application/json`, else 415 (a web page's form or `text/plain` post is no API
        call, and would need no CORS preflight);
     5. the principal within its quotas (`Quotas`: requests and body bytes per second), else 429 + Retry-After;
+    6. a large body (from `LARGE_BODY_BYTES`) within the server memory kept for bodies (`BodyBudget`: what its
+       route costs per body byte, as measured), else 413 when it would not fit alone, 503 + Retry-After when
+       not beside those in flight;
 
     then reads the body (the size checked again as it streams in), screens it and hands the app the request
     with the principal in `scope["state"]["principal"]`, where the routes' `authorize` checks its scopes. One
@@ -82,12 +86,10 @@ class Guard:
         self.authenticator, self.allowed, self.quotas = authenticator, allowed, quotas
         self.public_docs = public_docs
         self._screening = anyio.CapacityLimiter(2)  # large bodies walked on threads, two at a time
-        # Large bodies in flight at once, in bytes: the server holds a body several times over while it reads,
-        # screens, parses and hands it on (~6.5x measured: ten 30 MB validations at once took it to 1.9 GB,
-        # over a 1 GB --memory-limit). Beyond this, a large body is refused with 503 + Retry-After before it
-        # is read; small ones never are.
-        self.large_budget = large_body_budget or max(max_body_bytes, service.config.memory_limit_mb * 1024 * 1024 // 10)
-        self._large_in_flight = 0
+        # The server memory large bodies in flight may take (`BodyBudget`: each charged what its route costs
+        # per body byte, as measured); beyond it a large body is refused before it is read, 413 when it would
+        # not fit alone, else 503 + Retry-After. Small ones never are.
+        self.bodies = BodyBudget(service.config.memory_limit_mb, large_body_budget)
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -203,32 +205,26 @@ class Guard:
         if scope["method"] not in BODY_METHODS:
             await self.app(scope, receive, send)
             return
-        # a chunked body has no length to go by: it counts as the largest allowed
-        size = int(length) if length is not None and length.isdigit() else self.max_body_bytes
+        # a chunked body has no length to go by: it counts as the largest that may come (and is cut there)
+        path = scope["path"]
+        most = min(self.max_body_bytes, self.bodies.largest(path))
+        size = declared if declared is not None else most
         if size < LARGE_BODY_BYTES:
-            await self._screened(scope, receive, send)
+            await self._screened(scope, receive, send, most)
             return
-        if self._large_in_flight + size > self.large_budget:
-            await _send_json(
-                send,
-                503,
-                {
-                    "error": f"the server is busy with {self._large_in_flight // 2**20} MB of "
-                    "large request bodies; retry shortly",
-                    "kind": "BusyWithLargeBodies",
-                },
-                [(b"retry-after", b"1")],
-            )
+        refused = self.bodies.take(path, size)
+        if refused is not None:
+            retry = [(b"retry-after", b"1")] if refused.status == 503 else []
+            await _send_json(send, refused.status, {"error": refused.message, "kind": refused.kind}, retry)
             return
-        self._large_in_flight += size
         try:
-            await self._screened(scope, receive, send)
+            await self._screened(scope, receive, send, most)
         finally:
-            self._large_in_flight -= size
+            self.bodies.give_back(path, size)
 
-    async def _screened(self, scope, receive, send) -> None:
-        """Read the body in (up to the limit: a chunked one has no Content-Length to check first), screen it,
-        and hand it to the app."""
+    async def _screened(self, scope, receive, send, most: int) -> None:
+        """Read the body in (up to `most` bytes: a chunked one has no Content-Length to check first), screen
+        it, and hand it to the app."""
         import anyio
 
         from portfolio.serve.screen import NOT_JSON, BodyRejected, screen
@@ -239,10 +235,8 @@ class Guard:
             if message["type"] != "http.request":
                 return  # the client went away
             body += message.get("body", b"")
-            if len(body) > self.max_body_bytes:
-                await _send_json(
-                    send, 413, {"error": f"request body over {self.max_body_bytes} bytes", "kind": "BodyTooLarge"}
-                )
+            if len(body) > most:
+                await _send_json(send, 413, {"error": f"request body over {most} bytes", "kind": "BodyTooLarge"})
                 return
             if not message.get("more_body"):
                 break
@@ -261,6 +255,7 @@ class Guard:
             return
         if document is not NOT_JSON:  # for routes that validate it off the loop (/v1/steps)
             scope = dict(scope, state={**scope.get("state", {}), "screened_json": document})
+        del document  # the route takes it out of the scope and lets go of it as it reads it
         replayed = False
 
         async def replay():

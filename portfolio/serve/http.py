@@ -21,12 +21,15 @@ service. `public_docs` lets GET /docs, /docs/assets/... and /openapi.json throug
 
 Errors are JSON `{"error", "kind"}` whatever happens: 400 bad input (`kind` names the error type: PDDLSyntaxError,
 SchemaError, ...), 401 without a valid key, 403 a key without the route's scope or a foreign Origin, 404, 413 body
-too large, 415 a body that is not `application/json`, 421 a Host the server does not answer for, 422 a
+too large (over --max-body, or more than the server's memory holds: `portfolio.serve.body_budget`), 415 a body
+that is not `application/json`, 421 a Host the server does not answer for, 422 a
 validation too costly to finish (`ValidationTooCostly`: over --validate-budget or the memory cap), 429 +
 Retry-After over the key's quota, 500 a planner worker died or hung (it was replaced; the reason says why), 503 +
 Retry-After when the queue is full, the trace store is locked or too many large bodies are in flight
 (`BusyWithLargeBodies`), 503 without it when the stored model cannot be read (`ModelFormatError`: retrain). A
-handler that raises anything else is answered 500 too, never with a dropped connection.
+handler that raises anything else is answered 500 too, never with a dropped connection. The OpenAPI document
+lists, for each operation, every one of these it can answer, with the `ErrorBody` schema
+(`portfolio.serve.openapi_errors`).
 
 Errors are answered by `portfolio.serve.errors`; admission is `portfolio.serve.guard.Guard`, plain ASGI
 middleware around the whole app, the MCP endpoint included: Host and Origin, the key (read from the header
@@ -50,6 +53,8 @@ from pydantic import BaseModel
 
 from portfolio.serve import tenancy
 from portfolio.serve.auth import Authenticator, authorize, require
+from portfolio.serve.connections import quiet_accept_errors
+from portfolio.serve.disconnect import until_disconnected
 from portfolio.serve.errors import install_error_handlers
 from portfolio.serve.guard import MAX_BODY_BYTES, Guard
 from portfolio.serve.keys import KeyRing, Principal
@@ -60,7 +65,6 @@ from portfolio.serve.models import (
     BadRequest,
     CostsBody,
     CostsResponse,
-    ErrorBody,
     HealthResponse,
     Job,
     PlanBody,
@@ -72,26 +76,13 @@ from portfolio.serve.models import (
     ValidateBody,
     Verdict,
 )
+from portfolio.serve.openapi_errors import errors, without_unused_422
 from portfolio.serve.origins import AllowList
 from portfolio.serve.quotas import QuotaDefaults, Quotas
 from portfolio.serve.service import NotFound, Service
 from portfolio.serve.startup import check_credentials
 
 log = logging.getLogger(__name__)
-
-ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorBody, "description": "bad input: the message says what was expected"},
-    401: {"model": ErrorBody, "description": "no API key, or one the server does not hold (revoked, mistyped)"},
-    403: {"model": ErrorBody, "description": "the key lacks the scope this operation needs"},
-    422: {"model": ErrorBody},
-    429: {"model": ErrorBody, "description": "over the key's quota; retry after Retry-After seconds"},
-    500: {"model": ErrorBody},
-    503: {"model": ErrorBody},
-}
-NOT_FOUND: dict[int | str, dict[str, Any]] = {
-    404: {"model": ErrorBody, "description": "no such run (or job) of the key's tenant"}
-}
-
 
 # A route's caller, holding the scope named (`authorize`); the OpenAPI document lists the scope per operation
 Planner = Annotated[Principal, Security(authorize, scopes=["plan"])]
@@ -143,6 +134,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
+        quiet_accept_errors(asyncio.get_running_loop())  # the server's loop: a count per interval, no tracebacks
         if service.pool is None:
             service.start()
         watcher = asyncio.get_running_loop().create_task(service.watch())
@@ -190,7 +182,7 @@ def create_app(
         except NotFound as error:
             raise NotFound(str(error).replace(repr(body.run_id), repr(client_run_id))) from None
 
-    @app.post("/v1/plan", response_model=PlanResponse, responses={202: {"model": Job}, **ERRORS})
+    @app.post("/v1/plan", response_model=PlanResponse, responses={202: {"model": Job}, **errors(body=True)})
     async def plan(body: PlanBody, principal: Planner):
         """Plan a task (scope `plan`). The run id, given or made, names the run in the caller's tenant."""
         stored = tenancy.plan_in(principal.tenant, body)
@@ -199,7 +191,7 @@ def create_app(
         with limits.plan_slot(principal):
             return tenancy.plan_out(principal.tenant, await service.plan(stored))
 
-    @app.post("/v1/replan", response_model=PlanResponse, responses={202: {"model": Job}, **NOT_FOUND, **ERRORS})
+    @app.post("/v1/replan", response_model=PlanResponse, responses={202: {"model": Job}, **errors(404, body=True)})
     async def replan(body: ReplanBody, principal: Planner):
         """Plan the run's task again from the observed `state` (scope `plan`); another tenant's run, or none, is a
         404. What is still valid of the plan being executed is returned as `plan-reuse`, but never a step that
@@ -216,24 +208,27 @@ def create_app(
         with limits.plan_slot(principal):
             return tenancy.plan_out(principal.tenant, await replanned(principal, stored, body.run_id))
 
-    @app.post("/v1/costs", response_model=CostsResponse, responses=ERRORS)
+    @app.post("/v1/costs", response_model=CostsResponse, responses=errors(body=True))
     async def costs(body: CostsBody, principal: Reader) -> CostsResponse:
         """The learned cost of every grounded action of the task (as `portfolio costs`): base cost, p_fail and
         the cost plans pay, riskiest first (scope `read`). The model is learned from the caller's tenant's steps
         (every tenant's on a server started with --pool-learning)."""
         return await service.costs(body, principal.tenant)
 
-    @app.post("/v1/validate", response_model=Verdict, responses=ERRORS)
-    async def validate(body: ValidateBody, principal: Planner) -> Verdict:
-        """Check a plan against a task (scope `plan`)."""
-        return await service.validate(body)
+    @app.post("/v1/validate", response_model=Verdict, responses=errors(422, body=True))
+    async def validate(body: ValidateBody, principal: Planner, request: Request) -> Verdict:
+        """Check a plan against a task (scope `plan`). A check whose worst case cannot finish within the
+        server's --validate-budget or memory cap is refused at once, 422 `ValidationTooCostly` saying what, how
+        large and the limit. Each key's validations queue on their own and keys take turns, and a client that
+        hangs up stops its check."""
+        return await until_disconnected(request, service.validate(body, caller=principal.name))
 
     # The body is validated on a thread in batches (`steps_body`), not by FastAPI on the event loop: a 30 MB
     # batch held the loop for seconds. The schema is still published (`_publish`).
     @app.post(
         "/v1/steps",
         response_model=StepsResponse,
-        responses=ERRORS,
+        responses=errors(422, body=True),  # 400 also without a trace store
         openapi_extra={
             "requestBody": {
                 "required": True,
@@ -257,7 +252,8 @@ def create_app(
 
         from portfolio.serve.screen import NOT_JSON
 
-        document = getattr(request.state, "screened_json", NOT_JSON)
+        # taken out of the scope, so that the batch is let go of as it is read (`steps_body`)
+        document = request.scope.get("state", {}).pop("screened_json", NOT_JSON)
         if document is NOT_JSON:
             raw = await request.body()
             if raw.strip():
@@ -274,13 +270,13 @@ def create_app(
         answer = await service.record_steps(body, provenance=(principal.tenant, principal.name))
         return tenancy.steps_out(principal.tenant, answer)
 
-    @app.get("/v1/actions", response_model=ActionsResponse, responses=ERRORS)
+    @app.get("/v1/actions", response_model=ActionsResponse, responses=errors(400))  # 400: no trace store
     async def actions(principal: Reader) -> ActionsResponse:
         """Per action name, the statistics of the caller's tenant's steps, and p_fail under its tenant's latest
         model (scope `read`)."""
         return await service.actions(**tenancy.stats_filter(principal.tenant), tenant=principal.tenant)
 
-    @app.post("/v1/retrain", status_code=202, response_model=Job, responses=ERRORS)
+    @app.post("/v1/retrain", status_code=202, response_model=Job, responses=errors(body=True))
     async def retrain(principal: Learner, body: RetrainBody | None = None):
         """Fit the next failure model of every tenant and the selection model (scope `learn`); while one retrain
         runs, every call answers its job, whose result is the caller's tenant's model (with the batches the
@@ -296,7 +292,7 @@ def create_app(
         owners.add(job.id, principal.tenant)
         return _job_response(job)
 
-    @app.get("/v1/jobs/{job_id}", response_model=Job, responses={**NOT_FOUND, **ERRORS})
+    @app.get("/v1/jobs/{job_id}", response_model=Job, responses=errors(404))
     async def job(job_id: str, principal: Reader) -> Job:
         """A job the caller's tenant started (scope `read`); another tenant's is a 404."""
         found = service.job(job_id)
@@ -309,11 +305,11 @@ def create_app(
             return found.model_copy(update={"result": view})
         return found
 
-    @app.get("/v1/health", response_model=HealthResponse)
+    @app.get("/v1/health", response_model=HealthResponse, responses=errors(keyed=False))
     async def health() -> HealthResponse:
         return service.health()
 
-    @app.get("/metrics", response_class=Response, responses=ERRORS)
+    @app.get("/metrics", response_class=Response, responses=errors())
     async def metrics(principal: MetricsReader) -> Response:
         """Prometheus metrics (scope `metrics`)."""
         from prometheus_client import CONTENT_TYPE_LATEST
@@ -357,7 +353,8 @@ def docs_routes(app: FastAPI) -> None:
 
 
 def _publish(app: FastAPI, *models: type[BaseModel]) -> None:
-    """Add `models`' JSON Schemas to the OpenAPI components (for routes that take the raw request)."""
+    """Add `models`' JSON Schemas to the OpenAPI components (for routes that take the raw request), and take out
+    the 422s this service never answers (`without_unused_422`)."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -369,7 +366,8 @@ def _publish(app: FastAPI, *models: type[BaseModel]) -> None:
                 for name, sub in definition.pop("$defs", {}).items():
                     components.setdefault(name, sub)
                 components[model.__name__] = definition
-        return app.openapi_schema or schema
+            app.openapi_schema = without_unused_422(schema)
+        return app.openapi_schema
 
     # FastAPI's documented way to extend the schema is to replace `app.openapi`; the alternative is a subclass
     app.openapi = openapi  # type: ignore[method-assign]

@@ -197,8 +197,8 @@ def build_mcp(service: Service, quotas: Quotas | None = None, local: Principal |
         return tenancy.plan_out(principal.tenant, answer)
 
     async def validate(ctx: Context, **arguments: Any) -> Verdict:
-        caller(ctx, "validate")
-        return await guarded(service.validate(ValidateBody(**arguments)))
+        principal = caller(ctx, "validate")
+        return await guarded(service.validate(ValidateBody(**arguments), caller=principal.name))
 
     async def record_steps(ctx: Context, **arguments: Any) -> StepsResponse:
         principal = caller(ctx, "record_steps")

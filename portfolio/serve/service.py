@@ -131,13 +131,17 @@ class Service:
         self.metrics.busy_workers.set_function(lambda: pool.busy)
         from portfolio.serve.validator import ValidatorConfig, ValidatorWorker
 
+        validators = self.config.validators or self.config.workers
+        # Validations queue per caller and take turns; one caller holds all validators but one at most, so
+        # another caller's check starts at once however many of its own the first has sent (`PlannerPool`).
         self.validators = PlannerPool(
             ValidatorConfig(memory_limit_mb=self.config.memory_limit_mb),
-            self.config.validators or self.config.workers,
+            validators,
             self.config.queue,
             on_restart=lambda reason: self.metrics.worker_restarts.labels(reason).inc(),
             worker_class=ValidatorWorker,
             name="validator",
+            owner_limit=max(1, validators - 1),
         )
 
     async def watch(self, period_s: float = 1.0) -> None:
@@ -214,7 +218,7 @@ class Service:
         run_id = body.run_id or uuid.uuid4().hex
         payload = body.model_dump(exclude={"wait"}) | {"budget": budget, "run_id": run_id}
         timeout = budget + self.config.decomposer_budget_s + CALL_GRACE_S
-        reuse = {"previous_plan": previous[0], "previous_cost_model": previous[1]} if previous else {}
+        reuse: dict[str, Any] = {"previous_plan": previous[0], "previous_cost_model": previous[1]} if previous else {}
         # with the client's run id the run must be recorded; without, planning goes on when the store fails
         must_record = body.run_id is not None
         index, answer = await self.pool.call(
@@ -432,14 +436,25 @@ class Service:
         return answer["result"]
 
     # -- validation -----------------------------------------------------------------------------------------
-    async def validate(self, body: ValidateBody) -> Verdict:
-        """The verdict from a validator process (see `portfolio.serve.validator`): BadRequest for bad input, a
-        422 `ValidationTooCostly` when it outgrows the deadline or the memory cap, QueueFull when they are all
-        busy and the queue is full."""
+    async def validate(self, body: ValidateBody, caller: str | None = None) -> Verdict:
+        """The verdict from a validator process (see `portfolio.serve.validator`), in `caller`'s turn (a
+        principal's name: each caller's validations queue on their own and callers take turns): BadRequest for
+        bad input, a 422 `ValidationTooCostly` when its worst case cannot finish within the deadline or the
+        memory cap (refused before it starts) or it outgrows them, QueueFull when the validators are busy and
+        the caller's queue is full. Cancelling it (the client went away) stops the check and replaces the
+        validator."""
         assert self.validators is not None
         budget = self.config.validate_budget_s
         try:
-            _, answer = await self.validators.call("validate", budget, body=body.model_dump())
+            _, answer = await self.validators.call(
+                "validate",
+                budget,
+                owner=caller,
+                stop_when_cancelled=True,
+                body=body.model_dump(),
+                budget_s=budget,
+                memory_limit_mb=self.config.memory_limit_mb,
+            )
         except CallTimedOut:
             raise BadRequest(
                 f"validation did not finish within the server's {budget:g} s (--validate-budget): "
@@ -456,6 +471,8 @@ class Service:
             ) from None
         if "bad_input" in answer:
             raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
+        if "too_costly" in answer:
+            raise BadRequest(answer["too_costly"]["error"], "ValidationTooCostly", status=422)
         return Verdict.model_validate(answer["result"])
 
     # -- jobs -----------------------------------------------------------------------------------------------

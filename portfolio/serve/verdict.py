@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from domains.errors import TaskInputError
 from domains.ground_text import parse_ground_action
-from domains.model import Task
+from domains.model import State, Task
 from portfolio.serve.models import BadRequest, ValidateBody, Verdict, load_task
 
 # `0: (pick-up b)` and `0.000: (pick-up b) [1.000]`: numbered lines (LLMs) and IPC's timestamped plan format
@@ -53,10 +53,16 @@ def verdict(task: Task, steps: list, init=None) -> Verdict:
     )
 
 
-def verdict_for(body: ValidateBody) -> Verdict:
-    """The verdict on a request body; raises `BadRequest` / `TaskInputError` for input it cannot read."""
+def read_body(body: ValidateBody) -> tuple[Task, list, State | None]:
+    """The task, the plan's steps and the initial state (None: the task's) of a request body; raises
+    `BadRequest` / `TaskInputError` for input it cannot read."""
     from domains.literals import parse_ground_atoms
 
     task = load_task(body)
     init = parse_ground_atoms(task, body.init) if body.init is not None else None
-    return verdict(task, parse_plan_lines(body.plan), init)
+    return task, parse_plan_lines(body.plan), init
+
+
+def verdict_for(body: ValidateBody) -> Verdict:
+    """The verdict on a request body; raises `BadRequest` / `TaskInputError` for input it cannot read."""
+    return verdict(*read_body(body))
