@@ -49,11 +49,13 @@ def parent(pid: int) -> int | None:
 
 def family(server_pid: int) -> dict[int, tuple[str, dict[str, str]]]:
     """Every live descendant of the server that runs its own program: pid -> (command line, environment). A child
-    between fork and exec still shows its parent's command line and environment (exec replaces both): left out."""
+    between fork and exec still shows its parent's command line and environment (exec replaces both): left out,
+    and so is one that exec'd while it was being read (its command line read before and after its environment
+    differ: the environment may be its parent's)."""
     found = {}
     for pid in descendants(server_pid):
-        env, line, up = environ(pid), cmdline(pid), parent(pid)
-        if env is not None and up is not None and line != cmdline(up):
+        line, env, after, up = cmdline(pid), environ(pid), cmdline(pid), parent(pid)
+        if env is not None and up is not None and line == after and line != cmdline(up):
             found[pid] = (line, env)
     return found
 
