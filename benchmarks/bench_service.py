@@ -44,7 +44,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
-IPC = REPO.parent / "shared" / "ipc"
+IPC = REPO / "tests" / "data" / "ipc"  # in the repository: the benchmark needs nothing beside the clone
 SMALL = {
     "domain": (IPC / "blocks" / "domain.pddl").read_text(),
     "problem": (IPC / "blocks" / "probBLOCKS-4-0.pddl").read_text(),
