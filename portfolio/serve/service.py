@@ -54,7 +54,6 @@ from portfolio.serve.models import (
     StepsResponse,
     ValidateBody,
     Verdict,
-    one_idempotency_key,
 )
 from portfolio.serve.pool import CallOutOfMemory, CallTimedOut, PlannerPool, QueueFull
 from portfolio.serve.runs import MAX_RUNS, MAX_SOURCES, RunMemory, steps_to_keep, store_run, stored_run
@@ -357,17 +356,15 @@ class Service:
             raise BadRequest("this server has no trace store: start it with --traces PATH")
         return self.store
 
-    async def record_steps(
-        self, body: StepsBody, idempotency_key: str | None = None, provenance: tuple[str, str] | None = None
-    ) -> StepsResponse:
-        """Record the executed steps of `body` (each once: `traces.recording`). With an idempotency key (the
-        body's `idempotency_key` or `idempotency_key` here, from HTTP's `Idempotency-Key` header; both given, they
-        must agree), the batch is recorded once and a retry answered as the first time, across restarts; other
-        steps under a used key are a 422 `IdempotencyKeyReused`. The key is one opaque string here.
+    async def record_steps(self, body: StepsBody, provenance: tuple[str, str] | None = None) -> StepsResponse:
+        """Record the executed steps of `body` (each once: `traces.recording`). With the body's `idempotency_key`
+        (HTTP's `Idempotency-Key` header is put there, in the tenant's namespace, by `tenancy.steps_in`), the
+        batch is recorded once and a retry answered as the first time, across restarts; other steps under a used
+        key are a 422 `IdempotencyKeyReused`. The key is one opaque string here.
         `provenance`: the (tenant, principal) posting them, kept for each step recorded (`traces.provenance`),
         under the same lock."""
         self.need_store()
-        key = one_idempotency_key(body.idempotency_key, idempotency_key)
+        key = body.idempotency_key
 
         def write(store: Any) -> RecordReport:
             report = store.record_steps(body.steps, idempotency_key=key)
