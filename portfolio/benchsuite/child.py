@@ -23,7 +23,7 @@ from portfolio.benchsuite import planners, suites
 from portfolio.engine.limits import die_with_parent
 
 PARENT_ENV = "PORTFOLIO_BENCH_PARENT"  # the runner's pid, set by runner.execute
-SAMPLE_S = 0.01  # how often the planning process tree's memory is read
+SAMPLE_S = 0.1  # how often the planning process tree's memory is read: seldom, the thread shares the timed part's GIL
 
 
 class TreeMemory:
