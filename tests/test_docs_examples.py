@@ -34,6 +34,8 @@ SECTIONS = (
     ("docs/runtimes.md", "## pydantic-ai"),
     ("docs/runtimes.md", "## Any MCP client"),
     ("docs/unified-planning.md", "# From unified-planning"),
+    ("docs/unified-planning.md", "## A plan now, a cheaper one later"),
+    ("docs/unified-planning.md", "## Replanning as the problem changes"),
 )
 _TIMING = re.compile(r"\d+(\.\d+)? ms|in \d+(\.\d+)? s\b")
 # --json: timings, and which of the searches raced on a unit-cost task answered first (on blocks-4, either)

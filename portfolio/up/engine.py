@@ -1,5 +1,5 @@
-"""`PortfolioEngine`: the portfolio as a unified-planning engine, `OneshotPlanner(name="portfolio")` and
-`PlanValidator(name="portfolio")` once `portfolio.up` is imported.
+"""`PortfolioEngine`: the portfolio as a unified-planning engine, `OneshotPlanner(name="portfolio")`,
+`AnytimePlanner(name="portfolio")` and `PlanValidator(name="portfolio")` once `portfolio.up` is imported.
 
 **What it takes** (`supported_kind`): action-based classical problems, what UP's PDDL writer can write and
 `domains.pddl` reads: flat or hierarchical types; negative, disjunctive, existential and universal conditions
@@ -27,9 +27,23 @@ and are stopped by `destroy()`, which `with OneshotPlanner(...) as planner:` cal
 **Parameters** (`OneshotPlanner(name="portfolio", params={...})`): `traces` (a trace store's path: learned
 action costs from its latest model steer the plans, and every plan is recorded there; `portfolio.planner`),
 `weight` (lambda of the learned costs, default 5), `objective` ("risk" or "time"), `budget_s` (the classical
-tier, default 1 s) and `decomposer_budget_s` (default 30 s).
+tier, default 1 s), `decomposer_budget_s` (default 30 s) and `improve_budget_s` (the anytime planner's improving
+search when `get_solutions` has no timeout, default 10 s).
 
-`heuristic` is not used (UP's convention: a warning says so); `output_stream` gets one line per attempt.
+**Anytime** (`get_solutions(problem, timeout=T)`): a result with status INTERMEDIATE for each plan strictly
+cheaper than the ones before it, as soon as it is found, then a final one with the cheapest plan. Two calls of
+the same warm planner (`Planner.plan`), one after the other: `quality="first"`, the cascade's first cost-aware
+plan in the oneshot budgets (within T); then `quality="optimal"`, Fast Downward's anytime search (weighted A*
+restarts bounded by the incumbent, down to A*) and A* with LM-cut on small tasks, in all that is left of T
+(`improve_budget_s` without a timeout; Fast Downward has its share of the classical tier), stopping on a proof
+of optimality or at the deadline with the cheapest plan found. "Cheaper" is under the costs the plans were made
+with (`results.planned_cost`): the task's own, or the learned costs of `traces`, under which no proof counts. A
+task without action costs or learned costs has nothing these searches improve: its first plan is its only one.
+Every plan is one the project's validator accepted (the cascade validates each). The final status is
+SOLVED_OPTIMALLY when a search proved the best plan optimal for the problem's metric, SOLVED_SATISFICING when
+there is a plan, else the first call's status. Both calls run between yields: nothing searches while the
+caller holds a result, and a caller that stops early leaves only the warm workers, which `destroy()` stops.
+With a trace store, each call's plan is recorded, as a oneshot call records its one.
 """
 
 from __future__ import annotations
@@ -39,12 +53,13 @@ import math
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from unified_planning.engines import Engine, PlanGenerationResult, ValidationResult, ValidationResultStatus
-from unified_planning.engines.mixins import OneshotPlannerMixin, PlanValidatorMixin
+from unified_planning.engines.mixins import AnytimePlannerMixin, OneshotPlannerMixin, PlanValidatorMixin
+from unified_planning.engines.mixins.anytime_planner import AnytimeGuarantee
 from unified_planning.engines.results import LogLevel, LogMessage
 from unified_planning.engines.results import PlanGenerationResultStatus as UpStatus
 from unified_planning.model import ProblemKind
@@ -54,8 +69,18 @@ from domains.errors import TaskInputError
 from domains.up_bridge import UpTask, read_up_problem
 from domains.validate import validate_plan
 from portfolio.engine.cascade import CLASSICAL_BUDGET_S, DECOMPOSER_BUDGET_S
+from portfolio.engine.results import PlanResult
 from portfolio.planner import TASK_COSTS
-from portfolio.up.results import ground_plan, metric_values, proved_optimal, up_metrics, up_plan, up_status
+from portfolio.up.results import (
+    ground_plan,
+    improvable,
+    metric_values,
+    planned_cost,
+    proved_optimal,
+    up_metrics,
+    up_plan,
+    up_status,
+)
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +88,8 @@ NAME = "portfolio"
 # Taken off a caller's timeout before the tiers share it: stopping what they started, validating the plan and
 # mapping it back to UP's objects all happen after the cascade's deadline.
 STOP_MARGIN_S = 0.15
+# The anytime planner's improving search, when `get_solutions` has no timeout (with one: what is left of it).
+IMPROVE_BUDGET_S = 10.0
 # A tier's budget must be > 0: a decomposer tier with no time left gets this, and records a timeout.
 MIN_TIER_S = 0.001
 
@@ -97,8 +124,9 @@ def _kind() -> ProblemKind:
 _SUPPORTED_KIND = _kind()
 
 
-class PortfolioEngine(Engine, OneshotPlannerMixin, PlanValidatorMixin):
-    """The portfolio behind UP's oneshot planner and plan validator interfaces (module docstring)."""
+class PortfolioEngine(Engine, OneshotPlannerMixin, AnytimePlannerMixin, PlanValidatorMixin):
+    """The portfolio behind UP's oneshot planner, anytime planner and plan validator interfaces (module
+    docstring)."""
 
     def __init__(
         self,
@@ -107,19 +135,27 @@ class PortfolioEngine(Engine, OneshotPlannerMixin, PlanValidatorMixin):
         objective: str = "risk",
         budget_s: float = CLASSICAL_BUDGET_S,
         decomposer_budget_s: float = DECOMPOSER_BUDGET_S,
+        improve_budget_s: float = IMPROVE_BUDGET_S,
     ) -> None:
         from learning.objective import check_objective
         from portfolio.cost_cache import check_weight
 
         Engine.__init__(self)
         OneshotPlannerMixin.__init__(self)
+        AnytimePlannerMixin.__init__(self)
         self.traces = Path(traces) if traces is not None else None
         self.weight = check_weight(weight)
         self.objective = check_objective(objective)
-        for label, value in (("budget_s", budget_s), ("decomposer_budget_s", decomposer_budget_s)):
+        budgets = (
+            ("budget_s", budget_s),
+            ("decomposer_budget_s", decomposer_budget_s),
+            ("improve_budget_s", improve_budget_s),
+        )
+        for label, value in budgets:
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{label}: expected a finite number of seconds > 0, got {value!r}")
         self.budget_s, self.decomposer_budget_s = float(budget_s), float(decomposer_budget_s)
+        self.improve_budget_s = float(improve_budget_s)
         self._planner: Any = None  # `portfolio.planner.Planner`, started by the first solve
         self._lock = threading.Lock()  # one solve at a time: the tiers' budgets are set per call
 
@@ -153,21 +189,87 @@ class PortfolioEngine(Engine, OneshotPlannerMixin, PlanValidatorMixin):
         read = self._read(problem)
         if isinstance(read, PlanGenerationResult):
             return read
+        result = self._plan(read, None if timeout is None else start + timeout)
+        if result is None:
+            return self._answer(UpStatus.TIMEOUT, f"the timeout of {timeout} s ran out before planning began")
+        return self._result(result, read, problem, output_stream)
+
+    def _get_solutions(
+        self, problem: Any, timeout: float | None = None, output_stream: IO[str] | None = None
+    ) -> Iterator[PlanGenerationResult]:
+        """A fast plan, then a cheaper one (module docstring, **Anytime**)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        read = self._read(problem)
+        if isinstance(read, PlanGenerationResult):
+            yield read
+            return
+        best = self._plan(read, deadline, quality="first")
+        if best is None:
+            yield self._answer(UpStatus.TIMEOUT, f"the timeout of {timeout} s ran out before planning began")
+            return
+        if not best.solved:
+            yield self._result(best, read, problem, output_stream)
+            return
+        yield self._result(best, read, problem, output_stream, UpStatus.INTERMEDIATE)
+        optimal = self._proved_optimal(best, read, problem)
+        better = None
+        if not optimal and improvable(best, read.task):
+            better = self._plan(read, deadline, quality="optimal", improving=True)
+        if better is not None:
+            if planned_cost(better) < planned_cost(best):
+                best = better
+                yield self._result(best, read, problem, output_stream, UpStatus.INTERMEDIATE)
+            # a proof for a plan as cheap as the best proves the best optimal too
+            optimal = planned_cost(better) == planned_cost(best) and self._proved_optimal(better, read, problem)
+        status = UpStatus.SOLVED_OPTIMALLY if optimal else UpStatus.SOLVED_SATISFICING
+        yield self._result(best, read, problem, None, status)
+
+    @staticmethod
+    def ensures(anytime_guarantee: AnytimeGuarantee) -> bool:
+        """Each plan `get_solutions` yields is strictly cheaper than the one before (module docstring);
+        they are not each optimal."""
+        return bool(anytime_guarantee == AnytimeGuarantee.INCREASING_QUALITY)
+
+    def _plan(
+        self, read: UpTask, deadline: float | None, quality: str | None = None, improving: bool = False
+    ) -> PlanResult | None:
+        """One call of the planner on `read.task`, to end by `deadline` (`time.monotonic()`; None: no timeout),
+        or None when too little time is left to start. The tiers' budgets are `_budgets`, or `_improve_budgets`
+        for the anytime planner's `improving` call, of what is left once the planner has started; `quality`
+        (`Planner.plan`) overrides the planner's for this call."""
         with self._lock:
             planner = self._started()
-            budgets = self._budgets(None if timeout is None else timeout - (time.monotonic() - start))
+            left = None if deadline is None else deadline - time.monotonic()
+            budgets = self._improve_budgets(left) if improving else self._budgets(left)
             if budgets is None:
-                return self._answer(UpStatus.TIMEOUT, f"the timeout of {timeout} s ran out before planning began")
+                return None
             with _TierBudgets(planner, *budgets):
-                result = planner.plan(read.task)
+                result: PlanResult = planner.plan(read.task, quality=quality)
+        return result
+
+    def _result(
+        self,
+        result: PlanResult,
+        read: UpTask,
+        problem: Any,
+        output_stream: IO[str] | None,
+        status: UpStatus | None = None,
+    ) -> PlanGenerationResult:
+        """`result` as UP's answer (status from `up_status` unless `status` is given); one line per attempt of
+        the cascade to `output_stream`."""
         if output_stream is not None:
             for attempt in result.attempts:
                 output_stream.write(f"{attempt.delegate}: {attempt.status.value} in {attempt.elapsed_ms:g} ms\n")
-        optimal = proved_optimal(result, read.task, problem, result.cost_model == TASK_COSTS)
+        if status is None:
+            status = up_status(result, self._proved_optimal(result, read, problem))
         plan = up_plan(result, read.items) if result.solved else None
         reasons = [f"{a.delegate}: {a.status.value}: {a.reason}" for a in result.attempts if a.reason]
         messages = [LogMessage(LogLevel.INFO, reason) for reason in reasons]
-        return PlanGenerationResult(up_status(result, optimal), plan, NAME, up_metrics(result), messages)
+        return PlanGenerationResult(status, plan, NAME, up_metrics(result), messages)
+
+    @staticmethod
+    def _proved_optimal(result: PlanResult, read: UpTask, problem: Any) -> bool:
+        return proved_optimal(result, read.task, problem, result.cost_model == TASK_COSTS)
 
     def _read(self, problem: Any) -> UpTask | PlanGenerationResult:
         """The problem as a task with its names, or the UNSUPPORTED_PROBLEM answer saying why not."""
@@ -204,6 +306,17 @@ class PortfolioEngine(Engine, OneshotPlannerMixin, PlanValidatorMixin):
             return None
         classical = min(self.budget_s, left)
         return classical, max(MIN_TIER_S, min(self.decomposer_budget_s, left - classical))
+
+    def _improve_budgets(self, left: float | None) -> tuple[float, float] | None:
+        """(classical, decomposer) budgets of the anytime planner's improving call with `left` seconds (None: no
+        timeout, `improve_budget_s`), or None when too little is left. The decomposer tier gets the least it can:
+        a plan it assembles from subgoals is no cheaper one."""
+        if left is None:
+            return self.improve_budget_s, MIN_TIER_S
+        left -= STOP_MARGIN_S
+        if left < 10 * MIN_TIER_S:
+            return None
+        return left, MIN_TIER_S
 
     # -- validation -------------------------------------------------------------------------------------------
     def _validate(self, problem: Any, plan: Any) -> ValidationResult:

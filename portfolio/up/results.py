@@ -7,6 +7,7 @@ what `portfolio.up.engine` hands back to UP, and how a UP plan becomes steps the
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
@@ -17,6 +18,7 @@ from unified_planning.plans import ActionInstance, SequentialPlan
 
 from domains.model import GroundAction, Plan, Task
 from portfolio.engine.results import PlanResult, Status
+from portfolio.planner import TASK_COSTS
 
 # The cascade's statuses follow UP's taxonomy (`portfolio.engine.results`); SOLVED is refined by `proved_optimal`.
 STATUSES: dict[Status, UpStatus] = {
@@ -50,6 +52,22 @@ def proved_optimal(result: PlanResult, task: Task, problem: Any, task_costs: boo
     )
 
 
+def planned_cost(result: PlanResult) -> float:
+    """The cost `result`'s plan was planned under, what the anytime planner improves: its learned cost under
+    learned costs, else its cost under the task's (inf without a plan)."""
+    if not result.solved:
+        return math.inf
+    if result.cost_model != TASK_COSTS and result.learned_cost is not None:
+        return result.learned_cost
+    return result.cost if result.cost is not None else math.inf
+
+
+def improvable(result: PlanResult, task: Task) -> bool:
+    """Whether a cost-aware search could find a plan cheaper than `result`'s: there are costs to be cheaper
+    under (the task's action costs, or learned ones)."""
+    return result.cost_model != TASK_COSTS or task.has_action_costs()
+
+
 def up_status(result: PlanResult, optimal: bool) -> UpStatus:
     """UP's status for `result` (`STATUSES`; SOLVED_OPTIMALLY only when `optimal`, from `proved_optimal`)."""
     if result.solved and optimal:
@@ -65,8 +83,9 @@ def up_plan(result: PlanResult, items: Mapping[str, Any]) -> SequentialPlan:
 
 
 def up_metrics(result: PlanResult) -> dict[str, str]:
-    """UP's metrics (strings only): who solved it, the cost, the costs it was planned under, the time, and every
-    attempt of the cascade as JSON (`attempts`: delegate, status, ms, reason)."""
+    """UP's metrics (strings only): who solved it, the cost, the costs it was planned under (and under learned
+    ones, the plan's cost under them), the time, and every attempt of the cascade as JSON (`attempts`: delegate,
+    status, ms, reason)."""
     attempts = [
         {"delegate": a.delegate, "status": a.status.value, "ms": a.elapsed_ms, "reason": a.reason}
         for a in result.attempts
@@ -80,6 +99,8 @@ def up_metrics(result: PlanResult) -> dict[str, str]:
     }
     if result.cost is not None:
         metrics["cost"] = f"{result.cost:g}"
+    if result.learned_cost is not None:
+        metrics["learned_cost"] = f"{result.learned_cost:g}"
     if result.success_probability is not None:
         metrics["success_probability"] = f"{result.success_probability:g}"
     return metrics
