@@ -14,7 +14,6 @@ the trace store connection (one transaction at a time) and the learned-cost cach
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import os
@@ -466,6 +465,8 @@ class Planner(Resource):
     async def aplan(self, task: Task, **options: Any) -> PlanResult:
         """`plan(task, **options)` off the event loop (in a worker thread), for async runtimes; safe to await
         from many tasks at once (module docstring)."""
+        import asyncio  # here: a plan from the CLI or a thread pays no asyncio import (nor its ssl)
+
         return await asyncio.to_thread(self.plan, task, **options)
 
     def _record(self, task: Task, result: PlanResult, run_id: str | None) -> None:
