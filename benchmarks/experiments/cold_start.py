@@ -2,13 +2,14 @@
 
     python -m benchmarks.experiments.cold_start [--rounds 7] [--domain D --problem P] [--imports] [--checkout DIR]
 
-Each round runs both once, alternating which goes first, each as a fresh process timed from spawn to exit
-(bytecode caching on, `child_env`):
-the CLI (`portfolio plan D P --no-cache`: the console script of this interpreter's environment, translating
-afresh like the driver; its default cascade, whose Fast Downward runs lama-first) and the driver
-(`fast-downward.py --alias lama-first D P` from the up-fast-downward wheel, in a scratch folder). Prints each
-round, the medians and the ratio CLI / driver. `--imports` also prints the modules the CLI imports that a plain
-plan needs none of (`HEAVY`), read from `python -X importtime`. Blocks 4-0 from tests/data is the default task.
+Each round runs both once, alternating which goes first, each a fresh process timed from spawn to exit with
+bytecode caching on (`child_env`): the CLI (`portfolio plan D P --no-cache`: the console script of this
+interpreter's environment, translating afresh like the driver; its default cascade, whose Fast Downward starts
+with lama-first) and the driver (`fast-downward.py --alias lama-first D P` from the up-fast-downward wheel, in a
+scratch folder). Prints each round, the medians and the ratio CLI / driver. `--imports` also lists the modules
+of `HEAVY` (what a plain plan needs none of) that the CLI imports (`python -X importtime -m portfolio.cli plan
+...` shows what each costs); `--checkout DIR` times the CLI of another checkout's sources (a before/after).
+Blocks 4-0 from tests/data is the default task.
 """
 
 from __future__ import annotations
@@ -86,13 +87,19 @@ def paired(domain: Path, problem: Path, rounds: int) -> tuple[list[float], list[
 
 
 def heavy_imports(domain: Path, problem: Path) -> list[str]:
-    """The `HEAVY` modules `portfolio plan` imports (from `-X importtime`)."""
-    env = {**child_env(), "PYTHONPROFILEIMPORTTIME": "1"}  # `-X importtime`, through the console script too
-    with tempfile.TemporaryDirectory(prefix="cold-start-") as workdir:  # `-m` puts the cwd first on sys.path
-        command = cli_command(domain.resolve(), problem.resolve(), CHECKOUT)
-        done = subprocess.run(command, cwd=workdir, capture_output=True, text=True, env=env)
-    names = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
-    return sorted(name for name in names if name in HEAVY)
+    """The `HEAVY` modules in `sys.modules` after one `portfolio plan` (`-X importtime` shows how long each took,
+    but misses a module a C extension imports: numpy under scipy)."""
+    argv = cli_command(domain.resolve(), problem.resolve())[-4:]  # plan D P --no-cache
+    code = (
+        "import sys; from portfolio.cli import main; main(sys.argv[1:]); "
+        f"print('imported:', *sorted(m for m in {HEAVY!r} if m in sys.modules))"
+    )
+    with tempfile.TemporaryDirectory(prefix="cold-start-") as workdir:  # not the checkout's cwd on sys.path
+        done = subprocess.run(
+            [sys.executable, "-c", code, *argv], cwd=workdir, capture_output=True, text=True, env=child_env()
+        )
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("imported:")]
+    return line.split()[1:]
 
 
 def main(argv: list[str] | None = None) -> None:
