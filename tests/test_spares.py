@@ -23,9 +23,20 @@ def no_spares_left():
     spares.discard()
 
 
-def test_the_worker_takes_the_spare_started_for_it():
+@pytest.fixture
+def others() -> set[int]:
+    """The processes this test process had before the test (workers earlier tests left in the same process)."""
+    return set(descendants())
+
+
+def started(before: set[int]) -> set[int]:
+    """This process's descendants that were not there `before`."""
+    return set(descendants()) - before
+
+
+def test_the_worker_takes_the_spare_started_for_it(others):
     spares.prespawn(PRELOAD)
-    [spare] = descendants()
+    [spare] = started(others)
     worker = WorkerProcess(preload=PRELOAD)
     try:
         assert worker.pid == spare
@@ -38,15 +49,15 @@ def test_the_worker_takes_the_spare_started_for_it():
         assert "begin_operator" in answer["sas"] and worker.pid == spare  # it translates, in that process
     finally:
         worker.close()
-    assert descendants() == {}
+    assert started(others) == set()
 
 
-def test_a_spare_of_another_environment_or_command_is_not_taken():
+def test_a_spare_of_another_environment_or_command_is_not_taken(others):
     spares.prespawn(PRELOAD, env={"PORTFOLIO_SPARE_TEST": "1"})
-    [spare] = descendants()
+    [spare] = started(others)
     worker = WorkerProcess(preload=PRELOAD)  # another environment: its own process; the spare is killed
     try:
-        assert worker.pid != spare and spare not in descendants()
+        assert worker.pid != spare and spare not in started(others)
     finally:
         worker.close()
     spares.prespawn(PRELOAD)
@@ -56,7 +67,7 @@ def test_a_spare_of_another_environment_or_command_is_not_taken():
     finally:
         worker.close()
     spares.discard()
-    assert descendants() == {}
+    assert started(others) == set()
 
 
 def spares_pids() -> list[int]:
@@ -72,15 +83,15 @@ def spares_pids() -> list[int]:
     ],
     ids=["bad-input", "no-fast-downward", "solved"],
 )
-def test_the_cli_leaves_no_worker_behind(argv, capsys):
+def test_the_cli_leaves_no_worker_behind(argv, capsys, others):
     code = main(argv)
     capsys.readouterr()
     assert code == (2 if len(argv) == 2 else 0)
-    assert descendants() == {} and spares._spares == {}
+    assert started(others) == set() and spares._spares == {}
 
 
-def test_help_leaves_no_worker_behind(capsys):
+def test_help_leaves_no_worker_behind(capsys, others):
     with pytest.raises(SystemExit):
         main(["plan", "--help"])
     capsys.readouterr()
-    assert descendants() == {} and spares._spares == {}
+    assert started(others) == set() and spares._spares == {}
