@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from domains.errors import TaskInputError
-from domains.json_task import task_from_json
 from domains.model import Task
 from domains.pddl import parse_task
 
@@ -44,5 +43,8 @@ def load_task(domain_path: str | os.PathLike[str] | Any, problem_path: str | os.
 
 
 def load_json_task(path: str | Path) -> Task:
-    """Parse a JSON task file (see `domains.json_task`)."""
+    """Parse a JSON task file (see `domains.json_task`, imported here: its pydantic models cost a PDDL task
+    nothing)."""
+    from domains.json_task import task_from_json
+
     return task_from_json(read_text(path), str(path))

@@ -6,19 +6,16 @@
     retrain_selection(store); load_selection(store).predict(task.domain_fingerprint, operators)  # searches to race
 
 Depends on `traces` and `domains`, never on `portfolio`. Names are imported on first use (PEP 562), so that
-`learning.explore`'s policy names cost the planner no scikit-learn import when it has no model.
+`learning.explore`'s policy names (the CLI's `--explore` choices) cost no numpy, scipy, scikit-learn or trace
+store import: `portfolio plan` without a model never loads them.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import Any
-
-# Eager (and cheap: scikit-learn loads inside): binds `learning.retrain` to the function, not the submodule.
-from learning.retrain import ModelInfo as ModelInfo
-from learning.retrain import NoTrainingDataError as NoTrainingDataError
-from learning.retrain import load_latest as load_latest
-from learning.retrain import retrain as retrain
 
 _WHERE = {
     "ActionCost": "costs", "action_costs": "costs", "action_posteriors": "costs",
@@ -28,12 +25,27 @@ _WHERE = {
     "OBJECTIVES": "objective", "ObjectiveError": "objective", "TimeParams": "objective", "check_objective": "objective",
     "ModelFormatError": "storage", "model_from_bytes": "storage", "model_to_bytes": "storage",
     "SelectionModel": "selection", "load_selection": "selection", "retrain_selection": "selection",
+    "ModelInfo": "retrain", "NoTrainingDataError": "retrain", "load_latest": "retrain", "retrain": "retrain",
 }  # fmt: skip
 
-__all__ = sorted([*_WHERE, "ModelInfo", "NoTrainingDataError", "load_latest", "retrain"])
+__all__ = sorted(_WHERE)
 
 
 def __getattr__(name: str) -> Any:
     if name not in _WHERE:
         raise AttributeError(f"module 'learning' has no attribute {name!r}")
     return getattr(importlib.import_module(f"learning.{_WHERE[name]}"), name)
+
+
+class _Package(types.ModuleType):
+    """`learning.retrain` is the function, as `from learning import retrain` has always given, also once the
+    submodule of that name is imported: the import system's binding of the submodule to the package is turned
+    into a binding of its function (the submodule stays in `sys.modules` for `from learning.retrain import ...`)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "retrain" and isinstance(value, types.ModuleType):
+            value = value.retrain
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

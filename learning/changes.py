@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import betaln
 
+from learning.defaults import DEFAULT_CHANGE_ODDS as DEFAULT_CHANGE_ODDS
+
 JEFFREYS = 0.5
-DEFAULT_CHANGE_ODDS = 20.0
 MIN_WINDOW = 8
 
 

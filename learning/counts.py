@@ -42,11 +42,10 @@ from typing import Any
 import numpy as np
 
 from learning.changes import current_segments
+from learning.defaults import DEFAULT_STALE_HALF_LIFE as DEFAULT_STALE_HALF_LIFE
 from learning.raw_cells import first_seen_at, ragged, stable_order, unique
 
 RawKey = tuple[str, str]  # (args JSON, features JSON) as stored in the steps table
-
-DEFAULT_STALE_HALF_LIFE = 2.0  # a kin group's usual gaps between visits
 
 
 @dataclass

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from learning.model import Evidence as Evidence
     from learning.retrain import retrain as retrain
     from portfolio.agent.runtime import Agent as Agent
+    from portfolio.cost_explain import CostExplanation as CostExplanation
     from portfolio.delegates.fast_downward.delegate import FastDownward as FastDownward
     from portfolio.delegates.pyperplan import Pyperplan as Pyperplan
     from portfolio.delegates.registry import build_stages as build_stages
@@ -80,6 +81,7 @@ _HOMES = {
     "FastDownward": "portfolio.delegates.fast_downward.delegate",
     "Pyperplan": "portfolio.delegates.pyperplan",
     "build_stages": "portfolio.delegates.registry",
+    "CostExplanation": "portfolio.cost_explain",
 }
 
 __all__ = sorted(_HOMES)

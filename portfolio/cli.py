@@ -71,6 +71,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from portfolio.engine import spares
+
+    try:
+        if _command(sys.argv[1:] if argv is None else argv) == "plan":
+            # `plan`'s translator worker starts now, while this process imports the planner: the Planner takes it
+            from portfolio.delegates.fast_downward.translate import PRELOAD
+
+            spares.prespawn(PRELOAD)
+        return _main(argv)
+    finally:
+        spares.discard()  # a spare the planner did not take (bad input, --help, no Fast Downward) dies here
+
+
+def _command(argv: list[str]) -> str | None:
+    """The command `argv` names (its first word that is not an option), or None."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)

@@ -14,7 +14,6 @@ the trace store connection (one transaction at a time) and the learned-cost cach
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import os
@@ -45,6 +44,7 @@ if TYPE_CHECKING:
     from learning.model import FailureModel
     from learning.objective import TimeParams
     from learning.selection import SelectionModel
+    from portfolio.cost_explain import CostExplanation
     from traces.store import TraceStore
 
 log = logging.getLogger(__name__)
@@ -423,9 +423,50 @@ class Planner(Resource):
             self._record(task, result, run_id)
         return result
 
+    def plan_base_costs(self, task: Task, *, init: Iterable[Atom | str] | None = None) -> PlanResult:
+        """Plan `task` from `init` under its own action costs, whatever the trace store has learned: the cascade
+        and budgets of `plan`, the plan validated like any other, but not recorded and never reused (what
+        `explain` compares a learned plan with)."""
+        from portfolio.engine.arguments import check_state, check_task
+
+        start = time.monotonic()
+        task = check_task(task)
+        init = check_state(task, init)
+        result = self.cascade.solve(PlanRequest(task=task, init=init, quality=self.quality))
+        result.elapsed_ms = round((time.monotonic() - start) * 1000, 3)
+        result.cost_model = TASK_COSTS
+        return result
+
+    def explain(
+        self,
+        task: Task,
+        result: PlanResult,
+        *,
+        init: Iterable[Atom | str] | None = None,
+        features: dict[str, Any] | None = None,
+        weight: float | None = None,
+        objective: str | None = None,
+    ) -> CostExplanation:
+        """What learned costs changed in `result`, a plan this planner made for `task` (pass the `init`, `features`,
+        `weight` and `objective` of that call, so the evidence is the one that priced it): `task` planned again
+        under its own costs (`plan_base_costs`), and the evidence against each step of that plan `result` avoided
+        (`portfolio.cost_explain.explain_learned_plan`). Without a model, or for a `result` made under the task's
+        own costs, the explanation says there is nothing learned to explain; no second plan is made."""
+        from portfolio.cost_explain import NO_LEARNED_PLAN, NOTHING_LEARNED, CostExplanation, explain_learned_plan
+
+        if self._model is None or result.cost_model == TASK_COSTS:
+            return CostExplanation(learned=False, note=NOTHING_LEARNED)
+        if not result.solved:
+            return CostExplanation(learned=True, note=NO_LEARNED_PLAN)
+        base = self.plan_base_costs(task, init=init)
+        costs = self.learned_costs(task, init=init, features=features, weight=weight, objective=objective)
+        return explain_learned_plan(result, base, costs)
+
     async def aplan(self, task: Task, **options: Any) -> PlanResult:
         """`plan(task, **options)` off the event loop (in a worker thread), for async runtimes; safe to await
         from many tasks at once (module docstring)."""
+        import asyncio  # here: a plan from the CLI or a thread pays no asyncio import (nor its ssl)
+
         return await asyncio.to_thread(self.plan, task, **options)
 
     def _record(self, task: Task, result: PlanResult, run_id: str | None) -> None:

@@ -27,6 +27,7 @@ SECTIONS = (
     ("docs/cli.md", "# Plan from the command line"),
     ("docs/cli.md", "## Statuses, exit codes and bad input"),
     ("docs/cli.md", "## Unsolvable, and why"),
+    ("docs/cli.md", "## Why learned costs changed the plan"),
     ("docs/traces.md", "# Traces and learned costs"),
     ("docs/traces.md", "## Plans that respect the costs"),
     ("docs/learning.md", "## A tool that broke, then was left alone"),

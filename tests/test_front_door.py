@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 
+from support import REPO
+
 import portfolio
 
 
@@ -35,6 +37,49 @@ def test_import_portfolio_loads_neither_the_planner_nor_scikit_learn():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# what a plain `portfolio plan` (no trace store, a PDDL task) needs none of: the service, the learning stack, the
+# trace store's SQLite layer (benchmarks/experiments/cold_start.py measures what leaving them out saves)
+NOT_FOR_A_PLAIN_PLAN = (
+    "fastapi", "uvicorn", "httpx", "sklearn", "scipy", "numpy", "sqlite_utils",
+    "learning.retrain", "traces.store", "domains.json_task", "asyncio",
+)  # fmt: skip
+
+
+def test_a_plain_cli_plan_imports_neither_the_service_nor_the_learning_stack():
+    blocks = REPO / "tests" / "data" / "ipc" / "blocks"
+    code = (
+        "import sys; from portfolio.cli import main; "
+        f"code = main(['plan', {str(blocks / 'domain.pddl')!r}, {str(blocks / 'probBLOCKS-4-0.pddl')!r}, "
+        "'--no-cache', '--delegates', 'fast-downward,pyperplan', '--budget', '10']); "
+        f"print('imported', sorted(m for m in {NOT_FOR_A_PLAIN_PLAN!r} if m in sys.modules)); sys.exit(code)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    plan, imported = done.stdout.split("\nimported ")
+    assert imported.strip() == "[]"
+    from domains.ground_text import parse_ground_action
+    from domains.load import load_task
+    from domains.validate import validate_plan
+
+    steps = [parse_ground_action(line) for line in plan.splitlines() if line and not line.startswith(";")]
+    assert validate_plan(load_task(blocks / "domain.pddl", blocks / "probBLOCKS-4-0.pddl"), steps).ok
+
+
+def test_the_lazy_packages_give_the_names_they_always_gave():
+    """`learning` and `traces` resolve their names on first use; `learning.retrain` is the function, also once
+    its submodule is imported, and every name of `traces.__all__` is its home module's object."""
+    code = (
+        "import learning, traces, importlib; "
+        "import learning.retrain as imported; from learning import retrain; "
+        "from learning.retrain import retrain as home, load_latest; "
+        "assert imported is retrain is home is learning.retrain and learning.load_latest is load_latest; "
+        "assert all(getattr(traces, n) is getattr(importlib.import_module(traces._HOMES[n]), n) "
+        "for n in traces.__all__); print('ok')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert out.stdout.strip() == "ok", out.stderr
 
 
 def test_plan_record_retrain_and_plan_again_through_the_front_door_only(tmp_path):

@@ -116,7 +116,6 @@ def costs_table(rows: list[dict], timed: bool = False) -> str:
 
 
 def _last_seen(row: dict) -> str:
-    if row["runs_ago"] is None:
-        return "never"
-    when = "last run" if row["runs_ago"] == 0 else f"{row['runs_ago']} runs ago"
-    return f"{row['last_seen']} ({when})" if row["last_seen"] else when
+    from portfolio.cost_explain import last_seen_text
+
+    return last_seen_text(row)

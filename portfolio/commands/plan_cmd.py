@@ -47,6 +47,8 @@ examples:
   portfolio plan domain.pddl problem.pddl --traces traces.db     # learned costs steer the plan, and
                                   # after `portfolio retrain` the searches that solved this domain first race
   portfolio plan domain.pddl problem.pddl --traces traces.db --features hour=peak --explore cautious
+  portfolio plan domain.pddl problem.pddl --traces traces.db --explain   # the plan base costs give, and
+                                  # the evidence against each of its steps the learned plan avoided
   portfolio plan domain.pddl problem.pddl --no-cache              # translate even if translated before
 
 exit codes: 0 solved; 1 no plan (status unsolvable, incomplete, unsupported, memout, timeout or error: the
@@ -127,6 +129,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write the translation cache")
     parser.add_argument("--json", action="store_true", help="print the PlanResult as JSON")
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="with learned costs (--traces), also plan under the task's own costs and show that plan beside the "
+        "learned one, with the evidence (steps, failures, last seen, p_fail and its 90%% interval) against each of "
+        'its steps the learned plan avoided (--json: an "explain" object beside the PlanResult\'s fields); the '
+        "base-cost plan is not recorded. Without learned costs it says there is nothing learned to explain",
+    )
     add_traces_argument(parser, required=False)
     add_tenant_arguments(parser, "price with")
     add_features_arguments(parser)
@@ -291,7 +301,16 @@ def run(args: argparse.Namespace) -> int:
         except TaskInputError as error:
             return bad_input(args, str(error), type(error).__name__)
         result = planner.plan(task, features=features or None)
-    print_result(result, as_json=args.json)
+        explanation = planner.explain(task, result, features=features or None) if args.explain else None
+    if explanation is None:
+        print_result(result, as_json=args.json)
+    elif args.json:
+        print(json.dumps({**result.model_dump(mode="json"), "explain": explanation.model_dump(mode="json")}, indent=2))
+    else:
+        from portfolio.cost_explain import explanation_lines
+
+        print_result(result, as_json=False)
+        sys.stdout.write("".join(f"; {line}\n" for line in explanation_lines(explanation)))
     return 0 if result.solved else 1
 
 

@@ -8,8 +8,7 @@ import argparse
 import json
 import math
 
-from learning.changes import DEFAULT_CHANGE_ODDS
-from learning.counts import DEFAULT_STALE_HALF_LIFE
+from learning.defaults import DEFAULT_CHANGE_ODDS, DEFAULT_STALE_HALF_LIFE
 from portfolio.commands.common import (
     add_tenant_arguments,
     add_traces_argument,

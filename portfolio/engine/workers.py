@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any
 
-from portfolio.engine import cancel, limits
+from portfolio.engine import cancel, limits, spares
 from portfolio.engine.results import Resource
 from portfolio.engine.worker_main import ABORT_SIGNAL, HEADER, write_message
 
@@ -148,16 +148,10 @@ class WorkerProcess(Resource):
         self.spawn()
 
     def spawn(self) -> None:
-        self._process = subprocess.Popen(
-            [self.python, "-m", "portfolio.engine.worker_main", *self.preload],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            bufsize=0,
-            env=limits.capped_env(self.env),
-        )
-        limits.cap(self._process)  # memory cap (see portfolio.engine.limits)
+        """Start the worker process, or take the one `portfolio.engine.spares.prespawn` started for it."""
+        command = spares.worker_command(self.preload, self.python)
+        env = limits.capped_env(self.env)
+        self._process = spares.take(command, env) or spares.start(command, env)  # under the memory cap
 
     @property
     def pid(self) -> int | None:

@@ -23,11 +23,14 @@ import threading
 import time
 from collections import OrderedDict
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from traces.store import TraceStore
 from traces.tenants import DEFAULT_TENANT as DEFAULT_TENANT  # its runs are kept unprefixed (`traces.tenants`)
+
+if TYPE_CHECKING:
+    from traces.store import TraceStore
 
 log = logging.getLogger(__name__)
 
