@@ -62,7 +62,7 @@ class AttemptDetails(TypedDict, total=False):
     # goal-agenda: why it has no translation to share (the translator failed or ran out of time)
     translation_reused: bool  # a cached translation was re-used with the initial state rewritten (a replan)
     translator: list[str]  # the translator flags it was made with (empty: the driver's defaults)
-    translated_by: str  # the interpreter that ran the translator this call: "cpython" or "pypy3"
+    translated_by: str  # who ran the translator this call: "cpython" or the second interpreter ("pypy3")
     sas: SasSize  # the SAS task's size: what configuration selection weighs recorded tasks by
     # -- fast-downward: search
     in_process: InProcessSearch  # the in-process search tried first on small tasks, and how it ended
