@@ -292,9 +292,10 @@ def test_past_the_answer_deadline_the_first_plan_ends_the_wait():
 
 def test_service_metrics_count_only_real_hand_overs():
     from portfolio.serve.metrics import Metrics
+    from traces.attempt_details import AttemptDetails, StoredAttempt
 
     def attempt(delegate, status, **details):
-        return {"delegate": delegate, "status": status, "details": details}
+        return StoredAttempt(delegate=delegate, status=status, details=AttemptDetails(**details))
 
     metrics = Metrics()
     metrics.observe_plan(

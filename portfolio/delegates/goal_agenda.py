@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from domains.model import And, Atom, Formula, Task
-from portfolio.delegates.decompose import SubgoalSolver, conjunction
+from portfolio.delegates.decompose import SubgoalSolver, SubgoalStep, conjunction
 from portfolio.delegates.fast_downward.sas import SasTask, sas_atom_name
 from portfolio.engine import cancel
 from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
+from traces.attempt_details import AgendaStep, AttemptDetails
 
 log = logging.getLogger(__name__)
 
@@ -283,7 +284,7 @@ class GoalAgenda(Delegate):
 
     def solve(self, request: PlanRequest, deadline: float) -> DelegateOutcome:
         start = time.monotonic()
-        details: dict[str, Any] = {}
+        details = AttemptDetails()
         translation, why = self.solver.translation(request, deadline)
         details["translate_ms"] = round((time.monotonic() - start) * 1000, 1)
         if translation is not None and translation.sas is None:
@@ -303,7 +304,7 @@ class GoalAgenda(Delegate):
         details["agenda"] = _entries(subgoals)
         if len(subgoals) > 1:
             result = self.solver.solve_sequence(request, subgoals, agenda_deadline, translation)
-            details["agenda_steps"] = [{k: v for k, v in step.items() if k != "subgoal"} for step in result.steps]
+            details["agenda_steps"] = [_agenda_step(step) for step in result.steps]
             if result.status is Status.SOLVED:
                 details["method"] = "agenda"
                 return DelegateOutcome(Status.SOLVED, plan=result.plan, details=details)
@@ -330,6 +331,14 @@ class GoalAgenda(Delegate):
         if step.get("status") == Status.UNSOLVABLE.value:
             return DelegateOutcome(Status.UNSOLVABLE, reason=result.critique, details=details)
         return DelegateOutcome(result.status, reason=result.critique, details=details)
+
+
+def _agenda_step(step: SubgoalStep) -> AgendaStep:
+    """A subgoal's record without the subgoal itself (`details["agenda"]` lists the entries)."""
+    entry = AgendaStep(status=step["status"], ms=step["ms"], via=step["via"], steps=step["steps"])
+    if "reason" in step:
+        entry["reason"] = step["reason"]
+    return entry
 
 
 def _entries(subgoals: list[Formula]) -> list[str]:

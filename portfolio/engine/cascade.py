@@ -58,6 +58,7 @@ from portfolio.engine.results import (
     no_plan_status,
 )
 from portfolio.engine.tiers import Stage, Tier, _check_delegates, share_deadline
+from traces.attempt_details import AttemptDetails
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +186,7 @@ class PortfolioDecomposition(Resource):
             return
         outcome = carried.outcome
         finished = carried.finished or time.monotonic()
-        details = dict(outcome.details) if outcome is not None else {}
+        details = outcome.details.copy() if outcome is not None else AttemptDetails()
         details["background"] = True
         if stopped_by is not None and carried.stopped:
             status, reason = Status.TIMEOUT, f"stopped: {stopped_by} answered first"

@@ -16,12 +16,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, GetCoreSchemaHandler
+from pydantic_core import CoreSchema
 
 from domains.ground_text import ground_action_text, normalise_actions, normalise_keys, parse_ground_action
 from domains.model import GroundAction, Plan, State, Task
+from traces.attempt_details import AttemptDetails
 
 
 class Status(str, Enum):
@@ -117,7 +119,7 @@ class DelegateOutcome:
     status: Status
     plan: Plan | None = None
     reason: str = ""
-    details: dict[str, Any] = field(default_factory=dict)
+    details: AttemptDetails = field(default_factory=AttemptDetails)
 
 
 class Resource:
@@ -176,6 +178,16 @@ STATUS_HELP = (
 )
 
 
+class _AsStored:
+    """Pydantic's view of `Attempt.details`: the plain JSON object it is in the trace store and on the wire, so
+    it is validated, serialised and described in the API schema as an object of any keys, none dropped and no
+    value coerced; type checkers see `AttemptDetails`."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return handler.generate_schema(dict[str, Any])
+
+
 class Attempt(BaseModel):
     """One delegate's try, in the order things happened. Fast Downward's work carried over past its share
     (`portfolio.engine.cascade`, "Carry-over") has two: `timeout` with `details.carried_over` at the end of its share,
@@ -186,7 +198,7 @@ class Attempt(BaseModel):
     status: Status = Field(description=STATUS_HELP)
     elapsed_ms: float
     reason: str = ""
-    details: dict[str, Any] = Field(default_factory=dict)
+    details: Annotated[AttemptDetails, _AsStored] = Field(default_factory=AttemptDetails)
 
 
 class PlanResult(BaseModel):

@@ -49,6 +49,7 @@ from portfolio.engine import cancel
 from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
 from portfolio.engine.search_pool import SearchProcessPool
 from portfolio.engine.workers import BudgetExpired, OutOfMemory, WorkerCrashed, WorkerError, WorkerProcess
+from traces.attempt_details import AttemptDetails
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +224,7 @@ class FastDownward(Delegate):
             return DelegateOutcome(Status.ERROR, reason=f"translator failed: {error}")
         except WorkerCrashed as error:
             return DelegateOutcome(Status.ERROR, reason=f"translator crashed: {error}")
-        details = {
+        details: AttemptDetails = {
             "translate_ms": round(translation.translate_ms, 3),
             "translation": translation.source,
             "translation_reused": init_values is not None,
@@ -276,7 +277,7 @@ class FastDownward(Delegate):
         sas_text: str,
         deadline: float,
         with_costs: bool = False,
-        details: dict | None = None,
+        details: AttemptDetails | None = None,
         order: Sequence[str] | None = None,
         race_after: float | None = None,
         operators: int | None = None,
@@ -292,12 +293,14 @@ class FastDownward(Delegate):
         (None: the delegate's). `answer_by` (work carried over past its share, `PlanRequest.answer_by`): the
         caller wants an answer then, so improvement ends there ("optimal": the proof is waited for until then)."""
         if cancel.expired(deadline):  # no search process is taken (and killed) for nothing
-            return DelegateOutcome(Status.TIMEOUT, reason="budget expired before the search", details=details or {})
+            return DelegateOutcome(
+                Status.TIMEOUT, reason="budget expired before the search", details=details or AttemptDetails()
+            )
         quality = check_quality(quality or self.quality)
         exact = operators is not None and operators <= self.exact_max_operators
         aliases = self._aliases(with_costs, order, exact, quality)
         race = not with_costs and len(aliases) > 1
-        details = {} if details is None else details
+        details = AttemptDetails() if details is None else details
         anytime = with_costs and not self.search and self.alias in SATISFICING and quality != "first"
         if with_costs:
             details["costs"] = True  # the cost-aware searches ran: no evidence for configuration selection

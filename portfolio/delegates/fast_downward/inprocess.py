@@ -20,6 +20,7 @@ from portfolio.delegates.fast_downward.sas_astar import astar_search
 from portfolio.delegates.fast_downward.sas_search import Problem, compile_task, greedy_search
 from portfolio.delegates.fast_downward.searches import SATISFICING
 from portfolio.engine.results import DelegateOutcome, Status
+from traces.attempt_details import AttemptDetails
 
 
 class Settings(Protocol):
@@ -50,7 +51,7 @@ INPROCESS_NODE_CAP = 20_000
 ASTAR_BUDGET_S = 0.02
 
 
-def _problem(fd: Settings, sas: SasTask, excluded: frozenset[str], details: dict) -> Problem | None:
+def _problem(fd: Settings, sas: SasTask, excluded: frozenset[str], details: AttemptDetails) -> Problem | None:
     """The in-process search's view of `sas`, or None when this delegate's configuration or the task's size rule
     it out, or the task has axioms (recorded in `details["in_process"]`)."""
     if fd.search or fd.alias not in SATISFICING or len(sas.operators) > fd.inprocess_max_operators:
@@ -62,7 +63,12 @@ def _problem(fd: Settings, sas: SasTask, excluded: frozenset[str], details: dict
 
 
 def greedy(
-    fd: Settings, sas: SasTask, init: tuple[int, ...], excluded: frozenset[str], deadline: float, details: dict
+    fd: Settings,
+    sas: SasTask,
+    init: tuple[int, ...],
+    excluded: frozenset[str],
+    deadline: float,
+    details: AttemptDetails,
 ) -> DelegateOutcome | None:
     """A replan on a small unit-cost task (translation reused, init rewritten): GBFS+hFF in this process, no
     search process. The plan, or None (after recording why in `details["in_process"]`) so the process search
@@ -91,7 +97,7 @@ def cheapest(
     costs: dict[str, float] | None,
     excluded: frozenset[str],
     deadline: float,
-    details: dict,
+    details: AttemptDetails,
 ) -> DelegateOutcome | None:
     """A task with costs below the in-process threshold: A* in this process
     (`portfolio.delegates.fast_downward.sas_astar`), whose plan is optimal; None (after recording why in

@@ -33,6 +33,7 @@ from portfolio.delegates.fast_downward.sas import operator_action
 from portfolio.engine import cancel
 from portfolio.engine.results import DelegateOutcome, Status
 from portfolio.engine.search_pool import SearchProcessPool, wait_any
+from traces.attempt_details import AttemptDetails
 
 _LAMA_FIRST = (
     "let(hlm, eval_modify_costs(landmark_sum(lm_factory=lm_reasonable_orders_hps(lm_rhw()),pref=false),"
@@ -173,7 +174,7 @@ def run_searches(
     commands: Sequence[tuple[str, tuple[str, ...]]],
     sas_text: str,
     deadline: float,
-    details: dict,
+    details: AttemptDetails,
     race: bool = False,
     race_after: float | None = None,
     custom: bool = False,
@@ -211,7 +212,12 @@ def run_searches(
 
 
 def _anytime_outcome(
-    runs, codes: dict[str, int | None], proof: str | None, details: dict, started_wall: float, cost_scale: float
+    runs,
+    codes: dict[str, int | None],
+    proof: str | None,
+    details: AttemptDetails,
+    started_wall: float,
+    cost_scale: float,
 ) -> DelegateOutcome:
     """The cheapest plan found by any search, with every plan found and whether optimality was proved; without
     a plan, the verdict over the exit codes (`_outcome`)."""
@@ -232,7 +238,7 @@ def _anytime_outcome(
     return DelegateOutcome(Status.SOLVED, plan=_read_plan(Path(best.path)), details=details)
 
 
-def _outcome(runs, codes: dict[str, int | None], details: dict, custom: bool) -> DelegateOutcome:
+def _outcome(runs, codes: dict[str, int | None], details: AttemptDetails, custom: bool) -> DelegateOutcome:
     """One verdict over the searches that ran (`exitcodes.aggregate`)."""
     label = (lambda alias: "custom") if custom else (lambda alias: alias)
     details["searches"] = {label(alias): fd_exitcodes.meaning(code) for alias, code in codes.items()}
