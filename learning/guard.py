@@ -10,8 +10,9 @@ that model held back, and returns a `Review`; it never raises on a store without
 review). Per *source* (the principal, the API key's name, that posted a step: `traces.provenance`; a step without
 provenance, recorded by the CLI, a JSONL import or the Python API, is a trusted local step, never held) and
 grounded action, a batch of at least `min_steps` steps is tested against the last model's posterior for that
-grounding, Beta(p c, (1 - p) c) with p its p_fail and c its pseudo-steps: the beta-binomial probability of as
-many failures or more (or, for fabricated successes, as few or fewer), `log10_tails`. Below `alpha` the batch
+grounding, Beta(p c, (1 - p) c) with p its p_fail and c its pseudo-steps (averaged over the batch's
+situations): the beta-binomial probability of as many failures or more (or, for fabricated successes, as few or
+fewer), `log10_tails`. Below `alpha` the batch
 *departs*. It is kept all the same when another source's last `recent_steps` on the grounding depart the same
 way at the looser `agree_alpha`: an outage is seen by the agents that use the action. Otherwise it is held back:
 left out of the fit, kept in the store, listed with the model (`ModelInfo.held`, the retrain's job result, a
