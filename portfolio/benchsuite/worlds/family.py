@@ -22,8 +22,8 @@ World types (`KINDS`), each a different shape of what fails (everything else fai
   the van-a vehicles (~100 of their drives in every arm's traces); at episode 100 a new van-a and a new van-b
   join;
 - `costed`: drives cost the road's length (the task's own action costs) and a few grounded drives fail 70%;
-- `tools`: the old evaluation world (`tools.py`, the one the failure model was first tuned on: bundled
-  `tools` tasks, situation-dependent faults), kept as one type;
+- `tools` (`tools.py`): bundled `tools` tasks with situation-dependent faults (the cheap web engine bad at
+  peak hours, a database bad from the EU), the world the failure model was tuned on first;
 - `detours` (`delivery.py`): trucks load, drive and unload packages; a one-road shortcut between two districts
   fails 75% for every truck, a detour 2-4 drives longer fails 3% a road (cheaper under unit costs, dearer under
   the true costs); 1-2 trucks, 1-2 packages, 7-12 places;

@@ -26,9 +26,9 @@ the watched steps per episode (`WorldRun.watched`) give how fast it left them an
 
 An episode: plan, execute step by step in simulation, stop at the first failure (plan choice, not recovery). Each
 learned arm's store is in memory, or a file kept for inspection (`traces_dir`, never an existing one). `latency_rounds`
-adds each learned arm's warm latency apart from the episodes (`latency.py`). A warm Fast Downward call takes ~15-40 ms,
-so a 200-episode world takes 8-28 s with one policy. Worlds are independent, so `run_worlds(jobs=N)` runs N at once in
-spawned processes (not forked: a child would inherit the parent's planner threads and locks).
+adds each learned arm's warm latency apart from the episodes (`latency.py`). Worlds are independent, so
+`run_worlds(jobs=N)` runs N at once in spawned processes (not forked: a child would inherit the parent's planner
+threads and locks); how long a world takes: docs/benchmarks.md.
 """
 
 from __future__ import annotations
