@@ -72,9 +72,7 @@ class FailureModel(Params):
     subclassing `BaseEstimator`, so scikit-learn loads only when a model is fit.
 
     half_life_steps: a step's weight halves every this many later steps of the same action name; None: no decay.
-        5000: the consistency band counts weighted steps, so a short half-life leaves every grounding of a busy
-        action little evidence (the issue's example, 40 steps of each of 30 groundings, is 27 weighted steps
-        each at 1000 and misses the 0.05 band; 37 at 5000); on the drift worlds 150, 300 and 1000 did alike.
+        Long (5000), because the consistency band counts weighted steps (docs/decisions/failure-model.md).
     prior_mean, prior_strength: the optimistic prior for action names with little data (mean, pseudo-steps);
         prior_strength is also m for an action name with fewer than three groundings seen.
     min_samples: steps of an action name below which the prior is its smoothed rate, not the token model.
@@ -85,10 +83,8 @@ class FailureModel(Params):
     change_odds: the odds (change against none) at which a grounding's record is cut where its rate changed
         (`learning.changes`); None: never cut.
     tolerance, trust_steps: from trust_steps weighted steps of a grounding on, p_fail stays within tolerance of
-        its own observed rate (the consistency guarantee; see `learning.shrinkage`). 25, not the 30 recorded
-        steps the guarantee is stated for: recency weighting leaves a grounding with 30 recorded steps fewer
-        weighted ones (27-29 in the benchmark's worlds), where a band set at 30 was up to 0.06 wide (a gap of
-        0.053 measured in one tools world of 20).
+        its own observed rate (the consistency guarantee; see `learning.shrinkage`). 25 weighted steps, so that
+        30 recorded ones are within the band (docs/decisions/failure-model.md).
     """
 
     durations_: TimeModel | None  # expected durations and failure kinds (`learning.durations`), fit beside
@@ -266,8 +262,7 @@ class FailureModel(Params):
 
         Memoised per model, situation and object set, grounding by grounding: a grounding's posterior depends on
         those, not on the other groundings asked for, so a new task over the same objects (another goal, another
-        start) predicts only the groundings it has not seen. Measured on a detours world (80 operators, a new
-        task every call): the learned costs took 1.2 ms of a 4.7 ms plan before, 0.6 ms after."""
+        start) predicts only the groundings it has not seen (what that saves: docs/benchmarks.md)."""
         self._check_fitted()
         memo = self.__dict__.setdefault("_posterior_memo", {})
         if len(memo) > 1_000:

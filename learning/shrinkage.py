@@ -107,14 +107,8 @@ def population_means(
 def identifies_strength(n: np.ndarray) -> bool:
     """Whether counts `n` (one entry per grounding) can tell how much groundings differ (m): it takes three
     groundings with more than one step each. A grounding's single step says nothing about m: under any m its
-    outcome has probability q_g or 1 - q_g, so the likelihood is flat in m and its maximum lands on a bound. On
-    the tools worlds' query-database (17 steps over 15 situation cells, 2 of them with two steps) the fit went
-    to MIN_STRENGTH, so each cell's one or two lucky successes priced a 30% query at 0.14-0.21 where the action
-    failed 8 of 17, and the planner queried db-news in exactly those cells (with this rule 0.26-0.46; true 0.3).
-    Closed loop, tuning seeds 0-19, last 50 of 200 episodes, learned / oracle pooled (worlds >= 0.95): tools
-    0.972 (14 of 20) -> 0.977 (15), vehicle-roads 0.955 (12) -> 0.943 (10); the old code run again on the same
-    seeds gave 0.977 (15) and 0.952 (13), single worlds moving by up to 0.10 (which search answers first depends
-    on timing, and the learner's path with it): a correction of the estimate, not a measured gain."""
+    outcome has probability q_g or 1 - q_g, so the likelihood is flat in m and its maximum lands on a bound
+    (what that did, measured: docs/decisions/prior-strength.md)."""
     return int((np.asarray(n, float) > INFORMATIVE_STEPS).sum()) >= 3
 
 

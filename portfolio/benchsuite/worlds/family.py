@@ -78,7 +78,7 @@ DEFAULT_P = 0.02
 WEATHER = ("sun", "rain")
 NEW_VEHICLES_AT = 100  # `type` worlds: episode from which two new vehicles are in every task
 # `type` worlds, before NEW_VEHICLES_AT: in all but one episode of every SIBLINGS_ONLY_EVERY only the van-a
-# vehicles are at the origin. The target for a new van-a is stated after 100 steps of its siblings, and a
+# vehicles are at the origin. The target for a new van-a is stated after 100 steps of its siblings, and a
 # learner soon avoids van-a when it may: with every vehicle there from the start its traces held 14-48 van-a
 # drives by episode 100 (held-out worlds 100-119); with van-a alone in 3 episodes of 4, 90-125 (9 of 12 worlds
 # >= 100). With van-a alone in every episode (100+ always) the traces hold no van-b drive, so the type says
