@@ -24,7 +24,7 @@ One loop, two drivers. `LoopRun.run` (`portfolio.agent.loop_run`) is a generator
 exception, thrown back in), so every decision above is written once. `run_loop` performs the requests synchronously;
 `arun_loop` awaits them: coroutine actions run natively on the event loop, planning and blocking callbacks (the LLM
 critics) run in worker threads so that many agents share one event loop and one planner. The indirection costs a
-generator resume per request (~1 us, measured against milliseconds of planning). What the loop takes and reports
+generator resume per request, little beside planning (docs/benchmarks.md). What the loop takes and reports
 (`LoopConfig`, the `Executor` protocol, `RunResult` and its records) is `portfolio.agent.loop_types`, re-exported
 here.
 """
