@@ -340,7 +340,7 @@ class FailureModel(Params):
 
     def predict_tried(self, actions: Sequence[GroundAction], features: Mapping[str, Any] | None = None) -> np.ndarray:
         """Whether each grounded action has recorded steps of its own, in the situation `features` describes or
-        any other (a boolean array in the order given): what `mean` charges for uncertainty (`learning.explore`)."""
+        any other (a boolean array in the order given): what `cautious` charges for uncertainty (`learning.explore`)."""
         self._check_fitted()
         situation = situation_key(features)
         out = np.zeros(len(actions), dtype=bool)
