@@ -24,8 +24,11 @@ Per grounding (in one situation, the cells of `learning.model`), from the same r
   `learning.costs` prices retries by their own record, shrunk towards the grounding's p_fail
   (`retry_p_fail`).
 
-`learning.costs.time_priced` turns these and p_fail into the expected time to success. Nothing here touches
-the database; the model is plain data stored with the failure model (`learning.storage`).
+`TimeModel(...).fit_rows(chunks)` fits on timed steps (usually through `FailureModel.fit`, as its
+`durations_`); `predict(actions, features)` returns a `TimeEstimate`, arrays in the order asked, an action name
+never seen taking the mean timed step. `learning.costs.time_priced` turns these and p_fail into the expected
+time to success. Nothing here touches the database; the model is plain data stored with the failure model
+(`learning.storage`).
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 Each worker is a process with its own warm `Planner` (cascade, translator worker, pre-started searches,
 translation cache) and its own connection to the trace store, answering one request at a time over the same
-length-prefixed pickle channel and request loop as `portfolio.engine.worker_main`. Parsing and planning happen here,
-not in the server,
-so a task that explodes takes down (and costs the memory of) one worker, which the pool replaces.
+length-prefixed pickle channel and request loop as `portfolio.engine.worker_main`. Parsing and planning happen
+here, not in the server, so a task that explodes takes down (and costs the memory of) one worker, which the pool
+replaces.
 
 Learned costs come from the failure model of the request's tenant (`tenant`, `traces.tenants`; every tenant's
 is the pooled model with `pool_learning`), loaded on first use and kept for the tenants used last
