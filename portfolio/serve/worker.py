@@ -72,12 +72,22 @@ class WorkerConfig(BaseModel):
     pool_learning: bool = False  # one model of every tenant's steps, rather than one per tenant
 
 
+PRELOAD = ("learning.costs", "learning.model", "learning.retrain", "learning.selection", "traces.store")
+
+
 class PlannerWorker:
     """The worker's state: the planner, the tenants' models it has loaded and the store's model version it
     last saw."""
 
     def __init__(self, config: WorkerConfig) -> None:
+        import importlib
+
         from learning.objective import TimeParams
+
+        # A worker serves many requests: what the package names load on first use (numpy, scipy, the model and
+        # the store's modules) is imported now, not inside the first request's planning budget.
+        for module in PRELOAD:
+            importlib.import_module(module)
         from portfolio.delegates.registry import build_stages
         from portfolio.planner import Planner
 
