@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from domains.graphs import strongly_connected_components
 from domains.model import And, Atom, Formula, Task
 from portfolio.delegates.decompose import SubgoalSolver, conjunction
 from portfolio.delegates.fast_downward.sas import SasTask, sas_atom_name
@@ -180,37 +181,7 @@ def _false_after(ops: Sequence[RelaxedOp], groups: list[set[Fact]], domain_sizes
 
 def _condensed_order(goals: list[Fact], before: dict[Fact, set[Fact]], rank) -> list[list[Fact]]:
     """Topological order of the strongly connected components of the `before` graph, ties by `rank`."""
-    index: dict[Fact, int] = {}
-    low: dict[Fact, int] = {}
-    stack: list[Fact] = []
-    on_stack: set[Fact] = set()
-    components: list[list[Fact]] = []
-    counter = [0]
-
-    def visit(node: Fact) -> None:  # Tarjan; goal counts are small, recursion depth is fine
-        index[node] = low[node] = counter[0]
-        counter[0] += 1
-        stack.append(node)
-        on_stack.add(node)
-        for other in before[node]:
-            if other not in index:
-                visit(other)
-                low[node] = min(low[node], low[other])
-            elif other in on_stack:
-                low[node] = min(low[node], index[other])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                top = stack.pop()
-                on_stack.discard(top)
-                component.append(top)
-                if top == node:
-                    break
-            components.append(component)
-
-    for goal in goals:
-        if goal not in index:
-            visit(goal)
+    components = strongly_connected_components(goals, before.__getitem__)
     where = {g: i for i, comp in enumerate(components) for g in comp}
     needs = {i: {where[o] for g in comp for o in before[g]} - {i} for i, comp in enumerate(components)}
     done: set[int] = set()
