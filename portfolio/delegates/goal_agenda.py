@@ -61,6 +61,7 @@ def goal_agenda(
     plain = [tuple((var, new) for conds, var, new in op.effects if not conds) for op in operators]
     groups = mutex_groups(sas)
     stop = None if deadline is None else lambda: cancel.expired(deadline)
+    undoing = _undoing(relaxation, sizes, plain)
     base_levels = _levels(relaxation, facts, set(enumerate(init_values)), set(), stop)
     before: dict[Fact, set[Fact]] = {g: set() for g in goals}  # g -> goals that must come before g
     for g2 in goals:
@@ -69,7 +70,7 @@ def goal_agenda(
         false_after = _false_after(plain, groups, sizes, g2)
         # Other goals are taken out of the start: the question is whether they can still be achieved.
         start = (set(base_levels) - false_after - set(goals)) | {g2}
-        reach = _levels(relaxation, facts, start, _undoing(relaxation, facts, plain, g2), stop)
+        reach = _levels(relaxation, facts, start, undoing(g2), stop)
         if deadline is not None and cancel.expired(deadline):
             break  # a cut-off exploration would invent orders; keep the ones computed in full
         for g1 in goals:
@@ -89,16 +90,29 @@ def _levels(
     return {facts[number]: int(layer) for number, layer in enumerate(cost) if layer != INFINITY}
 
 
-def _undoing(relaxation: Relaxation, facts: list[Fact], plain: Sequence[tuple[Fact, ...]], goal: Fact) -> set[int]:
-    """The unary operators that would move `goal`'s variable elsewhere: every one of an operator that does so
-    unconditionally, and each conditional effect that does."""
-    var, value = goal
-    undoing = {index for index, effects in enumerate(plain) if any(v == var and d != value for v, d in effects)}
-    return {
-        unary
-        for unary, (added, origin) in enumerate(zip(relaxation.effect, relaxation.origin, strict=True))
-        if origin in undoing or (facts[added][0] == var and facts[added][1] != value)
-    }
+def _undoing(
+    relaxation: Relaxation, sizes: Sequence[int], plain: Sequence[tuple[Fact, ...]]
+) -> Callable[[Fact], set[int]]:
+    """For a goal fact, the unary operators that would move its variable elsewhere: every one of an operator that
+    does so unconditionally, and each conditional effect that does (indexed once, asked once per goal)."""
+    unary_of: list[list[int]] = [[] for _ in plain]
+    adding: list[list[int]] = [[] for _ in range(relaxation.facts)]
+    for unary, (added, origin) in enumerate(zip(relaxation.effect, relaxation.origin, strict=True)):
+        unary_of[origin].append(unary)
+        adding[added].append(unary)
+    setting: list[list[tuple[int, int]]] = [[] for _ in sizes]  # per variable: (operator, value) set unconditionally
+    for index, effects in enumerate(plain):
+        for var, value in effects:
+            setting[var].append((index, value))
+
+    def undoing(goal: Fact) -> set[int]:
+        var, value = goal
+        first = relaxation.offsets[var]
+        found = {unary for index, d in setting[var] if d != value for unary in unary_of[index]}
+        found.update(unary for x in range(sizes[var]) if x != value for unary in adding[first + x])
+        return found
+
+    return undoing
 
 
 def _false_after(

@@ -27,6 +27,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
+from operator import add
 
 INFINITY = float("inf")
 
@@ -77,7 +78,7 @@ def relaxation(
 
 def state_facts(relaxation: Relaxation, state: Sequence[int]) -> list[int]:
     """The facts of a state of a task over variables (one value per variable)."""
-    return [offset + value for offset, value in zip(relaxation.offsets, state, strict=True)]
+    return list(map(add, relaxation.offsets, state))
 
 
 def unary_costs(relaxation: Relaxation, op_costs: Sequence[float]) -> list[float]:
@@ -115,14 +116,14 @@ def explore(
     cost = [INFINITY] * relaxation.facts
     supporter = [-1] * relaxation.facts
     remaining = list(relaxation.pre_counts)
-    summed = [0.0] * len(remaining) if additive else []
+    summed = [0] * len(remaining) if additive else []
     last = [-2] * len(remaining)
     effect, watchers = relaxation.effect, relaxation.watchers
     heap: list[tuple[float, int]] = []
     for fact in start:
         if cost[fact]:  # a fact listed twice enters once
-            cost[fact] = 0.0
-            heap.append((0.0, fact))
+            cost[fact] = 0  # an int, as `summed`: with integer costs no float is made (small ints are cached)
+            heap.append((0, fact))
     for unary in relaxation.free:
         last[unary] = -1
         target, new = effect[unary], unary_cost[unary]
@@ -130,20 +131,20 @@ def explore(
             cost[target], supporter[target] = new, unary
             heap.append((new, target))
     heapq.heapify(heap)
-    goals_left = None if goal is None else set(goal)
-    if goals_left is not None and not goals_left:
+    goals_left = set() if goal is None else set(goal)
+    if goal is not None and not goals_left:
         heap = []
     pop, push = heapq.heappop, heapq.heappush
-    settled_below = 0.0  # every fact cheaper than this is settled
+    settled_below = 0.0 if stop is not None else INFINITY  # every fact cheaper than this is settled
     while heap:
         value, fact = pop(heap)
         if value > cost[fact]:
             continue  # reached more cheaply since this entry went in
-        if stop is not None and value > settled_below:
-            if stop():
+        if value > settled_below:  # only with a `stop`
+            if stop is not None and stop():
                 return Exploration([c if c < value else INFINITY for c in cost], supporter, last, complete=False)
             settled_below = value
-        if goals_left is not None:
+        if fact in goals_left:
             goals_left.discard(fact)
             if not goals_left:
                 break  # what the goals cost is settled; the rest is not read
@@ -197,5 +198,7 @@ def layers(
 ) -> Exploration:
     """Each fact's layer in the relaxed planning graph from `start` (layer 0), without the unary operators in
     `left_out`: h_max with unit costs. `stop` as in `explore`, asked before each layer after the first."""
-    unit = [INFINITY if unary in left_out else 1.0 for unary in range(len(relaxation.effect))]
+    unit: list[float] = [1] * len(relaxation.effect)
+    for unary in left_out:
+        unit[unary] = INFINITY
     return explore(relaxation, start, unit, stop=stop)
