@@ -116,7 +116,7 @@ def explore(
     cost = [INFINITY] * relaxation.facts
     supporter = [-1] * relaxation.facts
     remaining = list(relaxation.pre_counts)
-    summed = [0] * len(remaining) if additive else []
+    summed: list[float] = [0] * len(remaining) if additive else []
     last = [-2] * len(remaining)
     effect, watchers = relaxation.effect, relaxation.watchers
     heap: list[tuple[float, int]] = []
