@@ -28,6 +28,7 @@ import heapq
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from operator import add
+from typing import NamedTuple
 
 INFINITY = float("inf")
 
@@ -86,9 +87,9 @@ def unary_costs(relaxation: Relaxation, op_costs: Sequence[float]) -> list[float
     return [op_costs[o] for o in relaxation.origin]
 
 
-@dataclass(frozen=True)
-class Exploration:
-    """What `explore` found: lists the caller may go on updating (LM-cut lowers costs in place)."""
+class Exploration(NamedTuple):
+    """What `explore` found: lists the caller may go on updating (LM-cut lowers costs in place). A named tuple:
+    made once per heuristic evaluation, where a frozen dataclass's slower construction showed."""
 
     cost: list[float]  # per fact; INFINITY when not reached
     supporter: list[int]  # per fact: the unary operator its cost came through; -1 for a start fact or none
@@ -142,7 +143,7 @@ def explore(
             continue  # reached more cheaply since this entry went in
         if value > settled_below:  # only with a `stop`
             if stop is not None and stop():
-                return Exploration([c if c < value else INFINITY for c in cost], supporter, last, complete=False)
+                return Exploration([c if c < value else INFINITY for c in cost], supporter, last, False)
             settled_below = value
         if fact in goals_left:
             goals_left.discard(fact)
@@ -160,7 +161,7 @@ def explore(
                 if new < cost[target]:
                     cost[target], supporter[target] = new, unary
                     push(heap, (new, target))
-    return Exploration(cost, supporter, last, complete=True)
+    return Exploration(cost, supporter, last, True)
 
 
 def h_max(relaxation: Relaxation, start: Iterable[int], unary_cost: Sequence[float]) -> float | None:

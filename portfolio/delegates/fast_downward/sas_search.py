@@ -130,7 +130,7 @@ def greedy_search(
     """Eager GBFS with hFF from `init` (ties: older states first) until a goal state, `deadline`
     (`time.monotonic()`), `node_cap` evaluated states, or no open states left."""
     relaxation = relax(problem)
-    unit = [1.0] * len(relaxation.effect)
+    unit = [1] * len(relaxation.effect)  # ints: no float is made per fact
     goal = problem.goal
     if all(init[var] == value for var, value in goal):
         return SearchResult(Status.SOLVED, [], 0, 1)
