@@ -13,8 +13,9 @@ its layer in the relaxed planning graph, and a fact never reached is relaxed-unr
 
 Who: `portfolio.delegates.fast_downward.sas_search` (hFF), `sas_astar` (h_max), `sas_landmarks` (LM-cut),
 `portfolio.delegates.typed_search` (h_max on bitmask states), `portfolio.delegates.goal_agenda` (layers, with the
-operators that would undo a goal left out). `domains.explain` explores the lifted task instead: it must not ground
-a task it cannot afford to, and `domains` imports nothing of `portfolio`.
+operators that would undo a goal left out), `portfolio.agent.give_up` (reachability over predicate names).
+`domains.explain` explores the lifted task instead: it must not ground a task it cannot afford to, and `domains`
+imports nothing of `portfolio`.
 
 The order is part of the contract (LM-cut's cuts and h_FF's relaxed plans depend on it, and the searches'
 expansions on those): the start facts and the effects of unary operators without conditions enter first, facts
