@@ -291,18 +291,6 @@ class TimeModel:
         band = self.tolerance * (self.trust_steps / max(n, 1e-12)) ** 2 * mean
         return float(min(max(shrunk, mean - band), mean + band))
 
-    def action_summary(self) -> dict[str, dict[str, Any]]:
-        """Per action name: mean success / failure ms and the shares of failures by kind (for inspection)."""
-        return {
-            name: {
-                "success_ms": None if a.success is None else round(a.success.base_ms, 3),
-                "failure_ms": None if a.failure is None else round(a.failure.base_ms, 3),
-                "transient_share": round(a.shares[0], 4),
-                "side_effect_share": round(a.shares[1], 4),
-            }  # fmt: skip
-            for name, a in sorted(self.actions.items())
-        }
-
 
 def _ridge(X: Any, y: np.ndarray, w: np.ndarray) -> Any:
     from sklearn.linear_model import Ridge  # fitting only: see `learning.prior.fit_logistic`

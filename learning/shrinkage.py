@@ -37,14 +37,17 @@ INFORMATIVE_STEPS = 1.5  # (recency-weighted) steps above which a grounding's co
 _Q_CLIP = 1e-4
 
 
-# `population_mean`'s grids: the population's mean rate (on the log-odds scale) and its concentration m.
+# `population_means`' grids: the population's mean rate (on the log-odds scale) and its concentration m.
 _MU_GRID = 1.0 / (1.0 + np.exp(-np.linspace(-9.0, 9.0, 241)))
 _M_GRID = np.exp(np.linspace(np.log(MIN_STRENGTH), np.log(MAX_STRENGTH), 12))
 
 
-def population_mean(n: np.ndarray, f: np.ndarray, prior_mean: float, prior_strength: float) -> float:
-    """The expected failure rate of a grounding never tried, from tried groundings' (recency-weighted) steps `n`
-    and failures `f`, one entry per grounding: the posterior mean of the population's mean rate mu in
+def population_means(
+    n: np.ndarray, f: np.ndarray, prior_mean: float, prior_strength: float
+) -> tuple[float, np.ndarray]:
+    """The expected failure rate of a grounding never tried, from all groundings and from all but each one (its
+    prior: a model that never saw it). From tried groundings' (recency-weighted) steps `n` and failures `f`, one
+    entry per grounding: the posterior mean of the population's mean rate mu in
 
         mu ~ Beta(s0 mu0, s0 (1 - mu0)),  m ~ log-uniform on [MIN_STRENGTH, MAX_STRENGTH],
         p_g ~ Beta(m mu, m (1 - mu)),     f_g ~ Binomial(n_g, p_g),
@@ -56,13 +59,6 @@ def population_mean(n: np.ndarray, f: np.ndarray, prior_mean: float, prior_stren
     that failed 8 of 8 moves a new one from 0.05 to 0.18 (with m fixed at 10, 0.33; pooling its steps as the
     population's, 0.47); two such groundings 0.30, three 0.40: replicated failures generalise, a lone one
     mostly stays its own."""
-    return population_means(n, f, prior_mean, prior_strength)[0]
-
-
-def population_means(
-    n: np.ndarray, f: np.ndarray, prior_mean: float, prior_strength: float
-) -> tuple[float, np.ndarray]:
-    """`population_mean` of all groundings, and of all but each one (its prior: a model that never saw it)."""
     n, f = np.asarray(n, float), np.asarray(f, float)
     keep = n > 1e-9
     loo = np.full(len(n), float(prior_mean))

@@ -16,6 +16,8 @@ import ast
 import functools
 from pathlib import Path
 
+from domains.graphs import strongly_connected_components
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("portfolio", "domains", "learning", "traces", "benchmarks")
 
@@ -69,44 +71,9 @@ def graph() -> dict[str, set[str]]:
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found = []
-    for root in sorted(edges):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(edges[root])))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is None:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
-                if low[node] == index[node]:
-                    component = []
-                    while True:
-                        member = stack.pop()
-                        on_stack.discard(member)
-                        component.append(member)
-                        if member == node:
-                            break
-                    if len(component) > 1:
-                        found.append(sorted(component))
-            elif child not in index:
-                index[child] = low[child] = len(index)
-                stack.append(child)
-                on_stack.add(child)
-                work.append((child, iter(sorted(edges[child]))))
-            elif child in on_stack:
-                low[node] = min(low[node], index[child])
-    return found
+    """Strongly connected components of more than one module."""
+    components = strongly_connected_components(sorted(edges), lambda module: sorted(edges[module]))
+    return [sorted(component) for component in components if len(component) > 1]
 
 
 def _breaks(edges: dict[str, set[str]], layer: str, allowed) -> list[str]:

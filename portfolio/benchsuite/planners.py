@@ -35,8 +35,6 @@ from typing import Any
 
 from portfolio.engine.limits import die_with_parent
 
-CASCADE_PLANNERS = ("cascade", "classical")
-
 
 class PlannerError(ValueError):
     """A --planners entry that names no planner (the message lists the forms that exist)."""

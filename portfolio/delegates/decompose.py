@@ -284,12 +284,6 @@ def _subgoal_critique(
     return f"{head} could not be planned from {where}: {outcome.reason}"
 
 
-def state_text(state: State, limit: int = 400) -> str:
-    atoms = sorted(state)
-    text = " ".join(str(a) for a in atoms[:limit])
-    return text + (f" ... ({len(atoms) - limit} more)" if len(atoms) > limit else "")
-
-
 def relevant_facts(state: State, action: GroundAction, limit: int = 30) -> list[str]:
     """Atoms of `state` that mention an argument of `action`: context for a precondition critique."""
     args = set(action.args)
