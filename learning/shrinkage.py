@@ -17,7 +17,7 @@ from what it shares with others, and one with many speak for itself. Arrays in, 
 - `posterior(n, f, q, m, tolerance, trust, ...)`: each grounding's posterior mean p_fail and concentration,
   mixing member and outlier estimates by `outlier_weights`. Consistent: it stays within
   `tolerance * (trust / n_g)^2` of the grounding's own rate, so as n_g grows p_g tends to f_g / n_g.
-- `population_mean(s)`: the prior without a token model, the population's mean rate with m integrated out.
+- `population_means`: the prior without a token model, the population's mean rate with m integrated out.
 
 Why m is bounded at 10, why outliers are fit per kin group, why m is integrated out for a lone grounding, and
 why the band counts weighted steps, with what was measured: docs/decisions/prior-strength.md.
