@@ -1,7 +1,7 @@
 """Plan every committed test task and write what came back, one JSON line a call: a snapshot to compare a
 refactor's behaviour with.
 
-    PYTHONPATH=. python -m benchmarks.experiments.plan_snapshot OUT.jsonl [--limit N]
+    PYTHONPATH=. python -m benchmarks.experiments.plan_snapshot OUT.jsonl [--limit N] [--task TEXT]
     PYTHONPATH=. python -m benchmarks.experiments.plan_snapshot --compare BEFORE.jsonl AFTER.jsonl
 
 Tasks: every problem under `tests/data/ipc/<domain>/` with its `domain.pddl`, and the PDDL and JSON tasks of
@@ -75,11 +75,13 @@ def line(label: str, mode: str, result: PlanResult, costs: dict[str, float] | No
     }
 
 
-def snapshot(out: Path, limit: int | None) -> None:
+def snapshot(out: Path, limit: int | None, only: str | None = None) -> None:
     with Planner() as planner, out.open("w") as sink:
         for number, (label, task) in enumerate(tasks()):
             if limit is not None and number >= limit:
                 break
+            if only is not None and only not in label:
+                continue
             started = time.monotonic()
             blind = planner.plan(task)
             rows = [line(label, "blind", blind)]
@@ -128,10 +130,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("paths", nargs="+", type=Path, help="OUT.jsonl, or BEFORE.jsonl AFTER.jsonl with --compare")
     parser.add_argument("--compare", action="store_true", help="compare two snapshots instead of making one")
     parser.add_argument("--limit", type=int, default=None, help="only the first N tasks")
+    parser.add_argument("--task", default=None, metavar="TEXT", help="only the tasks whose label holds TEXT")
     args = parser.parse_args(argv)
     if args.compare:
         return compare(*args.paths)
-    snapshot(args.paths[0], args.limit)
+    snapshot(args.paths[0], args.limit, args.task)
     return 0
 
 

@@ -175,14 +175,11 @@ class FastDownward(Delegate):
         if self.settings.satisficing:
             self.prestart(RACE_ALIASES)
 
-    def options_for(self, request: PlanRequest) -> tuple[str, ...]:
-        """The translator options for the request's task (`search_plan.translator_options`)."""
-        return translator_options(self.settings, request)
-
     def translate(self, request: PlanRequest, deadline: float) -> tuple[Translation, tuple[int, ...] | None]:
         """The translation for the request's task (cached, or made under the deadline) and, when it was made from
-        another initial state, the SAS initial values for the request's state (`translations.Translations`)."""
-        return self._memory.get(request, deadline, self.options_for(request))
+        another initial state, the SAS initial values for the request's state (`translations.Translations`). The
+        translator flags are the settings', else the request's selection's (`search_plan.translator_options`)."""
+        return self._memory.get(request, deadline, translator_options(self.settings, request))
 
     def forget_translations(self) -> None:
         """Forget the translations kept in memory (the disk cache stays): a benchmark of the first plan then
