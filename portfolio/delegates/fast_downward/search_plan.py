@@ -109,12 +109,12 @@ class SearchPlan:
     ("greedy": GBFS with hFF on a unit-cost replan; "astar": A* on a small task with costs; None: none), at most
     `inprocess_node_cap` states. `with_costs`: the cost-aware searches run, `quality` says how plan cost is traded
     for time; `costs` (grounded, PDDL names; None: the task's own) are written into the SAS task, `cost_scale`
-    converts its integer costs back. `race`: the first plan wins; `race_after` (monotonic): from then on any plan
-    ends the wait. `anytime`: the cheapest plan of any search wins; the wait ends on a proof or, with
-    `improve_share`, once a plan exists and that share of the time left has passed (`improve_by`); `answer_by`
-    (monotonic) is when the caller wants its answer (work carried over past its share). `translator`: the flags
-    the task was translated with; `selection`: "learned" or "fixed" when a selection model was asked for an
-    order, else None."""
+    converts its integer costs back; `excluded` (PDDL names) are left out of the task. `race`: the first plan
+    wins; `race_after` (monotonic): from then on any plan ends the wait. `anytime`: the cheapest plan of any
+    search wins; the wait ends on a proof or, with `improve_share`, once a plan exists and that share of the time
+    left has passed (`improve_by`); `answer_by` (monotonic) is when the caller wants its answer (work carried
+    over past its share). `translator`: the flags the task was translated with; `selection`: "learned" or
+    "fixed" when a selection model was asked for an order, else None."""
 
     searches: tuple[str, ...]
     custom: str | None = None
