@@ -3,7 +3,7 @@
 Fast Downward's path has many interacting modes: the in-process searches, the race of diverse searches, the
 cost-aware pair, the qualities, a learned selection, translator flags. Each call's choices among them are made
 here, once, from the delegate's fixed `Settings` and the request, into a frozen `SearchPlan` that the rest of the
-path (`delegate`, `inprocess`, `searches`) reads and never changes:
+path (`delegate`, `inprocess`, `search_run`) reads and never changes:
 
 - `translator_options`: the translator flags for a task, before translation (the fixed ones, else the request's
   selection's, else the driver's defaults);
@@ -12,8 +12,8 @@ path (`delegate`, `inprocess`, `searches`) reads and never changes:
 - `plan_sas`: the same for a SAS task searched on its own (the goal agenda's shared translation, benchmarks).
 
 Why one place: the choices depend on each other (an optimal alias turns off the in-process searches and the race;
-costs turn the race into the cost-aware pair), and when they were spread over the delegate's attributes, set
-from outside by the Planner, no single function said what a call would run.
+costs turn the race into the cost-aware pair), so one function that sees them all says what a call will run, and
+nothing set on the delegate between calls can change it halfway.
 """
 
 from __future__ import annotations
