@@ -267,7 +267,7 @@ def test_service_worker_kills_carried_over_work_at_the_request_deadline(tmp_path
 def test_past_the_answer_deadline_the_first_plan_ends_the_wait():
     """With costs, the cost-aware search's plan is preferred for a grace period of twice the time taken; work
     carried over past its share (`race_after`) returns the first plan instead (exit code 0: a plan)."""
-    from portfolio.delegates.fast_downward.searches import _wait
+    from portfolio.delegates.fast_downward.search_run import _wait
     from portfolio.engine.search_pool import SearchRun
 
     def pair():

@@ -64,8 +64,7 @@ def test_h_max_never_overestimates_the_optimum(fd, kind, size, seed):
 
 def test_a_search_that_stops_hands_over_to_the_processes():
     task = bundled_task("tools", 2, seed=1)
-    with FastDownward() as fd:
-        fd.inprocess_node_cap = 2
+    with FastDownward(inprocess_node_cap=2) as fd:
         outcome = fd.solve(PlanRequest(task=task, cost_function=random_costs(1)), time.monotonic() + 20)
         first = fd.solve(PlanRequest(task=task, cost_function=random_costs(1), quality="first"), time.monotonic() + 20)
     assert outcome.details["in_process"]["status"] == "memout"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 
 import pytest
 
@@ -208,10 +209,11 @@ def test_under_learned_costs_the_selection_chooses_the_coverage_search(tmp_path)
         retrain(store, holdout_fraction=0.0)
     with Planner(build_stages(["fast-downward"], 30.0, fd_workers=2), traces=db) as planner:
         assert planner.model is not None and planner.selection is not None
-        planner.fast_downward.inprocess_max_operators = 0  # the search processes (tests/test_sas_astar.py)
+        fd = planner.fast_downward
+        fd.settings = replace(fd.settings, inprocess_max_operators=0)  # the search processes (test_sas_astar.py)
         small = planner.plan(task)
         first = planner.plan(task, quality="first")
-        planner.fast_downward.exact_max_operators = 0  # as on a large task
+        fd.settings = replace(fd.settings, exact_max_operators=0)  # as on a large task
         large = planner.plan(task)
     searches = {}
     for name, result in (("small", small), ("first", first), ("large", large)):

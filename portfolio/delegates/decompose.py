@@ -170,6 +170,7 @@ class SubgoalSolver(Resource):
                 costs=request.costs,
                 cost_function=request.cost_function,
                 excluded=request.excluded,
+                selection=request.selection,
             )
             for delegate in self.delegates:
                 if cancel.expired(deadline):
@@ -216,8 +217,12 @@ class SubgoalSolver(Resource):
             init=init_values, costs=costs, excluded=request.excluded
         )
         # Coverage is what a decomposer is for: the cost-aware search joins only when learned costs steer.
-        return self._fast_downward().search_sas(
-            text, deadline, with_costs=bool(costs), details={"via": "fast-downward (shared translation)"}
+        fast_downward = self._fast_downward()
+        return fast_downward.search_sas(
+            text,
+            deadline,
+            fast_downward.plan_sas(with_costs=bool(costs)),
+            details={"via": "fast-downward (shared translation)"},
         )
 
     # -- a sequence ---------------------------------------------------------------------------------------

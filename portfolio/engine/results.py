@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Protocol, Self
 
 from pydantic import BaseModel, Field, GetCoreSchemaHandler
 from pydantic_core import CoreSchema
@@ -50,6 +50,19 @@ def no_plan_status(statuses: Sequence[Status]) -> Status:
     return next((status for status in NO_PLAN_ORDER if status in present), Status.ERROR)
 
 
+class Selection(Protocol):
+    """A learned configuration selection (`learning.selection.SelectionModel`), as a delegate that races
+    configurations asks it: which to race on a task of `domain` with `operators` operators translated with the
+    `translator` flags (None: the delegate's fixed order), and which translator flags a task of `domain` gets
+    when `race_size` searches race (() for the defaults)."""
+
+    def predict(
+        self, domain: str, operators: int | None = ..., translator: Sequence[str] = ...
+    ) -> list[str] | None: ...
+
+    def predict_translator(self, domain: str, race_size: int = ...) -> tuple[str, ...]: ...
+
+
 @dataclass(frozen=True)
 class PlanRequest:
     """One planning call.
@@ -65,7 +78,9 @@ class PlanRequest:
     monotonic time, set on carried-over work) is when the caller wanted its first answer: after it, a delegate
     returns its first plan rather than wait for a cheaper one. `quality` ("first", "anytime", "optimal"; None:
     the delegate's own) says how a cost-aware delegate trades plan cost for time on this call
-    (`portfolio.delegates.fast_downward.searches.QUALITIES`).
+    (`portfolio.delegates.fast_downward.searches.QUALITIES`). `selection` (the Planner's learned selection
+    model, with a trace store; None: fixed orders) chooses Fast Downward's translator flags and the searches it
+    races on this call (`portfolio.delegates.fast_downward.search_plan`).
     """
 
     task: Task
@@ -77,6 +92,7 @@ class PlanRequest:
     carried_over: frozenset[str] = frozenset()
     answer_by: float | None = None
     quality: str | None = None
+    selection: Selection | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         # One spelling per action ("pick-up a", "(PICK-UP a)" -> "(pick-up a)"), so every comparison of
@@ -120,6 +136,9 @@ class DelegateOutcome:
     plan: Plan | None = None
     reason: str = ""
     details: AttemptDetails = field(default_factory=AttemptDetails)
+    # Who answered, when not the delegate itself: the name its attempt and the result record (Fast Downward's
+    # in-process searches answer as "fd-inprocess"). None: the delegate's own name.
+    delegate: str | None = None
 
 
 class Resource:
