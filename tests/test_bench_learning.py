@@ -49,7 +49,10 @@ def test_one_small_world_end_to_end_writes_its_report(tmp_path, capsys):
     assert (tmp_path / "learning-worlds.png").read_bytes()[:4] == b"\x89PNG"
     assert "object-200:" in out.err  # a line per finished world
     assert "| object | cautious | 20 |" in report  # plan quality of calls with learned costs (after the 1st retrain)
-    assert all(key.split("/")[0] in ("fast-downward", "pyperplan") for key in run["searches"]["learned-cautious"])
+    assert all(
+        key.split("/")[0] in ("fast-downward", "fd-inprocess", "pyperplan")
+        for key in run["searches"]["learned-cautious"]
+    )
     assert set(run["searches"]["oracle"]) == {"route-search"}
 
 
