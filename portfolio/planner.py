@@ -83,7 +83,7 @@ class Planner(Resource):
 
     `carry_over` (default True): Fast Downward's translation and searches go on past its share of the classical
     tier, beside the later delegates, until the cascade's final deadline; the first valid plan wins
-    (`portfolio.engine.cascade`, "Carry-over"). False: they are killed when its share ends, as before.
+    (`portfolio.engine.cascade`, "Carry-over"). False: they are killed when its share ends.
 
     `eliminate_steps` (default True): the steps of the winning plan that no goal needs are removed after
     validation (`domains.action_elimination`; `PlanResult.eliminated_steps` says how many).
@@ -136,7 +136,7 @@ class Planner(Resource):
         if delegates is None or all(isinstance(d, str) for d in delegates):
             stages = build_stages(tuple(delegates or DEFAULT_DELEGATES), budget_s)  # type: ignore[arg-type]
         elif budget_s is not None:
-            # it used to be ignored without a word: stages carry their own budgets
+            # refused rather than ignored: stages carry their own budgets
             raise ValueError(
                 "budget_s sets the classical tier of the cascade built from delegate names; the "
                 "stages given carry their own budgets (Tier(name, delegates, budget_s))"

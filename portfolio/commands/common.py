@@ -188,9 +188,10 @@ def is_seconds(value: float) -> bool:
 
 
 def seconds_type(text: str) -> float:
-    """argparse's type for a budget in seconds: finite and > 0. `inf` used to reach the delegates (select()
-    overflowed: a traceback mid-plan) and, in `serve`, the workers' JSON configuration as null (every worker
-    died at birth, again and again); 0, negatives and nan left a tier no time without a word."""
+    """argparse's type for a budget in seconds: finite and > 0, else an argparse error (exit 2). Why: `inf`
+    would reach the delegates (select() overflows: a traceback mid-plan) and, in `serve`, the workers' JSON
+    configuration as null (every worker dies at birth); 0, negatives and nan would leave a tier no time without a
+    word."""
     try:
         value = float(text)
     except ValueError:

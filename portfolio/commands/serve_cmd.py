@@ -274,7 +274,7 @@ def service_config(args: argparse.Namespace):
             llm_url=args.llm_url,
             llm_model=args.llm_model,
             # the default is shared by workers + validators; 0 is refused like any other bad limit, not read as
-            # "not given" (it used to mean the default)
+            # "not given"
             memory_limit_mb=limits.default_limit_mb(2 * workers) if args.memory_limit is None else args.memory_limit,
             fd_workers=args.fd_workers,
             translator_python=args.translator_python,

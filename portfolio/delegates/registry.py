@@ -253,7 +253,7 @@ def decomposer_tier(
     from portfolio.engine.cascade import DECOMPOSER_BUDGET_S
     from portfolio.engine.tiers import Tier
 
-    # None is "not given"; 0 used to be read as not given too, so a tier the caller wanted empty got 30 s
+    # None is "not given"; 0 is an empty tier, as the caller asked (not the 30 s default)
     budget = options.get("decomposer_budget_s")
     budget = DECOMPOSER_BUDGET_S if budget is None else budget
     with contextlib.ExitStack() as cleanup:

@@ -30,7 +30,7 @@ worker killed with SIGKILL (out of memory, hung, or the whole server killed) the
 pyperplan worker behind.
 The search binary runs no Python, so it is started through util-linux's `setpriv --pdeathsig KILL`
 (`with_parent_death`), which asks the same of the kernel and then execs it (same pid, so the process group and
-the memory cap apply as before): a search already running when its planner worker is killed dies with it
+the memory cap apply unchanged): a search already running when its planner worker is killed dies with it
 instead of running to its end. Not a `preexec_fn` (see `cap`). Without `setpriv` on the PATH, pre-started
 searches still exit when their input closes. Opt-in, because it is only safe where children are started from
 threads that outlive them (the search pool's own thread, or the thread that takes, runs and releases a search).

@@ -5,7 +5,7 @@ whole group (the worker and anything it started) can get SIGKILL, and the next c
 at once, in the background.
 
 A worker given an `abort_grace_s` is first asked to stop (`worker_main.ABORT_SIGNAL`): the caller returns at its
-deadline as before, and a background thread waits up to that long for the worker's answer to the stopped request;
+deadline all the same, and a background thread waits up to that long for the worker's answer to the stopped request;
 a worker that answers stays (its imports, and a PyPy worker's JIT, warm: a cold PyPy translator is slower than
 CPython, a warm one 2-3x faster), one that does not is killed and replaced. The next call waits for that thread,
 within its own deadline. The default (0) kills at once: unwinding a CPython translator stopped after 1.5 s took
