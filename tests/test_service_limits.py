@@ -103,10 +103,9 @@ def test_a_worker_that_spins_at_its_memory_cap_is_out_of_memory_not_hung(monkeyp
     worker = WorkerProcess()
     try:
         worker.call("ping", time.monotonic() + 30)
-        started = time.monotonic()
+        # OutOfMemory, not BudgetExpired: answered well before a deadline it used to wait out
         with pytest.raises(OutOfMemory):
-            worker.call("runpy:run_path", time.monotonic() + 30, path_name=str(script))
-        assert time.monotonic() - started < 10
+            worker.call("runpy:run_path", time.monotonic() + 10, path_name=str(script))
         assert worker.kills == 1
         worker.call("ping", time.monotonic() + 30)  # a fresh worker answers
     finally:
