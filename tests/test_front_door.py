@@ -143,8 +143,8 @@ def test_the_reported_training_time_is_the_fit_not_the_first_import_of_scikit_le
     scikit-learn or scipy may load between the two."""
     code = (
         "import json, sys, types; from portfolio import StepRecord, TraceStore, retrain; "
-        "seen = []; "
-        "sys.modules[retrain.__module__].time = types.SimpleNamespace(perf_counter=lambda: seen.append(set(sys.modules)) or 0.0); "
+        "seen = []; clock = lambda: seen.append(set(sys.modules)) or 0.0; "
+        "sys.modules[retrain.__module__].time = types.SimpleNamespace(perf_counter=clock); "
         f"store = TraceStore({str(tmp_path / 'traces.db')!r}); "
         "store.record_steps(StepRecord(run_id='r', step=i, action='move', args=('a', 'b' if i % 2 else 'c'), "
         "outcome='failure' if i % 3 == 0 else 'success') for i in range(30)); "

@@ -115,7 +115,6 @@ def test_a_key_works_at_once_and_a_revoked_one_stops_within_a_second_without_a_r
 
 def test_serve_refuses_to_start_without_a_key(tmp_path, capsys, monkeypatch):
     from portfolio.cli import main
-
     from portfolio.serve.service import Service
 
     def start(service):
