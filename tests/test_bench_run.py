@@ -29,7 +29,7 @@ def test_runs_record_validated_properties(tmp_path):
     for record in records:
         assert record["status"] == "solved" and record["valid"] is True, record
         assert record["plan_length"] > 0 and record["plan_cost"] > 0
-        assert 0 < record["time_s"] < record["wall_s"] and record["peak_mem_kb"] >= 0
+        assert 0 < record["time_s"] < record["wall_s"]  # peak_mem_kb: per planner, below
     driver = [r for r in records if r["planner"] == "driver:lama-first"]
     # the planner's memory, not the run process's interpreter and imports (50-150 MB whatever the planner)
     assert all(r["peak_mem_kb"] > 1_000 for r in driver), driver  # its translator's and search's own
