@@ -12,7 +12,7 @@ import uuid
 from collections import Counter
 
 import pytest
-from support import IPC, REPO, wait_gone
+from support import IPC, REPO, poll, wait_gone
 
 from portfolio.benchsuite import runner, suites
 from portfolio.benchsuite.order import interleaved
@@ -169,9 +169,7 @@ def test_kill_9_mid_experiment_then_resume_loses_and_repeats_nothing(tmp_path):
         command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
     path = runs_path(tmp_path)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and (not path.exists() or path.read_bytes().count(b"\n") < 8):
-        time.sleep(0.05)
+    poll(lambda: path.exists() and path.read_bytes().count(b"\n"), lambda lines: lines >= 8, 120, every=0.05)
     os.kill(runner_process.pid, signal.SIGKILL)
     runner_process.wait()
     assert wait_gone(marker) == [], "run processes outlived the killed runner"

@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from support import REPO
+from support import REPO, poll
 from test_service_helpers import BOOM_DOMAIN, boom_problem
 
 
@@ -32,9 +32,7 @@ def test_every_planner_process_is_started_under_the_cap(monkeypatch):
         searching = len(
             {*fd._aliases(with_costs=False), *fd._aliases(True, exact=True), *fd._aliases(True, exact=False)}
         )
-        deadline = time.monotonic() + 10
-        while len(searches._ready) < searching and time.monotonic() < deadline:
-            time.sleep(0.01)
+        poll(lambda: len(searches._ready), lambda ready: ready >= searching, 10, every=0.01)
         pids += [run.process.pid for run in searches._ready.values()]
         assert len(pids) == 2 + searching
         for pid in pids:
@@ -93,7 +91,6 @@ def test_a_worker_that_spins_at_its_memory_cap_is_out_of_memory_not_hung(monkeyp
     very allocation that failed, and CPython retries it forever (a second run without the `with` raises
     MemoryError in 0.2 s). The parent sees the worker sit at its cap (`limits.at_cap`) and ends the call as out of
     memory, the worker replaced; before, the call waited out its whole deadline."""
-    import time
 
     from portfolio.engine.workers import OutOfMemory, WorkerProcess
 
@@ -119,7 +116,6 @@ def test_a_worker_with_a_second_thread_runs_out_of_memory_at_once(monkeypatch, c
     130-200), first read as glibc's per-thread arenas; the cause was CPython's spin on a MemoryError unwinding to
     a `with` handler (`test_a_worker_that_spins_at_its_memory_cap_is_out_of_memory_not_hung`), which hits a
     translation only when its last allocation fails inside such a block: one run in ten here, more under load."""
-    import time
 
     from portfolio.delegates.fast_downward.translate import PRELOAD, TRANSLATE_OP
     from portfolio.engine.workers import OutOfMemory, WorkerProcess

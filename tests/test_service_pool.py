@@ -28,6 +28,22 @@ from test_service_helpers import (
 from portfolio.serve.pool import default_workers
 
 
+def planning(worker: int) -> bool:
+    """Whether a Python process below `worker` (its translator or pyperplan worker, not an idle pre-started
+    search) is running: the worker is planning."""
+    try:
+        below = psutil.Process(worker).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return False
+    busy = []
+    for process in below:
+        try:
+            busy.append(process.status() == psutil.STATUS_RUNNING and "python" in process.name())
+        except psutil.Error:  # ended meanwhile
+            pass
+    return any(busy)
+
+
 def running(processes: list[psutil.Process]) -> list[int]:
     """The pids still running. A zombie has ended: orphans wait for PID 1 to reap them, which here is slow."""
     alive = []
@@ -82,8 +98,8 @@ def test_a_killed_worker_is_answered_500_with_the_reason_and_replaced():
         # found dead then is restarted and the request served (200: what a worker that died between requests
         # should get, and what a CI run got when the kill landed in that moment). Kill once it is planning.
         wait_for(lambda: svc.pool.workers[0]._lock.locked(), what="the request to reach the worker")
-        time.sleep(0.5)
         victim = svc.pool.workers[0].pid
+        wait_for(lambda: planning(victim), what="the worker's translator or pyperplan worker at work")
         children = psutil.Process(victim).children(recursive=True)
         os.kill(victim, signal.SIGKILL)
         answer = pending.result()
