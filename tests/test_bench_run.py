@@ -74,6 +74,7 @@ def test_interleaved_rotates_the_arm_that_goes_first_across_tasks_and_repeats():
     assert [arms for _, _, arms in interleaved("x", [], rotate=True)] == [()]
 
 
+@pytest.mark.serial  # asserts when the hard budget's kill came
 def test_a_planner_that_ignores_its_budget_is_killed_with_its_process_group(monkeypatch):
     """unified-planning's pyperplan ignores timeouts (FIELD-NOTES): the run's process group is killed at the
     budget plus the margin, and nothing it started survives."""

@@ -194,10 +194,9 @@ def test_cpython_out_of_memory_ends_the_race_at_once_and_keeps_pypy(monkeypatch)
     monkeypatch.setenv("PORTFOLIO_MEMORY_LIMIT_MB", "150")  # both workers' caps (`portfolio.engine.limits`)
     translators = Translators(PYPY, pypy_after_s=0.0)
     try:
-        started = time.monotonic()
+        # OutOfMemory at once, not BudgetExpired: the race does not wait on for PyPy after CPython ran out
         with pytest.raises(OutOfMemory):
-            translators.translate(time.monotonic() + 60, domain_pddl=BOOM_DOMAIN, problem_pddl=boom_problem())
-        assert time.monotonic() - started < 15
+            translators.translate(time.monotonic() + 15, domain_pddl=BOOM_DOMAIN, problem_pddl=boom_problem())
         assert translators.python == PYPY and translators.second is not None  # it ran; its task was too big
     finally:
         translators.close()
