@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from domains.ground_text import parse_ground_action
@@ -79,12 +80,12 @@ def row(planner: Planner, domain: str, problem: str, rounds: int) -> dict:
     timings = {"instance": f"{domain}/{problem}", "first": median_seconds(first, rounds)}
     timings["predicted"] = median_seconds(predicted, rounds * 4)
     timings["perturbed"] = median_seconds(replan, rounds) if moved is not None else None
-    threshold = fast_downward.inprocess_max_operators
-    fast_downward.inprocess_max_operators = -1  # the process search only, as before in-process search existed
+    settings = fast_downward.settings
+    fast_downward.settings = replace(settings, inprocess_max_operators=-1)  # the process search only
     try:
         timings["process"] = median_seconds(replan, rounds) if moved is not None else None
     finally:
-        fast_downward.inprocess_max_operators = threshold
+        fast_downward.settings = settings
     timings["driver"] = median_seconds(lambda: solve_with_driver(domain_path, problem_path), rounds)
     return timings
 

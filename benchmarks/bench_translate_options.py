@@ -70,7 +70,7 @@ def one(delegate: FastDownward, task, options: tuple[str, ...], budget: float) -
             "operators": 0,
             "variables": 0,
         }
-    outcome = delegate.search_sas(sas.render(), translated + budget, with_costs=task.has_action_costs())
+    outcome = delegate.search_sas(sas.render(), translated + budget, delegate.plan_sas(task.has_action_costs()))
     searched = time.monotonic()
     solved = outcome.status is Status.SOLVED and outcome.plan is not None
     invalid = solved and not validate_plan(task, outcome.plan).ok

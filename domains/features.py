@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from domains.graphs import strongly_connected_components
 from domains.model import And, Atom, Domain, Exists, Forall, Formula, Imply, Not, Or
 
 
@@ -73,31 +74,5 @@ def axiom_order(domain: Domain) -> list[tuple[tuple[str, ...], bool]]:
     uses: dict[str, set[str]] = {p: set() for p in derived}
     for axiom in domain.axioms:
         uses[axiom.head.predicate].update(u for u, _ in _dependencies(axiom.body, derived))
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    components: list[tuple[tuple[str, ...], bool]] = []
-
-    def visit(node: str) -> None:  # Tarjan: components come out dependencies first
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        for other in sorted(uses[node]):
-            if other not in index:
-                visit(other)
-                low[node] = min(low[node], low[other])
-            elif other in stack:
-                low[node] = min(low[node], index[other])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                top = stack.pop()
-                component.append(top)
-                if top == node:
-                    break
-            recursive = len(component) > 1 or node in uses[node]
-            components.append((tuple(sorted(component)), recursive))
-
-    for predicate in sorted(derived):
-        if predicate not in index:
-            visit(predicate)
-    return components
+    components = strongly_connected_components(sorted(derived), lambda predicate: sorted(uses[predicate]))
+    return [(tuple(sorted(c)), len(c) > 1 or c[0] in uses[c[0]]) for c in components]

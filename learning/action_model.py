@@ -192,7 +192,7 @@ def _keep_recent(action: ActionModel, table: CellTable, rows: ParsedCells) -> No
 
 def unseen_rate(tables: Mapping[str, CellTable], prior_mean: float, prior_strength: float) -> float:
     """The failure rate of an action name never recorded: the population mean of the recorded action names'
-    rates (`learning.shrinkage.population_mean`, each name's weighted steps and failures one member), so an
+    rates (`learning.shrinkage.population_means`, each name's weighted steps and failures one member), so an
     agent whose recorded steps all succeeded is not told that every action it has not run yet fails
     `prior_mean` of the time."""
     if not tables:

@@ -1,33 +1,31 @@
 """The evidence every part of the failure model is fit on, streamed: per action name and cell (a grounding in a
 situation), the steps since the cell's last change of rate, weighted by how recent they are.
 
+    counts = Counts(half_life=5000.0, stale_half_life=2.0, change_odds=20.0)
+    counts.add_rows(actions, args_json, features_json, failed, runs, timestamps)   # columns, oldest first
+    counts.finish().tables["drive"]      # a CellTable: the cells' raw keys and weighted / raw counts
+
 Three things age a step's weight, each for its own reason:
 
 - a change point (`learning.changes`): a grounding's outcomes, in every situation and either order of its
-  objects (its kin group: a road breaks for both ways and any weather), are cut where its failure rate broke
-  or recovered, and only the steps since count. A road repaired after 300 failing runs is judged on the runs
-  since;
-- staleness: the evidence of a kin group whose record has a change in it (it broke, or recovered) halves for
-  every `stale_half_life` of its usual gaps between visits that pass without one, runs being the clock, so
-  that a tool that broke and was avoided drifts back to its prior and is tried again: it may have been
-  repaired, and nobody sees that unless it is tried. Its gap is the runs its steps span over its visits, with
-  one more visit spanning every run recorded up to its last visit, so that a grounding seen once or twice
-  counts as rarely visited, not as avoided. A record with no change in it (a road that always failed, a tool
-  that always worked) does not go stale: re-trying what never worked cost 0.05 of the oracle's success on
-  held-out detours worlds, where the shortcut fails 75% from its first use (docs/decisions/aging-evidence.md);
-  the `thompson` and `optimistic` policies re-try it. Each failed re-try lengthens the gap, so a tool that
-  stays broken is re-tried less and less often;
+  objects (its kin group: a road breaks for both ways and any weather), are cut where its failure rate broke or
+  recovered, and only the steps since count: a road repaired after 300 failing runs is judged on the runs since;
+- staleness: the evidence of a kin group whose record has a change in it halves for every `stale_half_life` of
+  its usual gaps between visits that pass without one, runs being the clock, so that a tool that broke and was
+  avoided drifts back to its prior and is tried again (it may have been repaired). Its gap is the runs its steps
+  span over its visits, with one more visit spanning every run recorded up to its last visit, so a grounding
+  seen once or twice counts as rarely visited, not as avoided; each failed re-try lengthens the gap. A record
+  with no change in it (a road that always failed) does not go stale: re-trying what never worked is regret
+  paid for nothing (the `thompson` and `optimistic` policies re-try it);
 - `half_life` (steps of the same action name): a slow fade of old steps within a segment.
 
-Runs are the clock: a step's run is its `run_id` (a step without one is a run of its own). Steps arrive in
-chunks of columns (`Counts.add_rows`) and are kept as numbers until `finish`: its action name's, arguments
-text's and features text's among the distinct texts (`CellNumbers`: only the distinct texts are kept), its
-run's, and one byte for its outcome, 21 bytes a step. `finish` numbers the cells and does everything else with
-numpy over all steps at once, and hands each action name its cells as arrays (`CellTable`), not as Python
-objects per cell.
-
-Counts are keyed by the raw JSON text of a step's arguments and features, so each distinct (arguments,
-features) is parsed once, later (`learning.action_model.fit_action`).
+A step's run is its `run_id` (a step without one is a run of its own). Steps arrive in chunks of columns
+(`Counts.add_rows`) and are kept as numbers until `finish`: 21 bytes a step (its texts' numbers among the
+distinct texts, `CellNumbers`; its run's; one byte for its outcome). `finish` does everything else with numpy
+over all steps at once and hands each action name its cells as arrays (`CellTable`), not Python objects per
+cell. Counts are keyed by the raw JSON text of a step's arguments and features, so each distinct pair is parsed
+once, later (`learning.action_model.fit_action`). Why change points, staleness in gaps and no staleness for
+records that never changed, and what was measured: docs/decisions/aging-evidence.md.
 """
 
 from __future__ import annotations

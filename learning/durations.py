@@ -24,8 +24,11 @@ Per grounding (in one situation, the cells of `learning.model`), from the same r
   `learning.costs` prices retries by their own record, shrunk towards the grounding's p_fail
   (`retry_p_fail`).
 
-`learning.costs.time_priced` turns these and p_fail into the expected time to success. Nothing here touches
-the database; the model is plain data stored with the failure model (`learning.storage`).
+`TimeModel(...).fit_rows(chunks)` fits on timed steps (usually through `FailureModel.fit`, as its
+`durations_`); `predict(actions, features)` returns a `TimeEstimate`, arrays in the order asked, an action name
+never seen taking the mean timed step. `learning.costs.time_priced` turns these and p_fail into the expected
+time to success. Nothing here touches the database; the model is plain data stored with the failure model
+(`learning.storage`).
 """
 
 from __future__ import annotations
@@ -287,18 +290,6 @@ class TimeModel:
         shrunk = (n * mean + strength * prior) / (n + strength)
         band = self.tolerance * (self.trust_steps / max(n, 1e-12)) ** 2 * mean
         return float(min(max(shrunk, mean - band), mean + band))
-
-    def action_summary(self) -> dict[str, dict[str, Any]]:
-        """Per action name: mean success / failure ms and the shares of failures by kind (for inspection)."""
-        return {
-            name: {
-                "success_ms": None if a.success is None else round(a.success.base_ms, 3),
-                "failure_ms": None if a.failure is None else round(a.failure.base_ms, 3),
-                "transient_share": round(a.shares[0], 4),
-                "side_effect_share": round(a.shares[1], 4),
-            }  # fmt: skip
-            for name, a in sorted(self.actions.items())
-        }
 
 
 def _ridge(X: Any, y: np.ndarray, w: np.ndarray) -> Any:

@@ -17,9 +17,10 @@ changes only what planning pays.
   reliable as it plausibly is. Why: an alternative written off after an unlucky start still gets tried.
   Deterministic.
 
-The old names `mean` (for `cautious`) and `ucb` (for `optimistic`) are still accepted: `check_explore` maps
-them and warns once per process. What was measured, and why `cautious` is the default:
-docs/decisions/explore-policies.md.
+`explore_p_fail(mean, concentration, policy, rng=None, tried=None)` returns the p_fail array, in the order
+given. `check_explore(name)` checks a policy name for the interfaces: an unknown one is a ValueError listing the
+policies; the deprecated names `mean` (for `cautious`) and `ucb` (for `optimistic`) are mapped, with a warning
+once per process. What was measured, and why `cautious` is the default: docs/decisions/explore-policies.md.
 """
 
 from __future__ import annotations

@@ -5,38 +5,22 @@ Tokens (each a sparse column with value 1 unless numeric):
 - `a<i>:<obj>`: the object in argument position i (a bad tool wherever it is used);
 - `p<i><j>:<obj_i> <obj_j>`: an ordered pair of arguments (this tool on this host) and `u:<x> <y>` the same pair
   unordered (the road between two places, whichever way it is driven);
-- `s:<objects>`: all the arguments in any order, for three or more (this truck on this road, either way: pairs
-  alone have no token spanning the truck and the road, so a truck's failures on a road went to the road and to
-  other trucks on it; `tests/test_learning_shrinkage.py`). Measured closed loop (`portfolio bench learning`,
-  `--policies mean`, last 50 of 200 episodes, worlds reaching 0.95 of the oracle, pooled): vehicle-roads
-  tuning seeds 200-219 12 -> 15 of 20 (0.949 -> 0.964); held out, seeds 1800-1819, vehicle-roads 12 -> 13
-  (0.949 -> 0.958), tools 11 -> 13 (0.973 -> 0.967), and 5 worlds of each other type (1800-1804) alike but
-  pairs 5 -> 4 (0.993 -> 0.981, its worst 0.948): one to three worlds, within run-to-run noise. A correction of
-  what the estimate generalises to, not a measured gain;
+- `s:<objects>`: all the arguments in any order, for three or more (this truck on this road, either way);
 - `t<i>:<type>`: the declared type in position i, when object types are given to `fit`;
 - `a<i>:<obj>&f:<key>=<value>`: an argument in a situation, so that "this engine fails at peak hours" is not
   spread over every engine at peak hours (a linear model cannot form that conjunction itself);
 - `n:<key>`: a numeric feature, its value as is; `f:<key>=<value>`: a string/bool feature, one-hot, for an
   action without arguments only.
 
-A categorical situation enters the prior through the objects acting in it, not on its own (`situated`). When
-only one engine was ever tried at peak hours and failed there, "peak hours are bad" and "this engine is bad at
-peak hours" fit the traces equally well; the first condemns every engine never tried at peak, so none is ever
-tried there and nothing corrects it, while the second leaves them their own record, so the planner tries one
-and learns. A situation that is bad for every object is still learned, object by object, from the failures of
-each. Measured together with the fitted token scales (`learning.families`), closed loop (`portfolio bench
-learning`, 200 episodes, last 50, learned / oracle expected success, median [min] over worlds). Tuning seeds
-0-9, tools: 0.93 [0.84] -> 0.98 [0.89]; either change alone 0.90 (situations through objects only) or 0.94
-(Gaussian family scales only). Held out, 20 worlds per type, before -> after: seeds 700-719, tools 0.95 [0.86]
--> 1.00 [0.93], pairs 1.00 [0.95] -> 1.00 [0.95], costed 1.00 [0.93] -> 0.99 [0.96], the others 0.99-1.00 both;
-seeds 800-819, pairs 0.97 [0.92] -> 0.97 [0.92], and every type 0.97-1.00 after (tools 0.99 [0.88]).
-Family scales never tighter than the default prior: tools 1.00 [0.91] (seeds 700-719) but its worst failures /
-cost-blind 0.57 and pairs' 0.60; Gaussian family scales without the Student-t: pairs 0.99 [0.91] with failures
-/ cost-blind 0.20 -> 0.29 (not kept).
+A categorical situation enters the prior through the objects acting in it, not on its own (`situated`), so an
+engine never tried at peak hours keeps its own record and gets tried, instead of being condemned with the one
+that failed there. Features are kept per action name (one model per action name), so the action name itself is
+not a token.
 
-Features are kept per action name (one model per action name), so the action name itself is not a token.
-`situation_key` is the part of the features that splits a grounding's own counts (categorical values only:
-numeric features would make every step its own cell).
+Entry points: `step_tokens` (the tokens of one step), `action_tokens`, `feature_tokens`; `RowParser` turns raw
+`steps` rows into tokens with memoised JSON parsing; `situation_key(features)` is the part of the features that
+splits a grounding's own counts (categorical values only: numeric features would make every step its own cell).
+Why `s:` and situations through objects, and what was measured: docs/decisions/prior-tokens.md.
 """
 
 from __future__ import annotations

@@ -5,33 +5,25 @@ last model learned of the same grounded action, are held back from the fit.
     review.held          # [HeldBatch(principal, action, steps, failures, expected_p_fail, log10_p, ...)]
     review.held_ids      # the step ids the fit leaves out
 
-A retrain reviews the steps of its tenant recorded since the tenant's last model (its metadata's `through`), with
-those that model held back. Per *source* (the principal, the API key's name, that posted a step:
-`traces.provenance`; a step without provenance, recorded by the CLI, a JSONL import or the Python API, is a
-trusted local step, never held) and grounded action (its name and arguments, in whatever situation), a batch of
-at least `min_steps` steps is tested against the last model's posterior for that grounding, Beta(p c, (1 - p) c)
-with p its p_fail and c its pseudo-steps (averaged over the batch's situations): the probability of as many
-failures or more (or, for fabricated successes, as few or fewer) under the beta-binomial. Below `alpha` the
-batch *departs*. It is kept all the same when another source's recent steps on the grounding (its last
-`recent_steps`, of any age) depart the same way at the looser `agree_alpha`: an outage is seen by the agents
-that use the action. Otherwise it is held back: left out of the fit, kept in the store, listed with the model
-(`ModelInfo.held`, the retrain's job result, a warning in the log), and reviewed again at every retrain, with
-what others have reported by then, until a retrain with `include_held` (`portfolio retrain --include-held`)
-fits it regardless, or one without the guard (`--no-poison-guard`) fits everything.
+`review_steps` reviews a tenant's steps recorded since its last model (its metadata's `through`), with those
+that model held back, and returns a `Review`; it never raises on a store without a model or provenance (an empty
+review). Per *source* (the principal, the API key's name, that posted a step: `traces.provenance`; a step without
+provenance, recorded by the CLI, a JSONL import or the Python API, is a trusted local step, never held) and
+grounded action, a batch of at least `min_steps` steps is tested against the last model's posterior for that
+grounding, Beta(p c, (1 - p) c) with p its p_fail and c its pseudo-steps (averaged over the batch's
+situations): the beta-binomial probability of as many failures or more (or, for fabricated successes, as few or
+fewer), `log10_tails`. Below `alpha` the batch
+*departs*. It is kept all the same when another source's last `recent_steps` on the grounding depart the same
+way at the looser `agree_alpha`: an outage is seen by the agents that use the action. Otherwise it is held back:
+left out of the fit, kept in the store, listed with the model (`ModelInfo.held`, the retrain's job result, a
+warning in the log), and reviewed again at every retrain until one with `include_held` (`portfolio retrain
+--include-held`) fits it, or one without the guard (`--no-poison-guard`) fits everything.
 
-Measured (`tests/test_poison_guard.py`; a model from 200 steps of `(pick-up b)` by two principals, 4 failures:
-p_fail 0.020, 206 pseudo-steps): 300 fabricated failures from a third principal have p = 10^-140 and are held,
-p_fail stays 0.020 (fitted, they would take it to 1.000); three principals reporting 20 failures each (10^-25
-each, each agreed with by the other two) are kept, p_fail 0.020 -> 0.992. Against that model a batch departs
-with 6 failures in 10 steps, 8 in 20, 18 in 100 or 39 in 300, where an honest principal's batch at 2% reaches
-them with probability 10^-8 or less. So 38 failures in 300 pass, and take p_fail to 0.129: the guard stops
-sharp departures, not every bias.
-
-What it does not catch: a grounding no model has a record of (nothing to depart from), and so a tenant's first
-model, or the first after a model stored without `through`; a principal holding a second key that
-agrees with the first; failures fed fewer than `min_steps` at a time between retrains (each retrain's change
-detection then moves the model a little). What it costs: an outage seen by one agent alone is held until another
-source sees it or an operator releases it.
+It stops sharp departures, not every bias. It does not catch a grounding no model has a record of (so a
+tenant's first model, or the first after a model stored without `through`), a principal holding a second key
+that agrees with the first, or failures fed fewer than `min_steps` at a time between retrains. An outage seen by
+one agent alone is held until another source sees it or an operator releases it. Why this test and its
+thresholds, and what was measured: docs/decisions/tenant-learning.md.
 """
 
 from __future__ import annotations

@@ -1,79 +1,43 @@
 """`FailureModel`: per action name, the probability that a grounded action fails, learned from executed steps.
 
-Two levels, per action name (empirical Bayes; see `learning.shrinkage` and `learning.prior`):
+The planner prices each step by its p_fail, so plans route around what fails where. Per action name, a
+grounding's p_fail mixes its own record with a prior (empirical Bayes; `learning.shrinkage`, `learning.prior`):
 
     p_fail(g) = (f_g + m * prior(g)) / (n_g + m)
 
-- f_g, n_g: failures and steps of grounding g in its situation (the categorical features) since the last change
-  of its failure rate (`learning.changes`), aged as `learning.counts` says: halved for every `stale_half_life`
-  of the grounding's usual gaps between uses that pass without one (what the plans avoid drifts back to the
-  prior and is tried again), and faded by `half_life_steps` later steps of the same action name;
-- prior(g): a logistic model over argument, pair, type and object-in-situation tokens, so a grounding never
-  tried gets the failure rate of what it shares with those that were (the same tool elsewhere, the same road
-  driven the other way, a sibling of the same type, the same engine at peak hours); each family of tokens is
-  shrunk as much as the traces say it explains nothing (`learning.families`). For a grounding with counts,
-  its out-of-fold prediction (a model that did not see it), so its own evidence is not counted twice;
-- m: the prior's strength, fit per action name by beta-binomial marginal likelihood, in a two-component
-  mixture: most groundings are members of the prior's population (Beta(m q, m (1 - q))), a fitted share are
-  outliers with a broad Beta(1, 1), so a broken road among hundreds of fine ones shows after a few failures
-  instead of staying shrunk towards a prior that describes the others. Being an outlier is a property of a
-  kin group: a grounding's cells in every situation and its mirrors (the same objects in another order, a
-  road driven the other way), and the share is a share of groups, each group's prior fit without any of its
-  cells (`learning.shrinkage.fit_kin_mixture`). Fitted over cells, with a bad road's two ways explaining each
-  other, the share came out near 0.01 where a fifth of a truck's roads were bad, and a new bad road's first
-  failure priced it 0.14-0.37 (Bayes: 0.63); over kin groups 0.55-0.68. With fewer than three groups the cells
-  are the units (`fit_mixture`), and a cell borrows from its grounding's other situations instead;
-- a situation a grounding was never seen in (its own counts are kept per situation) borrows from its record in
-  the others: its prior is shifted by how far that record lies from what the prior expected there, and mixed
-  with its own rate if the record makes it an outlier. Argument-in-situation tokens enter the prior at half
-  weight, so failures seen in one situation are first put down to the grounding, then to the situation.
-  Measured on the tuning worlds (15 seeds per type, last 50 of 200 episodes, learned / oracle success): costed
-  0.975 -> 0.991 (worst world 0.89 -> 0.97), pairs 0.958 -> 0.972 (worst failures / cost-blind 0.91 -> 0.50),
-  groundings 0.988 -> 0.989, situation 0.999 -> 0.995, the others within 0.001. Pooling a grounding's
-  situations where the situation changes nothing was tried and measured no better (docs/benchmarks.md).
+- f_g, n_g: the grounding's failures and steps in its situation (the categorical features), since its rate last
+  changed (`learning.changes`) and aged by recency and staleness (`learning.counts`);
+- prior(g): a logistic model over argument, pair, type and object-in-situation tokens (`learning.families`), so
+  a grounding never tried gets the failure rate of what it shares with those that were; out-of-fold for a
+  grounding with counts, so its own evidence is not counted twice. An action name with fewer than
+  `min_samples` steps or one outcome only has no token model: its prior is the population mean;
+- m: the prior's strength per action name, fit as a mixture of the population and outliers grouped by kin (a
+  grounding in every situation and its mirrors); a situation a grounding was never seen in borrows from its
+  record in the others.
 
-Consistent: as a grounding's evidence grows, p_fail tends to its own observed (recency-weighted) rate whatever
-the prior says, and from `trust_steps` steps on it stays within `tolerance` of it. With little data the
-optimistic `prior_mean` (0.05 over `prior_strength` pseudo-steps) stands in: an action name with fewer than
-`min_samples` steps, or with one outcome only, has no token model, and its prior is the mean rate of the
-population of groundings, with how much they differ (m) integrated out, not fixed
-(`learning.shrinkage.population_means`; a tried grounding's prior leaves it out).
+Consistent: as a grounding's evidence grows, p_fail tends to its own (recency-weighted) rate, and from
+`trust_steps` weighted steps on stays within `tolerance` of it. With little data the optimistic `prior_mean`
+(0.05 over `prior_strength` pseudo-steps) stands in. An untried sibling of a grounding that keeps failing keeps
+a bounded prior, so it is tried within a bounded number of calls.
 
-An untried sibling is not condemned by one grounding's failures. Whether `(web-search job1 competitors
-web-basic)`, failed 8 of 8, failed because of the engine, the job, the topic or the three together, its steps
-cannot tell: every token they carry always occurs with all the others. Without a token model the steps were
-pooled into the action's rate, so `web-pro`, never tried, started at 0.47 (web-basic 0.51) and under `mean`
-was never tried (the database route, never tried either, was cheaper); a lone grounding is as well explained
-by a broken grounding as by a bad population, and with the spread integrated out it moves a new grounding from
-0.05 to 0.18 (two groundings failing alike 0.30, three 0.40: repeated failures generalise). With a token model
-the same ambiguity is a set of collinear tokens, and the L2 prior splits their weight by their prior scales
-(evenly where nothing tells their families apart), so a sibling gets only the share of the tokens it has in
-common, in log-odds: a drive failing 10 of 10 (to a place nothing else visits) among 300 drives at 2%, priced
-0.99, leaves its siblings with another truck, the other direction or another origin at 0.12-0.34 (3 seeds). A
-grounding that keeps failing tends to p_fail 1 (consistency) while its untried sibling's prior stays bounded: below 0.3
-without a token model however long the other fails (0.19 after 20 steps, 0.26 after 1,000), and with one the
-failing row weighs at most `learning.prior.CAP_STEPS` steps in the fit. So under `mean` the sibling, or
-another alternative, is planned within a bounded number of calls unless its base cost is dearer by more than
-about 13 lambda (`tests/test_learning_untried.py`, retrained every 3 calls: the tools world's web-pro at call 10,
-never before; gripper's other hand at call 4, at call 10 before, priced like the failing one until then). Measured
-closed loop (`portfolio bench learning --policies mean`, 200 episodes, learned /
-oracle expected success over the last 50, pooled per type; before -> after): tuning seeds 1000-1019 (tools
-1000-1004) pairs 0.985 -> 0.980, costed 0.992 -> 0.987, groundings 0.995 -> 0.996, situation 0.997 -> 0.996,
-tools 0.976 -> 0.973, type 1.000, object 0.998 and drift 0.998 unchanged; realised success per window of 50
-episodes equal to 0.01 in every type. Held out once (1300-1304): pairs 0.966 -> 0.961 (median [min] over
-worlds 0.97 [0.91] -> 0.97 [0.88]), costed 0.983 -> 0.981, groundings and type 1.000 both. These worlds' actions
-get a token model within the first retrains, so what moved is path dependence: on pairs worlds 1000-1004,
-retraining every 8, 9, 10, 11 or 12 episodes instead gives 0.981-0.995 pooled on the old code and 0.973-0.992
-on the new (means 0.985 and 0.981), a world alone moving by up to 0.05.
+Object types given to `fit` are learned as `t<i>:<type>` tokens. The trace store does not keep types, so at
+prediction an object never seen in position i also gets the log-odds of its type's pooled failure rate there
+(over the action's rate): a new truck of a bad model starts pessimistic.
 
-Object types: given to `fit` (`t<i>:<type>` tokens) they are learned directly. The trace store does not keep
-types, so at prediction the task's types also pool evidence: an object never seen in position i gets the log-odds of
-its type's pooled failure
-rate there (over the action's rate) added to its prior score, so a new truck of a bad model starts pessimistic.
+Entry points:
+- `FailureModel(...).fit(records, object_types=None)` (`StepRecord`s, oldest first) or `fit_rows(chunks)` (raw
+  `steps` rows, streamed): returns the fitted model, with `durations_` (`learning.durations`) beside it.
+- `predict_proba(actions, features=None, object_types=None)`: posterior mean p_fail, a 1-D array in the order
+  given; `predict_posterior` adds each grounding's concentration (n_g + m pseudo-steps), what
+  `learning.explore` prices from; `predict_tried` and `predict_evidence` say what an estimate rests on. Unknown
+  action names get the optimistic prior. Every `predict_*` raises `RuntimeError` on an unfitted model.
 
-`predict_posterior` returns each grounding's posterior mean and concentration (n_g + m pseudo-steps): what
-`learning.explore` samples from. Nothing here touches the database; prediction is dictionary lookups plus a
-vectorised sigmoid. Models are stored as JSON (`learning.storage`), never pickled.
+Nothing here touches the database; prediction is dictionary lookups plus a vectorised sigmoid. Models are stored
+as JSON (`learning.storage`), never pickled. Why kin-group outliers, half-weight situation tokens and bounded
+sibling priors, and what was measured: docs/decisions/failure-model.md.
+
+    model = FailureModel().fit(store.iter_steps())
+    p_fail = model.predict_proba(ground_actions, features={"hour": "peak"})
 """
 
 from __future__ import annotations
@@ -108,9 +72,7 @@ class FailureModel(Params):
     subclassing `BaseEstimator`, so scikit-learn loads only when a model is fit.
 
     half_life_steps: a step's weight halves every this many later steps of the same action name; None: no decay.
-        5000: the consistency band counts weighted steps, so a short half-life leaves every grounding of a busy
-        action little evidence (the issue's example, 40 steps of each of 30 groundings, is 27 weighted steps
-        each at 1000 and misses the 0.05 band; 37 at 5000); on the drift worlds 150, 300 and 1000 did alike.
+        Long (5000), because the consistency band counts weighted steps (docs/decisions/failure-model.md).
     prior_mean, prior_strength: the optimistic prior for action names with little data (mean, pseudo-steps);
         prior_strength is also m for an action name with fewer than three groundings seen.
     min_samples: steps of an action name below which the prior is its smoothed rate, not the token model.
@@ -121,10 +83,8 @@ class FailureModel(Params):
     change_odds: the odds (change against none) at which a grounding's record is cut where its rate changed
         (`learning.changes`); None: never cut.
     tolerance, trust_steps: from trust_steps weighted steps of a grounding on, p_fail stays within tolerance of
-        its own observed rate (the consistency guarantee; see `learning.shrinkage`). 25, not the 30 recorded
-        steps the guarantee is stated for: recency weighting leaves a grounding with 30 recorded steps fewer
-        weighted ones (27-29 in the benchmark's worlds), where a band set at 30 was up to 0.06 wide (a gap of
-        0.053 measured in one tools world of 20).
+        its own observed rate (the consistency guarantee; see `learning.shrinkage`). 25 weighted steps, so that
+        30 recorded ones are within the band (docs/decisions/failure-model.md).
     """
 
     durations_: TimeModel | None  # expected durations and failure kinds (`learning.durations`), fit beside
@@ -302,8 +262,7 @@ class FailureModel(Params):
 
         Memoised per model, situation and object set, grounding by grounding: a grounding's posterior depends on
         those, not on the other groundings asked for, so a new task over the same objects (another goal, another
-        start) predicts only the groundings it has not seen. Measured on a detours world (80 operators, a new
-        task every call): the learned costs took 1.2 ms of a 4.7 ms plan before, 0.6 ms after."""
+        start) predicts only the groundings it has not seen (what that saves: docs/benchmarks.md)."""
         self._check_fitted()
         memo = self.__dict__.setdefault("_posterior_memo", {})
         if len(memo) > 1_000:
@@ -381,7 +340,7 @@ class FailureModel(Params):
 
     def predict_tried(self, actions: Sequence[GroundAction], features: Mapping[str, Any] | None = None) -> np.ndarray:
         """Whether each grounded action has recorded steps of its own, in the situation `features` describes or
-        any other (a boolean array in the order given): what `mean` charges for uncertainty (`learning.explore`)."""
+        any other (a boolean array in the order given): what `cautious` charges for uncertainty (`learning.explore`)."""
         self._check_fitted()
         situation = situation_key(features)
         out = np.zeros(len(actions), dtype=bool)

@@ -1,6 +1,6 @@
 """What a learned cost prices: the objective the user picks.
 
-- `risk` (the default, as before): `base + lam * -log(1 - p_fail)`, every failure taken to end the plan; summed
+- `risk` (the default): `base + lam * -log(1 - p_fail)`, every failure taken to end the plan; summed
   over a plan, -log of the chance that every step succeeds (`learning.costs`).
 - `time`: the expected milliseconds a step costs the runtime until it succeeds, as the agent loop runs it
   (`portfolio.agent.loop_run`): a failure that is transient and left no side effects is retried, up to
@@ -18,11 +18,13 @@
 
   A tool answering in 100 ms that fails 40% transiently costs 156 ms of attempts with two retries (167 ms,
   1 / (1 - p), with unbounded ones) plus a 6.4% chance of ending the plan; one taking 2 s that never fails
-  costs 2 s: the planner now takes the quick one, where `risk` took the slow one. The planner's cost is
+  costs 2 s: under `time` the planner takes the quick one, where `risk` takes the slow one. The planner's cost is
   expected_ms / 1000 (seconds: Fast Downward's integer costs keep three decimals, so milliseconds stay exact
   without overflowing a long plan's sum). The durations and shares come from `learning.durations.TimeModel`.
 
-Kept apart from `learning.costs` so the planner and the CLI check an objective without importing numpy or
+`check_objective(name)` returns the objective or raises `ObjectiveError` (a `ValueError`) naming the choices;
+`TimeParams` (retries, replan and side-effect costs) raises it on a value out of range; `expected_ms` prices
+steps. Kept apart from `learning.costs` so the planner and the CLI check an objective without importing numpy or
 scikit-learn.
 """
 

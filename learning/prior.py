@@ -1,25 +1,20 @@
 """The prior model: a failure probability for any grounding, seen or not, from its tokens (`learning.features`).
 
-One L2 logistic regression per action name over sparse tokens: argument identities per position, ordered and
-unordered argument pairs, an argument in a situation, object types, the step's features. It is fit on aggregated
-counts (one weighted row per distinct step and outcome), so a million steps over a few thousand distinct steps
-cost a few thousand rows. An empty row of `prior_strength` pseudo-steps at the optimistic `prior_mean` anchors
-the intercept, so one bad grounding among few seen does not make every untried sibling look bad.
+One L2 logistic regression per action name over sparse tokens (argument identities per position, argument
+pairs, an argument in a situation, object types, the step's features), so a grounding never tried gets the
+failure rate of what it shares with those that were.
 
-Chosen over `HistGradientBoostingClassifier` with categorical features because (1) a pair of arguments is one
-token here, while trees need two splits on high-cardinality categoricals to isolate it and scikit-learn caps a
-categorical feature at 255 values (a world with 300 places cannot be encoded); (2) it is fit on weighted
-aggregated rows in milliseconds and predicted with dictionary lookups, which keeps learned costs inside the 10%
-latency budget; (3) its weights are plain numbers, stored as JSON. Measured as the prior of groundings never
-seen (1,500 uniformly sampled steps of a generated world, a third of the groundings held out, 5 worlds; the HGB
-given vehicle, both places, the unordered pair, the weather and the type as categoricals): `groundings` worlds,
-held-out log loss 0.52 (LR) vs 0.63 (HGB), mean absolute error against the true rates 0.155 vs 0.147; `object`
-worlds 0.36 vs 0.34 and 0.059 vs 0.045. A draw on accuracy, so the structural reasons decide; the other types
-were not compared.
+- `design(rows, vocab=None)`: the sparse design matrix of token rows, and the vocabulary it extended.
+- `fit_logistic(X, n, f, C, anchor)`: the regression fit on aggregated counts (one weighted row per distinct
+  step and outcome, each row capped at `CAP_STEPS` so one grounding tried 5,000 times does not set every
+  untried one's rate), so a million steps over a few thousand distinct steps cost a few thousand rows. An empty
+  row of `anchor` = (rate, pseudo-steps) anchors the intercept at the optimistic prior, so one bad grounding
+  among few seen does not make every untried sibling look bad. None when only one outcome occurs.
+- `out_of_fold(X, n, f, folds, C, fallback, strength)`: each row's prediction from a model that never saw its
+  grounding (folds grouped by the grounding's arguments, `fold_of`): the shrinkage step needs a prior not
+  already fit to the grounding's own counts, or it would count that evidence twice and fit too strong a prior.
 
-`out_of_fold` gives each row a prediction from a model that never saw that grounding (folds grouped by the
-grounding's arguments): the shrinkage step needs a prior that is not already fit to the grounding's own counts,
-or it would count that evidence twice and fit too strong a prior.
+Why a logistic regression and not gradient-boosted trees, and what was measured: docs/decisions/prior-model.md.
 """
 
 from __future__ import annotations

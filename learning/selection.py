@@ -31,7 +31,7 @@ document (`_Stored*`): a hand-edited or damaged one is a `SelectionFormatError` 
 field, which the planner meets by keeping its fixed order (`Planner`), and which the next `retrain` replaces even
 when no domain has enough records for a new ranking. Depends on `traces`, never on `portfolio`: the
 attempt fields it reads (`details["searches"]`, `details["search"]`, `details["sas"]`, `details["translator"]`)
-are plain JSON.
+are plain JSON, declared in `traces.attempt_details`.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from learning.params import Params
+from traces.attempt_details import details_of
 from traces.errors import BadRowError
 from traces.stored_json import describe
 
@@ -137,7 +138,7 @@ def observations(plans: Iterable[Any]) -> dict[str, dict[str, dict[str, TaskReco
     found: dict[str, dict[str, dict[str, TaskRecord]]] = {}
     for plan in plans:
         for attempt in plan.attempts:
-            details = attempt.get("details") or {}
+            details = details_of(attempt)
             searches = details.get("searches")
             if (
                 attempt.get("delegate") != DELEGATE
@@ -150,8 +151,8 @@ def observations(plans: Iterable[Any]) -> dict[str, dict[str, dict[str, TaskReco
             winner = details.get("search") if attempt.get("status") == "solved" else None
             variants = found.setdefault(plan.domain, {}).setdefault(plan.fingerprint or "", {})
             record = variants.setdefault(variant_name(details.get("translator")), TaskRecord())
-            sas = details.get("sas") or {}
-            if isinstance(sas.get("operators"), int):
+            sas = details.get("sas")
+            if sas and isinstance(sas.get("operators"), int):
                 record.operators = sas["operators"]
             for config in searches:
                 record.add(str(config), seconds, config == winner)

@@ -5,51 +5,25 @@ q_g from a model that never saw g's own steps:
 
     p_g = (f_g + m * q_g) / (n_g + m)
 
-the posterior mean of a Beta(m q_g, m (1 - q_g)) prior. m, the prior's strength in pseudo-steps, is fitted per
-action name by maximising the beta-binomial marginal likelihood of every grounding's counts: groundings that
-all agree with their prior predictions give a large m (pool strongly), groundings that scatter far from them
-a small m (trust each grounding's own counts). Bounded to [`MIN_STRENGTH`, `MAX_STRENGTH`]: below 1 a single
-failure would condemn a grounding; above 10 the few steps a grounding gets before the planner must choose it or
-not are drowned: where most groundings agree with their prior the fit runs to the ceiling, and at m = 50 a drive
-that failed 2 of 4 times (true rate 0.7) was still priced at 0.16 and chosen again and again (costed world 812).
-The ceiling was picked in closed loop (`portfolio bench learning`, seven routes types, tuning seeds 1000-1019,
-140 worlds; worlds reaching 0.95 of the oracle's expected success / worlds within half of cost-blind's failures
-where the oracle halves them): 50 -> 134 / 81 of 85, 20 -> 133 / 84, 10 -> 138 / 83, 5 -> 137 / 83; tools
-(seeds 0-9) 0.976 -> 0.978 of the oracle pooled, worst world 0.89 -> 0.92. Held out (the docs): more worlds reach
-0.95 of the oracle (+2 of 160 on each of two sets), but tools worlds lose a little (pooled -0.009 to -0.018 on two
-of three held-out sets): their prior already explains their failures, and a weaker one lets cell noise through.
+the posterior mean of a Beta(m q_g, m (1 - q_g)) prior, with m, the prior's strength in pseudo-steps, fitted per
+action name and bounded to [`MIN_STRENGTH`, `MAX_STRENGTH`]. Shrinking lets a grounding with few steps borrow
+from what it shares with others, and one with many speak for itself. Arrays in, floats and arrays out; no state.
 
-`fit_mixture` fits m together with an outlier share by EM: a grounding is either a member of the prior's
-population or an outlier with a broad Beta(1, 1); `posterior` then mixes the two estimates by the grounding's
-posterior odds of being an outlier (`outlier_weights`). One Beta for all groundings cannot say "most drives
-fail 2%, a few fail 70%": m is fit large on the many, and a broken grounding stayed near the prior for dozens
-of steps.
+- `fit_strength(n, f, q, default)`: m maximising the beta-binomial marginal likelihood of the groundings'
+  counts; `default` where they cannot tell spread from noise (`identifies_strength`).
+- `fit_mixture(n, f, q, default)`: (m, outlier share) by EM, each grounding a member of the prior's population
+  or an outlier with a broad Beta(1, 1); `fit_kin_mixture` shares the outlier status across a kin group (a
+  grounding's cells in every situation and its mirrors) and returns each cell's group probability and rate.
+- `posterior(n, f, q, m, tolerance, trust, ...)`: each grounding's posterior mean p_fail and concentration,
+  mixing member and outlier estimates by `outlier_weights`. Consistent: it stays within
+  `tolerance * (trust / n_g)^2` of the grounding's own rate, so as n_g grows p_g tends to f_g / n_g.
+- `population_means`: the prior without a token model, the population's mean rate with m integrated out.
 
-`fit_kin_mixture` is that mixture with the outlier status shared by a kin group (a grounding's cells in every
-situation, and its mirrors: the same objects in another order): whether a truck's road is broken is one fact
-about the truck and the road, seen in each way it is driven and in any weather. So a group's cells pool their
-evidence for it (one failure each way condemns both), the share is of groups (how often a truck-road pair turns
-out bad, not how many of all the cells ever recorded look odd), and an outlier group's cells lean on the group's
-own rate (`OUTLIER_POOL`). The cell-level fit found a share near 0.01 on `vehicle-roads`, where a quarter of a
-truck's roads fail 70%: each cell's prior had seen the road's other way through its `s:` token, so a bad road
-driven both ways looked like a member, and a new bad road's first failure was weighed against a population of
-almost only members (0.14-0.37 where Bayes says 0.63; `tests/test_learning_shrinkage.py`).
+Why m is bounded at 10, why outliers are fit per kin group, why m is integrated out for a lone grounding, and
+why the band counts weighted steps, with what was measured: docs/decisions/prior-strength.md.
 
-`population_means` is the prior without a token model (an action name with few steps or one outcome): the
-posterior mean of the groundings' population rate, with m integrated out over [`MIN_STRENGTH`,
-`MAX_STRENGTH`] instead of fixed. Fixing it (or pooling the steps, as before) assumes the groundings are alike,
-which is exactly what a single tried grounding cannot show; integrated out, one grounding that failed 8 of 8
-leaves a new one at 0.18 (m fixed at 10: 0.33; the steps pooled: 0.47), a second failing alike takes it to
-0.30. Measured closed loop in `learning.model`'s docstring.
-
-As n_g grows p_g tends to f_g / n_g whatever q_g says: the estimate is consistent. A bounded m alone would only
-get there slowly (m = 10 and 10 steps leave p_g half way to the prior), so `posterior` also
-keeps p_g within `tolerance * (trust / n_g)^2` of the grounding's own recency-weighted rate: with
-`FailureModel`'s defaults (0.05, `trust_steps` 25) 0.05 from 25 weighted steps on, wide open below (0.31 at 10),
-so little evidence still shrinks freely. The band counts
-weighted steps, not recorded ones: measured on 1,000,000 synthetic steps (125,000 per action name, half-life
-1,000), counting recorded steps pinned each grounding near a rate resting on under one weighted step, and the
-held-out log loss (0.40) was worse than predicting the base rate (0.33).
+    m, share = fit_mixture(n, f, q, default=10.0)
+    p_fail, concentration = posterior(n, f, q, m, tolerance=0.05, trust=25.0, outlier_share=share)
 """
 
 from __future__ import annotations
@@ -63,14 +37,17 @@ INFORMATIVE_STEPS = 1.5  # (recency-weighted) steps above which a grounding's co
 _Q_CLIP = 1e-4
 
 
-# `population_mean`'s grids: the population's mean rate (on the log-odds scale) and its concentration m.
+# `population_means`' grids: the population's mean rate (on the log-odds scale) and its concentration m.
 _MU_GRID = 1.0 / (1.0 + np.exp(-np.linspace(-9.0, 9.0, 241)))
 _M_GRID = np.exp(np.linspace(np.log(MIN_STRENGTH), np.log(MAX_STRENGTH), 12))
 
 
-def population_mean(n: np.ndarray, f: np.ndarray, prior_mean: float, prior_strength: float) -> float:
-    """The expected failure rate of a grounding never tried, from tried groundings' (recency-weighted) steps `n`
-    and failures `f`, one entry per grounding: the posterior mean of the population's mean rate mu in
+def population_means(
+    n: np.ndarray, f: np.ndarray, prior_mean: float, prior_strength: float
+) -> tuple[float, np.ndarray]:
+    """The expected failure rate of a grounding never tried, from all groundings and from all but each one (its
+    prior: a model that never saw it). From tried groundings' (recency-weighted) steps `n` and failures `f`, one
+    entry per grounding: the posterior mean of the population's mean rate mu in
 
         mu ~ Beta(s0 mu0, s0 (1 - mu0)),  m ~ log-uniform on [MIN_STRENGTH, MAX_STRENGTH],
         p_g ~ Beta(m mu, m (1 - mu)),     f_g ~ Binomial(n_g, p_g),
@@ -82,13 +59,6 @@ def population_mean(n: np.ndarray, f: np.ndarray, prior_mean: float, prior_stren
     that failed 8 of 8 moves a new one from 0.05 to 0.18 (with m fixed at 10, 0.33; pooling its steps as the
     population's, 0.47); two such groundings 0.30, three 0.40: replicated failures generalise, a lone one
     mostly stays its own."""
-    return population_means(n, f, prior_mean, prior_strength)[0]
-
-
-def population_means(
-    n: np.ndarray, f: np.ndarray, prior_mean: float, prior_strength: float
-) -> tuple[float, np.ndarray]:
-    """`population_mean` of all groundings, and of all but each one (its prior: a model that never saw it)."""
     n, f = np.asarray(n, float), np.asarray(f, float)
     keep = n > 1e-9
     loo = np.full(len(n), float(prior_mean))
@@ -133,14 +103,8 @@ def population_means(
 def identifies_strength(n: np.ndarray) -> bool:
     """Whether counts `n` (one entry per grounding) can tell how much groundings differ (m): it takes three
     groundings with more than one step each. A grounding's single step says nothing about m: under any m its
-    outcome has probability q_g or 1 - q_g, so the likelihood is flat in m and its maximum lands on a bound. On
-    the tools worlds' query-database (17 steps over 15 situation cells, 2 of them with two steps) the fit went
-    to MIN_STRENGTH, so each cell's one or two lucky successes priced a 30% query at 0.14-0.21 where the action
-    failed 8 of 17, and the planner queried db-news in exactly those cells (with this rule 0.26-0.46; true 0.3).
-    Closed loop, tuning seeds 0-19, last 50 of 200 episodes, learned / oracle pooled (worlds >= 0.95): tools
-    0.972 (14 of 20) -> 0.977 (15), vehicle-roads 0.955 (12) -> 0.943 (10); the old code run again on the same
-    seeds gave 0.977 (15) and 0.952 (13), single worlds moving by up to 0.10 (which search answers first depends
-    on timing, and the learner's path with it): a correction of the estimate, not a measured gain."""
+    outcome has probability q_g or 1 - q_g, so the likelihood is flat in m and its maximum lands on a bound
+    (what that did, measured: docs/decisions/prior-strength.md)."""
     return int((np.asarray(n, float) > INFORMATIVE_STEPS).sum()) >= 3
 
 
@@ -243,8 +207,8 @@ def fit_mixture(
 ) -> tuple[float, float]:
     """(m, outlier share) by EM: groundings are either members of the prior's population, Beta(m q, m (1-q)),
     or outliers with a broad Beta; m is refit on the members' weights each round. A handful of groundings that
-    fail most of the time (a broken road among hundreds of fine ones) no longer pulls m down for all, nor
-    stays shrunk towards a prior that describes the others. With fewer than three groundings the share is not
+    fail most of the time (a broken road among hundreds of fine ones) does not pull m down for all, nor
+    stay shrunk towards a prior that describes the others. With fewer than three groundings the share is not
     identified: `PRIOR_OUTLIER_SHARE`, so a lone tool's own record can still say it is broken."""
     keep = n > 1e-9
     if int(keep.sum()) < 3:

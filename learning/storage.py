@@ -162,7 +162,7 @@ def model_to_dict(model: FailureModel) -> dict[str, Any]:
 
 
 def _time_dict(durations: TimeModel | None) -> dict[str, Any]:
-    """The `durations` entry (none for a model fit without them, so its document is as before)."""
+    """The `durations` entry (none for a model fit without them, so its document has no `durations` key)."""
     if durations is None:
         return {}
     return {"durations": {

@@ -172,6 +172,9 @@ class Planner(Resource):
             if warm:
                 for delegate in self._all_delegates():
                     delegate.warm_up()
+                fast_downward = self._fast_downward()
+                if fast_downward is not None and self._selection is not None:
+                    fast_downward.prestart_selectable()  # any configuration may be chosen
         except BaseException:
             self.close()
             raise
@@ -240,9 +243,10 @@ class Planner(Resource):
             self._model_generation = generation if generation is not None else self._model_generation + 1
 
     def _load_selection(self) -> None:
-        """Hand the latest selection model to Fast Downward as its `selector` and `translator_chooser` (none: the
-        fixed order and the driver's default translation; also when the stored one cannot be read, which a
-        retrain replaces: warned once, not a failure of every plan and retrain)."""
+        """Load the latest selection model, which every request then carries to Fast Downward
+        (`PlanRequest.selection`: its race order and translator flags; none: the fixed order and the driver's
+        default translation; also when the stored one cannot be read, which a retrain replaces: warned once, not
+        a failure of every plan and retrain)."""
         fast_downward = self._fast_downward()
         if self._store is None or fast_downward is None or not self.select:
             return
@@ -257,15 +261,6 @@ class Planner(Resource):
                 log.warning("%s Fast Downward races its fixed order until `portfolio retrain` replaces it.", error)
             self._selection_error, model = str(error), None
         self._selection = model
-        if model is None:
-            fast_downward.selector = fast_downward.translator_chooser = None
-            return
-        fast_downward.selector = lambda task, sas, options: model.predict(
-            task.domain_fingerprint, len(sas.operators), options
-        )
-        fast_downward.translator_chooser = lambda task: model.predict_translator(
-            task.domain_fingerprint, fast_downward.workers
-        )
 
     def cost_model_for(
         self, explore: str, features: dict[str, Any] | None, weight: float | None = None, objective: str | None = None
@@ -304,7 +299,7 @@ class Planner(Resource):
         fast_downward = self._fast_downward()
         if self._model is None or fast_downward is None:
             return {}
-        request = PlanRequest(task=task, init=init)
+        request = PlanRequest(task=task, init=init, selection=self._selection)  # its translator flags: plan's
         grounded = fast_downward.grounded_actions(request, deadline or time.monotonic() + 60.0)
         from learning.costs import describe
 
@@ -406,6 +401,7 @@ class Planner(Resource):
             excluded=normalise_actions(excluded),
             critiques=tuple(critiques),
             quality=quality,
+            selection=self._selection,
         )
         result = self.cascade.solve(request)
         if info and result.solved and all(step in info for step in result.plan):
@@ -432,7 +428,7 @@ class Planner(Resource):
         start = time.monotonic()
         task = check_task(task)
         init = check_state(task, init)
-        result = self.cascade.solve(PlanRequest(task=task, init=init, quality=self.quality))
+        result = self.cascade.solve(PlanRequest(task=task, init=init, quality=self.quality, selection=self._selection))
         result.elapsed_ms = round((time.monotonic() - start) * 1000, 3)
         result.cost_model = TASK_COSTS
         return result

@@ -271,7 +271,7 @@ def test_service_worker_kills_carried_over_work_at_the_request_deadline(tmp_path
 def test_past_the_answer_deadline_the_first_plan_ends_the_wait():
     """With costs, the cost-aware search's plan is preferred for a grace period of twice the time taken; work
     carried over past its share (`race_after`) returns the first plan instead (exit code 0: a plan)."""
-    from portfolio.delegates.fast_downward.searches import _wait
+    from portfolio.delegates.fast_downward.search_run import _wait
     from portfolio.engine.search_pool import SearchRun
 
     def pair():
@@ -296,9 +296,10 @@ def test_past_the_answer_deadline_the_first_plan_ends_the_wait():
 
 def test_service_metrics_count_only_real_hand_overs():
     from portfolio.serve.metrics import Metrics
+    from traces.attempt_details import AttemptDetails, StoredAttempt
 
     def attempt(delegate, status, **details):
-        return {"delegate": delegate, "status": status, "details": details}
+        return StoredAttempt(delegate=delegate, status=status, details=AttemptDetails(**details))
 
     metrics = Metrics()
     metrics.observe_plan(

@@ -54,7 +54,8 @@ def test_learned_costs_route_the_cli_plan_around_the_risky_shortcut(tmp_path):
     lines = cli("plan", str(DELIVERY_DOMAIN), str(DELIVERY_PROBLEM), "--traces", traces, "--budget", "10")
     plan = [line for line in lines if line.startswith("(")]
     assert validate_plan(task, [parse_ground_action(step) for step in plan]).ok
-    assert "; delegate = fast-downward" in lines
+    # the in-process A* on this small task, or the search processes when it gave up at its 20 ms
+    assert "; delegate = fd-inprocess" in lines or "; delegate = fast-downward" in lines
     assert not any(is_shortcut(step) for step in plan) and len(plan) == 5, lines  # load, 3 drives, unload
     cost_line = next(line for line in lines if line.startswith("; cost = "))
     assert cost_line.startswith("; cost = 5 (base), ") and cost_line.endswith(" (learned)")

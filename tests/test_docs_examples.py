@@ -45,6 +45,9 @@ _MASKS = (
     (re.compile(r'("\w+_ms": )\d+(\.\d+)?'), r"\1<time>"),
     (re.compile(r'"(plan found|stopped: [\w-]+ found a plan first)"'), '"<race>"'),
     (re.compile(r'("search": )"[\w-]+"'), r'\1"<race>"'),
+    # which of Fast Downward's paths answered a small task with costs: the in-process A* when it finishes within
+    # its 20 ms (`portfolio.delegates.fast_downward.inprocess`), else the search processes; machine load decides
+    (re.compile(r"\b(fd-inprocess|fast-downward)\b"), "<fast-downward>"),
 )
 
 

@@ -36,7 +36,7 @@ def test_which_searches_run():
     assert search_aliases("lama-first", "lama-costs", True, 1, quality="anytime", exact=True) == ["anytime-wastar"]
     assert search_aliases("seq-opt-lmcut", "lama-costs", False, 4) == ["seq-opt-lmcut"]
     assert search_aliases("seq-opt-lmcut", "lama-costs", True, 4) == ["seq-opt-lmcut"]
-    assert FastDownward().workers == available_cores() == len(os.sched_getaffinity(0))
+    assert FastDownward().settings.workers == available_cores() == len(os.sched_getaffinity(0))
     with pytest.raises(ValueError, match="at least 1"):
         FastDownward(workers=0)
 
@@ -80,8 +80,8 @@ def test_the_first_plan_wins_and_no_search_is_left_running():
 def test_tasks_with_costs_run_the_cost_searches_of_their_quality():
     task = bundled_task("tools", 3, seed=1)
     assert task.has_action_costs()
-    with FastDownward(workers=4) as fd:
-        fd.inprocess_max_operators = 0  # the search processes, not the in-process A* (tests/test_sas_astar.py)
+    # the search processes, not the in-process A* (tests/test_sas_astar.py)
+    with FastDownward(workers=4, inprocess_max_operators=0) as fd:
         outcome = fd.solve(PlanRequest(task=task), time.monotonic() + 30)
         first = fd.solve(PlanRequest(task=task, quality="first"), time.monotonic() + 30)
     assert outcome.status is Status.SOLVED and validate_plan(task, outcome.plan).ok

@@ -2,7 +2,8 @@
 
 - `domains` and `traces` import no other package of the project; `learning` only those two;
 - the engine (`portfolio.engine`) imports nothing of `portfolio` outside itself: not the delegates, the Planner,
-  the service, the agents, the commands, the benchmarks or the CLI;
+  the service, the agents, the commands, the benchmarks or the CLI; of the rest, `domains` and the schema of
+  an attempt's details (`traces.attempt_details`, which its `Attempt` and `DelegateOutcome` carry);
 - the delegates import neither the Planner nor anything built on it;
 - no import cycle between modules, benchmarks included, counting imports inside functions and under
   `TYPE_CHECKING` (a cycle hidden in a function is still a cycle in the design).
@@ -14,6 +15,8 @@ from __future__ import annotations
 import ast
 import functools
 from pathlib import Path
+
+from domains.graphs import strongly_connected_components
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("portfolio", "domains", "learning", "traces", "benchmarks")
@@ -68,44 +71,9 @@ def graph() -> dict[str, set[str]]:
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found = []
-    for root in sorted(edges):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(edges[root])))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is None:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
-                if low[node] == index[node]:
-                    component = []
-                    while True:
-                        member = stack.pop()
-                        on_stack.discard(member)
-                        component.append(member)
-                        if member == node:
-                            break
-                    if len(component) > 1:
-                        found.append(sorted(component))
-            elif child not in index:
-                index[child] = low[child] = len(index)
-                stack.append(child)
-                on_stack.add(child)
-                work.append((child, iter(sorted(edges[child]))))
-            elif child in on_stack:
-                low[node] = min(low[node], index[child])
-    return found
+    """Strongly connected components of more than one module."""
+    components = strongly_connected_components(sorted(edges), lambda module: sorted(edges[module]))
+    return [sorted(component) for component in components if len(component) > 1]
 
 
 def _breaks(edges: dict[str, set[str]], layer: str, allowed) -> list[str]:
@@ -134,7 +102,7 @@ def test_domains_and_traces_import_no_other_package_and_learning_only_those_two(
 
 
 def test_the_engine_imports_nothing_built_on_it():
-    assert _breaks(graph(), "portfolio.engine", _within("portfolio.engine", "domains")) == []
+    assert _breaks(graph(), "portfolio.engine", _within("portfolio.engine", "domains", "traces.attempt_details")) == []
 
 
 def test_the_delegates_import_neither_the_planner_nor_what_is_built_on_it():

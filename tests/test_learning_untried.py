@@ -50,7 +50,8 @@ def test_readme_walkthrough_prices_the_untried_engine_below_the_failing_one_and_
     assert rows[PRO]["cost"] < rows[BASIC]["cost"]
     for search in (("--fd-alias", "seq-opt-lmcut"), ()):  # the exact search, and the default one users get
         result = json.loads(cli("plan", domain, problem, "--traces", store, "--budget", "10", *search, "--json").stdout)
-        assert result["delegate"] == "fast-downward"
+        # the default search answers in-process (A* on a small task) or, past its 20 ms, in the search processes
+        assert result["delegate"] in ({"fast-downward"} if search else {"fast-downward", "fd-inprocess"})
         assert PRO in result["plan"] and BASIC not in result["plan"], (search, result["plan"])
         assert validate_plan(load_task(domain, problem), [parse_ground_action(s) for s in result["plan"]]).ok
 

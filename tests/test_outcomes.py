@@ -223,7 +223,7 @@ def test_equal_shares_by_default_and_unused_time_goes_to_the_next():
 
 @pytest.mark.serial
 def test_handing_the_task_to_a_search_that_does_not_read_stops_at_the_deadline():
-    from portfolio.delegates.fast_downward.searches import _feed
+    from portfolio.delegates.fast_downward.search_run import _feed
 
     stuck = subprocess.Popen(["sleep", "30"], stdin=subprocess.PIPE)  # never reads: the pipe fills up
     try:

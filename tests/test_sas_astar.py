@@ -13,8 +13,9 @@ import pytest
 from domains.bundled import bundled_task
 from domains.validate import validate_plan
 from portfolio.delegates.fast_downward.delegate import FastDownward
-from portfolio.delegates.fast_downward.sas_astar import astar_search, h_max
+from portfolio.delegates.fast_downward.sas_astar import astar_search
 from portfolio.delegates.fast_downward.sas_search import compile_task, relax
+from portfolio.delegates.relaxed import h_max, state_facts, unary_costs
 from portfolio.engine.results import PlanRequest, Status
 
 TASKS = [("tools", 1, 0), ("tools", 2, 1), ("gripper", 2, 0), ("blocksworld", 4, 3), ("logistics", 1, 2)]
@@ -56,13 +57,14 @@ def test_h_max_never_overestimates_the_optimum(fd, kind, size, seed):
     op_costs = [costs[f"({op.name})"] for op in translation.sas.operators]
     result, cost = astar_search(problem, op_costs, translation.sas.init, time.monotonic() + 10)
     assert result.status is Status.SOLVED
-    assert h_max(relax(problem), op_costs, translation.sas.init) <= cost + 1e-9
+    relaxation = relax(problem)
+    h = h_max(relaxation, state_facts(relaxation, translation.sas.init), unary_costs(relaxation, op_costs))
+    assert h is not None and h <= cost + 1e-9
 
 
 def test_a_search_that_stops_hands_over_to_the_processes():
     task = bundled_task("tools", 2, seed=1)
-    with FastDownward() as fd:
-        fd.inprocess_node_cap = 2
+    with FastDownward(inprocess_node_cap=2) as fd:
         outcome = fd.solve(PlanRequest(task=task, cost_function=random_costs(1)), time.monotonic() + 20)
         first = fd.solve(PlanRequest(task=task, cost_function=random_costs(1), quality="first"), time.monotonic() + 20)
     assert outcome.details["in_process"]["status"] == "memout"

@@ -188,8 +188,22 @@ def test_the_key_depends_on_the_translator_options():
     assert base != cache_key("(define (domain d))", "(define (problem p))", options=("--keep-unreachable-facts",))
 
 
+class Flags:
+    """A selection that chooses `flags` for every task and leaves the race order fixed
+    (`portfolio.engine.results.Selection`)."""
+
+    def __init__(self, flags: tuple[str, ...]) -> None:
+        self.flags = flags
+
+    def predict(self, domain: str, operators: int | None = None, translator=()) -> list[str] | None:
+        return None
+
+    def predict_translator(self, domain: str, race_size: int = 2) -> tuple[str, ...]:
+        return self.flags
+
+
 def test_a_call_asking_other_translator_options_is_not_handed_another_translation(tmp_path):
-    """Memory and disk: the default translation is not reused for a call whose chooser asks other flags (nor
+    """Memory and disk: the default translation is not reused for a call whose selection asks other flags (nor
     the other way round), and each is found again under its own flags."""
     from test_translate import MOVERS
 
@@ -200,14 +214,14 @@ def test_a_call_asking_other_translator_options_is_not_handed_another_translatio
     request, deadline = PlanRequest(task=task), time.monotonic() + 60
     with FastDownward(disk_cache=SasCache(tmp_path / "cache")) as delegate:
         default, _ = delegate.translate(request, deadline)
-        delegate.translator_chooser = lambda task: keep
+        request = PlanRequest(task=task, selection=Flags(keep))
         kept, _ = delegate.translate(request, deadline)
         assert delegate.translations == 2 and (default.options, kept.options) == ((), keep)
         assert len(default.sas.values) == 1 and len(kept.sas.values) == 2
         outcome = delegate.solve(request, deadline)
         assert outcome.details["translation"] == "memory" and outcome.details["translator"] == list(keep)
         assert validate_plan(task, outcome.plan).ok
-        delegate.translator_chooser = lambda task: ("--no-such-flag",)  # a bad choice falls back to the defaults
+        request = PlanRequest(task=task, selection=Flags(("--no-such-flag",)))  # a bad choice: the defaults
         assert delegate.translate(request, deadline)[0].source == "memory" and delegate.translations == 2
     with FastDownward(disk_cache=SasCache(tmp_path / "cache"), translate_options=keep) as fresh:
         again, _ = fresh.translate(request, deadline)
@@ -219,6 +233,6 @@ def test_fixed_translator_options_are_checked_when_the_delegate_is_built():
         FastDownward(translate_options=("--relaxed",))
     stages = build_stages(["fast-downward"], 1.0, fd_translate_options=["--keep-unreachable-facts"])
     try:
-        assert stages[0].delegates[0].translate_options == ("--keep-unreachable-facts",)
+        assert stages[0].delegates[0].settings.translate_options == ("--keep-unreachable-facts",)
     finally:
         stages[0].close()

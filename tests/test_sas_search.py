@@ -6,6 +6,7 @@ says `incomplete` while the process search goes on."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
 from support import IPC
@@ -14,6 +15,7 @@ from domains.ground_text import parse_ground_action
 from domains.load import load_task
 from domains.validate import applicable, apply, validate_plan
 from portfolio.delegates.fast_downward.delegate import INPROCESS_MAX_OPERATORS
+from portfolio.delegates.fast_downward.inprocess import INPROCESS_NAME
 from portfolio.delegates.fast_downward.sas_search import compile_task, greedy_search
 from portfolio.engine.results import PlanRequest, Status
 from portfolio.planner import REUSE_DELEGATE, Planner, reusable_suffix
@@ -52,8 +54,9 @@ def test_a_perturbed_replan_on_a_small_task_runs_in_process(planner, domain, pro
     task = ipc_task(domain, problem)
     state, rest = perturbed_state(planner, task)
     result = planner.plan(task, init=state, previous_plan=rest)
-    assert result.solved and result.delegate == "fast-downward"
+    assert result.solved and result.delegate == INPROCESS_NAME  # not Fast Downward's search: this project's
     details = result.attempts[-1].details
+    assert result.attempts[-1].delegate == INPROCESS_NAME
     assert details["translation_reused"] and details["search"] == "in-process"
     assert details["in_process"]["status"] == "solved" and "searches" not in details  # no process ran
     assert validate_plan(task, result.actions(), init=state).ok
@@ -75,11 +78,12 @@ def test_when_the_in_process_search_gives_up_the_process_search_goes_on(planner)
     task = ipc_task("blocks", "probBLOCKS-4-0.pddl")
     state, rest = perturbed_state(planner, task)
     fast_downward = planner.fast_downward
-    fast_downward.inprocess_node_cap = 1
+    settings = fast_downward.settings
+    fast_downward.settings = replace(settings, inprocess_node_cap=1)
     try:
         result = planner.plan(task, init=state, previous_plan=rest)
     finally:
-        fast_downward.inprocess_node_cap = 20_000
+        fast_downward.settings = settings
     details = result.attempts[-1].details
     assert details["in_process"]["status"] == "memout"
     assert result.solved and details["search"] != "in-process" and details["searches"]

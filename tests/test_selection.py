@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 
 import pytest
 
@@ -17,6 +18,7 @@ from portfolio.delegates.fast_downward.searches import search_aliases
 from portfolio.delegates.registry import build_stages
 from portfolio.planner import Planner
 from traces import TraceStore
+from traces.attempt_details import AttemptDetails, StoredAttempt
 from traces.schema import MIGRATIONS
 from traces.selection import domain_plans
 
@@ -27,22 +29,19 @@ def race(
     raced=("lama-first", "eager-ff-cg", "lazy-cea", "lazy-add"),
     operators: int = 100,
     translator: tuple[str, ...] = (),
-) -> dict:
+) -> StoredAttempt:
     """A Fast Downward attempt as the planner records it: `winner` found the first plan after `seconds`, on a
     task translated with the `translator` flags."""
     searches = {name: "plan found" if name == winner else "killed at the deadline" for name in raced}
-    return {
-        "delegate": "fast-downward",
-        "status": "solved",
-        "elapsed_ms": seconds * 1000,
-        "reason": "",
-        "details": {
-            "searches": searches,
-            "search": winner,
-            "sas": {"variables": 9, "operators": operators},
-            "translator": list(translator),
-        },
-    }
+    return StoredAttempt(
+        delegate="fast-downward",
+        status="solved",
+        elapsed_ms=seconds * 1000,
+        reason="",
+        details=AttemptDetails(
+            searches=searches, search=winner, sas={"variables": 9, "operators": operators}, translator=list(translator)
+        ),
+    )
 
 
 def record(store: TraceStore, domain: str | None, task: str, attempts: list[dict]) -> None:
@@ -117,16 +116,18 @@ def test_attempts_without_a_race_teach_nothing():
                 "domain": "d",
                 "fingerprint": "t",
                 "attempts": [
-                    {
-                        "delegate": "fast-downward",
-                        "status": "solved",
-                        "elapsed_ms": 3,
-                        "details": {"search": "in-process"},
-                    },
-                    {"delegate": "pyperplan", "status": "solved", "elapsed_ms": 3, "details": {}},
-                    {"delegate": "fast-downward", "status": "timeout", "elapsed_ms": 900, "details": {}},
+                    StoredAttempt(
+                        delegate="fast-downward",
+                        status="solved",
+                        elapsed_ms=3,
+                        details=AttemptDetails(search="in-process"),
+                    ),
+                    StoredAttempt(delegate="pyperplan", status="solved", elapsed_ms=3, details=AttemptDetails()),
+                    StoredAttempt(delegate="fast-downward", status="timeout", elapsed_ms=900, details=AttemptDetails()),
                     race("lama-first", 0.5, ("lama-first", "lama-costs"))
-                    | {"details": {"costs": True, "search": "lama-first", "searches": {"lama-first": "plan found"}}},
+                    | StoredAttempt(
+                        details=AttemptDetails(costs=True, search="lama-first", searches={"lama-first": "plan found"})
+                    ),
                 ],
             },
         )
@@ -208,10 +209,11 @@ def test_under_learned_costs_the_selection_chooses_the_coverage_search(tmp_path)
         retrain(store, holdout_fraction=0.0)
     with Planner(build_stages(["fast-downward"], 30.0, fd_workers=2), traces=db) as planner:
         assert planner.model is not None and planner.selection is not None
-        planner.fast_downward.inprocess_max_operators = 0  # the search processes (tests/test_sas_astar.py)
+        fd = planner.fast_downward
+        fd.settings = replace(fd.settings, inprocess_max_operators=0)  # the search processes (test_sas_astar.py)
         small = planner.plan(task)
         first = planner.plan(task, quality="first")
-        planner.fast_downward.exact_max_operators = 0  # as on a large task
+        fd.settings = replace(fd.settings, exact_max_operators=0)  # as on a large task
         large = planner.plan(task)
     searches = {}
     for name, result in (("small", small), ("first", first), ("large", large)):

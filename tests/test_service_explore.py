@@ -82,7 +82,7 @@ def test_the_cli_flag_sets_the_config_and_a_bad_policy_exits_2(capsys):
 
 
 def fd_details(result: dict) -> dict:
-    return next(a["details"] for a in result["attempts"] if a["delegate"] == "fast-downward")
+    return next(a["details"] for a in result["attempts"] if a["delegate"] in ("fast-downward", "fd-inprocess"))
 
 
 def test_quality_and_weight_per_request_and_the_servers_default(service):

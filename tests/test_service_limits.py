@@ -20,18 +20,17 @@ def address_space_limit(pid: int) -> int:
 
 
 def test_every_planner_process_is_started_under_the_cap(monkeypatch):
+    from portfolio.delegates.fast_downward.search_run import command
     from portfolio.planner import Planner
 
     monkeypatch.setenv("PORTFOLIO_MEMORY_LIMIT_MB", "777")
     with Planner(("fast-downward", "pyperplan")) as planner:
         fd = planner.fast_downward
         searches = fd._searches
-        searches.prestart(fd._command(fd.alias))
+        searches.prestart(command(fd.settings.alias))
         pids = [fd._translator().pid, planner._all_delegates()[1]._worker.pid]
         # warm-up pre-starts one per raced search, and the searches a call with costs runs (small task or not)
-        searching = len(
-            {*fd._aliases(with_costs=False), *fd._aliases(True, exact=True), *fd._aliases(True, exact=False)}
-        )
+        searching = len(set(fd.warm_searches()))
         poll(lambda: len(searches._ready), lambda ready: ready >= searching, 10, every=0.01)
         pids += [run.process.pid for run in searches._ready.values()]
         assert len(pids) == 2 + searching

@@ -180,12 +180,21 @@ def forked(child: Callable[[int], None]) -> tuple[int, int]:
     return pid, read
 
 
-def read_all(fd: int) -> list[str]:
-    chunks = []
+def read_all(fd: int, start: bytes = b"") -> list[str]:
+    """Every line the child wrote to `fd` (`start`: what was read from it already), once it is closed."""
+    chunks = [start]
     while data := os.read(fd, 65536):
         chunks.append(data)
     os.close(fd)
     return b"".join(chunks).decode().split("\n")[:-1]
+
+
+def read_lines(fd: int, count: int) -> bytes:
+    """What the child wrote to `fd` up to its `count`-th line (or its end)."""
+    out = b""
+    while out.count(b"\n") < count and (data := os.read(fd, 65536)):
+        out += data
+    return out
 
 
 def report(pipe: int, line: str) -> None:
@@ -205,10 +214,13 @@ def test_writer_killed_at_random_points_keeps_every_committed_batch(tmp_path: Pa
                 report(pipe, str(b))
 
         pid, pipe = forked(write_forever)
-        time.sleep(rng.uniform(0.0, 0.05))  # anywhere: opening, migrating, mid-batch, mid-commit
+        # anywhere: opening, migrating, mid-batch, mid-commit; after 0-5 commits were reported, so that the kills
+        # land before the first commit and after several however fast this machine is just now
+        seen = read_lines(pipe, rng.choice((0, 0, 1, 2, 3, 5)))
+        time.sleep(rng.uniform(0.0, 0.01))
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
-        committed = {f"k{trial}-{b}" for b in read_all(pipe)}
+        committed = {f"k{trial}-{b}" for b in read_all(pipe, seen)}
         committed_per_trial.append(len(committed))
         found = run_counts(path, f"k{trial}-")
         assert committed <= set(found), f"trial {trial}: committed batches lost"

@@ -1,28 +1,18 @@
 """One SQLite connection per database file per process, shared by every `TraceStore` on that file.
 
-Why a registry, and why nothing else in this project may open the database file (sqlite.org, "How To Corrupt
-An SQLite Database File", section 2.2, "Posix advisory locks canceled by a separate thread doing close()"):
+`acquire(path, connect)` hands the same `SharedConnection` to every `TraceStore`, `Planner` and `Agent` on a
+file (keyed by the real path, `database_key`, so `./t.db` and a symlink to it are one; `connect` opens it the
+first time) and `release` closes it when the last user is done; `open_connections` lists what is open. Several
+threads may share it (the HTTP service does): `SharedConnection.lock` serialises whole transactions, so one
+caller can never commit, see or roll back another's half-done batch. A forked child forgets the connections it
+inherited without closing them: SQLite connections must not cross `fork()`, and closing them in the child could
+checkpoint under the parent.
 
-- SQLite on unix coordinates processes with POSIX advisory locks (fcntl). Those locks belong to the *process*
-  and the file (inode), not to a file descriptor: when the process closes *any* descriptor of the file, the
-  kernel drops *every* lock the process holds on it, including the locks of connections that are still open.
-- SQLite's unix VFS knows this quirk and works around it for its own connections (it tracks open files per
-  inode and defers closing their descriptors), so several connections and threads going through the SQLite
-  library are safe. The damage comes only from code that bypasses SQLite: a plain `open()`, `read()` and
-  `close()` of the database file - as `TraceStore` once did to check the header.
-- In WAL mode every live connection holds a SHARED lock on the database file; that is how other processes
-  know it is alive. With the lock silently dropped, the next process to close its connection believes it is
-  the last one, checkpoints, and deletes the -wal and -shm files under the live connections: later writes fail
-  with "disk I/O error" or go to an unlinked WAL nobody reads (measured: 10 failed runs in 12), which
-  is also a documented route to a corrupt database.
-
-So: the database file is touched only through SQLite (bad files are recognised from SQLite's own errors), and
-a process keeps one connection per file: `acquire` hands the same `SharedConnection` to every `TraceStore`,
-`Planner` and `Agent` on that file (keyed by the real path, so `./t.db` and a symlink to it are one) and
-`release` closes it when the last user is done. Several threads may share it (the HTTP service does):
-`SharedConnection.lock` serialises whole transactions, so one caller can never commit, see or roll back
-another's half-done batch. A forked child forgets the connections it inherited without closing them - SQLite
-connections must not cross `fork()`, and closing them in the child could checkpoint under the parent.
+Nothing else in this project may open the database file: SQLite's POSIX advisory locks belong to the process,
+so closing any other descriptor of the file drops the locks of the live connections, and in WAL mode the next
+process to close its connection then deletes the -wal and -shm files under them. Bad files are recognised from
+SQLite's own errors instead. The SQLite documentation behind this, and what was measured:
+docs/decisions/one-connection-per-file.md.
 """
 
 from __future__ import annotations

@@ -64,15 +64,9 @@ def parse_line(text: str) -> StepRecord:
         raise ValueError(_describe(error)) from None
 
 
-def read_jsonl(path: str) -> tuple[list[StepRecord], list[tuple[int, str]]]:
-    """Parse a whole file: the good records and the `(line number, reason)` of each bad line. Blank lines are
-    skipped. Raises TraceImportError if the file cannot be read as UTF-8 text."""
-    records, _, problems = _read_numbered(path)
-    return records, problems
-
-
 def _read_numbered(path: str) -> tuple[list[StepRecord], list[int], list[tuple[int, str]]]:
-    """`read_jsonl`, with the line number of each good record."""
+    """Parse a whole file: the good records, the line number of each, and the `(line number, reason)` of each bad
+    line. Blank lines are skipped. Raises TraceImportError if the file cannot be read as UTF-8 text."""
     records: list[StepRecord] = []
     numbers: list[int] = []
     problems: list[tuple[int, str]] = []

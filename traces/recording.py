@@ -1,13 +1,13 @@
 """Idempotent recording: a step is identified by its `(run_id, step)`, so recording it again changes nothing.
 
 Runtimes retry: an HTTP client re-posts a batch whose answer it never saw, an operator imports the same JSONL file
-twice, an agent resumes a run. Before schema 4 every such retry added the steps again and doubled the counts the
-learner trains on, without a word. Now each incoming step is sorted into one of three kinds, against the steps
-already stored and the ones earlier in the same batch:
+twice, an agent resumes a run. Recorded again, such steps would double the counts the learner trains on, without
+a word. So each incoming step is sorted into one of three kinds, against the steps already stored and the ones
+earlier in the same batch:
 
 - new: no step with that `(run_id, step)` yet; written.
-- skipped: the same step again, equal in every field (compared as records, so a JSON text written by an older
-  release in another key order still counts as the same); not written, counted.
+- skipped: the same step again, equal in every field (compared as records, so a JSON text written in another key
+  order counts as the same); not written, counted.
 - conflict: that `(run_id, step)` is stored with different content (another outcome, another action...); not
   written, reported with the fields that differ, because only the caller knows which one is right.
 

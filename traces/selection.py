@@ -16,8 +16,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
+from traces.attempt_details import StoredAttempt
 from traces.store import TraceStore, _now
 from traces.stored_json import OBJECT, read_json, row_name
 from traces.versions import next_version
@@ -25,11 +26,12 @@ from traces.versions import next_version
 
 @dataclass(frozen=True)
 class DomainPlan:
-    """One recorded plan of a run whose domain is known."""
+    """One recorded plan of a run whose domain is known; its attempts as stored (JSON read back, not checked
+    against `StoredAttempt`: a store written by an older release reads as it was written)."""
 
     domain: str
     fingerprint: str | None
-    attempts: list[dict[str, Any]] = field(default_factory=list)
+    attempts: list[StoredAttempt] = field(default_factory=list)
     latency_ms: float | None = None
 
 
@@ -62,7 +64,9 @@ def domain_plans(store: TraceStore, chunk_size: int = 5000) -> Iterator[DomainPl
             except (json.JSONDecodeError, RecursionError):  # damaged, or nested past Python's stack
                 continue
             if isinstance(parsed, list):
-                yield DomainPlan(domain, fingerprint, [a for a in parsed if isinstance(a, dict)], latency)
+                yield DomainPlan(
+                    domain, fingerprint, [cast(StoredAttempt, a) for a in parsed if isinstance(a, dict)], latency
+                )
 
 
 def save_selection_model(store: TraceStore, model_json: str, metadata: dict[str, Any]) -> int:

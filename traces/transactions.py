@@ -22,7 +22,7 @@ import sqlite_utils
 from traces import connection
 from traces.errors import DatabaseLockedError, TraceStoreError, translate
 
-log = logging.getLogger("traces.store")  # the store's own log, as before this module was split off
+log = logging.getLogger("traces.store")  # the store's log: what a transaction logs is the store's doing
 T = TypeVar("T")
 
 

@@ -38,7 +38,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 SHARED_IPC = Path(__file__).resolve().parents[3] / "shared" / "ipc"
@@ -192,13 +192,15 @@ def measure(
     improve_share: float | None = None,
 ) -> Run:
     from portfolio.benchsuite.worlds.exact import ExactError, ExactSearch
+    from portfolio.delegates.fast_downward.inprocess import INPROCESS_NAME
     from portfolio.engine.results import PlanRequest
     from portfolio.planner import Planner
 
     run = Run()
     planner = Planner()
     if improve_share is not None:  # what `quality="anytime"` spends on improvement (the default's choice)
-        planner.fast_downward.improve_share = improve_share
+        fast_downward = planner.fast_downward
+        fast_downward.settings = replace(fast_downward.settings, improve_share=improve_share)
     exact = ExactSearch("tasks", budget_s=30.0)  # A* with LM-cut alone, never the measured arm's searches
     try:
         for family, name, task, seed in tasks(families, seeds):
@@ -219,7 +221,7 @@ def measure(
                 started = time.perf_counter()
                 result = planner.cascade.solve(PlanRequest(task=task, cost_function=costs, quality=quality))
                 ms = (time.perf_counter() - started) * 1000
-                fd = next((a for a in result.attempts if a.delegate == "fast-downward"), None)
+                fd = next((a for a in result.attempts if a.delegate in ("fast-downward", INPROCESS_NAME)), None)
                 cost = cost_of(costs, task, result.actions()) if result.solved else None
                 run.rows.append(
                     Row(family, name, quality, ms, cost, optimum, bool(fd and fd.details.get("optimal")), blind_ms)

@@ -24,21 +24,13 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from domains.model import ActionSchema, And, Atom, Formula, State, Task
+from domains.explain import required_atoms
+from domains.model import ActionSchema, Atom, State, Task
 from portfolio.agent.loop_types import StepResult
+from portfolio.delegates.relaxed import INFINITY, layers, relaxation
 
 # a builtin timeout, or the runtime's own for `@action(timeout=S)` (`portfolio.agent.executors`)
 TIMEOUT = re.compile(r"^(\w+\.)?TimeoutError\b| timed out after ")
-
-
-def positive_atoms(formula: Formula) -> list[Atom]:
-    """The atoms a formula requires outright (the conjuncts; anything under Or, Not or a quantifier is left out,
-    which only makes an action look more usable)."""
-    if isinstance(formula, Atom):
-        return [formula]
-    if isinstance(formula, And):
-        return [atom for part in formula.parts for atom in positive_atoms(part)]
-    return []
 
 
 def _adds(schema: ActionSchema) -> set[str]:
@@ -46,21 +38,22 @@ def _adds(schema: ActionSchema) -> set[str]:
 
 
 def reachable(task: Task, state: State, blocked: Iterable[str] = ()) -> set[str]:
-    """Predicate names that can be made true from `state`, without the schemas named in `blocked`."""
+    """Predicate names that can be made true from `state`, without the schemas named in `blocked`: the relaxed
+    task over predicate names (`portfolio.delegates.relaxed`), a schema or a derived predicate's rule adding its
+    predicates once every predicate its condition requires outright is reached."""
     blocked = set(blocked)
+    rules = [(required_atoms(s.precondition), _adds(s)) for s in task.domain.actions if s.name not in blocked]
+    rules += [(required_atoms(axiom.body), {axiom.head.predicate}) for axiom in task.domain.axioms]
     known = {atom.predicate for atom in state}
-    schemas = [s for s in task.domain.actions if s.name not in blocked]
-    # derived predicates count as produced once their rule's body can hold
-    rules = [(positive_atoms(s.precondition), _adds(s)) for s in schemas]
-    rules += [(positive_atoms(axiom.body), {axiom.head.predicate}) for axiom in task.domain.axioms]
-    grew = True
-    while grew:
-        grew = False
-        for needs, adds in rules:
-            if adds - known and all(a.predicate in known for a in needs):
-                known |= adds
-                grew = True
-    return known
+    names = sorted(known.union(*(adds for _, adds in rules), (a.predicate for needs, _ in rules for a in needs)))
+    number = {name: index for index, name in enumerate(names)}
+    unary = [
+        ({number[a.predicate] for a in needs}, number[predicate], index)
+        for index, (needs, adds) in enumerate(rules)
+        for predicate in sorted(adds)
+    ]
+    found = layers(relaxation(len(names), unary, ()), [number[name] for name in known])
+    return {name for name, layer in zip(names, found.cost, strict=True) if layer != INFINITY}
 
 
 def fact_name(predicate: str) -> str:
@@ -90,7 +83,7 @@ def outcome_summary(action: str, steps: Sequence[StepResult]) -> str:
 
 def give_up_reason(task: Task, state: State, excluded: Sequence[str], steps: Sequence[StepResult]) -> str | None:
     """The cause of "no plan" in a person's words (module docstring), or None when it cannot be named."""
-    goal = [atom for atom in positive_atoms(task.problem.goal) if atom not in state]
+    goal = [atom for atom in required_atoms(task.problem.goal) if atom not in state]
     if not goal:
         return None
     everything = reachable(task, state)
@@ -141,5 +134,5 @@ def _roots(goal: list[Atom], reachable_now: set[str], producers: dict[str, list[
             roots.append(predicate)
             continue
         for schema in producers[predicate]:
-            todo.extend(a.predicate for a in positive_atoms(schema.precondition))
+            todo.extend(a.predicate for a in required_atoms(schema.precondition))
     return roots

@@ -9,7 +9,8 @@ Each iteration executes the next step of the current plan and observes the state
   over the last `window` steps of the current generation, of the share of each step's expected effects that
   were not observed, above `threshold`); a per-action hint overrides it (`always`, `conditional` = follow the
   trigger, `never`); an action raising `ReplanRequested` or a `replan_when` predicate always replans;
-- whatever the trigger, a plan whose next step is no longer applicable is replaced (trigger `plan-invalid`);
+- whatever the trigger, a plan whose next step is not applicable in the observed state is replaced (trigger
+  `plan-invalid`);
 - a pre-execution `check` may veto a side-effecting action: the plan is discarded and a new one made without it;
 - the same grounded action executed in the same state more than `loop_limit` times is a loop: it is excluded;
 - a `reflection` (`portfolio.agent.reflection`, off by default) may veto a side-effecting step before it runs
@@ -23,7 +24,7 @@ One loop, two drivers. `LoopRun.run` (`portfolio.agent.loop_run`) is a generator
 exception, thrown back in), so every decision above is written once. `run_loop` performs the requests synchronously;
 `arun_loop` awaits them: coroutine actions run natively on the event loop, planning and blocking callbacks (the LLM
 critics) run in worker threads so that many agents share one event loop and one planner. The indirection costs a
-generator resume per request (~1 us, measured against milliseconds of planning). What the loop takes and reports
+generator resume per request, little beside planning (docs/benchmarks.md). What the loop takes and reports
 (`LoopConfig`, the `Executor` protocol, `RunResult` and its records) is `portfolio.agent.loop_types`, re-exported
 here.
 """

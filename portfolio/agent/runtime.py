@@ -84,8 +84,8 @@ class Agent:
     a reason); `critic(failure)` writes critiques (an LLM, say); `reflection` (e.g.
     `portfolio.agent.reflection.LLMReflection`) vetoes side-effecting steps before and checks every step after
     execution (off by default). `traces`: a trace store path for steps, plans and learned costs; `explore`
-    how learned costs explore (`cautious`, the default, `thompson` or `optimistic`; the old names `mean` and
-    `ucb` still work, with a warning; see `learning.explore`); `cost_weight` is their lambda; `learn_every=N`
+    how learned costs explore (`cautious`, the default, `thompson` or `optimistic`; the deprecated names `mean`
+    and `ucb` work, with a warning; see `learning.explore`); `cost_weight` is their lambda; `learn_every=N`
     retrains the failure model after every N finished runs (as `learn()` does), so a long-lived agent's plans
     follow what it has recorded without a separate `portfolio retrain`; `costs()` shows what each grounded
     action is priced at. `planner`: bring your own `Planner` (one planner can serve many

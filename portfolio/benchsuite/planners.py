@@ -35,8 +35,6 @@ from typing import Any
 
 from portfolio.engine.limits import die_with_parent
 
-CASCADE_PLANNERS = ("cascade", "classical")
-
 
 class PlannerError(ValueError):
     """A --planners entry that names no planner (the message lists the forms that exist)."""
@@ -195,10 +193,12 @@ def run_cascade(name: str, task, budget_s: float, decomposer_budget_s: float, re
         start = time.monotonic()
         result = planner.plan(task)
         elapsed = time.monotonic() - start
+    from portfolio.delegates.fast_downward.inprocess import INPROCESS_NAME
+
     outcome = Outcome(result.status.value, list(result.plan), elapsed, setup, delegate=result.delegate)
     for attempt in result.attempts:
         translate_ms = attempt.details.get("translate_ms")
-        if attempt.delegate == "fast-downward" and translate_ms is not None:
+        if attempt.delegate in ("fast-downward", INPROCESS_NAME) and translate_ms is not None:
             outcome.translate_s = round(translate_ms / 1000, 6)
             outcome.search_s = round(max(0.0, attempt.elapsed_ms - translate_ms) / 1000, 6)
     if not result.solved:

@@ -118,8 +118,9 @@ def add_cost_arguments(parser: argparse.ArgumentParser, request_field: bool = Fa
         choices=QUALITIES,
         default=None,
         help="with costs (learned or the task's own): anytime (default) returns the cheapest plan "
-        "found once optimality is proved (A* races on small tasks) or a quarter of the search's time "
-        "has passed with a plan; optimal waits for the proof (or the deadline); first returns the "
+        "found once optimality is proved (on small tasks A* runs in this process first, delegate fd-inprocess, "
+        "then races) or a quarter of the search's time has passed with a plan; optimal waits for the proof "
+        "(or the deadline); first returns the "
         f"first cost-aware plan (weighted A*, fastest, often dearer){wins}",
     )
 

@@ -103,8 +103,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--fd-alias",
         default="lama-first",
         metavar="NAME",
-        help="Fast Downward configuration for unit-cost tasks: lama-first (default), "
-        "seq-opt-lmcut, seq-opt-bjolp; tasks with costs: see --quality",
+        help="the Fast Downward search that leads on unit-cost tasks (default lama-first). It is not always the "
+        "one that answers: with --fd-workers above 1 it races diverse greedy searches (eager-ff-cg, lazy-cea, "
+        "lazy-add; after `portfolio retrain`, those that solved the domain first) and the first plan wins; small "
+        "replans are searched in this process first (delegate fd-inprocess). The search that answered is the "
+        "attempt's details.search (--json). seq-opt-lmcut and seq-opt-bjolp run alone (optimal plans, no "
+        "in-process search); tasks with costs: see --quality",
     )
     parser.add_argument(
         "--fd-search", default=None, metavar="STRING", help="a raw Fast Downward --search string, overriding --fd-alias"
@@ -116,8 +120,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         metavar="N",
         help="searches Fast Downward runs at once on a unit-cost task after one translation: "
-        "lama-first and N-1 diverse greedy searches, first plan wins (default: the cores this "
-        "process may use; 1: lama-first alone; tasks with costs: see --quality)",
+        "--fd-alias and N-1 diverse greedy searches, first plan wins (default: the cores this "
+        "process may use; 1: --fd-alias alone; tasks with costs: see --quality)",
     )
     parser.add_argument(
         "--cache-dir",

@@ -29,6 +29,7 @@ from domains.validate import holds, unmet_goals, validate_plan
 from portfolio.delegates.fast_downward.sas import SasTask, sas_atom_name
 from portfolio.engine import cancel
 from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Resource, Status
+from traces.attempt_details import AgendaStep
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,13 @@ def _positive_atoms(goal: Formula) -> list[Atom] | None:
     return atoms if len(atoms) == len(parts) else None
 
 
+class SubgoalStep(AgendaStep, total=False):
+    """How one subgoal of a sequence was planned (`SequenceResult.steps`): the goal agenda's record of it
+    (`AgendaStep`) and the subgoal itself."""
+
+    subgoal: str
+
+
 @dataclass
 class SequenceResult:
     """What solving a list of subgoals in order gave: the whole plan (validated against the task's own goal),
@@ -75,7 +83,7 @@ class SequenceResult:
     state: State
     solved: int  # subgoals achieved
     critique: str = ""
-    steps: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[SubgoalStep] = field(default_factory=list)
 
 
 class SubgoalSolver(Resource):
@@ -146,12 +154,13 @@ class SubgoalSolver(Resource):
     # -- one subgoal --------------------------------------------------------------------------------------
     def solve_goal(
         self, request: PlanRequest, state: State, goal: Formula, deadline: float, translation: Any = None
-    ) -> DelegateOutcome:
-        """A plan from `state` to a state where `goal` holds, checked by simulation; or why there is none.
-        UNSOLVABLE means a planner proved the subgoal unreachable from `state`."""
+    ) -> tuple[DelegateOutcome, State]:
+        """A plan from `state` to a state where `goal` holds, checked by simulation, and the state it reaches;
+        or why there is none (and `state`). UNSOLVABLE means a planner proved the subgoal unreachable from
+        `state`."""
         task = request.task
         if holds(goal, state, task):
-            return DelegateOutcome(Status.SOLVED, plan=[], details={"via": "already true"})
+            return DelegateOutcome(Status.SOLVED, plan=[], details={"via": "already true"}), state
         outcome = None
         if translation is not None and translation.sas is not None and time.monotonic() < deadline:
             outcome = self._search_sas(request, translation, state, goal, deadline)
@@ -161,6 +170,7 @@ class SubgoalSolver(Resource):
                 costs=request.costs,
                 cost_function=request.cost_function,
                 excluded=request.excluded,
+                selection=request.selection,
             )
             for delegate in self.delegates:
                 if cancel.expired(deadline):
@@ -175,16 +185,15 @@ class SubgoalSolver(Resource):
                 if outcome.status in _SETTLED:
                     break
         if outcome is None:
-            return DelegateOutcome(Status.TIMEOUT, reason="budget used up")
+            return DelegateOutcome(Status.TIMEOUT, reason="budget used up"), state
         if outcome.status is not Status.SOLVED:
-            return outcome
+            return outcome, state
         assert outcome.plan is not None
         simulated = validate_plan(task, outcome.plan, init=state)
         if simulated.failed_step is not None or not holds(goal, simulated.final_state, task):
             why = simulated.message if simulated.failed_step is not None else "the subgoal does not hold after it"
-            return DelegateOutcome(Status.ERROR, reason=f"sub-plan rejected by the validator: {why}")
-        outcome.details["end_state"] = simulated.final_state
-        return outcome
+            return DelegateOutcome(Status.ERROR, reason=f"sub-plan rejected by the validator: {why}"), state
+        return outcome, simulated.final_state
 
     def _search_sas(
         self, request: PlanRequest, translation: Any, state: State, goal: Formula, deadline: float
@@ -208,8 +217,12 @@ class SubgoalSolver(Resource):
             init=init_values, costs=costs, excluded=request.excluded
         )
         # Coverage is what a decomposer is for: the cost-aware search joins only when learned costs steer.
-        return self._fast_downward().search_sas(
-            text, deadline, with_costs=bool(costs), details={"via": "fast-downward (shared translation)"}
+        fast_downward = self._fast_downward()
+        return fast_downward.search_sas(
+            text,
+            deadline,
+            fast_downward.plan_sas(with_costs=bool(costs)),
+            details={"via": "fast-downward (shared translation)"},
         )
 
     # -- a sequence ---------------------------------------------------------------------------------------
@@ -221,11 +234,11 @@ class SubgoalSolver(Resource):
         task = request.task
         state = request.initial_state
         plan: Plan = []
-        steps: list[dict[str, Any]] = []
+        steps: list[SubgoalStep] = []
         for number, goal in enumerate(subgoals, start=1):
             started = time.monotonic()
-            outcome = self.solve_goal(request, state, goal, deadline, translation)
-            record = {
+            outcome, reached = self.solve_goal(request, state, goal, deadline, translation)
+            record: SubgoalStep = {
                 "subgoal": goal_text(goal),
                 "status": outcome.status.value,
                 "ms": round((time.monotonic() - started) * 1000, 1),
@@ -240,7 +253,7 @@ class SubgoalSolver(Resource):
                 return SequenceResult(status, None, state, number - 1, critique, steps)
             assert outcome.plan is not None
             plan.extend(outcome.plan)
-            state = outcome.details.get("end_state", state)
+            state = reached
         final = validate_plan(task, plan, init=request.initial_state)
         if not final.ok:
             missing = final.missing or unmet_goals(task, final.final_state)
@@ -274,12 +287,6 @@ def _subgoal_critique(
     if outcome.status is Status.TIMEOUT:
         return f"{head} could not be reached from {where} within the budget ({outcome.reason})"
     return f"{head} could not be planned from {where}: {outcome.reason}"
-
-
-def state_text(state: State, limit: int = 400) -> str:
-    atoms = sorted(state)
-    text = " ".join(str(a) for a in atoms[:limit])
-    return text + (f" ... ({len(atoms) - limit} more)" if len(atoms) > limit else "")
 
 
 def relevant_facts(state: State, action: GroundAction, limit: int = 30) -> list[str]:

@@ -1,13 +1,13 @@
 """The goal-agenda decomposer: the decomposer tier's default when no LLM is configured.
 
-Koehler & Hoffmann's goal agenda (as in FF): goal atom g1 should be achieved before g2 when, once g2 has just
-been achieved, g1 can no longer be reached without destroying g2. That test is approximated on Fast Downward's
-SAS translation of the task, in the relaxed (delete-free, value-accumulating) task: start from every fact the relaxed
-task reaches from the current state, with everything that is false right after achieving g2 and the other goals removed
-(other values of the variables its achievers set,
-and facts in a mutex group with g2) and g2 added, forbid operators that move g2's variable elsewhere, and see
-whether g1 is still reachable. Strongly connected goals form one agenda entry; ties go to the goal the relaxed
-task reaches first.
+Koehler & Hoffmann's goal agenda (as in FF): goal atom g1 should be achieved before g2 when, once g2 has just been
+achieved, g1 can no longer be reached without destroying g2. That test is approximated on Fast Downward's SAS
+translation of the task, in the relaxed (delete-free, value-accumulating) task: start from every fact the relaxed
+task reaches from the current state, with everything that is false right after achieving g2 and the other goals
+removed (other values of the variables its achievers set, and facts in a mutex group with g2) and g2 added, forbid
+operators that move g2's variable elsewhere, and see whether g1 is still reachable
+(`portfolio.delegates.relaxed.layers`). Strongly connected goals form one agenda entry; ties go to the goal the
+relaxed task reaches first.
 
 The goals are then planned incrementally (entries 1..k as the k-th subgoal, so achieved goals are kept) by the
 classical planners on one shared translation, with part of the budget; if that fails, the full goal is planned
@@ -21,59 +21,22 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from domains.graphs import strongly_connected_components
 from domains.model import And, Atom, Formula, Task
-from portfolio.delegates.decompose import SubgoalSolver, conjunction
+from portfolio.delegates.decompose import SubgoalSolver, SubgoalStep, conjunction
 from portfolio.delegates.fast_downward.sas import SasTask, sas_atom_name
+from portfolio.delegates.fast_downward.sas_search import Problem, parse_operator, relax
+from portfolio.delegates.relaxed import INFINITY, Relaxation, layers
 from portfolio.engine import cancel
 from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
+from traces.attempt_details import AgendaStep, AttemptDetails
 
 log = logging.getLogger(__name__)
 
 Fact = tuple[int, int]  # (SAS variable, value)
-
-
-@dataclass(frozen=True)
-class RelaxedOp:
-    pre: tuple[Fact, ...]
-    effects: tuple[Fact, ...]  # unconditional (variable, new value) pairs
-    conditional: tuple[tuple[tuple[Fact, ...], Fact], ...]  # (conditions, effect)
-
-
-def relaxed_operators(sas: SasTask) -> list[RelaxedOp]:
-    """The SAS operators as delete-free (precondition facts, effect facts) rules."""
-    ops = []
-    for op in sas.operators:
-        lines = op.body.split("\n")
-        position = 0
-        prevail_count = int(lines[position])
-        position += 1
-        pre: list[Fact] = []
-        for _ in range(prevail_count):
-            var, val = map(int, lines[position].split())
-            pre.append((var, val))
-            position += 1
-        effect_count = int(lines[position])
-        position += 1
-        effects: list[Fact] = []
-        conditional: list[tuple[tuple[Fact, ...], Fact]] = []
-        for _ in range(effect_count):
-            numbers = list(map(int, lines[position].split()))
-            position += 1
-            conditions = numbers[0]
-            conds = tuple((numbers[1 + 2 * i], numbers[2 + 2 * i]) for i in range(conditions))
-            var, old, new = numbers[1 + 2 * conditions :]
-            if old != -1:
-                pre.append((var, old))
-            if conds:
-                conditional.append((conds, (var, new)))
-            else:
-                effects.append((var, new))
-        ops.append(RelaxedOp(tuple(pre), tuple(effects), tuple(conditional)))
-    return ops
 
 
 def mutex_groups(sas: SasTask) -> list[set[Fact]]:
@@ -88,69 +51,27 @@ def mutex_groups(sas: SasTask) -> list[set[Fact]]:
     return groups
 
 
-def relaxed_levels(
-    ops: Sequence[RelaxedOp],
-    start: set[Fact],
-    banned_var: int | None = None,
-    kept_value: int | None = None,
-    deadline: float | None = None,
-) -> dict[Fact, int]:
-    """Facts reachable from `start` in the relaxed task, with their first layer; operators that would set
-    `banned_var` to anything but `kept_value` are not used."""
-    level = {fact: 0 for fact in start}
-    frontier = set(start)
-    layer = 0
-    remaining = list(ops)
-    while frontier:
-        if deadline is not None and cancel.expired(deadline):
-            break
-        layer += 1
-        new: set[Fact] = set()
-        still: list[RelaxedOp] = []
-        for op in remaining:
-            if not all(p in level for p in op.pre):
-                still.append(op)
-                continue
-            if banned_var is not None and any(v == banned_var and d != kept_value for v, d in op.effects):
-                continue
-            for fact in op.effects:
-                if fact not in level:
-                    new.add(fact)
-            pending = False
-            for conds, fact in op.conditional:
-                if fact[0] == banned_var and fact[1] != kept_value:
-                    continue
-                if all(c in level for c in conds):
-                    if fact not in level:
-                        new.add(fact)
-                else:
-                    pending = True
-            if pending:
-                still.append(op)
-        for fact in new:
-            level[fact] = layer
-        frontier = new
-        remaining = still
-    return level
-
-
 def goal_agenda(
     sas: SasTask, init_values: Sequence[int], goals: Sequence[Fact], deadline: float | None = None
 ) -> list[list[Fact]]:
     """The goal facts grouped and ordered into an agenda (see the module docstring)."""
-    ops = relaxed_operators(sas)
+    sizes = tuple(len(values) for values in sas.values)
+    operators = [parse_operator(op.name, op.body) for op in sas.operators]
+    relaxation = relax(Problem(sizes, (), tuple(operators)))
+    facts = [(var, value) for var, size in enumerate(sizes) for value in range(size)]  # by fact number
+    plain = [tuple((var, new) for conds, var, new in op.effects if not conds) for op in operators]
     groups = mutex_groups(sas)
-    state = {(var, val) for var, val in enumerate(init_values)}
-    base_levels = relaxed_levels(ops, state, deadline=deadline)
-    domain_sizes = [len(values) for values in sas.values]
+    stop = None if deadline is None else lambda: cancel.expired(deadline)
+    undoing = _undoing(relaxation, sizes, plain)
+    base_levels = _levels(relaxation, facts, set(enumerate(init_values)), set(), stop)
     before: dict[Fact, set[Fact]] = {g: set() for g in goals}  # g -> goals that must come before g
     for g2 in goals:
         if deadline is not None and cancel.expired(deadline):
             break
-        false_after = _false_after(ops, groups, domain_sizes, g2)
+        false_after = _false_after(plain, groups, sizes, g2)
         # Other goals are taken out of the start: the question is whether they can still be achieved.
         start = (set(base_levels) - false_after - set(goals)) | {g2}
-        reach = relaxed_levels(ops, start, banned_var=g2[0], kept_value=g2[1], deadline=deadline)
+        reach = _levels(relaxation, facts, start, undoing(g2), stop)
         if deadline is not None and cancel.expired(deadline):
             break  # a cut-off exploration would invent orders; keep the ones computed in full
         for g1 in goals:
@@ -160,15 +81,52 @@ def goal_agenda(
     return order
 
 
-def _false_after(ops: Sequence[RelaxedOp], groups: list[set[Fact]], domain_sizes: list[int], goal: Fact) -> set[Fact]:
+def _levels(
+    relaxation: Relaxation, facts: list[Fact], start: set[Fact], left_out: set[int], stop: Callable[[], bool] | None
+) -> dict[Fact, int]:
+    """The facts the relaxed task reaches from `start` without the unary operators `left_out`, with their first
+    layer; when `stop` cuts the exploration short, the layers completed before it."""
+    offsets = relaxation.offsets
+    cost = layers(relaxation, [offsets[var] + value for var, value in start], left_out, stop).cost
+    return {facts[number]: int(layer) for number, layer in enumerate(cost) if layer != INFINITY}
+
+
+def _undoing(
+    relaxation: Relaxation, sizes: Sequence[int], plain: Sequence[tuple[Fact, ...]]
+) -> Callable[[Fact], set[int]]:
+    """For a goal fact, the unary operators that would move its variable elsewhere: every one of an operator that
+    does so unconditionally, and each conditional effect that does (indexed once, asked once per goal)."""
+    unary_of: list[list[int]] = [[] for _ in plain]
+    adding: list[list[int]] = [[] for _ in range(relaxation.facts)]
+    for unary, (added, origin) in enumerate(zip(relaxation.effect, relaxation.origin, strict=True)):
+        unary_of[origin].append(unary)
+        adding[added].append(unary)
+    setting: list[list[tuple[int, int]]] = [[] for _ in sizes]  # per variable: (operator, value) set unconditionally
+    for index, effects in enumerate(plain):
+        for var, value in effects:
+            setting[var].append((index, value))
+
+    def undoing(goal: Fact) -> set[int]:
+        var, value = goal
+        first = relaxation.offsets[var]
+        found = {unary for index, d in setting[var] if d != value for unary in unary_of[index]}
+        found.update(unary for x in range(sizes[var]) if x != value for unary in adding[first + x])
+        return found
+
+    return undoing
+
+
+def _false_after(
+    plain: Sequence[tuple[Fact, ...]], groups: list[set[Fact]], domain_sizes: Sequence[int], goal: Fact
+) -> set[Fact]:
     """Facts that are false in every state where `goal` has just been achieved (approximately: what every
-    achiever makes false, plus whatever is mutex with `goal`)."""
+    achiever makes false, plus whatever is mutex with `goal`). `plain`: each operator's unconditional effects."""
     var, val = goal
     common: set[Fact] | None = None
-    for op in ops:
-        if goal not in op.effects:
+    for effects in plain:
+        if goal not in effects:
             continue
-        made_false = {(v, x) for v, d in op.effects for x in range(domain_sizes[v]) if x != d}
+        made_false = {(v, x) for v, d in effects for x in range(domain_sizes[v]) if x != d}
         common = made_false if common is None else common & made_false
     false = set(common or ())
     false |= {(var, x) for x in range(domain_sizes[var]) if x != val}
@@ -180,37 +138,7 @@ def _false_after(ops: Sequence[RelaxedOp], groups: list[set[Fact]], domain_sizes
 
 def _condensed_order(goals: list[Fact], before: dict[Fact, set[Fact]], rank) -> list[list[Fact]]:
     """Topological order of the strongly connected components of the `before` graph, ties by `rank`."""
-    index: dict[Fact, int] = {}
-    low: dict[Fact, int] = {}
-    stack: list[Fact] = []
-    on_stack: set[Fact] = set()
-    components: list[list[Fact]] = []
-    counter = [0]
-
-    def visit(node: Fact) -> None:  # Tarjan; goal counts are small, recursion depth is fine
-        index[node] = low[node] = counter[0]
-        counter[0] += 1
-        stack.append(node)
-        on_stack.add(node)
-        for other in before[node]:
-            if other not in index:
-                visit(other)
-                low[node] = min(low[node], low[other])
-            elif other in on_stack:
-                low[node] = min(low[node], index[other])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                top = stack.pop()
-                on_stack.discard(top)
-                component.append(top)
-                if top == node:
-                    break
-            components.append(component)
-
-    for goal in goals:
-        if goal not in index:
-            visit(goal)
+    components = strongly_connected_components(goals, before.__getitem__)
     where = {g: i for i, comp in enumerate(components) for g in comp}
     needs = {i: {where[o] for g in comp for o in before[g]} - {i} for i, comp in enumerate(components)}
     done: set[int] = set()
@@ -283,7 +211,7 @@ class GoalAgenda(Delegate):
 
     def solve(self, request: PlanRequest, deadline: float) -> DelegateOutcome:
         start = time.monotonic()
-        details: dict[str, Any] = {}
+        details = AttemptDetails()
         translation, why = self.solver.translation(request, deadline)
         details["translate_ms"] = round((time.monotonic() - start) * 1000, 1)
         if translation is not None and translation.sas is None:
@@ -303,7 +231,7 @@ class GoalAgenda(Delegate):
         details["agenda"] = _entries(subgoals)
         if len(subgoals) > 1:
             result = self.solver.solve_sequence(request, subgoals, agenda_deadline, translation)
-            details["agenda_steps"] = [{k: v for k, v in step.items() if k != "subgoal"} for step in result.steps]
+            details["agenda_steps"] = [_agenda_step(step) for step in result.steps]
             if result.status is Status.SOLVED:
                 details["method"] = "agenda"
                 return DelegateOutcome(Status.SOLVED, plan=result.plan, details=details)
@@ -330,6 +258,14 @@ class GoalAgenda(Delegate):
         if step.get("status") == Status.UNSOLVABLE.value:
             return DelegateOutcome(Status.UNSOLVABLE, reason=result.critique, details=details)
         return DelegateOutcome(result.status, reason=result.critique, details=details)
+
+
+def _agenda_step(step: SubgoalStep) -> AgendaStep:
+    """A subgoal's record without the subgoal itself (`details["agenda"]` lists the entries)."""
+    entry = AgendaStep(status=step["status"], ms=step["ms"], via=step["via"], steps=step["steps"])
+    if "reason" in step:
+        entry["reason"] = step["reason"]
+    return entry
 
 
 def _entries(subgoals: list[Formula]) -> list[str]:

@@ -30,6 +30,7 @@ from portfolio.delegates.decompose import SubgoalSolver, conjunction, relevant_f
 from portfolio.delegates.llm_client import LLMClient, LLMError, extract_json
 from portfolio.engine import cancel
 from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
+from traces.attempt_details import AttemptDetails
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ class LLMDelegate(Delegate):
 
     # -- the loop -----------------------------------------------------------------------------------------
     def solve(self, request: PlanRequest, deadline: float) -> DelegateOutcome:
-        details: dict[str, Any] = {
+        details: AttemptDetails = {
             "llm_calls": 0,
             "prompt_tokens": 0,
             "completion_tokens": 0,
@@ -142,7 +143,7 @@ class LLMDelegate(Delegate):
         return DelegateOutcome(status, reason=f"no valid plan from the LLM; last critique: {last}", details=details)
 
     def _mode(
-        self, mode: str, request: PlanRequest, deadline: float, details: dict[str, Any]
+        self, mode: str, request: PlanRequest, deadline: float, details: AttemptDetails
     ) -> tuple[Plan | None, str]:
         """Ask, check, critique, ask again: (a validated plan or None, the last critique)."""
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt(request, mode)}]

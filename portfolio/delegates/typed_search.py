@@ -4,12 +4,13 @@ Replanning after every step of an agent must cost milliseconds, and even a pre-s
 process costs more than that in pipes and process start-up (measured in `benchmarks/bench_replan.py`). Tasks
 compiled from typed actions have a handful of facts and parameterless actions, so an exact A* in this process
 is cheaper than any hand-off. This delegate grounds the task (once per task object), and when it has at most
-`max_ground_actions` grounded actions runs A* with the admissible h_max heuristic on bitmask states (STRIPS
-tasks) or uniform-cost search through the validator's simulator (anything else), under the deadline and a node
-cap. Larger tasks are declined by `supports` in microseconds (`unsupported`) and the cascade moves on to Fast
-Downward. It runs in the caller's process: the deadline is checked every 64 expansions (A*) or every expansion
-(uniform-cost), and the node cap reports `memout`. Its plans are validated by the cascade like everyone else's;
-exhausting the reachable states (h_max only prunes true dead ends) proves the task unsolvable.
+`max_ground_actions` grounded actions runs A* with the admissible h_max heuristic (`portfolio.delegates.relaxed`)
+on bitmask states (STRIPS tasks) or uniform-cost search through the validator's simulator (anything else), under
+the deadline and a node cap. Larger tasks are declined by `supports` in microseconds (`unsupported`) and the
+cascade moves on to Fast Downward. It runs in the caller's process: the deadline is checked every 64 expansions
+(A*) or every expansion (uniform-cost), and the node cap reports `memout`. Its plans are validated by the cascade
+like everyone else's; exhausting the reachable states (h_max only prunes true dead ends) proves the task
+unsolvable.
 
 Costs: `request.costs` (learned costs) when given, else the task's own costs. Excluded actions are never used.
 """
@@ -25,6 +26,7 @@ from typing import Any
 
 from domains.model import TRUE, And, Atom, GroundAction, Task, action_cost
 from domains.validate import applicable, apply, goal_reached
+from portfolio.delegates import relaxed
 from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
 
 _INF = float("inf")
@@ -177,24 +179,15 @@ class TypedSearch(Delegate):
         assert goal is not None
         goal_bits = [b for b in range(len(g.atoms)) if goal >> b & 1]
         pre, add, delete = g.pre, g.add, g.delete
-        relaxed = [(g.pre_bits[i], g.add_bits[i], cost[i]) for i in usable]
         n_atoms = len(g.atoms)
+        relaxation = relaxed.relaxation(
+            n_atoms, ((g.pre_bits[i], bit, i) for i in usable for bit in g.add_bits[i]), goal_bits
+        )
+        unary_cost = relaxed.unary_costs(relaxation, cost)
 
         def h_max(state: int) -> float:
-            value = [0.0 if state >> b & 1 else _INF for b in range(n_atoms)]
-            changed = True
-            while changed:
-                changed = False
-                for p_bits, a_bits, c in relaxed:
-                    reach = max((value[b] for b in p_bits), default=0.0)
-                    if reach == _INF:
-                        continue
-                    reach += c
-                    for b in a_bits:
-                        if reach < value[b]:
-                            value[b] = reach
-                            changed = True
-            return max((value[b] for b in goal_bits), default=0.0)
+            value = relaxed.h_max(relaxation, [b for b in range(n_atoms) if state >> b & 1], unary_cost)
+            return _INF if value is None else value
 
         counter = itertools.count()
         best = {start: 0.0}

@@ -9,7 +9,7 @@ places where a delegate blocks read it from there:
 
 - a worker call (`portfolio.engine.workers.WorkerProcess.call`: the translator, pyperplan) waits on its channel *and*
   the signal, and a stop is treated exactly like the deadline passing (the worker is killed and replaced);
-- Fast Downward's search wait (`wait_any`) and hand-over (`searches._feed`) watch the signal's file descriptor too;
+- Fast Downward's search wait (`wait_any`) and hand-over (`search_run._feed`) watch the signal's file descriptor too;
 - Python loops that check their deadline (the goal agenda's relaxed reachability, the subgoal sequence) ask
   `expired(deadline)`, which is also true once the signal is set.
 

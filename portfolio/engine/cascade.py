@@ -31,7 +31,9 @@ saw), and when its work ends, a second one with `details.background: true`, its 
 `unsolvable`, `timeout` at the final deadline, `error`, ...), `elapsed_ms` measured from its start, and when
 another delegate answered first, `status: timeout` with `details.stopped_by` naming the winner. A foreground
 delegate cut short by a carried-over answer is recorded as `timeout` with `details.stopped_by` too.
-`PlanResult.delegate` names whoever solved the task ("fast-downward" for a carried-over plan).
+`PlanResult.delegate` names whoever solved the task ("fast-downward" for a carried-over plan): the delegate, or
+the part of it that answered when its outcome names one (`DelegateOutcome.delegate`: Fast Downward's in-process
+searches answer as "fd-inprocess"); each attempt is named the same way.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from portfolio.engine.results import (
     no_plan_status,
 )
 from portfolio.engine.tiers import Stage, Tier, _check_delegates, share_deadline
+from traces.attempt_details import AttemptDetails
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +188,7 @@ class PortfolioDecomposition(Resource):
             return
         outcome = carried.outcome
         finished = carried.finished or time.monotonic()
-        details = dict(outcome.details) if outcome is not None else {}
+        details = outcome.details.copy() if outcome is not None else AttemptDetails()
         details["background"] = True
         if stopped_by is not None and carried.stopped:
             status, reason = Status.TIMEOUT, f"stopped: {stopped_by} answered first"
@@ -196,7 +199,7 @@ class PortfolioDecomposition(Resource):
             status, reason = outcome.status, outcome.reason
         call.attempts.append(
             Attempt(
-                delegate=carried.delegate.name,
+                delegate=_answered_by(carried.delegate, outcome),
                 status=status,
                 elapsed_ms=round((finished - carried.started) * 1000, 3),
                 reason=("finished in the background: " + reason).rstrip(": "),
@@ -306,7 +309,7 @@ class PortfolioDecomposition(Resource):
             if carried is not None and carried.outcome is not None:
                 self._record_carried(call)  # it ended while this delegate ran: its record comes first
         attempt = Attempt(
-            delegate=delegate.name,
+            delegate=_answered_by(delegate, outcome),
             status=outcome.status,
             elapsed_ms=elapsed_ms_since(now),
             reason=outcome.reason,
@@ -329,12 +332,12 @@ class PortfolioDecomposition(Resource):
                 status=Status.SOLVED,
                 plan=[str(step) for step in plan],
                 cost=plan_cost(call.request.task, plan),
-                delegate=delegate.name,
+                delegate=_answered_by(delegate, outcome),
                 source=delegate.source,
                 eliminated_steps=len(outcome.plan) - len(plan),
             )
         if outcome.status is Status.UNSOLVABLE:
-            return PlanResult(status=Status.UNSOLVABLE, delegate=delegate.name)
+            return PlanResult(status=Status.UNSOLVABLE, delegate=_answered_by(delegate, outcome))
         return None
 
     def _reduced(self, plan: Plan, call: _Call) -> Plan:
@@ -374,3 +377,9 @@ class PortfolioDecomposition(Resource):
             for stage in self.delegates:
                 stage.close()
             self._closed = True
+
+
+def _answered_by(delegate: Delegate, outcome: DelegateOutcome | None) -> str:
+    """The name an attempt and a result give `delegate`'s `outcome`: the part of it that answered, if the
+    outcome names one, else the delegate's own name."""
+    return (outcome.delegate if outcome is not None else None) or delegate.name

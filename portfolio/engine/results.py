@@ -16,12 +16,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Self
+from typing import Annotated, Any, Protocol, Self
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, GetCoreSchemaHandler
+from pydantic_core import CoreSchema
 
 from domains.ground_text import ground_action_text, normalise_actions, normalise_keys, parse_ground_action
 from domains.model import GroundAction, Plan, State, Task
+from traces.attempt_details import AttemptDetails
 
 
 class Status(str, Enum):
@@ -48,6 +50,19 @@ def no_plan_status(statuses: Sequence[Status]) -> Status:
     return next((status for status in NO_PLAN_ORDER if status in present), Status.ERROR)
 
 
+class Selection(Protocol):
+    """A learned configuration selection (`learning.selection.SelectionModel`), as a delegate that races
+    configurations asks it: which to race on a task of `domain` with `operators` operators translated with the
+    `translator` flags (None: the delegate's fixed order), and which translator flags a task of `domain` gets
+    when `race_size` searches race (() for the defaults)."""
+
+    def predict(
+        self, domain: str, operators: int | None = ..., translator: Sequence[str] = ...
+    ) -> list[str] | None: ...
+
+    def predict_translator(self, domain: str, race_size: int = ...) -> tuple[str, ...]: ...
+
+
 @dataclass(frozen=True)
 class PlanRequest:
     """One planning call.
@@ -63,7 +78,9 @@ class PlanRequest:
     monotonic time, set on carried-over work) is when the caller wanted its first answer: after it, a delegate
     returns its first plan rather than wait for a cheaper one. `quality` ("first", "anytime", "optimal"; None:
     the delegate's own) says how a cost-aware delegate trades plan cost for time on this call
-    (`portfolio.delegates.fast_downward.searches.QUALITIES`).
+    (`portfolio.delegates.fast_downward.searches.QUALITIES`). `selection` (the Planner's learned selection
+    model, with a trace store; None: fixed orders) chooses Fast Downward's translator flags and the searches it
+    races on this call (`portfolio.delegates.fast_downward.search_plan`).
     """
 
     task: Task
@@ -75,6 +92,7 @@ class PlanRequest:
     carried_over: frozenset[str] = frozenset()
     answer_by: float | None = None
     quality: str | None = None
+    selection: Selection | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         # One spelling per action ("pick-up a", "(PICK-UP a)" -> "(pick-up a)"), so every comparison of
@@ -117,7 +135,10 @@ class DelegateOutcome:
     status: Status
     plan: Plan | None = None
     reason: str = ""
-    details: dict[str, Any] = field(default_factory=dict)
+    details: AttemptDetails = field(default_factory=AttemptDetails)
+    # Who answered, when not the delegate itself: the name its attempt and the result record (Fast Downward's
+    # in-process searches answer as "fd-inprocess"). None: the delegate's own name.
+    delegate: str | None = None
 
 
 class Resource:
@@ -176,6 +197,16 @@ STATUS_HELP = (
 )
 
 
+class _AsStored:
+    """Pydantic's view of `Attempt.details`: the plain JSON object it is in the trace store and on the wire, so
+    it is validated, serialised and described in the API schema as an object of any keys, none dropped and no
+    value coerced; type checkers see `AttemptDetails`."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return handler.generate_schema(dict[str, Any])
+
+
 class Attempt(BaseModel):
     """One delegate's try, in the order things happened. Fast Downward's work carried over past its share
     (`portfolio.engine.cascade`, "Carry-over") has two: `timeout` with `details.carried_over` at the end of its share,
@@ -186,7 +217,7 @@ class Attempt(BaseModel):
     status: Status = Field(description=STATUS_HELP)
     elapsed_ms: float
     reason: str = ""
-    details: dict[str, Any] = Field(default_factory=dict)
+    details: Annotated[AttemptDetails, _AsStored] = Field(default_factory=AttemptDetails)
 
 
 class PlanResult(BaseModel):

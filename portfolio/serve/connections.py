@@ -1,14 +1,9 @@
 """Connection limits for the HTTP server: uvicorn's h11 protocol with a cap on open connections and deadlines
 for idle and half-sent requests.
 
-uvicorn (0.54) only times out a keep-alive connection after a response; a connection that never sends a
-byte, or sends half a request and stops, is kept for good, and a connection over `limit_concurrency` is still
-accepted (it is answered 503 only once a request arrives). Measured: with a descriptor limit of 256, 300 idle
-sockets made /v1/health time out and the accept loop logged 298,965 errors (125 MB) in 8 s. Closing every
-connection over the cap was not enough either: 150 idle sockets then locked every other client out (each new
-connection reset) until they timed out, 10.2 s, and 400 ran the server out of descriptors within one burst of
-accepts (asyncio accepts up to the listen backlog at once, uvicorn's default 2,048), logging a traceback per
-failed accept(): 8,027 of them, 3.4 MB. So here:
+uvicorn keeps a connection that never sends a byte, or sends half a request, for good, and accepts connections
+past its concurrency limit; a few hundred idle sockets can then exhaust the descriptors or lock other clients
+out. So here (`ConnectionLimits`, enforced by `guarded_protocol`, run by `uvicorn_config` and `Server`):
 
 - `idle_s`: a connection that has sent nothing since it opened, or since its last answer, is closed;
 - `request_s`: a request must arrive whole (headers and body) within this time of its first byte, so a
@@ -23,12 +18,14 @@ failed accept(): 8,027 of them, 3.4 MB. So here:
   per `LOG_EVERY_S` with a count (`Throttled`, `quiet_accept_errors`), never once per connection or attempt.
 
 Time spent by the app on a request that has arrived (a long plan) is not limited here: the pool's deadlines
-bound it.
+bound it. Every accepted TCP connection gets `TCP_NODELAY` (`set_nodelay`): the listening socket's accepted
+sockets do not get it from asyncio, and without it a keep-alive answer waits for the client's delayed ACK.
 
-Every accepted TCP connection gets `TCP_NODELAY` (`set_nodelay`). asyncio sets it only on a socket whose `proto`
-is `IPPROTO_TCP`, and `socket.create_server` (how `portfolio serve` listens) makes one with `proto` 0, which its
-accepted sockets inherit: Nagle's algorithm then held back the last small write of a response until the client's
-delayed ACK, about 40 ms added to every answer on a keep-alive connection (docs/benchmarks.md).
+    config = uvicorn_config(app, ConnectionLimits(idle_s=10.0, workers=2), host="127.0.0.1", port=8000)
+    Server(config).run()
+
+What was measured with uvicorn alone, with a plain cap, and without `TCP_NODELAY`:
+docs/decisions/connection-limits.md.
 """
 
 from __future__ import annotations

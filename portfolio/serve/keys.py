@@ -71,7 +71,7 @@ class Principal(BaseModel):
         return "admin" in self.scopes or scope in self.scopes
 
 
-# The server's --token: one admin of the default tenant, as before keys existed
+# The server's --token: one admin of the default tenant, whose run ids are unprefixed
 TOKEN_PRINCIPAL = Principal(name="(token)", tenant=DEFAULT_TENANT, scopes=frozenset({"admin"}))
 # Every request of a server started --insecure (loopback only), and the stdio MCP server's one user
 ANONYMOUS = Principal(name="(anonymous)", tenant=DEFAULT_TENANT, scopes=frozenset({"admin"}))

@@ -122,7 +122,7 @@ async def _now(fn: Callable[[], Any]) -> Any:
 def _tool_taking(fn: Callable[..., Any], model: type[BaseModel], description: str) -> Tool:
     """The tool `fn`, taking `model`'s fields as its arguments: its input schema is the model's JSON Schema (the
     HTTP body's, so the two interfaces cannot drift apart) and an argument the model does not know is refused,
-    not dropped (`extra="forbid"`: a misspelled `exclueded` used to plan as if nothing were excluded). The SDK
+    not dropped (`extra="forbid"`: a misspelled `exclueded` would otherwise plan as if nothing were excluded). The SDK
     reads a tool's `fn_metadata.arg_model` at each call and publishes `parameters` as its input schema."""
     from mcp.server.mcpserver.tools import Tool
     from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase

@@ -11,6 +11,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 
+from traces.attempt_details import details_of
+
 disable_created_metrics()  # the *_created series double the output and no dashboard reads them
 
 ROUTES = (
@@ -89,7 +91,7 @@ class Metrics:
                 continue  # the attempt that decided the call
             # With carry-over (`portfolio.engine.cascade`) a delegate's background record and a delegate stopped by the
             # other side's answer handed nothing over: the hand-over was counted at the end of the share.
-            details = attempt.get("details") or {}
+            details = details_of(attempt)
             if not details.get("background") and not details.get("stopped_by"):
                 self.fallthroughs.labels(attempt["delegate"], attempt["status"]).inc()
         delegate = result.get("delegate") or "none"

@@ -1,17 +1,20 @@
 """A pool of warm planner worker processes (`portfolio.serve.worker`), shared by every request.
 
-Why processes: a planning call is CPU-bound Python (parsing, validation, the translator, pyperplan) plus child
-processes; one planner behind one lock made a small request wait 7.9 s behind a decomposer call that took 8 s.
-Here each worker owns a warm `Planner`, a request takes whichever worker is free, and a request that finds none
-waits in a bounded FIFO queue: when `queue_limit` requests already wait, it is refused at once (`QueueFull`,
-answered 503 with Retry-After) rather than left to wait without limit. A small request is therefore never held
-up by a large one while another worker is free.
+A planning call is CPU-bound Python plus child processes, so each worker is a process with a warm `Planner`: a
+request takes whichever worker is free, and a small request is never held up by a large one while another worker
+is free (why processes: docs/decisions/planner-processes.md).
 
-Each worker is a `portfolio.engine.workers.WorkerProcess` (the same killable channel the delegates use) running a
-different program: a call that outlives its deadline kills the worker's process group and starts a fresh one,
-and a worker that dies (out of memory, killed) is replaced and its request fails with the reason. The
-worker's own children go down with it (its Python workers watch it, its searches get the kernel's parent-death
-signal: `portfolio.engine.limits`).
+    pool = PlannerPool(config, size=2, queue_limit=8)
+    await pool.warm_up()
+    index, answer = await pool.call("plan", timeout_s=30.0, body=body)   # QueueFull, PlannerFailed
+
+`PlannerPool.call(op, timeout_s, prefer=None, owner=None, stop_when_cancelled=False, **kwargs)` runs `op` on a
+free worker and returns (the worker's index, its answer). A request that finds no free worker waits in a bounded
+FIFO queue: when `queue_limit` requests already wait, it raises `QueueFull` at once (answered 503 with
+Retry-After). A call that outlives its deadline kills the worker's process group and starts a fresh one, and a
+worker that dies (out of memory, killed) is replaced: the call raises `PlannerFailed` (`CallTimedOut`,
+`CallOutOfMemory`, `CallCancelled`) with the reason. Each worker is a `portfolio.engine.workers.WorkerProcess`
+(the same killable channel the delegates use); its own children go down with it (`portfolio.engine.limits`).
 
 Requests may name an owner (the validators' pool: the API key's principal). Each owner waits in a FIFO queue of
 its own, bounded by `queue_limit`, and a free worker goes to the owner with the fewest calls running, in turn
@@ -21,11 +24,9 @@ worker fewer than the pool, so a worker is left for the others). Without owners,
 one FIFO queue.
 
 A call made with `stop_when_cancelled` is stopped when the request awaiting it is cancelled (its client went
-away): its worker is killed and replaced as at a deadline, so work nobody waits for stops holding a worker.
-Otherwise a cancelled request's call runs on to its end and the worker goes back to the pool only then.
-
-All bookkeeping (idle list, waiters) happens on the event loop's thread; the blocking call runs on a thread of
-a dedicated executor with one thread per worker, so the loop never blocks.
+away): its worker is killed and replaced as at a deadline. Otherwise a cancelled request's call runs on to its
+end and the worker goes back to the pool only then. All bookkeeping happens on the event loop's thread; the
+blocking call runs on a dedicated executor with one thread per worker, so the loop never blocks.
 """
 
 from __future__ import annotations

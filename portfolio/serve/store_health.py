@@ -6,7 +6,7 @@ an operator looks at, so it says `degraded`, with the reason, from two sources:
 
 - a probe (`probe`), run by the service's watch loop about once a second, never by the health route, which
   answers from the last one at once: the newest row of every table is read (each b-tree's path from its root to
-  its last leaf, and the schema: damaged pages there, or a file that is no longer a database, fail it), the
+  its last leaf, and the schema: damaged pages there, or a file that is not a database, fail it), the
   file's page count is held against its page limit with no free page left (`PRAGMA max_page_count`: the next
   write that needs a page fails with SQLITE_FULL), and the file system it is on must have `MIN_FREE_BYTES`
   free. Reads only: the probe takes no write lock, so it neither waits for a writer nor holds one up.

@@ -6,8 +6,8 @@ the trace store see one stored run id per (tenant, client run id), and no tenant
     stored_run_id("default", "r1") -> "r1"      (the default tenant keeps its ids as they are)
 
 The default tenant (the server's --token, --insecure, the stdio MCP server, and keys added with --tenant
-default) keeps its run ids unchanged, so the runs recorded before keys existed, by `portfolio plan --traces`
-and by the Python API stay its own; it may not use a run id starting with `@`, which is where the other tenants
+default) keeps its run ids unchanged, so the runs recorded without a key, by `portfolio plan --traces`
+and by the Python API, stay its own; it may not use a run id starting with `@`, which is where the other tenants
 live. Every request's run ids go through `stored_run_id` where it enters (HTTP routes, MCP tools) and every
 answer's through `client_run_id` where it leaves; the service core treats run ids as opaque strings.
 

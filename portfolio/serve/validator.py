@@ -1,16 +1,14 @@
 """Validation out of the server's process: `python -m portfolio.serve.validator CONFIG_JSON`.
 
 Checking a plan parses the task and simulates every step, and a quantified precondition is expanded over the
-objects: `(forall (?x1 ... ?x7 - obj) ...)` over 50 objects is 50^7 conditions. Run in the server (as it once
-was, on the threads the trace store also used) four such requests stalled the whole service until restart,
-and four 31 MB bodies took the server from 196 MB to 4.3 GB. So validation runs here, like planning runs in
-the planner workers: a small pool of light processes (they import the task model and the validator only:
-~0.3 s to start, ~60 MB), one request at a time each, under the memory cap (`RLIMIT_AS`), with a deadline
-after which the pool kills the process and starts a fresh one, and behind the same kind of bounded queue
-(`PlannerPool`), so a flood of validations is refused with 503 rather than queued without limit. Each caller
-(an API key's principal) has a queue of its own and callers take turns, one holding all validators but one at
-most, so one caller's flood delays only itself. Planning keeps its own workers: an expensive validation never
-holds up a plan, nor the trace store.
+objects (`(forall (?x1 ... ?x7 - obj) ...)` over 50 objects is 50^7 conditions), so one request can take any
+amount of time and memory. Validation therefore runs here, like planning runs in the planner workers: a small
+pool of light processes (they import the task model and the validator only), one request at a time each, under
+the memory cap (`RLIMIT_AS`), with a deadline after which the pool kills the process and starts a fresh one,
+and behind the same kind of bounded queue (`PlannerPool`), so a flood of validations is refused with 503 rather
+than queued without limit. Each caller (an API key's principal) has a queue of its own and callers take turns,
+one holding all validators but one at most, so one caller's flood delays only itself. Planning keeps its own
+workers: an expensive validation never holds up a plan, nor the trace store.
 
 Before a step is checked, the worst case of the check is worked out from the task and the plan
 (`domains.validate_cost`: the quantifiers' bindings over the objects of their types, per step of the plan) and a
@@ -19,7 +17,8 @@ check that cannot finish within the deadline or the memory cap is refused at onc
 way as one past its deadline (the pool kills its process: `PlannerPool.call(stop_when_cancelled=True)`).
 
 Ops: `validate` (a `ValidateBody` as a dict, the deadline, the memory cap -> {"result": Verdict as a dict},
-{"bad_input": {error, kind}} or {"too_costly": {error}}), `ping`.
+{"bad_input": {error, kind}} or {"too_costly": {error}}), `ping`. What validation in the server did, and what a
+validator process costs: docs/decisions/validation-processes.md.
 """
 
 from __future__ import annotations

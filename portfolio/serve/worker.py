@@ -2,9 +2,9 @@
 
 Each worker is a process with its own warm `Planner` (cascade, translator worker, pre-started searches,
 translation cache) and its own connection to the trace store, answering one request at a time over the same
-length-prefixed pickle channel and request loop as `portfolio.engine.worker_main`. Parsing and planning happen here,
-not in the server,
-so a task that explodes takes down (and costs the memory of) one worker, which the pool replaces.
+length-prefixed pickle channel and request loop as `portfolio.engine.worker_main`. Parsing and planning happen
+here, not in the server, so a task that explodes takes down (and costs the memory of) one worker, which the pool
+replaces.
 
 Learned costs come from the failure model of the request's tenant (`tenant`, `traces.tenants`; every tenant's
 is the pooled model with `pool_learning`), loaded on first use and kept for the tenants used last
@@ -72,12 +72,22 @@ class WorkerConfig(BaseModel):
     pool_learning: bool = False  # one model of every tenant's steps, rather than one per tenant
 
 
+PRELOAD = ("learning.costs", "learning.model", "learning.retrain", "learning.selection", "traces.store")
+
+
 class PlannerWorker:
     """The worker's state: the planner, the tenants' models it has loaded and the store's model version it
     last saw."""
 
     def __init__(self, config: WorkerConfig) -> None:
+        import importlib
+
         from learning.objective import TimeParams
+
+        # A worker serves many requests: what the package names load on first use (numpy, scipy, the model and
+        # the store's modules) is imported now, not inside the first request's planning budget.
+        for module in PRELOAD:
+            importlib.import_module(module)
         from portfolio.delegates.registry import build_stages
         from portfolio.planner import Planner
 

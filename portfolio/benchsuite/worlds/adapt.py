@@ -24,7 +24,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-FROM_EPISODE = 50  # calibration is scored from this episode on (the target: after 50 episodes)
+FROM_EPISODE = 50  # calibration is scored from this episode on (the target: after 50 episodes)
 BINS = 10
 
 

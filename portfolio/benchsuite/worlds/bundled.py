@@ -1,4 +1,4 @@
-"""Plan quality with learned costs on the bundled domains' tasks (the issue's target reads "on the benchmark's
+"""Plan quality with learned costs on the bundled domains' tasks (the project's target reads "on the benchmark's
 tasks and the bundled ones"): is the plan the default cascade returns the cheapest under the costs it planned
 with?
 

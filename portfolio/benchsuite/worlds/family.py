@@ -22,8 +22,8 @@ World types (`KINDS`), each a different shape of what fails (everything else fai
   the van-a vehicles (~100 of their drives in every arm's traces); at episode 100 a new van-a and a new van-b
   join;
 - `costed`: drives cost the road's length (the task's own action costs) and a few grounded drives fail 70%;
-- `tools`: the old evaluation world (`tools.py`, the one the failure model was first tuned on: bundled
-  `tools` tasks, situation-dependent faults), kept as one type;
+- `tools` (`tools.py`): bundled `tools` tasks with situation-dependent faults (the cheap web engine bad at
+  peak hours, a database bad from the EU), the world the failure model was tuned on first;
 - `detours` (`delivery.py`): trucks load, drive and unload packages; a one-road shortcut between two districts
   fails 75% for every truck, a detour 2-4 drives longer fails 3% a road (cheaper under unit costs, dearer under
   the true costs); 1-2 trucks, 1-2 packages, 7-12 places;
@@ -78,7 +78,7 @@ DEFAULT_P = 0.02
 WEATHER = ("sun", "rain")
 NEW_VEHICLES_AT = 100  # `type` worlds: episode from which two new vehicles are in every task
 # `type` worlds, before NEW_VEHICLES_AT: in all but one episode of every SIBLINGS_ONLY_EVERY only the van-a
-# vehicles are at the origin. The target for a new van-a is stated after 100 steps of its siblings, and a
+# vehicles are at the origin. The target for a new van-a is stated after 100 steps of its siblings, and a
 # learner soon avoids van-a when it may: with every vehicle there from the start its traces held 14-48 van-a
 # drives by episode 100 (held-out worlds 100-119); with van-a alone in 3 episodes of 4, 90-125 (9 of 12 worlds
 # >= 100). With van-a alone in every episode (100+ always) the traces hold no van-b drive, so the type says

@@ -9,7 +9,7 @@ In an episode a learned call's latency (`WorldRun.latency_ms`) includes whatever
 it says little about what the costs themselves cost. Here the same task is planned again and again by three warm
 planners: one without a trace store, one that records its plans in a store of the same kind but has no model,
 and the learner after its last retrain. Learned costs are billed only for what they add over recording (the
-issue's <= 10% target, `TARGET_OVERHEAD`), recording for what it adds over planning. The three take turns in
+project's <= 10% target, `TARGET_OVERHEAD`), recording for what it adds over planning. The three take turns in
 `portfolio.benchsuite.order.interleaved`'s rotating order, so machine load and going first fall on each alike;
 the cost lookup (`Planner.learned_costs`) is timed once cold, right after `reload_model` (cache empty: the
 grounding list plus one predict_proba), and then warm, a cache hit as in every learned call timed.

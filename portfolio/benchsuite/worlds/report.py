@@ -5,14 +5,13 @@
 
 Per type and policy: in the last window of 50 episodes, learned expected success as a share of the oracle's and
 learned failures as a share of cost-blind's (where cost-blind fails >= 10%), each as the spread over worlds, the
-type's pooled ratio (sums over its worlds: the type's success and failures, the issue's targets read per type) and
-how many worlds meet the target on their own (the tail: single worlds where early luck misled exploration for
-the whole run); the final model's calibration
-against the true probabilities (mean absolute error; a reliability plot); consistency (largest |p_fail -
-observed rate| over groundings with >= 30 recorded steps). `type` worlds add, per world, the p_fail a new vehicle
-of the bad type starts with next to its siblings' recorded steps and observed failure rate at that moment.
-Expected success (the true probability that the chosen plan succeeds) is noise-free, so windows of 50 episodes
-separate plan quality from luck; realised success by window is reported too.
+type's pooled ratio (sums over its worlds: the type's success and failures, what the targets are read on) and how
+many worlds meet the target on their own (the tail: single worlds where early luck misled exploration for the whole
+run); the final model's calibration against the true probabilities (mean absolute error; a reliability plot);
+consistency (largest |p_fail - observed rate| over groundings with >= 30 recorded steps). `type` worlds add, per
+world, the p_fail a new vehicle of the bad type starts with next to its siblings' recorded steps and observed
+failure rate at that moment. Expected success (the true probability that the chosen plan succeeds) is noise-free, so
+windows of 50 episodes separate plan quality from luck; realised success by window is reported too.
 
 Plan quality, per type and policy, over every learned call of every world (pooled): the returned plan's cost
 under the very costs the call planned with, as a ratio to the optimum under the same costs (median and p95;

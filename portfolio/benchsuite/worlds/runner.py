@@ -26,9 +26,9 @@ the watched steps per episode (`WorldRun.watched`) give how fast it left them an
 
 An episode: plan, execute step by step in simulation, stop at the first failure (plan choice, not recovery). Each
 learned arm's store is in memory, or a file kept for inspection (`traces_dir`, never an existing one). `latency_rounds`
-adds each learned arm's warm latency apart from the episodes (`latency.py`). A warm Fast Downward call takes ~15-40 ms,
-so a 200-episode world takes 8-28 s with one policy. Worlds are independent, so `run_worlds(jobs=N)` runs N at once in
-spawned processes (not forked: a child would inherit the parent's planner threads and locks).
+adds each learned arm's warm latency apart from the episodes (`latency.py`). Worlds are independent, so
+`run_worlds(jobs=N)` runs N at once in spawned processes (not forked: a child would inherit the parent's planner
+threads and locks); how long a world takes: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from portfolio.benchsuite.worlds.family import NEW_VEHICLES_AT, World, make_worl
 POLICIES = EXPLORE_POLICIES
 LAM = 5.0
 CONSISTENCY_STEPS = 30  # groundings with at least this many recorded steps are checked for consistency
-SIBLING_STEPS = 100  # the issue's target: a new object of a bad type, after 100 steps of its siblings
+SIBLING_STEPS = 100  # the target: a new object of a bad type, after 100 steps of its siblings
 
 
 @dataclass
@@ -309,7 +309,7 @@ def sibling_counts(world: World, learner) -> tuple[float, float, float, float]:
 def new_object_report(world: World, learner, task, spec, new: str) -> dict:
     """`type` worlds: the p_fail the learner gives a new bad-type vehicle's drives (mean over roads), next to what
     its siblings' traces say at that moment: `sibling_steps` (their recorded drives), `sibling_weight` (the
-    same, recency-weighted), `sibling_rate` (their observed failure rate). The issue's target reads: with >= 100
+    same, recency-weighted), `sibling_rate` (their observed failure rate). The target reads: with >= 100
     sibling steps, |p_new - sibling_rate| (and |p_new - true|) <= 0.15."""
     siblings = sorted(v for v, t in world.vehicles.items() if t == "van-a" and v not in world.bad["new"])
     true = statistics.mean(world.p_fail(GroundAction("drive", (siblings[0], a, b)), spec) for a, b in world.roads)

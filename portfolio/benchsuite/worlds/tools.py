@@ -3,8 +3,7 @@ with probabilities that depend on the situation (`{"hour": "peak" | "off-peak", 
 
 `WORLD_RULES`: the cheap web engine fails 80% of the time at peak hours and 4% off-peak; connecting to
 db-internal fails 75% from the EU; querying db-news fails 30% always; the small writer 4%; everything else 1%.
-It is the world the failure model was first tuned on (by a harness of its own, since folded into this
-package), kept as one type of the generated family (`family.py`).
+It is the world the failure model was tuned on first, and one type of the generated family (`family.py`).
 
 `AGENT_TOOLS_RULES` (the `agent-tools` type, docs/traces.md's walkthrough): the cheap engine web-basic
 fails 80% of the time whatever the situation, while the dearer web-pro works (1%); database queries time out 60%

@@ -5,43 +5,35 @@
 - `cheapest`: a small task with costs (learned, or the task's own), quality "anytime" or "optimal": A* bounded
   by the root's LM-cut landmarks (`portfolio.delegates.fast_downward.sas_astar`), an optimal plan.
 
-Both give up (None, the reason in `details["in_process"]`) at their node cap or their time budget, and the
-process searches run within what is left of the budget. Only for satisficing configurations: an optimal alias
-or a raw search string asked for a search of its own.
+Which one runs, if any, is the call's `search_plan.SearchPlan.inprocess` (only for satisficing configurations: an
+optimal alias or a raw search string asked for a search of its own). Both give up (None, the reason in
+`details["in_process"]`) at their node cap or their time budget, and the process searches run within what is
+left of the budget. A plan found here is answered under `INPROCESS_NAME` (`DelegateOutcome.delegate`): these are
+this project's own searches over Fast Downward's translation, not Fast Downward's, and attempts and results say
+so.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from portfolio.delegates.fast_downward.sas import SasTask, operator_action
 from portfolio.delegates.fast_downward.sas_astar import astar_search
 from portfolio.delegates.fast_downward.sas_search import Problem, compile_task, greedy_search
-from portfolio.delegates.fast_downward.searches import SATISFICING
 from portfolio.engine.results import DelegateOutcome, Status
+from traces.attempt_details import AttemptDetails
+
+if TYPE_CHECKING:
+    from portfolio.delegates.fast_downward.search_plan import SearchPlan
+
+# The name attempts and results give a plan found here (the Fast Downward delegate's own is "fast-downward").
+INPROCESS_NAME = "fd-inprocess"
 
 
-class Settings(Protocol):
-    """What the searches here read of their `FastDownward` (a protocol, so this module need not import it)."""
-
-    search: str | None
-    alias: str
-    inprocess_max_operators: int
-    inprocess_node_cap: int
-
-
-# In-process search (`portfolio.delegates.fast_downward.sas_search`, `portfolio.delegates.fast_downward.sas_astar`):
-# only for tasks with at most this many
-# operators. Measured on 2 cores, from the initial state: pure-Python GBFS+hFF solves the IPC tasks of
-# `portfolio.benchsuite.measure` (4-72
-# operators) in 0.1-7 ms plus ~0.5 ms to compile, where a whole perturbed replan through a `downward` process took
-# 9-12 ms (`benchmarks.bench_reuse`); at 156-180 operators (logistics00 8-0, depot p02) it took 21-28 ms, slower
-# than the process, since hFF costs O(operators) per state in Python. 120 sits between the two.
-INPROCESS_MAX_OPERATORS = 120
 # The in-process search stops after this long (or at the deadline): the process search gets what is left.
 INPROCESS_BUDGET_S = 0.1
-INPROCESS_NODE_CAP = 20_000
 # A* gives up sooner: its plan must be proved optimal, and a task it cannot finish in a few thousand
 # states is better left to the processes at once. Measured (`python -m benchmarks.experiments.cost_search`, held-out
 # seeds
@@ -50,11 +42,24 @@ INPROCESS_NODE_CAP = 20_000
 ASTAR_BUDGET_S = 0.02
 
 
-def _problem(fd: Settings, sas: SasTask, excluded: frozenset[str], details: dict) -> Problem | None:
-    """The in-process search's view of `sas`, or None when this delegate's configuration or the task's size rule
-    it out, or the task has axioms (recorded in `details["in_process"]`)."""
-    if fd.search or fd.alias not in SATISFICING or len(sas.operators) > fd.inprocess_max_operators:
-        return None
+def search(
+    plan: SearchPlan, sas: SasTask, init: tuple[int, ...], deadline: float, details: AttemptDetails
+) -> DelegateOutcome | None:
+    """The in-process search `plan.inprocess` names on `sas` from `init`: its plan (answered as
+    `INPROCESS_NAME`), or None (why in `details["in_process"]`) so the process searches run."""
+    if plan.inprocess == "greedy":
+        return greedy(plan, sas, init, deadline, details)
+    if plan.inprocess == "astar":
+        solved = cheapest(plan, sas, init, deadline, details)
+        if solved is not None:
+            details["quality"] = plan.quality
+        return solved
+    return None
+
+
+def _problem(sas: SasTask, excluded: frozenset[str], details: AttemptDetails) -> Problem | None:
+    """The in-process search's view of `sas`, or None when the task has axioms (recorded in
+    `details["in_process"]`)."""
     problem = compile_task(sas, excluded)
     if problem is None:
         details["in_process"] = {"status": "unsupported", "reason": "axioms"}
@@ -62,17 +67,16 @@ def _problem(fd: Settings, sas: SasTask, excluded: frozenset[str], details: dict
 
 
 def greedy(
-    fd: Settings, sas: SasTask, init: tuple[int, ...], excluded: frozenset[str], deadline: float, details: dict
+    plan: SearchPlan, sas: SasTask, init: tuple[int, ...], deadline: float, details: AttemptDetails
 ) -> DelegateOutcome | None:
     """A replan on a small unit-cost task (translation reused, init rewritten): GBFS+hFF in this process, no
-    search process. The plan, or None (after recording why in `details["in_process"]`) so the process search
-    runs within what is left of the budget. Only for satisficing configurations: an optimal one promised
-    optimal plans."""
+    search process, at most `plan.inprocess_node_cap` states. The plan, or None (after recording why in
+    `details["in_process"]`) so the process search runs within what is left of the budget."""
     started = time.monotonic()
-    problem = _problem(fd, sas, excluded, details)
+    problem = _problem(sas, plan.excluded, details)
     if problem is None:
         return None
-    result = greedy_search(problem, init, min(deadline, started + INPROCESS_BUDGET_S), node_cap=fd.inprocess_node_cap)
+    result = greedy_search(problem, init, min(deadline, started + INPROCESS_BUDGET_S), node_cap=plan.inprocess_node_cap)
     details["in_process"] = {
         "status": result.status.value,
         "expanded": result.expanded,
@@ -81,33 +85,30 @@ def greedy(
     if result.status is not Status.SOLVED or result.plan is None:
         return None
     details["search"] = "in-process"
-    return DelegateOutcome(Status.SOLVED, plan=[operator_action(name) for name in result.plan], details=details)
+    return DelegateOutcome(
+        Status.SOLVED, plan=[operator_action(name) for name in result.plan], details=details, delegate=INPROCESS_NAME
+    )
 
 
 def cheapest(
-    fd: Settings,
-    sas: SasTask,
-    init: tuple[int, ...],
-    costs: dict[str, float] | None,
-    excluded: frozenset[str],
-    deadline: float,
-    details: dict,
+    plan: SearchPlan, sas: SasTask, init: tuple[int, ...], deadline: float, details: AttemptDetails
 ) -> DelegateOutcome | None:
-    """A task with costs below the in-process threshold: A* in this process
+    """A task with costs (`plan.costs`, else the task's own) below the in-process threshold: A* in this process
     (`portfolio.delegates.fast_downward.sas_astar`), whose plan is optimal; None (after recording why in
-    `details["in_process"]`)
-    so the process searches run within what is left of the budget."""
+    `details["in_process"]`) so the process searches run within what is left of the budget."""
     started = time.monotonic()
-    problem = _problem(fd, sas, excluded, details)
+    excluded = plan.excluded
+    problem = _problem(sas, excluded, details)
     if problem is None:
         return None
+    costs: Mapping[str, float] | None = plan.costs
     op_costs = [
         costs.get(f"({op.name})", float(op.cost)) if costs else float(op.cost)
         for op in sas.operators
         if not excluded or f"({op.name})" not in excluded
     ]
     result, cost = astar_search(
-        problem, op_costs, init, min(deadline, started + ASTAR_BUDGET_S), node_cap=fd.inprocess_node_cap
+        problem, op_costs, init, min(deadline, started + ASTAR_BUDGET_S), node_cap=plan.inprocess_node_cap
     )
     ms = round((time.monotonic() - started) * 1000, 3)
     details["in_process"] = {"status": result.status.value, "expanded": result.expanded, "ms": ms}
@@ -116,4 +117,6 @@ def cheapest(
     details["search"] = "in-process-astar"
     details["plans"] = [{"search": "in-process-astar", "cost": round(cost, 3), "ms": ms}]
     details["optimal"] = True
-    return DelegateOutcome(Status.SOLVED, plan=[operator_action(name) for name in result.plan], details=details)
+    return DelegateOutcome(
+        Status.SOLVED, plan=[operator_action(name) for name in result.plan], details=details, delegate=INPROCESS_NAME
+    )

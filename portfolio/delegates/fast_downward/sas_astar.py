@@ -3,8 +3,8 @@
 What: A* (duplicate detection by best g, reopening a state reached more cheaply) over the operators of
 `portfolio.delegates.fast_downward.sas_search.compile_task`, bounded by the LM-cut landmarks of the initial state
 that a path has not used yet (`portfolio.delegates.fast_downward.sas_landmarks`; admissible), or, on a task
-without landmarks, by h_max (the costliest single fact the relaxed task needs, with operator costs: admissible and
-consistent). A plan it returns is optimal under the costs it was given.
+without landmarks, by h_max (`portfolio.delegates.relaxed.h_max`: the costliest single fact the relaxed task
+needs, with operator costs: admissible and consistent). A plan it returns is optimal under the costs it was given.
 
 Why: with costs (learned, or the task's own) the plan must be the cheapest one, and on a small task proving it
 takes a search process (`anytime-wastar` beside A* with LM-cut, `portfolio.delegates.fast_downward.anytime`) 15-30 ms,
@@ -28,78 +28,14 @@ from operator import itemgetter
 from portfolio.delegates.fast_downward.sas_landmarks import landmarks
 from portfolio.delegates.fast_downward.sas_search import (
     Problem,
-    Relaxation,
     SearchResult,
     _successor,
     _trace,
     has_conditional_effects,
     relax,
 )
+from portfolio.delegates.relaxed import h_max, state_facts, unary_costs
 from portfolio.engine.results import Status
-
-
-def h_max(
-    relaxation: Relaxation, op_costs: Sequence[float], state: tuple[int, ...], per_unary: Sequence[float] | None = None
-) -> float | None:
-    """The h_max value of `state` (`op_costs` per operator, in `Problem.operators` order), or None when the goal
-    is relaxed-unreachable (a dead end). `per_unary` (`unary_costs(relaxation, op_costs)`, once per search)
-    saves looking each unary operator's cost up through its operator.
-
-    The state's own facts cost 0 and need no ordering, so they are settled before the heap starts: only facts
-    reached through operators go through it. Measured on the learned vehicle-roads calls of `portfolio bench
-    learning` (90 A* searches, 23,183 expansions; CPU time): 1.74-1.86 s before, 1.56-1.62 s after (the same plans)."""
-    if per_unary is None:
-        per_unary = unary_costs(relaxation, op_costs)
-    infinity = float("inf")
-    cost = [infinity] * relaxation.facts
-    remaining = list(relaxation.pre_counts)
-    maxed = [0.0] * len(remaining)
-    effect, watchers = relaxation.effect, relaxation.watchers
-    goals_left = set(relaxation.goal)
-    heap: list[tuple[float, int]] = []
-    reached: list[int] = []  # unary operators whose conditions the state alone meets
-    offsets = relaxation.offsets
-    for var, val in enumerate(state):
-        fact = offsets[var] + val
-        cost[fact] = 0.0
-        goals_left.discard(fact)
-        for unary in watchers[fact]:
-            remaining[unary] -= 1
-            if remaining[unary] == 0:
-                reached.append(unary)
-    if not goals_left:
-        return 0.0
-    for unary in (*relaxation.free, *reached):
-        fact, new = effect[unary], per_unary[unary]
-        if new < cost[fact]:
-            cost[fact] = new
-            heap.append((new, fact))
-    heapq.heapify(heap)
-    pop, push = heapq.heappop, heapq.heappush
-    while heap:
-        value, fact = pop(heap)
-        if value > cost[fact]:
-            continue
-        if fact in goals_left:
-            goals_left.discard(fact)
-            if not goals_left:
-                return value  # facts come out in order of cost: the last goal out is the costliest
-        for unary in watchers[fact]:
-            left = remaining[unary] - 1
-            remaining[unary] = left
-            if value > maxed[unary]:
-                maxed[unary] = value
-            if left == 0:
-                target, new = effect[unary], maxed[unary] + per_unary[unary]
-                if new < cost[target]:
-                    cost[target] = new
-                    push(heap, (new, target))
-    return None
-
-
-def unary_costs(relaxation: Relaxation, op_costs: Sequence[float]) -> list[float]:
-    """Each unary operator's cost (its operator's): what `h_max` reads, computed once per search."""
-    return [op_costs[o] for o in relaxation.origin]
 
 
 def _operators_by_fact(problem: Problem) -> tuple[list[list[list[int]]], list[int]]:
@@ -182,7 +118,7 @@ def astar_search(
     marks = landmarks(problem, relaxation, op_costs, init)
     # With landmarks their cost bounds the root at least as tightly as h_max (LM-cut dominates it); without any
     # (conditional effects, the goal already met, or relaxed-unreachable) h_max tells a dead end.
-    h = 0.0 if marks else h_max(relaxation, op_costs, init, costs_of_unary)
+    h = 0.0 if marks else h_max(relaxation, state_facts(relaxation, init), costs_of_unary)
     if h is None:
         return SearchResult(Status.INCOMPLETE, None, 0, 1), None
     achieves = [0] * len(problem.operators)  # per operator, the landmarks it uses (a bit each)
@@ -221,7 +157,7 @@ def astar_search(
             continue  # a cheaper path to it was found after this entry was pushed
         known = heuristic.get(state)
         if known is None and not marks:
-            evaluated = h_max(relaxation, op_costs, state, costs_of_unary)
+            evaluated = h_max(relaxation, state_facts(relaxation, state), costs_of_unary)
             known = heuristic[state] = infinity if evaluated is None else evaluated
         if known == infinity:
             continue

@@ -25,52 +25,14 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-from portfolio.delegates.fast_downward.sas_search import Problem, Relaxation, has_conditional_effects
+from portfolio.delegates.fast_downward.sas_search import Problem, has_conditional_effects
+from portfolio.delegates.relaxed import Relaxation, explore, state_facts
 
 # Each cut brings at least one operator's remaining cost to zero, so there are at most as many landmarks as
 # operators (66 on the 240-operator vehicle-roads tasks); this cap only bounds the time on a larger task, keeping
 # the landmarks found so far (any subset of them is still a valid bound).
 MAX_LANDMARKS = 256
 _ZERO = 1e-9
-
-
-def _h_max_with_supporters(
-    relaxation: Relaxation, unary_cost: Sequence[float], state: tuple[int, ...]
-) -> tuple[list[float], list[int]]:
-    """Each fact's h_max cost from `state` under `unary_cost`, and each unary operator's costliest condition
-    (its precondition choice; -1 for an operator without conditions, -2 for one never reached)."""
-    infinity = float("inf")
-    cost = [infinity] * relaxation.facts
-    remaining = list(relaxation.pre_counts)
-    choice = [-2] * len(remaining)
-    effect, watchers = relaxation.effect, relaxation.watchers
-    heap: list[tuple[float, int]] = []
-    for var, held in enumerate(state):
-        fact = relaxation.offsets[var] + held
-        cost[fact] = 0.0
-        heap.append((0.0, fact))
-    for unary in relaxation.free:
-        choice[unary] = -1
-        target = effect[unary]
-        if unary_cost[unary] < cost[target]:
-            cost[target] = unary_cost[unary]
-            heap.append((cost[target], target))
-    heapq.heapify(heap)
-    settled = [False] * relaxation.facts
-    while heap:
-        value, fact = heapq.heappop(heap)
-        if settled[fact]:
-            continue
-        settled[fact] = True
-        for unary in watchers[fact]:
-            remaining[unary] -= 1
-            if remaining[unary] == 0:
-                choice[unary] = fact  # facts settle in order of cost: the last condition is the costliest
-                target, new = effect[unary], value + unary_cost[unary]
-                if new < cost[target]:
-                    cost[target] = new
-                    heapq.heappush(heap, (new, target))
-    return cost, choice
 
 
 def landmarks(
@@ -92,8 +54,11 @@ def landmarks(
         unary_of[op].append(unary)
         achievers[target].append(unary)
     unary_cost = [remaining_cost[o] for o in origin]
-    cost, choice = _h_max_with_supporters(relaxation, unary_cost, state)
-    held = [relaxation.offsets[var] + value for var, value in enumerate(state)]
+    held = state_facts(relaxation, state)
+    # h_max, and each unary operator's costliest condition (its precondition choice; -1 for an operator without
+    # conditions, -2 for one never reached)
+    explored = explore(relaxation, held, unary_cost)
+    cost, choice = explored.cost, explored.last_condition
     free = [u for u in relaxation.free if choice[u] == -1]
     found: list[tuple[frozenset[int], float]] = []
     while len(found) < MAX_LANDMARKS:

@@ -1,9 +1,9 @@
 """Greedy best-first search with the FF heuristic over a translated SAS+ task, in this process.
 
 What: eager greedy best-first search (duplicate detection, no reopening) guided by hFF (a relaxed plan extracted
-from hadd best supporters, unit costs, as Fast Downward's `ff()`), over the variables and operators of the
-translator's output (`portfolio.delegates.fast_downward.sas.SasTask`): prevail conditions, effect preconditions and
-conditional effects.
+from hadd best supporters, unit costs, as Fast Downward's `ff()`: `portfolio.delegates.relaxed.h_ff`), over the
+variables and operators of the translator's output (`portfolio.delegates.fast_downward.sas.SasTask`): prevail
+conditions, effect preconditions and conditional effects.
 Tasks with axioms are declined (`compile` returns None): evaluating derived variables is not worth it here.
 
 Why: a replan from a perturbed state already reuses the cached translation (only `begin_state` changes), and on
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from itertools import count
 
 from portfolio.delegates.fast_downward.sas import SasTask
+from portfolio.delegates.relaxed import Relaxation, h_ff, relaxation, state_facts
 from portfolio.engine.results import Status
 
 Fact = tuple[int, int]  # (variable, value)
@@ -96,98 +97,20 @@ def compile_task(task: SasTask, excluded: frozenset[str] = frozenset()) -> Probl
     return Problem(tuple(len(v) for v in task.values), goal, operators)  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True)
-class Relaxation:
-    """hFF's unary operators: each effect of each operator, with the operator's and the effect's conditions."""
-
-    offsets: tuple[int, ...]  # fact id = offsets[var] + value
-    facts: int
-    pre_counts: tuple[int, ...]
-    effect: tuple[int, ...]  # fact id each unary operator adds
-    origin: tuple[int, ...]  # the operator each unary operator comes from
-    pres: tuple[tuple[int, ...], ...]
-    watchers: tuple[tuple[int, ...], ...]  # per fact: the unary operators it is a condition of
-    free: tuple[int, ...]  # unary operators without conditions
-    goal: tuple[int, ...]
-
-
 def relax(problem: Problem) -> Relaxation:
+    """The delete relaxation of `problem` (`portfolio.delegates.relaxed`): a unary operator for each effect of each
+    operator, whose conditions are the operator's precondition and the effect's conditions; the fact number of
+    (var, value) is offsets[var] + value."""
     offsets, total = [], 0
     for size in problem.sizes:
         offsets.append(total)
         total += size
-    pres, effect, origin = [], [], []
-    for index, op in enumerate(problem.operators):
-        for conds, var, new in op.effects:
-            facts = {offsets[v] + d for v, d in (*op.pre, *conds)}
-            pres.append(tuple(facts))
-            effect.append(offsets[var] + new)
-            origin.append(index)
-    watchers: list[list[int]] = [[] for _ in range(total)]
-    for unary, unary_pre in enumerate(pres):
-        for fact in unary_pre:
-            watchers[fact].append(unary)
-    return Relaxation(
-        tuple(offsets),
-        total,
-        tuple(len(p) for p in pres),
-        tuple(effect),
-        tuple(origin),
-        tuple(pres),
-        tuple(tuple(w) for w in watchers),
-        tuple(u for u, p in enumerate(pres) if not p),
-        tuple(offsets[v] + d for v, d in problem.goal),
+    unary = (
+        ({offsets[v] + d for v, d in (*op.pre, *conds)}, offsets[var] + new, index)
+        for index, op in enumerate(problem.operators)
+        for conds, var, new in op.effects
     )
-
-
-def h_ff(relaxation: Relaxation, state: tuple[int, ...]) -> int | None:
-    """The number of operators in a relaxed plan from `state` (hadd best supporters, unit costs), or None when
-    the goal is relaxed-unreachable (a dead end)."""
-    infinity = 1 << 30
-    cost = [infinity] * relaxation.facts
-    supporter = [-1] * relaxation.facts
-    remaining = list(relaxation.pre_counts)
-    summed = [0] * len(remaining)
-    heap: list[tuple[int, int]] = []
-    for var, value in enumerate(state):
-        fact = relaxation.offsets[var] + value
-        cost[fact] = 0
-        heap.append((0, fact))
-    for unary in relaxation.free:
-        fact = relaxation.effect[unary]
-        if cost[fact] > 1:
-            cost[fact], supporter[fact] = 1, unary
-            heap.append((1, fact))
-    heapq.heapify(heap)
-    goals_left = {fact for fact in relaxation.goal if cost[fact] != 0}
-    watchers, effect = relaxation.watchers, relaxation.effect
-    while heap and goals_left:
-        value, fact = heapq.heappop(heap)
-        if value > cost[fact]:
-            continue
-        goals_left.discard(fact)
-        for unary in watchers[fact]:
-            remaining[unary] -= 1
-            summed[unary] += value
-            if remaining[unary] == 0:
-                target, new = effect[unary], summed[unary] + 1
-                if new < cost[target]:
-                    cost[target], supporter[target] = new, unary
-                    heapq.heappush(heap, (new, target))
-    if goals_left:
-        return None
-    chosen: set[int] = set()
-    seen: set[int] = set()
-    stack = [fact for fact in relaxation.goal if cost[fact] != 0]
-    while stack:
-        fact = stack.pop()
-        if fact in seen:
-            continue
-        seen.add(fact)
-        unary = supporter[fact]
-        chosen.add(relaxation.origin[unary])
-        stack.extend(f for f in relaxation.pres[unary] if cost[f] != 0)
-    return len(chosen)
+    return relaxation(total, unary, (offsets[v] + d for v, d in problem.goal), offsets)
 
 
 def _successor(op: Operator, state: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -207,10 +130,11 @@ def greedy_search(
     """Eager GBFS with hFF from `init` (ties: older states first) until a goal state, `deadline`
     (`time.monotonic()`), `node_cap` evaluated states, or no open states left."""
     relaxation = relax(problem)
+    unit = [1] * len(relaxation.effect)  # ints: no float is made per fact
     goal = problem.goal
     if all(init[var] == value for var, value in goal):
         return SearchResult(Status.SOLVED, [], 0, 1)
-    h = h_ff(relaxation, init)
+    h = h_ff(relaxation, state_facts(relaxation, init), unit)
     if h is None:
         return SearchResult(Status.INCOMPLETE, None, 0, 1)
     parents: dict[tuple[int, ...], tuple[tuple[int, ...] | None, int]] = {init: (None, -1)}
@@ -231,7 +155,7 @@ def greedy_search(
                 return SearchResult(Status.SOLVED, _trace(problem, parents, child), expanded, len(parents))
             if len(parents) > node_cap:
                 return SearchResult(Status.MEMOUT, None, expanded, len(parents))
-            h = h_ff(relaxation, child)
+            h = h_ff(relaxation, state_facts(relaxation, child), unit)
             if h is not None:
                 heapq.heappush(open_list, (h, next(ticket), child))
     return SearchResult(Status.INCOMPLETE, None, expanded, len(parents))
