@@ -24,18 +24,21 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
+import psutil
+
 from portfolio.benchsuite.store import read_runs, runs_path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def live_marked(marker: str) -> int:
+    """How many live processes carry `marker` in their environment (every process a run starts inherits it)."""
     count = 0
-    for entry in Path("/proc").iterdir():
+    for process in psutil.process_iter():
         try:
-            if entry.name.isdigit() and marker.encode() in (entry / "environ").read_bytes():
-                count += (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-        except OSError:
+            if any(marker in f"{name}={value}" for name, value in process.environ().items()):
+                count += process.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:  # ended meanwhile, or not ours to read
             pass
     return count
 

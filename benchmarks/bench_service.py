@@ -35,7 +35,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import IO, Any
 
 import httpx
 import psutil
@@ -57,19 +59,53 @@ def long_request(seconds: float) -> dict:
     return {"domain": (PARKING / "domain.pddl").read_text(), "problem": problem.read_text(), "budget": seconds}
 
 
+def launch(
+    args: Sequence[str],
+    env: dict[str, str] | None = None,
+    stderr: int | IO[Any] = subprocess.DEVNULL,
+    preexec_fn: Callable[[], None] | None = None,
+) -> tuple[subprocess.Popen, str]:
+    """`portfolio serve --port 0 ARGS` on loopback, once every worker is ready; (process, base URL). `env`: more
+    environment; `stderr`: where the server's log goes; `preexec_fn`: run in the server's process before it starts
+    (a resource limit). Killed, and RuntimeError, when it is not ready within 120 s. The start-up every
+    benchmark and experiment that runs a server shares (`start_server`, `benchmarks.experiments.*`)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "portfolio.cli", "serve", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+        preexec_fn=preexec_fn,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line.startswith("serving on "):
+        process.kill()
+        process.wait()
+        raise RuntimeError(f"server did not start: {line!r}")
+    url = line.split()[2].removesuffix("/v1/")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            health = httpx.get(url + "/v1/health", timeout=5).json()
+            if health["ready"] == health["workers"]:
+                return process, url
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    process.kill()
+    process.wait()
+    raise RuntimeError("server did not become ready")
+
+
 def start_server(
     workers: int, *extra: str, auth: tuple[str, ...] = ("--insecure",), env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen, str]:
     """A server on a free loopback port, once every worker is ready; (process, base URL). `auth`: how it lets
     callers in (the default: everyone, as one identity); `env`: more environment (e.g. PORTFOLIO_TOKEN)."""
-    process = subprocess.Popen(
+    return launch(
         [
-            sys.executable,
-            "-m",
-            "portfolio.cli",
-            "serve",
-            "--port",
-            "0",
             "--workers",
             str(workers),
             "--delegates",
@@ -84,24 +120,8 @@ def start_server(
             "1000",
             *extra,
         ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+        env,
     )
-    assert process.stdout is not None
-    url = process.stdout.readline().split()[2].removesuffix("/v1/")
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            health = httpx.get(url + "/v1/health", timeout=5).json()
-            if health["ready"] == health["workers"]:
-                return process, url
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError("server did not become ready")
 
 
 def stop_server(process: subprocess.Popen) -> tuple[float, int, int]:

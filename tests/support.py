@@ -1,15 +1,22 @@
 """Helpers the tests share (paths to the IPC tasks committed under tests/data, IPC problem picking, process
-trees), imported as `from support import ...`; fixtures stay in conftest.py. Also the process-marker helpers the
-benchmark-runner tests share and the one-step trace record the estimator tests build traces from."""
+trees read with psutil, waiting on a condition: `wait_until`, `poll`), imported as `from support import ...`;
+fixtures stay in conftest.py. Also the process-marker helpers the benchmark-runner tests share and the one-step
+trace record the estimator tests build traces from."""
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+import psutil
 
 from domains.model import GroundAction
 from traces import StepRecord
+
+T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[1]
 # The few IPC domains and problems the tests use, committed so that a fresh clone needs nothing beside it
@@ -42,59 +49,77 @@ def load_ipc(domain: str, problem: Path | str):
     return load_task(IPC / domain / "domain.pddl", IPC / domain / problem)
 
 
+def poll(probe: Callable[[], T], done: Callable[[T], object], timeout: float, every: float = 0.02) -> T:
+    """Call `probe` every `every` seconds until `done` holds for its value or `timeout` seconds have passed; the
+    last value (the caller asserts on it, so a failure shows what was there)."""
+    deadline = time.monotonic() + timeout
+    while not done(value := probe()) and time.monotonic() < deadline:
+        time.sleep(every)
+    return value
+
+
+def wait_until(condition: Callable[[], T], timeout: float = 30.0, what: str = "condition", every: float = 0.02) -> T:
+    """Wait until `condition()` is truthy and return its value; an AssertionError naming `what` after `timeout`
+    seconds. The timeout only bounds a hang: the test asserts the condition, not how soon it held."""
+    value = poll(condition, bool, timeout, every)
+    assert value, f"timed out after {timeout:g} s waiting for {what}"
+    return value
+
+
+# psutil's process states as the letters of /proc/<pid>/stat, which the tests compare against ("R", "Z")
+_STATES = {
+    psutil.STATUS_RUNNING: "R",
+    psutil.STATUS_SLEEPING: "S",
+    psutil.STATUS_DISK_SLEEP: "D",
+    psutil.STATUS_STOPPED: "T",
+    psutil.STATUS_TRACING_STOP: "t",
+    psutil.STATUS_ZOMBIE: "Z",
+    psutil.STATUS_DEAD: "X",
+    psutil.STATUS_IDLE: "I",
+}
+
+
 def descendants(pid: int | None = None) -> dict[int, tuple[str, float]]:
     """Live descendant processes of `pid` (default: this process): pid -> (state, cpu seconds used)."""
-    root = pid or os.getpid()
-    parents: dict[int, int] = {}
-    info: dict[int, tuple[str, float]] = {}
-    ticks = os.sysconf("SC_CLK_TCK")
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        parents[int(entry.name)] = int(fields[1])
-        info[int(entry.name)] = (fields[0], (int(fields[11]) + int(fields[12])) / ticks)
+    try:
+        below = psutil.Process(pid or os.getpid()).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return {}
     found: dict[int, tuple[str, float]] = {}
-    frontier = [root]
-    while frontier:
-        current = frontier.pop()
-        for child, parent in parents.items():
-            if parent == current and child not in found and info[child][0] != "Z":
-                found[child] = info[child]
-                frontier.append(child)
+    for process in below:
+        try:
+            with process.oneshot():
+                status, cpu = process.status(), process.cpu_times()
+        except psutil.Error:  # ended between the listing and the read
+            continue
+        if status != psutil.STATUS_ZOMBIE:
+            found[process.pid] = (_STATES.get(status, "?"), cpu.user + cpu.system)
     return found
 
 
 def marked_processes(marker: str) -> list[int]:
     """Live processes whose environment carries `marker` (every descendant of a run inherits it)."""
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+    for process in psutil.process_iter():
+        if process.pid == os.getpid():
             continue
         try:
-            if marker.encode() in (entry / "environ").read_bytes():
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-                if state != "Z":
-                    found.append(int(entry.name))
-        except OSError:
+            environment = process.environ()
+            if any(marker in f"{name}={value}" for name, value in environment.items()):
+                if process.status() != psutil.STATUS_ZOMBIE:
+                    found.append(process.pid)
+        except psutil.Error:  # ended, or not ours to read
             continue
     return found
 
 
 def wait_gone(marker: str, seconds: float = 10.0) -> list[str]:
     """The command lines of marked processes still alive after `seconds` (empty: all gone)."""
-    deadline = time.monotonic() + seconds
-    while (left := marked_processes(marker)) and time.monotonic() < deadline:
-        time.sleep(0.1)
     lines = []
-    for pid in left:
+    for pid in poll(lambda: marked_processes(marker), lambda left: not left, seconds, every=0.1):
         try:
-            lines.append(f"{pid}: " + (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode())
-        except OSError:
+            lines.append(f"{pid}: " + " ".join(psutil.Process(pid).cmdline()))
+        except psutil.Error:
             pass
     return lines
 

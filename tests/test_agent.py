@@ -150,7 +150,8 @@ def test_agent_run_returns_the_goal_object_and_uses_the_goal_action_by_default()
             ("(fetch-news)", "success", None),
             ("(write-up)", "success", None),
         ]
-        assert all(s.ms >= 0 for s in result.steps)
+        # each step timed on its own, in ms, within the run's time
+        assert sum(s.ms for s in result.steps) <= result.elapsed_ms
         with pytest.raises(ValueError, match="no action takes a int"):
             agent.run(42)
 

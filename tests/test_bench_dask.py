@@ -8,12 +8,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
-from support import IPC, REPO, wait_gone
+from support import IPC, REPO, wait_gone, wait_until
 
 from portfolio.benchsuite import runner, suites
 from portfolio.benchsuite.report import coverage
@@ -101,9 +100,7 @@ def test_scheduler_and_worker_as_separate_processes(tmp_path, capsys):
     )
     worker = None
     try:
-        deadline = time.monotonic() + 60
-        while not scheduler_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(scheduler_file.exists, 60, "the scheduler's address file", every=0.1)
         address = json.loads(scheduler_file.read_text())["address"]
         assert address.startswith("tcp://127.0.0.1:")
         worker = _start(

@@ -45,7 +45,9 @@ def test_one_small_world_end_to_end_writes_its_report(tmp_path, capsys):
     assert run["world"] == "object-200" and run["episodes"] == 30  # held-out seeds by default
     assert set(run["success"]) == {"cost-blind", "learned-cautious", "learned-optimistic", "oracle"}
     assert all(len(s) == 30 for s in run["success"].values())
-    assert run["calibration"]["cautious"]["mae"] >= 0  # retrained three times: a model to calibrate
+    # retrained three times: a model to calibrate, whose predicted p_fail is near the world's truth (0.09 when
+    # written); 0 would be a model compared with itself
+    assert 0.0 < run["calibration"]["cautious"]["mae"] < 0.3, run["calibration"]
     assert (tmp_path / "learning-worlds.png").read_bytes()[:4] == b"\x89PNG"
     assert "object-200:" in out.err  # a line per finished world
     assert "| object | cautious | 20 |" in report  # plan quality of calls with learned costs (after the 1st retrain)

@@ -12,7 +12,7 @@ import uuid
 from collections import Counter
 
 import pytest
-from support import IPC, REPO, wait_gone
+from support import IPC, REPO, poll, wait_gone
 
 from portfolio.benchsuite import runner, suites
 from portfolio.benchsuite.order import interleaved
@@ -29,7 +29,7 @@ def test_runs_record_validated_properties(tmp_path):
     for record in records:
         assert record["status"] == "solved" and record["valid"] is True, record
         assert record["plan_length"] > 0 and record["plan_cost"] > 0
-        assert 0 < record["time_s"] < record["wall_s"] and record["peak_mem_kb"] >= 0
+        assert 0 < record["time_s"] < record["wall_s"]  # peak_mem_kb: per planner, below
     driver = [r for r in records if r["planner"] == "driver:lama-first"]
     # the planner's memory, not the run process's interpreter and imports (50-150 MB whatever the planner)
     assert all(r["peak_mem_kb"] > 1_000 for r in driver), driver  # its translator's and search's own
@@ -74,6 +74,7 @@ def test_interleaved_rotates_the_arm_that_goes_first_across_tasks_and_repeats():
     assert [arms for _, _, arms in interleaved("x", [], rotate=True)] == [()]
 
 
+@pytest.mark.serial  # asserts when the hard budget's kill came
 def test_a_planner_that_ignores_its_budget_is_killed_with_its_process_group(monkeypatch):
     """unified-planning's pyperplan ignores timeouts (FIELD-NOTES): the run's process group is killed at the
     budget plus the margin, and nothing it started survives."""
@@ -169,9 +170,7 @@ def test_kill_9_mid_experiment_then_resume_loses_and_repeats_nothing(tmp_path):
         command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
     path = runs_path(tmp_path)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and (not path.exists() or path.read_bytes().count(b"\n") < 8):
-        time.sleep(0.05)
+    poll(lambda: path.exists() and path.read_bytes().count(b"\n"), lambda lines: lines >= 8, 120, every=0.05)
     os.kill(runner_process.pid, signal.SIGKILL)
     runner_process.wait()
     assert wait_gone(marker) == [], "run processes outlived the killed runner"

@@ -123,6 +123,7 @@ def test_carried_over_plan_wins_while_the_decomposer_tier_runs():
         planner.close()
 
 
+@pytest.mark.serial  # asserts the 0.5 + 2 s deadline
 def test_opt_out_kills_the_work_at_the_end_of_its_share():
     task = termes()
     sleeper = Sleeper()
@@ -154,6 +155,7 @@ def test_the_cascade_waits_for_carried_over_work_when_the_later_delegates_give_u
         planner.close()
 
 
+@pytest.mark.serial  # asserts the answer comes long before the 8 s search ends
 def test_a_foreground_plan_stops_the_carried_over_search():
     task = load_ipc("blocks", "probBLOCKS-9-0.pddl")
     blind = FastDownward(search="astar(blind())", workers=1)  # > 8 s on this task
@@ -211,6 +213,7 @@ def test_a_translation_under_way_is_made_once_for_two_callers():
         assert len(found) == 2 and all(translation.sas is not None for translation, _ in found)
 
 
+@pytest.mark.serial  # asserts the call ends within 2 s of a stop at 0.3 s
 def test_a_stop_signal_ends_a_worker_call_before_its_deadline():
     task = load_ipc("parking-sat11-strips", hardest_parking())  # ~10 s to translate
     signal = cancel.StopSignal()
@@ -264,6 +267,7 @@ def test_service_worker_kills_carried_over_work_at_the_request_deadline(tmp_path
         worker.planner.close()
 
 
+@pytest.mark.serial  # asserts when the wait ends, both ways
 def test_past_the_answer_deadline_the_first_plan_ends_the_wait():
     """With costs, the cost-aware search's plan is preferred for a grace period of twice the time taken; work
     carried over past its share (`race_after`) returns the first plan instead (exit code 0: a plan)."""

@@ -130,7 +130,8 @@ def test_each_delegate_deadline_is_capped_by_its_own_budget(blocks):
     capped = Recording("capped", DelegateOutcome(Status.ERROR), budget_s=0.1)
     before = time.monotonic()
     PortfolioDecomposition([Tier("t", [capped], 10.0)]).solve(PlanRequest(blocks))
-    assert capped.calls[0] - before <= 0.1 + 0.05
+    after = time.monotonic()
+    assert before + 0.1 <= capped.calls[0] <= after + 0.1  # its own 0.1 s from when it was called, not the tier's 10
 
 
 def test_every_attempt_has_status_time_and_reason(blocks):
@@ -142,7 +143,8 @@ def test_every_attempt_has_status_time_and_reason(blocks):
         cascade.close()
     first = result.attempts[0]
     assert (first.delegate, first.status, first.reason) == ("failing", Status.ERROR, "no luck")
-    assert all(a.elapsed_ms >= 0 for a in result.attempts)
+    solved = result.attempts[-1]
+    assert solved.status is Status.SOLVED and solved.elapsed_ms > 0  # a real search: its time measured
     assert result.elapsed_ms >= sum(a.elapsed_ms for a in result.attempts) * 0.9
 
 

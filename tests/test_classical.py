@@ -7,7 +7,7 @@ import os
 import time
 
 import pytest
-from support import descendants, hardest_parking, ipc_domains, load_ipc, smallest_problems
+from support import descendants, hardest_parking, ipc_domains, load_ipc, smallest_problems, wait_until
 
 from domains.bundled import BUNDLED, bundled_task
 from domains.model import plan_cost
@@ -80,7 +80,7 @@ def test_timeout_within_budget_and_nothing_left_running():
         assert fd.translations == 1
         # What remains is idle: replacement workers waiting for requests use no CPU.
         cpu_before = _cpu_seconds(alive)
-        time.sleep(0.5)
+        time.sleep(0.5)  # time passing is the point: the CPU they use over half a second
         assert _cpu_seconds(alive) - cpu_before < 0.1
 
 
@@ -96,9 +96,8 @@ def test_search_timeout_kills_the_search_process():
         assert time.monotonic() - started <= 1.2
         assert result.status is Status.TIMEOUT
         assert "search" in result.attempts[0].reason
-        time.sleep(0.3)
-        busy = [pid for pid, (state, _) in descendants().items() if state == "R"]
-        assert busy == []
+        # the search killed, and the replacements started at once done starting: nothing left running
+        wait_until(lambda: not [pid for pid, (state, _) in descendants().items() if state == "R"], 5, "all idle")
     finally:
         cascade.close()
 

@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from support import IPC
+from support import IPC, wait_until
 
 from domains.bundled import bundled_task
 from domains.load import load_task
@@ -71,10 +71,7 @@ def test_the_first_plan_wins_and_no_search_is_left_running():
         # winners exited, losers were killed when the plan came: reaped off the caller's path (the pool's thread)
         # a moment later, after which none is still a process
         for run in taken:
-            reaped_by = time.monotonic() + 2
-            while run.process.returncode is None and time.monotonic() < reaped_by:
-                time.sleep(0.01)
-            assert run.process.returncode is not None
+            wait_until(lambda: run.process.returncode is not None, 2, f"run {run.process.pid} to be reaped", every=0.01)
             with pytest.raises(ProcessLookupError):
                 os.kill(run.process.pid, 0)
         assert fd.translations == 1

@@ -59,6 +59,7 @@ def test_parking_missed_by_the_one_second_tier_is_solved(agenda):
     assert validate_plan(task, outcome.plan).ok
 
 
+@pytest.mark.serial  # asserts the 2 s budget
 def test_budget_holds_on_a_task_too_hard_for_it(agenda):
     task = ipc("parking-sat11-strips", "pfile10-040.pddl")
     started = time.monotonic()

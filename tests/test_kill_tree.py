@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from support import wait_until
+
 from portfolio.engine.workers import descendants, kill_group
 
 # A parent in its own session that starts a child in another session (as planner workers start searches), prints
@@ -36,10 +38,7 @@ def test_kill_group_kills_descendants_in_other_process_groups():
     try:
         assert child in descendants(parent.pid) and os.getpgid(child) != os.getpgid(parent.pid)
         kill_group(parent)
-        deadline = time.monotonic() + 5
-        while alive(child) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert not alive(child), "the grandchild in its own process group outlived its parent's kill"
+        wait_until(lambda: not alive(child), 5, "the grandchild in its own process group to die with its parent")
     finally:
         if alive(child):
             os.kill(child, signal.SIGKILL)
@@ -92,14 +91,13 @@ def assert_child_dies_with_its_parent(script: str, what: str) -> None:
     child = None
     try:
         child = int(parent.stdout.readline())
+        # time passing is the point: a child that ends on its own (a failed start) would be gone by now, and its
+        # end after the parent's would prove nothing
         time.sleep(0.5)
         assert alive(child), f"the {what} should still be running"
         parent.kill()
         parent.wait()
-        deadline = time.monotonic() + 5
-        while alive(child) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not alive(child), f"the {what} outlived its planner process"
+        wait_until(lambda: not alive(child), 5, f"the {what} to end with its planner process")
     finally:
         if parent.poll() is None:
             parent.kill()

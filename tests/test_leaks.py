@@ -9,10 +9,9 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 
 import pytest
-from support import IPC, descendants
+from support import IPC, descendants, poll
 
 from portfolio.cli import main
 
@@ -56,16 +55,16 @@ def snapshot() -> tuple[set[int], set[threading.Thread]]:
 
 def leftovers(root, before) -> tuple[list[str], list[int], list[str]]:
     """What was started since `before` and is still there: directories, child processes, pool threads."""
-    deadline = time.monotonic() + 5  # killed processes take a moment to be reaped
-    while True:
+
+    def left() -> tuple[list[str], list[int], list[str]]:
         # the PyPy translator's module path (`translators.module_path`) is meant to stay: links shared by every
         # process of the user, made once (a loaded machine's blocks-4 can outlast CPython's 150 ms head start)
         dirs = sorted(p.name for p in root.glob("portfolio-*") if not p.name.startswith("portfolio-translator-path-"))
         children = sorted(set(descendants()) - before[0])
         threads = [t.name for t in threading.enumerate() if t.name == "search-pool" and t not in before[1]]
-        if not (dirs or children or threads) or time.monotonic() > deadline:
-            return dirs, children, threads
-        time.sleep(0.05)
+        return dirs, children, threads
+
+    return poll(left, lambda found: not any(found), 5.0, every=0.05)  # killed processes take a moment to be reaped
 
 
 @pytest.mark.parametrize(

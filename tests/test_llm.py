@@ -206,6 +206,7 @@ def test_429_retry_after_is_honoured(task, solver):
     assert elapsed >= 0.9  # waited as told before asking again
 
 
+@pytest.mark.serial  # asserts it gives up before its 5 s budget
 def test_429_retry_after_beyond_the_budget_gives_up_at_once(task, solver):
     limited = Reply(status=429, content="slow down", headers={"Retry-After": "120"})
     with FakeOpenAI([limited]) as server:
@@ -217,6 +218,7 @@ def test_429_retry_after_beyond_the_budget_gives_up_at_once(task, solver):
     assert elapsed < 5.0
 
 
+@pytest.mark.serial  # asserts the 1.5 s budget
 def test_a_server_that_never_answers_cannot_break_the_budget(task, solver):
     with FakeOpenAI([Reply(hang=True)]) as server:
         made = delegate(server, solver)

@@ -43,6 +43,7 @@ def test_an_answer_over_the_size_cap_is_refused_without_reading_it_all():
     assert error.kind == "bad-response" and "over" in str(error) and "MB" in str(error)
 
 
+@pytest.mark.serial  # asserts the 1.5 s budget
 def test_every_read_is_bounded_by_the_time_left():
     """One byte at 1.2 s of a 1.5 s budget, then silence: before, the next read was given the whole budget
     again and the call took 2.7 s."""

@@ -108,6 +108,7 @@ def test_a_goal_greedy_search_cannot_reach_is_incomplete_not_unsolvable(planner)
     assert validate_plan(task, [parse_ground_action(f"({n})") for n in solved.plan]).ok
 
 
+@pytest.mark.serial  # asserts the search stops within 50 ms of its deadline
 def test_the_deadline_holds(planner):
     _, sas = small_sas(planner, "depot", "p02.pddl")
     problem = compile_task(sas)

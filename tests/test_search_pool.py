@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from support import descendants
+from support import descendants, poll, wait_until
 
 from portfolio.delegates.fast_downward.searches import search_binary
 from portfolio.engine.search_pool import SearchProcessPool
@@ -16,23 +16,13 @@ COMMAND = (str(search_binary()), "--search", "astar(blind())")
 
 def live_children(within_s: float, count: int) -> list[int]:
     """This process's live descendants once there are `count` of them (or after `within_s`, whatever they are)."""
-    until = time.monotonic() + within_s
-    while True:
-        pids = [pid for pid, (state, _) in descendants().items() if state != "Z"]  # a zombie has ended
-        if len(pids) == count or time.monotonic() > until:
-            return pids
-        time.sleep(0.01)
+    return poll(lambda: list(descendants()), lambda pids: len(pids) == count, within_s, every=0.01)  # no zombies
 
 
 def replacement_for(killed: int, before: set[int], within_s: float) -> set[int]:
     """The live descendants other than `killed` and those of `before`, once there is one (or after `within_s`):
     right after its SIGKILL the killed run may still be alive for a moment, and must not pass for it."""
-    until = time.monotonic() + within_s
-    while True:
-        found = set(live_children(0.0, -1)) - before - {killed}
-        if found or time.monotonic() > until:
-            return found
-        time.sleep(0.01)
+    return poll(lambda: set(descendants()) - before - {killed}, bool, within_s, every=0.01)
 
 
 @pytest.mark.serial  # asserts that giving a run back takes under 50 ms
@@ -41,7 +31,8 @@ def test_the_replacement_starts_when_a_run_is_given_back_not_while_it_runs():
     pool = SearchProcessPool()
     try:
         run = pool.take(COMMAND)
-        time.sleep(0.3)  # a replacement started at take would be up by now
+        # time passing is the point (an absence is asserted): a replacement started at take would be up by now
+        time.sleep(0.3)
         assert set(live_children(0.0, 1)) - before == {run.process.pid}  # the run alone: no process beside it
         started = time.monotonic()
         pool.release(run)
@@ -50,7 +41,8 @@ def test_the_replacement_starts_when_a_run_is_given_back_not_while_it_runs():
         assert len(replacement) == 1  # one started for it
         assert run.process.pid not in set(live_children(5.0, len(before) + 1))  # and the run stopped
         assert run.process.returncode is not None  # reaped on the pool's thread
-        time.sleep(0.5)  # the replacement's pid shows a moment before the pool has it ready
+        # the replacement's pid shows a moment before the pool has it ready
+        wait_until(lambda: COMMAND in pool._ready, 5, "the pool to have the replacement ready", every=0.01)
         again = pool.take(COMMAND)
         assert again.process.pid in replacement  # the next call takes the pre-started one
         pool.release(again)

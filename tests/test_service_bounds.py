@@ -89,7 +89,7 @@ def test_a_large_step_batch_does_not_hold_the_event_loop(tmp_path):
                 started = time.monotonic()
                 assert client.get("/v1/health").status_code == 200
                 latencies.append(time.monotonic() - started)
-                time.sleep(0.05)
+                time.sleep(0.05)  # a latency sample every 50 ms while the batch is written: time is the point
             assert batch.result().json() == {"recorded": count, "skipped": 0, "conflicts": []}
     finally:
         server.terminate()

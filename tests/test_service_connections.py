@@ -15,7 +15,7 @@ import time
 
 import httpx
 import pytest
-from support import REPO
+from support import REPO, wait_until
 from test_service_helpers import config, serve_in_thread, wait_healthy
 
 
@@ -87,11 +87,12 @@ def test_a_half_sent_request_is_closed_even_when_it_trickles(server):
 def test_connections_beyond_the_cap_are_closed_and_the_service_keeps_answering(server):
     socks = [connect(server) for _ in range(60)]
     try:
+        # a moment for the server to take all 60 in, well within the 0.5 s idle deadline that would close them all
         time.sleep(0.2)
         alive = sum(not closed_by_server(s, within=0.05) for s in socks)
         assert alive <= 40
         # the held ones go at their idle deadline; meanwhile and after, health still answers
-        time.sleep(1.0)
+        wait_until(lambda: all(closed_by_server(s, within=0.05) for s in socks), 10, "the idle deadline to close all")
         assert httpx.get(server + "/v1/health", timeout=5).status_code == 200
     finally:
         for s in socks:

@@ -11,6 +11,7 @@ import time
 
 import httpx
 import pytest
+from support import poll
 from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, serve_in_thread, small_plan, validated
 
 # 500 took ~37 s on a loaded 2-core machine (load 7), a tenth of the suite's budget; more for a longer run (the
@@ -80,8 +81,6 @@ def test_fuzzing_every_route_finds_no_5xx_no_traceback_and_no_dropped_connection
         assert httpx.get(url + "/v1/health", timeout=5).status_code == 200  # at once, whatever is still queued
         # Generated `"wait": false` plans and retrains run as background jobs (up to the queue limit): let them
         # finish, then the server must plan as it did before the fuzz.
-        deadline = time.monotonic() + 300
-        while any(job.status == "running" for job in list(svc.jobs.values())) and time.monotonic() < deadline:
-            time.sleep(0.5)
+        poll(lambda: [j for j in list(svc.jobs.values()) if j.status == "running"], lambda left: not left, 300, 0.5)
         answer = httpx.post(url + "/v1/plan", json=small_plan(), headers=headers, timeout=60).json()
         assert answer["status"] == "solved" and validated(BLOCKS_DOMAIN, BLOCKS_4, answer["plan"])

@@ -9,10 +9,9 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 
 import httpx
-from support import IPC, REPO, hardest_parking
+from support import IPC, REPO, hardest_parking, wait_until
 
 BLOCKS_DOMAIN = (IPC / "blocks" / "domain.pddl").read_text()
 BLOCKS_4 = (IPC / "blocks" / "probBLOCKS-4-0.pddl").read_text()
@@ -101,10 +100,7 @@ def serve_in_thread(
         servers.append(server)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "server did not start"
-        time.sleep(0.02)
+    wait_until(lambda: server.started, 30, "the server to start")
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     try:
         wait_healthy(url)
@@ -146,23 +142,20 @@ def start_cli_server(*args: str, env: dict | None = None, insecure: bool | None 
 
 def wait_healthy(url: str, timeout: float = 60.0) -> None:
     """Until every planner worker has started."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def healthy() -> bool:
         try:
             health = httpx.get(url + "/v1/health", timeout=2)
-            if health.status_code == 200 and health.json()["ready"] == health.json()["workers"]:
-                return
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, "server never became healthy"
-        time.sleep(0.05)
+        except httpx.TransportError:  # not listening yet
+            return False
+        return health.status_code == 200 and health.json()["ready"] == health.json()["workers"]
+
+    wait_until(healthy, timeout, "the server to become healthy", every=0.05)
 
 
 def wait_for(condition, timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
+    """`support.wait_until`, under the name the service tests import."""
+    wait_until(condition, timeout, what)
 
 
 def validated(task_domain: str, task_problem: str, plan: list[str], init=None) -> bool:

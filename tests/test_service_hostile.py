@@ -4,12 +4,11 @@ validation that blows up must cost its own bounded process, never the server, th
 from __future__ import annotations
 
 import concurrent.futures
-import time
 
 import anyio
 import httpx
 import pytest
-from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, serve_in_thread
+from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, serve_in_thread, wait_for
 
 # A precondition quantified over seven variables: 50^7 conditions to check, forever in practice.
 WEDGE_DOMAIN = """(define (domain wedge) (:requirements :adl :typing) (:types obj)
@@ -39,7 +38,8 @@ def test_validation_blow_ups_are_bounded_and_starve_neither_the_store_nor_a_triv
     url, svc = server
     with concurrent.futures.ThreadPoolExecutor(4) as pool, httpx.Client(base_url=url, timeout=10) as client:
         hostile = [pool.submit(httpx.post, url + "/v1/validate", json=WEDGE, timeout=30) for _ in range(4)]
-        time.sleep(0.3)  # the validators are busy with them now
+        validators = svc.validators
+        wait_for(lambda: validators.busy == validators.size, what="the validators to be busy with them")
         step = {"run_id": "r", "step": 0, "action": "pick-up", "args": ["b"], "outcome": "success"}
         # Before, validation took the trace store's threads: this timed out, as did /v1/actions.
         assert client.post("/v1/steps", json={"steps": [step]}).json() == {"recorded": 1, "skipped": 0, "conflicts": []}

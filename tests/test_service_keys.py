@@ -86,6 +86,7 @@ def test_bad_key_input_is_exit_2_with_a_message(tmp_path, args, message, capsys)
     assert "no trace store there" in capsys.readouterr().err
 
 
+@pytest.mark.serial  # asserts the revoked key is refused within 2.5 s
 def test_a_key_works_at_once_and_a_revoked_one_stops_within_a_second_without_a_restart(tmp_path):
     """`portfolio serve` and `portfolio keys` as users run them, on one trace store."""
     db = str(tmp_path / "t.db")
@@ -114,17 +115,20 @@ def test_a_key_works_at_once_and_a_revoked_one_stops_within_a_second_without_a_r
 
 def test_serve_refuses_to_start_without_a_key(tmp_path, capsys, monkeypatch):
     from portfolio.cli import main
+    from portfolio.serve.service import Service
+
+    def start(service):
+        raise AssertionError("a worker was started before the credentials were checked")
 
     monkeypatch.delenv("PORTFOLIO_TOKEN", raising=False)
     monkeypatch.delenv("PORTFOLIO_TRACES", raising=False)
-    started = time.monotonic()
+    monkeypatch.setattr(Service, "start", start)  # refused before any worker starts
     assert main(["serve", "--workers", "1", "--port", "0"]) == 2
     error = capsys.readouterr().err
     assert "no way to tell its callers apart" in error and "portfolio keys add" in error and "--insecure" in error
     # a trace store without keys is no better
     assert main(["serve", "--workers", "1", "--port", "0", "--traces", str(tmp_path / "t.db")]) == 2
     assert "its trace store holds no API key" in capsys.readouterr().err
-    assert time.monotonic() - started < 10  # refused before any worker started
 
 
 @pytest.mark.parametrize(
@@ -188,10 +192,8 @@ def test_unauthenticated_requests_are_refused_before_their_body_is_read():
                 b"POST /v1/steps HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                 b"Content-Length: 30000000\r\n\r\n"
             )
-            started = time.monotonic()
             head = connection.recv(4096)
-        assert head.startswith(b"HTTP/1.1 401"), head
-        assert time.monotonic() - started < 5
+        assert head.startswith(b"HTTP/1.1 401"), head  # with none of the body sent: it was not waited for
         # with the token, the same request is admitted and its body awaited (nothing comes back meanwhile)
         with socket.create_connection((host, int(port)), timeout=1) as connection:
             connection.sendall(

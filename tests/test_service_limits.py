@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from support import REPO
+from support import REPO, poll
 from test_service_helpers import BOOM_DOMAIN, boom_problem
 
 
@@ -31,9 +31,7 @@ def test_every_planner_process_is_started_under_the_cap(monkeypatch):
         pids = [fd._translator().pid, planner._all_delegates()[1]._worker.pid]
         # warm-up pre-starts one per raced search, and the searches a call with costs runs (small task or not)
         searching = len(set(fd.warm_searches()))
-        deadline = time.monotonic() + 10
-        while len(searches._ready) < searching and time.monotonic() < deadline:
-            time.sleep(0.01)
+        poll(lambda: len(searches._ready), lambda ready: ready >= searching, 10, every=0.01)
         pids += [run.process.pid for run in searches._ready.values()]
         assert len(pids) == 2 + searching
         for pid in pids:
@@ -92,7 +90,6 @@ def test_a_worker_that_spins_at_its_memory_cap_is_out_of_memory_not_hung(monkeyp
     very allocation that failed, and CPython retries it forever (a second run without the `with` raises
     MemoryError in 0.2 s). The parent sees the worker sit at its cap (`limits.at_cap`) and ends the call as out of
     memory, the worker replaced; before, the call waited out its whole deadline."""
-    import time
 
     from portfolio.engine.workers import OutOfMemory, WorkerProcess
 
@@ -102,10 +99,9 @@ def test_a_worker_that_spins_at_its_memory_cap_is_out_of_memory_not_hung(monkeyp
     worker = WorkerProcess()
     try:
         worker.call("ping", time.monotonic() + 30)
-        started = time.monotonic()
+        # OutOfMemory, not BudgetExpired: answered well before a deadline it used to wait out
         with pytest.raises(OutOfMemory):
-            worker.call("runpy:run_path", time.monotonic() + 30, path_name=str(script))
-        assert time.monotonic() - started < 10
+            worker.call("runpy:run_path", time.monotonic() + 10, path_name=str(script))
         assert worker.kills == 1
         worker.call("ping", time.monotonic() + 30)  # a fresh worker answers
     finally:
@@ -119,7 +115,6 @@ def test_a_worker_with_a_second_thread_runs_out_of_memory_at_once(monkeypatch, c
     130-200), first read as glibc's per-thread arenas; the cause was CPython's spin on a MemoryError unwinding to
     a `with` handler (`test_a_worker_that_spins_at_its_memory_cap_is_out_of_memory_not_hung`), which hits a
     translation only when its last allocation fails inside such a block: one run in ten here, more under load."""
-    import time
 
     from portfolio.delegates.fast_downward.translate import PRELOAD, TRANSLATE_OP
     from portfolio.engine.workers import OutOfMemory, WorkerProcess

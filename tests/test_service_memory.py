@@ -10,12 +10,11 @@ import json
 import resource
 import shutil
 import threading
-import time
 
 import httpx
 import psutil
 import pytest
-from support import IPC, descendants
+from support import IPC, descendants, poll
 from test_service_helpers import config, serve_in_thread, small_plan, start_cli_server
 
 STEP = {"run_id": "r", "step": 0, "action": "pick-up", "args": ["b", "c"], "outcome": "success"}
@@ -44,21 +43,20 @@ def test_a_requests_process_tree_shares_one_budget():
     with serve_in_thread(config(workers=1, memory_limit_mb=1024, fd_workers=2)) as (url, svc):
         assert httpx.post(url + "/v1/plan", json=small_plan(), timeout=60).json()["status"] == "solved"
         worker = svc.pool.workers[0]._process.pid
-        deadline = time.monotonic() + 10
-        while len(descendants(worker)) < processes - 1 and time.monotonic() < deadline:  # translators, pyperplan,
-            time.sleep(0.05)  # 2 searches
+        # translators, pyperplan, 2 searches
+        poll(lambda: len(descendants(worker)), lambda found: found >= processes - 1, 10, every=0.05)
+
         # A process is capped a moment after it starts (`limits.cap`, from its parent, before it is given a task):
         # one the search pool was just refilling showed the worker's own cap (CI saw 1194 MB), so read until every
         # cap has been set.
-        while True:
+        def caps() -> tuple[list[int], list[int]]:
             tree = list(descendants(worker))
             try:
-                shares = [cap_mb(worker) - WORKER_HEADROOM_MB] + [cap_mb(pid) for pid in tree]
+                return tree, [cap_mb(worker) - WORKER_HEADROOM_MB] + [cap_mb(pid) for pid in tree]
             except ProcessLookupError:  # a process that ended meanwhile (a search handed out and released)
-                continue
-            if set(shares) == {1024 // processes} or time.monotonic() > deadline + 5:
-                break
-            time.sleep(0.05)
+                return tree, []
+
+        tree, shares = poll(caps, lambda found: set(found[1]) == {1024 // processes}, 5, every=0.05)
         assert len(tree) >= processes - 1
     assert set(shares) == {1024 // processes}, shares
     assert (1024 // processes) * processes <= 1024
@@ -131,9 +129,8 @@ def test_four_23_mb_step_batches_at_once_leave_the_server_under_its_memory_limit
     process, peak, done = psutil.Process(server.pid), [0], threading.Event()
 
     def watch() -> None:
-        while not done.is_set():
+        while not done.wait(0.01):  # a sample every 10 ms until told to stop
             peak[0] = max(peak[0], process.memory_info().rss)
-            time.sleep(0.01)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()

@@ -264,6 +264,7 @@ def test_full_disk_is_a_clear_error_and_loses_nothing_committed(tmp_path: Path) 
     assert integrity(path) == "ok"
 
 
+@pytest.mark.serial  # asserts the lock budget (two 50 ms waits) ends the call within 5 s
 def test_exhausted_lock_budget_raises_and_writes_nothing(tmp_path: Path) -> None:
     path = tmp_path / "t.db"
     store = TraceStore(path, busy_timeout_ms=50, retries=2, backoff_s=0.01)

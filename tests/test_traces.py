@@ -111,7 +111,7 @@ def test_killed_writer_leaves_every_committed_batch(tmp_path: Path) -> None:
         line = proc.stdout.readline()
         assert line, proc.stderr.read()
         committed = int(line)
-    time.sleep(0.05)
+    time.sleep(0.05)  # time passing is the point: the kill lands anywhere in a later batch, not just after a commit
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     for line in proc.stdout.read().split():

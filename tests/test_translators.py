@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import IPC, IPC_MORE, descendants, hardest_parking
+from support import IPC, IPC_MORE, descendants, hardest_parking, wait_until
 
 from portfolio.delegates.fast_downward import translate
 from portfolio.delegates.fast_downward.translators import PYPY_NURSERY, Translators, find_python, worker_env
@@ -105,7 +105,7 @@ def test_a_pypy_worker_stopped_at_its_deadline_answers_and_stays_warm_and_idle()
             worker.call("ping", time.monotonic() + 5)
         assert worker.pid == pid and (worker.aborts, worker.kills) == (2, 0)
         before = cpu_seconds(pid)
-        time.sleep(0.5)
+        time.sleep(0.5)  # time passing is the point: the CPU it uses over half a second
         assert cpu_seconds(pid) - before < 0.05  # stopped: idle, not translating on
     finally:
         worker.close()
@@ -125,7 +125,9 @@ def test_a_worker_that_does_not_answer_the_abort_is_killed_after_the_grace():
         worker.call("ping", time.monotonic() + 5)  # waits out the grace, then answers from a new process
         assert worker.pid != pid and (worker.aborts, worker.kills) == (0, 1)
         assert pid not in descendants()  # killed with its `sleep`
-        assert not [p for p, (state, _) in descendants().items() if state == "R"]
+        # and nothing left busy: the replacement, up a moment ago, may still be finishing its start (a snapshot
+        # caught it running 1 run in 3 once descendants were read with psutil)
+        wait_until(lambda: not [p for p, (state, _) in descendants().items() if state == "R"], 5, "all idle")
     finally:
         worker.close()
 
@@ -194,10 +196,9 @@ def test_cpython_out_of_memory_ends_the_race_at_once_and_keeps_pypy(monkeypatch)
     monkeypatch.setenv("PORTFOLIO_MEMORY_LIMIT_MB", "150")  # both workers' caps (`portfolio.engine.limits`)
     translators = Translators(PYPY, pypy_after_s=0.0)
     try:
-        started = time.monotonic()
+        # OutOfMemory at once, not BudgetExpired: the race does not wait on for PyPy after CPython ran out
         with pytest.raises(OutOfMemory):
-            translators.translate(time.monotonic() + 60, domain_pddl=BOOM_DOMAIN, problem_pddl=boom_problem())
-        assert time.monotonic() - started < 15
+            translators.translate(time.monotonic() + 15, domain_pddl=BOOM_DOMAIN, problem_pddl=boom_problem())
         assert translators.python == PYPY and translators.second is not None  # it ran; its task was too big
     finally:
         translators.close()

@@ -8,7 +8,7 @@ import time
 import warnings
 
 import pytest
-from support import IPC, descendants, hardest_parking, smallest_problems
+from support import IPC, descendants, hardest_parking, poll, smallest_problems
 from unified_planning.engines import PlanGenerationResultStatus as UpStatus
 from unified_planning.engines import ValidationResultStatus
 from unified_planning.engines.mixins.anytime_planner import AnytimeGuarantee
@@ -203,7 +203,4 @@ def test_timeout_is_honoured_and_nothing_is_left_running(costs) -> None:
         check_solutions(problem, results)
     else:
         assert [r.status for r in results] == [UpStatus.TIMEOUT]
-    deadline = time.monotonic() + 5
-    while set(descendants()) - before and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert set(descendants()) - before == set()
+    assert poll(lambda: set(descendants()) - before, lambda left: not left, 5, every=0.1) == set()

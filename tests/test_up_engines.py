@@ -10,7 +10,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from support import IPC, descendants, hardest_parking, smallest_problems
+from support import IPC, descendants, hardest_parking, poll, smallest_problems
 from unified_planning.engines import PlanGenerationResultStatus as UpStatus
 from unified_planning.engines import ValidationResultStatus
 from unified_planning.io import PDDLReader
@@ -196,10 +196,7 @@ def test_timeout_is_honoured_and_nothing_is_left_running() -> None:
         assert quiet_within(3.0), {pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:120] for pid in descendants()}
     assert result.status is UpStatus.TIMEOUT, result.metrics
     assert elapsed < 1.5, elapsed
-    deadline = time.monotonic() + 5
-    while set(descendants()) - before and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert set(descendants()) - before == set()
+    assert poll(lambda: set(descendants()) - before, lambda left: not left, 5, every=0.1) == set()
 
 
 def record(store: TraceStore, action: str, args: tuple[str, ...], outcomes: list[str], run: str) -> None:

@@ -5,10 +5,8 @@ start or after a change, is a status."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
-from support import descendants
+from support import descendants, poll
 from unified_planning.engines import PlanGenerationResultStatus as UpStatus
 from unified_planning.engines import ValidationResultStatus
 from unified_planning.exceptions import UPUsageError
@@ -186,7 +184,4 @@ def test_the_end_of_the_with_block_stops_its_workers() -> None:
     with Replanner(world.problem, name="portfolio-replanner") as replanner:
         assert replanner.resolve().status in SOLVED
         assert set(descendants()) - before  # the planner's warm workers
-    deadline = time.monotonic() + 5
-    while set(descendants()) - before and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert set(descendants()) - before == set()
+    assert poll(lambda: set(descendants()) - before, lambda left: not left, 5, every=0.1) == set()

@@ -19,7 +19,6 @@ import concurrent.futures
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -29,6 +28,8 @@ from pathlib import Path
 
 import httpx
 import psutil
+
+from benchmarks.bench_service import launch
 
 REPO = Path(__file__).resolve().parents[2]
 BLOCKS = REPO / "tests" / "data" / "ipc" / "blocks"
@@ -59,25 +60,11 @@ def blocks_body(megabytes: float, plan: bool) -> bytes:
 @contextmanager
 def server(memory_limit: int) -> Iterator[tuple[str, psutil.Process]]:
     folder = tempfile.mkdtemp(prefix="body-memory-")
-    command = [sys.executable, "-m", "portfolio.cli", "serve", "--port", "0", "--workers", "2", "--token", "T"]
-    command += ["--traces", os.path.join(folder, "t.db"), "--memory-limit", str(memory_limit)]
-    command += ["--delegates", "fast-downward", "--body-mb-per-s", "100000", "--rps", "100000"]
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+    args = ["--workers", "2", "--token", "T", "--traces", os.path.join(folder, "t.db")]
+    args += ["--memory-limit", str(memory_limit)]
+    args += ["--delegates", "fast-downward", "--body-mb-per-s", "100000", "--rps", "100000"]
+    process, url = launch(args)
     try:
-        url = process.stdout.readline().split()[2].removesuffix("/v1/")  # type: ignore[union-attr]
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            health = httpx.get(url + "/v1/health", timeout=5).json()
-            if health["ready"] == health["workers"]:
-                break
-            time.sleep(0.2)
         time.sleep(1.0)
         yield url, psutil.Process(process.pid)
     finally:

@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
+
+from benchmarks.bench_service import launch
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,25 +41,10 @@ def main() -> None:
 
     log_path = Path(tempfile.mkdtemp(prefix="connection-flood-")) / "serve.log"
     with open(log_path, "wb") as log_file:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "portfolio.cli", "serve", "--port", "0", "--workers", "2", "--token", "T"],
-            stdout=subprocess.PIPE,
-            stderr=log_file,
-            text=True,
-            cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-            preexec_fn=limit,
-        )
+        process, url = launch(["--workers", "2", "--token", "T"], stderr=log_file, preexec_fn=limit)
     socks: list[socket.socket] = []
     try:
-        url = process.stdout.readline().split()[2].removesuffix("/v1/")  # type: ignore[union-attr]
         host, port = url.removeprefix("http://").split(":")
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            health = httpx.get(url + "/v1/health", timeout=5).json()
-            if health["ready"] == health["workers"]:
-                break
-            time.sleep(0.2)
         before = log_path.stat().st_size
         began = time.monotonic()
         for _ in range(args.sockets):

@@ -17,8 +17,6 @@ import concurrent.futures
 import json
 import os
 import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -26,6 +24,8 @@ from pathlib import Path
 
 import httpx
 import psutil
+
+from benchmarks.bench_service import launch
 
 REPO = Path(__file__).resolve().parents[2]
 IPC = REPO.parent / "shared" / "ipc"
@@ -68,38 +68,12 @@ def main() -> None:
     parser.add_argument("--memory-limit", type=int, default=1024, help="the server's --memory-limit (MB)")
     args = parser.parse_args()
     folder = tempfile.mkdtemp(prefix="hostile-")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "portfolio.cli",
-            "serve",
-            "--port",
-            "0",
-            "--workers",
-            "2",
-            "--token",
-            "t",
-            "--traces",
-            os.path.join(folder, "t.db"),
-            "--memory-limit",
-            str(args.memory_limit),
-            "--delegates",
-            "fast-downward,pyperplan",
-            # one token for every hostile client: its per-key quotas would refuse them (429) before the
-            # bounds measured here are reached
-            "--rps",
-            "100000",
-            "--body-mb-per-s",
-            "100000",
-            "--max-concurrent-plans",
-            "1000",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+    process, url = launch(
+        ["--workers", "2", "--token", "t", "--traces", os.path.join(folder, "t.db")]
+        + ["--memory-limit", str(args.memory_limit), "--delegates", "fast-downward,pyperplan"]
+        # one token for every hostile client: its per-key quotas would refuse them (429) before the bounds
+        # measured here are reached
+        + ["--rps", "100000", "--body-mb-per-s", "100000", "--max-concurrent-plans", "1000"]
     )
     headers = {"Authorization": "Bearer t"}
     peak = {"rss_mb": 0.0}
@@ -115,13 +89,6 @@ def main() -> None:
             time.sleep(0.05)
 
     try:
-        url = process.stdout.readline().split()[2].removesuffix("/v1/")
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            health = httpx.get(url + "/v1/health", timeout=5).json()
-            if health["ready"] == health["workers"]:
-                break
-            time.sleep(0.2)
         threading.Thread(target=watch_memory, daemon=True).start()
         bodies = [json.dumps(wedge() if i % 2 == 0 else big_body()) for i in range(args.hostile)]
         started = time.monotonic()

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks.bench_service import launch
+
 REPO = Path(__file__).resolve().parents[2]
 BLOCKS = REPO / "tests" / "data" / "ipc" / "blocks"
 STEP = {"run_id": "r", "step": 0, "action": "(pick-up b)", "outcome": "success"}
@@ -71,24 +73,11 @@ def main() -> None:
     args = parser.parse_args()
     db = os.path.join(tempfile.mkdtemp(prefix="validation-flood-"), "t.db")
     other = add_key(db, "other")
-    command = [sys.executable, "-m", "portfolio.cli", "serve", "--port", "0", "--workers", "2", "--token", "T"]
-    command += ["--traces", db, "--validate-budget", str(args.validate_budget), "--delegates", "fast-downward"]
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+    process, url = launch(
+        ["--workers", "2", "--token", "T", "--traces", db, "--validate-budget", str(args.validate_budget)]
+        + ["--delegates", "fast-downward"]
     )
     try:
-        url = process.stdout.readline().split()[2].removesuffix("/v1/")  # type: ignore[union-attr]
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            health = httpx.get(url + "/v1/health", timeout=5).json()
-            if health["ready"] == health["workers"]:
-                break
-            time.sleep(0.2)
         time.sleep(1.0)  # the validators' warm-up pings come after the planner workers'
         with httpx.Client(base_url=url, timeout=120) as client:
             refused = timed(client, "/v1/validate", wedge(7, 50), "T")
