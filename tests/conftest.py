@@ -22,3 +22,15 @@ def planner():
 
     with Planner() as shared:
         yield shared
+
+
+@pytest.fixture(scope="module")
+def quiet_up_credits():
+    """unified-planning prints each engine's credits to stdout when it is first made: silenced for a module's
+    tests (`pytestmark = pytest.mark.usefixtures("quiet_up_credits")`), restored after."""
+    from unified_planning.shortcuts import get_environment
+
+    environment = get_environment()
+    saved, environment.credits_stream = environment.credits_stream, None
+    yield
+    environment.credits_stream = saved

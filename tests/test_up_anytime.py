@@ -24,7 +24,6 @@ from unified_planning.shortcuts import (
     PlanValidator,
     Problem,
     UserType,
-    get_environment,
 )
 
 import portfolio.up  # noqa: F401  (registers the engines)
@@ -36,12 +35,7 @@ from traces.store import TraceStore
 FINAL = (UpStatus.SOLVED_SATISFICING, UpStatus.SOLVED_OPTIMALLY)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def quiet_credits():
-    environment = get_environment()
-    saved, environment.credits_stream = environment.credits_stream, None
-    yield
-    environment.credits_stream = saved
+pytestmark = pytest.mark.usefixtures("quiet_up_credits")
 
 
 def detour(length: int = 4, walk_cost: int = 2, fly_cost: int = 10) -> Problem:

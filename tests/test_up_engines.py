@@ -27,12 +27,7 @@ from traces.store import TraceStore
 SOLVED = (UpStatus.SOLVED_SATISFICING, UpStatus.SOLVED_OPTIMALLY)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def quiet_credits():
-    environment = get_environment()
-    saved, environment.credits_stream = environment.credits_stream, None
-    yield
-    environment.credits_stream = saved
+pytestmark = pytest.mark.usefixtures("quiet_up_credits")
 
 
 def test_importing_portfolio_up_registers_the_engine_once() -> None:

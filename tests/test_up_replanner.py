@@ -20,7 +20,6 @@ from unified_planning.shortcuts import (
     Problem,
     Replanner,
     UserType,
-    get_environment,
 )
 
 import portfolio.up  # noqa: F401  (registers the engines)
@@ -29,12 +28,7 @@ from portfolio.up.replanner import PortfolioReplanner
 SOLVED = (UpStatus.SOLVED_SATISFICING, UpStatus.SOLVED_OPTIMALLY)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def quiet_credits():
-    environment = get_environment()
-    saved, environment.credits_stream = environment.credits_stream, None
-    yield
-    environment.credits_stream = saved
+pytestmark = pytest.mark.usefixtures("quiet_up_credits")
 
 
 class Road:
