@@ -1,40 +1,31 @@
 """Memory caps for planner processes: one task whose grounding explodes must not take the whole machine.
 
 Every process that runs planning code on a task (the translator worker, the pyperplan worker, each Fast Downward
-search, and the service's planner workers) runs with `RLIMIT_AS` set, by `cap()` at the spawn points in
-`portfolio.engine.workers`. Exceeding the cap makes Python raise `MemoryError` in the worker (reported back as an
-attempt with status `memout` and reason "out of memory", and the worker is replaced) and makes the search binary
-exit with its out-of-memory code; the cascade goes on with the next delegate. A Python worker that spins at its
-cap instead of raising (a CPython 3.11 bug: `at_cap`) is ended the same way by the parent that waits for it.
+search, the service's planner workers) runs with `RLIMIT_AS` set. Past its cap a Python worker raises
+`MemoryError` (reported as an attempt with status `memout`, reason `OUT_OF_MEMORY`; the worker is replaced) and
+the search binary exits with its out-of-memory code; the cascade goes on with the next delegate. A Python worker
+that spins at its cap instead of raising (`at_cap`) is ended the same way by the parent that waits for it.
 
-The cap travels in the environment (`PORTFOLIO_MEMORY_LIMIT_MB`), so the service's planner workers and their
-own children see the limit the server was given. Unset, it defaults to a share of the machine: half the
-physical memory for the CLI, divided by the number of planner workers for the service (`--memory-limit`).
-`RLIMIT_AS` caps address space, not resident memory: measured here, a warm translator worker maps ~37 MB and a
-search process ~9 MB, so the cap bites on what the task allocates, not on start-up.
+Entry points:
+- `configure(megabytes, kill_with_parent)` sets the cap (and parent-death kills) for every planner process this
+  process starts; it travels in the environment (`PORTFOLIO_MEMORY_LIMIT_MB`), so the service's planner workers
+  and their own children see the limit the server was given. `limit_mb()` reads it back; unset, it is
+  `default_limit_mb(processes)`: half the physical memory divided among `processes`, at least 1 GiB.
+- `tree_share_mb(budget_mb, processes)`: the service's `--memory-limit` is one budget per request, and a
+  request runs in one planner worker's process tree (the worker, the translator worker, the pyperplan worker,
+  one search per raced configuration); each process gets an equal share as its cap, so what one request's
+  processes may allocate sums to the budget. The shares count task memory: each Python process also maps a
+  fixed start-up footprint (`portfolio.serve.worker.WORKER_HEADROOM_MB` for the planner worker).
+- `cap(process)` puts a just-started planner process under the cap from the parent; `apply_to_self(megabytes)`
+  caps the calling process; `capped_env()` is the environment to start a capped Python process with.
+- `die_with_parent_if_asked()` (called first by a Python planner worker) and `with_parent_death()` (the command
+  prefix for the search binary, util-linux's `setpriv --pdeathsig KILL`): with `PORTFOLIO_KILL_WITH_PARENT=1`
+  (set for the service's planner workers), a planner worker killed with SIGKILL leaves no translator, pyperplan
+  worker or running search behind. Opt-in, because it is only safe where children are started from threads that
+  outlive them. Without `setpriv` on the PATH, pre-started searches still exit when their input closes.
+- `at_cap(pid)` and `is_out_of_memory(message)`: whether a worker is stuck at its cap, or failed allocating.
 
-The service's `--memory-limit` is one budget per request, not per process: a request runs in one planner
-worker's process tree (the worker, which parses; the translator worker; the pyperplan worker; one Fast
-Downward search per raced configuration), and each of those processes gets an equal share of the budget as
-its cap (`tree_share_mb`), so what one request's processes may allocate sums to the budget. (Capping every
-process at the whole limit let one request use 2.1 GB across a tree with a 1,024 MB limit.) The shares
-count task memory: each Python process also maps a fixed start-up footprint (the planner worker is given
-`WORKER_HEADROOM_MB` for it), which is the same for every request. cgroup v2 would let the kernel charge the
-tree as a whole (and resident memory, not address space); this machine has cgroup v1 only, so the sum of
-caps is the mechanism here. The default budget fits the machine: half the physical memory divided among
-every process that holds a request at once (planner workers and validators, `default_limit_mb`).
-
-`PORTFOLIO_KILL_WITH_PARENT=1` (set for the service's planner workers) makes the Python planner workers exit when
-the process that started them ends (`die_with_parent_if_asked`: a thread that waits on the parent): a planner
-worker killed with SIGKILL (out of memory, hung, or the whole server killed) then leaves no translator or
-pyperplan worker behind.
-The search binary runs no Python, so it is started through util-linux's `setpriv --pdeathsig KILL`
-(`with_parent_death`), which asks the same of the kernel and then execs it (same pid, so the process group and
-the memory cap apply unchanged): a search already running when its planner worker is killed dies with it
-instead of running to its end. Not a `preexec_fn` (see `cap`). Without `setpriv` on the PATH, pre-started
-searches still exit when their input closes. Opt-in, because it is only safe where children are started from
-threads that outlive them (the search pool's own thread, or the thread that takes, runs and releases a search).
-"""
+Why address space and a sum of per-process caps, not a cgroup: `docs/decisions/memory-caps.md`."""
 
 from __future__ import annotations
 
@@ -54,12 +45,9 @@ from portfolio.engine.child_env import child_env
 ENV_LIMIT = "PORTFOLIO_MEMORY_LIMIT_MB"
 ENV_KILL_WITH_PARENT = "PORTFOLIO_KILL_WITH_PARENT"
 OUT_OF_MEMORY = "out of memory"
-# The environment of a Python process started under the cap: one malloc arena. It was set for a translator worker
-# that crawled at its cap with thousands of failed mmap calls a second, read then as glibc trying a new per-thread
-# arena (128 MB of address space each) for every small allocation. The crawl was CPython's own spin (`at_cap`): it
-# comes back with one arena and with one thread, and the arena setting alone did not stop it on CI. Kept because
-# the GIL runs one thread at a time, so a shared arena costs nothing measurable, and it keeps the address space
-# a worker reserves near what it uses.
+# The environment of a Python process started under the cap: one malloc arena. The GIL runs one thread at a time,
+# so a shared arena costs nothing measurable, and it keeps the address space a worker reserves near what it uses
+# (`docs/decisions/memory-caps.md`).
 CAPPED_ENV = {"MALLOC_ARENA_MAX": "1"}
 
 
@@ -138,9 +126,9 @@ def _setpriv() -> str | None:
 
 def cap(process: subprocess.Popen[bytes]) -> None:
     """Put a just-started planner process under the cap (`prlimit` from the parent). Not a `preexec_fn`: that
-    makes Python fork instead of vfork, measured at 88 ms instead of 5 ms per spawn from a 400 MB parent, on the
-    path of every search. Nothing is lost by setting it a moment after the start: a planner process allocates
-    for its task only once the task is sent, after this call."""
+    makes Python fork instead of vfork, a cost on the path of every search (`docs/decisions/memory-caps.md`).
+    Nothing is lost by setting it a moment after the start: a planner process allocates for its task only once the
+    task is sent, after this call."""
     size = limit_mb() * 1024 * 1024
     try:
         _, hard = resource.prlimit(process.pid, resource.RLIMIT_AS)
@@ -194,10 +182,9 @@ def at_cap(pid: int) -> bool:
 
     Why a parent needs to ask: CPython 3.11 can spin instead of raising `MemoryError`. Unwinding an exception to a
     `with` or `finally` handler boxes the frame's instruction offset as an int; when that allocation fails too it
-    unwinds to the same handler again, forever (`goto exception_unwind` in ceval.c; python/cpython#132508, fixed
-    in 3.14 with tagged ints). Fast Downward's translator runs its grounding inside `with timers.timing(...)`:
-    gdb showed a capped translator worker retrying `PyLong_FromLong(317)` there for the whole 30 s of a request,
-    2,700 failed `mmap` calls a second, while a second try of the same task raised `MemoryError` in 1 s."""
+    unwinds to the same handler again, forever (`goto exception_unwind` in ceval.c; fixed in CPython 3.14 with tagged
+    ints). Fast Downward's translator runs its grounding inside `with timers.timing(...)`, so a capped translator
+    worker can spin there until its deadline (what was observed: `docs/decisions/memory-caps.md`)."""
     try:
         soft, _ = resource.prlimit(pid, resource.RLIMIT_AS)
         if soft == resource.RLIM_INFINITY:
