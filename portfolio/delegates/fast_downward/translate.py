@@ -1,40 +1,38 @@
-"""Fast Downward's translator, run in-process exactly as its own `translate.main` runs it.
+"""Fast Downward's translator, run in a warm worker process exactly as its own `translate.main` runs it.
 
-`fast_downward.translate.main.main()` does: parse the two files, `normalize.normalize(task)`, `pddl_to_sas(task)`,
-write the SAS file. Normalisation is not optional: it compiles away universal conditions, disjunctions, derived
-predicates' negations, quantified and conditional effects into what `pddl_to_sas` asserts on ("Condition not
-normalized"). This module runs the same three steps on PDDL texts, in a warm worker process, so a planning call
-pays neither interpreter start-up nor imports.
+`fast_downward.translate.main.main()` parses the two files, normalises the task (`normalize.normalize`: it
+compiles away universal conditions, disjunctions, derived predicates' negations, quantified and conditional
+effects, which `pddl_to_sas` asserts on: "Condition not normalized"), runs `pddl_to_sas` and writes the SAS file.
+This module runs the same three steps on PDDL texts in a long-lived worker (`portfolio.engine.workers`), so a
+planning call pays neither interpreter start-up nor imports.
 
-The translator keeps global state between runs: the parsed command-line options (`options.options`), two
-statistics counters in `main`, and the set of warnings already printed. Each task starts from a fresh copy of
-the default options and zeroed counters, so the n-th task is translated exactly as a first one would be: its SAS
-text equals the driver's `--translate` output (checked on every domain of `../shared/ipc` and
-`../shared/ipc-more` by `benchmarks/sas_compare.py`, and on an ADL / axioms / costs subset in the tests).
+Entry points:
+- `translate(domain_pddl, problem_pddl, options=())` -> `TranslatorResult` (the SAS text, and whether the
+  translator proved the task unsolvable). Raises the translator's own errors (e.g. `ParseError`) on input it
+  refuses, and `TranslatorOptionsError` on options outside `ALLOWED_FLAGS` / `ALLOWED_VALUED`.
+- `translate_message(...)`: the same, as the worker answers it (a plain dict; `TRANSLATE_OP`, `PRELOAD`).
+- `check_options(arguments)`, `reset_translator_state(arguments)`, `collector_paused()`, `proved_unsolvable(task)`.
 
-Options. A call may pass translator flags that skip work (`ALLOWED_FLAGS`: `--keep-unreachable-facts` skips
-`filter_unreachable_propositions`, `--skip-variable-reordering` the causal-graph ordering, ...); they apply to
-that call only (the next starts from the defaults again). Without flags the output is the driver's. The learned
-selection (`learning.selection`) chooses flags per domain where recorded runs were faster with them. Measured
-before the collector pause below (`benchmarks/bench_translate_options.py`, 8 problems per domain of
-`../shared/ipc`, translation + search with the fixed race): `--keep-unreachable-facts --skip-variable-reordering`
-took 0.60-1.0x the defaults' translation time (satellite 0.61x, elevators 0.84x, parking 0.97x wall under load;
-parking's CPU 0.85x with the first flag alone) and changed search both ways (depot 0.67x, driverlog 1.06x);
-`--keep-unimportant-variables` doubled rovers' and assembly's variables.
+Each task is translated as a first one would be: the translator's global state (its parsed options, two
+statistics counters in `main`, the warnings already printed) is reset before every task, so the SAS text equals
+the driver's `--translate` output (checked on every domain of `../shared/ipc` and `../shared/ipc-more` by
+`benchmarks/sas_compare.py`, and on an ADL / axioms / costs subset in the tests).
 
-The garbage collector. Translation runs with Python's cyclic collector paused (`collector_paused`): the
-translator builds millions of small objects that all live until the task is written, so the collector's
-passes rescan them again and again and free nothing. Output is unchanged (`benchmarks/sas_compare.py`: every
-domain still byte-identical to the driver's); translation CPU time fell to 0.61x on `../shared/ipc` and 0.66x
-on `../shared/ipc-more` (`python -m benchmarks.bench_translate_options --collector`, alternating paused / on;
-per domain 0.58x (parking, transport) to ~1.0x on tasks translated in milliseconds; labyrinth-sat23 p01, a
-228 MB SAS file, 158 -> 107 s CPU), peak memory unchanged
-(150 MB on parking, 3.9 GB on labyrinth p01 either way; the collection afterwards ~15 ms on parking).
+Options: translator flags that skip work (`--keep-unreachable-facts`, `--skip-variable-reordering`, ...) apply to
+one call only; without flags the output is the driver's. The learned selection (`learning.selection`) chooses
+them per domain (why per domain, and what they cost: `docs/decisions/translator-flags.md`).
+
+Translation runs with Python's cyclic garbage collector paused (`collector_paused`): the output is unchanged and
+translation takes less CPU (`docs/decisions/translator-collector.md`).
 
 Unsolvability is read from the translator's result, not from what it prints: `pddl_to_sas` answers a task it
-proved unsolvable (goal not relaxed-reachable, trivially false goal) with a task that has no operators and no
-axioms and whose goal its initial state does not satisfy. Such a task has no plan whatever produced it.
-"""
+proved unsolvable (goal not relaxed-reachable, trivially false goal) with a task that has no operators, no
+axioms and a goal its initial state does not satisfy (`proved_unsolvable`). Such a task has no plan whatever
+produced it.
+
+    result = translate(domain_text, problem_text, ["--keep-unreachable-facts"])
+    if not result.unsolvable:
+        task = parse_sas(result.sas)  # portfolio.delegates.fast_downward.sas"""
 
 from __future__ import annotations
 
