@@ -1,37 +1,35 @@
 """Two translator workers, CPython and PyPy, raced: small tasks answered by CPython, large ones by a warm PyPy.
 
-Fast Downward's translator is pure Python. Under PyPy (Debian's `pypy3`, 7.3, Python 3.9), warm, it translates
-large tasks 2-3x faster than CPython 3.11 (spider p07 1.85 -> 0.75 s, tidybot p05 4.3 -> 1.5 s, tetris p020
-1.4 -> 0.6 s, settlers p01 2.9 -> 1.1 s), but small ones more slowly even warm (blocks-4 14 vs 10 ms, gripper-1
-12 vs 6 ms) and everything slowly while cold (its first blocks-4: 100 ms). Neither interpreter is the right one
-for every task, and which one a task needs is only known once it has been translating for a while. So:
+Fast Downward's translator is pure Python. A warm PyPy translates large tasks several times faster than CPython
+but small ones more slowly, and which kind a task is shows only once it has been translating for a while; so
+both run (why this race, with these delays: `docs/decisions/pypy-translator.md`).
 
-- the CPython worker starts on every task at once (today's path, unchanged);
-- a PyPy worker, where one is found (`find_python`), starts on the same task `pypy_after_s` later (0.2 s, 0.1 s
-  more while CPython's worker may still be importing), and the first answer wins; the other is stopped. PyPy
-  wins only where it is faster by more than its late start, and it is not on mid-size tasks: a PyPy warm on
-  every earlier task took 1.09x CPython's time (median) on tasks CPython translates in 0.05-0.1 s, 0.94x at
-  0.1-0.2 s, 0.74x at 0.2-0.4 s, 0.65x past 0.8 s (`benchmarks/experiments/coverage_bound.py`, the 255 coverage
-  tasks; replayed with PyPy starting d later, 171 tasks fit 1 s for every d from 0.05 to 0.3 s, 169 from 0.5 s).
-  Started at 50 ms it was a third process on two cores beside the searches on tasks it could not win (median
-  first plan 0.284x the driver's raced, 0.255x CPython alone, 2026-12-03); from 0.2 s it still takes the large
-  tasks it wins by seconds, and coverage within 1 s is the same raced or not (161 and 161, then 160 and 160 of
-  255; median 0.280x / 0.270x, then 0.271x / 0.242x: the runs differ by as much as the arms);
-- the PyPy worker is started the first time a task needs it (small tasks never pay for it: a process with a
-  PyPy start-up and imports, ~0.2 s of CPU), and is stopped by a signal, not killed (`portfolio.engine.workers`:
-  the abort answers at once under PyPy), so the JIT stays warm across deadlines and races lost;
+`Translators(python=None, pypy_after_s=PYPY_AFTER_S)`; `translate(deadline, domain_pddl=..., problem_pddl=...,
+options=...)` -> `Answer` (the translator worker's answer, `translate.translate_message`, and which interpreter
+wrote it: `Answer.translator`, recorded as `Translation.translator` and the attempt's `details["translator"]`).
+It raises as `WorkerProcess.call` does (`BudgetExpired` when neither answered by `deadline`).
+
+- The CPython worker starts on every task at once.
+- A PyPy worker, where `python` names one, starts on the same task `pypy_after_s` later (counted from when
+  CPython's worker can start translating: one that never answered may still be importing), and the first answer
+  wins; the other is stopped (`portfolio.engine.cancel`).
+- The PyPy worker is started the first time a task needs it (or by `warm_up()`, which has it translate the
+  `WARM_UP` bundled tasks on a thread of its own), so small tasks never pay its start-up; it is stopped by a
+  signal, not killed (`portfolio.engine.workers`), so its JIT stays warm across deadlines and races lost.
 - CPython's answer is the reference: a PyPy answer that is an error (a recursion limit, memory) is set aside and
   CPython's awaited; a PyPy worker that dies before it ever answered (a translator it cannot import, too old a
   PyPy) is given up on for this process, with a warning.
 
-The SAS text is the same whichever interpreter wrote it (`benchmarks/experiments/sas_compare.py --python`). Which
-one answered is in `Translation.translator` and the attempt's `details["translator"]`.
+The SAS text is the same whichever interpreter wrote it (`benchmarks/experiments/sas_compare.py --python`).
 
-Finding PyPy: `translator_python=` (`--translator-python` on the command line), else `PORTFOLIO_TRANSLATOR_PYTHON`,
-else `pypy3` on the PATH; "off" (or "none", "cpython") turns the second worker off. PyPy gets a folder of its own
-on its module path holding links to the `portfolio` package and the translator package of this environment, so
-it imports them, and nothing else of this environment's site-packages (compiled for CPython).
-"""
+`find_python(configured)`: `translator_python=` (`--translator-python`), else `PORTFOLIO_TRANSLATOR_PYTHON`, else
+`pypy3` on the PATH; "off" (or "none", "cpython") turns the second worker off. PyPy gets a folder of its own on
+its module path (`module_path`) holding links to the `portfolio` package and this environment's translator
+package, so it imports them and nothing else of this environment's site-packages (compiled for CPython).
+
+    translators = Translators(find_python(None))
+    answer = translators.translate(time.monotonic() + 1.0, domain_pddl=domain, problem_pddl=problem)
+    sas_text = answer.value["sas"]"""
 
 from __future__ import annotations
 
@@ -57,23 +55,17 @@ log = logging.getLogger(__name__)
 
 ENV_PYTHON = "PORTFOLIO_TRANSLATOR_PYTHON"
 OFF = frozenset({"off", "none", "cpython", ""})
-PYPY_AFTER_S = 0.2  # the measurements in the module docstring
-# The warm-up: four bundled domains, 0.7 s under a cold PyPy. Measured against one logistics-20 (0.3 s) and none,
-# first translation after it (s; CPython 0.74, 1.96, 0.44, 0.39): nurikabe p01 1.01 / 0.85 / 0.67, caldera p06
-# 1.42 / 1.47 / 1.27, grid prob03 0.39 / 0.35 / 0.35, data-network p02 0.35 / 0.34 / 0.38; repeating it three
-# times (1.2 s) gained 0.0-0.09 s more. A PyPy that has translated a domain once is faster still on it (nurikabe
-# 0.3 s).
+# PyPy starts this late: it leaves CPython the mid-size tasks PyPy cannot win (docs/decisions/pypy-translator.md).
+PYPY_AFTER_S = 0.2
+# The warm-up: four bundled domains, enough to warm PyPy's JIT before the first large task; more gains little
+# (docs/decisions/pypy-translator.md).
 WARM_UP = (("logistics", 20), ("tools", 3), ("blocksworld", 12), ("gripper", 20))
-COLD_START_S = 0.1  # a CPython translator worker's start to its first answer: 65-80 ms measured (imports)
+COLD_START_S = 0.1  # a CPython translator worker's start to its first answer (its imports)
 # PyPy sizes its young generation at half the CPU's last-level cache, so the same PyPy is another program on
-# another machine: on one reporting a 480 MB L3 (a 2-core VM on a large Xeon) it asked for a 240 MB nursery,
-# could not start under a 300 MB address-space cap ("cannot allocate nursery"), so the race gave PyPy up under
-# the service's caps, and translated 1.4x more slowly than with 4 MB (10 tasks of 0.03-1.9 s, warm worker,
-# twice each: first translations 7.4 s in all by default, 5.3-5.5 s at 4 MB, 5.2-5.3 s at 16 MB, 6.0-6.4 s at
-# 64 MB; address-space peak 1236, 355, 444, 690 MB). 4 MB is PyPy's own fallback where it cannot read the cache
-# size: within 3% of the fastest, at the least memory.
+# another machine; a fixed 4 MB (PyPy's own fallback where it cannot read the cache size) starts under the
+# service's caps and translates near the fastest (docs/decisions/pypy-translator.md).
 PYPY_NURSERY = "4MB"
-PYPY_ABORT_GRACE_S = 0.5  # measured: PyPy answers an abort at once; past this it is killed
+PYPY_ABORT_GRACE_S = 0.5  # PyPy answers an abort at once; past this it is killed
 
 
 def find_python(configured: str | None = None) -> str | None:
