@@ -1,28 +1,34 @@
 """A translation cache on disk: Fast Downward's SAS output, kept across processes and shared between them.
 
-The in-memory cache of `FastDownward` dies with the process, so every cold `portfolio plan` and every new
-service worker pays translation again (most of a warm planning call). This cache is content-addressed: the key
-is a SHA-256 of the translator's version (the Fast Downward wheel's, and a hash of
-`portfolio/delegates/fast_downward/translate.py`,
-the pipeline driving it), the exact PDDL texts handed to it and the translator options, so an entry can only
-ever be the translator's answer for that input, and a new translator release or pipeline change simply misses.
+Every cold `portfolio plan` and every new service worker would otherwise translate again, and translation is most
+of a warm planning call. Content-addressed: `cache_key(domain_pddl, problem_pddl, version, options)` is a SHA-256
+of the translator's version (`translator_version()`: the Fast Downward wheel's, and a hash of
+`portfolio/delegates/fast_downward/translate.py`, the pipeline driving it), the exact PDDL texts and the translator
+options, so an entry can only ever be the translator's answer for that input, and a new translator release or
+pipeline change simply misses.
 
-Design choices, and why:
-- **Where**: `$XDG_CACHE_HOME/portfolio-planner`, else `~/.cache/portfolio-planner` (the XDG base directory
-  rule); `portfolio plan --cache-dir DIR` elsewhere, `--no-cache` off. The library itself only uses a cache it
-  is given, so embedding the planner never writes to a home directory unasked.
-- **Sharing**: an entry is written to a temporary file in the same directory and moved into place with
-  `os.replace`, which is atomic on POSIX: concurrent workers see the old entry, the new one, or none, never half
-  of one. Two workers translating the same task both write the same bytes; the last replace wins.
-- **Corruption**: every entry starts with a header carrying the SHA-256 of its body. A truncated or altered
-  entry fails the check (or fails to parse later), is removed, and the caller translates and rewrites it.
-- **Ownership**: entries live in a subdirectory of their own (`sas-1/` under the directory given), and
-  eviction only ever removes files named like an entry (64 hex digits + `.sas`) there. `--cache-dir` may
-  name a directory holding other files: before, eviction deleted any `*.sas` in it (a user's 300 MB file).
-- **Size**: bounded (`max_bytes`, default 256 MiB) as a least-recently-used cache by modification time: a
-  hit touches its entry, and after a write the oldest entries go until the directory fits. SAS files of the
-  IPC tasks here are 10 KB-5 MB, so the default holds hundreds of tasks.
-"""
+`SasCache(directory=None, max_bytes=DEFAULT_MAX_BYTES)` (256 MiB):
+- `get(key)` -> `CachedTranslation` (the SAS text, whether the task was proved unsolvable) or None: missing,
+  unreadable or corrupt (every entry carries the SHA-256 of its body in a header; a corrupt one is removed and
+  the caller translates and rewrites it). A hit touches the entry.
+- `put(key, entry)` writes atomically (a temporary file in the same directory moved into place with
+  `os.replace`: concurrent workers see the old entry, the new one, or none), then `evict()`s the least recently
+  used entries (by modification time) until the directory fits `max_bytes`. A cache that cannot be written is
+  logged and skipped: it never fails a planning call.
+- Entries live in a subdirectory of their own (`SUBDIRECTORY` under the directory given), and eviction only
+  removes files named like an entry (64 hex digits + `.sas`) there, so `directory` may hold other files.
+
+`default_cache_dir()`: `$XDG_CACHE_HOME/portfolio-planner`, else `~/.cache/portfolio-planner`. The CLI uses it
+(`portfolio plan --cache-dir DIR` elsewhere, `--no-cache` off); the library only uses a cache it is given, so
+embedding the planner never writes to a home directory unasked. Why these choices:
+`docs/decisions/sas-cache.md`.
+
+    cache = SasCache(tmp_dir)
+    key = cache_key(domain_pddl, problem_pddl)
+    entry = cache.get(key)
+    if entry is None:
+        result = translate(domain_pddl, problem_pddl)
+        cache.put(key, CachedTranslation(result.sas, result.unsolvable))"""
 
 from __future__ import annotations
 
