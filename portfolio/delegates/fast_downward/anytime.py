@@ -1,28 +1,28 @@
 """Searching under costs: keep the cheapest plan the budget allows, stop on a proof that it is optimal.
 
-Why: with costs (the task's own, or learned ones) the first plan a satisficing search finds is often not the
-cheapest one. An eager weighted A* (w = 3) returns the first goal it expands, so a short risky route beats a
-longer safe one: on a delivery task where one road fails 60% and a three-road detour 3% it returned the risky
-road (cost 7.89) where the optimum is the detour (5.76). Learned costs only change the plan a user gets if the
-search respects them, so the cost-aware searches run here are
+With costs (the task's own, or learned ones) the first plan a satisficing search finds is often not the cheapest,
+and learned costs change the plan a user gets only if the search respects them (what a cost-blind first plan
+costs: `docs/decisions/anytime-search.md`). So calls with costs run cost-aware searches side by side
+(`searches`):
 
 - `anytime-wastar`: LAMA's first phase (a greedy first plan that ignores costs: lama-first's coverage), then
   eager weighted A* restarts with w = 5, 3, 2, 1 on the real costs, each bounded by the incumbent's cost, the
-  last repeated until it finds nothing cheaper (why not LAMA's own five phases: `searches._ANYTIME`). A phase
-  that finds nothing does not end it (this build's iterated search goes on), so it ends only when its last phase
-  (A* order, reopening closed states, pruning on the bound) has exhausted every state cheaper than the incumbent:
-  when it exits on its own, its last plan is optimal;
+  last repeated until it finds nothing cheaper. It exits on its own only once its last phase has exhausted every
+  state cheaper than the incumbent, so an exit with a plan proves that plan optimal;
 - `seq-opt-lmcut` beside it on small tasks (A* with the admissible LM-cut heuristic): its plan is optimal.
 
-Fast Downward writes each plan of an iterated search to `PLAN.1`, `PLAN.2`, ... (each cheaper than the last)
-and a single search's to `PLAN`, the cost last (`; cost = N (general cost)`), so plans are read from the files as
-they appear: a plan file without that line is still being written and is skipped. The wait (`wait_anytime`)
-ends on a proof (a proving search exited with a plan, or any search proved the task unsolvable), when every
-search has exited, at the deadline, or once a plan exists and `improve_by` has passed: the share of the call's
-budget the caller gives improvement (`quality` in `portfolio.delegates.fast_downward.delegate`). The outcome is the
-cheapest plan found by any search; the attempt's details record every plan found (search, cost, ms) and
-whether optimality was proved.
-"""
+Entry points, over the `SearchRun`s of one call:
+- `found_plans(runs, started_wall)` -> `list[FoundPlan]` (search, plan file, cost, ms since `started_wall`): every plan
+  written so far. Fast Downward writes each plan of an iterated search to `PLAN.1`, `PLAN.2`, ... (each cheaper
+  than the last) and a single search's to `PLAN`, the cost last (`; cost = N (general cost)`); a plan file
+  without that line is still being written and is skipped (`plan_files`, `read_found`).
+- `wait_anytime(runs, deadline, improve_by, proving, started_wall)` -> (exit codes by alias, None for one still
+  running; the alias whose exit proved its plan optimal, or None). It returns on a proof (a search in `proving`
+  exited with a plan, or any search proved the task unsolvable), when every search has exited, at `deadline` or
+  on a stop signal (`portfolio.engine.cancel`), or once a plan exists and `improve_by` has passed: the share of
+  the call's budget the caller gives improvement (`quality` in `portfolio.delegates.fast_downward.delegate`).
+- `cheapest(plans)`: the outcome, the cheapest plan found by any search (among equals the first found). The
+  attempt's details record every plan found and whether optimality was proved."""
 
 from __future__ import annotations
 
