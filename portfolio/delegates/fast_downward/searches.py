@@ -3,7 +3,8 @@
 Fast Downward's driver keeps translate, search and portfolio apart (`aliases.py`, `run_components.py`,
 `portfolio_runner.py`); so does this project. `portfolio.delegates.fast_downward.delegate` translates and caches; this
 module holds which searches may run once a SAS task exists:
-- the search configurations by alias (`SEARCH_ALIASES`), with the measured reasons for each choice beside them;
+- the search configurations by alias (`SEARCH_ALIASES`), what each is for beside it (the measurements behind
+  them: `docs/decisions/anytime-search.md`);
 - which of them one call runs side by side (`search_aliases`: a small portfolio over the cores available, first
   plan wins on unit costs, the cost-aware plan preferred with costs);
 - the qualities a call with costs may ask for (`QUALITIES`).
@@ -25,9 +26,9 @@ _LAMA_FIRST = (
 )
 # Cost-sensitive, first plan only (`quality="first"`): LAMA's heuristics on real costs (plus one, so zero-cost
 # actions still count) in an eager weighted A*. Eager, not lazy as in LAMA: lazy search scores a successor by its
-# parent's estimate, so on a task where one expensive action reaches the goal directly it takes that action
-# (measured: cost 100 vs 3). With w = 3 the heuristic outweighs the cost already paid, so its first plan may be
-# a short risky route where a longer safe one is cheaper (`portfolio.delegates.fast_downward.anytime`).
+# parent's estimate, so on a task where one expensive action reaches the goal directly it takes that action. With
+# w = 3 the heuristic outweighs the cost already paid, so its first plan may be a short risky route where a longer
+# safe one is cheaper (`portfolio.delegates.fast_downward.anytime`; measured: docs/decisions/anytime-search.md).
 _LAMA_COSTS = (
     "let(hlm, eval_modify_costs(landmark_sum(lm_factory=lm_reasonable_orders_hps(lm_rhw()),pref=false),"
     "cost_type=plusone),let(hff, eval_modify_costs(ff(),cost_type=plusone),"
@@ -39,17 +40,9 @@ _LAMA_COSTS = (
 # after a phase that finds nothing ("No solution found - keep searching"), so the search exits only once its last
 # phase (A* order, reopening, pruning on g alone) has exhausted every state cheaper than the incumbent: an exit
 # with a plan proves that plan optimal.
-# Not the driver's `--alias lama` (it was, up to 0.1.0): LAMA's second phase, a greedy search on the real costs
-# bounded by the first plan's cost, ignores g and so can search the whole bounded space without finding anything
-# (on bundled logistics-6 with learned costs it ran for 3 s of a 1 s budget while the weighted A* phases behind it
-# never started). Measured on the tuning tasks (bundled logistics-6 and gripper-8 problems 0-29 with learned costs,
-# `portfolio bench learning --bundled-episodes`; `python -m benchmarks.experiments.cost_search --first-seed 0 --seeds 3
-# --families logistics-large,tools-large,ipc-costs`), cost / optimum median and p95:
-#     LAMA's five phases                logistics-6 1.136 / 1.299, gripper-8 1.004 / 1.139, ipc-costs 1.057 / 1.269
-#     without its phase 2 (lazy w A*)   logistics-6 1.004 / 1.247, gripper-8 1.000 / 1.013, ipc-costs 1.057 / 1.250
-#     eager w A*, FF and landmarks      logistics-6 1.000 / 1.183, gripper-8 1.000 / 1.042, ipc-costs 1.132 / 1.269
-#     eager w A*, FF (this one)         logistics-6 1.000 / 1.157, gripper-8 1.000 / 1.000, ipc-costs 1.047 / 1.269
-# at the same latency (the anytime share ends all of them), logistics-large and tools-large at 1.000 for all four.
+# Not the driver's `--alias lama`: LAMA's second phase, a greedy search on the real costs bounded by the first
+# plan's cost, ignores g and so can search the whole bounded space without finding anything; and the eager
+# weighted A* phases with FF alone gave the cheapest plans at the same latency (docs/decisions/anytime-search.md).
 _ANYTIME = (
     "let(hlm1, eval_modify_costs(landmark_sum(lm_factory=lm_reasonable_orders_hps(lm_rhw()),pref=false),"
     "cost_type=one),let(hff1, eval_modify_costs(ff(),cost_type=one),"
