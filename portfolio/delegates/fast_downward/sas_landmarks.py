@@ -1,24 +1,23 @@
 """LM-cut's disjunctive action landmarks of a SAS+ task with operator costs, computed once, at the search's root.
 
-What: the LM-cut procedure (Helmert & Domshlak 2009) over the unary relaxation of
-`portfolio.delegates.fast_downward.sas_search.relax`: compute h_max with the remaining costs, take the cut that
-separates the state from the goal zone in the justification graph (each unary operator's costliest condition to its
-effect), record the cut's operators as a landmark of cost m (the cut's cheapest remaining cost), take m off each of
-them, and repeat until the goal costs nothing. Each landmark is a set of operators every plan from the state uses
-at least one of; the landmarks' costs are a cost partition (no operator pays out more than its cost in total), so
-the costs of any landmarks a plan has still to use add up to a lower bound on what it has left to pay.
+`landmarks(problem, relaxation, op_costs, state)` -> a list of (operator indices, cost) pairs: each a set of
+operators every plan from `state` uses at least one of, and its cost. The costs are a cost partition (no operator
+pays out more than its cost in total), so the costs of the landmarks a plan has still to use add up to a lower
+bound on what it has left to pay. No landmarks (an empty list) for a task with conditional effects (where a unary
+operator's firing would not be its operator's) or a goal relaxed-unreachable from `state`.
 
-Why: A* with h_max alone (`portfolio.delegates.fast_downward.sas_astar`) goes around in circles on tasks with
-several vehicles or parallel errands: h_max prices only the costliest single fact, so a vehicle that wanders
-away while another one works costs nothing to the heuristic, and the search expands every such wandering up to the
-optimum's cost. A landmark nothing on the path has used yet is still owed (a plan from the root goes through the
-path and then still needs one of its operators), so the search adds the costs of the landmarks a path has not
-used to its bound (path-dependent, as LM-A*: Karpas & Domshlak 2009): a move that uses none of them raises f by its
-full cost. Computing the landmarks once costs one LM-cut (1-1.6 ms on the 96-operator detours tasks, 6 ms on
-240-operator vehicle-roads ones); each child then costs a mask update, not a heuristic evaluation. Only for
-tasks without conditional effects (`landmarks` returns no landmark otherwise), where a unary operator's firing is
-its operator's.
-"""
+How: the LM-cut procedure (Helmert & Domshlak 2009) over the unary relaxation of
+`portfolio.delegates.fast_downward.sas_search.relax`: compute h_max with the remaining costs, take the cut that
+separates the state from the goal zone in the justification graph (each unary operator's costliest condition to
+its effect), record the cut's operators as a landmark of cost m (the cut's cheapest remaining cost), take m off
+each of them, and repeat until the goal costs nothing.
+
+Why: it bounds the in-process A* (`portfolio.delegates.fast_downward.sas_astar`) where h_max alone prices only the
+costliest single fact, so a vehicle that wanders while another works costs the bound nothing. A landmark nothing
+on a path has used yet is still owed, so the search adds the costs of the landmarks a path has not used to its
+bound (path-dependent, as LM-A*: Karpas & Domshlak 2009): a move that uses none of them raises f by its full cost.
+Computed once per search, each child then costs a mask update, not a heuristic evaluation (what it costs and
+saves: `docs/decisions/in-process-astar.md`)."""
 
 from __future__ import annotations
 
