@@ -1,21 +1,22 @@
 """A* over a translated SAS+ task with operator costs, in this process: optimal plans on small tasks.
 
-What: A* (duplicate detection by best g, reopening a state reached more cheaply) over the operators of
-`portfolio.delegates.fast_downward.sas_search.compile_task`, bounded by the LM-cut landmarks of the initial state
-that a path has not used yet (`portfolio.delegates.fast_downward.sas_landmarks`; admissible), or, on a task
-without landmarks, by h_max (`portfolio.delegates.relaxed.h_max`: the costliest single fact the relaxed task
-needs, with operator costs: admissible and consistent). A plan it returns is optimal under the costs it was given.
+`astar_search(problem, op_costs, init, deadline, node_cap=20_000, check_every=32)` -> (`SearchResult`, the
+plan's cost or None). `problem` is `portfolio.delegates.fast_downward.sas_search.compile_task`'s, `op_costs` one
+float per operator (the process search rounds them to thousandths), `deadline` a `time.monotonic()` time. A plan
+it returns is optimal under the costs it was given. It stops with `timeout` at the deadline, `memout` at the node
+cap, and `incomplete` when it runs out of states (never `unsolvable`, as in `sas_search`).
 
-Why: with costs (learned, or the task's own) the plan must be the cheapest one, and on a small task proving it
-takes a search process (`anytime-wastar` beside A* with LM-cut, `portfolio.delegates.fast_downward.anytime`) 15-30 ms,
-most
-of it the process itself; a cost-blind replan of the same task is answered in this process by GBFS in 2-3 ms
-(`portfolio.delegates.fast_downward.sas_search`). This search gives calls with costs the same shortcut: `FastDownward`
-runs it first on
-tasks below its in-process operator threshold and falls back to the processes when it stops (deadline or node
-cap: `timeout` / `memout`) or runs out of states (`incomplete`: never `unsolvable`, as in `sas_search`).
-Costs are floats (the process search rounds them to thousandths).
-"""
+What: A* (duplicate detection by best g, reopening a state reached more cheaply) bounded by the LM-cut landmarks
+of the initial state that a path has not used yet (`portfolio.delegates.fast_downward.sas_landmarks`;
+admissible), or, on a task without landmarks, by h_max (`portfolio.delegates.relaxed.h_max`: the costliest single
+fact the relaxed task needs, with operator costs: admissible and consistent).
+
+Why: with costs (learned, or the task's own) the plan must be the cheapest one, and on a small task a search
+process costs more than the search, while a cost-blind replan is answered in this process
+(`portfolio.delegates.fast_downward.sas_search`). This search gives calls with costs the same shortcut:
+`FastDownward` runs it first on tasks below its in-process operator threshold and falls back to the processes
+(`anytime-wastar` beside A* with LM-cut, `portfolio.delegates.fast_downward.anytime`) when it stops. What it
+costs against the processes, and why landmarks rather than h_max: `docs/decisions/in-process-astar.md`."""
 
 from __future__ import annotations
 
@@ -65,9 +66,8 @@ def _goal_test(goal: tuple[tuple[int, int], ...]) -> Callable[[tuple[int, ...]],
 
 def _successors(problem: Problem) -> Callable[[int, tuple[int, ...]], tuple[int, ...] | None]:
     """The successor of a state by an operator (by index), or None where the operator does not apply. Without
-    conditional effects each operator's effects are plain assignments, applied without testing conditions: the
-    expansions of a 240-operator task spent a third of their time in `sas_search._successor`'s tests of empty
-    conditions."""
+    conditional effects each operator's effects are plain assignments, applied without testing conditions, which
+    `sas_search._successor`'s tests of empty conditions cost (`docs/decisions/in-process-astar.md`)."""
     operators = problem.operators
     if has_conditional_effects(problem):
         return lambda index, state: _successor(operators[index], state)
@@ -103,15 +103,10 @@ def astar_search(
     per child. h_max is evaluated only on a task without landmarks (conditional effects, or a goal relaxed-unreachable
     or already met): at the root (a relaxed-unreachable goal ends the search at once) and lazily for each state
     taken out of the open list (a child enters with its parent's bound less the operator's cost; if its f then
-    grows it goes back in).
-
-    Measured on the learned detours calls of `portfolio bench learning` (two vans, two parcels, 96 operators;
-    world 3200, 50 calls, median): h_max alone expanded 334 states in 22.7 ms; the landmarks with h_max at each
-    expansion 130 in 7.2 ms; the landmarks alone 220 in 3.9 ms. h_max costs ~50 us a state here, more than the
-    states it spares, and the same held on the bundled tasks with random costs (logistics 3: 10.6-40.4 ms with
-    h_max beside the landmarks, 6.3-21.0 without, within 6% of the expansions). What is given up: h_max's dead-end
-    detection at each state; a dead end now costs the states below it up to the optimum's cost, within the node
-    cap and budget, after which the search processes (A* with LM-cut, which detects them) take over."""
+    grows it goes back in). Not beside the landmarks at every state: it costs more than the states it spares
+    (`docs/decisions/in-process-astar.md`). What is given up: h_max's dead-end detection at each state; a dead end
+    costs the states below it up to the optimum's cost, within the node cap and budget, after which the search
+    processes (A* with LM-cut, which detects them) take over."""
     relaxation = relax(problem)
     goal = problem.goal
     costs_of_unary = unary_costs(relaxation, op_costs)
