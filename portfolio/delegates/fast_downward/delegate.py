@@ -1,27 +1,27 @@
 """The Fast Downward delegate: the translator in a warm worker process, the search binary as a child process.
 
-This is the driver's translate -> search pipeline without the driver: the `fast-downward.py` script pays
-interpreter start-up and imports on every call, a long-lived delegate pays them once. Translations are cached
-by task content, in memory and on disk, and re-used for replanning from a changed state and for other action
-costs (`translations`, `sas.py`). A replan on a small unit-cost task (translation reused, init rewritten), and a
-small task with costs, are first searched in this process (`portfolio.delegates.fast_downward.inprocess`, no
-process: the plan is answered as "fd-inprocess"); when that finds nothing, the process search runs in what is left.
-Both stages run in processes that are killed when the deadline passes, so the budget is hard; handing the SAS
-task to a search process is bounded by the same deadline.
+`FastDownward(...)` (a `Delegate`; its settings in the class docstring) answers `solve(request, deadline)` ->
+`DelegateOutcome`: translate the task (cached by content, in memory and on disk: `translations`, `sas_cache`;
+reused for replanning from a changed state and for other action costs: `sas`), decide the call's
+`search_plan.SearchPlan` once, search in this process when the plan says so
+(`portfolio.delegates.fast_downward.inprocess`, answered as "fd-inprocess"), then in `downward` processes within
+what is left (`searches`, `search_run`). `search_sas(...)` searches an already translated SAS task (the goal
+agenda's shared translation). A budget spent in translation or search is a `timeout` outcome; the processes are
+killed at the deadline, so the budget is hard, and handing the SAS task to a search process is bounded by the
+same deadline.
 
-The cascade may carry this delegate's work over past its share (`carries_over`, see `portfolio.engine.cascade`): it
-then runs on another thread beside the decomposer tier, which shares it. So a translation under way is made
-once (a second caller waits for it: `translations`), and every wait also ends when the thread's stop signal is
-set (`portfolio.engine.cancel`). The decomposer's subgoal searches still race `workers` searches beside the carried-over
-ones: capping all calls together at one search per core was tried and lost (citycar p3-2-2-0-1: the goal
-agenda's first subgoal took lama-first alone > 5 s, the race's eager-ff-cg 0.23 s).
+Why: this is the driver's translate -> search pipeline without the driver; the `fast-downward.py` script pays
+interpreter start-up and imports on every call, a long-lived delegate pays them once.
 
-What one call runs (translator flags, in-process search, which `downward` searches side by side, how their wait
-ends) is decided once, in `search_plan`, from the delegate's fixed `Settings` and the request (its learned
-`selection` included), into a frozen `SearchPlan` passed down; running the searches as `downward` processes is
-`searches` (the driver's own split between translate, search and portfolio). This module translates and runs the
-plan.
-"""
+The cascade may carry this delegate's work over past its share (`carries_over`, `portfolio.engine.cascade`): it
+then runs on another thread beside the decomposer tier, which shares it. So a translation under way is made once
+(a second caller waits for it: `translations`), and every wait also ends when the thread's stop signal is set
+(`portfolio.engine.cancel`). The decomposer's subgoal searches race `workers` searches beside the carried-over ones,
+not one search per core for all calls together (`docs/decisions/search-race-per-call.md`).
+
+    delegate = FastDownward()
+    outcome = delegate.solve(PlanRequest(task=task), time.monotonic() + 1.0)
+    delegate.close()"""
 
 from __future__ import annotations
 
