@@ -1,18 +1,24 @@
 """Killable workers: a warm Python worker process (the pre-started search processes: `search_pool`).
 
-A budget is only hard if whatever runs under it can be stopped. A worker runs in its own process group, so the
-whole group (the worker and anything it started) can get SIGKILL, and the next call gets a fresh process, started
-at once, in the background.
+A budget is only hard if whatever runs under it can be stopped. `WorkerProcess(preload, python, env,
+abort_grace_s)` runs `python -m portfolio.engine.worker_main` in its own process group, with the modules in
+`preload` imported at start. `call(op, deadline, **kwargs)` runs the function `op` names
+("package.module:function") with `kwargs` there and returns its answer. It raises `BudgetExpired` when `deadline`
+passes first (or the thread's stop signal is set: `portfolio.engine.cancel`), `WorkerCrashed` when the process
+dies or the worker was closed, `WorkerError` when `op` raised (`OutOfMemory` for an allocation failure).
+A worker past its deadline is killed with its whole group (`kill_group`: the group and every process below it),
+and the next call gets a fresh process, started at once, in the background.
 
-A worker given an `abort_grace_s` is first asked to stop (`worker_main.ABORT_SIGNAL`): the caller returns at its
-deadline all the same, and a background thread waits up to that long for the worker's answer to the stopped request;
-a worker that answers stays (its imports, and a PyPy worker's JIT, warm: a cold PyPy translator is slower than
-CPython, a warm one 2-3x faster), one that does not is killed and replaced. The next call waits for that thread,
-within its own deadline. The default (0) kills at once: unwinding a CPython translator stopped after 1.5 s took
-0.56 s (refcounting frees its objects frame by frame) where a fresh worker is ready in ~0.2 s; under PyPy the
-same abort answers at once (parking's largest problem, stopped at 0.3, 1.5 and 3 s:
-`python -m benchmarks.experiments.abort_latency`).
-"""
+`abort_grace_s`: a worker given one is first asked to stop (`worker_main.ABORT_SIGNAL`): the caller returns at its
+deadline all the same, and a background thread waits up to that long for the worker's answer to the stopped
+request; a worker that answers stays (its imports, and a PyPy worker's JIT, warm), one that does not is killed
+and replaced. The next call waits for that thread, within its own deadline. The default (0) kills at once, which
+is quicker than unwinding for a CPython translator; a PyPy worker answers the abort at once, so it is given a
+grace (why: `docs/decisions/worker-aborts.md`).
+
+    worker = WorkerProcess(preload=translate.PRELOAD)  # portfolio.delegates.fast_downward.translate
+    answer = worker.call(translate.TRANSLATE_OP, time.monotonic() + 1.0, domain_pddl=domain, problem_pddl=problem)
+    worker.close()"""
 
 from __future__ import annotations
 
@@ -99,8 +105,7 @@ def kill_group(process: subprocess.Popen[bytes]) -> None:
 
     The group alone is not enough: a process that plans (a service's planner worker) starts its own killable
     workers and searches in process groups of their own, so that each can be killed at its deadline; killing the
-    planner's group would leave them running until their own deadlines (measured: a search still running after
-    the server had exited on SIGTERM)."""
+    planner's group would leave them running until their own deadlines (`docs/decisions/worker-aborts.md`)."""
     below = descendants(process.pid)
     kill_own_group(process)
     for pid in below:
@@ -278,7 +283,8 @@ class WorkerProcess(Resource):
 
     def close(self) -> None:
         """Kill the worker, a request in flight included (that call raises WorkerCrashed), without waiting for it
-        first: closing a planner right after its start waited ~0.4 s a worker for the PyPy warm-up's requests."""
+        first: a planner closed right after its start would otherwise wait for the PyPy warm-up's requests
+        (`docs/decisions/worker-aborts.md`)."""
         self._closed = True
         process = self._process
         if process is not None:
