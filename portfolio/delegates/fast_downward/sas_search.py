@@ -8,10 +8,9 @@ Tasks with axioms are declined (`compile` returns None): evaluating derived vari
 
 Why: a replan from a perturbed state already reuses the cached translation (only `begin_state` changes), and on
 small tasks what is left is mostly the cost of the `downward` process itself (start-up, parsing the SAS text,
-writing the plan file: ~3.4 ms of process work measured on the tiny IPC tasks of `portfolio.benchsuite.measure`). A
-search in
-this process pays none of that; a pure-Python hFF costs ~O(operators) per state, so it only pays off on small
-tasks: `portfolio.delegates.fast_downward.delegate` uses it below an operator threshold and falls back to the process.
+writing the plan file: figures in `docs/benchmarks.md`, "Micro benchmarks"). A search in this process pays none of
+that; a pure-Python hFF costs ~O(operators) per state, so it only pays off on small tasks:
+`portfolio.delegates.fast_downward.delegate` uses it below an operator threshold and falls back to the process.
 
 Outcomes follow `portfolio.engine.results.Status`: a plan is `solved`; running out of open states is `incomplete`, never
 `unsolvable` (this search is not one of the complete methods the cascade trusts with a proof, and a caller may
