@@ -1,10 +1,11 @@
 """Worker processes started before their `WorkerProcess` exists, so that their start overlaps the parent's own.
 
-`portfolio plan` is one process that imports ~150 ms of modules before it builds the `Planner`, whose translator
-worker then starts (~50-90 ms) while the task waits for it. `prespawn` starts that worker first thing, with the
-command line, environment and memory cap `WorkerProcess.spawn` would give it; `WorkerProcess` `take`s it when one
-with the same command line and environment is built, and starts its own otherwise. `discard` kills the spares no
-one took: the CLI calls it before it returns, so nothing it started outlives it (a bad input's exit 2 included).
+`portfolio plan` is one process that imports its modules before it builds the `Planner`, whose translator worker
+then starts while the task waits for it (the times: `docs/benchmarks.md`, "Cold start"). `prespawn` starts that
+worker first thing, with the command line, environment and memory cap `WorkerProcess.spawn` would give it;
+`WorkerProcess` `take`s it when one with the same command line and environment is built, and starts its own
+otherwise. `discard` kills the spares no one took: the CLI calls it before it returns, so nothing it started
+outlives it (a bad input's exit 2 included).
 
 Imports nothing heavy (no pydantic): that is the point of it.
 """
