@@ -47,10 +47,8 @@ class SearchProcessPool(Resource):
     The search binary spends milliseconds starting before it reads its task from stdin, and starting a process
     from Python costs milliseconds more. A run given back is killed at once; it is reaped, its files removed and
     its replacement started on a background thread, none of it on the caller's path. The replacement starts when
-    the run is given back, not when it is taken: started at once, two replacements started beside two racing
-    searches on two cores, and the loser's kill read all of /proc for descendants a search never has. Both
-    moved off the path: median first plan 23.3 -> 19.8 ms (per task 0.91x) on the 57 coverage tasks of
-    ../shared the classical tier solves in < 0.3 s, interleaved, 3 rounds.
+    the run is given back, not when it is taken, so it never competes with the racing searches for the cores
+    (`docs/decisions/search-pool.md`).
     """
 
     def __init__(self) -> None:
