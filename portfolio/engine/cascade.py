@@ -67,11 +67,9 @@ log = logging.getLogger(__name__)
 CLASSICAL_BUDGET_S = 1.0
 DECOMPOSER_BUDGET_S = 30.0
 # Action elimination may add this share of the time the call has taken so far (at least ELIMINATION_MIN_S), and
-# never passes the call's deadline; it stops with the plan reduced so far. Measured on IPC plans of 27-177 steps
-# (`domains/action_elimination.py`): 3-360 ms against 0.2-2.8 s of planning, removing up to half of a plan's steps
-# (depot p05 152 -> 77, blocks 12-0 94 -> 50), so a quarter lets it finish on all of them. The floor is for
-# fast calls with long plans (blocks 12-0 warm: 65 ms to plan, 11-14 ms to eliminate; with a 20 ms floor the same
-# command returned 50 steps or 78 depending on the machine's load).
+# never passes the call's deadline; it stops with the plan reduced so far. A quarter lets it finish on the IPC plans
+# measured; the floor keeps fast calls with long plans from returning a different plan under load
+# (docs/decisions/action-elimination-budget.md).
 ELIMINATION_SHARE = 0.25
 ELIMINATION_MIN_S = 0.1
 
