@@ -42,21 +42,15 @@ log = logging.getLogger(__name__)
 
 # With costs and quality "anytime": the share of the time left when the searches start (up to when the caller
 # wants its answer) that improvement may use once a plan exists; a proof of optimality ends it sooner. See
-# `searches.QUALITIES`. Chosen on tuning tasks (`python -m benchmarks.experiments.cost_search`, seeds 0-2 of
-# logistics-large and tools-large, the ipc-costs tasks): 0.25 / 0.5 / 1.0 returned plans as cheap on all of them
-# but the elevators pair (median cost / optimum 1.000, 1.000, 1.000 on logistics-large; ipc-costs 1.135, 1.135,
-# 1.009), at median latencies of 161 / 208 / 247 ms (logistics-large) and 230 / 456 / 859 ms (ipc-costs): the
-# extra time bought a cheaper plan only on elevators, whose improvement is slow whatever the share.
+# `searches.QUALITIES`. A larger share bought cheaper plans only where improvement is slow whatever the share
+# (docs/decisions/anytime-search.md).
 IMPROVE_SHARE = 0.25
 # A* with LM-cut races the anytime search on tasks with at most this many operators (larger ones: a second
 # satisficing search instead, see `searches.search_aliases`).
 EXACT_MAX_OPERATORS = 1000
 # In-process search (`portfolio.delegates.fast_downward.inprocess`): only for tasks with at most this many
-# operators. Measured on 2 cores, from the initial state: pure-Python GBFS+hFF solves the IPC tasks of
-# `portfolio.benchsuite.measure` (4-72 operators) in 0.1-7 ms plus ~0.5 ms to compile, where a whole perturbed
-# replan through a `downward` process took 9-12 ms (`benchmarks.bench_reuse`); at 156-180 operators (logistics00
-# 8-0, depot p02) it took 21-28 ms, slower than the process, since hFF costs O(operators) per state in Python. 120
-# sits between the two.
+# operators. hFF costs O(operators) per state in Python, so past some size a `downward` process is faster; 120 sits
+# between the sizes measured faster in this process and those faster in a process (docs/decisions/in-process-gbfs.md).
 INPROCESS_MAX_OPERATORS = 120
 INPROCESS_NODE_CAP = 20_000  # states an in-process search may generate before it gives up (`memout`)
 
