@@ -34,11 +34,8 @@ INPROCESS_NAME = "fd-inprocess"
 
 # The in-process search stops after this long (or at the deadline): the process search gets what is left.
 INPROCESS_BUDGET_S = 0.1
-# A* gives up sooner: its plan must be proved optimal, and a task it cannot finish in a few thousand
-# states is better left to the processes at once. Measured (`python -m benchmarks.experiments.cost_search`, held-out
-# seeds
-# 100-109): with 0.1 s the tools-large and logistics-large calls it could not finish waited 0.1 s for nothing
-# (median 120-144 ms against 13-17 ms for the processes' first plan); the small families finish in 4-12 ms.
+# A* gives up sooner: its plan must be proved optimal, and a task it cannot finish in a few thousand states is
+# better left to the processes at once (docs/decisions/in-process-astar.md).
 ASTAR_BUDGET_S = 0.02
 
 
