@@ -8,13 +8,13 @@ Every call runs under a `time.monotonic()` deadline: connect and send get at mos
 answer must arrive by the deadline: a watchdog shuts the socket down when it passes, so an endpoint that
 trickles one byte just before each read timeout cannot stretch the call (httpx gives every read the full
 timeout again). A rate limit (429, or 503 with Retry-After) is waited out only when the wait fits in what is
-left. An answer is read up to `MAX_ANSWER_BYTES` (a chat answer is kilobytes; a 1.5 GB body once made the
-worker run out of memory). Failures raise `LLMError` with a `kind` the delegate records. The API key (argument
-or env `PORTFOLIO_LLM_API_KEY`) goes into the Authorization header and nowhere else: not into messages, reprs,
-logs or errors. Text from the endpoint is screened for it in every encoding it could come back in
-(`portfolio.delegates.key_screen`): an error body is quoted with the key cut out (before the quote is cut short,
-never after: a key echoed across the cut would otherwise leak in part), and an answer that holds the key is
-refused unread (`key-echoed`), so nothing of it reaches a critique, a log, the trace store or the endpoint again.
+left. An answer is read up to `MAX_ANSWER_BYTES` (a chat answer is kilobytes; an unbounded body can exhaust the
+worker's memory: `docs/decisions/llm-answer-cap.md`). Failures raise `LLMError` with a `kind` the delegate records. The
+API key (argument or env `PORTFOLIO_LLM_API_KEY`) goes into the Authorization header and nowhere else: not into
+messages, reprs, logs or errors. Text from the endpoint is screened for it in every encoding it could come back in
+(`portfolio.delegates.key_screen`): an error body is quoted with the key cut out (before the quote is cut short, never
+after: a key echoed across the cut would otherwise leak in part), and an answer that holds the key is refused unread
+(`key-echoed`), so nothing of it reaches a critique, a log, the trace store or the endpoint again.
 """
 
 from __future__ import annotations
