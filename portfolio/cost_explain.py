@@ -93,7 +93,7 @@ def explain_learned_plan(learned: PlanResult, base: PlanResult, costs: Mapping[s
 def explanation_lines(explanation: CostExplanation) -> list[str]:
     """The plain form of `explanation`: comment lines (without the leading "; ") that `portfolio plan --explain`
     prints after the plan, so its output stays a plan file."""
-    if not explanation.learned or not explanation.base_plan or explanation.note:
+    if explanation.note:  # nothing learned, or nothing to compare
         return [f"explain: {explanation.note}"]
     if not explanation.changed:
         return ["explain: the plan under base costs is the same; learned costs changed nothing"]

@@ -155,3 +155,14 @@ def test_no_base_cost_plan_means_nothing_to_compare():
     explanation = explain_learned_plan(learned, PlanResult(status=Status.TIMEOUT), {})
     assert explanation.learned and not explanation.changed and explanation.avoided == []
     assert explanation_lines(explanation) == ["explain: no plan under base costs (timeout): nothing to compare"]
+
+
+def test_a_goal_that_already_holds_explains_that_nothing_changed():
+    from portfolio.cost_explain import explain_learned_plan, explanation_lines
+    from portfolio.engine.results import PlanResult, Status
+
+    empty = PlanResult(status=Status.SOLVED, plan=[], cost=0.0)
+    explanation = explain_learned_plan(empty, PlanResult(status=Status.SOLVED, plan=[], cost=0.0), {})
+    assert explanation_lines(explanation) == [
+        "explain: the plan under base costs is the same; learned costs changed nothing"
+    ]
