@@ -27,8 +27,12 @@ from portfolio.benchsuite.planners import driver_script
 
 REPO = Path(__file__).resolve().parents[2]
 BLOCKS = REPO / "tests" / "data" / "ipc" / "blocks"
-# what a plain `portfolio plan` needs none of: the service, the learning stack, the trace store
-HEAVY = ("fastapi", "starlette", "uvicorn", "httpx", "sklearn", "scipy", "numpy", "sqlite_utils", "learning.retrain")
+# what a plain `portfolio plan` (no trace store, a PDDL task) needs none of: the service, the learning stack, the
+# trace store's SQLite layer, the JSON task's models (tests/test_front_door.py checks the CLI imports none of them)
+HEAVY = (
+    "fastapi", "starlette", "uvicorn", "httpx", "sklearn", "scipy", "numpy", "sqlite_utils",
+    "learning.retrain", "traces.store", "domains.json_task", "asyncio",
+)  # fmt: skip
 
 
 def cli_command(domain: Path, problem: Path, checkout: Path | None = None) -> list[str]:
