@@ -29,6 +29,7 @@ the tenant's model (and reloads the selection) first, so a retrain reaches every
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import logging
 import os
@@ -80,14 +81,7 @@ class PlannerWorker:
     last saw."""
 
     def __init__(self, config: WorkerConfig) -> None:
-        import importlib
-
         from learning.objective import TimeParams
-
-        # A worker serves many requests: what the package names load on first use (numpy, scipy, the model and
-        # the store's modules) is imported now, not inside the first request's planning budget.
-        for module in PRELOAD:
-            importlib.import_module(module)
         from portfolio.delegates.registry import build_stages
         from portfolio.planner import Planner
 
@@ -351,6 +345,10 @@ def main() -> None:
     share = limits.tree_share_mb(config.memory_limit_mb, tree_processes(config))  # one budget per request
     limits.configure(share, kill_with_parent=True)
     limits.apply_to_self(share + WORKER_HEADROOM_MB)
+    # A worker serves many requests: what the packages load on first use (numpy, scipy, the model and the store's
+    # modules) is imported now, not inside the first request's planning budget.
+    for module in PRELOAD:
+        importlib.import_module(module)
     worker = PlannerWorker(config)
     try:
         serve(requests, responses, worker.handlers())
