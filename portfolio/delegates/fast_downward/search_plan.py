@@ -107,8 +107,8 @@ class SearchPlan:
     wins; `race_after` (monotonic): from then on any plan ends the wait. `anytime`: the cheapest plan of any
     search wins; the wait ends on a proof or, with `improve_share`, once a plan exists and that share of the time
     left has passed (`improve_by`); `answer_by` (monotonic) is when the caller wants its answer (work carried
-    over past its share). `translator`: the flags the task was translated with; `selection`: "learned" or
-    "fixed" when a selection model was asked for an order, else None."""
+    over past its share). `selection`: "learned" or "fixed" when a selection model was asked for an order, else
+    None."""
 
     searches: tuple[str, ...]
     custom: str | None = None
@@ -124,7 +124,6 @@ class SearchPlan:
     anytime: bool = False
     improve_share: float | None = None
     answer_by: float | None = None
-    translator: tuple[str, ...] = ()
     selection: str | None = None
 
     def improve_by(self, deadline: float) -> float | None:
@@ -174,7 +173,7 @@ def plan_call(
     with_costs = bool(costs) or task.has_action_costs()
     small = settings.satisficing and len(sas.operators) <= settings.inprocess_max_operators
     inprocess: InProcess | None = None
-    if small and reused and not costs and not task.has_action_costs():
+    if small and reused and not with_costs:
         inprocess = "greedy"
     elif small and with_costs and quality != "first":
         inprocess = "astar"
@@ -194,7 +193,6 @@ def plan_call(
         cost_scale=COST_SCALE if costs else 1.0,
         race_after=request.answer_by if not costs else None,
         answer_by=request.answer_by,
-        translator=translation.options,
         selection=selection,
     )
 
