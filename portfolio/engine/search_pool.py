@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from portfolio.engine import cancel, limits
 from portfolio.engine.child_env import child_env
 from portfolio.engine.results import Resource
-from portfolio.engine.workers import kill_group, kill_own_group
+from portfolio.engine.spares import kill_own_group
+from portfolio.engine.workers import kill_group
 
 log = logging.getLogger(__name__)
 

@@ -54,7 +54,9 @@ def prespawn(preload: tuple[str, ...], python: str | None = None, env: dict[str,
     full_env = limits.capped_env(env)
     process = start(command, full_env)
     with _lock:
-        _spares[tuple(command)] = (full_env, process)
+        other = _spares.setdefault(tuple(command), (full_env, process))[1]
+    if other is not process:  # another caller's spare went in meanwhile: one spare a command line
+        _kill(process)
 
 
 def take(command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes] | None:
@@ -81,12 +83,20 @@ def discard() -> None:
         _kill(process)
 
 
-def _kill(process: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the spare's group and reap it: a worker starts no process of its own before its first request."""
+def kill_own_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process group `process` leads, without reaping it: all a process that starts no other needs
+    (a search: `portfolio.engine.search_pool`), and no read of /proc."""
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    except PermissionError:  # pragma: no cover - group already gone and pid reused
+        process.kill()
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the spare's group and reap it: a worker starts no process of its own before its first request."""
+    kill_own_group(process)
     process.wait()
     for pipe in (process.stdin, process.stdout):
         if pipe is not None:

@@ -35,6 +35,7 @@ from typing import Any
 
 from portfolio.engine import cancel, limits, spares
 from portfolio.engine.results import Resource
+from portfolio.engine.spares import kill_own_group
 from portfolio.engine.worker_main import ABORT_SIGNAL, HEADER, write_message
 
 log = logging.getLogger(__name__)
@@ -87,17 +88,6 @@ def descendants(pid: int) -> list[int]:
         found += children
         frontier += children
     return found
-
-
-def kill_own_group(process: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the process group `process` leads, without reaping it: all a process that starts no other needs
-    (a search: `portfolio.engine.search_pool`), and no read of /proc."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    except PermissionError:  # pragma: no cover - group already gone and pid reused
-        process.kill()
 
 
 def kill_group(process: subprocess.Popen[bytes]) -> None:
