@@ -70,7 +70,6 @@ from domains.up_bridge import UpTask, read_up_problem
 from domains.validate import validate_plan
 from portfolio.engine.cascade import CLASSICAL_BUDGET_S, DECOMPOSER_BUDGET_S
 from portfolio.engine.results import PlanResult
-from portfolio.planner import TASK_COSTS
 from portfolio.up.results import (
     ground_plan,
     improvable,
@@ -211,7 +210,7 @@ class PortfolioEngine(Engine, OneshotPlannerMixin, AnytimePlannerMixin, PlanVali
             yield self._result(best, read, problem, output_stream)
             return
         yield self._result(best, read, problem, output_stream, UpStatus.INTERMEDIATE)
-        optimal = self._proved_optimal(best, read, problem)
+        optimal = proved_optimal(best, read.task, problem)
         better = None
         if not optimal and improvable(best, read.task):
             better = self._plan(read, deadline, quality="optimal", improving=True)
@@ -220,7 +219,7 @@ class PortfolioEngine(Engine, OneshotPlannerMixin, AnytimePlannerMixin, PlanVali
                 best = better
                 yield self._result(best, read, problem, output_stream, UpStatus.INTERMEDIATE)
             # a proof for a plan as cheap as the best proves the best optimal too
-            optimal = planned_cost(better) == planned_cost(best) and self._proved_optimal(better, read, problem)
+            optimal = planned_cost(better) == planned_cost(best) and proved_optimal(better, read.task, problem)
         status = UpStatus.SOLVED_OPTIMALLY if optimal else UpStatus.SOLVED_SATISFICING
         yield self._result(best, read, problem, None, status)
 
@@ -261,15 +260,11 @@ class PortfolioEngine(Engine, OneshotPlannerMixin, AnytimePlannerMixin, PlanVali
             for attempt in result.attempts:
                 output_stream.write(f"{attempt.delegate}: {attempt.status.value} in {attempt.elapsed_ms:g} ms\n")
         if status is None:
-            status = up_status(result, self._proved_optimal(result, read, problem))
+            status = up_status(result, proved_optimal(result, read.task, problem))
         plan = up_plan(result, read.items) if result.solved else None
         reasons = [f"{a.delegate}: {a.status.value}: {a.reason}" for a in result.attempts if a.reason]
         messages = [LogMessage(LogLevel.INFO, reason) for reason in reasons]
         return PlanGenerationResult(status, plan, NAME, up_metrics(result), messages)
-
-    @staticmethod
-    def _proved_optimal(result: PlanResult, read: UpTask, problem: Any) -> bool:
-        return proved_optimal(result, read.task, problem, result.cost_model == TASK_COSTS)
 
     def _read(self, problem: Any) -> UpTask | PlanGenerationResult:
         """The problem as a task with its names, or the UNSUPPORTED_PROBLEM answer saying why not."""

@@ -32,12 +32,12 @@ STATUSES: dict[Status, UpStatus] = {
 }
 
 
-def proved_optimal(result: PlanResult, task: Task, problem: Any, task_costs: bool) -> bool:
+def proved_optimal(result: PlanResult, task: Task, problem: Any) -> bool:
     """Whether `result`'s plan is proved optimal for the problem's own quality metric: the search that found it
     proved it (an admissible A*, or an anytime search that ran to its end: `details["optimal"]`), under the
-    task's own costs (`task_costs`: not learned ones, which change what is cheapest), and the problem has one
-    metric those costs stand for (its action costs, or plan length on a task without costs)."""
-    if not (result.solved and task_costs and result.delegate):
+    task's own costs (`result.cost_model`: not learned ones, which change what is cheapest), and the problem has
+    one metric those costs stand for (its action costs, or plan length on a task without costs)."""
+    if not (result.solved and result.cost_model == TASK_COSTS and result.delegate):
         return False
     proved = any(
         a.delegate == result.delegate and a.status is Status.SOLVED and a.details.get("optimal") is True
