@@ -133,3 +133,15 @@ def rec(i: int, action: GroundAction, failed: bool, **features) -> StepRecord:
         outcome="failure" if failed else "success",
         features=features,
     )
+
+
+def record(store, action: str, args: tuple[str, ...], outcomes: list[str], run: str) -> None:
+    """Record one run of steps of `action` with `args` into `store`, one step per outcome ("success", ...)."""
+    from traces.records import StepRecord
+
+    store.record_steps(
+        [
+            StepRecord(run_id=run, step=i, action=action, args=args, outcome=outcome)
+            for i, outcome in enumerate(outcomes)
+        ]
+    )

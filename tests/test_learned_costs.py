@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from support import record
 
 from domains.bundled import bundled_task, write_instance
 from domains.validate import validate_plan
@@ -15,15 +16,6 @@ from learning.retrain import retrain
 from portfolio.planner import Planner
 from traces.records import StepRecord
 from traces.store import TraceStore
-
-
-def record(store: TraceStore, action: str, args: tuple[str, ...], outcomes: list[str], run: str) -> None:
-    store.record_steps(
-        [
-            StepRecord(run_id=run, step=i, action=action, args=args, outcome=outcome)
-            for i, outcome in enumerate(outcomes)
-        ]
-    )
 
 
 def flaky(failures_in_ten: int, rounds: int) -> list[str]:

@@ -8,7 +8,7 @@ import time
 import warnings
 
 import pytest
-from support import IPC, descendants, hardest_parking, poll, smallest_problems
+from support import IPC, descendants, hardest_parking, poll, record, smallest_problems
 from unified_planning.engines import PlanGenerationResultStatus as UpStatus
 from unified_planning.engines import ValidationResultStatus
 from unified_planning.engines.mixins.anytime_planner import AnytimeGuarantee
@@ -29,7 +29,6 @@ from unified_planning.shortcuts import (
 import portfolio.up  # noqa: F401  (registers the engines)
 from domains.bundled import write_instance
 from learning.retrain import retrain
-from traces.records import StepRecord
 from traces.store import TraceStore
 
 FINAL = (UpStatus.SOLVED_SATISFICING, UpStatus.SOLVED_OPTIMALLY)
@@ -136,12 +135,6 @@ def test_without_costs_the_first_plan_is_the_only_one() -> None:
     assert results[0].plan == results[1].plan
     with PlanValidator(name="sequential_plan_validator") as validator:
         assert validator.validate(problem, results[1].plan).status is ValidationResultStatus.VALID
-
-
-def record(store: TraceStore, action: str, args: tuple[str, ...], outcomes: list[str], run: str) -> None:
-    store.record_steps(
-        [StepRecord(run_id=run, step=i, action=action, args=args, outcome=o) for i, o in enumerate(outcomes)]
-    )
 
 
 def test_under_learned_costs_the_plans_improve_in_learned_cost(tmp_path) -> None:

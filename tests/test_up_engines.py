@@ -10,7 +10,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from support import IPC, descendants, hardest_parking, poll, smallest_problems
+from support import IPC, descendants, hardest_parking, poll, record, smallest_problems
 from unified_planning.engines import PlanGenerationResultStatus as UpStatus
 from unified_planning.engines import ValidationResultStatus
 from unified_planning.io import PDDLReader
@@ -21,7 +21,6 @@ import portfolio.up  # registers the engines
 from domains.bundled import write_instance
 from domains.validate import validate_plan
 from learning.retrain import retrain
-from traces.records import StepRecord
 from traces.store import TraceStore
 
 SOLVED = (UpStatus.SOLVED_SATISFICING, UpStatus.SOLVED_OPTIMALLY)
@@ -192,12 +191,6 @@ def test_timeout_is_honoured_and_nothing_is_left_running() -> None:
     assert result.status is UpStatus.TIMEOUT, result.metrics
     assert elapsed < 1.5, elapsed
     assert poll(lambda: set(descendants()) - before, lambda left: not left, 5, every=0.1) == set()
-
-
-def record(store: TraceStore, action: str, args: tuple[str, ...], outcomes: list[str], run: str) -> None:
-    store.record_steps(
-        [StepRecord(run_id=run, step=i, action=action, args=args, outcome=o) for i, o in enumerate(outcomes)]
-    )
 
 
 def test_learned_costs_from_the_traces_param_change_the_plan(tmp_path) -> None:
