@@ -70,32 +70,7 @@ _HOMES = {
     "default_path": "traces.store",
 }
 
-__all__ = [
-    "SCHEMA_VERSION",
-    "ActionStats",
-    "BadRowError",
-    "CorruptDatabaseError",
-    "DatabaseLockedError",
-    "DiskFullError",
-    "IdempotencyKeyReused",
-    "ImportReport",
-    "ReadOnlyDatabaseError",
-    "RecordReport",
-    "RunRecord",
-    "SchemaVersionError",
-    "StepConflict",
-    "StepConflictError",
-    "StepRecord",
-    "StoredModel",
-    "TraceImportError",
-    "TraceStore",
-    "TraceStoreError",
-    "backup",
-    "default_path",
-    "export_jsonl",
-    "import_jsonl",
-    "vacuum",
-]
+__all__ = sorted(_HOMES)
 
 
 def __getattr__(name: str) -> Any:
