@@ -228,6 +228,14 @@ def _evidence_row(evidence: Evidence | None) -> dict[str, Any]:
     }
 
 
+def last_seen_text(row: dict[str, Any]) -> str:
+    """A `cost_rows` row's "last seen": never, or runs ago and the step's timestamp where steps carry one."""
+    if row["runs_ago"] is None:
+        return "never"
+    when = "last run" if row["runs_ago"] == 0 else f"{row['runs_ago']} runs ago"
+    return f"{row['last_seen']} ({when})" if row["last_seen"] else when
+
+
 def plan_success_probability(costs: Mapping[str, ActionCost], plan: Iterable[GroundAction | str]) -> float:
     """Probability that every step of `plan` succeeds: the product of (1 - p_fail), assuming independent steps.
     Steps may be `GroundAction`s or PDDL strings; a step without a cost entry raises KeyError."""

@@ -111,16 +111,10 @@ def explanation_lines(explanation: CostExplanation) -> list[str]:
     return lines
 
 
-def last_seen_text(row: dict[str, Any]) -> str:
-    """A `cost_rows` row's "last seen": never, or runs ago and the step's timestamp where steps carry one."""
-    if row["runs_ago"] is None:
-        return "never"
-    when = "last run" if row["runs_ago"] == 0 else f"{row['runs_ago']} runs ago"
-    return f"{row['last_seen']} ({when})" if row["last_seen"] else when
-
-
 def _evidence(row: dict[str, Any]) -> str:
     """One avoided step's evidence, in the words of `portfolio costs`' columns."""
+    from learning.costs import last_seen_text
+
     text = f"{row['steps']} steps, {row['failures']} failures"
     if row["since_change"] != row["steps"]:
         text += f" ({row['since_change']} steps, {row['failures_since']} failures since its rate last changed)"

@@ -100,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
 def costs_table(rows: list[dict], timed: bool = False) -> str:
     """`cost_rows` as the plain table: p_fail with its 90% interval, the cost and what the policy charged on top,
     and what the estimate rests on (steps and failures ever, steps since its last change, when last seen)."""
+    from learning.costs import last_seen_text
+
     width = max((len(row["action"]) for row in rows), default=6)
     head = f"{'action':<{width}}  {'base':>5}  {'p_fail':>6}  {'90% interval':>13}  {'cost':>7}  {'charge':>6}"
     head += f"  {'steps':>5}  {'fails':>5}  {'since':>5}  last seen" + (f"  {'expected ms':>11}" if timed else "")
@@ -109,13 +111,7 @@ def costs_table(rows: list[dict], timed: bool = False) -> str:
         line = (
             f"{row['action']:<{width}}  {row['base_cost']:>5g}  {row['p_fail']:>6.3f}  {f'{low:.2f}-{high:.2f}':>13}"
             f"  {row['cost']:>7.3f}  {row['charge']:>6.3f}  {row['steps']:>5}  {row['failures']:>5}"
-            f"  {row['since_change']:>5}  {_last_seen(row):<9}"
+            f"  {row['since_change']:>5}  {last_seen_text(row):<9}"
         )
         lines.append(line + (f"  {row['expected_ms']:>11.1f}" if timed else ""))
     return "\n".join(line.rstrip() for line in lines)
-
-
-def _last_seen(row: dict) -> str:
-    from portfolio.cost_explain import last_seen_text
-
-    return last_seen_text(row)
