@@ -14,6 +14,7 @@ from domains.bundled import bundled_task
 from domains.validate import validate_plan
 from learning.selection import SelectionFormatError, SelectionModel, load_selection, observations, retrain_selection
 from portfolio.cli import main as cli
+from portfolio.delegates.fast_downward.search_plan import Settings
 from portfolio.delegates.fast_downward.searches import search_aliases
 from portfolio.delegates.registry import build_stages
 from portfolio.planner import Planner
@@ -136,12 +137,12 @@ def test_attempts_without_a_race_teach_nothing():
 
 
 def test_an_order_replaces_the_fixed_race():
-    assert search_aliases("lama-first", "lama-costs", False, 2, ["lazy-add", "lazy-cea"]) == ["lazy-add", "lazy-cea"]
-    assert search_aliases("lama-first", "lama-costs", False, 2, ["lazy-add"]) == ["lazy-add", "lama-first"]
-    assert search_aliases("lama-first", "lama-costs", False, 2, ["no-such"]) == ["lama-first", "eager-ff-cg"]
-    assert search_aliases("lama-first", "lama-costs", True, 2, ["lazy-add"]) == ["lazy-add", "lama-costs"]
-    assert search_aliases("lama-first", "lama-costs", True, 2, None) == ["lama-first", "lama-costs"]
-    assert search_aliases("seq-opt-lmcut", "lama-costs", False, 2, ["lazy-add"]) == ["seq-opt-lmcut"]
+    assert search_aliases(Settings(workers=2), False, ["lazy-add", "lazy-cea"]) == ["lazy-add", "lazy-cea"]
+    assert search_aliases(Settings(workers=2), False, ["lazy-add"]) == ["lazy-add", "lama-first"]
+    assert search_aliases(Settings(workers=2), False, ["no-such"]) == ["lama-first", "eager-ff-cg"]
+    assert search_aliases(Settings(workers=2), True, ["lazy-add"]) == ["lazy-add", "lama-costs"]
+    assert search_aliases(Settings(workers=2), True, None) == ["lama-first", "lama-costs"]
+    assert search_aliases(Settings(alias="seq-opt-lmcut", workers=2), False, ["lazy-add"]) == ["seq-opt-lmcut"]
 
 
 def test_planner_races_the_learned_choice_and_records_what_it_learns_from(tmp_path):
