@@ -107,14 +107,12 @@ class FastDownward(Delegate):
         inprocess_max_operators: int = INPROCESS_MAX_OPERATORS,
         inprocess_node_cap: int = INPROCESS_NODE_CAP,
     ) -> None:
-        if workers is not None and workers < 1:
-            raise ValueError(f"Fast Downward workers must be at least 1, got {workers}")
         # A test or benchmark that wants another configuration replaces `settings` as a whole (it is frozen).
         self.settings = Settings(
             alias=alias,
             search=search,
             cost_alias=cost_alias,
-            workers=workers or available_cores(),
+            workers=available_cores() if workers is None else workers,  # 0 or less: `check` refuses it
             translate_options=None if translate_options is None else check_options(translate_options),
             quality=quality,
             improve_share=improve_share,
