@@ -166,15 +166,15 @@ class Planner(Resource):
         self._cost_cache: dict[tuple[Any, ...], Any] = {}
         self._model_generation = 0  # bumped on every model (re)load: plans made under another one are not reused
         self._lock = threading.RLock()  # store writes, cost cache, model (see the module docstring)
+        self._warm = False  # the delegates are warmed: a selection model loaded from then on is warmed too
         try:
             if self.traces_path is not None:
                 self._open_traces()
             if warm:
                 for delegate in self._all_delegates():
                     delegate.warm_up()
-                fast_downward = self._fast_downward()
-                if fast_downward is not None and self._selection is not None:
-                    fast_downward.prestart_selectable()  # any configuration may be chosen
+                self._warm = True
+                self._prestart_selectable()
         except BaseException:
             self.close()
             raise
@@ -261,6 +261,15 @@ class Planner(Resource):
                 log.warning("%s Fast Downward races its fixed order until `portfolio retrain` replaces it.", error)
             self._selection_error, model = str(error), None
         self._selection = model
+        self._prestart_selectable()
+
+    def _prestart_selectable(self) -> None:
+        """With a selection model on a warmed planner, start a search process for each configuration it may
+        choose (`FastDownward.prestart_selectable`): at construction, and whenever a selection is loaded later
+        (the service loads it after making its planner, a retrain may give the first one)."""
+        fast_downward = self._fast_downward()
+        if self._warm and fast_downward is not None and self._selection is not None:
+            fast_downward.prestart_selectable()  # any configuration may be chosen
 
     def cost_model_for(
         self, explore: str, features: dict[str, Any] | None, weight: float | None = None, objective: str | None = None

@@ -170,7 +170,8 @@ class FastDownward(Delegate):
 
     def prestart_selectable(self) -> None:
         """Start a search process for every configuration a learned selection may put in a race (the Planner
-        calls it once it holds a selection model): a satisficing alias only, since an optimal one runs alone."""
+        calls it whenever it loads a selection model, once warmed): a satisficing alias only, since an optimal one
+        runs alone. A configuration with a process ready gets no second one, so calling it again is cheap."""
         if self.settings.satisficing:
             self.prestart(RACE_ALIASES)
 
