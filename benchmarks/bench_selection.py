@@ -55,6 +55,7 @@ from pathlib import Path
 
 from domains.load import load_task
 from learning.selection import retrain_selection
+from portfolio.delegates.fast_downward.search_plan import Settings
 from portfolio.delegates.fast_downward.searches import SATISFICING, search_aliases
 from portfolio.delegates.registry import build_stages
 from portfolio.engine.results import PlanRequest
@@ -67,7 +68,7 @@ CONFIGS = ("lama-first", "eager-ff-cg", "lazy-cea", "lazy-add")
 # `benchmarks/bench_translate_options.py` on `ipc` only (the larger translation saving among the variants that
 # keep the task's size; `--keep-unimportant-variables` doubled rovers' and assembly's variables).
 TRANSLATIONS = ((), ("--keep-unreachable-facts", "--skip-variable-reordering"))
-FIXED = search_aliases("lama-first", "lama-costs", False, 2)
+FIXED = search_aliases(Settings(workers=2), False)
 
 
 def pick(domain: Path, per_domain: int) -> list[Path]:

@@ -246,3 +246,22 @@ def plan_success_probability(costs: Mapping[str, ActionCost], plan: Iterable[Gro
             raise KeyError(f"no learned cost for {key}: compute action_costs() for every action of the plan")
         probability *= 1.0 - costs[key].p_fail
     return probability
+
+
+@dataclass(frozen=True)
+class PlanPrice:
+    """What a plan comes to under learned costs: `cost`, the sum of its steps' costs (rounded to 6 decimals, as
+    `PlanResult.learned_cost` shows it), and `success_probability` (`plan_success_probability`)."""
+
+    cost: float
+    success_probability: float
+
+
+def plan_price(costs: Mapping[str, ActionCost], plan: Iterable[GroundAction | str]) -> PlanPrice | None:
+    """`plan` priced under `costs` (`PlanPrice`), or None when a step has no cost entry (a plan found by a
+    delegate that grounded actions the costs were not computed for): what `Planner.plan` reports of its plan and
+    `Planner.explain` of the base-cost plan."""
+    keys = [ground_action_text(step) for step in plan]
+    if not all(key in costs for key in keys):
+        return None
+    return PlanPrice(round(sum(costs[key].cost for key in keys), 6), plan_success_probability(costs, keys))

@@ -71,7 +71,7 @@ def explain_learned_plan(learned: PlanResult, base: PlanResult, costs: Mapping[s
     costs, with `costs` the learned costs it was priced with, described (`Planner.learned_costs`: evidence and
     intervals in): for each step of `base` that `learned` avoided, its `cost_rows` row, in `base`'s order. Either
     plan missing: `note` says there is nothing to compare. `Planner.explain` gathers the three."""
-    from learning.costs import cost_rows, plan_success_probability
+    from learning.costs import cost_rows, plan_price
 
     if not learned.solved:
         return CostExplanation(learned=True, note=NO_LEARNED_PLAN)
@@ -81,9 +81,10 @@ def explain_learned_plan(learned: PlanResult, base: PlanResult, costs: Mapping[s
     if not base.solved:
         explanation.note = f"no plan under base costs ({base.status.value}): nothing to compare"
         return explanation
-    if all(step in costs for step in base.plan):
-        explanation.base_learned_cost = round(sum(costs[step].cost for step in base.plan), 6)
-        explanation.base_success_probability = plan_success_probability(costs, base.plan)
+    price = plan_price(costs, base.plan)
+    if price is not None:
+        explanation.base_learned_cost = price.cost
+        explanation.base_success_probability = price.success_probability
     avoided = avoided_steps(base.plan, learned.plan)
     rows = {row["action"]: row for row in cost_rows({step: costs[step] for step in avoided if step in costs})}
     explanation.avoided = [rows[step] for step in avoided if step in rows]

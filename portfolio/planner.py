@@ -166,15 +166,15 @@ class Planner(Resource):
         self._cost_cache: dict[tuple[Any, ...], Any] = {}
         self._model_generation = 0  # bumped on every model (re)load: plans made under another one are not reused
         self._lock = threading.RLock()  # store writes, cost cache, model (see the module docstring)
+        self._warm = False  # the delegates are warmed: a selection model loaded from then on is warmed too
         try:
             if self.traces_path is not None:
                 self._open_traces()
             if warm:
                 for delegate in self._all_delegates():
                     delegate.warm_up()
-                fast_downward = self._fast_downward()
-                if fast_downward is not None and self._selection is not None:
-                    fast_downward.prestart_selectable()  # any configuration may be chosen
+                self._warm = True
+                self._prestart_selectable()
         except BaseException:
             self.close()
             raise
@@ -261,6 +261,15 @@ class Planner(Resource):
                 log.warning("%s Fast Downward races its fixed order until `portfolio retrain` replaces it.", error)
             self._selection_error, model = str(error), None
         self._selection = model
+        self._prestart_selectable()
+
+    def _prestart_selectable(self) -> None:
+        """With a selection model on a warmed planner, start a search process for each configuration it may
+        choose (`FastDownward.prestart_selectable`): at construction, and whenever a selection is loaded later
+        (the service loads it after making its planner, a retrain may give the first one)."""
+        fast_downward = self._fast_downward()
+        if self._warm and fast_downward is not None and self._selection is not None:
+            fast_downward.prestart_selectable()  # any configuration may be chosen
 
     def cost_model_for(
         self, explore: str, features: dict[str, Any] | None, weight: float | None = None, objective: str | None = None
@@ -390,9 +399,14 @@ class Planner(Resource):
         info: dict[str, ActionCost] = {}
 
         def cost_model(grounded: Sequence[str]) -> dict[str, float]:
-            """Called by a delegate once it has grounded the task, inside its own budget."""
-            info.update(self._costs_for(task, grounded, features, policy, weight, objective))
-            return {name: info[name].cost for name in grounded}
+            """Called by a delegate once it has grounded the task, inside its own budget. An action keeps the
+            cost it was first priced at in this call: under Thompson sampling every delegate and subgoal of one
+            call plans with one draw, the one `info` keeps for the result."""
+            priced = self._costs_for(task, grounded, features, policy, weight, objective)
+            with self._lock:  # delegates carried over price on threads of their own
+                for name, cost in priced.items():
+                    info.setdefault(name, cost)
+                return {name: info[name].cost for name in grounded}
 
         request = PlanRequest(
             task=task,
@@ -404,11 +418,15 @@ class Planner(Resource):
             selection=self._selection,
         )
         result = self.cascade.solve(request)
-        if info and result.solved and all(step in info for step in result.plan):
-            from learning.costs import plan_success_probability
+        if info:
+            result._planned_costs = dict(info)  # what `explain` prices the base-cost plan with
+        if info and result.solved:
+            from learning.costs import plan_price
 
-            result.success_probability = plan_success_probability(info, result.actions())
-            result.learned_cost = round(sum(info[step].cost for step in result.plan), 6)
+            price = plan_price(info, result.plan)
+            if price is not None:
+                result.success_probability = price.success_probability
+                result.learned_cost = price.cost
         if result.status is Status.UNSOLVABLE:
             from domains.explain import explain_unreachable
 
@@ -446,8 +464,10 @@ class Planner(Resource):
         """What learned costs changed in `result`, a plan this planner made for `task` (pass the `init`, `features`,
         `weight` and `objective` of that call, so the evidence is the one that priced it): `task` planned again
         under its own costs (`plan_base_costs`), and the evidence against each step of that plan `result` avoided
-        (`portfolio.cost_explain.explain_learned_plan`). Without a model, or for a `result` made under the task's
-        own costs, the explanation says there is nothing learned to explain; no second plan is made."""
+        (`portfolio.cost_explain.explain_learned_plan`). The base-cost plan is priced with the costs `result` was
+        planned with, which `plan` keeps on it (a Thompson draw is not drawn again); a result without them (a
+        reused plan) is priced again under the planner's policy. Without a model, or for a `result` made under the
+        task's own costs, the explanation says there is nothing learned to explain; no second plan is made."""
         from portfolio.cost_explain import NO_LEARNED_PLAN, NOTHING_LEARNED, CostExplanation, explain_learned_plan
 
         if self._model is None or result.cost_model == TASK_COSTS:
@@ -455,7 +475,13 @@ class Planner(Resource):
         if not result.solved:
             return CostExplanation(learned=True, note=NO_LEARNED_PLAN)
         base = self.plan_base_costs(task, init=init)
-        costs = self.learned_costs(task, init=init, features=features, weight=weight, objective=objective)
+        planned = result._planned_costs
+        if planned is None:  # no costs kept (a reused plan): priced again
+            costs = self.learned_costs(task, init=init, features=features, weight=weight, objective=objective)
+        else:
+            from learning.costs import describe
+
+            costs = describe({step: planned[step] for step in base.plan if step in planned}, self._model, features)
         return explain_learned_plan(result, base, costs)
 
     async def aplan(self, task: Task, **options: Any) -> PlanResult:

@@ -15,27 +15,28 @@ from domains.bundled import bundled_task
 from domains.load import load_task
 from domains.validate import validate_plan
 from portfolio.delegates.fast_downward.delegate import FastDownward
+from portfolio.delegates.fast_downward.search_plan import Settings
 from portfolio.delegates.fast_downward.searches import RACE_ALIASES, available_cores, search_aliases
 from portfolio.engine.results import PlanRequest, Status
 
 
 def test_which_searches_run():
-    assert search_aliases("lama-first", "lama-costs", False, 1) == ["lama-first"]
-    assert search_aliases("lama-first", "lama-costs", False, 2) == ["lama-first", RACE_ALIASES[0]]
-    assert search_aliases("lama-first", "lama-costs", False, 64) == ["lama-first", *RACE_ALIASES]
-    assert search_aliases("lama-first", "lama-costs", True, 4) == ["lama-first", "lama-costs"]  # quality first
-    assert search_aliases("lama-first", "lama-costs", True, 2, quality="anytime", exact=True) == [
+    assert search_aliases(Settings(workers=1), False) == ["lama-first"]
+    assert search_aliases(Settings(workers=2), False) == ["lama-first", RACE_ALIASES[0]]
+    assert search_aliases(Settings(workers=64), False) == ["lama-first", *RACE_ALIASES]
+    assert search_aliases(Settings(workers=4), True) == ["lama-first", "lama-costs"]  # quality first
+    assert search_aliases(Settings(workers=2), True, quality="anytime", exact=True) == [
         "anytime-wastar",
         "seq-opt-lmcut",
     ]
-    assert search_aliases("lama-first", "lama-costs", True, 2, quality="anytime") == ["anytime-wastar", "lama-costs"]
-    assert search_aliases("lama-first", "lama-costs", True, 2, ["eager-ff-cg"], quality="optimal") == [
+    assert search_aliases(Settings(workers=2), True, quality="anytime") == ["anytime-wastar", "lama-costs"]
+    assert search_aliases(Settings(workers=2), True, ["eager-ff-cg"], quality="optimal") == [
         "anytime-wastar",
         "eager-ff-cg",
     ]
-    assert search_aliases("lama-first", "lama-costs", True, 1, quality="anytime", exact=True) == ["anytime-wastar"]
-    assert search_aliases("seq-opt-lmcut", "lama-costs", False, 4) == ["seq-opt-lmcut"]
-    assert search_aliases("seq-opt-lmcut", "lama-costs", True, 4) == ["seq-opt-lmcut"]
+    assert search_aliases(Settings(workers=1), True, quality="anytime", exact=True) == ["anytime-wastar"]
+    assert search_aliases(Settings(alias="seq-opt-lmcut", workers=4), False) == ["seq-opt-lmcut"]
+    assert search_aliases(Settings(alias="seq-opt-lmcut", workers=4), True) == ["seq-opt-lmcut"]
     assert FastDownward().settings.workers == available_cores() == len(os.sched_getaffinity(0))
     with pytest.raises(ValueError, match="at least 1"):
         FastDownward(workers=0)

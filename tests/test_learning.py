@@ -11,6 +11,7 @@ import pytest
 
 from domains.model import ActionSchema, Domain, GroundAction, Parameter, Problem, Task
 from learning import FailureModel, NoTrainingDataError, action_costs, load_latest, plan_success_probability, retrain
+from learning.costs import plan_price
 from traces import StepRecord, TraceStore
 
 AB = GroundAction("drive", ("t1", "a", "b"))
@@ -108,13 +109,17 @@ def test_step_features_are_used() -> None:
     assert model.predict_proba([AB], {"weather": "sun"})[0] < 0.1
 
 
-def test_plan_success_probability_is_product() -> None:
+def test_plan_success_probability_is_product_and_the_price_sums_costs() -> None:
     model = FailureModel(half_life_steps=200).fit(risky_history(random.Random(5)))
     costs = action_costs(model, TASK, [AB, AC])
     expected = (1 - costs[str(AB)].p_fail) * (1 - costs[str(AC)].p_fail)
     assert plan_success_probability(costs, [AB, "(DRIVE t1 a c)"]) == pytest.approx(expected)
     with pytest.raises(KeyError, match="drive t2"):
         plan_success_probability(costs, [GroundAction("drive", ("t2", "a", "b"))])
+    price = plan_price(costs, [AB, "(DRIVE t1 a c)"])
+    assert price is not None and price.success_probability == plan_success_probability(costs, [AB, AC])
+    assert price.cost == round(costs[str(AB)].cost + costs[str(AC)].cost, 6)
+    assert plan_price(costs, [AB, GroundAction("drive", ("t2", "a", "b"))]) is None  # a step priced by nobody
 
 
 def test_no_model_means_base_costs() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 
 import pytest
 from support import REPO
@@ -18,6 +19,8 @@ from domains.validate import validate_plan
 from learning import retrain
 from portfolio.cli import main
 from portfolio.cost_explain import NOTHING_LEARNED, avoided_steps
+from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
+from portfolio.engine.tiers import Tier
 from traces.records import StepRecord
 from traces.store import TraceStore
 
@@ -140,6 +143,63 @@ def test_the_planner_explains_in_python(broken_store, tools):
     with Planner(["fast-downward", "pyperplan"], budget_s=10) as planner:
         untrained = planner.explain(task, planner.plan(task))
     assert not untrained.learned and not untrained.changed and untrained.note == NOTHING_LEARNED
+
+
+def test_the_explanation_prices_with_the_draw_the_plan_was_made_with(broken_store, tools, monkeypatch):
+    """Thompson sampling draws fresh costs on every pricing: explaining must not draw again."""
+    from portfolio.planner import Planner
+
+    task = load_task(*tools)
+    with Planner(["fast-downward"], budget_s=10, traces=broken_store, explore="thompson", seed=3) as planner:
+        drawn = {}
+        costs_for = planner._costs_for
+
+        def recording(*args, **kwargs):
+            costs = costs_for(*args, **kwargs)
+            drawn.update(costs)
+            return costs
+
+        monkeypatch.setattr(planner, "_costs_for", recording)
+        result = planner.plan(task)
+        monkeypatch.undo()
+        explanation = planner.explain(task, result)
+    assert result.solved and drawn and result.learned_cost == round(sum(drawn[s].cost for s in result.plan), 6)
+    assert explanation.base_plan and RISKY in explanation.base_plan
+    assert explanation.base_learned_cost == round(sum(drawn[step].cost for step in explanation.base_plan), 6)
+    assert explanation.avoided and all(
+        row["cost"] == round(drawn[row["action"]].cost, 6) for row in explanation.avoided
+    )
+
+
+class Pricing(Delegate):
+    """Prices the grounded actions it is given, as a cost-aware delegate does, and finds no plan."""
+
+    name = "pricing"
+
+    def __init__(self) -> None:
+        self.grounded: list[str] = []
+        self.given: list[dict[str, float]] = []
+
+    def solve(self, request: PlanRequest, deadline: float) -> DelegateOutcome:
+        self.given.append(request.grounded_costs(self.grounded) or {})
+        return DelegateOutcome(Status.INCOMPLETE, reason="it only prices")
+
+
+def test_every_delegate_of_one_call_plans_with_one_thompson_draw(broken_store, tools):
+    """The draw the first delegate was given is the one Fast Downward plans with after it, and the one the
+    result is priced (and later explained) with."""
+    from portfolio.delegates.fast_downward.delegate import FastDownward
+    from portfolio.planner import Planner
+
+    task = load_task(*tools)
+    pricing, fast_downward = Pricing(), FastDownward(workers=1)
+    pricing.grounded = fast_downward.grounded_actions(PlanRequest(task=task), time.monotonic() + 30)
+    stages = [Tier("classical", [pricing, fast_downward], 20.0)]
+    with Planner(stages, traces=broken_store, explore="thompson", seed=3) as planner:
+        result = planner.plan(task)
+    [given] = pricing.given
+    assert result.solved and result.delegate in ("fast-downward", "fd-inprocess") and set(result.plan) <= set(given)
+    assert result.learned_cost == round(sum(given[step] for step in result.plan), 6)
 
 
 def test_avoided_steps_keep_base_plan_order_once_each():

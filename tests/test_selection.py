@@ -9,12 +9,16 @@ import sqlite3
 from dataclasses import replace
 
 import pytest
+from support import wait_until
 
 from domains.bundled import bundled_task
 from domains.validate import validate_plan
 from learning.selection import SelectionFormatError, SelectionModel, load_selection, observations, retrain_selection
 from portfolio.cli import main as cli
-from portfolio.delegates.fast_downward.searches import search_aliases
+from portfolio.delegates.fast_downward.delegate import FastDownward
+from portfolio.delegates.fast_downward.search_plan import Settings
+from portfolio.delegates.fast_downward.search_run import command
+from portfolio.delegates.fast_downward.searches import RACE_ALIASES, search_aliases
 from portfolio.delegates.registry import build_stages
 from portfolio.planner import Planner
 from traces import TraceStore
@@ -136,12 +140,12 @@ def test_attempts_without_a_race_teach_nothing():
 
 
 def test_an_order_replaces_the_fixed_race():
-    assert search_aliases("lama-first", "lama-costs", False, 2, ["lazy-add", "lazy-cea"]) == ["lazy-add", "lazy-cea"]
-    assert search_aliases("lama-first", "lama-costs", False, 2, ["lazy-add"]) == ["lazy-add", "lama-first"]
-    assert search_aliases("lama-first", "lama-costs", False, 2, ["no-such"]) == ["lama-first", "eager-ff-cg"]
-    assert search_aliases("lama-first", "lama-costs", True, 2, ["lazy-add"]) == ["lazy-add", "lama-costs"]
-    assert search_aliases("lama-first", "lama-costs", True, 2, None) == ["lama-first", "lama-costs"]
-    assert search_aliases("seq-opt-lmcut", "lama-costs", False, 2, ["lazy-add"]) == ["seq-opt-lmcut"]
+    assert search_aliases(Settings(workers=2), False, ["lazy-add", "lazy-cea"]) == ["lazy-add", "lazy-cea"]
+    assert search_aliases(Settings(workers=2), False, ["lazy-add"]) == ["lazy-add", "lama-first"]
+    assert search_aliases(Settings(workers=2), False, ["no-such"]) == ["lama-first", "eager-ff-cg"]
+    assert search_aliases(Settings(workers=2), True, ["lazy-add"]) == ["lazy-add", "lama-costs"]
+    assert search_aliases(Settings(workers=2), True, None) == ["lama-first", "lama-costs"]
+    assert search_aliases(Settings(alias="seq-opt-lmcut", workers=2), False, ["lazy-add"]) == ["seq-opt-lmcut"]
 
 
 def test_planner_races_the_learned_choice_and_records_what_it_learns_from(tmp_path):
@@ -225,6 +229,25 @@ def test_under_learned_costs_the_selection_chooses_the_coverage_search(tmp_path)
         "first": ["lazy-add", "lama-costs"],
         "large": ["anytime-wastar", "lazy-add"],
     }
+
+
+def test_a_selection_loaded_after_start_has_its_searches_started(tmp_path):
+    """The service makes its planner before it loads the selection (`load_model=False`): the configurations a
+    selection may race are started when it is loaded, as when the planner starts with one."""
+    db = tmp_path / "t.db"
+    with TraceStore(db) as store:
+        for i in range(3):
+            record(store, "d", f"t{i}", [race("lazy-add", 0.2, raced=("lazy-add",))])
+        retrain_selection(store)
+    with Planner([FastDownward(workers=1)], traces=db, load_model=False) as planner:
+        fd = planner.fast_downward
+        assert fd is not None and planner.selection is None
+        selectable = [command(alias) for alias in RACE_ALIASES]
+        assert not set(selectable) & set(command(alias) for alias in fd.warm_searches())  # started for it alone
+        planner.reload_selection()
+        assert planner.selection is not None
+        ready = fd._searches._ready
+        wait_until(lambda: all(c in ready for c in selectable), 10, "the selectable searches to be started")
 
 
 def test_without_a_selection_model_the_fixed_order_races(tmp_path):

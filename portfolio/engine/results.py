@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Annotated, Any, Protocol, Self
 
-from pydantic import BaseModel, Field, GetCoreSchemaHandler
+from pydantic import BaseModel, Field, GetCoreSchemaHandler, PrivateAttr
 from pydantic_core import CoreSchema
 
 from domains.ground_text import ground_action_text, normalise_actions, normalise_keys, parse_ground_action
@@ -256,6 +256,10 @@ class PlanResult(BaseModel):
         description="Steps of the delegate's plan that no goal needed, "
         "removed after validation (greedy action elimination); `plan` is what is left",
     )
+    # The learned costs the plan was made with (grounded action in PDDL form -> `learning.costs.ActionCost`), set
+    # by `Planner.plan` for `Planner.explain`: a Thompson draw cannot be made again, and the model may have been
+    # reloaded since. Not a field: never serialized; None without learned costs and for a result read back.
+    _planned_costs: dict[str, Any] | None = PrivateAttr(default=None)
 
     @property
     def solved(self) -> bool:

@@ -107,14 +107,12 @@ class FastDownward(Delegate):
         inprocess_max_operators: int = INPROCESS_MAX_OPERATORS,
         inprocess_node_cap: int = INPROCESS_NODE_CAP,
     ) -> None:
-        if workers is not None and workers < 1:
-            raise ValueError(f"Fast Downward workers must be at least 1, got {workers}")
         # A test or benchmark that wants another configuration replaces `settings` as a whole (it is frozen).
         self.settings = Settings(
             alias=alias,
             search=search,
             cost_alias=cost_alias,
-            workers=workers or available_cores(),
+            workers=available_cores() if workers is None else workers,  # 0 or less: `check` refuses it
             translate_options=None if translate_options is None else check_options(translate_options),
             quality=quality,
             improve_share=improve_share,
@@ -172,7 +170,8 @@ class FastDownward(Delegate):
 
     def prestart_selectable(self) -> None:
         """Start a search process for every configuration a learned selection may put in a race (the Planner
-        calls it once it holds a selection model): a satisficing alias only, since an optimal one runs alone."""
+        calls it whenever it loads a selection model, once warmed): a satisficing alias only, since an optimal one
+        runs alone. A configuration with a process ready gets no second one, so calling it again is cheap."""
         if self.settings.satisficing:
             self.prestart(RACE_ALIASES)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from portfolio.delegates.fast_downward.sas import COST_SCALE
@@ -181,12 +181,15 @@ def plan_call(
     if request.selection is not None:
         order = request.selection.predict(task.domain_fingerprint, len(sas.operators), translation.options)
         selection = "learned" if order else "fixed"
-    return _plan(
+    searched = _plan(
         settings,
         with_costs=with_costs,
         quality=quality,
         exact=len(sas.operators) <= settings.exact_max_operators,
         order=order,
+    )
+    return replace(
+        searched,
         inprocess=inprocess,
         costs=costs,
         excluded=request.excluded,
@@ -205,24 +208,15 @@ def plan_sas(settings: Settings, with_costs: bool, quality: str | None = None, e
 
 
 def _plan(
-    settings: Settings,
-    *,
-    with_costs: bool,
-    quality: str,
-    exact: bool = False,
-    order: Sequence[str] | None = None,
-    **rest: object,
+    settings: Settings, *, with_costs: bool, quality: str, exact: bool = False, order: Sequence[str] | None = None
 ) -> SearchPlan:
-    """The `downward` searches and their wait, from the call's costs, quality, size and selection; `rest` are
-    the `SearchPlan` fields the caller already knows."""
+    """The `downward` searches and their wait, from the call's costs, quality, size and selection; the fields
+    that depend on the request alone (in-process search, costs, deadlines) keep their defaults, for
+    `plan_call` to fill in."""
     if settings.search:
         searches: tuple[str, ...] = (settings.alias,)
     else:
-        searches = tuple(
-            search_aliases(
-                settings.alias, settings.cost_alias, with_costs, settings.workers, order, quality=quality, exact=exact
-            )
-        )
+        searches = tuple(search_aliases(settings, with_costs, order, quality=quality, exact=exact))
     anytime = with_costs and settings.satisficing and quality != "first"
     return SearchPlan(
         searches=searches,
@@ -233,5 +227,4 @@ def _plan(
         race=not with_costs and len(searches) > 1,
         anytime=anytime,
         improve_share=settings.improve_share if anytime and quality == "anytime" else None,
-        **rest,  # type: ignore[arg-type]
     )

@@ -18,6 +18,10 @@ import importlib.util
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from portfolio.delegates.fast_downward.search_plan import Settings
 
 _LAMA_FIRST = (
     "let(hlm, eval_modify_costs(landmark_sum(lm_factory=lm_reasonable_orders_hps(lm_rhw()),pref=false),"
@@ -111,15 +115,14 @@ def available_cores() -> int:
 
 
 def search_aliases(
-    alias: str,
-    cost_alias: str,
+    settings: Settings,
     with_costs: bool,
-    workers: int,
     order: Sequence[str] | None = None,
     quality: str = "first",
     exact: bool = False,
 ) -> list[str]:
-    """The searches one call runs side by side. An optimal `alias` runs alone, costs or not. Without costs:
+    """The searches one call runs side by side, from the delegate's `settings` (`alias`, `cost_alias`, `workers`;
+    a raw `search` string is the caller's to handle). An optimal `alias` runs alone, costs or not. Without costs:
     `alias` plus up to `workers - 1` of `RACE_ALIASES`, first plan wins; `order` (satisficing configurations, e.g.
     a learned selection's ranking for this task's domain) goes before that fixed order, which fills the cores
     `order` leaves free. With costs, by `quality`:
@@ -129,6 +132,7 @@ def search_aliases(
     - "anytime" / "optimal": `anytime-wastar` (its first phase is lama-first's search: the same coverage) and, on a
       second core, A* with LM-cut when the task is small enough to prove optimality on (`exact`), else the
       selection's coverage search if it differs from lama-first, else `cost_alias`. The cheapest plan wins."""
+    alias, cost_alias, workers = settings.alias, settings.cost_alias, settings.workers
     if alias not in SATISFICING:
         return [alias]  # an optimal configuration promised optimal plans: no satisficing search may win
     chosen = [name for name in order or () if name in SATISFICING]
