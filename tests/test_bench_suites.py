@@ -101,7 +101,6 @@ def test_planner_names():
         "cascade:typed-search+fast-downward",
     ]
     assert cascade_names("classical") == ("fast-downward", "pyperplan")
-    assert cascade_names("classical@cpython") == ("fast-downward", "pyperplan")  # without the PyPy translator
     assert hard_budget_s("cascade", 1.0, 30.0) == 31.0 and hard_budget_s("classical", 1.0, 30.0) == 1.0
     for bad, message in (
         ("nope", "unknown planner 'nope'"),

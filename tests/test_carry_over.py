@@ -73,16 +73,13 @@ def cascade(classical, decomposer, classical_s: float = 0.5, decomposer_s: float
 
 def busy_cpu(delegates, seconds: float = 0.5) -> float:
     """CPU seconds this process's descendants use over the next `seconds`, once the delegates' replacement
-    workers (started where one was killed) have finished importing, a stopped PyPy translator has answered and a
-    service's translator warm-up has ended: idle workers use none."""
+    workers (started where one was killed) have finished importing: idle workers use none."""
     for delegate in delegates:
-        workers = [getattr(delegate, "_worker", None)]
-        if hasattr(delegate, "translators"):  # Fast Downward: both translators, once a service's warm-up is done
-            delegate.translators().wait_warm()
-            workers = [delegate._translator(), delegate.translators().second]
-        for worker in workers:
-            if worker is not None:
-                worker.call("ping", time.monotonic() + 30)
+        worker = getattr(delegate, "_worker", None)
+        if hasattr(delegate, "_translator"):  # Fast Downward: its translator worker
+            worker = delegate._translator()
+        if worker is not None:
+            worker.call("ping", time.monotonic() + 30)
     pids = descendants()
     before = sum(cpu for _, cpu in pids.values())
     time.sleep(seconds)

@@ -57,9 +57,7 @@ def leftovers(root, before) -> tuple[list[str], list[int], list[str]]:
     """What was started since `before` and is still there: directories, child processes, pool threads."""
 
     def left() -> tuple[list[str], list[int], list[str]]:
-        # the PyPy translator's module path (`translators.module_path`) is meant to stay: links shared by every
-        # process of the user, made once (a loaded machine's blocks-4 can outlast CPython's 150 ms head start)
-        dirs = sorted(p.name for p in root.glob("portfolio-*") if not p.name.startswith("portfolio-translator-path-"))
+        dirs = sorted(p.name for p in root.glob("portfolio-*"))
         children = sorted(set(descendants()) - before[0])
         threads = [t.name for t in threading.enumerate() if t.name == "search-pool" and t not in before[1]]
         return dirs, children, threads

@@ -8,7 +8,6 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import resource
-import shutil
 import threading
 
 import httpx
@@ -35,11 +34,11 @@ def cap_mb(pid: int) -> int:
 
 def test_a_requests_process_tree_shares_one_budget():
     """Before, every process of the tree was capped at the whole limit: with 1,024 MB, the worker, its
-    translator, its pyperplan worker and two searches could take 5 GB between them (2.1 GB was measured). Where
-    pypy3 is installed the tree has a second translator worker (the service warms it at start): six shares."""
+    translator, its pyperplan worker and two searches could take 5 GB between them (2.1 GB was measured): five
+    shares."""
     from portfolio.serve.worker import WORKER_HEADROOM_MB
 
-    processes = 5 + (shutil.which("pypy3") is not None)
+    processes = 5
     with serve_in_thread(config(workers=1, memory_limit_mb=1024, fd_workers=2)) as (url, svc):
         assert httpx.post(url + "/v1/plan", json=small_plan(), timeout=60).json()["status"] == "solved"
         worker = svc.pool.workers[0]._process.pid

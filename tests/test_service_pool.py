@@ -38,7 +38,7 @@ def planning(worker: int) -> bool:
     busy = []
     for process in below:
         try:
-            busy.append(process.status() == psutil.STATUS_RUNNING and "py" in process.name())  # python*, pypy*
+            busy.append(process.status() == psutil.STATUS_RUNNING and "python" in process.name())
         except psutil.Error:  # ended meanwhile
             pass
     return any(busy)

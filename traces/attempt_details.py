@@ -62,7 +62,8 @@ class AttemptDetails(TypedDict, total=False):
     # goal-agenda: why it has no translation to share (the translator failed or ran out of time)
     translation_reused: bool  # a cached translation was re-used with the initial state rewritten (a replan)
     translator: list[str]  # the translator flags it was made with (empty: the driver's defaults)
-    translated_by: str  # who ran the translator this call: "cpython" or the second interpreter ("pypy3")
+    translated_by: str  # which interpreter ran the translator ("cpython", "pypy3"), in rows recorded with the
+    # PyPy translator race (docs/decisions/pypy-translator.md); nothing writes it, stored rows still check
     sas: SasSize  # the SAS task's size: what configuration selection weighs recorded tasks by
     # -- fast-downward: search
     in_process: InProcessSearch  # the in-process search tried first on small tasks, and how it ended

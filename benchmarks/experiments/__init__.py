@@ -6,7 +6,7 @@ the micro-benchmarks beside this folder. Each is `python -m benchmarks.experimen
     learning_gap, ideal_learner   why single worlds miss the learning target: the loss split by cause, and a
                          learner told the world's structure (what the target asks of an estimator)
     time_objective       the time objective against risk and an exact oracle (timed worlds)
-    translator_memory    PyPy's address-space peak against CPython's, per task
+    translator_memory    the translator's address-space peak, per task
     cost_search          plans under learned costs, against the optimum
     ippc                 the IPPC 2008 probabilistic domains, determinized
     store_soak, hostile_service   the trace store and the service under faults and hostile clients

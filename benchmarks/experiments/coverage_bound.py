@@ -1,20 +1,18 @@
 """How many tasks any arrangement of this planner's parts could solve within the budget: an upper bound.
 
-    PYTHONPATH=. python -m benchmarks.experiments.coverage_bound [--per-domain 5] [--budget 1] [--python pypy3]
-                                                                [--timeout 3] [--out ROWS.jsonl] [SOURCE ...]
+    PYTHONPATH=. python -m benchmarks.experiments.coverage_bound [--per-domain 5] [--budget 1] [--timeout 3]
+                                                                [--out ROWS.jsonl] [SOURCE ...]
 
 SOURCE is a benchmark folder or a pairs.txt (default: ../shared/ipc and ../shared/ipc-more/pairs.txt, the
-coverage set). For every task, each translator arm (`ARMS`) translates it in a warm worker of its own, one task
-after another as the race's workers would: CPython; the second interpreter (PyPy) on its first translation of the
-task and again on its second (a JIT warm on that very task: more than any real call gets); and both with the
-translator flags that skip work (`SKIP`, learned per domain, never a default). Then, for every arm whose
-translation ended within the budget, each satisficing search this planner runs (`SEARCHES`) is run alone on that
-arm's SAS text, with the whole machine to itself. A translation past `--timeout` (3 s: a warm
-repeat was at most 1.75x faster than a first PyPy translation here, so none that long fits 1 s) counts as none.
-A task counts when some arm's translation plus some search's
-time fits the budget: no process start-up, no parse, no validation, no sharing of the two cores. No real call
-can beat that, so the count bounds the coverage of every schedule of these translators and searches, and a
-target above it needs a faster translator (or other searches), not a better portfolio.
+coverage set). For every task, each translator arm (`ARMS`) translates it in the one warm translator worker, one
+task after another as the delegate's worker would: with the driver's default flags, and with the translator flags
+that skip work (`SKIP`, learned per domain, never a default). Then, for every arm whose translation ended within
+the budget, each satisficing search this planner runs (`SEARCHES`) is run alone on that arm's SAS text, with the
+whole machine to itself. A translation past `--timeout` (3 s) counts as none. A task counts when some arm's
+translation plus some search's time fits the budget: no process start-up, no parse, no validation, no sharing of
+the two cores. No real call can beat that, so the count bounds the coverage of every schedule of this translator
+and these searches, and a target above it needs a faster translator (or other searches), not a better
+portfolio.
 
 Prints one line per task (the best arm and search, or what was missing), then per domain the bound and the
 tasks it leaves out, and the total. `--out` keeps every measurement as JSON lines.
@@ -35,20 +33,13 @@ from pathlib import Path
 from portfolio.benchsuite.suites import benchmark_pairs
 from portfolio.delegates.fast_downward import translate as translate_worker
 from portfolio.delegates.fast_downward.searches import RACE_ALIASES, SEARCH_ALIASES, search_binary
-from portfolio.delegates.fast_downward.translators import PYPY_ABORT_GRACE_S, find_python, worker_env
 from portfolio.engine.workers import WorkerProcess
 
 DEFAULT_SOURCES = (Path("../shared/ipc"), Path("../shared/ipc-more/pairs.txt"))
 SKIP = ("--keep-unreachable-facts", "--skip-variable-reordering")  # `benchmarks.bench_translate_options`
 SEARCHES = ("lama-first", *RACE_ALIASES)
-# (name, interpreter: "cpython" or "second", translator flags, translations of the task before the timed one)
-ARMS = (
-    ("cpython", "cpython", (), 0),
-    ("pypy", "second", (), 0),
-    ("pypy-warm", "second", (), 1),
-    ("cpython-skip", "cpython", SKIP, 0),
-    ("pypy-skip-warm", "second", SKIP, 1),
-)
+# (name, translator flags)
+ARMS = (("cpython", ()), ("cpython-skip", SKIP))
 
 
 @dataclass
@@ -100,16 +91,12 @@ def search(sas: str, alias: str, timeout_s: float) -> float | None:
         return elapsed if process.returncode == 0 and (Path(folder) / "sas_plan").exists() else None
 
 
-def measure(
-    label: str, domain: Path, problem: Path, workers: dict[str, WorkerProcess], budget_s: float, timeout_s: float
-) -> Row:
+def measure(label: str, domain: Path, problem: Path, worker: WorkerProcess, budget_s: float, timeout_s: float) -> Row:
+    """Every arm's translation of the task by `worker` (a translator worker), and each search on every
+    translation that fit `budget_s`."""
     row = Row(f"{label}/{problem.name}", label)
-    for arm, interpreter, options, before in ARMS:
-        if interpreter not in workers:
-            continue
-        for _ in range(before):
-            translate(workers[interpreter], domain, problem, options, timeout_s)
-        sas, seconds = translate(workers[interpreter], domain, problem, options, timeout_s)
+    for arm, options in ARMS:
+        sas, seconds = translate(worker, domain, problem, options, timeout_s)
         row.translate_s[arm] = seconds
         if sas is None or seconds is None or seconds >= budget_s:
             continue
@@ -127,22 +114,14 @@ def main() -> int:
     parser.add_argument("--per-domain", type=int, default=5, help="problems per domain (default 5)")
     parser.add_argument("--budget", type=float, default=1.0, help="the budget bounded, seconds (default 1)")
     parser.add_argument("--timeout", type=float, default=3.0, help="seconds per translation (default 3)")
-    parser.add_argument("--python", default="pypy3", help="the second interpreter (default pypy3; off: none)")
     parser.add_argument("--out", type=Path, default=None, help="write every row as a JSON line here")
     args = parser.parse_args()
     pairs = [p for source in args.sources for p in benchmark_pairs(source, args.per_domain)]
-    # Stopped by a signal at a timeout, not killed (as the race stops PyPy), so a JIT stays warm for the next task.
-    grace = PYPY_ABORT_GRACE_S
-    workers = {"cpython": WorkerProcess(preload=translate_worker.PRELOAD, abort_grace_s=grace)}
-    second = find_python(args.python)
-    if second is not None:
-        workers["second"] = WorkerProcess(
-            preload=translate_worker.PRELOAD, python=second, env=worker_env(), abort_grace_s=grace
-        )
+    worker = WorkerProcess(preload=translate_worker.PRELOAD)  # killed at a timeout, as the delegate's is
     rows: list[Row] = []
     try:
         for label, domain, problem in pairs:
-            row = measure(label, domain, problem, workers, args.budget, args.timeout)
+            row = measure(label, domain, problem, worker, args.budget, args.timeout)
             rows.append(row)
             best = "none" if row.best is None else f"{row.best[0]:.2f} s ({row.best[1]})"
             print(f"{row.task:<60} {best}", flush=True)
@@ -150,8 +129,7 @@ def main() -> int:
                 with args.out.open("a") as out:
                     out.write(json.dumps(row.__dict__) + "\n")
     finally:
-        for worker in workers.values():
-            worker.close()
+        worker.close()
     by_domain: dict[str, list[Row]] = defaultdict(list)
     for row in rows:
         by_domain[row.domain].append(row)

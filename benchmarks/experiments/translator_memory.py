@@ -1,14 +1,12 @@
-"""Peak memory of a translation under CPython and under PyPy, task by task.
+"""Peak memory of a translation, task by task.
 
-    PYTHONPATH=. python -m benchmarks.experiments.translator_memory [--per-domain 5] [--python pypy3] [SOURCE ...]
+    PYTHONPATH=. python -m benchmarks.experiments.translator_memory [--per-domain 5] [SOURCE ...]
 
 SOURCE is a benchmark folder or a pairs.txt (default: ../shared/ipc and ../shared/ipc-more/pairs.txt); of each
 domain's `--per-domain` tasks (the coverage set's), the largest problem file is translated. Each translation runs
-in a fresh translator worker of each interpreter (the `WorkerProcess` the Fast Downward delegate uses, with the
-race's environment for PyPy), so the process's high-water marks are the task's own: `VmPeak` (address space, what
-the RLIMIT_AS cap of `portfolio.engine.limits` counts) and `VmHWM` (resident). A fresh PyPy is a cold one: its JIT
-has compiled less than a warm worker's, so its peak here is a lower bound of a warm worker's by the JIT's code.
-Prints one line per task, then the ratios and the cap each interpreter would need for the largest task.
+in a fresh translator worker (the `WorkerProcess` the Fast Downward delegate uses), so the process's high-water
+marks are the task's own: `VmPeak` (address space, what the RLIMIT_AS cap of `portfolio.engine.limits` counts) and
+`VmHWM` (resident). Prints one line per task, then the median and the cap the largest task would need.
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ from pathlib import Path
 
 from portfolio.benchsuite.suites import benchmark_pairs
 from portfolio.delegates.fast_downward import translate as translate_worker
-from portfolio.delegates.fast_downward.translators import find_python, worker_env
 from portfolio.engine.workers import WorkerProcess
 
 DEFAULT_SOURCES = (Path("../shared/ipc"), Path("../shared/ipc-more/pairs.txt"))
@@ -37,12 +34,9 @@ def peaks_mb(pid: int | None) -> tuple[float, float]:
     return fields["VmPeak"], fields["VmHWM"]
 
 
-def translate_peaks(python: str | None, domain: Path, problem: Path, timeout_s: float) -> tuple[float, float] | str:
-    """The (VmPeak, VmHWM) of a fresh worker of `python` (None: this interpreter) that translated the task, or
-    why it did not."""
-    worker = WorkerProcess(
-        preload=translate_worker.PRELOAD, python=python, env=None if python is None else worker_env()
-    )
+def translate_peaks(domain: Path, problem: Path, timeout_s: float) -> tuple[float, float] | str:
+    """The (VmPeak, VmHWM) of a fresh translator worker that translated the task, or why it did not."""
+    worker = WorkerProcess(preload=translate_worker.PRELOAD)
     try:
         worker.call(
             translate_worker.TRANSLATE_OP,
@@ -72,30 +66,20 @@ def main() -> int:
     parser.add_argument("sources", nargs="*", type=Path, default=list(DEFAULT_SOURCES))
     parser.add_argument("--per-domain", type=int, default=5, help="the coverage set's tasks per domain (default 5)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per translation (default 120)")
-    parser.add_argument("--python", default="pypy3", help="the second interpreter (default pypy3)")
     args = parser.parse_args()
-    second = find_python(args.python)
-    if second is None:
-        print(f"{args.python}: not found", file=sys.stderr)
-        return 2
     pairs = largest_per_domain([p for source in args.sources for p in benchmark_pairs(source, args.per_domain)])
-    rows = []
-    print(f"{'task':<58} {'CPython peak/rss MB':>20} {'PyPy peak/rss MB':>18}")
+    peaks = []
+    print(f"{'task':<58} {'peak/rss MB':>16}")
     for label, domain, problem in pairs:
-        ours = translate_peaks(None, domain, problem, args.timeout)
-        theirs = translate_peaks(second, domain, problem, args.timeout)
-        shown = [f"{v[0]:7.0f} / {v[1]:5.0f}" if isinstance(v, tuple) else v for v in (ours, theirs)]
-        print(f"{label + '/' + problem.name:<58} {shown[0]:>20} {shown[1]:>18}", flush=True)
-        if isinstance(ours, tuple) and isinstance(theirs, tuple):
-            rows.append((ours, theirs))
-    if rows:
-        peak = [t[0] / o[0] for o, t in rows]
-        extra = [t[0] - o[0] for o, t in rows]
+        found = translate_peaks(domain, problem, args.timeout)
+        shown = f"{found[0]:7.0f} / {found[1]:5.0f}" if isinstance(found, tuple) else found
+        print(f"{label + '/' + problem.name:<58} {shown:>16}", flush=True)
+        if isinstance(found, tuple):
+            peaks.append(found[0])
+    if peaks:
         print(
-            f"{len(rows)} tasks: PyPy / CPython address-space peak median {statistics.median(peak):.2f} "
-            f"[{min(peak):.2f}, {max(peak):.2f}], PyPy's extra median {statistics.median(extra):.0f} MB "
-            f"[{min(extra):.0f}, {max(extra):.0f}]; largest peaks: CPython {max(o[0] for o, _ in rows):.0f} MB, "
-            f"PyPy {max(t[0] for _, t in rows):.0f} MB"
+            f"{len(peaks)} tasks: address-space peak median {statistics.median(peaks):.0f} MB "
+            f"[{min(peaks):.0f}, {max(peaks):.0f}]"
         )
     return 0
 

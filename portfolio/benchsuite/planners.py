@@ -60,15 +60,10 @@ def _delegate_names() -> tuple[str, ...]:
     return CLASSICAL_DELEGATES + DECOMPOSER_DELEGATES
 
 
-CPYTHON_ONLY = "@cpython"  # a Planner-based planner's suffix: Fast Downward's translator on CPython alone
-
-
 def cascade_names(name: str) -> tuple[str, ...] | None:
-    """The delegate names a Planner-based planner stands for; None for driver: and up: planners. A name may end
-    in `@cpython` (`classical@cpython`): the same planner without the PyPy translator race, an arm to measure it."""
+    """The delegate names a Planner-based planner stands for; None for driver: and up: planners."""
     from portfolio.delegates.registry import CLASSICAL_ONLY, DEFAULT_DELEGATES
 
-    name = name.removesuffix(CPYTHON_ONLY)
     if name == "cascade":
         return DEFAULT_DELEGATES
     if name == "classical":
@@ -173,21 +168,13 @@ def run_cascade(name: str, task, budget_s: float, decomposer_budget_s: float, re
     from portfolio.planner import Planner
 
     started = time.monotonic()
-    # As the service's workers: a long-lived planner, its second (PyPy) translator warmed on a bundled task.
-    stages = build_stages(
-        cascade_names(name) or (),
-        budget_s=budget_s,
-        decomposer_budget_s=decomposer_budget_s,
-        fd_prewarm_translator=True,
-        fd_translator_python="off" if name.endswith(CPYTHON_ONLY) else None,
-    )
+    # As the service's workers: a long-lived planner, warmed on a bundled task.
+    stages = build_stages(cascade_names(name) or (), budget_s=budget_s, decomposer_budget_s=decomposer_budget_s)
     with Planner(stages) as planner:
         planner.plan(bundled_task("blocksworld", 2))  # workers up, imports done: time the warm planner...
         for delegate in planner._all_delegates():  # ...on its first plan of this task, as the old latency table
             if hasattr(delegate, "forget_translations"):
                 delegate.forget_translations()
-            if hasattr(delegate, "translators"):
-                delegate.translators().wait_warm()
         setup = time.monotonic() - started
         ready()
         start = time.monotonic()

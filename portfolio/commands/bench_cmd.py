@@ -43,8 +43,7 @@ SUITE is one of:
 
 PLANNERS (comma-separated): cascade, classical (Fast Downward + pyperplan), cascade:A+B, a delegate by name
 (fast-downward, pyperplan, typed-search, goal-agenda), driver:ALIAS (the raw Fast Downward driver, e.g.
-driver:lama-first), up:ENGINE (an installed unified-planning engine: up:pyperplan, up:fast-downward). A
-Planner-based name ending in @cpython (classical@cpython) runs without the PyPy translator race.
+driver:lama-first), up:ENGINE (an installed unified-planning engine: up:pyperplan, up:fast-downward).
 
 Each run is a process of its own (own process group, killed at its budget) and appends one JSON line to
 OUT/runs.jsonl (status, wall_s, time_s, setup_s, translate_s, search_s, plan_length, plan_cost, valid,

@@ -18,19 +18,6 @@ class _TracesAction(argparse.Action):
         namespace.traces_given = True
 
 
-def add_translator_python_argument(parser: argparse.ArgumentParser) -> None:
-    """`--translator-python PYTHON`: the second translator worker's interpreter
-    (`portfolio.delegates.fast_downward.translators`), for `plan` and `serve`."""
-    parser.add_argument(
-        "--translator-python",
-        default=None,
-        metavar="PYTHON",
-        help="the interpreter of a second translator worker raced against CPython's, for large tasks: a path "
-        "or a name on the PATH, or 'off' (default: $PORTFOLIO_TRANSLATOR_PYTHON, else pypy3 where it is on the "
-        "PATH; Debian: apt install pypy3). Fast Downward's translator runs 2-3x faster under a warm PyPy",
-    )
-
-
 def add_traces_argument(parser: argparse.ArgumentParser, required: bool = True) -> None:
     """`--traces PATH`: the trace store. Default: env PORTFOLIO_TRACES, else ./traces.db. With
     `required=False` (planning), learned costs are used only when --traces or PORTFOLIO_TRACES is given."""

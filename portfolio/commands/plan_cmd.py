@@ -12,7 +12,6 @@ from portfolio.commands.common import (
     add_objective_arguments,
     add_tenant_arguments,
     add_traces_argument,
-    add_translator_python_argument,
     fail_bad_input,
     learning_tenant,
     seconds_type,
@@ -113,7 +112,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--fd-search", default=None, metavar="STRING", help="a raw Fast Downward --search string, overriding --fd-alias"
     )
-    add_translator_python_argument(parser)
     parser.add_argument(
         "--fd-workers",
         type=int,
@@ -279,7 +277,6 @@ def run(args: argparse.Namespace) -> int:
             shares=parse_shares(args.shares),
             translation_cache=translation_cache(args),
             fd_workers=fd_workers(args),
-            fd_translator_python=args.translator_python,
         )
     except ValueError as error:
         return bad_input(args, str(error), type(error).__name__)

@@ -11,7 +11,6 @@ from portfolio.commands.common import (
     add_cost_arguments,
     add_objective_arguments,
     add_traces_argument,
-    add_translator_python_argument,
     fail_bad_input,
     seconds_type,
     store_error_types,
@@ -115,7 +114,6 @@ def _add_planner_arguments(parser: argparse.ArgumentParser, workers_default: int
         "memory shared among the planner workers and validators); the server's own process keeps its "
         "large request bodies within it too, less 256 MB for itself (a step batch costs it ~20x its size)",
     )
-    add_translator_python_argument(parser)
     parser.add_argument(
         "--fd-workers",
         type=int,
@@ -246,7 +244,6 @@ def service_config(args: argparse.Namespace):
     from pydantic import ValidationError
 
     from portfolio.commands.plan_cmd import delegate_names
-    from portfolio.delegates.fast_downward.translators import find_python
     from portfolio.delegates.registry import CLASSICAL_DELEGATES, DECOMPOSER_DELEGATES
     from portfolio.engine import limits
     from portfolio.serve.config import ServiceConfig
@@ -254,8 +251,6 @@ def service_config(args: argparse.Namespace):
 
     workers = args.workers if args.workers is not None else default_workers()
     delegates = delegate_names(args)
-    if args.translator_python is not None:
-        find_python(args.translator_python)  # a name that is no executable: exit 2 now, not in every worker
     unknown = [n for n in delegates if n not in CLASSICAL_DELEGATES + DECOMPOSER_DELEGATES]
     if unknown or not delegates:
         raise ValueError(
@@ -277,7 +272,6 @@ def service_config(args: argparse.Namespace):
             # "not given"
             memory_limit_mb=limits.default_limit_mb(2 * workers) if args.memory_limit is None else args.memory_limit,
             fd_workers=args.fd_workers,
-            translator_python=args.translator_python,
             cache_dir=args.cache_dir,
             translation_cache=not args.no_cache,
             explore=args.explore,

@@ -57,8 +57,6 @@ def _fast_downward(options: Mapping[str, Any], solver: Any):
         workers=options.get("fd_workers"),
         translate_options=options.get("fd_translate_options"),
         quality=options.get("fd_quality") or DEFAULT_QUALITY,
-        translator_python=options.get("fd_translator_python"),
-        prewarm_translator=bool(options.get("fd_prewarm_translator")),
     )
 
 
@@ -97,16 +95,7 @@ CATALOG: dict[str, DelegateSpec] = {
             CLASSICAL_TIER,
             "classical",
             share=4.0,
-            options=(
-                "fd_alias",
-                "fd_search",
-                "translation_cache",
-                "fd_workers",
-                "fd_translate_options",
-                "fd_quality",
-                "fd_translator_python",
-                "fd_prewarm_translator",
-            ),
+            options=("fd_alias", "fd_search", "translation_cache", "fd_workers", "fd_translate_options", "fd_quality"),
             summary="Fast Downward (translator worker + search processes, killed at the deadline)",
         ),
         DelegateSpec(

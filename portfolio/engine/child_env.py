@@ -1,11 +1,11 @@
 """The environment a child process starts with: this process's, without its secrets.
 
 Every process the planner starts (the service's planner and validator workers, the translator and pyperplan
-workers, each Fast Downward search, a PyPy translator) gets `child_env()`. None of them needs the service's bearer
-token or an API key, and a child's environment is readable by anything that can read `/proc/<pid>/environ` as
-the same user, is inherited by whatever it starts in turn, and lands in core dumps: so a secret stays in the
-process that uses it. A variable is a secret when it is one this project reads (`SECRET_VARIABLES`) or its name
-says so (`SECRET_WORDS`, a part of the name between underscores, any case: `GITHUB_TOKEN`, `AWS_SECRET_ACCESS_KEY`,
+workers, each Fast Downward search) gets `child_env()`. None of them needs the service's bearer token or an API
+key, and a child's environment is readable by anything that can read `/proc/<pid>/environ` as the same user, is
+inherited by whatever it starts in turn, and lands in core dumps: so a secret stays in the process that uses it.
+A variable is a secret when it is one this project reads (`SECRET_VARIABLES`) or its name says so
+(`SECRET_WORDS`, a part of the name between underscores, any case: `GITHUB_TOKEN`, `AWS_SECRET_ACCESS_KEY`,
 `db_password`). A child that does need one is given it by name (`keep`), and only that one.
 """
 

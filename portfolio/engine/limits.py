@@ -163,7 +163,7 @@ def _exit_with(parent: int) -> None:
     """Exit this process (no clean-up: its parent is gone mid-request, perhaps killed) once `parent` has ended."""
     try:
         handle = os.pidfd_open(parent)
-    except (AttributeError, OSError):  # no pidfd (an old kernel, PyPy 3.9), or the parent already gone
+    except (AttributeError, OSError):  # no pidfd (an old kernel), or the parent already gone
         while os.getppid() == parent:
             time.sleep(0.2)
         os._exit(1)

@@ -10,13 +10,10 @@ at stderr before anything else runs, because the translator and pyperplan print 
 
 Stopping a request without losing the process (`ABORT_SIGNAL`): a request that runs past its deadline is told to
 stop with SIGUSR1; the handler raises `Aborted` in the running code, which unwinds like any exception, and the
-worker answers `{"ok": False, "aborted": True}` and waits for the next request, its imports (and under PyPy its
-JIT) still warm. The signal only raises while a request runs, never while a message is read or written, so the
-channel cannot be cut mid-message; one that arrives between requests is ignored. Code that does not return to the
-interpreter (a long call into C) is not stopped by it: the parent kills the worker when no answer comes soon.
-
-Runs under CPython 3.11+ and PyPy 3.9 (the translator's fast worker): nothing here or in what it imports at start
-needs a newer language than 3.9.
+worker answers `{"ok": False, "aborted": True}` and waits for the next request, its imports still warm. The
+signal only raises while a request runs, never while a message is read or written, so the channel cannot be cut
+mid-message; one that arrives between requests is ignored. Code that does not return to the interpreter (a long
+call into C) is not stopped by it: the parent kills the worker when no answer comes soon.
 """
 
 from __future__ import annotations

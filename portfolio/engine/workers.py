@@ -11,10 +11,9 @@ and the next call gets a fresh process, started at once, in the background.
 
 `abort_grace_s`: a worker given one is first asked to stop (`worker_main.ABORT_SIGNAL`): the caller returns at its
 deadline all the same, and a background thread waits up to that long for the worker's answer to the stopped
-request; a worker that answers stays (its imports, and a PyPy worker's JIT, warm), one that does not is killed
-and replaced. The next call waits for that thread, within its own deadline. The default (0) kills at once, which
-is quicker than unwinding for a CPython translator; a PyPy worker answers the abort at once, so it is given a
-grace (why: `docs/decisions/worker-aborts.md`).
+request; a worker that answers stays (its imports warm), one that does not is killed and replaced. The next call
+waits for that thread, within its own deadline. The default (0) kills at once, which is quicker than unwinding for
+a CPython translator (why: `docs/decisions/worker-aborts.md`).
 
     worker = WorkerProcess(preload=translate.PRELOAD)  # portfolio.delegates.fast_downward.translate
     answer = worker.call(translate.TRANSLATE_OP, time.monotonic() + 1.0, domain_pddl=domain, problem_pddl=problem)
@@ -273,8 +272,8 @@ class WorkerProcess(Resource):
 
     def close(self) -> None:
         """Kill the worker, a request in flight included (that call raises WorkerCrashed), without waiting for it
-        first: a planner closed right after its start would otherwise wait for the PyPy warm-up's requests
-        (`docs/decisions/worker-aborts.md`)."""
+        first: a planner closed right after its start would otherwise wait for whatever its workers were asked
+        to do first (`docs/decisions/worker-aborts.md`)."""
         self._closed = True
         process = self._process
         if process is not None:

@@ -28,8 +28,6 @@ class ServiceConfig(BaseModel):
     # The pool already plans one request per core; a worker that also raced several searches per request would
     # put two searches on each core. Default: the cores each worker has to itself, at least one.
     fd_workers: int | None = Field(default=None, ge=1)
-    # A second translator worker's interpreter (`portfolio.delegates.fast_downward.translators`); None: the default
-    translator_python: str | None = None
     cache_dir: str | None = None  # the on-disk translation cache the workers share (None: the user's default)
     translation_cache: bool = True
     explore: ExplorePolicy | None = None  # a request's own `explore` wins; None: the default
@@ -59,7 +57,6 @@ def worker_config(config: ServiceConfig) -> WorkerConfig:
         llm_model=config.llm_model,
         memory_limit_mb=config.memory_limit_mb,
         fd_workers=config.fd_workers or max(1, default_workers() // config.workers),
-        translator_python=config.translator_python,
         cache_dir=config.cache_dir,
         translation_cache=config.translation_cache,
         explore=config.explore,

@@ -59,7 +59,6 @@ class WorkerConfig(BaseModel):
     llm_model: str | None = None
     memory_limit_mb: int
     fd_workers: int = 1
-    translator_python: str | None = None
     cache_dir: str | None = None
     translation_cache: bool = True
     explore: str | None = None  # the server's default policy; a request's `explore` overrides it per call
@@ -97,8 +96,6 @@ class PlannerWorker:
             llm_model=config.llm_model,
             decomposer_budget_s=config.decomposer_budget_s,
             fd_workers=config.fd_workers,
-            fd_translator_python=config.translator_python,
-            fd_prewarm_translator=True,  # a worker lives for many requests: warm the PyPy translator's JIT
             translation_cache=cache,
         )
         # A request's deadline is its classical budget plus the decomposer tier's: the cascade computes it per
@@ -324,13 +321,10 @@ class PlannerWorker:
 
 def tree_processes(config: WorkerConfig) -> int:
     """The processes of one worker that hold a request's task at once: the worker itself (it parses), Fast
-    Downward's translator workers (CPython's, and PyPy's where there is one: they race) and its raced searches,
-    the pyperplan worker (`portfolio.engine.limits`)."""
-    from portfolio.delegates.fast_downward.translators import find_python
-
+    Downward's translator worker and its raced searches, the pyperplan worker (`portfolio.engine.limits`)."""
     fast_downward = 0
     if "fast-downward" in config.delegates:
-        fast_downward = 1 + (find_python(config.translator_python) is not None) + config.fd_workers
+        fast_downward = 1 + config.fd_workers
     return 1 + fast_downward + ("pyperplan" in config.delegates)
 
 

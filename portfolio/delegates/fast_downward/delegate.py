@@ -43,9 +43,8 @@ from portfolio.delegates.fast_downward.search_plan import (
 )
 from portfolio.delegates.fast_downward.search_run import command, run_searches
 from portfolio.delegates.fast_downward.searches import DEFAULT_QUALITY, RACE_ALIASES, available_cores
-from portfolio.delegates.fast_downward.translate import check_options
+from portfolio.delegates.fast_downward.translate import PRELOAD, check_options
 from portfolio.delegates.fast_downward.translations import Translation, Translations
-from portfolio.delegates.fast_downward.translators import Translators, find_python
 from portfolio.engine import cancel
 from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
 from portfolio.engine.search_pool import SearchProcessPool
@@ -102,8 +101,6 @@ class FastDownward(Delegate):
         quality: str = DEFAULT_QUALITY,
         improve_share: float = IMPROVE_SHARE,
         exact_max_operators: int = EXACT_MAX_OPERATORS,
-        translator_python: str | None = None,
-        prewarm_translator: bool = False,
         inprocess_max_operators: int = INPROCESS_MAX_OPERATORS,
         inprocess_node_cap: int = INPROCESS_NODE_CAP,
     ) -> None:
@@ -120,26 +117,18 @@ class FastDownward(Delegate):
             inprocess_max_operators=inprocess_max_operators,
             inprocess_node_cap=inprocess_node_cap,
         ).check()
-        self.translator_python = find_python(translator_python)  # None: CPython only (`translators`)
-        # Warm the second translator's JIT in `warm_up`: for long-lived planners (the service, benchmarks of a
-        # warm planner); a one-shot `portfolio plan` would only have it compete with its one task for the CPU.
-        self.prewarm_translator = prewarm_translator
         self.name = name
         self.budget_s = budget_s
-        self._translators: Translators | None = None
-        self._memory = Translations(self.translators, cache_size, disk_cache)
+        self._translator_worker: WorkerProcess | None = None
+        self._memory = Translations(self._translator, cache_size, disk_cache)
         self._searches = SearchProcessPool()
 
     # -- translation ------------------------------------------------------------------------------------
-    def translators(self) -> Translators:
-        """The translator workers: CPython's, and PyPy's raced against it where there is one (`translators`)."""
-        if self._translators is None:
-            self._translators = Translators(self.translator_python)
-        return self._translators
-
     def _translator(self) -> WorkerProcess:
-        """The CPython translator worker (the one every task starts on)."""
-        return self.translators().primary
+        """The translator worker (`translate.PRELOAD` imported at its start), started on first use."""
+        if self._translator_worker is None:
+            self._translator_worker = WorkerProcess(preload=PRELOAD)
+        return self._translator_worker
 
     def supports(self, task: Task) -> bool:
         """Everything the task model reads: the translator takes ADL, costs and more than this project parses."""
@@ -147,11 +136,8 @@ class FastDownward(Delegate):
 
     def warm_up(self) -> None:
         """Start the translator worker and a search process for each search a call may run first, so the first
-        call does not pay for them; with `prewarm_translator`, the second (PyPy) translator worker too, warmed
-        on a bundled task."""
+        call does not pay for them."""
         self._translator()
-        if self.prewarm_translator:
-            self.translators().warm_up()
         self.prestart(self.warm_searches())
 
     def warm_searches(self) -> list[str]:
@@ -216,8 +202,6 @@ class FastDownward(Delegate):
             "translation_reused": init_values is not None,
             "translator": list(translation.options),
         }
-        if translation.interpreter:
-            details["translated_by"] = translation.interpreter
         if translation.sas is None:
             return DelegateOutcome(Status.UNSOLVABLE, reason="translator: goal not relaxed-reachable", details=details)
         details["sas"] = {"variables": len(translation.sas.values), "operators": len(translation.sas.operators)}
@@ -255,7 +239,7 @@ class FastDownward(Delegate):
         return plan_sas(self.settings, with_costs, quality)
 
     def close(self) -> None:
-        if self._translators is not None:
-            self._translators.close()
-            self._translators = None
+        if self._translator_worker is not None:
+            self._translator_worker.close()
+            self._translator_worker = None
         self._searches.close()

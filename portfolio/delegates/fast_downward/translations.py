@@ -22,10 +22,10 @@ from dataclasses import dataclass, replace
 from domains.model import Atom, Task
 from portfolio.delegates.fast_downward.sas import SasTask, parse_sas
 from portfolio.delegates.fast_downward.sas_cache import CachedTranslation, SasCache, cache_key
-from portfolio.delegates.fast_downward.translators import Translators
+from portfolio.delegates.fast_downward.translate import TRANSLATE_OP
 from portfolio.engine import cancel
 from portfolio.engine.results import PlanRequest
-from portfolio.engine.workers import BudgetExpired
+from portfolio.engine.workers import BudgetExpired, WorkerProcess
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,6 @@ class Translation:
     translate_ms: float
     source: str = "translated"  # for this call: "translated", "memory" (this process) or "disk" (SasCache)
     options: tuple[str, ...] = ()  # the translator options it was made with (none: the driver's defaults)
-    interpreter: str = ""  # who translated it, this call: "cpython" or "pypy3" (`translators`); "" if not translated
 
 
 def structure_key(task: Task) -> tuple:
@@ -47,14 +46,14 @@ def structure_key(task: Task) -> tuple:
 
 
 class Translations:
-    """The translations of one delegate: `get` answers from memory, then disk, then the translator workers
-    (`translators()`, called when a translation is needed). `translations` counts the translator's runs, so what
+    """The translations of one delegate: `get` answers from memory, then disk, then the translator worker
+    (`translator()`, called when a translation is needed). `translations` counts the translator's runs, so what
     the caches save is visible."""
 
     def __init__(
-        self, translators: Callable[[], Translators], cache_size: int = 64, disk_cache: SasCache | None = None
+        self, translator: Callable[[], WorkerProcess], cache_size: int = 64, disk_cache: SasCache | None = None
     ) -> None:
-        self._translators = translators
+        self._translator = translator
         self.cache_size = cache_size
         self.disk_cache = disk_cache
         self._translations: OrderedDict[tuple, Translation] = OrderedDict()
@@ -109,10 +108,10 @@ class Translations:
                 self._translations.move_to_end(key)
         if cached is not None and cached.sas is not None:
             if cached.init == init:
-                return replace(cached, source="memory", interpreter=""), None
+                return replace(cached, source="memory"), None
             values = cached.sas.with_init(cached.init, init)
             if values is not None:
-                return replace(cached, source="memory", interpreter=""), values
+                return replace(cached, source="memory"), values
         return None
 
     def _translate(self, key: tuple, request: PlanRequest, deadline: float, options: tuple[str, ...]) -> Translation:
@@ -123,18 +122,16 @@ class Translations:
         translation = self._from_disk(disk_key, init, start, options)
         if translation is None:
             self.translations += 1
-            answered = self._translators().translate(
-                deadline, domain_pddl=task.domain_pddl, problem_pddl=task.problem_pddl, options=options
+            answer = self._translator().call(
+                TRANSLATE_OP, deadline, domain_pddl=task.domain_pddl, problem_pddl=task.problem_pddl, options=options
             )
-            answer = answered.value
             translation = Translation(
                 init=init,
                 sas=None if answer["unsolvable"] else parse_sas(answer["sas"]),
                 translate_ms=(time.monotonic() - start) * 1000,
                 options=options,
-                interpreter=answered.translator,
             )
-            log.info("translated by %s in %.0f ms", answered.translator, translation.translate_ms)
+            log.info("translated in %.0f ms", translation.translate_ms)
             if self.disk_cache is not None:
                 self.disk_cache.put(disk_key, CachedTranslation(answer["sas"], bool(answer["unsolvable"])))
         with self._cache_lock:
