@@ -115,7 +115,7 @@ def test_a_search_dies_with_its_planner_process_when_asked():
 
 
 # A planner process (kill-with-parent, as in the service) whose Python worker is started on a thread that then
-# ends, as the translator race replaces a worker killed at a deadline; prints the worker's pid and waits.
+# ends, as a carried-over delegate's thread replaces a worker killed at a deadline; prints the worker's pid and waits.
 THREAD_STARTED = """
 import sys, threading, time
 sys.path.insert(0, {root!r})

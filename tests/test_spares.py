@@ -52,9 +52,10 @@ def test_the_worker_takes_the_spare_started_for_it(others):
     assert started(others) == set()
 
 
-def test_a_spare_of_another_environment_or_command_is_not_taken(others):
-    spares.prespawn(PRELOAD, env={"PORTFOLIO_SPARE_TEST": "1"})
+def test_a_spare_of_another_environment_or_command_is_not_taken(others, monkeypatch):
+    spares.prespawn(PRELOAD)
     [spare] = started(others)
+    monkeypatch.setenv("PORTFOLIO_SPARE_TEST", "1")  # the environment changed since the spare started
     worker = WorkerProcess(preload=PRELOAD)  # another environment: its own process; the spare is killed
     try:
         assert worker.pid != spare and spare not in started(others)

@@ -24,9 +24,10 @@ _spares: dict[tuple[str, ...], tuple[dict[str, str], subprocess.Popen[bytes]]] =
 _lock = threading.Lock()
 
 
-def worker_command(preload: tuple[str, ...], python: str | None = None) -> list[str]:
-    """The command line of a worker that imports `preload` at start (`portfolio.engine.worker_main`)."""
-    return [python or sys.executable, "-m", "portfolio.engine.worker_main", *preload]
+def worker_command(preload: tuple[str, ...]) -> list[str]:
+    """The command line of a worker, under this interpreter, that imports `preload` at start
+    (`portfolio.engine.worker_main`)."""
+    return [sys.executable, "-m", "portfolio.engine.worker_main", *preload]
 
 
 def start(command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -45,13 +46,14 @@ def start(command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
     return process
 
 
-def prespawn(preload: tuple[str, ...], python: str | None = None, env: dict[str, str] | None = None) -> None:
-    """Start a worker for a later `WorkerProcess(preload, python, env)` to take (one a command line)."""
-    command = worker_command(preload, python)
+def prespawn(preload: tuple[str, ...]) -> None:
+    """Start a worker for a later `WorkerProcess(preload)` to take (one a command line), in the environment this
+    process has now."""
+    command = worker_command(preload)
     with _lock:
         if tuple(command) in _spares:
             return
-    full_env = limits.capped_env(env)
+    full_env = limits.capped_env()
     process = start(command, full_env)
     with _lock:
         other = _spares.setdefault(tuple(command), (full_env, process))[1]

@@ -8,12 +8,8 @@ no start-up per call.
 Protocol: length-prefixed pickles on the original stdout/stdin file descriptors. File descriptor 1 is pointed
 at stderr before anything else runs, because the translator and pyperplan print freely.
 
-Stopping a request without losing the process (`ABORT_SIGNAL`): a request that runs past its deadline is told to
-stop with SIGUSR1; the handler raises `Aborted` in the running code, which unwinds like any exception, and the
-worker answers `{"ok": False, "aborted": True}` and waits for the next request, its imports still warm. The
-signal only raises while a request runs, never while a message is read or written, so the channel cannot be cut
-mid-message; one that arrives between requests is ignored. Code that does not return to the interpreter (a long
-call into C) is not stopped by it: the parent kills the worker when no answer comes soon.
+A request is never stopped from inside: a request that runs past its deadline is killed with the whole process
+(`portfolio.engine.workers`).
 """
 
 from __future__ import annotations
@@ -21,7 +17,6 @@ from __future__ import annotations
 import importlib
 import os
 import pickle
-import signal
 import struct
 import sys
 import traceback
@@ -29,20 +24,6 @@ from collections.abc import Callable
 from typing import IO, Any, BinaryIO
 
 HEADER = struct.Struct("!Q")
-ABORT_SIGNAL = signal.SIGUSR1
-
-
-class Aborted(BaseException):
-    """The parent told the running request to stop (`ABORT_SIGNAL`). A BaseException, as KeyboardInterrupt is, so
-    that planner code catching `Exception` does not swallow it."""
-
-
-_running = False  # a request's function is running: only then does the abort signal raise
-
-
-def _on_abort(signum: int, frame: Any) -> None:
-    if _running:
-        raise Aborted()
 
 
 def read_message(stream: IO[bytes]) -> Any:
@@ -82,7 +63,6 @@ def handler(op: str) -> Callable[..., Any]:
 def serve(requests: BinaryIO, responses: BinaryIO, handlers: dict[str, Callable[..., Any]] | None = None) -> None:
     """Answer requests until the input ends; `handlers` (op -> function; by default every op is resolved by
     `handler`)."""
-    global _running
     while True:
         try:
             op, kwargs = read_message(requests)
@@ -90,14 +70,7 @@ def serve(requests: BinaryIO, responses: BinaryIO, handlers: dict[str, Callable[
             return
         try:
             function = handlers[op] if handlers is not None else handler(op)
-            _running = True
-            try:
-                value = function(**kwargs)
-            finally:
-                _running = False
-            result = {"ok": True, "value": value}
-        except Aborted:
-            result = {"ok": False, "aborted": True, "error": "Aborted: stopped by the parent"}
+            result = {"ok": True, "value": function(**kwargs)}
         except MemoryError:  # over the memory cap: no traceback, it would need memory the frames still hold
             result = {"ok": False, "error": "MemoryError: out of memory"}
         except BaseException as error:
@@ -117,7 +90,6 @@ def main() -> None:
     requests = os.fdopen(os.dup(0), "rb")
     os.dup2(2, 1)  # stray prints from planners go to stderr, never into the message channel
     sys.stdout = sys.stderr
-    signal.signal(ABORT_SIGNAL, _on_abort)
     for module in sys.argv[1:]:  # warm the imports before the first request
         importlib.import_module(module)
     serve(requests, responses)

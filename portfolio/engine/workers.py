@@ -1,19 +1,14 @@
 """Killable workers: a warm Python worker process (the pre-started search processes: `search_pool`).
 
-A budget is only hard if whatever runs under it can be stopped. `WorkerProcess(preload, python, env,
-abort_grace_s)` runs `python -m portfolio.engine.worker_main` in its own process group, with the modules in
-`preload` imported at start. `call(op, deadline, **kwargs)` runs the function `op` names
-("package.module:function") with `kwargs` there and returns its answer. It raises `BudgetExpired` when `deadline`
-passes first (or the thread's stop signal is set: `portfolio.engine.cancel`), `WorkerCrashed` when the process
-dies or the worker was closed, `WorkerError` when `op` raised (`OutOfMemory` for an allocation failure).
-A worker past its deadline is killed with its whole group (`kill_group`: the group and every process below it),
-and the next call gets a fresh process, started at once, in the background.
-
-`abort_grace_s`: a worker given one is first asked to stop (`worker_main.ABORT_SIGNAL`): the caller returns at its
-deadline all the same, and a background thread waits up to that long for the worker's answer to the stopped
-request; a worker that answers stays (its imports warm), one that does not is killed and replaced. The next call
-waits for that thread, within its own deadline. The default (0) kills at once, which is quicker than unwinding for
-a CPython translator (why: `docs/decisions/worker-aborts.md`).
+A budget is only hard if whatever runs under it can be stopped. `WorkerProcess(preload)` runs
+`python -m portfolio.engine.worker_main` in its own process group, with the modules in `preload` imported at
+start. `call(op, deadline, **kwargs)` runs the function `op` names ("package.module:function") with `kwargs` there
+and returns its answer. It raises `BudgetExpired` when `deadline` passes first (or the thread's stop signal is set:
+`portfolio.engine.cancel`), `WorkerCrashed` when the process dies or the worker was closed, `WorkerError` when `op`
+raised (`OutOfMemory` for an allocation failure). A worker past its deadline is killed at once with its whole group
+(`kill_group`: the group and every process below it), an answer it had half written included, and the next call
+gets a fresh process, started at once, in the background: quicker than letting a CPython translator unwind (why:
+`docs/decisions/worker-aborts.md`).
 
     worker = WorkerProcess(preload=translate.PRELOAD)  # portfolio.delegates.fast_downward.translate
     answer = worker.call(translate.TRANSLATE_OP, time.monotonic() + 1.0, domain_pddl=domain, problem_pddl=problem)
@@ -27,7 +22,6 @@ import pickle
 import select
 import signal
 import subprocess
-import sys
 import threading
 import time
 from typing import Any
@@ -35,7 +29,7 @@ from typing import Any
 from portfolio.engine import cancel, limits, spares
 from portfolio.engine.results import Resource
 from portfolio.engine.spares import kill_own_group
-from portfolio.engine.worker_main import ABORT_SIGNAL, HEADER, write_message
+from portfolio.engine.worker_main import HEADER, write_message
 
 log = logging.getLogger(__name__)
 # While it waits for an answer, the parent looks this often whether the worker sits at its memory cap
@@ -111,40 +105,25 @@ def kill_group(process: subprocess.Popen[bytes]) -> None:
 
 
 class WorkerProcess(Resource):
-    """A long-lived `python -m portfolio.engine.worker_main` answering one request at a time.
-
-    `python`: the interpreter (default this one), with `env` added to its environment. `aborts` and `kills` count
-    how requests past their deadline ended: stopped with the worker kept, or with the worker killed.
+    """A long-lived `python -m portfolio.engine.worker_main` answering one request at a time, under this
+    interpreter. `kills` counts the processes killed and replaced (a deadline, a crash, an out-of-memory error).
     `memory_limit_mb`: the limit an out-of-memory error reports; None: the cap `spawn` applies
     (`limits.limit_mb()`). A subclass whose process caps itself otherwise sets it to the limit in force."""
 
     memory_limit_mb: int | None = None
 
-    def __init__(
-        self,
-        preload: tuple[str, ...] = (),
-        python: str | None = None,
-        env: dict[str, str] | None = None,
-        abort_grace_s: float = 0.0,
-    ) -> None:
+    def __init__(self, preload: tuple[str, ...] = ()) -> None:
         self.preload = preload
-        self.python = python or sys.executable
-        self.env = env
-        self.abort_grace_s = abort_grace_s
-        self.aborts = 0
         self.kills = 0
-        self.answered = 0  # requests answered (an error included) by any process of this worker
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._closed = False
-        # pid -> (bytes read, bytes needed, header read) of an answer a wait ran out in the middle of
-        self._partial: dict[int, tuple[bytearray, int, bool]] = {}
         self.spawn()
 
     def spawn(self) -> None:
         """Start the worker process, or take the one `portfolio.engine.spares.prespawn` started for it."""
-        command = spares.worker_command(self.preload, self.python)
-        env = limits.capped_env(self.env)
+        command = spares.worker_command(self.preload)
+        env = limits.capped_env()
         self._process = spares.take(command, env) or spares.start(command, env)  # under the memory cap
 
     @property
@@ -158,7 +137,6 @@ class WorkerProcess(Resource):
         while not self._lock.acquire(timeout=max(0.0, min(0.05, deadline - time.monotonic()))):
             if cancel.expired(deadline):
                 raise BudgetExpired()
-        release = True
         try:
             if cancel.expired(deadline):  # nothing sent yet: the worker stays warm
                 raise BudgetExpired()
@@ -171,14 +149,9 @@ class WorkerProcess(Resource):
             assert process is not None and process.stdin and process.stdout
             try:
                 write_message(process.stdin, (op, kwargs))
-                answer = self._receive(process, deadline)
-                self.answered += 1
-                return answer
+                return self._receive(process, deadline)
             except BudgetExpired:
-                if self.abort_grace_s > 0:
-                    release = not self._abort(process)  # the lock passes to the thread that waits for the answer
-                else:
-                    self._replace(process)
+                self._replace(process)
                 raise
             except (BrokenPipeError, EOFError, WorkerCrashed) as error:
                 self._replace(process)
@@ -190,47 +163,14 @@ class WorkerProcess(Resource):
                 limit = self.memory_limit_mb or limits.limit_mb()
                 raise OutOfMemory(f"{limits.OUT_OF_MEMORY} (limit {limit} MB)") from error
         finally:
-            if release:
-                self._lock.release()
-
-    def _abort(self, process: subprocess.Popen[bytes]) -> bool:
-        """Tell `process` to stop the request it runs and wait for its answer on a thread of its own, which then
-        releases the lock; False (the worker replaced here) when the signal cannot be sent."""
-        try:
-            os.kill(process.pid, ABORT_SIGNAL)
-        except (ProcessLookupError, PermissionError):
-            self._replace(process)
-            return False
-        threading.Thread(target=self._drain, args=(process,), name="worker-abort", daemon=True).start()
-        return True
-
-    def _drain(self, process: subprocess.Popen[bytes]) -> None:
-        try:  # a thread of its own has no stop signal (`portfolio.engine.cancel`): only the grace bounds the wait
-            try:
-                self._receive(process, time.monotonic() + self.abort_grace_s)
-                self.aborts += 1  # answered after all, just late: the worker is as warm
-            except WorkerError as error:  # the answer to a stopped request (or an error that came first)
-                if limits.is_out_of_memory(str(error)):
-                    self._replace(process)
-                else:
-                    self.aborts += 1
-            except (BudgetExpired, WorkerCrashed, OSError, EOFError):
-                self._replace(process)
-        except Exception:  # pragma: no cover - never leave the lock held
-            log.exception("worker abort failed")
-            self._replace(process)
-        finally:
             self._lock.release()
 
     def _receive(self, process: subprocess.Popen[bytes], deadline: float) -> Any:
-        """The next answer from `process`. What a wait that ran out (BudgetExpired) had already read of an answer
-        is kept (`_partial`), so the next wait, the abort's drain, goes on from there: starting afresh from the
-        middle of a message read a payload byte as its length header (seen: `OverflowError` in a drain, the warm
-        worker killed for it)."""
+        """The next answer from `process`, read until `deadline` (BudgetExpired after it). A wait that runs out
+        leaves the rest of a message it began in the channel, so the caller replaces `process`."""
         assert process.stdout is not None
         fd = process.stdout.fileno()
-        partial = self._partial.pop(process.pid, None)
-        buffer, needed, header_done = partial if partial is not None else (bytearray(), HEADER.size, False)
+        buffer, needed, header_done = bytearray(), HEADER.size, False
         stuck_since: float | None = None
         while len(buffer) < needed:
             now = time.monotonic()
@@ -245,7 +185,6 @@ class WorkerProcess(Resource):
                     raise WorkerError(f"MemoryError: {limits.OUT_OF_MEMORY} (stuck at its cap)", "")
                 continue
             if fd not in ready:
-                self._partial[process.pid] = (buffer, needed, header_done)
                 raise BudgetExpired()
             chunk = os.read(fd, max(needed - len(buffer), 65536) if header_done else needed - len(buffer))
             if not chunk:
@@ -263,7 +202,6 @@ class WorkerProcess(Resource):
 
     def _replace(self, process: subprocess.Popen[bytes]) -> None:
         self.kills += 1
-        self._partial.pop(process.pid, None)
         kill_group(process)
         if self._closed:
             self._process = None
