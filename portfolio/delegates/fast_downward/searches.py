@@ -18,10 +18,19 @@ import importlib.util
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from portfolio.delegates.fast_downward.search_plan import Settings
+
+class SearchSettings(Protocol):
+    """What `search_aliases` reads of the delegate's settings (`search_plan.Settings` has them)."""
+
+    @property
+    def alias(self) -> str: ...
+    @property
+    def cost_alias(self) -> str: ...
+    @property
+    def workers(self) -> int: ...
+
 
 _LAMA_FIRST = (
     "let(hlm, eval_modify_costs(landmark_sum(lm_factory=lm_reasonable_orders_hps(lm_rhw()),pref=false),"
@@ -115,7 +124,7 @@ def available_cores() -> int:
 
 
 def search_aliases(
-    settings: Settings,
+    settings: SearchSettings,
     with_costs: bool,
     order: Sequence[str] | None = None,
     quality: str = "first",
