@@ -1,14 +1,17 @@
 """Helpers the tests share (paths to the IPC tasks committed under tests/data, IPC problem picking, process
 trees read with psutil, waiting on a condition: `wait_until`, `poll`), imported as `from support import ...`;
-fixtures stay in conftest.py. Also the process-marker helpers the benchmark-runner tests share and the one-step
+fixtures stay in conftest.py. `example` imports a script of examples/ (the user docs the tests re-run, rather than
+copy). Also the process-marker helpers the benchmark-runner tests share and the one-step
 trace record the estimator tests build traces from."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import TypeVar
 
 import psutil
@@ -25,6 +28,17 @@ DATA = REPO / "tests" / "data"
 IPC = DATA / "ipc"
 IPC_MORE = DATA / "ipc-more"
 IPPC = DATA / "ippc"
+EXAMPLES = REPO / "examples"
+
+
+def example(name: str) -> ModuleType:
+    """`examples/<name>.py` as a module (its `main` not run): a test builds on the example's problem, so the
+    script users copy is the one the tests check."""
+    spec = importlib.util.spec_from_file_location(f"examples.{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None, name
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def ipc_domains() -> list[str]:
@@ -66,21 +80,9 @@ def wait_until(condition: Callable[[], T], timeout: float = 30.0, what: str = "c
     return value
 
 
-# psutil's process states as the letters of /proc/<pid>/stat, which the tests compare against ("R", "Z")
-_STATES = {
-    psutil.STATUS_RUNNING: "R",
-    psutil.STATUS_SLEEPING: "S",
-    psutil.STATUS_DISK_SLEEP: "D",
-    psutil.STATUS_STOPPED: "T",
-    psutil.STATUS_TRACING_STOP: "t",
-    psutil.STATUS_ZOMBIE: "Z",
-    psutil.STATUS_DEAD: "X",
-    psutil.STATUS_IDLE: "I",
-}
-
-
 def descendants(pid: int | None = None) -> dict[int, tuple[str, float]]:
-    """Live descendant processes of `pid` (default: this process): pid -> (state, cpu seconds used)."""
+    """Live descendant processes of `pid` (default: this process): pid -> (psutil's status, as
+    `psutil.STATUS_RUNNING`, cpu seconds used)."""
     try:
         below = psutil.Process(pid or os.getpid()).children(recursive=True)
     except psutil.NoSuchProcess:
@@ -93,8 +95,13 @@ def descendants(pid: int | None = None) -> dict[int, tuple[str, float]]:
         except psutil.Error:  # ended between the listing and the read
             continue
         if status != psutil.STATUS_ZOMBIE:
-            found[process.pid] = (_STATES.get(status, "?"), cpu.user + cpu.system)
+            found[process.pid] = (status, cpu.user + cpu.system)
     return found
+
+
+def running(pid: int | None = None) -> list[int]:
+    """The descendants of `pid` (default: this process) on a CPU or ready to run, as psutil reads their status."""
+    return [child for child, (status, _) in descendants(pid).items() if status == psutil.STATUS_RUNNING]
 
 
 def marked_processes(marker: str) -> list[int]:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import IPC, IPC_MORE, descendants, hardest_parking, wait_until
+from support import IPC, IPC_MORE, descendants, hardest_parking, running, wait_until
 
 from portfolio.delegates.fast_downward import translate
 from portfolio.delegates.fast_downward.translators import PYPY_NURSERY, Translators, find_python, worker_env
@@ -127,7 +127,7 @@ def test_a_worker_that_does_not_answer_the_abort_is_killed_after_the_grace():
         assert pid not in descendants()  # killed with its `sleep`
         # and nothing left busy: the replacement, up a moment ago, may still be finishing its start (a snapshot
         # caught it running 1 run in 3 once descendants were read with psutil)
-        wait_until(lambda: not [p for p, (state, _) in descendants().items() if state == "R"], 5, "all idle")
+        wait_until(lambda: not running(), 5, "all idle")
     finally:
         worker.close()
 
