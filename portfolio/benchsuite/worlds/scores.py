@@ -66,4 +66,3 @@ def quality_call(index: int, task, result, optimum, costs: dict, digits: int | N
         "ms": result.elapsed_ms,
         "budget_ms": CLASSICAL_BUDGET_S * 1000,
     }
-
