@@ -152,3 +152,25 @@ def record(store, action: str, args: tuple[str, ...], outcomes: list[str], run: 
             for i, outcome in enumerate(outcomes)
         ]
     )
+
+
+def pick_up_model_store(path: Path) -> Path:
+    """A trace store at `path` with failure model version 1, of blocks' pick-up: 30 one-step runs a block (a to
+    d), pick-up of b failing one time in five."""
+    from learning.retrain import retrain
+    from traces.store import TraceStore
+
+    with TraceStore(path) as store:
+        store.record_steps(
+            StepRecord(
+                run_id=f"r{i}",
+                step=0,
+                action="pick-up",
+                args=(x,),
+                outcome="failure" if x == "b" and i % 5 == 0 else "success",
+            )
+            for i in range(30)
+            for x in "abcd"
+        )
+        retrain(store)
+    return path
