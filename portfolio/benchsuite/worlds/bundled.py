@@ -66,10 +66,10 @@ def bundled_quality(
     from domains.bundled import bundled_task
     from domains.pddl_writer import formula_to_pddl
     from learning.retrain import retrain
-    from portfolio.benchsuite.worlds.exact import CostRecorder, ExactError, ExactSearch
+    from portfolio.benchsuite.worlds.exact import CostRecorder, ExactError, ExactSearch, quality_call
     from portfolio.benchsuite.worlds.model import Episode
     from portfolio.benchsuite.worlds.runner import LAM, execute_and_record
-    from portfolio.benchsuite.worlds.scores import quality, quality_call
+    from portfolio.benchsuite.worlds.scores import quality
     from portfolio.planner import Planner
 
     out: dict = {}

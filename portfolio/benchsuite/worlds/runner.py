@@ -188,9 +188,8 @@ def run_world(
     from domains.pddl_writer import formula_to_pddl
     from learning.retrain import retrain
     from portfolio.benchsuite.worlds.adapt import shifts
-    from portfolio.benchsuite.worlds.exact import CostRecorder, ExactSearch
+    from portfolio.benchsuite.worlds.exact import CostRecorder, ExactSearch, quality_call
     from portfolio.benchsuite.worlds.latency import warm_latency
-    from portfolio.benchsuite.worlds.scores import quality_call
     from portfolio.planner import Planner
 
     start = time.perf_counter()

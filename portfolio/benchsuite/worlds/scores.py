@@ -1,5 +1,5 @@
 """Scores of a learning run beyond success: each learned call's plan quality (`quality`, over `WorldRun.quality`
-entries, each made by `quality_call`) and a learned arm's true cost beside the oracle's (`paired_costs`, over
+entries, each made by `exact.quality_call`) and a learned arm's true cost beside the oracle's (`paired_costs`, over
 `WorldRun.true_cost`); kept apart from `report`, which tabulates them."""
 
 from __future__ import annotations
@@ -47,22 +47,4 @@ def quality(calls: Sequence[dict]) -> dict | None:
         "ms_p95": round(percentile(ms, 0.95), 1),
         "ms_max": round(max(ms), 1),
         "over_budget": sum(c["ms"] > c["budget_ms"] for c in calls),
-    }
-
-
-def quality_call(index: int, task, result, optimum, costs: dict, digits: int | None = None) -> dict:
-    """One learned call for `quality`: the plan's cost and the proved optimum's, both under the learned
-    `costs` (rounded to `digits` places when given), and the time the call took against its budget."""
-    from portfolio.benchsuite.worlds.exact import plan_cost_under
-    from portfolio.engine.cascade import CLASSICAL_BUDGET_S
-
-    cost, best = plan_cost_under(task, result.plan, costs), plan_cost_under(task, optimum.plan, costs)
-    if digits is not None:
-        cost, best = round(cost, digits), round(best, digits)
-    return {
-        "episode": index,
-        "cost": cost,
-        "optimum": best,
-        "ms": result.elapsed_ms,
-        "budget_ms": CLASSICAL_BUDGET_S * 1000,
     }
