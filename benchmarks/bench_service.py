@@ -35,7 +35,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -105,6 +106,42 @@ def launch(
     process.kill()
     process.wait()
     raise RuntimeError("server did not become ready")
+
+
+def terminate(process: subprocess.Popen, grace_s: float = 15.0) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `grace_s` seconds; returns once it has exited. What an
+    experiment's `finally` does with its server, so that a failed run leaves none behind."""
+    process.terminate()
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@contextmanager
+def peak_rss(process: psutil.Process, every_s: float = 0.01) -> Iterator[dict[str, float]]:
+    """{"before", "peak"} resident MB of `process`, sampled every `every_s` seconds while the block
+    runs (`benchmarks.experiments.body_memory`, `hostile_service`)."""
+    seen = {"before": process.memory_info().rss / 2**20}
+    seen["peak"] = seen["before"]
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            try:
+                seen["peak"] = max(seen["peak"], process.memory_info().rss / 2**20)
+            except psutil.Error:
+                return
+            time.sleep(every_s)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield seen
+    finally:
+        done.set()
+        thread.join()
 
 
 def start_server(
