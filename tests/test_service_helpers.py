@@ -4,6 +4,7 @@ and a `portfolio serve` subprocess for the lifecycle tests."""
 from __future__ import annotations
 
 import contextlib
+import http.client
 import socket
 import subprocess
 import threading
@@ -182,3 +183,23 @@ def over_mcp(url: str):
         return anyio.run(main)
 
     return call
+
+
+def raw(
+    url: str, method: str, path: str, body: bytes | None = None, timeout: float = 30.0, **headers: str
+) -> tuple[int, dict, bytes]:
+    """One request sent as is (httpx would set Host itself): status, headers, body. A header `x_y` is sent as
+    x-y."""
+    host, port = url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    try:
+        connection.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        for name, value in headers.items():
+            connection.putheader(name.replace("_", "-"), value)
+        if body is not None:
+            connection.putheader("Content-Length", str(len(body)))
+        connection.endheaders(body)
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
