@@ -1,13 +1,15 @@
 """Helpers the tests share (paths to the IPC tasks committed under tests/data, IPC problem picking, process
 trees read with psutil, waiting on a condition: `wait_until`, `poll`), imported as `from support import ...`;
-fixtures stay in conftest.py. `example` imports a script of examples/ (the user docs the tests re-run, rather than
-copy). Also the process-marker helpers the benchmark-runner tests share and the one-step
-trace record the estimator tests build traces from."""
+fixtures stay in conftest.py. `portfolio` runs the CLI in a process of its own; `example` imports a script of
+examples/ (the user docs the tests re-run, rather than copy). Also the process-marker helpers the
+benchmark-runner tests share and the one-step trace record the estimator tests build traces from."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,6 +41,19 @@ def example(name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def portfolio(*args: object, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`python -m portfolio.cli ARGS` (each as `str`) run from the checkout, its output captured as text; `env`:
+    more environment. The exit code is the caller's to assert."""
+    return subprocess.run(
+        [sys.executable, "-m", "portfolio.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+    )
 
 
 def ipc_domains() -> list[str]:

@@ -7,19 +7,13 @@ import subprocess
 import sys
 
 import pytest
-from support import IPC, hardest_parking
+from support import IPC, hardest_parking, portfolio
 
 from domains.load import load_task
 from domains.validate import validate_plan
 
 BLOCKS_DOMAIN = IPC / "blocks" / "domain.pddl"
 BLOCKS_4 = IPC / "blocks" / "probBLOCKS-4-0.pddl"
-
-
-def portfolio(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "portfolio.cli", *map(str, args)], capture_output=True, text=True, timeout=timeout
-    )
 
 
 def test_plain_output_is_a_valid_plan_file_with_cost_delegate_and_attempts(tmp_path):

@@ -203,3 +203,21 @@ def raw(
         return response.status, dict(response.getheaders()), response.read()
     finally:
         connection.close()
+
+
+def mcp_record_steps(url: str, steps: list[dict]) -> dict:
+    """The MCP `record_steps` tool of the server at `url` (streamable HTTP) called with `steps`: its structured
+    answer, once asserted not an error."""
+    import anyio
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def main():
+        async with streamable_http_client(url + "/mcp") as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await session.call_tool("record_steps", {"steps": steps})
+
+    result = anyio.run(main)
+    assert not result.is_error, result.content
+    return result.structured_content
