@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 from support import IPC, hardest_parking, portfolio
@@ -146,17 +144,10 @@ def test_help_teaches_exit_codes_and_examples():
 
 
 def test_plan_help_is_built_from_the_delegate_catalog():
-    import os
 
     from portfolio.delegates.registry import CATALOG, DEFAULT_DELEGATES
 
-    run = subprocess.run(
-        [sys.executable, "-m", "portfolio.cli", "plan", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "COLUMNS": "2000"},
-    )  # no wrapping inside names
+    run = portfolio("plan", "--help", timeout=60, env={"COLUMNS": "2000"})  # no wrapping inside names
     text = " ".join(run.stdout.split())
     assert run.returncode == 0
     assert f"default: {','.join(DEFAULT_DELEGATES)}" in text
