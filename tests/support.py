@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import ModuleType
 from typing import TypeVar
@@ -169,23 +169,23 @@ def record(store, action: str, args: tuple[str, ...], outcomes: list[str], run: 
     )
 
 
-def pick_up_model_store(path: Path) -> Path:
-    """A trace store at `path` with failure model version 1, of blocks' pick-up: 30 one-step runs a block (a to
-    d), pick-up of b failing one time in five."""
+def trained_store(path: Path, action: str, runs: Iterable[tuple[str, tuple[str, ...], str, dict]]) -> Path:
+    """A trace store at `path` holding, for each (run id, args, outcome, features) of `runs`, a run of one step of
+    `action`, and a failure model retrained on them (version 1)."""
     from learning.retrain import retrain
     from traces.store import TraceStore
 
     with TraceStore(path) as store:
         store.record_steps(
-            StepRecord(
-                run_id=f"r{i}",
-                step=0,
-                action="pick-up",
-                args=(x,),
-                outcome="failure" if x == "b" and i % 5 == 0 else "success",
-            )
-            for i in range(30)
-            for x in "abcd"
+            StepRecord(run_id=run_id, step=0, action=action, args=args, outcome=outcome, features=features)
+            for run_id, args, outcome, features in runs
         )
         retrain(store)
     return path
+
+
+def pick_up_model_store(path: Path) -> Path:
+    """`trained_store` of blocks' pick-up: 30 one-step runs a block (a to d), pick-up of b failing one time in
+    five."""
+    runs = ((f"r{i}", (x,), "failure" if x == "b" and i % 5 == 0 else "success", {}) for i in range(30) for x in "abcd")
+    return trained_store(path, "pick-up", runs)
