@@ -43,25 +43,17 @@ def live_marked(marker: str) -> int:
     return count
 
 
+def bench_run_command(suite: str, out: Path, jobs: int) -> list[str]:
+    """`portfolio bench run SUITE` of the in-process typed-search delegate into `out` with `jobs` run processes,
+    no progress bar: the command killed and run again (tests/test_bench_run.py runs it too)."""
+    command = ["portfolio.cli", "bench", "run", suite, "--planners", "typed-search", "--out", str(out)]
+    return [sys.executable, "-m", *command, "--jobs", str(jobs), "--no-progress"]
+
+
 def measure(seeds: int = 200, kill_after: int = 500, jobs: int = 2, out: Path | None = None) -> dict:
     out = out or Path(tempfile.mkdtemp(prefix="bench-resume-"))
     marker = uuid.uuid4().hex
-    suite = f"gen:blocksworld:sizes=1..5:seeds=0..{seeds - 1}"
-    command = [
-        sys.executable,
-        "-m",
-        "portfolio.cli",
-        "bench",
-        "run",
-        suite,
-        "--planners",
-        "typed-search",
-        "--out",
-        str(out),
-        "--jobs",
-        str(jobs),
-        "--no-progress",
-    ]
+    command = bench_run_command(f"gen:blocksworld:sizes=1..5:seeds=0..{seeds - 1}", out, jobs)
     env = dict(os.environ, PYTHONPATH=str(ROOT), PORTFOLIO_BENCH_MARK=marker)
     path = runs_path(out)
     started = time.monotonic()

@@ -35,7 +35,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -59,6 +60,15 @@ def long_request(seconds: float) -> dict:
     return {"domain": (PARKING / "domain.pddl").read_text(), "problem": problem.read_text(), "budget": seconds}
 
 
+def ready(url: str) -> bool:
+    """Whether the server at `url` answers its health check with every planner worker started."""
+    try:
+        health = httpx.get(url + "/v1/health", timeout=5)
+    except httpx.TransportError:  # not listening yet
+        return False
+    return health.status_code == 200 and health.json()["ready"] == health.json()["workers"]
+
+
 def launch(
     args: Sequence[str],
     env: dict[str, str] | None = None,
@@ -66,9 +76,10 @@ def launch(
     preexec_fn: Callable[[], None] | None = None,
 ) -> tuple[subprocess.Popen, str]:
     """`portfolio serve --port 0 ARGS` on loopback, once every worker is ready; (process, base URL). `env`: more
-    environment; `stderr`: where the server's log goes; `preexec_fn`: run in the server's process before it starts
-    (a resource limit). Killed, and RuntimeError, when it is not ready within 120 s. The start-up every
-    benchmark and experiment that runs a server shares (`start_server`, `benchmarks.experiments.*`)."""
+    environment; `stderr`: where the server's log goes (when piped, a server that exits before it serves raises
+    with its log); `preexec_fn`: run in the server's process before it starts (a resource limit). Killed, and
+    RuntimeError, when it is not ready within 120 s. The start-up every benchmark and experiment that runs a
+    server shares (`start_server`, `benchmarks.experiments.*`), and the tests' `start_cli_server`."""
     process = subprocess.Popen(
         [sys.executable, "-m", "portfolio.cli", "serve", "--port", "0", *args],
         stdout=subprocess.PIPE,
@@ -81,22 +92,56 @@ def launch(
     assert process.stdout is not None
     line = process.stdout.readline()
     if not line.startswith("serving on "):
+        exited = process.poll() is not None  # then its stderr, when piped, has ended: read without waiting
         process.kill()
         process.wait()
-        raise RuntimeError(f"server did not start: {line!r}")
+        said = process.stderr.read() if exited and process.stderr is not None else ""
+        raise RuntimeError(f"server did not start: {line!r}{said}")
     url = line.split()[2].removesuffix("/v1/")
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        try:
-            health = httpx.get(url + "/v1/health", timeout=5).json()
-            if health["ready"] == health["workers"]:
-                return process, url
-        except httpx.TransportError:
-            pass
+        if ready(url):
+            return process, url
         time.sleep(0.1)
     process.kill()
     process.wait()
     raise RuntimeError("server did not become ready")
+
+
+def terminate(process: subprocess.Popen, grace_s: float = 15.0) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `grace_s` seconds; returns once it has exited. What an
+    experiment's `finally` does with its server, so that a failed run leaves none behind."""
+    process.terminate()
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@contextmanager
+def peak_rss(process: psutil.Process, every_s: float = 0.01) -> Iterator[dict[str, float]]:
+    """{"before", "peak"} resident MB of `process`, sampled every `every_s` seconds while the block
+    runs (`benchmarks.experiments.body_memory`, `hostile_service`)."""
+    seen = {"before": process.memory_info().rss / 2**20}
+    seen["peak"] = seen["before"]
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            try:
+                seen["peak"] = max(seen["peak"], process.memory_info().rss / 2**20)
+            except psutil.Error:
+                return
+            time.sleep(every_s)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield seen
+    finally:
+        done.set()
+        thread.join()
 
 
 def start_server(

@@ -24,14 +24,13 @@ from domains.pddl_domain import _define, _requirements, parse_domain
 from domains.pddl_formulas import (
     TOTAL_COST,
     _atom,
-    _check_new_object,
     _Ctx,
+    _declare_objects,
     _expect_list,
     _expect_name,
     _formula,
     _number,
     _term,
-    _typed_list,
 )
 from domains.sexpr import SList, read_sexpr
 
@@ -99,10 +98,7 @@ def parse_problem(text: str, domain: Domain, file: str | None = None) -> Problem
         elif key == ":requirements":
             _requirements(ctx, section)
         elif key == ":objects":
-            for obj, type_name, line in _typed_list(ctx, section, 1, "object"):
-                _check_new_object(ctx, obj, line)
-                ctx.objects[obj] = type_name
-                objects.append((obj, type_name))
+            objects += _declare_objects(ctx, section, "object")
         elif key == ":init":
             has_init = True
             for i in range(1, len(section)):

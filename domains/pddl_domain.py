@@ -17,8 +17,8 @@ from domains.errors import ArityError, PDDLSyntaxError, UndefinedSymbolError, Un
 from domains.features import axiom_strata
 from domains.model import OBJECT, TRUE, ActionSchema, Atom, Axiom, Cost, Domain, Effect, Parameter, Predicate
 from domains.pddl_formulas import (
-    _check_new_object,
     _Ctx,
+    _declare_objects,
     _effects,
     _expect_list,
     _expect_name,
@@ -153,10 +153,7 @@ def parse_domain(text: str, file: str | None = None) -> Domain:
                     ctx.types.add(parent)
                     types.append((parent, OBJECT))
         elif key == ":constants":
-            for obj, type_name, line in _typed_list(ctx, section, 1, "constant"):
-                _check_new_object(ctx, obj, line)
-                ctx.objects[obj] = type_name
-                constants.append((obj, type_name))
+            constants += _declare_objects(ctx, section, "constant")
         elif key == ":predicates":
             for i in range(1, len(section)):
                 decl = _expect_list(ctx, section, i, "a predicate declaration '(name ?x ...)'")

@@ -369,16 +369,23 @@ def _cost(ctx: _Ctx, expr: SList, scope: dict[str, str], where: str, nested: boo
     return _number(ctx, expr, 2, where)
 
 
-def _check_new_object(ctx: _Ctx, name: str, line: int) -> None:
-    """Fast Downward's translator refuses an object declared twice (a domain constant counts), and its
-    ParseError surfaced as every delegate failing (exit 1) instead of bad input at the line."""
-    if name in ctx.objects:
-        ctx.fail_at(
-            PDDLSyntaxError,
-            f"object '{name}' is declared twice (in :objects or as a constant of the domain); expected each "
-            "object once.",
-            line,
-        )
+def _declare_objects(ctx: _Ctx, section: SList, what: str) -> list[tuple[str, str]]:
+    """The (name, type) pairs a problem's :objects or a domain's :constants section declares (`what`: "object",
+    "constant"), each registered in `ctx.objects`. Fast Downward's translator refuses an object declared twice (a
+    domain constant counts), and its ParseError surfaced as every delegate failing (exit 1) instead of bad input
+    at the line: refused here."""
+    declared = []
+    for name, type_name, line in _typed_list(ctx, section, 1, what):
+        if name in ctx.objects:
+            ctx.fail_at(
+                PDDLSyntaxError,
+                f"object '{name}' is declared twice (in :objects or as a constant of the domain); expected each "
+                "object once.",
+                line,
+            )
+        ctx.objects[name] = type_name
+        declared.append((name, type_name))
+    return declared
 
 
 def _number(ctx: _Ctx, parent: SList, index: int, where: str) -> float:

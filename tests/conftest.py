@@ -25,6 +25,16 @@ def planner():
 
 
 @pytest.fixture(scope="module")
+def classical_planner():
+    """A warm Planner of the classical delegates alone (Fast Downward, pyperplan), budgets generous: for a
+    module that tests what the plans are (exclusion, reuse), not how fast they come."""
+    from portfolio.planner import Planner
+
+    with Planner(["fast-downward", "pyperplan"], budget_s=10.0) as shared:
+        yield shared
+
+
+@pytest.fixture(scope="module")
 def quiet_up_credits():
     """unified-planning prints each engine's credits to stdout when it is first made: silenced for a module's
     tests (`pytestmark = pytest.mark.usefixtures("quiet_up_credits")`), restored after."""

@@ -1,14 +1,19 @@
 """Helpers the tests share (paths to the IPC tasks committed under tests/data, IPC problem picking, process
 trees read with psutil, waiting on a condition: `wait_until`, `poll`), imported as `from support import ...`;
-fixtures stay in conftest.py. Also the process-marker helpers the benchmark-runner tests share and the one-step
-trace record the estimator tests build traces from."""
+fixtures stay in conftest.py. `portfolio` runs the CLI in a process of its own; `example` imports a script of
+examples/ (the user docs the tests re-run, rather than copy). Also the process-marker helpers the
+benchmark-runner tests share and the one-step trace record the estimator tests build traces from."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from types import ModuleType
 from typing import TypeVar
 
 import psutil
@@ -25,6 +30,30 @@ DATA = REPO / "tests" / "data"
 IPC = DATA / "ipc"
 IPC_MORE = DATA / "ipc-more"
 IPPC = DATA / "ippc"
+EXAMPLES = REPO / "examples"
+
+
+def example(name: str) -> ModuleType:
+    """`examples/<name>.py` as a module (its `main` not run): a test builds on the example's problem, so the
+    script users copy is the one the tests check."""
+    spec = importlib.util.spec_from_file_location(f"examples.{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None, name
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def portfolio(*args: object, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`python -m portfolio.cli ARGS` (each as `str`) run from the checkout, its output captured as text; `env`:
+    more environment. The exit code is the caller's to assert."""
+    return subprocess.run(
+        [sys.executable, "-m", "portfolio.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+    )
 
 
 def ipc_domains() -> list[str]:
@@ -66,21 +95,9 @@ def wait_until(condition: Callable[[], T], timeout: float = 30.0, what: str = "c
     return value
 
 
-# psutil's process states as the letters of /proc/<pid>/stat, which the tests compare against ("R", "Z")
-_STATES = {
-    psutil.STATUS_RUNNING: "R",
-    psutil.STATUS_SLEEPING: "S",
-    psutil.STATUS_DISK_SLEEP: "D",
-    psutil.STATUS_STOPPED: "T",
-    psutil.STATUS_TRACING_STOP: "t",
-    psutil.STATUS_ZOMBIE: "Z",
-    psutil.STATUS_DEAD: "X",
-    psutil.STATUS_IDLE: "I",
-}
-
-
 def descendants(pid: int | None = None) -> dict[int, tuple[str, float]]:
-    """Live descendant processes of `pid` (default: this process): pid -> (state, cpu seconds used)."""
+    """Live descendant processes of `pid` (default: this process): pid -> (psutil's status, as
+    `psutil.STATUS_RUNNING`, cpu seconds used)."""
     try:
         below = psutil.Process(pid or os.getpid()).children(recursive=True)
     except psutil.NoSuchProcess:
@@ -93,8 +110,13 @@ def descendants(pid: int | None = None) -> dict[int, tuple[str, float]]:
         except psutil.Error:  # ended between the listing and the read
             continue
         if status != psutil.STATUS_ZOMBIE:
-            found[process.pid] = (_STATES.get(status, "?"), cpu.user + cpu.system)
+            found[process.pid] = (status, cpu.user + cpu.system)
     return found
+
+
+def running(pid: int | None = None) -> list[int]:
+    """The descendants of `pid` (default: this process) on a CPU or ready to run, as psutil reads their status."""
+    return [child for child, (status, _) in descendants(pid).items() if status == psutil.STATUS_RUNNING]
 
 
 def marked_processes(marker: str) -> list[int]:
@@ -145,3 +167,25 @@ def record(store, action: str, args: tuple[str, ...], outcomes: list[str], run: 
             for i, outcome in enumerate(outcomes)
         ]
     )
+
+
+def trained_store(path: Path, action: str, runs: Iterable[tuple[str, tuple[str, ...], str, dict]]) -> Path:
+    """A trace store at `path` holding, for each (run id, args, outcome, features) of `runs`, a run of one step of
+    `action`, and a failure model retrained on them (version 1)."""
+    from learning.retrain import retrain
+    from traces.store import TraceStore
+
+    with TraceStore(path) as store:
+        store.record_steps(
+            StepRecord(run_id=run_id, step=0, action=action, args=args, outcome=outcome, features=features)
+            for run_id, args, outcome, features in runs
+        )
+        retrain(store)
+    return path
+
+
+def pick_up_model_store(path: Path) -> Path:
+    """`trained_store` of blocks' pick-up: 30 one-step runs a block (a to d), pick-up of b failing one time in
+    five."""
+    runs = ((f"r{i}", (x,), "failure" if x == "b" and i % 5 == 0 else "success", {}) for i in range(30) for x in "abcd")
+    return trained_store(path, "pick-up", runs)

@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import portfolio
 
+from portfolio.benchsuite.worlds.family import KINDS
 from portfolio.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,13 +91,7 @@ def test_the_checkout_command_is_the_same_command():
         timeout=120,
     )
     assert done.returncode == 2 and "unknown world type 'nope'" in done.stderr and "Traceback" not in done.stderr
-    help_text = subprocess.run(
-        [sys.executable, "-m", "portfolio.cli", "bench", "learning", "--help"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    ).stdout
+    help_text = portfolio("bench", "learning", "--help").stdout
     for taught in (
         "held out",
         "tuning",
@@ -103,13 +99,7 @@ def test_the_checkout_command_is_the_same_command():
         "thompson",
         "learning-worlds.png",
         "van-a",
-        "detours",
-        "vehicle-roads",
-        "agent-tools",
-        "outage",
-        "degradation",
-        "flapping",
-        "few-observations",
+        *KINDS,  # every world type
         "6000-6019",  # the changing types: which seeds measured the kept version
         "learning-worlds-reliability.png",
         "default cascade",

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -14,6 +13,7 @@ from collections import Counter
 import pytest
 from support import IPC, REPO, poll, wait_gone
 
+from benchmarks.bench_resume import bench_run_command
 from portfolio.benchsuite import runner, suites
 from portfolio.benchsuite.order import interleaved
 from portfolio.benchsuite.store import RunLog, read_runs, runs_path
@@ -149,22 +149,7 @@ def test_kill_9_mid_experiment_then_resume_loses_and_repeats_nothing(tmp_path):
     # 18 runs, killed once 8 are written: runs written before the kill and runs missing after it, as with the 30
     # runs (killed at 12) this took before; what is asserted (no run process left, exactly the missing ones run
     # again, none twice) does not depend on how many there are, and 12 fewer runs are about 5 s less.
-    suite = "gen:blocksworld:sizes=1..3:seeds=0..5"
-    command = [
-        sys.executable,
-        "-m",
-        "portfolio.cli",
-        "bench",
-        "run",
-        suite,
-        "--planners",
-        "typed-search",
-        "--out",
-        str(tmp_path),
-        "--jobs",
-        "2",
-        "--no-progress",
-    ]
+    command = bench_run_command("gen:blocksworld:sizes=1..3:seeds=0..5", tmp_path, jobs=2)
     env = dict(os.environ, PYTHONPATH=str(REPO), PORTFOLIO_BENCH_TEST=marker)
     runner_process = subprocess.Popen(
         command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True

@@ -7,7 +7,7 @@ import os
 import time
 
 import pytest
-from support import descendants, hardest_parking, ipc_domains, load_ipc, smallest_problems, wait_until
+from support import descendants, hardest_parking, ipc_domains, load_ipc, running, smallest_problems, wait_until
 
 from domains.bundled import BUNDLED, bundled_task
 from domains.model import plan_cost
@@ -97,7 +97,7 @@ def test_search_timeout_kills_the_search_process():
         assert result.status is Status.TIMEOUT
         assert "search" in result.attempts[0].reason
         # the search killed, and the replacements started at once done starting: nothing left running
-        wait_until(lambda: not [pid for pid, (state, _) in descendants().items() if state == "R"], 5, "all idle")
+        wait_until(lambda: not running(), 5, "all idle")
     finally:
         cascade.close()
 

@@ -3,23 +3,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
-from support import IPC, hardest_parking
+from support import IPC, hardest_parking, portfolio
 
 from domains.load import load_task
 from domains.validate import validate_plan
 
 BLOCKS_DOMAIN = IPC / "blocks" / "domain.pddl"
 BLOCKS_4 = IPC / "blocks" / "probBLOCKS-4-0.pddl"
-
-
-def portfolio(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "portfolio.cli", *map(str, args)], capture_output=True, text=True, timeout=timeout
-    )
 
 
 def test_plain_output_is_a_valid_plan_file_with_cost_delegate_and_attempts(tmp_path):
@@ -152,17 +144,10 @@ def test_help_teaches_exit_codes_and_examples():
 
 
 def test_plan_help_is_built_from_the_delegate_catalog():
-    import os
 
     from portfolio.delegates.registry import CATALOG, DEFAULT_DELEGATES
 
-    run = subprocess.run(
-        [sys.executable, "-m", "portfolio.cli", "plan", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "COLUMNS": "2000"},
-    )  # no wrapping inside names
+    run = portfolio("plan", "--help", timeout=60, env={"COLUMNS": "2000"})  # no wrapping inside names
     text = " ".join(run.stdout.split())
     assert run.returncode == 0
     assert f"default: {','.join(DEFAULT_DELEGATES)}" in text

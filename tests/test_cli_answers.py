@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-from support import IPC, REPO
+from support import IPC, REPO, portfolio
 
 from domains.ground_text import parse_ground_action
 from domains.json_task import task_from_json
@@ -17,12 +17,6 @@ from domains.validate import validate_plan
 BLOCKS_DOMAIN = IPC / "blocks" / "domain.pddl"
 BLOCKS_4 = IPC / "blocks" / "probBLOCKS-4-0.pddl"
 JSON_TASK = REPO / "domains" / "examples" / "blocks-task.json"
-
-
-def portfolio(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "portfolio.cli", *map(str, args)], capture_output=True, text=True, timeout=120, cwd=REPO
-    )
 
 
 def test_plan_json_answers_bad_input_on_stdout(tmp_path):

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from support import IPC, smallest_problems
+from support import IPC, portfolio, smallest_problems
 
 from domains.bundled import bundled_task
 from domains.ground_text import parse_ground_action
@@ -37,7 +35,7 @@ def is_shortcut(step: str) -> bool:
 
 
 def cli(*args: str) -> list[str]:
-    run = subprocess.run([sys.executable, "-m", "portfolio.cli", *args], capture_output=True, text=True, timeout=120)
+    run = portfolio(*args)
     assert run.returncode == 0, run.stderr
     assert "Traceback" not in run.stderr
     return run.stdout.splitlines()

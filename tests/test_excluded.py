@@ -17,7 +17,6 @@ from domains.validate import validate_plan
 from portfolio.delegates.pyperplan import Pyperplan
 from portfolio.delegates.typed_search import TypedSearch
 from portfolio.engine.results import PlanRequest, Status
-from portfolio.planner import Planner
 
 # In the cheapest plan of the task below (the default search returns it: `portfolio.delegates.fast_downward.anytime`).
 SPELLINGS = [
@@ -32,12 +31,6 @@ ACTION = "(query-database job1 pricing db-internal)"
 @pytest.fixture(scope="module")
 def tools():
     return bundled_task("tools", 3, seed=1)
-
-
-@pytest.fixture(scope="module")
-def planner():
-    with Planner(["fast-downward", "pyperplan"], budget_s=10.0) as shared:  # exclusion, not speed, is tested
-        yield shared
 
 
 def test_one_parser_one_printer():
@@ -56,13 +49,13 @@ def test_the_request_keeps_one_spelling():
     assert request.is_excluded(GroundAction("query-database", ("job1", "pricing", "db-internal")))
 
 
-def test_the_unexcluded_plan_uses_the_action(planner, tools):
-    assert ACTION in planner.plan(tools).plan
+def test_the_unexcluded_plan_uses_the_action(classical_planner, tools):
+    assert ACTION in classical_planner.plan(tools).plan
 
 
 @pytest.mark.parametrize("spelling", SPELLINGS, ids=["bare", "pddl", "shouted", "ground-action"])
-def test_excluded_in_any_spelling_is_never_used(planner, tools, spelling):
-    result = planner.plan(tools, excluded=[spelling])
+def test_excluded_in_any_spelling_is_never_used(classical_planner, tools, spelling):
+    result = classical_planner.plan(tools, excluded=[spelling])
     assert result.solved and ACTION not in result.plan
     assert validate_plan(tools, result.actions()).ok
 
@@ -117,7 +110,7 @@ def test_excluded_over_http_in_both_spellings(tools):
         ("(query-database job1 pricing db-intern)", UndefinedSymbolError, "unknown object 'db-intern'"),
     ],
 )
-def test_an_excluded_action_the_task_does_not_have_is_an_error(planner, tools, spelling, error, message):
+def test_an_excluded_action_the_task_does_not_have_is_an_error(classical_planner, tools, spelling, error, message):
     """A misspelt exclusion used to exclude nothing without a word, and the plan used the action meant."""
     with pytest.raises(error, match=re.escape(message)):
-        planner.plan(tools, excluded=[spelling])
+        classical_planner.plan(tools, excluded=[spelling])

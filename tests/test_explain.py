@@ -5,12 +5,10 @@ object), none where the relaxation reaches every goal atom; through the CLI, the
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
-from support import REPO
+from support import REPO, portfolio
 
 from domains.explain import explain_unreachable, reachable_atoms
 from domains.model import Atom
@@ -71,10 +69,7 @@ def test_the_cli_and_the_planner_say_it(tmp_path: Path):
     from portfolio.planner import Planner
 
     domain, problem = REPO / "domains/examples/rooms/domain.pddl", REPO / "domains/examples/rooms/dark-c.pddl"
-    out = subprocess.run(
-        [sys.executable, "-m", "portfolio.cli", "plan", str(domain), str(problem), "--json"],
-        capture_output=True, text=True, cwd=REPO,
-    )  # fmt: skip
+    out = portfolio("plan", domain, problem, "--json")
     answer = json.loads(out.stdout)
     assert out.returncode == 1 and answer["status"] == "unsolvable"
     assert [line.split(":")[0] for line in answer["explanation"]] == ["(lit c) cannot be reached"]

@@ -16,7 +16,7 @@ import httpx
 import pytest
 import sqlite_utils
 from support import REPO
-from test_service_helpers import config, serve_in_thread
+from test_service_helpers import config, mcp_record_steps, serve_in_thread
 
 from traces import StepConflictError, StepRecord, TraceStore, export_jsonl, import_jsonl
 
@@ -145,22 +145,7 @@ def post_http(url: str, steps: list[dict]) -> dict:
     return answer.json()
 
 
-def post_mcp(url: str, steps: list[dict]) -> dict:
-    from mcp.client.session import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
-
-    async def main():
-        async with streamable_http_client(url + "/mcp") as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                return await session.call_tool("record_steps", {"steps": steps})
-
-    result = anyio.run(main)
-    assert not result.is_error, result.content
-    return result.structured_content
-
-
-@pytest.mark.parametrize("post", [post_http, post_mcp], ids=["http", "mcp"])
+@pytest.mark.parametrize("post", [post_http, mcp_record_steps], ids=["http", "mcp"])
 def test_a_retried_post_is_skipped_and_a_conflict_is_answered(server, post):
     url, svc = server
     steps = [line | {"run_id": post.__name__} for line in LINES]

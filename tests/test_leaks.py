@@ -4,14 +4,11 @@ interpreter exit tidies up for it) and as a real process."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import tempfile
 import threading
 
 import pytest
-from support import IPC, descendants, poll
+from support import IPC, descendants, poll, portfolio
 
 from portfolio.cli import main
 
@@ -93,10 +90,7 @@ def test_a_solved_plan_leaves_nothing_behind(private_tmp, capsys):
 
 
 def test_as_a_process_no_directory_survives_the_error_paths(private_tmp, bad_store):
-    env = {**os.environ, "TMPDIR": str(private_tmp)}
     for args in error_paths(bad_store, private_tmp).values():
-        run = subprocess.run(
-            [sys.executable, "-m", "portfolio.cli", *args], capture_output=True, text=True, timeout=60, env=env
-        )
+        run = portfolio(*args, timeout=60, env={"TMPDIR": str(private_tmp)})
         assert run.returncode == 2, run.stderr
     assert sorted(p.name for p in private_tmp.glob("portfolio-*")) == []

@@ -4,11 +4,9 @@ own action costs, and a later run of successes brings it back."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
-from support import record
+from support import portfolio, record
 
 from domains.bundled import bundled_task, write_instance
 from domains.validate import validate_plan
@@ -73,23 +71,13 @@ def test_plan_json_reports_success_probability_and_costs_command_lists_p_fail(tm
         record(store, "web-search", ("job1", "competitors", "web-basic"), flaky(8, 6), "r1")
         retrain(store)
     domain, problem = write_instance("tools", 1, 0, tmp_path)
-    run = subprocess.run(
-        [sys.executable, "-m", "portfolio.cli", "plan", domain, problem, "--traces", store_path, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    run = portfolio("plan", domain, problem, "--traces", store_path, "--json", timeout=60)
     assert run.returncode == 0, run.stderr
     result = json.loads(run.stdout)
     assert 0 < result["success_probability"] <= 1
     assert "(web-search job1 competitors web-basic)" not in result["plan"]
 
-    run = subprocess.run(
-        [sys.executable, "-m", "portfolio.cli", "costs", domain, problem, "--traces", store_path, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    run = portfolio("costs", domain, problem, "--traces", store_path, "--json", timeout=60)
     assert run.returncode == 0, run.stderr
     rows = {row["action"]: row for row in json.loads(run.stdout)}
     risky = rows["(web-search job1 competitors web-basic)"]
@@ -100,12 +88,7 @@ def test_plan_json_reports_success_probability_and_costs_command_lists_p_fail(tm
 
 def test_costs_without_a_model_is_a_clear_error(tmp_path):
     domain, problem = write_instance("tools", 1, 0, tmp_path)
-    run = subprocess.run(
-        [sys.executable, "-m", "portfolio.cli", "costs", domain, problem, "--traces", tmp_path / "empty.db"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    run = portfolio("costs", domain, problem, "--traces", tmp_path / "empty.db", timeout=60)
     assert run.returncode == 2
     assert "retrain" in run.stderr and "Traceback" not in run.stderr
 

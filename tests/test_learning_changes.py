@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from support import portfolio
 
 from domains.bundled import write_instance
 from domains.bundled.tools_sim import News, Person, Request, WriteUp
@@ -194,12 +193,6 @@ def test_a_break_and_a_recovery_through_the_typed_agent_loop_with_nothing_import
     assert costs["(fetch-wire)"].evidence is not None and costs["(fetch-wire)"].interval is not None
 
 
-def cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "portfolio.cli", *map(str, args)], capture_output=True, text=True, timeout=120, cwd=REPO
-    )
-
-
 def test_a_recovery_through_the_cli_old_failures_then_recent_successes_imported(tmp_path):
     """web-basic failed 8 of 8 a month ago (imported): the plan takes web-pro. Ten recent successes imported,
     `retrain`: the plan returns to web-basic, and `costs` says what the estimate rests on."""
@@ -229,7 +222,7 @@ def test_a_recovery_through_the_cli_old_failures_then_recent_successes_imported(
     task = load_task(domain, problem)
 
     def planned() -> list[str]:
-        run = cli("plan", domain, problem, "--traces", store, "--budget", "10", "--json")
+        run = portfolio("plan", domain, problem, "--traces", store, "--budget", "10", "--json")
         assert run.returncode == 0, run.stderr
         plan = json.loads(run.stdout)["plan"]
         assert validate_plan(task, [parse_ground_action(s) for s in plan]).ok
@@ -237,20 +230,20 @@ def test_a_recovery_through_the_cli_old_failures_then_recent_successes_imported(
 
     for rows, name in ((old, "old.jsonl"), (new, "new.jsonl")):
         (tmp_path / name).write_text("".join(json.dumps(row) + "\n" for row in rows))
-    assert cli("traces", "import", tmp_path / "old.jsonl", "--traces", store).returncode == 0
-    assert cli("retrain", "--traces", store).returncode == 0
+    assert portfolio("traces", "import", tmp_path / "old.jsonl", "--traces", store).returncode == 0
+    assert portfolio("retrain", "--traces", store).returncode == 0
     before = planned()
     assert pro in before and basic not in before
-    assert cli("traces", "import", tmp_path / "new.jsonl", "--traces", store).returncode == 0
-    assert cli("retrain", "--traces", store).returncode == 0
+    assert portfolio("traces", "import", tmp_path / "new.jsonl", "--traces", store).returncode == 0
+    assert portfolio("retrain", "--traces", store).returncode == 0
     after = planned()
     assert basic in after and pro not in after
-    rows = {r["action"]: r for r in json.loads(cli("costs", domain, problem, "--traces", store, "--json").stdout)}
+    rows = {r["action"]: r for r in json.loads(portfolio("costs", domain, problem, "--traces", store, "--json").stdout)}
     row = rows[basic]
     assert (row["steps"], row["failures"], row["since_change"], row["failures_since"]) == (18, 8, 10, 0)
     assert row["last_seen"] == "2026-12-19T10:00:00Z" and row["runs_ago"] == 0
     low, high = row["p_fail_90"]
     assert low <= row["p_fail"] <= high < 0.5
     assert rows[pro]["steps"] == 0 and rows[pro]["runs_ago"] is None
-    table = cli("costs", domain, problem, "--traces", store).stdout
+    table = portfolio("costs", domain, problem, "--traces", store).stdout
     assert "90% interval" in table and "2026-12-19T10:00:00Z (last run)" in table and "never" in table

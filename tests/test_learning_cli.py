@@ -9,36 +9,27 @@ import json
 import pickle
 
 import pytest
+from support import trained_store
 
 from domains.bundled import bundled_task, write_instance
 from domains.validate import validate_plan
-from learning import retrain
 from portfolio.cli import main
 from traces.records import StepRecord
 from traces.store import TraceStore
 
 RISKY = "(web-search job1 competitors web-basic)"
+ARGS = ("job1", "competitors", "web-basic")  # RISKY's
 
 
 @pytest.fixture(scope="module")
 def peak_store(tmp_path_factory):
     """The cheap engine fails 9 times in 10 at peak hours and never off-peak."""
-    path = tmp_path_factory.mktemp("features") / "traces.db"
-    with TraceStore(path) as store:
-        store.record_steps(
-            StepRecord(
-                run_id=f"r{i}-{hour}",
-                step=0,
-                action="web-search",
-                args=("job1", "competitors", "web-basic"),
-                outcome="failure" if hour == "peak" and i % 10 else "success",
-                features={"hour": hour},
-            )
-            for i in range(80)
-            for hour in ("peak", "off-peak")
-        )
-        retrain(store)
-    return path
+    runs = (
+        (f"r{i}-{hour}", ARGS, "failure" if hour == "peak" and i % 10 else "success", {"hour": hour})
+        for i in range(80)
+        for hour in ("peak", "off-peak")
+    )
+    return trained_store(tmp_path_factory.mktemp("features") / "traces.db", "web-search", runs)
 
 
 def costs_rows(capsys, *args) -> dict[str, dict]:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support import portfolio
 
 from domains.bundled import write_instance
 from domains.ground_text import parse_ground_action
@@ -29,9 +29,7 @@ PRO = "(web-search job1 competitors web-pro)"
 
 
 def cli(*args) -> subprocess.CompletedProcess:
-    run = subprocess.run(
-        [sys.executable, "-m", "portfolio.cli", *map(str, args)], capture_output=True, text=True, timeout=120, cwd=REPO
-    )
+    run = portfolio(*args)
     assert run.returncode == 0, run.stderr
     return run
 

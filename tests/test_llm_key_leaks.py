@@ -13,12 +13,10 @@ from urllib.parse import quote, quote_plus
 
 import httpx
 import pytest
+import test_llm
 from fake_openai import FakeOpenAI, Reply, answer
-from support import IPC
 from test_service_helpers import config, serve_in_thread, small_plan
 
-from domains.load import load_task
-from portfolio.delegates.decompose import SubgoalSolver
 from portfolio.delegates.llm import LLMDelegate
 from portfolio.delegates.llm_client import LLMClient, LLMError
 from portfolio.engine.results import PlanRequest, Status
@@ -26,6 +24,7 @@ from portfolio.engine.results import PlanRequest, Status
 # '/', '+' and '=' make every encoding differ from the key as it is; both letter cases make case matter
 KEY = "sk-Test/SECRET+0123456789abcdef=XYZuvw"
 SCHEMA = {"type": "object"}
+task, solver = test_llm.task, test_llm.solver  # test_llm's fixtures: blocks-4 and a warm SubgoalSolver
 
 
 def b64_inside(shift: int, alphabet=base64.b64encode) -> str:
@@ -88,19 +87,6 @@ def test_an_error_body_that_echoes_the_key_in_any_encoding_does_not_leak_it(name
             client.close()
     assert caught.value.kind == "http-4xx"
     assert not leaks(str(caught.value)), str(caught.value)
-
-
-@pytest.fixture(scope="module")
-def task():
-    return load_task(IPC / "blocks" / "domain.pddl", IPC / "blocks" / "probBLOCKS-4-0.pddl")
-
-
-@pytest.fixture(scope="module")
-def solver():
-    shared = SubgoalSolver(classical=("fast-downward",))
-    shared.warm_up()
-    yield shared
-    shared.close()
 
 
 CONTENTS = {

@@ -10,7 +10,7 @@ import sqlite3
 
 import httpx
 import pytest
-from support import IPC
+from support import IPC, pick_up_model_store
 from test_service_helpers import config, serve_in_thread, small_plan
 
 from learning import retrain
@@ -24,20 +24,8 @@ DOMAIN, PROBLEM = str(IPC / "blocks" / "domain.pddl"), str(IPC / "blocks" / "pro
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A store with a model of blocks actions (picking up b fails one time in five)."""
-    path = tmp_path_factory.mktemp("model") / "traces.db"
+    path = pick_up_model_store(tmp_path_factory.mktemp("model") / "traces.db")
     with TraceStore(path) as store:
-        store.record_steps(
-            StepRecord(
-                run_id=f"r{i}",
-                step=0,
-                action="pick-up",
-                args=(x,),
-                outcome="failure" if x == "b" and i % 5 == 0 else "success",
-            )
-            for i in range(30)
-            for x in "abcd"
-        )
-        retrain(store)
         document = json.loads(bytes(store.latest_model().blob))
     return path, document
 

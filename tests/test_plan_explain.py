@@ -10,19 +10,16 @@ import sqlite3
 import time
 
 import pytest
-from support import REPO
+from support import REPO, trained_store
 
 from domains.bundled import write_instance
 from domains.ground_text import parse_ground_action
 from domains.load import load_task
 from domains.validate import validate_plan
-from learning import retrain
 from portfolio.cli import main
 from portfolio.cost_explain import NOTHING_LEARNED, avoided_steps
 from portfolio.engine.results import Delegate, DelegateOutcome, PlanRequest, Status
 from portfolio.engine.tiers import Tier
-from traces.records import StepRecord
-from traces.store import TraceStore
 
 RISKY = "(web-search job1 competitors web-basic)"
 CLASSICAL = ["--delegates", "fast-downward,pyperplan", "--budget", "10"]
@@ -31,20 +28,8 @@ CLASSICAL = ["--delegates", "fast-downward,pyperplan", "--budget", "10"]
 @pytest.fixture(scope="module")
 def broken_store(tmp_path_factory):
     """The cheap search engine failed 72 of its 80 recorded calls; a retrain has learned it."""
-    path = tmp_path_factory.mktemp("explain") / "traces.db"
-    with TraceStore(path) as store:
-        store.record_steps(
-            StepRecord(
-                run_id=f"r{i}",
-                step=0,
-                action="web-search",
-                args=("job1", "competitors", "web-basic"),
-                outcome="failure" if i % 10 else "success",
-            )
-            for i in range(80)
-        )
-        retrain(store)
-    return path
+    runs = ((f"r{i}", ("job1", "competitors", "web-basic"), "failure" if i % 10 else "success", {}) for i in range(80))
+    return trained_store(tmp_path_factory.mktemp("explain") / "traces.db", "web-search", runs)
 
 
 @pytest.fixture

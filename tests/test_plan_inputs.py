@@ -13,7 +13,6 @@ from domains.ground_text import parse_ground_action
 from domains.pddl import parse_task
 from domains.validate import validate_plan
 from portfolio.delegates.fast_downward.inprocess import INPROCESS_NAME
-from portfolio.planner import Planner
 
 # b on a, the rest on the table: a state other than the problem's own
 STATE = ["(clear b)", "(on b a)", "(ontable a)", "(clear c)", "(ontable c)", "(clear d)", "(ontable d)", "(handempty)"]
@@ -31,11 +30,10 @@ def task():
 
 
 @pytest.fixture(scope="module")
-def planner(task):
+def planner(classical_planner, task):
     """Warm: the task planned once from its own state, as an agent does before it replans from another."""
-    with Planner(["fast-downward", "pyperplan"], budget_s=10.0) as shared:
-        assert shared.plan(task).status.value == "solved"
-        yield shared
+    assert classical_planner.plan(task).status.value == "solved"
+    return classical_planner
 
 
 STATES = {

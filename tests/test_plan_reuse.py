@@ -17,14 +17,8 @@ def blocks():
 
 
 @pytest.fixture(scope="module")
-def planner():
-    with Planner(["fast-downward", "pyperplan"], budget_s=10.0) as shared:  # reuse, not speed, is tested
-        yield shared
-
-
-@pytest.fixture(scope="module")
-def first(planner, blocks):
-    result = planner.plan(blocks)
+def first(classical_planner, blocks):
+    result = classical_planner.plan(blocks)
     assert result.solved and len(result.plan) >= 3 and result.cost_model == "task"
     return result
 
@@ -36,10 +30,12 @@ def run(task, steps):
     return state
 
 
-def test_a_predicted_state_gets_the_rest_of_the_plan_back(planner, blocks, first):
+def test_a_predicted_state_gets_the_rest_of_the_plan_back(classical_planner, blocks, first):
     actions = first.actions()
     state = run(blocks, actions[:2])
-    result = planner.plan(blocks, init=state, previous_plan=first.plan[2:], previous_cost_model=first.cost_model)
+    result = classical_planner.plan(
+        blocks, init=state, previous_plan=first.plan[2:], previous_cost_model=first.cost_model
+    )
     assert result.delegate == REUSE_DELEGATE and result.solved
     assert result.plan == first.plan[2:]
     assert [a.delegate for a in result.attempts] == [REUSE_DELEGATE]
@@ -47,26 +43,26 @@ def test_a_predicted_state_gets_the_rest_of_the_plan_back(planner, blocks, first
     assert result.cost == len(first.plan) - 2  # unit costs
 
 
-def test_a_perturbed_state_gets_a_real_replan(planner, blocks, first):
+def test_a_perturbed_state_gets_a_real_replan(classical_planner, blocks, first):
     actions = first.actions()
     state = run(blocks, actions[:1])
     # Another applicable action than the plan's next one, executed instead of it.
     other = next(a for a in _applicable(blocks, state) if a != actions[1])
     perturbed = apply(blocks, state, other)
     assert reusable_suffix(blocks, perturbed, actions[1:]) is None  # the premise: the rest no longer works
-    result = planner.plan(blocks, init=perturbed, previous_plan=first.plan[1:])
+    result = classical_planner.plan(blocks, init=perturbed, previous_plan=first.plan[1:])
     assert result.solved and result.delegate != REUSE_DELEGATE
     assert validate_plan(blocks, result.actions(), init=perturbed).ok
 
 
-def test_an_excluded_step_or_another_cost_model_forces_a_replan(planner, blocks, first):
+def test_an_excluded_step_or_another_cost_model_forces_a_replan(classical_planner, blocks, first):
     state = run(blocks, first.actions()[:1])
     banned = first.plan[-1]
-    result = planner.plan(blocks, init=state, previous_plan=first.plan[1:], excluded=[banned])
+    result = classical_planner.plan(blocks, init=state, previous_plan=first.plan[1:], excluded=[banned])
     assert result.delegate != REUSE_DELEGATE and banned not in result.plan
     if result.solved:
         assert validate_plan(blocks, result.actions(), init=state).ok
-    other = planner.plan(blocks, init=state, previous_plan=first.plan[1:], previous_cost_model="learned:7")
+    other = classical_planner.plan(blocks, init=state, previous_plan=first.plan[1:], previous_cost_model="learned:7")
     assert other.solved and other.delegate != REUSE_DELEGATE
 
 
@@ -118,14 +114,14 @@ def _applicable(task, state):
                 yield action
 
 
-def test_the_cost_model_names_what_the_costs_depend_on(planner):
-    assert planner.cost_model_for("cautious", None) == "task"  # no failure model: the task's own costs
-    planner._model = object()  # a loaded failure model, as far as the name is concerned
+def test_the_cost_model_names_what_the_costs_depend_on(classical_planner):
+    assert classical_planner.cost_model_for("cautious", None) == "task"  # no failure model: the task's own costs
+    classical_planner._model = object()  # a loaded failure model, as far as the name is concerned
     try:
-        mean = planner.cost_model_for("cautious", {"site": "a"})
-        assert mean.startswith("learned:") and mean == planner.cost_model_for("cautious", {"site": "a"})
-        assert mean != planner.cost_model_for("cautious", {"site": "b"})  # another situation, other costs
-        assert mean != planner.cost_model_for("optimistic", {"site": "a"})
-        assert planner.cost_model_for("thompson", {"site": "a"}) is None  # fresh draws: never reused
+        mean = classical_planner.cost_model_for("cautious", {"site": "a"})
+        assert mean.startswith("learned:") and mean == classical_planner.cost_model_for("cautious", {"site": "a"})
+        assert mean != classical_planner.cost_model_for("cautious", {"site": "b"})  # another situation, other costs
+        assert mean != classical_planner.cost_model_for("optimistic", {"site": "a"})
+        assert classical_planner.cost_model_for("thompson", {"site": "a"}) is None  # fresh draws: never reused
     finally:
-        planner._model = None
+        classical_planner._model = None

@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from support import IPC
+from support import IPC, portfolio
 
 from domains.ground_text import parse_ground_action
 from domains.load import load_task
@@ -83,12 +83,7 @@ def test_the_default_directory_follows_xdg_and_the_cli_uses_it(tmp_path, monkeyp
 def test_a_file_as_cache_dir_is_bad_input(tmp_path):
     file = tmp_path / "file"
     file.write_text("x")
-    run = subprocess.run(
-        [sys.executable, "-m", "portfolio.cli", "plan", str(DOMAIN), str(PROBLEM), "--cache-dir", str(file)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    run = portfolio("plan", DOMAIN, PROBLEM, "--cache-dir", file, timeout=60)
     assert run.returncode == 2 and "expected a directory" in run.stderr and "Traceback" not in run.stderr
 
 

@@ -148,6 +148,13 @@ def test_an_order_replaces_the_fixed_race():
     assert search_aliases(Settings(alias="seq-opt-lmcut", workers=2), False, ["lazy-add"]) == ["seq-opt-lmcut"]
 
 
+def learn_selection(store: TraceStore, task, attempts: list) -> None:
+    """Three tasks of `task`'s domain recorded, each with the same `attempts`; the selection model retrained."""
+    for i in range(3):
+        record(store, task.domain_fingerprint, f"t{i}", attempts)
+    retrain_selection(store)
+
+
 def test_planner_races_the_learned_choice_and_records_what_it_learns_from(tmp_path):
     """Real Fast Downward: recorded attempts say lazy-add then lazy-cea solve this domain first, so the next
     task of the domain races exactly those two (not the fixed lama-first + eager-ff-cg), and its valid plan is
@@ -155,18 +162,12 @@ def test_planner_races_the_learned_choice_and_records_what_it_learns_from(tmp_pa
     db = tmp_path / "t.db"
     task = bundled_task("blocksworld", 6, seed=3)
     with TraceStore(db) as store:
-        for i in range(3):
-            record(
-                store,
-                task.domain_fingerprint,
-                f"t{i}",
-                [
-                    race("lazy-add", 0.2, ("lazy-add",)),
-                    race("lazy-cea", 0.3, ("lazy-cea",)),
-                    race("lama-first", 0.9, ("lama-first", "eager-ff-cg")),
-                ],
-            )
-        retrain_selection(store)
+        attempts = [
+            race("lazy-add", 0.2, ("lazy-add",)),
+            race("lazy-cea", 0.3, ("lazy-cea",)),
+            race("lama-first", 0.9, ("lama-first", "eager-ff-cg")),
+        ]
+        learn_selection(store, task, attempts)
     with Planner(build_stages(["fast-downward"], 30.0, fd_workers=2), traces=db) as planner:
         result = planner.plan(task)
     assert result.solved and validate_plan(task, result.actions()).ok
@@ -190,14 +191,7 @@ def test_under_learned_costs_the_selection_chooses_the_coverage_search(tmp_path)
     db = tmp_path / "t.db"
     task = bundled_task("blocksworld", 6, seed=3)
     with TraceStore(db) as store:
-        for i in range(3):
-            record(
-                store,
-                task.domain_fingerprint,
-                f"t{i}",
-                [race("lazy-add", 0.2, ("lazy-add",)), race("lama-first", 0.9, ("lama-first",))],
-            )
-        retrain_selection(store)
+        learn_selection(store, task, [race("lazy-add", 0.2, ("lazy-add",)), race("lama-first", 0.9, ("lama-first",))])
         run = store.start_run("steps", "goal")
         store.record_steps(
             StepRecord(

@@ -7,34 +7,16 @@ server, where a web page could otherwise forge steps or start a retrain."""
 from __future__ import annotations
 
 import concurrent.futures
-import http.client
 
 import httpx
 import pytest
-from test_service_helpers import config, long_plan, serve_in_thread, small_plan, wait_for
+from test_service_helpers import config, long_plan, raw, serve_in_thread, small_plan, wait_for
 
 STEP = {"run_id": "r", "step": 0, "action": "(pick-up a)", "outcome": "failure"}
 
 
 def bearer(key: str) -> dict:
     return {"Authorization": f"Bearer {key}"}
-
-
-def raw(url: str, method: str, path: str, body: bytes | None = None, **headers: str) -> tuple[int, dict, bytes]:
-    """One request sent as is (httpx would set Host itself): status, headers, body."""
-    host, port = url.removeprefix("http://").split(":")
-    connection = http.client.HTTPConnection(host, int(port), timeout=30)
-    try:
-        connection.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
-        for name, value in headers.items():
-            connection.putheader(name.replace("_", "-"), value)
-        if body is not None:
-            connection.putheader("Content-Length", str(len(body)))
-        connection.endheaders(body)
-        response = connection.getresponse()
-        return response.status, dict(response.getheaders()), response.read()
-    finally:
-        connection.close()
 
 
 @pytest.fixture(scope="module")

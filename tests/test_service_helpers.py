@@ -4,14 +4,15 @@ and a `portfolio serve` subprocess for the lifecycle tests."""
 from __future__ import annotations
 
 import contextlib
-import os
+import http.client
 import socket
 import subprocess
-import sys
 import threading
 
 import httpx
-from support import IPC, REPO, hardest_parking, wait_until
+from support import IPC, hardest_parking, wait_until
+
+from benchmarks.bench_service import launch, ready
 
 BLOCKS_DOMAIN = (IPC / "blocks" / "domain.pddl").read_text()
 BLOCKS_4 = (IPC / "blocks" / "probBLOCKS-4-0.pddl").read_text()
@@ -118,39 +119,18 @@ def has_keys(service) -> bool:
 
 
 def start_cli_server(*args: str, env: dict | None = None, insecure: bool | None = None) -> tuple[subprocess.Popen, str]:
-    """`portfolio serve --port 0 ARGS` as a subprocess; returns it and its base URL once it answers. `insecure`
+    """`portfolio serve --port 0 ARGS` as a subprocess (`benchmarks.bench_service.launch`, its log piped to
+    `process.stderr`); returns it and its base URL once every worker is ready. `insecure`
     (default: when neither --token nor PORTFOLIO_TOKEN is given) adds --insecure (the server is on loopback);
     a server whose trace store holds keys is started with `insecure=False`."""
     if insecure is None:
         insecure = "--token" not in args and "PORTFOLIO_TOKEN" not in (env or {}) and "--insecure" not in args
-    args = ("--insecure", *args) if insecure else args
-    process = subprocess.Popen(
-        [sys.executable, "-m", "portfolio.cli", "serve", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    assert line.startswith("serving on "), line + (process.stderr.read() if process.poll() is not None else "")
-    url = line.split()[2].removesuffix("/v1/")
-    wait_healthy(url)
-    return process, url
+    return launch(["--insecure", *args] if insecure else args, env, stderr=subprocess.PIPE)
 
 
 def wait_healthy(url: str, timeout: float = 60.0) -> None:
     """Until every planner worker has started."""
-
-    def healthy() -> bool:
-        try:
-            health = httpx.get(url + "/v1/health", timeout=2)
-        except httpx.TransportError:  # not listening yet
-            return False
-        return health.status_code == 200 and health.json()["ready"] == health.json()["workers"]
-
-    wait_until(healthy, timeout, "the server to become healthy", every=0.05)
+    wait_until(lambda: ready(url), timeout, "the server to become healthy", every=0.05)
 
 
 def wait_for(condition, timeout: float = 30.0, what: str = "condition") -> None:
@@ -169,7 +149,6 @@ def validated(task_domain: str, task_problem: str, plan: list[str], init=None) -
 
 def over_http(url: str):
     """`call(operation, body) -> answer` over HTTP (httpx); with `over_mcp`, one test runs on both interfaces."""
-    import httpx
 
     def call(name: str, body: dict) -> dict:
         route = {
@@ -204,3 +183,41 @@ def over_mcp(url: str):
         return anyio.run(main)
 
     return call
+
+
+def raw(
+    url: str, method: str, path: str, body: bytes | None = None, timeout: float = 30.0, **headers: str
+) -> tuple[int, dict, bytes]:
+    """One request sent as is (httpx would set Host itself): status, headers, body. A header `x_y` is sent as
+    x-y."""
+    host, port = url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    try:
+        connection.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        for name, value in headers.items():
+            connection.putheader(name.replace("_", "-"), value)
+        if body is not None:
+            connection.putheader("Content-Length", str(len(body)))
+        connection.endheaders(body)
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
+
+
+def mcp_record_steps(url: str, steps: list[dict]) -> dict:
+    """The MCP `record_steps` tool of the server at `url` (streamable HTTP) called with `steps`: its structured
+    answer, once asserted not an error."""
+    import anyio
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def main():
+        async with streamable_http_client(url + "/mcp") as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await session.call_tool("record_steps", {"steps": steps})
+
+    result = anyio.run(main)
+    assert not result.is_error, result.content
+    return result.structured_content

@@ -10,17 +10,9 @@ import httpx
 import pytest
 from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, serve_in_thread, wait_for
 
-# A precondition quantified over seven variables: 50^7 conditions to check, forever in practice.
-WEDGE_DOMAIN = """(define (domain wedge) (:requirements :adl :typing) (:types obj)
-  (:predicates (p ?x - obj) (done))
-  (:action go :parameters () :precondition (forall (?x1 ?x2 ?x3 ?x4 ?x5 ?x6 ?x7 - obj) (not (p ?x1)))
-    :effect (done)))"""
-WEDGE_PROBLEM = (
-    "(define (problem w) (:domain wedge) (:objects "
-    + " ".join(f"o{i}" for i in range(50))
-    + " - obj) (:init) (:goal (done)))"
-)
-WEDGE = {"domain": WEDGE_DOMAIN, "problem": WEDGE_PROBLEM, "plan": ["(go)"]}
+from benchmarks.experiments.validation_flood import wedge
+
+WEDGE = wedge(7, 50)  # a precondition quantified over seven variables: 50^7 conditions, forever in practice
 TRIVIAL = {"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4, "plan": ["(pick-up b)"]}
 
 
@@ -79,7 +71,7 @@ def test_large_bodies_in_flight_are_bounded_and_refused_with_503_beyond(tmp_path
     # budget allows (not refused at once) but takes about that long to check, holding its memory meanwhile
     objects = " ".join(f"o{i}" for i in range(990))
     slow = {
-        "domain": WEDGE_DOMAIN.replace("?x1 ?x2 ?x3 ?x4 ?x5 ?x6 ?x7", "?x1 ?x2"),
+        "domain": wedge(2, 990)["domain"],
         "problem": padding + f"(define (problem w) (:domain wedge) (:objects {objects} - obj) (:init) (:goal (done)))",
         "plan": ["(go)"],
     }

@@ -6,27 +6,13 @@ saying what to do), --insecure only on loopback, an empty token is an error."""
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 import time
 
 import httpx
 import pytest
-from support import REPO
+from support import portfolio
 from test_service_helpers import config, serve_in_thread, small_plan, start_cli_server, wait_for
-
-
-def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "portfolio.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
-        timeout=120,
-    )
 
 
 def bearer(key: str) -> dict:
@@ -38,16 +24,16 @@ def test_add_prints_the_key_once_list_never_shows_a_secret_and_the_store_keeps_o
     from traces.store import TraceStore
 
     db = str(tmp_path / "t.db")
-    added = cli("keys", "add", "agent-a", "--tenant", "acme", "--scopes", "plan,steps:write", "--traces", db)
+    added = portfolio("keys", "add", "agent-a", "--tenant", "acme", "--scopes", "plan,steps:write", "--traces", db)
     assert added.returncode == 0, added.stderr
     key = added.stdout.strip()
     assert added.stdout == key + "\n" and key.startswith("ppk_") and len(key) >= 40  # the key alone on stdout
     assert key not in added.stderr and "once" in added.stderr
-    other = cli("keys", "add", "ops", "--tenant", "acme", "--scopes", "metrics", "--rps", "5", "--traces", db)
+    other = portfolio("keys", "add", "ops", "--tenant", "acme", "--scopes", "metrics", "--rps", "5", "--traces", db)
     assert other.returncode == 0 and other.stdout.strip() != key
 
-    table = cli("keys", "list", "--traces", db)
-    listed = cli("keys", "list", "--json", "--traces", db)
+    table = portfolio("keys", "list", "--traces", db)
+    listed = portfolio("keys", "list", "--json", "--traces", db)
     for shown in (table, listed):
         assert shown.returncode == 0, shown.stderr
         assert "ppk_" not in shown.stdout + shown.stderr and hash_key(key) not in shown.stdout
@@ -90,16 +76,16 @@ def test_bad_key_input_is_exit_2_with_a_message(tmp_path, args, message, capsys)
 def test_a_key_works_at_once_and_a_revoked_one_stops_within_a_second_without_a_restart(tmp_path):
     """`portfolio serve` and `portfolio keys` as users run them, on one trace store."""
     db = str(tmp_path / "t.db")
-    first = cli("keys", "add", "first", "--tenant", "acme", "--scopes", "read", "--traces", db).stdout.strip()
+    first = portfolio("keys", "add", "first", "--tenant", "acme", "--scopes", "read", "--traces", db).stdout.strip()
     server, url = start_cli_server("--workers", "1", "--delegates", "fast-downward", "--traces", db, insecure=False)
     try:
         assert httpx.get(url + "/v1/actions", headers=bearer(first), timeout=30).status_code == 200
-        later = cli("keys", "add", "later", "--tenant", "acme", "--scopes", "read", "--traces", db).stdout.strip()
+        later = portfolio("keys", "add", "later", "--tenant", "acme", "--scopes", "read", "--traces", db).stdout.strip()
         assert httpx.get(url + "/v1/actions", headers=bearer(later), timeout=30).status_code == 200
-        listed = {row["name"]: row for row in json.loads(cli("keys", "list", "--json", "--traces", db).stdout)}
+        listed = {row["name"]: row for row in json.loads(portfolio("keys", "list", "--json", "--traces", db).stdout)}
         assert listed["first"]["last_used"] is not None  # noted by the server
 
-        assert cli("keys", "revoke", "later", "--traces", db).returncode == 0
+        assert portfolio("keys", "revoke", "later", "--traces", db).returncode == 0
         revoked = time.monotonic()
         wait_for(
             lambda: httpx.get(url + "/v1/actions", headers=bearer(later), timeout=30).status_code == 401,
@@ -167,7 +153,7 @@ def test_insecure_with_keys_in_the_store_is_refused(tmp_path, capsys, monkeypatc
 def test_a_server_on_all_interfaces_says_which_hosts_it_answers(tmp_path):
     """With a key and --host 0.0.0.0 it starts, and warns that it is reachable from elsewhere."""
     db = str(tmp_path / "t.db")
-    key = cli("keys", "add", "a", "--tenant", "acme", "--scopes", "read", "--traces", db).stdout.strip()
+    key = portfolio("keys", "add", "a", "--tenant", "acme", "--scopes", "read", "--traces", db).stdout.strip()
     server, url = start_cli_server(
         "--host", "0.0.0.0", "--workers", "1", "--delegates", "fast-downward", "--traces", db, insecure=False
     )

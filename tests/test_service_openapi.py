@@ -5,25 +5,16 @@ Host the server does not answer for, a key over its quota, a body too large or n
 
 from __future__ import annotations
 
-import http.client
 import json
 
 import httpx
 import pytest
-from test_service_helpers import BLOCKS_DOMAIN, config, serve_in_thread
+from test_service_helpers import BLOCKS_DOMAIN, config, raw, serve_in_thread
+
+from benchmarks.experiments.validation_flood import wedge
 
 MAX_BODY = 64 * 1024
 STEP = {"run_id": "r", "step": 0, "action": "(pick-up a)", "outcome": "success"}
-# A precondition quantified over seven variables: 50^7 conditions, too costly to check.
-WEDGE_DOMAIN = """(define (domain wedge) (:requirements :adl :typing) (:types obj)
-  (:predicates (p ?x - obj) (done))
-  (:action go :parameters () :precondition (forall (?x1 ?x2 ?x3 ?x4 ?x5 ?x6 ?x7 - obj) (not (p ?x1)))
-    :effect (done)))"""
-WEDGE_PROBLEM = (
-    "(define (problem w) (:domain wedge) (:objects "
-    + " ".join(f"o{i}" for i in range(50))
-    + " - obj) (:init) (:goal (done)))"
-)
 
 
 @pytest.fixture(scope="module")
@@ -59,22 +50,9 @@ def operations(document: dict) -> list[tuple[str, str, dict]]:
 
 
 def send(url: str, method: str, path: str, body: bytes | None = None, **headers: str) -> int:
-    """The status of one request sent as it is (httpx would set Host itself)."""
-    host, port = url.removeprefix("http://").split(":")
-    connection = http.client.HTTPConnection(host, int(port), timeout=60)
-    try:
-        connection.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
-        headers.setdefault("Host", f"127.0.0.1:{port}")
-        for name, value in headers.items():
-            connection.putheader(name.replace("_", "-"), value)
-        if body is not None:
-            connection.putheader("Content-Length", str(len(body)))
-        connection.endheaders(body)
-        response = connection.getresponse()
-        response.read()
-        return response.status
-    finally:
-        connection.close()
+    """The status of one request sent as it is (`raw`), naming the server in Host unless `headers` give one."""
+    port = url.rsplit(":", 1)[1]
+    return raw(url, method, path, body, timeout=60, **{"Host": f"127.0.0.1:{port}", **headers})[0]
 
 
 def undocumented(operation: dict, status: int) -> str | None:
@@ -138,10 +116,9 @@ def test_the_operations_own_errors_are_documented(served):
     documented = {(method, path): operation for method, path, operation in operations(document)}
     misses: list[str] = []
     with httpx.Client(base_url=url, headers=bearer(keys["admin"]), timeout=60) as client:
-        wedge = {"domain": WEDGE_DOMAIN, "problem": WEDGE_PROBLEM, "plan": ["(go)"]}
         keyed = {"Idempotency-Key": "k"}
         drawn = [
-            ("POST", "/v1/validate", client.post("/v1/validate", json=wedge), 422),
+            ("POST", "/v1/validate", client.post("/v1/validate", json=wedge(7, 50)), 422),
             ("POST", "/v1/steps", client.post("/v1/steps", json={"steps": [STEP]}, headers=keyed), 200),
             ("POST", "/v1/steps", client.post("/v1/steps", json={"steps": [{**STEP, "step": 1}]}, headers=keyed), 422),
             ("POST", "/v1/replan", client.post("/v1/replan", json={"run_id": "none", "state": []}), 404),

@@ -12,23 +12,11 @@ import time
 
 import httpx
 import pytest
-from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, serve_in_thread, start_cli_server, wait_for
+from test_service_helpers import config, serve_in_thread, start_cli_server, wait_for
 
-TRIVIAL = {"domain": BLOCKS_DOMAIN, "problem": BLOCKS_4, "plan": ["(pick-up b)"]}
-STEP = {"run_id": "r", "step": 0, "action": "(pick-up b)", "outcome": "success"}
+from benchmarks.experiments.validation_flood import STEP, trivial, wedge
 
-
-def wedge(variables: int, objects: int) -> dict:
-    """A plan of one step whose precondition is a forall over `variables` variables of `objects` objects:
-    objects^variables conditions to check. (7, 50): 7.8e11, never finishes; (5, 30): 2.4e7, under the
-    estimate's limit for a 60 s budget, yet minutes of work on the 2-core CI machine (~3e5 a second)."""
-    names = " ".join(f"?x{i}" for i in range(1, variables + 1))
-    domain = f"""(define (domain wedge) (:requirements :adl :typing) (:types obj)
-  (:predicates (p ?x - obj) (done))
-  (:action go :parameters () :precondition (forall ({names} - obj) (not (p ?x1))) :effect (done)))"""
-    objects_text = " ".join(f"o{i}" for i in range(objects))
-    problem = f"(define (problem w) (:domain wedge) (:objects {objects_text} - obj) (:init) (:goal (done)))"
-    return {"domain": domain, "problem": problem, "plan": ["(go)"]}
+TRIVIAL = trivial()  # blocks 4-0 and a first step of it
 
 
 def bearer(key: str) -> dict[str, str]:

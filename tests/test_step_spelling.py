@@ -9,12 +9,11 @@ import json
 import subprocess
 import sys
 
-import anyio
 import httpx
 import pytest
 from pydantic import ValidationError
 from support import REPO
-from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, serve_in_thread, validated
+from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, mcp_record_steps, serve_in_thread, validated
 
 from traces import StepRecord, TraceStore
 
@@ -39,17 +38,7 @@ def via_http(url: str, traces: str, steps: list[dict], tmp_path) -> None:
 
 
 def via_mcp(url: str, traces: str, steps: list[dict], tmp_path) -> None:
-    from mcp.client.session import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
-
-    async def main():
-        async with streamable_http_client(url + "/mcp") as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                return await session.call_tool("record_steps", {"steps": steps})
-
-    result = anyio.run(main)
-    assert not result.is_error, result.content
+    mcp_record_steps(url, steps)
 
 
 def via_jsonl(url: str, traces: str, steps: list[dict], tmp_path) -> None:

@@ -15,13 +15,12 @@ import sqlite3
 
 import httpx
 import pytest
-from support import IPC
+from support import IPC, pick_up_model_store
 from test_service_helpers import config, serve_in_thread, small_plan, wait_for
 
 from learning import retrain
 from learning.selection import load_selection
 from portfolio.cli import main
-from traces.records import StepRecord
 from traces.selection import save_selection_model
 from traces.store import TraceStore
 
@@ -41,21 +40,7 @@ BAD_SELECTION = json.dumps(
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A store with failure model version 1 (blocks' pick-up fails one time in five on b)."""
-    path = tmp_path_factory.mktemp("rows") / "traces.db"
-    with TraceStore(path) as store:
-        store.record_steps(
-            StepRecord(
-                run_id=f"r{i}",
-                step=0,
-                action="pick-up",
-                args=(x,),
-                outcome="failure" if x == "b" and i % 5 == 0 else "success",
-            )
-            for i in range(30)
-            for x in "abcd"
-        )
-        retrain(store)
-    return path
+    return pick_up_model_store(tmp_path_factory.mktemp("rows") / "traces.db")
 
 
 def copy_with(tmp_path, trained, sql: str, *values) -> str:

@@ -8,23 +8,12 @@ import time
 import warnings
 
 import pytest
-from support import IPC, descendants, hardest_parking, poll, record, smallest_problems
+from support import IPC, descendants, example, hardest_parking, poll, record, smallest_problems
 from unified_planning.engines import PlanGenerationResultStatus as UpStatus
 from unified_planning.engines import ValidationResultStatus
 from unified_planning.engines.mixins.anytime_planner import AnytimeGuarantee
 from unified_planning.io import PDDLReader
-from unified_planning.shortcuts import (
-    AnytimePlanner,
-    BoolType,
-    Fluent,
-    InstantaneousAction,
-    Int,
-    MinimizeActionCosts,
-    Object,
-    PlanValidator,
-    Problem,
-    UserType,
-)
+from unified_planning.shortcuts import AnytimePlanner, PlanValidator
 
 import portfolio.up  # noqa: F401  (registers the engines)
 from domains.bundled import write_instance
@@ -32,41 +21,13 @@ from learning.retrain import retrain
 from traces.store import TraceStore
 
 FINAL = (UpStatus.SOLVED_SATISFICING, UpStatus.SOLVED_OPTIMALLY)
+# examples/up_anytime.py's courier: four streets on foot (2 each) or one taxi ride (10). A search that weighs its
+# estimate above the cost paid (eager weighted A*, w = 3) takes the taxi, the one-step plan; with walks cheaper in
+# all, the optimum is the streets.
+courier = example("up_anytime").courier
 
 
 pytestmark = pytest.mark.usefixtures("quiet_up_credits")
-
-
-def detour(length: int = 4, walk_cost: int = 2, fly_cost: int = 10) -> Problem:
-    """From l0 to the last of `length` + 1 places: one flight (`fly_cost`) or `length` walks along the road
-    (`walk_cost` each). A search that weighs its estimate above the cost paid (eager weighted A*, w = 3) takes
-    the flight, the one-step plan; with walks cheaper in all, the optimum is the road."""
-    place = UserType("Place")
-    at = Fluent("at", BoolType(), p=place)
-    road = Fluent("road", BoolType(), a=place, b=place)
-    walk = InstantaneousAction("walk", a=place, b=place)
-    a, b = walk.parameters
-    walk.add_precondition(at(a))
-    walk.add_precondition(road(a, b))
-    walk.add_effect(at(a), False)
-    walk.add_effect(at(b), True)
-    fly = InstantaneousAction("fly", a=place, b=place)
-    a, b = fly.parameters
-    fly.add_precondition(at(a))
-    fly.add_effect(at(a), False)
-    fly.add_effect(at(b), True)
-    problem = Problem("detour")
-    problem.add_fluent(at, default_initial_value=False)
-    problem.add_fluent(road, default_initial_value=False)
-    problem.add_actions([walk, fly])
-    places = [Object(f"l{i}", place) for i in range(length + 1)]
-    problem.add_objects(places)
-    for here, there in zip(places, places[1:]):
-        problem.set_initial_value(road(here, there), True)
-    problem.set_initial_value(at(places[0]), True)
-    problem.add_goal(at(places[-1]))
-    problem.add_quality_metric(MinimizeActionCosts({walk: Int(walk_cost), fly: Int(fly_cost)}))
-    return problem
 
 
 def check_solutions(problem, results) -> list[float]:
@@ -96,11 +57,11 @@ def test_it_is_an_anytime_planner_with_increasing_quality() -> None:
 
 
 def test_a_first_plan_then_a_cheaper_one_proved_optimal() -> None:
-    problem = detour()
+    problem = courier()
     with AnytimePlanner(name="portfolio") as planner:
         results = list(planner.get_solutions(problem, timeout=20))
     costs = check_solutions(problem, results)
-    assert costs == [10.0, 8.0], costs  # the flight, then the four walks
+    assert costs == [10.0, 8.0], costs  # the taxi, then the four walks
     assert results[-1].status is UpStatus.SOLVED_OPTIMALLY
     assert [a.action.name for a in results[-1].plan.actions] == ["walk"] * 4
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import example
 
 from domains.model import And, Atom, Equals, Not
 from domains.pddl import parse_task
@@ -104,19 +105,10 @@ def test_domains_never_import_unified_planning_at_import_time() -> None:
 
 
 def test_numeric_fluents_are_unsupported() -> None:
-    from unified_planning.shortcuts import GT, Fluent, InstantaneousAction, IntType, Problem
-
     from domains.errors import UnsupportedFeatureError
     from domains.up_bridge import task_from_up
 
-    level = Fluent("level", IntType())
-    drain = InstantaneousAction("drain")
-    drain.add_precondition(GT(level, 0))
-    drain.add_decrease_effect(level, 1)
-    problem = Problem("numeric")
-    problem.add_fluent(level, default_initial_value=3)
-    problem.add_action(drain)
-    problem.add_goal(GT(1, level))
+    battery = example("up_oneshot").battery()  # a numeric fluent, the problem the example shows refused
     with pytest.raises(UnsupportedFeatureError, match="numeric") as info:
-        task_from_up(problem)
+        task_from_up(battery)
     assert info.value.file == "<unified-planning domain>" and info.value.line

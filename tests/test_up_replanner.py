@@ -6,21 +6,11 @@ start or after a change, is a status."""
 from __future__ import annotations
 
 import pytest
-from support import descendants, poll
+from support import descendants, example, poll
 from unified_planning.engines import PlanGenerationResultStatus as UpStatus
 from unified_planning.engines import ValidationResultStatus
 from unified_planning.exceptions import UPUsageError
-from unified_planning.shortcuts import (
-    BoolType,
-    DurativeAction,
-    Fluent,
-    InstantaneousAction,
-    Object,
-    PlanValidator,
-    Problem,
-    Replanner,
-    UserType,
-)
+from unified_planning.shortcuts import DurativeAction, PlanValidator, Replanner
 
 import portfolio.up  # noqa: F401  (registers the engines)
 from portfolio.up.replanner import PortfolioReplanner
@@ -31,47 +21,11 @@ SOLVED = (UpStatus.SOLVED_SATISFICING, UpStatus.SOLVED_OPTIMALLY)
 pytestmark = pytest.mark.usefixtures("quiet_up_credits")
 
 
-class Road:
-    """Four places on a one-way road l0 -> l1 -> l2 -> l3, a key lying at l1; the robot starts at l0 and must
-    reach l3."""
-
-    def __init__(self) -> None:
-        self.place = UserType("Place")
-        self.at = Fluent("at", BoolType(), p=self.place)
-        self.road = Fluent("road", BoolType(), a=self.place, b=self.place)
-        self.key_at = Fluent("key_at", BoolType(), p=self.place)
-        self.has_key = Fluent("has_key", BoolType())
-        walk = InstantaneousAction("walk", a=self.place, b=self.place)
-        a, b = walk.parameters
-        walk.add_precondition(self.at(a))
-        walk.add_precondition(self.road(a, b))
-        walk.add_effect(self.at(a), False)
-        walk.add_effect(self.at(b), True)
-        pick = InstantaneousAction("pick", p=self.place)
-        (p,) = pick.parameters
-        pick.add_precondition(self.at(p))
-        pick.add_precondition(self.key_at(p))
-        pick.add_effect(self.key_at(p), False)
-        pick.add_effect(self.has_key, True)
-        self.problem = Problem("road")
-        for fluent in (self.at, self.road, self.key_at, self.has_key):
-            self.problem.add_fluent(fluent, default_initial_value=False)
-        self.problem.add_actions([walk, pick])
-        self.l = [Object(f"l{i}", self.place) for i in range(4)]
-        self.problem.add_objects(self.l)
-        for here, there in zip(self.l, self.l[1:]):
-            self.problem.set_initial_value(self.road(here, there), True)
-        self.problem.set_initial_value(self.at(self.l[0]), True)
-        self.problem.set_initial_value(self.key_at(self.l[1]), True)
-        self.problem.add_goal(self.at(self.l[3]))
-
-    def teleport(self) -> InstantaneousAction:
-        teleport = InstantaneousAction("teleport", a=self.place, b=self.place)
-        a, b = teleport.parameters
-        teleport.add_precondition(self.at(a))
-        teleport.add_effect(self.at(a), False)
-        teleport.add_effect(self.at(b), True)
-        return teleport
+# examples/up_replanner.py's corridor: a one-way corridor hall -> office -> lab -> store, a parcel lying in the
+# office; the robot starts in the hall and must reach the store.
+up_replanner = example("up_replanner")
+corridor, teleport, AT, HOLDING = up_replanner.corridor, up_replanner.teleport, up_replanner.AT, up_replanner.HOLDING
+WALKS = ["walk(hall, office)", "walk(office, lab)", "walk(lab, store)"]  # from the hall to the store
 
 
 def steps(result) -> list[str]:
@@ -87,56 +41,55 @@ def solved_and_valid(replanner, result) -> list[str]:
 
 
 def test_each_change_changes_the_plan_on_one_warm_planner() -> None:
-    world = Road()
-    l0, l1, l2, l3 = world.l
-    with Replanner(world.problem, name="portfolio-replanner") as replanner:
+    problem, (hall, office, lab, store) = corridor()
+    with Replanner(problem, name="portfolio-replanner") as replanner:
         assert isinstance(replanner, PortfolioReplanner) and replanner.is_replanner()
         first = solved_and_valid(replanner, replanner.resolve(timeout=20))
-        assert first == ["walk(l0, l1)", "walk(l1, l2)", "walk(l2, l3)"]
+        assert first == WALKS
         planner = replanner._engine._planner
         assert planner is not None
 
-        replanner.update_initial_value(world.at(l0), False)
-        replanner.update_initial_value(world.at(l2), True)
-        assert solved_and_valid(replanner, replanner.resolve()) == ["walk(l2, l3)"]
+        replanner.update_initial_value(AT(hall), False)
+        replanner.update_initial_value(AT(lab), True)
+        assert solved_and_valid(replanner, replanner.resolve()) == ["walk(lab, store)"]
 
-        replanner.add_goal(world.has_key)  # the key lies behind: the road is one-way, so no plan
+        replanner.add_goal(HOLDING)  # the parcel lies behind: the corridor is one-way, so no plan
         assert replanner.resolve().status is UpStatus.UNSOLVABLE_PROVEN
-        replanner.update_initial_value(world.at(l2), False)
-        replanner.update_initial_value(world.at(l0), True)
-        with_key = solved_and_valid(replanner, replanner.resolve())
-        assert "pick(l1)" in with_key
+        replanner.update_initial_value(AT(lab), False)
+        replanner.update_initial_value(AT(hall), True)
+        with_parcel = solved_and_valid(replanner, replanner.resolve())
+        assert "pick(office)" in with_parcel
 
-        replanner.remove_goal(world.has_key)
+        replanner.remove_goal(HOLDING)
         assert solved_and_valid(replanner, replanner.resolve()) == first
 
-        replanner.add_action(world.teleport())
-        assert solved_and_valid(replanner, replanner.resolve()) == ["teleport(l0, l3)"]
+        replanner.add_action(teleport())
+        assert solved_and_valid(replanner, replanner.resolve()) == ["teleport(hall, store)"]
 
         replanner.remove_action("walk")
-        replanner.add_goal(world.has_key)
+        replanner.add_goal(HOLDING)
         assert sorted(solved_and_valid(replanner, replanner.resolve())) == [
-            "pick(l1)",
-            "teleport(l0, l1)",
-            "teleport(l1, l3)",
+            "pick(office)",
+            "teleport(hall, office)",
+            "teleport(office, store)",
         ]
         replanner.remove_action("teleport")  # only pick is left
         assert replanner.resolve().status is UpStatus.UNSOLVABLE_PROVEN
         assert replanner._engine._planner is planner  # the same warm planner throughout
 
     # the caller's problem is as it was
-    assert [a.name for a in world.problem.actions] == ["walk", "pick"]
-    assert world.problem.goals == [world.at(l3)]
-    assert world.problem.initial_value(world.at(l0)).bool_constant_value()
+    assert [a.name for a in problem.actions] == ["walk", "pick"]
+    assert problem.goals == [AT(store)]
+    assert problem.initial_value(AT(hall)).bool_constant_value()
 
 
 def test_removing_what_is_not_there_warns_or_raises_as_ups_checks_say() -> None:
-    world = Road()
-    with Replanner(world.problem, name="portfolio-replanner") as replanner:
+    problem, _ = corridor()
+    with Replanner(problem, name="portfolio-replanner") as replanner:
         with pytest.warns(UserWarning, match="fly not found"):
             replanner.remove_action("fly")
         with pytest.warns(UserWarning, match="not found among the problem's goals"):
-            replanner.remove_goal(world.has_key)
+            replanner.remove_goal(HOLDING)
         replanner.error_on_failed_checks = True
         with pytest.raises(UPUsageError, match="fly not found"):
             replanner.remove_action("fly")
@@ -155,27 +108,27 @@ def test_a_kind_outside_the_engines_is_a_status_not_an_exception() -> None:
         assert result.status is UpStatus.UNSUPPORTED_PROBLEM and result.plan is None
         assert "does not support" in result.log_messages[0].message
 
-    world = Road()
-    with Replanner(world.problem, name="portfolio-replanner") as replanner:
-        assert replanner.supports(world.problem.kind)
+    problem, _ = corridor()
+    with Replanner(problem, name="portfolio-replanner") as replanner:
+        assert replanner.supports(problem.kind)
         replanner.add_action(DurativeAction("wait"))  # a durative action: outside the kind from here on
         result = replanner.resolve()
         assert result.status is UpStatus.UNSUPPORTED_PROBLEM
         assert "CONTINUOUS_TIME" in result.log_messages[0].message
         replanner.remove_action("wait")  # back inside: plans again
-        assert solved_and_valid(replanner, replanner.resolve()) == ["walk(l0, l1)", "walk(l1, l2)", "walk(l2, l3)"]
+        assert solved_and_valid(replanner, replanner.resolve()) == WALKS
 
 
 def test_bad_params_are_refused_when_the_replanner_is_made() -> None:
     with pytest.raises(ValueError, match="objective"):
-        Replanner(Road().problem, name="portfolio-replanner", params={"objective": "speed"})
+        Replanner(corridor()[0], name="portfolio-replanner", params={"objective": "speed"})
 
 
 def test_the_end_of_the_with_block_stops_its_workers() -> None:
     """What `replanner[portfolio]` (UP's meta-engine over the oneshot engine) leaves running, this one stops."""
-    world = Road()
+    problem, _ = corridor()
     before = set(descendants())
-    with Replanner(world.problem, name="portfolio-replanner") as replanner:
+    with Replanner(problem, name="portfolio-replanner") as replanner:
         assert replanner.resolve().status in SOLVED
         assert set(descendants()) - before  # the planner's warm workers
     assert poll(lambda: set(descendants()) - before, lambda left: not left, 5, every=0.1) == set()

@@ -97,10 +97,8 @@ def latest_selection_model(store: TraceStore) -> StoredSelection | None:
 
 def prune_selection_models(store: TraceStore, keep: int) -> int:
     """Delete every selection model version but the newest `keep` (at least 1); returns how many went."""
-    if keep < 1:
-        raise ValueError(f"keep must be at least 1 (the planner loads the newest model), got {keep}")
     sql = (
         "DELETE FROM selection_models WHERE version NOT IN "
         "(SELECT version FROM selection_models ORDER BY version DESC LIMIT ?)"
     )
-    return store._write(lambda: store.db.execute(sql, [keep]).rowcount)
+    return store._prune(sql, keep)

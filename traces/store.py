@@ -416,12 +416,17 @@ class TraceStore(Transactions):
     def prune_models(self, keep: int) -> int:
         """Delete every model version but the newest `keep` (at least 1) of each tenant; returns how many were
         deleted."""
-        if keep < 1:
-            raise ValueError(f"keep must be at least 1 (the planner loads the newest model), got {keep}")
         sql = (
             "DELETE FROM models WHERE version NOT IN (SELECT version FROM (SELECT version, row_number() OVER "
             "(PARTITION BY tenant ORDER BY version DESC) AS newest FROM models) WHERE newest <= ?)"
         )
+        return self._prune(sql, keep)
+
+    def _prune(self, sql: str, keep: int) -> int:
+        """Run `sql`, a DELETE of all model versions but the newest `?`, with `keep`, which must be at least 1 (the
+        planner loads the newest model); returns how many rows went."""
+        if keep < 1:
+            raise ValueError(f"keep must be at least 1 (the planner loads the newest model), got {keep}")
         return self._write(lambda: self.db.execute(sql, [keep]).rowcount)
 
     # -- lifecycle -------------------------------------------------------------------------------------------------

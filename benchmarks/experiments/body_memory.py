@@ -18,9 +18,7 @@ import argparse
 import concurrent.futures
 import json
 import os
-import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,7 +27,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from benchmarks.bench_service import launch
+from benchmarks.bench_service import launch, peak_rss, terminate
 
 REPO = Path(__file__).resolve().parents[2]
 BLOCKS = REPO / "tests" / "data" / "ipc" / "blocks"
@@ -68,36 +66,7 @@ def server(memory_limit: int) -> Iterator[tuple[str, psutil.Process]]:
         time.sleep(1.0)
         yield url, psutil.Process(process.pid)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-@contextmanager
-def peak_rss(process: psutil.Process) -> Iterator[dict[str, float]]:
-    """{"before", "peak"} resident MB of `process`, sampled every 10 ms while the block runs."""
-    seen = {"before": process.memory_info().rss / 2**20}
-    seen["peak"] = seen["before"]
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.is_set():
-            try:
-                seen["peak"] = max(seen["peak"], process.memory_info().rss / 2**20)
-            except psutil.Error:
-                return
-            time.sleep(0.01)
-
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    try:
-        yield seen
-    finally:
-        done.set()
-        thread.join()
+        terminate(process)
 
 
 def post(url: str, path: str, body: bytes) -> str:

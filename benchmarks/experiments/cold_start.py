@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from portfolio.benchsuite.order import interleaved
 from portfolio.benchsuite.planners import driver_script
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,8 +83,8 @@ def paired(domain: Path, problem: Path, rounds: int) -> tuple[list[float], list[
         times: dict[str, list[float]] = {"cli": cli, "driver": driver}
         for which in commands:  # one untimed run each: the OS's file cache, not the first round, pays for disk
             timed(commands[which], workdir)
-        for round_ in range(rounds):
-            order = ("cli", "driver") if round_ % 2 == 0 else ("driver", "cli")
+        # one task, so with `rotate` the arm that goes first alternates from round to round
+        for round_, _, order in interleaved([(domain, problem)], list(commands), rounds, rotate=True):
             for which in order:
                 times[which].append(timed(commands[which], workdir))
             print(f"round {round_ + 1}: cli {cli[-1] * 1000:7.1f} ms   driver {driver[-1] * 1000:7.1f} ms", flush=True)

@@ -17,14 +17,13 @@ import argparse
 import json
 import resource
 import socket
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
-from benchmarks.bench_service import launch
+from benchmarks.bench_service import launch, terminate
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -92,12 +91,7 @@ def main() -> None:
     finally:
         for sock in socks:
             sock.close()
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        terminate(process)
 
 
 if __name__ == "__main__":

@@ -18,30 +18,17 @@ import json
 import os
 import signal
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import httpx
 import psutil
 
-from benchmarks.bench_service import launch
+from benchmarks.bench_service import launch, peak_rss
+from benchmarks.experiments.validation_flood import trivial, wedge
 
 REPO = Path(__file__).resolve().parents[2]
 IPC = REPO.parent / "shared" / "ipc"
-WEDGE_DOMAIN = """(define (domain wedge) (:requirements :adl :typing) (:types obj)
-  (:predicates (p ?x - obj) (done))
-  (:action go :parameters () :precondition (forall (?x1 ?x2 ?x3 ?x4 ?x5 ?x6 ?x7 - obj) (not (p ?x1)))
-    :effect (done)))"""
-
-
-def wedge() -> dict:
-    objects = " ".join(f"o{i}" for i in range(50))
-    return {
-        "domain": WEDGE_DOMAIN,
-        "problem": f"(define (problem w) (:domain wedge) (:objects {objects} - obj) (:init) (:goal (done)))",
-        "plan": ["(go)"],
-    }
 
 
 def big_body(megabytes: int = 30) -> dict:
@@ -52,14 +39,6 @@ def big_body(megabytes: int = 30) -> dict:
         f"(define (problem big) (:domain blocks) (:objects {objects}) (:init (handempty) {init}) (:goal (on b0 b1)))"
     )
     return {"domain": (IPC / "blocks" / "domain.pddl").read_text(), "problem": problem, "plan": ["(pick-up b0)"]}
-
-
-def trivial() -> dict:
-    return {
-        "domain": (IPC / "blocks" / "domain.pddl").read_text(),
-        "problem": (IPC / "blocks" / "probBLOCKS-4-0.pddl").read_text(),
-        "plan": ["(pick-up b)"],
-    }
 
 
 def main() -> None:
@@ -76,47 +55,34 @@ def main() -> None:
         + ["--rps", "100000", "--body-mb-per-s", "100000", "--max-concurrent-plans", "1000"]
     )
     headers = {"Authorization": "Bearer t"}
-    peak = {"rss_mb": 0.0}
-    stop = threading.Event()
-
-    def watch_memory() -> None:
-        server = psutil.Process(process.pid)
-        while not stop.is_set():
-            try:
-                peak["rss_mb"] = max(peak["rss_mb"], server.memory_info().rss / 2**20)
-            except psutil.Error:
-                return
-            time.sleep(0.05)
-
     try:
-        threading.Thread(target=watch_memory, daemon=True).start()
-        bodies = [json.dumps(wedge() if i % 2 == 0 else big_body()) for i in range(args.hostile)]
-        started = time.monotonic()
-        with concurrent.futures.ThreadPoolExecutor(args.hostile) as pool:
-            answers = list(
-                pool.map(
-                    lambda body: (
-                        httpx.post(
-                            url + "/v1/validate",
-                            content=body,
-                            headers={**headers, "content-type": "application/json"},
-                            timeout=300,
-                        ).status_code
-                    ),
-                    bodies,
+        with peak_rss(psutil.Process(process.pid), every_s=0.05) as memory:
+            bodies = [json.dumps(wedge(7, 50) if i % 2 == 0 else big_body()) for i in range(args.hostile)]
+            started = time.monotonic()
+            with concurrent.futures.ThreadPoolExecutor(args.hostile) as pool:
+                answers = list(
+                    pool.map(
+                        lambda body: (
+                            httpx.post(
+                                url + "/v1/validate",
+                                content=body,
+                                headers={**headers, "content-type": "application/json"},
+                                timeout=300,
+                            ).status_code
+                        ),
+                        bodies,
+                    )
                 )
-            )
-        hostile_s = time.monotonic() - started
-        step = {"run_id": "r", "step": 0, "action": "pick-up", "args": ["b"], "outcome": "success"}
-        timed = {}
-        for name, path, body in [
-            ("steps", "/v1/steps", {"steps": [step]}),
-            ("trivial_validate", "/v1/validate", trivial()),
-        ]:
-            began = time.monotonic()
-            status = httpx.post(url + path, json=body, headers=headers, timeout=30).status_code
-            timed[name] = {"status": status, "seconds": round(time.monotonic() - began, 3)}
-        stop.set()
+            hostile_s = time.monotonic() - started
+            step = {"run_id": "r", "step": 0, "action": "pick-up", "args": ["b"], "outcome": "success"}
+            timed = {}
+            for name, path, body in [
+                ("steps", "/v1/steps", {"steps": [step]}),
+                ("trivial_validate", "/v1/validate", trivial()),
+            ]:
+                began = time.monotonic()
+                status = httpx.post(url + path, json=body, headers=headers, timeout=30).status_code
+                timed[name] = {"status": status, "seconds": round(time.monotonic() - began, 3)}
         began = time.monotonic()
         process.send_signal(signal.SIGTERM)
         code = process.wait(timeout=15)
@@ -125,14 +91,13 @@ def main() -> None:
             "hostile_statuses": {str(s): answers.count(s) for s in set(answers)},
             "hostile_seconds": round(hostile_s, 1),
             **timed,
-            "server_peak_rss_mb": round(peak["rss_mb"]),
+            "server_peak_rss_mb": round(memory["peak"]),
             "memory_limit_mb": args.memory_limit,
             "sigterm_exit_seconds": round(time.monotonic() - began, 2),
             "exit_code": code,
         }
         print(json.dumps(result, indent=1))
     finally:
-        stop.set()
         if process.poll() is None:
             process.kill()
             process.wait()

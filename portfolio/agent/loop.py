@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Generator, Iterable
+from collections.abc import Awaitable, Callable, Generator, Iterable
 from typing import Any
 
 from domains.model import Atom, Task
@@ -64,6 +64,22 @@ def _resume(loop: Generator[Any, Any, RunResult], answer: Any, error: Exception 
         return None, stop.value
 
 
+def _settled(perform: Callable[[Any], Any], request: Any) -> tuple[Any, Exception | None]:
+    """(what `perform(request)` returns, None), or (None, the exception it raised): what `_resume` sends or throws."""
+    try:
+        return perform(request), None
+    except Exception as raised:
+        return None, raised
+
+
+async def _asettled(answer: Awaitable[Any]) -> tuple[Any, Exception | None]:
+    """`_settled` for a coroutine: (what it returns, None), or (None, the exception it raised)."""
+    try:
+        return await answer, None
+    except Exception as raised:
+        return None, raised
+
+
 def run_loop(
     planner: Any,
     task: Task,
@@ -82,20 +98,7 @@ def run_loop(
     """Execute `task` from `init` with `executor` until the goal holds or the loop concedes (see the module
     docstring). `planner` is a `portfolio.planner.Planner` (anything with its `plan` signature); steps are
     written to `store` (a `traces.TraceStore`) under `run_id` when both are given."""
-    run = LoopRun(
-        planner,
-        task,
-        frozenset(init),
-        executor,
-        config or LoopConfig(),
-        store,
-        run_id,
-        features,
-        critic,
-        check,
-        counters,
-        reflection,
-    )
+    run = LoopRun(planner, task, init, executor, config, store, run_id, features, critic, check, counters, reflection)
 
     def perform(request: Any) -> Any:
         if isinstance(request, Plan):
@@ -112,11 +115,7 @@ def run_loop(
         loop = run.run()
         request, done = _resume(loop, None, None)
         while done is None:
-            try:
-                answer, error = perform(request), None
-            except Exception as raised:
-                answer, error = None, raised
-            request, done = _resume(loop, answer, error)
+            request, done = _resume(loop, *_settled(perform, request))
         return done
 
 
@@ -138,20 +137,7 @@ async def arun_loop(
     """`run_loop` on the event loop: the executor's `aexecute` runs steps (coroutine actions natively), the
     planner's `aplan` (or `plan` in a worker thread) plans, waits are `asyncio.sleep`s, and blocking callbacks
     (LLM critics) run in worker threads. Same decisions, same records."""
-    run = LoopRun(
-        planner,
-        task,
-        frozenset(init),
-        executor,
-        config or LoopConfig(),
-        store,
-        run_id,
-        features,
-        critic,
-        check,
-        counters,
-        reflection,
-    )
+    run = LoopRun(planner, task, init, executor, config, store, run_id, features, critic, check, counters, reflection)
     aplan = getattr(planner, "aplan", None)
     aexecute = getattr(executor, "aexecute", None)
 
@@ -176,11 +162,7 @@ async def arun_loop(
         loop = run.run()
         request, done = _resume(loop, None, None)
         while done is None:
-            try:
-                answer, error = await perform(request), None
-            except Exception as raised:
-                answer, error = None, raised
-            request, done = _resume(loop, answer, error)
+            request, done = _resume(loop, *await _asettled(perform(request)))
         return done
 
 

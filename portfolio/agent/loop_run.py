@@ -12,11 +12,11 @@ from __future__ import annotations
 import inspect
 import time
 from collections import Counter
-from collections.abc import Generator
+from collections.abc import Generator, Iterable
 from dataclasses import replace
 from typing import Any, Literal
 
-from domains.model import GroundAction, State, Task
+from domains.model import Atom, GroundAction, State, Task
 from domains.typed_actions import ReplanRequested
 from domains.validate import applicable, apply, goal_reached
 from portfolio.agent.failures import (
@@ -67,9 +67,9 @@ class LoopRun:
         self,
         planner: Any,
         task: Task,
-        init: State,
+        init: Iterable[Atom],
         executor: Executor,
-        config: LoopConfig,
+        config: LoopConfig | None,
         store: Any,
         run_id: str | None,
         features: dict | None,
@@ -78,7 +78,7 @@ class LoopRun:
         counters: Counters | None,
         reflection: Reflection | None = None,
     ) -> None:
-        self.planner, self.task, self.executor, self.config = planner, task, executor, config
+        self.planner, self.task, self.executor, self.config = planner, task, executor, config or LoopConfig()
         self.reflection = reflection
         self.store, self.run_id, self.features, self.critic, self.check = store, run_id, features, critic, check
         self.counters = [c for c in (COUNTERS, counters) if c is not None]

@@ -6,6 +6,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +94,16 @@ def quota_defaults(args: argparse.Namespace):
             retrains_per_minute=args.retrains_per_minute,
         )
     except ValidationError as error:
-        first = error.errors()[0]
-        raise ValueError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
+        raise option_error(error) from None
+
+
+def option_error(error: ValidationError, renamed: Mapping[str, str] | None = None) -> ValueError:
+    """A ValueError naming the option behind the first field a pydantic `error` refuses: `renamed[field]` for a
+    field whose option is spelled otherwise (`budget_s`: --budget), else the field's name as an option."""
+    first = error.errors()[0]
+    name = str(first["loc"][0])
+    option = (renamed or {}).get(name, "--" + name.replace("_", "-"))
+    return ValueError(f"{option}: {first['msg']}")
 
 
 def warn_if_reachable(args: argparse.Namespace) -> None:

@@ -15,20 +15,17 @@ from portfolio.commands.common import (
     seconds_type,
     store_error_types,
 )
-from portfolio.commands.serve_access import add_access_arguments, quota_defaults, warn_if_reachable
+from portfolio.commands.serve_access import add_access_arguments, option_error, quota_defaults, warn_if_reachable
 
 log = logging.getLogger(__name__)
 
+# the ServiceConfig fields whose option is not their name spelled as one (`option_error`)
 FLAGS = {
     "budget_s": "--budget",
     "max_budget_s": "--max-budget",
     "decomposer_budget_s": "--decomposer-budget",
     "memory_limit_mb": "--memory-limit",
     "validate_budget_s": "--validate-budget",
-    "side_effect_weight": "--side-effect-weight",
-    "replan_ms": "--replan-ms",
-    "max_retries": "--max-retries",
-    "fd_workers": "--fd-workers",
 }
 
 SERVE_DESCRIPTION = """\
@@ -287,9 +284,7 @@ def service_config(args: argparse.Namespace):
             poison_guard=args.poison_guard,
         )
     except ValidationError as error:
-        first = error.errors()[0]
-        name = str(first["loc"][0])
-        raise ValueError(f"{FLAGS.get(name, '--' + name)}: {first['msg']}") from None
+        raise option_error(error, FLAGS) from None
 
 
 def open_service(args: argparse.Namespace):

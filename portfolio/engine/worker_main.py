@@ -82,14 +82,21 @@ def serve(requests: BinaryIO, responses: BinaryIO, handlers: dict[str, Callable[
         write_message(responses, result)
 
 
+def open_channel() -> tuple[BinaryIO, BinaryIO]:
+    """(requests, responses): the original stdin and stdout, kept as the message channel. File descriptor 1 and
+    `sys.stdout` then point at stderr, so that stray prints (planners print freely) never reach the channel."""
+    responses = os.fdopen(os.dup(1), "wb")
+    requests = os.fdopen(os.dup(0), "rb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return requests, responses
+
+
 def main() -> None:
     from portfolio.engine.limits import die_with_parent_if_asked
 
     die_with_parent_if_asked()
-    responses = os.fdopen(os.dup(1), "wb")
-    requests = os.fdopen(os.dup(0), "rb")
-    os.dup2(2, 1)  # stray prints from planners go to stderr, never into the message channel
-    sys.stdout = sys.stderr
+    requests, responses = open_channel()
     for module in sys.argv[1:]:  # warm the imports before the first request
         importlib.import_module(module)
     serve(requests, responses)

@@ -84,10 +84,12 @@ class TaskSource(BaseModel):
     task: dict[str, Any] | None = Field(default=None, description="a JSON task instead of PDDL texts")
 
 
-class PlanArgs(TaskSource):
-    """What a plan request says, over HTTP (`PlanBody`) and as the MCP `plan` tool's arguments."""
+class PlanOptions(BaseModel):
+    """How to plan, as a plan request and a replan request both say it (`PlanArgs`, `ReplanArgs`): a planning
+    option added here reaches both."""
 
-    init: list[str] | None = Field(default=None, description='plan from this state: atoms like "(on a b)"')
+    model_config = ConfigDict(extra="forbid")
+
     excluded: list[str] = Field(default_factory=list, description="grounded actions no plan may use")
     critiques: list[str] = Field(default_factory=list, description="reasons earlier plans failed (for an LLM)")
     features: dict[str, Any] | None = Field(default=None, description="the situation, for learned costs")
@@ -96,6 +98,12 @@ class PlanArgs(TaskSource):
     weight: float | None = Field(default=None, ge=0, allow_inf_nan=False, description=WEIGHT_HELP)
     objective: Literal["risk", "time"] | None = Field(default=None, description=OBJECTIVE_HELP)
     budget: float | None = Field(default=None, gt=0, description="classical tier seconds (capped by the server)")
+
+
+class PlanArgs(PlanOptions, TaskSource):
+    """What a plan request says, over HTTP (`PlanBody`) and as the MCP `plan` tool's arguments."""
+
+    init: list[str] | None = Field(default=None, description='plan from this state: atoms like "(on a b)"')
     run_id: str | None = Field(
         default=None,
         min_length=1,
@@ -108,7 +116,7 @@ class PlanBody(PlanArgs):
     wait: bool = Field(default=True, description="false: answer 202 with a job id at once")
 
 
-class ReplanArgs(BaseModel):
+class ReplanArgs(PlanOptions):
     """Plan again for the task of an earlier run, from the state the runtime observed (HTTP `ReplanBody`, the
     MCP `replan` tool's arguments).
 
@@ -116,8 +124,6 @@ class ReplanArgs(BaseModel):
     the plan is the run's as the service handed it out, less the steps recorded for the run since
     (`portfolio.serve.runs.executed_prefix` says which count); a runtime that keeps its own state sends
     `previous_plan` (the rest of its plan) instead, and may name its steps that ran in `executed`."""
-
-    model_config = ConfigDict(extra="forbid")
 
     run_id: str = Field(min_length=1, max_length=MAX_RUN_ID, description="the run_id of an earlier /v1/plan answer")
     state: list[str] = Field(description='the observed state: every true atom, like "(on a b)"')
@@ -141,14 +147,6 @@ class ReplanArgs(BaseModel):
         description="steps of that plan (previous_plan, else the run's) that ran, in order, as plans spell them: "
         "they and everything before them are never handed back (with the steps recorded for the run)",
     )
-    excluded: list[str] = Field(default_factory=list, description="grounded actions no plan may use")
-    critiques: list[str] = Field(default_factory=list, description="reasons earlier plans failed (for an LLM)")
-    features: dict[str, Any] | None = Field(default=None, description="the situation, for learned costs")
-    explore: ExplorePolicy | None = Field(default=None, description=EXPLORE_HELP)
-    quality: Quality | None = Field(default=None, description=QUALITY_HELP)
-    weight: float | None = Field(default=None, ge=0, allow_inf_nan=False, description=WEIGHT_HELP)
-    objective: Literal["risk", "time"] | None = Field(default=None, description=OBJECTIVE_HELP)
-    budget: float | None = Field(default=None, gt=0, description="classical tier seconds (capped by the server)")
 
 
 class ReplanBody(ReplanArgs):

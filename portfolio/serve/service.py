@@ -46,6 +46,7 @@ from portfolio.serve.models import (
     HealthResponse,
     Job,
     PlanBody,
+    PlanOptions,
     PlanResponse,
     ReplanArgs,
     ReplanBody,
@@ -306,19 +307,8 @@ class Service:
         executed (`previous_plan`)."""
         source, worker = await self.run_source(body.run_id)
         previous = await self.previous_plan(body)
-        request = PlanBody(
-            **source,
-            init=body.state,
-            excluded=body.excluded,
-            critiques=body.critiques,
-            features=body.features,
-            explore=body.explore,
-            quality=body.quality,
-            weight=body.weight,
-            objective=body.objective,
-            budget=body.budget,
-            run_id=body.run_id,
-        )
+        options = {name: getattr(body, name) for name in PlanOptions.model_fields}  # as the replan says them
+        request = PlanBody(**source, **options, init=body.state, run_id=body.run_id)
         return await self.plan(request, prefer=worker, previous=previous)
 
     async def previous_plan(self, body: ReplanArgs) -> tuple[list[str], str | None] | None:

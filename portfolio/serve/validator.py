@@ -99,12 +99,9 @@ def validate(body: dict[str, Any], budget_s: float, memory_limit_mb: int) -> dic
 
 def main() -> None:
     from portfolio.engine import limits
-    from portfolio.engine.worker_main import serve
+    from portfolio.engine.worker_main import open_channel, serve
 
-    responses = os.fdopen(os.dup(1), "wb")
-    requests = os.fdopen(os.dup(0), "rb")
-    os.dup2(2, 1)  # stray prints go to stderr, never into the channel
-    sys.stdout = sys.stderr
+    requests, responses = open_channel()  # stray prints go to stderr, never into the channel
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s validator %(process)d %(name)s: %(message)s")
     config = ValidatorConfig.model_validate_json(sys.argv[1])
     limits.die_with_parent()  # a killed server leaves no validator behind

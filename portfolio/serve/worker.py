@@ -39,7 +39,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from portfolio.engine import limits
-from portfolio.engine.worker_main import serve
+from portfolio.engine.worker_main import open_channel, serve
 from portfolio.serve.tenant_models import TenantModels
 from traces.tenants import DEFAULT_TENANT, POOLED, tenant_of
 
@@ -329,10 +329,7 @@ def tree_processes(config: WorkerConfig) -> int:
 
 
 def main() -> None:
-    responses = os.fdopen(os.dup(1), "wb")
-    requests = os.fdopen(os.dup(0), "rb")
-    os.dup2(2, 1)  # stray prints go to stderr, never into the channel
-    sys.stdout = sys.stderr
+    requests, responses = open_channel()  # stray prints go to stderr, never into the channel
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s worker %(process)d %(name)s: %(message)s")
     config = WorkerConfig.model_validate_json(sys.argv[1])
     limits.die_with_parent()  # a killed server leaves no worker behind (and the worker's children follow it)

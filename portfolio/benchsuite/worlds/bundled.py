@@ -66,13 +66,11 @@ def bundled_quality(
     from domains.bundled import bundled_task
     from domains.pddl_writer import formula_to_pddl
     from learning.retrain import retrain
-    from portfolio.benchsuite.worlds.exact import CostRecorder, ExactError, ExactSearch, plan_cost_under
+    from portfolio.benchsuite.worlds.exact import CostRecorder, ExactError, ExactSearch, quality_call
     from portfolio.benchsuite.worlds.model import Episode
-    from portfolio.benchsuite.worlds.runner import LAM, execute
+    from portfolio.benchsuite.worlds.runner import LAM, execute_and_record
     from portfolio.benchsuite.worlds.scores import quality
-    from portfolio.engine.cascade import CLASSICAL_BUDGET_S
     from portfolio.planner import Planner
-    from traces.records import StepRecord
 
     out: dict = {}
     for domain, size in tasks:
@@ -99,28 +97,8 @@ def bundled_quality(
                     except ExactError:
                         unproved += 1
                     else:
-                        calls.append(
-                            {
-                                "episode": index,
-                                "cost": plan_cost_under(task, result.plan, costs),
-                                "optimum": plan_cost_under(task, optimum.plan, costs),
-                                "ms": result.elapsed_ms,
-                                "budget_ms": CLASSICAL_BUDGET_S * 1000,
-                            }
-                        )
-                steps = execute(world, task, result.actions(), spec) if result.solved else []
-                store.record_steps(
-                    StepRecord(
-                        run_id=run_id,
-                        step=i,
-                        action=s.name,
-                        args=s.args,
-                        features={},
-                        outcome="failure" if failed else "success",
-                    )
-                    for i, (s, failed) in enumerate(steps)
-                )
-                store.end_run(run_id, "failure" if any(f for _, f in steps) else "success")
+                        calls.append(quality_call(index, task, result, optimum, costs))
+                execute_and_record(world, task, result, spec, store, run_id)  # no context: features {}
                 if (index + 1) % retrain_every == 0 and store.count_steps():
                     retrain(store, holdout_fraction=0.0)
                     learner.reload_model()

@@ -3,6 +3,7 @@
     exact = ExactSearch("delivery")                 # "routes": RouteSearch; else Fast Downward A* with LM-cut
     result = exact.solve(task, costs)               # the optimal plan under `costs` (a mapping or a cost model)
     recorder = CostRecorder(planner)                # after planner.plan(...): recorder.costs, what it was given
+    quality_call(index, task, result, optimum, recorder.costs)  # the call's cost beside the optimum's
 
 `ExactSearch` is never the measured arms' search: the oracle arm (true costs) and the plan-quality yardstick
 (the optimum under the very costs a learned call planned with) use it. For the routes domain Dijkstra
@@ -97,6 +98,30 @@ def plan_cost_under(task: Task, plan, costs: Mapping[str, float]) -> float:
         key = ground_action_text(step)
         total += costs[key] if key in costs else action_cost(task, step)
     return total
+
+
+def quality_call(
+    index: int,
+    task: Task,
+    result: PlanResult,
+    optimum: PlanResult,
+    costs: Mapping[str, float],
+    digits: int | None = None,
+) -> dict:
+    """One learned call for `scores.quality`: the plan's cost and the proved optimum's, both under the learned
+    `costs` (rounded to `digits` places when given), and the time the call took against its budget."""
+    from portfolio.engine.cascade import CLASSICAL_BUDGET_S
+
+    cost, best = plan_cost_under(task, result.plan, costs), plan_cost_under(task, optimum.plan, costs)
+    if digits is not None:
+        cost, best = round(cost, digits), round(best, digits)
+    return {
+        "episode": index,
+        "cost": cost,
+        "optimum": best,
+        "ms": result.elapsed_ms,
+        "budget_ms": CLASSICAL_BUDGET_S * 1000,
+    }
 
 
 class CostRecorder:

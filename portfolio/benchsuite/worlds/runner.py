@@ -150,6 +150,27 @@ def execute(world: HiddenTruth, task, plan: Sequence[GroundAction], spec) -> lis
     return done
 
 
+def execute_and_record(world: HiddenTruth, task, result, spec, store, run_id: str) -> list[tuple[GroundAction, bool]]:
+    """`execute` the plan of `result` (nothing when unsolved) and record its steps, with the episode's context as
+    features, and the run's outcome under `run_id` in `store`: what a learner observes of an episode."""
+    from traces.records import StepRecord
+
+    steps = execute(world, task, result.actions(), spec) if result.solved else []
+    store.record_steps(
+        StepRecord(
+            run_id=run_id,
+            step=i,
+            action=s.name,
+            args=s.args,
+            features=dict(spec.context),
+            outcome="failure" if failed else "success",
+        )
+        for i, (s, failed) in enumerate(steps)
+    )
+    store.end_run(run_id, "failure" if any(f for _, f in steps) else "success")
+    return steps
+
+
 def run_world(
     world: World,
     episodes: int = 200,
@@ -167,11 +188,9 @@ def run_world(
     from domains.pddl_writer import formula_to_pddl
     from learning.retrain import retrain
     from portfolio.benchsuite.worlds.adapt import shifts
-    from portfolio.benchsuite.worlds.exact import CostRecorder, ExactSearch, plan_cost_under
+    from portfolio.benchsuite.worlds.exact import CostRecorder, ExactSearch, quality_call
     from portfolio.benchsuite.worlds.latency import warm_latency
-    from portfolio.engine.cascade import CLASSICAL_BUDGET_S
     from portfolio.planner import Planner
-    from traces.records import StepRecord
 
     start = time.perf_counter()
     out = WorldRun(world.name, world.kind, episodes)
@@ -219,28 +238,8 @@ def run_world(
                 if result.solved and recorders[policy].costs:
                     costs = recorders[policy].costs
                     optimum = exact.solve(task, costs)
-                    out.quality[policy].append(
-                        {
-                            "episode": index,
-                            "cost": round(plan_cost_under(task, result.plan, costs), 4),
-                            "optimum": round(plan_cost_under(task, optimum.plan, costs), 4),
-                            "ms": result.elapsed_ms,
-                            "budget_ms": CLASSICAL_BUDGET_S * 1000,
-                        }
-                    )
-                steps = execute(world, task, result.actions(), spec) if result.solved else []
-                store.record_steps(
-                    StepRecord(
-                        run_id=run_id,
-                        step=i,
-                        action=s.name,
-                        args=s.args,
-                        features=dict(spec.context),
-                        outcome="failure" if failed else "success",
-                    )
-                    for i, (s, failed) in enumerate(steps)
-                )
-                store.end_run(run_id, "failure" if any(f for _, f in steps) else "success")
+                    out.quality[policy].append(quality_call(index, task, result, optimum, costs, digits=4))
+                execute_and_record(world, task, result, spec, store, run_id)
                 if (index + 1) % retrain_every == 0 and store.count_steps():
                     retrain(store, holdout_fraction=0.0, **(model_params or {}))
                     learner.reload_model()

@@ -1,6 +1,6 @@
 """Scores of a learning run beyond success: each learned call's plan quality (`quality`, over `WorldRun.quality`
-entries) and a learned arm's true cost beside the oracle's (`paired_costs`, over `WorldRun.true_cost`); kept apart
-from `report`, which tabulates them."""
+entries, each made by `exact.quality_call`) and a learned arm's true cost beside the oracle's (`paired_costs`, over
+`WorldRun.true_cost`); kept apart from `report`, which tabulates them."""
 
 from __future__ import annotations
 
