@@ -20,18 +20,21 @@ EXIT_SOLVED = 0
 EXIT_NO_PLAN = 1
 EXIT_BAD_INPUT = 2
 
-COMMAND_MODULES = (
-    "portfolio.commands.plan_cmd",
-    "portfolio.commands.schema_cmd",
-    "portfolio.commands.traces_cmd",
-    "portfolio.commands.retrain_cmd",
-    "portfolio.commands.costs_cmd",
-    "portfolio.commands.generate_cmd",
-    "portfolio.commands.bench_cmd",
-    "portfolio.commands.serve_cmd",
-    "portfolio.commands.keys_cmd",
-    "portfolio.commands.validate_cmd",
-)
+# each command's module; `build_parser` registers only the one a command line names (the others' options, the
+# service's among them, cost imports a plain `portfolio plan` has no use for), all of them for `portfolio --help`
+COMMAND_MODULES = {
+    "plan": "portfolio.commands.plan_cmd",
+    "schema": "portfolio.commands.schema_cmd",
+    "traces": "portfolio.commands.traces_cmd",
+    "retrain": "portfolio.commands.retrain_cmd",
+    "costs": "portfolio.commands.costs_cmd",
+    "generate": "portfolio.commands.generate_cmd",
+    "bench": "portfolio.commands.bench_cmd",
+    "serve": "portfolio.commands.serve_cmd",
+    "mcp": "portfolio.commands.serve_cmd",
+    "keys": "portfolio.commands.keys_cmd",
+    "validate": "portfolio.commands.validate_cmd",
+}
 
 EPILOG = """\
 examples:
@@ -49,7 +52,9 @@ error), 2 bad input
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line's parser; with `command` (a name of `COMMAND_MODULES`), only that command's
+    subparser is registered, so parsing one command imports what that command's options need and no more."""
     parser = argparse.ArgumentParser(
         prog="portfolio",
         description="A planner for agent runtimes: a hard-budgeted cascade of classical planners "
@@ -59,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log progress (-vv: debug)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    modules = [COMMAND_MODULES[command]] if command in COMMAND_MODULES else dict.fromkeys(COMMAND_MODULES.values())
+    for name in modules:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as error:
@@ -90,8 +96,9 @@ def _command(argv: list[str]) -> str | None:
 
 
 def _main(argv: list[str] | None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    parser = build_parser(_command(words))
+    args = parser.parse_args(words)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     if not getattr(args, "func", None):
