@@ -68,8 +68,10 @@ def test_a_retrain_on_one_replica_is_served_by_both_within_seconds(fleet):
     job = httpx.post(b + "/v1/retrain", json={}, headers=bearer(key))
     assert job.status_code == 202, job.text
     done = wait_until(
-        lambda: (answer := httpx.get(b + job.headers["location"], headers=bearer(key)).json())["status"] != "running"
-        and answer,
+        lambda: (
+            (answer := httpx.get(b + job.headers["location"], headers=bearer(key)).json())["status"] != "running"
+            and answer
+        ),
         timeout=120,
         what="the retrain job",
     )

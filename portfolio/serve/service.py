@@ -412,6 +412,8 @@ class Service:
             guard=self.config.poison_guard, include_held=body.include_held,
         )  # fmt: skip
         _, answer = await self.pool.call("retrain", 3600.0, **params)
+        if "busy" in answer:  # another server (or `portfolio retrain`) took the store's lock first
+            raise BadRequest(answer["busy"]["error"], answer["busy"]["kind"], status=409)
         if "bad_input" in answer:
             raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
         self.model_version = max(info["version"] for info in answer["result"]["models"].values())
@@ -516,6 +518,23 @@ class Service:
         job = self.submit("retrain", lambda: self.retrain(body))
         self._retrain_job = job.id
         return job
+
+    async def check_retrain_elsewhere(self) -> None:
+        """A 409 `RetrainRunning` when another process (a server sharing the store, `portfolio retrain`) holds the
+        store's retrain lock (`traces.fleet_lock`), so a client is told at once rather than by a failed job. A
+        retrain that starts between this look and the job's is still refused, by the job (a 409 in its error)."""
+        from portfolio.serve.worker import RETRAIN_RUNNING
+        from traces.fleet_lock import FleetBusy, fleet_lock
+
+        def look(store: Any) -> bool:
+            try:
+                with fleet_lock(store, "retrain"):
+                    return False
+            except FleetBusy:
+                return True
+
+        if await self._in_store(look):
+            raise BadRequest(RETRAIN_RUNNING, "RetrainRunning", status=409)
 
     def running_retrain(self) -> Job | None:
         """The retrain job still running, if any (which `submit_retrain` answers instead of a new one)."""
