@@ -58,7 +58,7 @@ from portfolio.serve.models import (
 )
 from portfolio.serve.pool import CallOutOfMemory, CallTimedOut, PlannerPool, QueueFull
 from portfolio.serve.runs import MAX_RUNS, MAX_SOURCES, RunMemory, steps_to_keep, store_run, stored_run
-from portfolio.serve.store_health import StoreHealth, StorePaths, store_error
+from portfolio.serve.store_health import StoreHealth, StorePaths, StoreUnreachableError, store_error
 from portfolio.serve.tenant_models import TenantModels
 from traces.errors import IdempotencyKeyReused, TraceStoreError
 from traces.recording import RecordReport
@@ -98,6 +98,7 @@ class Service:
             from traces.versions import latest_version
 
             self.store = TraceStore(config.traces)
+            self.store_health.opened(config.traces)  # which file it is: the probe checks the path still leads there
             self.model_version = latest_version(self.store)  # the number only: a bad row is the workers' to report
             self._models = TenantModels(self.store)
         self.pool: PlannerPool | None = None
@@ -181,6 +182,7 @@ class Service:
         health. Only with a store; off the event loop."""
         store = self.store
         assert store is not None
+        self.need_reachable_store()
         with self._store_lock:
             try:
                 value = call(store, *args)
@@ -190,6 +192,13 @@ class Service:
         if write:
             self.store_health.wrote()
         return value
+
+    def need_reachable_store(self) -> None:
+        """`StoreUnreachableError` (503) while the last probe found the store out of reach
+        (`StoreHealth.unreachable`): nothing is read from or written to a file the fleet no longer shares."""
+        why = self.store_health.unreachable()
+        if why is not None:
+            raise StoreUnreachableError(why)
 
     def hide_paths(self, text: str) -> str:
         """`text` as a client may read it: without the trace store's location (`StorePaths`)."""
@@ -221,6 +230,8 @@ class Service:
         reuse: dict[str, Any] = {"previous_plan": previous[0], "previous_cost_model": previous[1]} if previous else {}
         # with the client's run id the run must be recorded; without, planning goes on when the store fails
         must_record = body.run_id is not None
+        if must_record and self.store is not None:
+            self.need_reachable_store()  # the worker would record the run where no other server looks
         index, answer = await self.pool.call(
             "plan", timeout, prefer=prefer, body=payload, model_version=self.model_version, must_record=must_record,
             **reuse,
@@ -406,6 +417,7 @@ class Service:
         tenant (`PlannerWorker.retrain`): each tenant sees its own (`portfolio.serve.tenancy.retrain_out`)."""
         assert self.pool is not None
         self.need_store()
+        self.need_reachable_store()
         # the same parameters as `portfolio retrain` (learning.FailureModel's own names)
         params: dict[str, Any] = dict(
             prior_mean=body.prior_mean, prior_strength=body.prior_strength, half_life_steps=body.half_life,
