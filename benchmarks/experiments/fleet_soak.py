@@ -134,9 +134,17 @@ class Tally:
             self.failed[why] = self.failed.get(why, 0) + 1
 
 
-def send(replicas: Replicas, tally: Tally, route: str, body: dict, headers: dict[str, str]) -> httpx.Response | None:
+def send(
+    replicas: Replicas,
+    tally: Tally,
+    route: str,
+    body: dict,
+    headers: dict[str, str],
+    connections: dict[str, httpx.Client],
+) -> httpx.Response | None:
     """POST `body` to `route` of the replicas in turn until one answers other than 503 (or a connection error);
-    the answer, or None when every try failed (counted in `tally.failed`)."""
+    the answer, or None when every try failed (counted in `tally.failed`). `connections`: the client's
+    keep-alive connection to each replica, by URL (one that failed is closed and opened anew)."""
     why = "no replica up"
     for attempt in range(RETRIES):
         if attempt:
@@ -146,10 +154,12 @@ def send(replicas: Replicas, tally: Tally, route: str, body: dict, headers: dict
         url = replicas.next_url()
         if url is None:
             continue
+        http = connections.get(url) or connections.setdefault(url, httpx.Client(base_url=url, timeout=60))
         try:
-            answer = httpx.post(url + route, json=body, headers=headers, timeout=60)
+            answer = http.post(route, json=body, headers=headers)
         except httpx.TransportError as error:
             why = f"{route}: {type(error).__name__}"
+            connections.pop(url).close()
             continue
         if answer.status_code == 503:
             why = f"{route}: 503 {answer.json().get('kind')}"
@@ -160,14 +170,26 @@ def send(replicas: Replicas, tally: Tally, route: str, body: dict, headers: dict
 
 
 def client(replicas: Replicas, tally: Tally, name: str, stop: threading.Event) -> None:
-    """Runs of the relay task until `stop`: plan, two steps, replan (checked), two steps."""
-    from domains.ground_text import parse_ground_action
+    """Runs of the relay task until `stop`: plan, two steps, replan (checked), two steps; one keep-alive
+    connection to each replica, as a load balancer keeps them."""
     from domains.literals import parse_ground_atoms
     from domains.pddl import parse_task
-    from domains.validate import validate_plan
 
     task = parse_task(DOMAIN, PROBLEM, "domain", "problem")
     after_two = parse_ground_atoms(task, AFTER_TWO)
+    connections: dict[str, httpx.Client] = {}
+    try:
+        runs(replicas, tally, name, stop, task, after_two, connections)
+    finally:
+        for http in connections.values():
+            http.close()
+
+
+def runs(replicas: Replicas, tally: Tally, name: str, stop: threading.Event, task, after_two, connections) -> None:
+    """`client`'s loop, on its `connections`."""
+    from domains.ground_text import parse_ground_action
+    from domains.validate import validate_plan
+
     for n in itertools.count():
         if stop.is_set():
             return
@@ -175,7 +197,7 @@ def client(replicas: Replicas, tally: Tally, name: str, stop: threading.Event) -
 
         def timed(route: str, body: dict, headers: dict[str, str], into: list[float]) -> dict | None:
             start = time.monotonic()
-            answer = send(replicas, tally, route, body, headers)
+            answer = send(replicas, tally, route, body, headers, connections)
             if answer is None:
                 return None
             if answer.status_code // 100 != 2:
