@@ -1,7 +1,7 @@
 """One retrain of a trace store at a time, across processes (`traces.fleet_lock`): `portfolio retrain` exits 2
-with what to do, or waits with --wait; `POST /v1/retrain` answers 409 `RetrainRunning`, and a job that loses the
-race fails with the same; no model is written while another process holds the lock, and a holder killed with
-SIGKILL leaves no lock behind."""
+with what to do, or waits with --wait; `POST /v1/retrain` answers 409 `RetrainRunning` (the MCP tool an error of
+that kind), and a job that loses the race fails with the same; no model is written while another process holds
+the lock, and a holder killed with SIGKILL leaves no lock behind."""
 
 from __future__ import annotations
 
@@ -108,6 +108,21 @@ def test_the_cli_exits_2_while_a_retrain_runs_and_waits_with_wait(tmp_path):
     assert "model version 1" in out and models(db) == 1
 
 
+def mcp_retrain(url: str):
+    """The MCP `retrain` tool's result (streamable HTTP at /mcp)."""
+    import anyio
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def main():
+        async with streamable_http_client(url + "/mcp") as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await session.call_tool("retrain", {})
+
+    return anyio.run(main)
+
+
 def test_the_service_answers_409_while_another_process_retrains(tmp_path):
     db = store_with_steps(tmp_path / "t.db")
     with serve_in_thread(config(traces=db)) as (url, service):
@@ -115,6 +130,8 @@ def test_the_service_answers_409_while_another_process_retrains(tmp_path):
             refused = httpx.post(url + "/v1/retrain", json={}, timeout=60)
             assert refused.status_code == 409, refused.text
             assert refused.json()["kind"] == "RetrainRunning" and "a retrain is running" in refused.json()["error"]
+            tool = mcp_retrain(url)  # the MCP tool too
+            assert tool.is_error and "RetrainRunning: a retrain is running" in tool.content[0].text
 
             # a retrain that started between the server's look and its job's: the job is refused the same way
             async def no_look() -> None:
