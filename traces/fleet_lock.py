@@ -9,10 +9,11 @@
 the store's own kind of lock, so it is released when its holder ends however it ends (a SIGKILL included): no
 stale lock for an operator to clear.
 
-- A SQLite file: an OS advisory lock (`fcntl.flock`) on a lock file beside the database, `<file>.<name>.lock`,
-  never on the database file itself (`traces.connection`: only SQLite may open it). Every process on the host
-  that shares the file shares the lock; several hosts on one SQLite file over a network file system is no
-  deployment SQLite supports in the first place.
+- A SQLite file: an OS advisory lock (`fcntl.flock`) on a lock file beside the database, `<file>.<name>.lock`
+  (`FleetLockError`, a `TraceStoreError`, when it can be neither created nor opened), never on the database
+  file itself (`traces.connection`: only SQLite may open it). Every process on the host that shares the file
+  shares the lock; several hosts on one SQLite file over a network file system is no deployment SQLite
+  supports in the first place.
 - A PostgreSQL URL: a session advisory lock (`pg_try_advisory_lock` / `pg_advisory_lock`, released with
   `pg_advisory_unlock`) on the store's own connection, keyed by the name (`_postgres_lock`). The store backend
   plugs in by exposing its connection as `store.db` with an `execute(sql)` that returns a cursor (as
@@ -30,6 +31,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from traces.connection import database_key, is_private
+from traces.errors import TraceStoreError
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -68,12 +70,31 @@ def fleet_lock(store: Any, name: str = "retrain", *, wait: bool = False) -> Iter
         yield
 
 
+class FleetLockError(TraceStoreError):
+    """The lock file cannot be created or opened (a read-only directory, another user's file)."""
+
+
 @contextlib.contextmanager
 def _file_lock(path: str, name: str, *, wait: bool) -> Iterator[None]:
-    """`flock` on `path` (created, owner-only): per open file, so two users in one process exclude each other too,
-    and released by the kernel when the holder exits. Not inherited by the programs a holder starts (Python opens
-    files close-on-exec)."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    """`flock` on `path`: per open file, so two users in one process exclude each other too, and released by the
+    kernel when the holder exits. Not inherited by the programs a holder starts (Python opens files
+    close-on-exec). Created as readable and writable as the database beside it (by `os.stat`: never an open), so
+    whoever may write the store may take its lock; an existing one read-only is enough for `flock`."""
+    database = path.removesuffix(f".{name}.lock")
+    try:
+        mode = os.stat(database).st_mode & 0o666
+    except OSError:
+        mode = 0o600
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, mode)
+    except OSError:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as error:
+            raise FleetLockError(  # no path: a server's client may read this
+                f"cannot create or open the trace store's {name} lock file (beside it, `<file>.{name}.lock`): "
+                f"{error.strerror}; it must be writable, or exist and be readable, for every process sharing the store"
+            ) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))

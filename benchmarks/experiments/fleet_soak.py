@@ -303,14 +303,15 @@ def soak(
             if at >= seconds:
                 break
             stop.wait(max(0.0, began + at - time.monotonic()))  # the schedule's moment: time passing is the point
+            said = ""
             if what == "kill":
                 fleet.kill(0)
             elif what == "restart":
                 fleet.start(0)
             else:
                 done = subprocess.run(restart_store or "", shell=True, capture_output=True, text=True)
-                events.append(f"--restart-store exited {done.returncode}")
-            events.append(f"{what} at {time.monotonic() - began:.1f} s")
+                said = f" (--restart-store exited {done.returncode})"
+            events.append(f"{what} done at {time.monotonic() - began:.1f} s{said}")
         stop.wait(max(0.0, began + seconds - time.monotonic()))
         stop.set()
         for thread in threads:
