@@ -523,7 +523,8 @@ class Service:
         """A retrain job; while one is still running, that one (202 with its id): retrains of one store are
         redundant, and each holds a worker for seconds, so a client (or a fuzzer) sending them in a loop
         would otherwise queue up work that starves every plan behind it. A retrain that releases the held
-        batches (`include_held`, an admin's) is its own job."""
+        batches (`include_held`, an admin's) is its own job, refused (409 `RetrainRunning`) while another holds
+        the store's retrain lock (`traces.fleet_lock`), this server's own included."""
         running = self.running_retrain()
         if running is not None and not body.include_held:
             return running
@@ -532,9 +533,10 @@ class Service:
         return job
 
     async def check_retrain_elsewhere(self) -> None:
-        """A 409 `RetrainRunning` when another process (a server sharing the store, `portfolio retrain`) holds the
-        store's retrain lock (`traces.fleet_lock`), so a client is told at once rather than by a failed job. A
-        retrain that starts between this look and the job's is still refused, by the job (a 409 in its error)."""
+        """A 409 `RetrainRunning` when another process (a worker of this server or of another sharing the store,
+        `portfolio retrain`) holds the store's retrain lock (`traces.fleet_lock`), so a client is told at once
+        rather than by a failed job. A retrain that starts between this look and the job's is still refused, by
+        the job (a 409 in its error)."""
         from portfolio.serve.worker import RETRAIN_RUNNING
         from traces.fleet_lock import FleetBusy, fleet_lock
 

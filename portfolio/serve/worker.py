@@ -51,8 +51,8 @@ log = logging.getLogger(__name__)
 # by a warm worker with numpy and scikit-learn loaded, most of it never touched).
 WORKER_HEADROOM_MB = 1024
 RETRAIN_RUNNING = (
-    "a retrain is running on this trace store (on another server sharing it, or `portfolio retrain`): its models "
-    "reach every server within a second or so of its end; ask again then for a newer one"
+    "a retrain is running on this trace store (on this server, another server sharing the store, or `portfolio "
+    "retrain`): its models reach every server within a second or so of its end; ask again then for a newer one"
 )
 
 
