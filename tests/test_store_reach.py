@@ -72,3 +72,26 @@ def test_another_file_in_the_stores_place_is_refused_until_the_first_is_back(tmp
         refused_while_away(client, "another file took its place")
         os.replace(tmp_path / "store" / "original.db", path)
         back_to_ok(client)
+
+
+def test_a_path_that_cannot_be_followed_is_unreachable_and_a_store_that_is_no_file_is_not_checked(tmp_path):
+    from portfolio.serve.store_health import StoreHealth
+
+    path = tmp_path / "store" / "traces.db"
+    path.parent.mkdir()
+    with TraceStore(path) as store:
+        health = StoreHealth()
+        health.opened(str(path))
+        health.probe(store)
+        assert health.unreachable() is None and health.reasons() == []
+        os.rename(path.parent, tmp_path / "elsewhere")
+        path.parent.write_text("a file where the directory was")
+        health.probe(store)
+        assert "the path to its file cannot be followed" in (health.unreachable() or "")
+        path.parent.unlink()
+        os.rename(tmp_path / "elsewhere", path.parent)
+        health.probe(store)
+        assert health.unreachable() is None and health.reasons() == []
+    url = StoreHealth()
+    url.opened("postgresql://fleet@db/traces")  # no file to follow: nothing noted, nothing to find missing
+    assert url._identity is None

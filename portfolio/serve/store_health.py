@@ -67,8 +67,8 @@ REASONS = {
         "the server to use the new one)"
     ),
     "StoreUnreachable": (
-        "the trace store cannot be reached (its directory cannot be read); steps, retrains, replans and plans "
-        "under a run id are refused (503) until it can"
+        "the trace store cannot be reached (the path to its file cannot be followed: a directory made unreadable "
+        "or replaced); steps, retrains, replans and plans under a run id are refused (503) until it can"
     ),
     "CorruptDatabaseError": (
         "the trace store is damaged (SQLite found pages it cannot read): restore a backup, then restart the server"
