@@ -1,6 +1,6 @@
 """`portfolio retrain`: fit a tenant's failure model on its stored steps (or each tenant's, or one of them all),
 and the configuration selection model on every plan recorded with its domain, and store each as its next
-version."""
+version; one retrain of a store at a time (`traces.fleet_lock`), the servers' included."""
 
 from __future__ import annotations
 
@@ -57,6 +57,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         dest="poison_guard",
         action="store_false",
         help="fit every step, held back before or not, without reviewing them",
+    )
+    parser.add_argument(
+        "--wait",
+        action="store_true",
+        help="while another retrain of the store runs (a `portfolio serve` sharing it, another `portfolio "
+        "retrain`), wait for it to end, then fit; without it, exit 2 at once. One retrain of a store at a time",
     )
     parser.add_argument("--json", action="store_true", help="print the model info as JSON")
     parser.add_argument(
@@ -119,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
     from learning.selection import retrain_selection
     from learning.tenant_models import retrain_tenants
     from traces.errors import TraceStoreError
+    from traces.fleet_lock import FleetBusy, fleet_lock
     from traces.selection import prune_selection_models
     from traces.store import TraceStore
 
@@ -150,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     if (problem := missing_store(args.traces)) is not None:
         return fail_bad_input(problem)
     try:
-        with TraceStore(args.traces) as store:
+        with TraceStore(args.traces) as store, fleet_lock(store, "retrain", wait=args.wait):
             try:
                 infos, no_steps = retrain_tenants(store, tenants, **params), None
             except NoTrainingDataError as error:
@@ -166,6 +173,11 @@ def run(args: argparse.Namespace) -> int:
                 prune_selection_models(store, args.keep)
     except TraceStoreError as error:
         return fail_bad_input(str(error))
+    except FleetBusy:
+        return fail_bad_input(
+            "a retrain is running on this trace store (a `portfolio serve` sharing it, or another `portfolio "
+            "retrain`); its models are stored when it ends. Run again then, or pass --wait to wait for it."
+        )
     if args.json:
         if args.all_tenants:
             out = {"models": {tenant: info.model_dump(mode="json") for tenant, info in infos.items()}}

@@ -20,7 +20,8 @@ self-hosting recipe, the files of the fastapi-offline package), so it renders wi
 service. `public_docs` lets GET /docs, /docs/assets/... and /openapi.json through without a key.
 
 Errors are JSON `{"error", "kind"}` whatever happens: 400 bad input (`kind` names the error type: PDDLSyntaxError,
-SchemaError, ...), 401 without a valid key, 403 a key without the route's scope or a foreign Origin, 404, 413 body
+SchemaError, ...), 401 without a valid key, 403 a key without the route's scope or a foreign Origin, 404, 409 a retrain
+while another server sharing the trace store (or `portfolio retrain`) runs one (`RetrainRunning`), 413 body
 too large (over --max-body, or more than the server's memory holds: `portfolio.serve.body_budget`), 415 a body
 that is not `application/json`, 421 a Host the server does not answer for, 422 a
 validation too costly to finish (`ValidationTooCostly`: over --validate-budget or the memory cap), 429 +
@@ -276,17 +277,19 @@ def create_app(
         model (scope `read`)."""
         return await service.actions(**tenancy.stats_filter(principal.tenant), tenant=principal.tenant)
 
-    @app.post("/v1/retrain", status_code=202, response_model=Job, responses=errors(body=True))
+    @app.post("/v1/retrain", status_code=202, response_model=Job, responses=errors(409, body=True))
     async def retrain(principal: Learner, body: RetrainBody | None = None):
         """Fit the next failure model of every tenant and the selection model (scope `learn`); while one retrain
         runs, every call answers its job, whose result is the caller's tenant's model (with the batches the
-        poison guard held back). Starting one counts against the caller's retrains per minute. `include_held`
-        (scope `admin`) fits the held batches too."""
+        poison guard held back); while another process sharing the trace store runs one (a server, `portfolio
+        retrain`), a 409 `RetrainRunning`. Starting one counts against the caller's retrains per minute.
+        `include_held` (scope `admin`) fits the held batches too."""
         service.need_store()
         body = body or RetrainBody()
         if body.include_held:
             require(principal, "admin")
         if service.running_retrain() is None or body.include_held:
+            await service.check_retrain_elsewhere()
             limits.retrain(principal)
         job = service.submit_retrain(body)
         owners.add(job.id, principal.tenant)

@@ -10,7 +10,8 @@ tool call takes a worker from the same pool, obeys the same queue limit and writ
 Transports: stdio (`portfolio mcp`, one planner worker by default; its one user is the admin of the default
 tenant) and streamable HTTP, mounted at `/mcp` on the HTTP service behind the same API keys: each tool needs the
 scope its HTTP twin needs (`TOOL_SCOPES`), runs are the caller's tenant's (`portfolio.serve.tenancy`), plans count
-against the caller's plans at once and a retrain joins the one running, if any, as over HTTP. A failed call
+against the caller's plans at once and a retrain joins the one running, if any, as over HTTP (or fails with
+`RetrainRunning` while another process sharing the store runs one). A failed call
 (bad PDDL, unknown run, full queue, a missing scope) is a tool result with `isError` and the message. A stdio
 line that is not a JSON-RPC message gets a JSON-RPC error (-32700 / -32600, with the request's id when it has
 one) and a warning in the log; it does not end the server.
@@ -220,6 +221,8 @@ def build_mcp(service: Service, quotas: Quotas | None = None, local: Principal |
         await guarded(_now(service.need_store))
         if body.include_held:
             await guarded(_now(lambda: require(principal, "admin")))
+        if service.running_retrain() is None or body.include_held:
+            await guarded(service.check_retrain_elsewhere())  # another server's, or `portfolio retrain`
         if quotas is not None and (service.running_retrain() is None or body.include_held):
             await guarded(_now(lambda: quotas.retrain(principal)))
         # the running retrain, if any: eight calls at once are one retrain, as over HTTP

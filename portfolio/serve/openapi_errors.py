@@ -11,7 +11,8 @@ it does (the routes in `portfolio.serve.http`):
 - taking a body (`BODY`): 400 (not JSON, or not the schema), 413 (over --max-body, or more than the server's
   memory holds: `portfolio.serve.body_budget`) and 415 (not `application/json`); a large body may be refused
   with 503 `BusyWithLargeBodies`;
-- and what the operation itself answers: 404 an unknown run or job, 422 a validation too costly to check or an
+- and what the operation itself answers: 404 an unknown run or job, 409 a retrain while another process holds
+  the store's retrain lock (`traces.fleet_lock`), 422 a validation too costly to check or an
   idempotency key reused for other steps, 503 a full queue, a locked trace store or a model that cannot be read.
 
 FastAPI adds a 422 "Validation Error" to every operation with parameters; this service answers a request that
@@ -32,6 +33,7 @@ ERROR_RESPONSES: dict[int, dict[str, Any]] = {
     401: {"description": "no API key, or one the server does not hold (revoked, mistyped)"},
     403: {"description": "the key lacks the scope this operation needs, or the request came from a foreign Origin"},
     404: {"description": "no such run (or job) of the key's tenant"},
+    409: {"description": "a retrain is running on the trace store elsewhere (another server sharing it, or the CLI)"},
     413: {"description": "a request body over the server's --max-body, or more than its memory holds (BodyTooLarge)"},
     415: {"description": "a request body that is not `application/json` (UnsupportedMediaType)"},
     421: {"description": "a Host the server does not answer for (MisdirectedRequest)"},

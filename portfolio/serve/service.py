@@ -58,7 +58,7 @@ from portfolio.serve.models import (
 )
 from portfolio.serve.pool import CallOutOfMemory, CallTimedOut, PlannerPool, QueueFull
 from portfolio.serve.runs import MAX_RUNS, MAX_SOURCES, RunMemory, steps_to_keep, store_run, stored_run
-from portfolio.serve.store_health import StoreHealth, StorePaths, store_error
+from portfolio.serve.store_health import StoreHealth, StorePaths, StoreUnreachableError, store_error
 from portfolio.serve.tenant_models import TenantModels
 from traces.errors import IdempotencyKeyReused, TraceStoreError
 from traces.recording import RecordReport
@@ -98,6 +98,7 @@ class Service:
             from traces.versions import latest_version
 
             self.store = TraceStore(config.traces)
+            self.store_health.opened(config.traces)  # which file it is: the probe checks the path still leads there
             self.model_version = latest_version(self.store)  # the number only: a bad row is the workers' to report
             self._models = TenantModels(self.store)
         self.pool: PlannerPool | None = None
@@ -181,6 +182,7 @@ class Service:
         health. Only with a store; off the event loop."""
         store = self.store
         assert store is not None
+        self.need_reachable_store()
         with self._store_lock:
             try:
                 value = call(store, *args)
@@ -190,6 +192,13 @@ class Service:
         if write:
             self.store_health.wrote()
         return value
+
+    def need_reachable_store(self) -> None:
+        """`StoreUnreachableError` (503) while the last probe found the store out of reach
+        (`StoreHealth.unreachable`): nothing is read from or written to a file the fleet no longer shares."""
+        why = self.store_health.unreachable()
+        if why is not None:
+            raise StoreUnreachableError(why)
 
     def hide_paths(self, text: str) -> str:
         """`text` as a client may read it: without the trace store's location (`StorePaths`)."""
@@ -221,6 +230,8 @@ class Service:
         reuse: dict[str, Any] = {"previous_plan": previous[0], "previous_cost_model": previous[1]} if previous else {}
         # with the client's run id the run must be recorded; without, planning goes on when the store fails
         must_record = body.run_id is not None
+        if must_record and self.store is not None:
+            self.need_reachable_store()  # the worker would record the run where no other server looks
         index, answer = await self.pool.call(
             "plan", timeout, prefer=prefer, body=payload, model_version=self.model_version, must_record=must_record,
             **reuse,
@@ -406,12 +417,15 @@ class Service:
         tenant (`PlannerWorker.retrain`): each tenant sees its own (`portfolio.serve.tenancy.retrain_out`)."""
         assert self.pool is not None
         self.need_store()
+        self.need_reachable_store()
         # the same parameters as `portfolio retrain` (learning.FailureModel's own names)
         params: dict[str, Any] = dict(
             prior_mean=body.prior_mean, prior_strength=body.prior_strength, half_life_steps=body.half_life,
             guard=self.config.poison_guard, include_held=body.include_held,
         )  # fmt: skip
         _, answer = await self.pool.call("retrain", 3600.0, **params)
+        if "busy" in answer:  # another server (or `portfolio retrain`) took the store's lock first
+            raise BadRequest(answer["busy"]["error"], answer["busy"]["kind"], status=409)
         if "bad_input" in answer:
             raise BadRequest(answer["bad_input"]["error"], answer["bad_input"]["kind"])
         self.model_version = max(info["version"] for info in answer["result"]["models"].values())
@@ -509,13 +523,32 @@ class Service:
         """A retrain job; while one is still running, that one (202 with its id): retrains of one store are
         redundant, and each holds a worker for seconds, so a client (or a fuzzer) sending them in a loop
         would otherwise queue up work that starves every plan behind it. A retrain that releases the held
-        batches (`include_held`, an admin's) is its own job."""
+        batches (`include_held`, an admin's) is its own job, refused (409 `RetrainRunning`) while another holds
+        the store's retrain lock (`traces.fleet_lock`), this server's own included."""
         running = self.running_retrain()
         if running is not None and not body.include_held:
             return running
         job = self.submit("retrain", lambda: self.retrain(body))
         self._retrain_job = job.id
         return job
+
+    async def check_retrain_elsewhere(self) -> None:
+        """A 409 `RetrainRunning` when another process (a worker of this server or of another sharing the store,
+        `portfolio retrain`) holds the store's retrain lock (`traces.fleet_lock`), so a client is told at once
+        rather than by a failed job. A retrain that starts between this look and the job's is still refused, by
+        the job (a 409 in its error)."""
+        from portfolio.serve.worker import RETRAIN_RUNNING
+        from traces.fleet_lock import FleetBusy, fleet_lock
+
+        def look(store: Any) -> bool:
+            try:
+                with fleet_lock(store, "retrain"):
+                    return False
+            except FleetBusy:
+                return True
+
+        if await self._in_store(look):
+            raise BadRequest(RETRAIN_RUNNING, "RetrainRunning", status=409)
 
     def running_retrain(self) -> Job | None:
         """The retrain job still running, if any (which `submit_retrain` answers instead of a new one)."""

@@ -2,7 +2,7 @@
 of everything a client reads.
 
 Every route that touches the store fails while it is full or damaged, and `/v1/health` is what a load balancer or
-an operator looks at, so it says `degraded`, with the reason, from two sources:
+an operator looks at, so it says `degraded`, with the reason, from three sources:
 
 - a probe (`probe`), run by the service's watch loop about once a second, never by the health route, which
   answers from the last one at once: the newest row of every table is read (each b-tree's path from its root to
@@ -14,6 +14,16 @@ an operator looks at, so it says `degraded`, with the reason, from two sources:
   read-only (the service's own writes, or a planner worker's recording of a plan) is reported until a write
   succeeds again; damage (SQLITE_CORRUPT, "not a database") until the server restarts, since pages do not heal
   and the file must not be replaced under a running server (`traces.connection`): restore a backup, restart.
+- where the store is (`opened`, then each probe): a SQLite file moved or deleted, or replaced by another file,
+  under a running server is still open in it, so its writes would land in a file no other server (nor the next
+  start) sees. While the path does not lead to the file the server opened, or cannot be reached (a directory
+  made unreadable), health says so and every request that needs the store is refused with a 503
+  `StoreUnreachableError` (`unreachable`), a step never acknowledged into the lost file; when the file is back
+  where it was, the next probe finds it and the server serves again on its own. A replaced file is not adopted:
+  the server's connection is to the old one (`traces.connection`), so restart it to use the new file.
+
+A store that is no file (a PostgreSQL URL) has no location to check: its backend's error for a database it
+cannot reach is named in `UNREACHABLE_KINDS`, and the probe's read meets it like any other.
 
 Reasons never name the file: `/v1/health` needs no token. `StorePaths.hide` takes the store's path (as given,
 absolute and resolved, with its -wal and -shm files, and its directory) out of any text a client reads: error
@@ -36,6 +46,8 @@ log = logging.getLogger(__name__)
 MIN_FREE_BYTES = 1 << 20  # less than this left, and the next WAL frames or checkpoint may not fit
 WRITE_KINDS = ("DiskFullError", "ReadOnlyDatabaseError")
 DAMAGE_KINDS = ("CorruptDatabaseError",)
+# the store cannot be reached: the server refuses what needs it (503) until a probe finds it again
+UNREACHABLE_KINDS = ("StoreMissing", "StoreReplaced", "StoreUnreachable")
 REASONS = {
     "DiskFullError": (
         "the trace store cannot be written: its disk is full or a size limit was reached (plans without a run id "
@@ -44,6 +56,19 @@ REASONS = {
     "ReadOnlyDatabaseError": (
         "the trace store cannot be written: it is read-only (plans without a run id are still answered; steps, "
         "retrains and plans under a run id fail)"
+    ),
+    "StoreMissing": (
+        "the trace store cannot be reached: its file is no longer where the server opened it (moved or deleted); "
+        "steps, retrains, replans and plans under a run id are refused (503) until it is back"
+    ),
+    "StoreReplaced": (
+        "the trace store cannot be reached: another file took its place under the server; steps, retrains, "
+        "replans and plans under a run id are refused (503) until the file the server opened is back (or restart "
+        "the server to use the new one)"
+    ),
+    "StoreUnreachable": (
+        "the trace store cannot be reached (the path to its file cannot be followed: a directory made unreadable "
+        "or replaced); steps, retrains, replans and plans under a run id are refused (503) until it can"
     ),
     "CorruptDatabaseError": (
         "the trace store is damaged (SQLite found pages it cannot read): restore a backup, then restart the server"
@@ -54,6 +79,10 @@ REASONS = {
 def reason(kind: str) -> str:
     """The health reason for a store error of type `kind`: what is wrong and what still works, never where."""
     return REASONS.get(kind, f"the trace store cannot be used ({kind})")
+
+
+class StoreUnreachableError(errors.TraceStoreError):
+    """A request that needs the store while it cannot be reached (`StoreHealth.unreachable`): answered 503."""
 
 
 def store_error(kind: str, message: str) -> errors.TraceStoreError:
@@ -73,12 +102,24 @@ class StoreHealth:
         self._probed: str | None = None  # the last probe's finding: an error kind, None when it found nothing
         self._write_failure: str | None = None  # kind of the last failed write, until a write succeeds
         self._damage: str | None = None  # kind of damage met, until the server restarts
+        self._identity: tuple[int, int] | None = None  # (device, inode) of the file the server opened
+
+    def opened(self, path: str) -> None:
+        """Note which file the store at `path` is (its device and inode, by `os.stat`: never an open), for the
+        probe to check that the path still leads to it; nothing for a store that is no file."""
+        if is_private(path):
+            return
+        try:
+            found = os.stat(path)
+        except (OSError, ValueError):  # no file there: a URL
+            return
+        self._identity = (found.st_dev, found.st_ino)
 
     def probe(self, store) -> None:
         """Read the store as the module docstring says and keep what was found. Call holding the service's store
         lock, off the event loop."""
         try:
-            found = _probe(store)
+            found = _located(store.path, self._identity) or _probe(store)
         except errors.DatabaseLockedError:
             return  # busy is not broken: keep the last finding
         except errors.TraceStoreError as error:
@@ -103,11 +144,31 @@ class StoreHealth:
         with self._lock:
             self._write_failure = None
 
+    def unreachable(self) -> str | None:
+        """The reason the store cannot be reached, as last probed (`UNREACHABLE_KINDS`); None when it can."""
+        with self._lock:
+            kind = self._probed
+        return reason(kind) if kind in UNREACHABLE_KINDS else None
+
     def reasons(self) -> list[str]:
         """Why the store is unusable, most serious first; empty when it is fine."""
         with self._lock:
             kinds = [self._damage, self._probed, self._write_failure]
         return list(dict.fromkeys(reason(kind) for kind in kinds if kind is not None))
+
+
+def _located(path: str, identity: tuple[int, int] | None) -> str | None:
+    """The kind ("StoreMissing", "StoreReplaced" or "StoreUnreachable") when `path` no longer leads to the file whose
+    (device, inode) is `identity`; None when it does, or when there is no file to check (`identity` None)."""
+    if identity is None:
+        return None
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return "StoreMissing"
+    except OSError:
+        return "StoreUnreachable"
+    return None if (found.st_dev, found.st_ino) == identity else "StoreReplaced"
 
 
 def _probe(store) -> str | None:

@@ -23,8 +23,10 @@ is started, or found, before planning, and a store that fails there answers {"st
 
 Ops: `plan` (a `PlanBody` as a dict -> {"result": PlanResult + run_id} or {"bad_input": {error, kind}}),
 `retrain` (fit and store the next failure model of every tenant, or the pooled one, and the configuration
-selection), `ping`. The server sends the store's latest model version with every plan; a worker behind it checks
-the tenant's model (and reloads the selection) first, so a retrain reaches every worker without a broadcast.
+selection, holding the store's fleet-wide retrain lock, `traces.fleet_lock`: {"busy": {error, kind}} while
+another server or `portfolio retrain` holds it), `ping`. The server sends the store's latest model version with
+every plan; a worker behind it checks the tenant's model (and reloads the selection) first, so a retrain reaches
+every worker without a broadcast.
 """
 
 from __future__ import annotations
@@ -48,6 +50,10 @@ log = logging.getLogger(__name__)
 # What a worker needs on top of the planner's own libraries, in MB of address space (measured: ~450 MB mapped
 # by a warm worker with numpy and scikit-learn loaded, most of it never touched).
 WORKER_HEADROOM_MB = 1024
+RETRAIN_RUNNING = (
+    "a retrain is running on this trace store (on this server, another server sharing the store, or `portfolio "
+    "retrain`): its models reach every server within a second or so of its end; ask again then for a newer one"
+)
 
 
 class WorkerConfig(BaseModel):
@@ -272,6 +278,7 @@ class PlannerWorker:
         shows each tenant its part of (`portfolio.serve.tenancy.retrain_out`)."""
         from learning.selection import retrain_selection
         from learning.tenant_models import retrain_tenants
+        from traces.fleet_lock import FleetBusy, fleet_lock
 
         store = self.planner.store
         if store is None:
@@ -281,10 +288,14 @@ class PlannerWorker:
                     "kind": "BadRequest",
                 }
             }
-        infos = retrain_tenants(
-            store, pooled=self.config.pool_learning, guard=guard, include_held=include_held, **params
-        )
-        selection = retrain_selection(store)
+        try:
+            with fleet_lock(store, "retrain"):  # one fit of the store at a time, across every server sharing it
+                infos = retrain_tenants(
+                    store, pooled=self.config.pool_learning, guard=guard, include_held=include_held, **params
+                )
+                selection = retrain_selection(store)
+        except FleetBusy:
+            return {"busy": {"error": RETRAIN_RUNNING, "kind": "RetrainRunning"}}
         self.model_version = self._stored_version()
         self.planner.reload_selection()
         self._load_model(DEFAULT_TENANT)  # what the worker plans with first; each tenant's is checked at its call
