@@ -41,7 +41,7 @@ def step_filter(tenant: str, column: str = "run_id") -> tuple[str, list[str]]:
     ids starting with "@acme/" are those from "@acme/" up to "@acme0" ("0" follows "/"), and the ids not
     starting with "@" those below "@" or from "A" ("A" follows "@")."""
     if tenant == POOLED:
-        return "1", []
+        return "1 = 1", []
     if tenant == DEFAULT_TENANT:
         return f"({column} < ? OR {column} >= ?)", [RESERVED, chr(ord(RESERVED) + 1)]
     low = run_prefix(tenant)
