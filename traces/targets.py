@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 SCHEMES = ("postgresql://", "postgres://")
 HIDDEN = "***"
@@ -41,26 +41,47 @@ def redact(target: str) -> str:
     return _QUERY_PASSWORD.sub(lambda m: m[1] + HIDDEN, f"{scheme}://{authority}{slash}{tail}")
 
 
-def password(target: str) -> str | None:
-    """The password written in a URL (decoded), None when there is none: what `hide` takes out of any text."""
+def _raw_password(target: str) -> str | None:
+    """The password as written in the URL (percent-encoded as it may be), None when there is none."""
     if not is_url(target):
         return None
-    try:
-        found = urlsplit(target).password
-    except ValueError:
-        found = None
+    authority = target.partition("://")[2].partition("/")[0]
+    credentials = authority.rpartition("@")[0] if "@" in authority else ""
+    if ":" in credentials:
+        return credentials.split(":", 1)[1] or None
     query = _QUERY_PASSWORD.search(target)
-    if found is None and query is not None:
-        found = unquote(target[query.end(1) : query.end()])
-    return found or None
+    return target[query.end(1) : query.end()] or None if query is not None else None
+
+
+def password(target: str) -> str | None:
+    """The password written in a URL (percent-decoded, as libpq reads it), None when there is none."""
+    raw = _raw_password(target)
+    return None if raw is None else unquote(raw)
 
 
 def hide(text: str, target: str) -> str:
-    """`text` (an error message, say) with the password of `target`, in every spelling, replaced by `***`."""
-    secret = password(target)
-    if not secret:
+    """`text` (an error message, say) with the password of `target`, as written or decoded, replaced by `***`."""
+    raw = _raw_password(target)
+    if raw is None:
         return text
-    for spelling in {secret, target.split("://", 1)[-1].split("@", 1)[0].partition(":")[2]}:
-        if spelling:
-            text = text.replace(spelling, HIDDEN)
+    for spelling in sorted({raw, unquote(raw)}, key=len, reverse=True):
+        text = text.replace(spelling, HIDDEN)
     return text
+
+
+def split_password(target: str) -> tuple[str, str | None]:
+    """`target` without the password written in it, and that password (None when there is none): a child
+    process is given the URL in its arguments, which anyone on the machine may read (`ps`), and the password in
+    its environment as libpq's `PGPASSWORD`, which only its user may."""
+    secret = password(target)
+    if secret is None:
+        return target, None
+    scheme, _, rest = target.partition("://")
+    authority, slash, tail = rest.partition("/")
+    if "@" in authority:
+        credentials, _, host = authority.rpartition("@")
+        authority = f"{credentials.split(':', 1)[0]}@{host}"
+    tail = re.sub(r"[?&]password=[^&#]*", "", tail, flags=re.IGNORECASE)
+    if "&" in tail and "?" not in tail:
+        tail = tail.replace("&", "?", 1)
+    return f"{scheme}://{authority}{slash}{tail}", secret
