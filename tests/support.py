@@ -281,8 +281,10 @@ class PostgresCluster:
     def stop(self) -> None:
         import shutil
 
+        if not self.root.exists():
+            return  # stopped already (the fixture's teardown, then atexit)
         try:
             self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
-        except (RuntimeError, subprocess.TimeoutExpired):
+        except (RuntimeError, OSError, subprocess.TimeoutExpired):
             pass  # never started, or already stopped
         shutil.rmtree(self.root, ignore_errors=True)

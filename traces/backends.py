@@ -160,9 +160,15 @@ class PostgresConnection:
 
     @property
     def in_transaction(self) -> bool:
+        """Whether a transaction is open; a connection whose state libpq no longer knows (the server went away)
+        is an `OperationalError`, which the store's retry loop meets by connecting again."""
+        import psycopg
         from psycopg import pq
 
-        return self.raw.info.transaction_status != pq.TransactionStatus.IDLE
+        status = self.raw.info.transaction_status
+        if status == pq.TransactionStatus.UNKNOWN:
+            raise psycopg.OperationalError("the connection to the server was lost")
+        return status != pq.TransactionStatus.IDLE
 
 
 class PostgresDatabase:
@@ -214,8 +220,8 @@ def is_disconnected(error: BaseException) -> bool:
     except ImportError:  # pragma: no cover - only an SQLite store runs without psycopg
         return False
     if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError):
-        code = getattr(error, "sqlstate", None)
-        return code is None or code.startswith("08") or code in ("57P01", "57P02", "57P03")
+        code = errors.postgres_code(error)
+        return not code or code.startswith("08") or code in ("57P01", "57P02", "57P03")
     return False
 
 

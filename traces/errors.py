@@ -7,6 +7,7 @@ transaction, 28P01 wrong password, XX001 damaged data). Neither imports a driver
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 
 
@@ -157,16 +158,44 @@ _POSTGRES_CODES: dict[str, tuple[type[TraceStoreError], str]] = {
 }
 
 
+# libpq reports a refused connection as text alone (psycopg's OperationalError carries no SQLSTATE then): the
+# server's FATAL messages that are not "the server is away", by the SQLSTATE they stand for
+_REFUSALS = (
+    (re.compile(r'database "[^"]*" does not exist'), "3D000"),
+    (re.compile(r"password authentication failed|no password supplied"), "28P01"),
+    (re.compile(r'no pg_hba\.conf entry|role "[^"]*" does not exist'), "28000"),
+    (re.compile(r"permission denied for database"), "42501"),
+)
+
+
+def postgres_code(error: BaseException) -> str:
+    """The SQLSTATE of a psycopg error, read from libpq's message for a refused connection; "" when unknown."""
+    code = getattr(error, "sqlstate", None)
+    if code:
+        return str(code)
+    text = str(error)
+    return next((found for pattern, found in _REFUSALS if pattern.search(text)), "")
+
+
+def _is_connection_error(error: Exception) -> bool:
+    """psycopg's OperationalError or InterfaceError (a connection failed, broke or was closed), looked up in the
+    loaded module: this module imports no driver."""
+    import sys
+
+    psycopg = sys.modules.get("psycopg")
+    return psycopg is not None and isinstance(error, psycopg.OperationalError | psycopg.InterfaceError)
+
+
 def translate_postgres(target: str, error: Exception) -> TraceStoreError:
     """PostgreSQL's error (a psycopg exception, by its SQLSTATE) about the database at `target` (already
     redacted) as one of ours; a connection that failed or broke is `StoreUnavailableError`."""
-    code = getattr(error, "sqlstate", None) or ""
+    code = postgres_code(error)
     text = " ".join(str(error).split())
     known = _POSTGRES_CODES.get(code)
     if known is not None:
         kind, advice = known
         return kind(f"{target}: {advice} (PostgreSQL says: {text}).")
-    if not code or code.startswith("08") or code in ("57P01", "57P02", "57P03"):
+    if _is_connection_error(error) and (not code or code.startswith("08") or code in ("57P01", "57P02", "57P03")):
         return StoreUnavailableError(
             f"{target}: cannot reach the PostgreSQL server ({text or type(error).__name__}). Expected a running "
             "server at that URL: start it, or check the host, port and user (libpq's PGHOST, PGPORT, PGUSER and "
