@@ -48,9 +48,6 @@ def quiet_up_credits():
 
 # -- trace stores on both backends -----------------------------------------------------------------------------------
 
-BACKENDS = ["sqlite", "postgresql"]
-
-
 @pytest.fixture(scope="session")
 def postgres_cluster():
     """A throw-away PostgreSQL cluster for this test session (one per xdist worker), started on first use and
@@ -75,7 +72,7 @@ def postgres_url(postgres_cluster) -> str:
     return postgres_cluster.database()
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=["sqlite", "postgresql"])  # support.BACKENDS
 def store_target(request, tmp_path) -> str:
     """Where a test's trace store lives, once on each backend: an SQLite file's path in `tmp_path`, or the URL of
     a fresh PostgreSQL database. `TraceStore(store_target)` opens either."""

@@ -193,6 +193,7 @@ def pick_up_model_store(path: Path) -> Path:
 
 # -- a throw-away PostgreSQL cluster -------------------------------------------------------------------------------
 
+BACKENDS = ["sqlite", "postgresql"]  # what `store_target` (conftest.py) and a module's own store fixture run on
 POSTGRES_BIN_DIRS = ("/usr/lib/postgresql",)  # Debian's layout: /usr/lib/postgresql/<major>/bin
 
 
