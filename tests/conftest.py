@@ -48,6 +48,7 @@ def quiet_up_credits():
 
 # -- trace stores on both backends -----------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="session")
 def postgres_cluster():
     """A throw-away PostgreSQL cluster for this test session (one per xdist worker), started on first use and

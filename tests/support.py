@@ -267,6 +267,21 @@ class PostgresCluster:
             admin.execute(f'CREATE DATABASE "{name}"')
         return f"{self.url}/{name}"
 
+    def database_with_password(self, role: str, password: str) -> str:
+        """A new database owned by a new `role` that must log in with `password` (scram-sha-256: the cluster
+        trusts everyone else); its URL, the password in it."""
+        import psycopg
+
+        url = self.database(role)
+        name = url.rsplit("/", 1)[1]
+        with psycopg.connect(f"{self.url}/postgres", autocommit=True) as admin:
+            admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")
+            admin.execute(f'ALTER DATABASE "{name}" OWNER TO {role}')
+            hba = self.data / "pg_hba.conf"
+            hba.write_text(f"host all {role} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+            admin.execute("SELECT pg_reload_conf()")
+        return f"postgresql://{role}:{password}@127.0.0.1:{self.port}/{name}"
+
     def restart(self) -> None:
         """Stop the server (fast: every connection is cut) and start it again on the same port."""
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")

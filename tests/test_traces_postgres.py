@@ -142,8 +142,15 @@ def test_the_cli_on_a_postgresql_url(postgres_url, tmp_path):
     assert away.returncode == 2 and "no such database" in away.stderr and "Traceback" not in away.stderr
 
 
-def test_serve_on_a_postgresql_url_plans_records_and_replans(postgres_url):
-    process, base = start_cli_server("--traces", postgres_url, "--workers", "1")
+def test_serve_on_a_postgresql_url_plans_records_and_replans(postgres_cluster):
+    """A role that must give its password: the planner workers record the plans, so the password reached them,
+    through their environment, not their arguments; neither the server's log nor any argument shows it."""
+    import psutil
+
+    url = postgres_cluster.database_with_password("planner", "pw-7f3a9c")
+    refused = portfolio("traces", "stats", "--traces", url.replace("pw-7f3a9c", "wrong"))
+    assert refused.returncode == 2 and "password was refused" in refused.stderr and "wrong" not in refused.stderr
+    process, base = start_cli_server("--traces", url, "--workers", "1")
     try:
         run = "trip-pg"
         first = httpx.post(base + "/v1/plan", json=TRIP_BODY | {"run_id": run}, timeout=60)
@@ -154,8 +161,13 @@ def test_serve_on_a_postgresql_url_plans_records_and_replans(postgres_url):
         again = httpx.post(base + "/v1/replan", json={"run_id": run, "state": state}, timeout=60).json()
         assert again["delegate"] == REUSE_DELEGATE and again["plan"] == ["(charge-card)"], again
         assert httpx.get(base + "/v1/health").json()["status"] == "ok"
+        tree = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
+        workers = [p for p in tree if "portfolio.serve.worker" in " ".join(p.cmdline())]
+        assert workers and all("pw-7f3a9c" not in " ".join(p.cmdline()) for p in workers)
     finally:
         process.terminate()
-        process.communicate(timeout=30)
-    with TraceStore(postgres_url) as store:
+        _, log = process.communicate(timeout=30)
+    assert "pw-7f3a9c" not in log
+    with TraceStore(url) as store:
         assert store.count_steps() == 3 and store.get_run(run) is not None
+        assert len(store.plans(run)) == 2  # the plan and the replan, recorded by the worker with the password
