@@ -40,6 +40,7 @@ class Transactions:
     backoff_s: float
     backend: backends.Backend
     _shared: connection.SharedConnection | None
+    _connect_error: TraceStoreError | None = None  # why the last reconnect failed (PostgreSQL)
     db: Any  # sqlite_utils.Database, or backends.PostgresDatabase
 
     def _retry(self, operation: Callable[[], T]) -> T:
@@ -65,10 +66,11 @@ class Transactions:
                 if not (disconnected or backends.is_busy(error)):
                     raise self._translate(error) from error
                 if attempt == self.retries:
-                    if disconnected:
+                    if disconnected:  # libpq's reason the last reconnect failed says more than "closed"
+                        reason = self._connect_error or self._translate(error)
                         raise StoreUnavailableError(
-                            f"{str(self._translate(error)).rstrip('.')}; gave up after {self.retries} retries, "
-                            "nothing from this operation was written."
+                            f"{str(reason).rstrip('.')}; gave up after {self.retries} retries, nothing from this "
+                            "operation was written."
                         ) from None
                     raise DatabaseLockedError(
                         f"{self.path}: database still locked by another writer after {self.retries} retries "
@@ -96,8 +98,10 @@ class Transactions:
         with shared.lock:
             try:
                 shared.reconnect()
+                self._connect_error = None
             except backends.driver_errors() as error:
-                log.debug("trace store %s: reconnect failed: %s", self.path, self._translate(error))
+                self._connect_error = self._translate(error)
+                log.debug("trace store %s: reconnect failed: %s", self.path, self._connect_error)
 
     def _write(self, body: Callable[[], T], *, commit: bool = True) -> T:
         """Run `body` in one write transaction (the write lock taken first), retried as a whole when the database
