@@ -29,6 +29,7 @@ data written).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -141,18 +142,19 @@ class TraceStore(Transactions):
         if self._url is None:
             return connection.acquire(target, self._connect)
         delay = self.backoff_s
+        timeout_s = max(1.0, self.busy_timeout_ms / 1000.0)
+        # kept by the shared connection to reconnect: a function of the URL alone, never bound to this store (the
+        # registry would keep an unclosed store alive, and its connection with it)
+        connect = functools.partial(backends.connect_postgres, connect_timeout_s=timeout_s)
         for attempt in range(self.retries + 1):
             try:
-                return connection.acquire(target, self._connect_postgres)
+                return connection.acquire(target, connect)
             except backends.driver_errors() as error:
                 if not backends.is_disconnected(error) or attempt == self.retries:
                     raise
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
         raise AssertionError("unreachable")
-
-    def _connect_postgres(self, url: str) -> Any:
-        return backends.connect_postgres(url, max(1.0, self.busy_timeout_ms / 1000.0))
 
     def _connect(self, path: str) -> sqlite3.Connection:
         # isolation_level=None: the driver never opens a transaction behind our back; `_write` owns BEGIN/COMMIT.
