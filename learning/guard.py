@@ -154,8 +154,7 @@ def review_steps(
 
 
 def _has_provenance(store: TraceStore) -> bool:
-    sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
-    return store._retry(lambda: store.db.execute(sql, [_PROVENANCE]).fetchone()) is not None
+    return store._retry(lambda: store.backend.table_exists(store.db, _PROVENANCE))
 
 
 def _read_batches(

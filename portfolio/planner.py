@@ -34,6 +34,7 @@ from portfolio.engine.tiers import Stage, Tier
 from portfolio.plan_reuse import REUSE_DELEGATE as REUSE_DELEGATE
 from portfolio.plan_reuse import reusable_suffix as reusable_suffix
 from portfolio.plan_reuse import reused_plan
+from traces.targets import is_url
 from traces.tenants import DEFAULT_TENANT
 
 if TYPE_CHECKING:
@@ -147,7 +148,8 @@ class Planner(Resource):
         # them, so no worker process or temporary directory outlives a failed constructor.
         self.cascade = PortfolioDecomposition(stages, carry_over=carry_over, eliminate_steps=eliminate_steps)
         self.cost_weight = check_weight(cost_weight)
-        self.traces_path = Path(traces) if traces else None
+        # a PostgreSQL URL stays text: Path() would fold its "//"
+        self.traces_path: Path | str | None = (str(traces) if is_url(str(traces)) else Path(traces)) if traces else None
         # False: the caller loads the model itself (`reload_model`), and decides what a bad one means (the
         # service's worker keeps serving and reports it, rather than dying at start in a loop).
         self._load_model_at_start = load_model

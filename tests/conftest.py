@@ -44,3 +44,39 @@ def quiet_up_credits():
     saved, environment.credits_stream = environment.credits_stream, None
     yield
     environment.credits_stream = saved
+
+
+# -- trace stores on both backends -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster():
+    """A throw-away PostgreSQL cluster for this test session (one per xdist worker), started on first use and
+    stopped at the session's end, failed or not; the tests that need it are skipped, saying why, where
+    PostgreSQL's server programs are not installed (`.ci/run` installs Debian's `postgresql`)."""
+    from support import PostgresCluster, postgres_bin
+
+    bin_dir = postgres_bin()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL is not installed (no pg_ctl on PATH or in /usr/lib/postgresql/*/bin)")
+    cluster = PostgresCluster(bin_dir)
+    atexit.register(cluster.stop)  # also if the session is interrupted before the fixture's teardown
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster) -> str:
+    """The URL of a fresh, empty PostgreSQL database of the session's cluster."""
+    return postgres_cluster.database()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])  # support.BACKENDS
+def store_target(request, tmp_path) -> str:
+    """Where a test's trace store lives, once on each backend: an SQLite file's path in `tmp_path`, or the URL of
+    a fresh PostgreSQL database. `TraceStore(store_target)` opens either."""
+    if request.param == "sqlite":
+        return str(tmp_path / "t.db")
+    return request.getfixturevalue("postgres_url")

@@ -189,3 +189,118 @@ def pick_up_model_store(path: Path) -> Path:
     five."""
     runs = ((f"r{i}", (x,), "failure" if x == "b" and i % 5 == 0 else "success", {}) for i in range(30) for x in "abcd")
     return trained_store(path, "pick-up", runs)
+
+
+# -- a throw-away PostgreSQL cluster -------------------------------------------------------------------------------
+
+BACKENDS = ["sqlite", "postgresql"]  # what `store_target` (conftest.py) and a module's own store fixture run on
+POSTGRES_BIN_DIRS = ("/usr/lib/postgresql",)  # Debian's layout: /usr/lib/postgresql/<major>/bin
+
+
+def postgres_bin() -> Path | None:
+    """The directory of PostgreSQL's server programs (`initdb`, `pg_ctl`): PATH's, else the newest of Debian's
+    versioned ones; None when PostgreSQL is not installed."""
+    import shutil
+
+    found = shutil.which("pg_ctl")
+    if found:
+        return Path(found).resolve().parent
+    versions = sorted(
+        (p for root in POSTGRES_BIN_DIRS if Path(root).is_dir() for p in Path(root).iterdir()),
+        key=lambda p: int(p.name) if p.name.isdigit() else 0,
+    )
+    for version in reversed(versions):
+        if (version / "bin" / "pg_ctl").exists() and (version / "bin" / "initdb").exists():
+            return version / "bin"
+    return None
+
+
+class PostgresCluster:
+    """A PostgreSQL cluster in a scratch directory, for one test session (one per pytest-xdist worker: each
+    starts its own on a free port, so workers share nothing and need no lock). `initdb` refuses to run as root:
+    as root, the server's programs run as the `postgres` user, which owns the data directory. Trust
+    authentication on 127.0.0.1 and a Unix socket inside the directory; fsync off (a crash loses nothing a test
+    needs). `database()` creates a fresh database and returns its URL; `stop()` stops the server and removes
+    the directory."""
+
+    def __init__(self, bin_dir: Path) -> None:
+        import shutil
+        import socket
+        import tempfile
+
+        self.bin = bin_dir
+        self.root = Path(tempfile.mkdtemp(prefix="portfolio-pg-"))
+        self.data = self.root / "data"
+        self.log = self.root / "server.log"
+        self.as_postgres = os.geteuid() == 0
+        if self.as_postgres:  # the postgres user must reach the directory and own the cluster's files
+            self.root.chmod(0o755)
+            self.data.mkdir(mode=0o700)
+            shutil.chown(self.data, "postgres", "postgres")
+            self.log.touch()
+            shutil.chown(self.log, "postgres", "postgres")
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self._run(str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres",
+                  "--no-sync", "--encoding=UTF8", "--locale=C.UTF-8")  # fmt: skip
+        self.start()
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}"
+        self._count = 0
+
+    def _run(self, *command: str) -> None:
+        import shlex
+
+        if self.as_postgres:
+            command = ("su", "postgres", "-s", "/bin/sh", "-c", shlex.join(command))
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=self.root)
+        if done.returncode != 0:
+            raise RuntimeError(f"{shlex.join(command)} failed ({done.returncode}): {done.stdout}{done.stderr}")
+
+    def database(self, prefix: str = "t") -> str:
+        """The URL of a new, empty database."""
+        import psycopg
+
+        self._count += 1
+        name = f"{prefix}_{os.getpid()}_{self._count}"
+        with psycopg.connect(f"{self.url}/postgres", autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+        return f"{self.url}/{name}"
+
+    def database_with_password(self, role: str, password: str) -> str:
+        """A new database owned by a new `role` that must log in with `password` (scram-sha-256: the cluster
+        trusts everyone else); its URL, the password in it."""
+        import psycopg
+
+        url = self.database(role)
+        name = url.rsplit("/", 1)[1]
+        with psycopg.connect(f"{self.url}/postgres", autocommit=True) as admin:
+            admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")
+            admin.execute(f'ALTER DATABASE "{name}" OWNER TO {role}')
+            hba = self.data / "pg_hba.conf"
+            hba.write_text(f"host all {role} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+            admin.execute("SELECT pg_reload_conf()")
+        return f"postgresql://{role}:{password}@127.0.0.1:{self.port}/{name}"
+
+    def restart(self) -> None:
+        """Stop the server (fast: every connection is cut) and start it again on the same port."""
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
+        self.start()
+
+    def stop_server(self) -> None:
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def start(self) -> None:
+        options = f"-k {self.data} -c listen_addresses=127.0.0.1 -p {self.port} -c fsync=off -c max_connections=200"
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.log), "-w", "start")
+
+    def stop(self) -> None:
+        import shutil
+
+        if not self.root.exists():
+            return  # stopped already (the fixture's teardown, then atexit)
+        try:
+            self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        except (RuntimeError, OSError, subprocess.TimeoutExpired):
+            pass  # never started, or already stopped
+        shutil.rmtree(self.root, ignore_errors=True)

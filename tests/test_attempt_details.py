@@ -121,8 +121,8 @@ def test_every_key_written_on_real_plans_is_declared_with_its_type(written):
     assert any(a.delegate == REUSE_DELEGATE for _, r in written for a in r.attempts)
 
 
-def test_the_store_keeps_the_details_as_written(written, tmp_path):
-    with TraceStore(tmp_path / "traces.db") as store:
+def test_the_store_keeps_the_details_as_written(written, store_target: str):
+    with TraceStore(store_target) as store:
         for what, result in written:
             run = store.start_run(what, "goal", domain="d")
             store.record_plan(run, result.delegate, result.attempts, result.elapsed_ms, result.plan)
@@ -159,12 +159,12 @@ OLD_ATTEMPTS = (
 )
 
 
-def test_details_stored_before_the_schema_read_back_unchanged(tmp_path):
+def test_details_stored_before_the_schema_read_back_unchanged(store_target: str):
     (attempt,) = json.loads(OLD_ATTEMPTS)
     model = Attempt.model_validate(attempt)
     assert model.details == attempt["details"]  # nothing dropped or coerced on the way in
     assert json.dumps([model.model_dump(mode="json")]) == OLD_ATTEMPTS  # nor on the way out
-    with TraceStore(tmp_path / "traces.db") as store:
+    with TraceStore(store_target) as store:
         run = store.start_run("t", "goal", domain="d")
         store.record_plan(run, "fast-downward", json.loads(OLD_ATTEMPTS), 41.5, ["(a)"])
         (text,) = store.db.execute("SELECT attempts FROM plans").fetchone()

@@ -67,9 +67,9 @@ def test_importing_a_file_twice_changes_nothing_and_says_so(tmp_path):
     assert stats(db) == before  # not doubled
 
 
-def test_an_export_imported_back_is_all_skipped(tmp_path):
+def test_an_export_imported_back_is_all_skipped(store_target: str, tmp_path):
     """The exported JSON differs from the imported text (key order, left-out nulls): compared as records."""
-    with TraceStore(tmp_path / "t.db") as store:
+    with TraceStore(store_target) as store:
         assert import_jsonl(store, write(tmp_path / "in.jsonl", LINES)).imported == 8
         export_jsonl(store, tmp_path / "out.jsonl")
         report = import_jsonl(store, tmp_path / "out.jsonl")
@@ -92,8 +92,8 @@ def test_a_conflicting_line_is_reported_with_its_line_and_not_added(tmp_path):
     assert (row["steps"], row["failures"]) == (9, 3)  # the new step 8 (a failure); step 1 still a success
 
 
-def test_duplicates_within_one_batch_and_the_python_report():
-    with TraceStore(":memory:") as store:
+def test_duplicates_within_one_batch_and_the_python_report(store_target):
+    with TraceStore(store_target) as store:
         step = StepRecord(run_id="r", step=0, action="(pick-up b)", outcome="success")
         other = step.model_copy(update={"outcome": "failure"})
         report = store.record_steps([step, step, other])
@@ -229,11 +229,11 @@ def test_an_idempotency_key_is_kept_across_a_restart_and_checked(tmp_path):
         assert rows(svc, "restarted") == 5
 
 
-def test_the_store_replays_a_keyed_batch_and_forgets_old_keys():
+def test_the_store_replays_a_keyed_batch_and_forgets_old_keys(store_target):
     from traces import IdempotencyKeyReused
     from traces.recording import KEEP_BATCHES_DAYS
 
-    with TraceStore(":memory:") as store:
+    with TraceStore(store_target) as store:
         steps = [StepRecord.model_validate(line) for line in LINES]
         first = store.record_steps(steps, idempotency_key="k")
         again = store.record_steps(steps, idempotency_key="k")

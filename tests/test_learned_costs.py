@@ -127,7 +127,7 @@ def test_learned_costs_stay_inside_the_budget(tmp_path):
     assert result.status.value == "timeout"
 
 
-def test_memoised_posteriors_equal_a_fresh_prediction_across_tasks_and_situations(tmp_path):
+def test_memoised_posteriors_equal_a_fresh_prediction_across_tasks_and_situations(store_target: str):
     """The model keeps each grounding's posterior between calls (`FailureModel.predict_posterior`); a task over
     other objects, another situation or a subset of the groundings must get exactly what a fresh model (nothing
     memoised) predicts."""
@@ -142,7 +142,7 @@ def test_memoised_posteriors_equal_a_fresh_prediction_across_tasks_and_situation
     from portfolio.delegates.fast_downward.delegate import FastDownward
     from portfolio.engine.results import PlanRequest
 
-    with TraceStore(tmp_path / "traces.db") as store:
+    with TraceStore(store_target) as store:
         record(store, "pick", ("ball1", "room1", "left"), flaky(8, 4), "bad")
         store.record_steps(
             [

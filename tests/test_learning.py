@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -127,8 +126,8 @@ def test_no_model_means_base_costs() -> None:
     assert costs[str(AB)].p_fail == 0.0 and costs[str(AB)].cost == 1.0
 
 
-def test_retrain_stores_versioned_model_with_metrics(tmp_path: Path) -> None:
-    with TraceStore(tmp_path / "t.db") as store:
+def test_retrain_stores_versioned_model_with_metrics(store_target: str) -> None:
+    with TraceStore(store_target) as store:
         assert load_latest(store) is None
         with pytest.raises(NoTrainingDataError, match="no steps"):
             retrain(store)
@@ -145,9 +144,9 @@ def test_retrain_stores_versioned_model_with_metrics(tmp_path: Path) -> None:
     assert p_ab > 0.6 > 0.15 > p_ac
 
 
-def test_streamed_and_in_memory_fits_agree(tmp_path: Path) -> None:
+def test_streamed_and_in_memory_fits_agree(store_target: str) -> None:
     history = risky_history(random.Random(7), 200)
-    with TraceStore(tmp_path / "t.db") as store:
+    with TraceStore(store_target) as store:
         store.record_steps(history)
         retrain(store, holdout_fraction=0.0)
         streamed = load_latest(store)

@@ -64,8 +64,8 @@ def honest_history(store: TraceStore) -> float:
 
 
 @pytest.fixture
-def store(tmp_path):
-    with TraceStore(tmp_path / "t.db") as opened:
+def store(store_target):
+    with TraceStore(store_target) as opened:
         yield opened
 
 
@@ -165,11 +165,12 @@ def test_steps_without_provenance_are_trusted(store):
     assert info.held == [] and p_fail(store) > 0.8
 
 
-def test_a_tenants_first_model_holds_nothing_and_a_small_batch_is_not_tested(store):
+def test_a_tenants_first_model_holds_nothing_and_a_small_batch_is_not_tested(store, request):
     post(store, "agent-1", "s" * 100)
     post(store, "intruder", "f" * 300)
     assert retrain(store, tenant=TENANT).held == []  # nothing to compare with yet
-    with TraceStore(store.path.replace("t.db", "u.db")) as other:
+    second = store.path.replace("t.db", "u.db") if store.backend.name == "sqlite" else None
+    with TraceStore(second or request.getfixturevalue("postgres_url")) as other:
         honest_history(other)
         post(other, "intruder", "f" * 9)  # fewer than MIN_STEPS
         assert retrain(other, tenant=TENANT).held == []

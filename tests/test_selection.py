@@ -53,8 +53,8 @@ def record(store: TraceStore, domain: str | None, task: str, attempts: list[dict
     store.record_plan(run, "fast-downward", attempts, 10.0, ["(a)"])
 
 
-def test_the_configuration_that_solved_the_domain_first_is_raced_first(tmp_path):
-    with TraceStore(tmp_path / "t.db") as store:
+def test_the_configuration_that_solved_the_domain_first_is_raced_first(store_target: str):
+    with TraceStore(store_target) as store:
         for i in range(3):  # each configuration alone on each task, as exploration runs record them
             for config, seconds in (("lama-first", 2.0), ("eager-ff-cg", 3.0), ("lazy-cea", 0.2), ("lazy-add", 1.0)):
                 record(store, "d1", f"t{i}", [race(config, seconds + i, raced=(config,))])
@@ -68,8 +68,8 @@ def test_the_configuration_that_solved_the_domain_first_is_raced_first(tmp_path)
     assert model.predict("d2", 100) is None and model.predict("never-seen") is None
 
 
-def test_a_race_winner_beats_the_searches_it_outran(tmp_path):
-    with TraceStore(tmp_path / "t.db") as store:
+def test_a_race_winner_beats_the_searches_it_outran(store_target: str):
+    with TraceStore(store_target) as store:
         for i in range(3):
             record(store, "d", f"t{i}", [race("eager-ff-cg", 0.5, raced=("lama-first", "eager-ff-cg"))])
         model = SelectionModel().fit(domain_plans(store))
@@ -315,10 +315,10 @@ KEEP = ("--keep-unreachable-facts",)
 SKIP = ("--keep-unreachable-facts", "--skip-variable-reordering")
 
 
-def test_the_translator_variant_the_traces_show_faster_is_chosen(tmp_path):
+def test_the_translator_variant_the_traces_show_faster_is_chosen(store_target: str):
     """Per domain, the translation whose tasks reached a plan sooner (each with its own best race) is chosen;
     one within the margin of the defaults, or never recorded, leaves the driver's defaults."""
-    with TraceStore(tmp_path / "t.db") as store:
+    with TraceStore(store_target) as store:
         for i in range(3):
             for config, seconds in (("lama-first", 1.0), ("lazy-add", 1.2)):
                 record(store, "fast", f"f{i}", [race(config, seconds, (config,))])
@@ -341,9 +341,7 @@ def test_the_translator_variant_the_traces_show_faster_is_chosen(tmp_path):
     assert model.predict_translator("unknown") == ()
     assert info.domains["fast"]["translator"] == list(SKIP) and info.domains["fast"]["tasks"] == 3
     assert (
-        SelectionModel(translator_margin=0.5)
-        .fit(domain_plans(TraceStore(tmp_path / "t.db")))
-        .predict_translator("fast")
+        SelectionModel(translator_margin=0.5).fit(domain_plans(TraceStore(store_target))).predict_translator("fast")
         == ()
     )  # 0.7x is not twice as fast
 

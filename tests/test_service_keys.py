@@ -19,11 +19,11 @@ def bearer(key: str) -> dict:
     return {"Authorization": f"Bearer {key}"}
 
 
-def test_add_prints_the_key_once_list_never_shows_a_secret_and_the_store_keeps_only_the_hash(tmp_path):
+def test_add_prints_the_key_once_list_never_shows_a_secret_and_the_store_keeps_only_the_hash(store_target):
     from portfolio.serve.keys import hash_key
     from traces.store import TraceStore
 
-    db = str(tmp_path / "t.db")
+    db = store_target
     added = portfolio("keys", "add", "agent-a", "--tenant", "acme", "--scopes", "plan,steps:write", "--traces", db)
     assert added.returncode == 0, added.stderr
     key = added.stdout.strip()

@@ -229,8 +229,8 @@ def test_without_a_trace_store_executed_says_what_ran():
         assert again["delegate"] == REUSE_DELEGATE and again["plan"] == ["(charge-card)"]
 
 
-def test_a_restart_keeps_the_run_plan_and_steps(tmp_path):
-    db = str(tmp_path / "t.db")
+def test_a_restart_keeps_the_run_plan_and_steps(store_target):
+    db = store_target
     with serve_in_thread(config(traces=db)) as (base, _):
         call = over_http(base)
         assert call("plan", TRIP_BODY | {"run_id": "kept"})["plan"] == TRIP_PLAN

@@ -15,6 +15,7 @@ import concurrent.futures
 import anyio
 import httpx
 import pytest
+from support import BACKENDS
 from test_service_helpers import BLOCKS_4, BLOCKS_DOMAIN, config, long_plan, serve_in_thread, small_plan, wait_for
 
 SCOPES = ("plan", "steps:write", "learn", "read", "metrics", "admin")
@@ -33,13 +34,16 @@ def bearer(key: str) -> dict:
     return {"Authorization": f"Bearer {key}"}
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    """A server with a key per scope (tenant `solo`) and two tenants' keys (`a` and `b`)."""
+@pytest.fixture(scope="module", params=BACKENDS)
+def served(tmp_path_factory, request):
+    """A server with a key per scope (tenant `solo`) and two tenants' keys (`a` and `b`), on each backend."""
     from portfolio.serve.keys import add_key
     from traces.store import TraceStore
 
-    db = str(tmp_path_factory.mktemp("tenants") / "t.db")
+    if request.param == "sqlite":
+        db = str(tmp_path_factory.mktemp("tenants") / "t.db")
+    else:
+        db = request.getfixturevalue("postgres_cluster").database()
     with TraceStore(db) as store:
         keys = {scope: add_key(store, "only-" + scope.replace(":", "-"), "solo", [scope]) for scope in SCOPES}
         keys["a"] = add_key(store, "agent-a", "a", "plan,steps:write,read,learn")

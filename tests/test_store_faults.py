@@ -147,8 +147,8 @@ def test_threads_sharing_a_connection_never_undo_each_others_batches(tmp_path: P
     assert integrity(path) == "ok"
 
 
-def test_a_transaction_left_open_on_the_connection_is_neither_joined_nor_rolled_back(tmp_path: Path) -> None:
-    with TraceStore(tmp_path / "t.db") as store:
+def test_a_transaction_left_open_on_the_connection_is_neither_joined_nor_rolled_back(store_target: str) -> None:
+    with TraceStore(store_target) as store:
         store.db.execute("BEGIN")
         store.db.execute("INSERT INTO runs (id) VALUES ('mine')")
         with pytest.raises(TraceStoreError, match="a transaction is already open"):

@@ -45,7 +45,7 @@ WRITER = textwrap.dedent(
 )
 
 
-def _writer(path: Path, tag: str, total: int, batch: int) -> subprocess.Popen:
+def _writer(path: Path | str, tag: str, total: int, batch: int) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-c", WRITER, str(path), tag, str(total), str(batch)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -58,8 +58,8 @@ def step(i: int = 0, **kw) -> StepRecord:
     return StepRecord.model_validate(data)
 
 
-def test_round_trip_runs_plans_steps_models(tmp_path: Path) -> None:
-    with TraceStore(tmp_path / "t.db") as store:
+def test_round_trip_runs_plans_steps_models(store_target: str) -> None:
+    with TraceStore(store_target) as store:
         run = store.start_run("fp1", "(at p1 b)")
         store.record_plan(run, "fast-downward", [{"delegate": "fd", "status": "solved"}], 12.5, ["(drive t1 a b)"])
         store.record_steps([step(0, outcome="failure", error="flat tyre", features={"weather": "rain"}), step(1)])
@@ -90,8 +90,8 @@ def test_wal_mode(tmp_path: Path) -> None:
         assert store.db.journal_mode == "wal"
 
 
-def test_four_processes_writing_at_once_lose_no_row(tmp_path: Path) -> None:
-    path = tmp_path / "t.db"
+def test_four_processes_writing_at_once_lose_no_row(store_target: str) -> None:
+    path = store_target
     writers = [_writer(path, f"w{k}", 10_000, 250) for k in range(4)]
     for proc in writers:
         out, err = proc.communicate(timeout=120)
@@ -169,10 +169,10 @@ def test_migration_sets_user_version(tmp_path: Path) -> None:
     TraceStore(path).close()  # reopening an up-to-date store migrates nothing
 
 
-def test_end_unknown_run_is_an_error(tmp_path: Path) -> None:
+def test_end_unknown_run_is_an_error(store_target: str) -> None:
     from traces import TraceStoreError
 
-    with TraceStore(tmp_path / "t.db") as store, pytest.raises(TraceStoreError, match="no run"):
+    with TraceStore(store_target) as store, pytest.raises(TraceStoreError, match="no run"):
         store.end_run("nope", "success")
 
 
@@ -190,9 +190,9 @@ def _write_jsonl(path: Path, lines: list[str]) -> Path:
     return path
 
 
-def test_jsonl_import_export_round_trip(tmp_path: Path) -> None:
+def test_jsonl_import_export_round_trip(store_target: str, tmp_path: Path) -> None:
     src = _write_jsonl(tmp_path / "in.jsonl", [json.dumps(x) for x in JSONL_GOOD])
-    with TraceStore(tmp_path / "t.db") as store:
+    with TraceStore(store_target) as store:
         report = import_jsonl(store, src, strict=True)
         assert report.ok and report.imported == 2
         export_jsonl(store, tmp_path / "out.jsonl")
@@ -210,9 +210,9 @@ BAD_LINES = [
 ]
 
 
-def test_jsonl_strict_refuses_whole_file(tmp_path: Path) -> None:
+def test_jsonl_strict_refuses_whole_file(store_target: str, tmp_path: Path) -> None:
     src = _write_jsonl(tmp_path / "in.jsonl", BAD_LINES)
-    with TraceStore(tmp_path / "t.db") as store:
+    with TraceStore(store_target) as store:
         with pytest.raises(TraceImportError) as caught:
             import_jsonl(store, src, strict=True)
         assert store.count_steps() == 0
@@ -222,27 +222,27 @@ def test_jsonl_strict_refuses_whole_file(tmp_path: Path) -> None:
     assert "in.jsonl:4: action: Field required" in message and "expected a JSON object" in message
 
 
-def test_jsonl_non_strict_imports_good_lines_and_reports_bad(tmp_path: Path) -> None:
+def test_jsonl_non_strict_imports_good_lines_and_reports_bad(store_target: str, tmp_path: Path) -> None:
     src = _write_jsonl(tmp_path / "in.jsonl", BAD_LINES)
-    with TraceStore(tmp_path / "t.db") as store:
+    with TraceStore(store_target) as store:
         report = import_jsonl(store, src)
         assert report.imported == 2 and store.count_steps() == 2
     assert [line for line, _ in report.problems] == [2, 3, 4, 5]
 
 
-def test_jsonl_unknown_key_is_rejected(tmp_path: Path) -> None:
+def test_jsonl_unknown_key_is_rejected(store_target: str, tmp_path: Path) -> None:
     src = _write_jsonl(tmp_path / "in.jsonl", [json.dumps({**JSONL_GOOD[0], "outcom": "success"})])
-    with TraceStore(tmp_path / "t.db") as store, pytest.raises(TraceImportError, match="outcom"):
+    with TraceStore(store_target) as store, pytest.raises(TraceImportError, match="outcom"):
         import_jsonl(store, src, strict=True)
 
 
-def test_jsonl_run_id_is_bounded_with_a_clear_message(tmp_path: Path) -> None:
+def test_jsonl_run_id_is_bounded_with_a_clear_message(store_target: str, tmp_path: Path) -> None:
     """Before, a 100,000-character run id was stored with its step."""
     src = _write_jsonl(
         tmp_path / "in.jsonl",
         [json.dumps({**JSONL_GOOD[0], "run_id": "r" * 256}), json.dumps({**JSONL_GOOD[1], "run_id": "r" * 100_000})],
     )
-    with TraceStore(tmp_path / "t.db") as store:
+    with TraceStore(store_target) as store:
         report = import_jsonl(store, src)
         assert report.imported == 1 and store.count_steps() == 1
     assert [line for line, _ in report.problems] == [2]
@@ -256,8 +256,8 @@ def test_jsonl_binary_file_is_refused(tmp_path: Path) -> None:
         import_jsonl(store, src)
 
 
-def test_prune_models_keeps_the_newest_versions(tmp_path: Path) -> None:
-    with TraceStore(tmp_path / "t.db") as store:
+def test_prune_models_keeps_the_newest_versions(store_target: str) -> None:
+    with TraceStore(store_target) as store:
         for n in range(5):
             store.save_model(b"m%d" % n, {}, {})
         assert store.prune_models(2) == 3 and store.prune_models(2) == 0
@@ -287,8 +287,8 @@ def test_backup_while_another_process_writes_is_one_consistent_snapshot(tmp_path
         assert size == pages * page_size
 
 
-def test_step_chunks_are_fixed_at_the_call_while_others_append(tmp_path: Path) -> None:
-    with TraceStore(tmp_path / "t.db") as store, TraceStore(tmp_path / "t.db") as other:
+def test_step_chunks_are_fixed_at_the_call_while_others_append(store_target: str) -> None:
+    with TraceStore(store_target) as store, TraceStore(store_target) as other:
         store.record_steps([step(i) for i in range(25)])
         chunks = store.iter_step_chunks(("step",), chunk_size=10)
         first = next(chunks)
@@ -329,8 +329,8 @@ def test_task_sources_one_copy_per_task_and_a_schema_2_file_gains_them(tmp_path:
         assert conn.execute("SELECT count(*) FROM task_sources").fetchone()[0] == 2
 
 
-def test_models_are_kept_per_tenant_with_one_sequence_of_versions(tmp_path: Path) -> None:
-    with TraceStore(tmp_path / "t.db") as store:
+def test_models_are_kept_per_tenant_with_one_sequence_of_versions(store_target: str) -> None:
+    with TraceStore(store_target) as store:
         assert store.save_model(b"d1", {}, {}) == 1
         assert store.save_model(b"a1", {}, {}, tenant="acme") == 2
         assert store.save_model(b"a2", {}, {}, tenant="acme") == 3
@@ -368,11 +368,11 @@ def test_a_store_of_schema_6_keeps_its_models_as_the_default_tenants(tmp_path: P
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
-def test_a_tenants_steps_are_those_under_its_prefix(tmp_path: Path) -> None:
+def test_a_tenants_steps_are_those_under_its_prefix(store_target: str) -> None:
     from traces.tenants import tenant_of, tenants_with_steps
 
     ids = ["r1", "Zed", "@a/1", "@a/2", "@ab/1", "@b/x/y", "@", "@nosep", "~tilde"]
-    with TraceStore(tmp_path / "t.db") as store:
+    with TraceStore(store_target) as store:
         store.record_steps(StepRecord(run_id=r, step=0, action="go", outcome="success") for r in ids)
         assert tenants_with_steps(store) == ["a", "ab", "b", "default"]
         runs = {

@@ -1,13 +1,14 @@
-"""The trace store: one SQLite file of runs, plans, executed steps and learned models, safe for several writer
-processes at once. Depends on nothing else in this project.
+"""The trace store: one SQLite file (or one PostgreSQL database) of runs, plans, executed steps and learned models,
+safe for several writer processes at once. Depends on nothing else in this project.
 
     store = TraceStore("traces.db")            # or $PORTFOLIO_TRACES, else ./traces.db
+    store = TraceStore("postgresql://planner@db.internal/traces")   # the same store on PostgreSQL
     run = store.start_run(task.fingerprint, "deliver p1")
     store.record_steps([StepRecord(run_id=run, step=0, action="drive", args=("t1", "a", "b"), outcome="success")])
     store.end_run(run, "success")
     store.stats()
 
-Every store on one file in one process shares one connection (`traces.connection` explains why nothing else
+Every store on one database in one process shares one connection (`traces.connection` explains why nothing else
 may open the file); `backup` and `vacuum` are the maintenance calls behind `portfolio traces backup|vacuum`.
 """
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from traces.errors import ReadOnlyDatabaseError as ReadOnlyDatabaseError
     from traces.errors import SchemaVersionError as SchemaVersionError
     from traces.errors import StepConflictError as StepConflictError
+    from traces.errors import StoreUnavailableError as StoreUnavailableError
     from traces.errors import TraceImportError as TraceImportError
     from traces.errors import TraceStoreError as TraceStoreError
     from traces.jsonl import ImportReport as ImportReport
@@ -52,6 +54,7 @@ _HOMES = {
     "ReadOnlyDatabaseError": "traces.errors",
     "SchemaVersionError": "traces.errors",
     "StepConflictError": "traces.errors",
+    "StoreUnavailableError": "traces.errors",
     "TraceImportError": "traces.errors",
     "TraceStoreError": "traces.errors",
     "ImportReport": "traces.jsonl",

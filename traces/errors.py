@@ -1,10 +1,13 @@
-"""Errors of the trace store. Each `str()` is a one-paragraph user message naming the file and what was expected;
-the CLI maps every `TraceStoreError` to exit code 2. `translate` turns SQLite's own errors (by result code, e.g.
-SQLITE_NOTADB, SQLITE_CORRUPT, SQLITE_READONLY_DIRECTORY, SQLITE_FULL) into these."""
+"""Errors of the trace store. Each `str()` is a one-paragraph user message naming the file (or the database URL,
+its password hidden) and what was expected; the CLI maps every `TraceStoreError` to exit code 2. `translate`
+turns SQLite's own errors (by result code, e.g. SQLITE_NOTADB, SQLITE_CORRUPT, SQLITE_READONLY_DIRECTORY,
+SQLITE_FULL) into these, `translate_postgres` PostgreSQL's (by SQLSTATE, e.g. 53100 disk full, 25006 read-only
+transaction, 28P01 wrong password, XX001 damaged data). Neither imports a driver: they read the error's codes."""
 
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 
 
@@ -22,6 +25,11 @@ class SchemaVersionError(TraceStoreError):
 
 class DatabaseLockedError(TraceStoreError):
     """Other writers held the database lock for longer than every retry allowed."""
+
+
+class StoreUnavailableError(TraceStoreError):
+    """The PostgreSQL server cannot be reached (down, restarting, refusing connections) after every retry; the
+    next operation connects again, so a store outlives a server restart."""
 
 
 class ReadOnlyDatabaseError(TraceStoreError):
@@ -134,3 +142,63 @@ def _cannot_open(path: str, text: str) -> TraceStoreError:
             "database and its -wal and -shm files there. Make it writable or pass another --traces path."
         )
     return TraceStoreError(f"{path}: cannot open the trace database ({text}).")
+
+
+# SQLSTATE -> (error class, what the user can do); the first two characters name a class of conditions
+_POSTGRES_CODES: dict[str, tuple[type[TraceStoreError], str]] = {
+    "53100": (DiskFullError, "the server's disk is full: free some space there and retry"),
+    "53200": (TraceStoreError, "the server ran out of memory: retry, or give it more"),
+    "25006": (ReadOnlyDatabaseError, "the server accepts no writes (a standby, or default_transaction_read_only)"),
+    "42501": (ReadOnlyDatabaseError, "the user lacks a privilege the trace store needs (CREATE, INSERT, UPDATE)"),
+    "28P01": (TraceStoreError, "the password was refused: give it in the URL, PGPASSWORD or ~/.pgpass"),
+    "28000": (TraceStoreError, "the server refused this user (pg_hba.conf)"),
+    "3D000": (TraceStoreError, "there is no such database: create it first (createdb NAME)"),
+    "XX001": (CorruptDatabaseError, "the server found damaged data pages: restore a backup"),
+    "XX002": (CorruptDatabaseError, "the server found a damaged index: REINDEX it or restore a backup"),
+}
+
+
+# libpq reports a refused connection as text alone (psycopg's OperationalError carries no SQLSTATE then): the
+# server's FATAL messages that are not "the server is away", by the SQLSTATE they stand for
+_REFUSALS = (
+    (re.compile(r'database "[^"]*" does not exist'), "3D000"),
+    (re.compile(r"password authentication failed|no password supplied"), "28P01"),
+    (re.compile(r'no pg_hba\.conf entry|role "[^"]*" does not exist'), "28000"),
+    (re.compile(r"permission denied for database"), "42501"),
+)
+
+
+def postgres_code(error: BaseException) -> str:
+    """The SQLSTATE of a psycopg error, read from libpq's message for a refused connection; "" when unknown."""
+    code = getattr(error, "sqlstate", None)
+    if code:
+        return str(code)
+    text = str(error)
+    return next((found for pattern, found in _REFUSALS if pattern.search(text)), "")
+
+
+def _is_connection_error(error: Exception) -> bool:
+    """psycopg's OperationalError or InterfaceError (a connection failed, broke or was closed), looked up in the
+    loaded module: this module imports no driver."""
+    import sys
+
+    psycopg = sys.modules.get("psycopg")
+    return psycopg is not None and isinstance(error, psycopg.OperationalError | psycopg.InterfaceError)
+
+
+def translate_postgres(target: str, error: Exception) -> TraceStoreError:
+    """PostgreSQL's error (a psycopg exception, by its SQLSTATE) about the database at `target` (already
+    redacted) as one of ours; a connection that failed or broke is `StoreUnavailableError`."""
+    code = postgres_code(error)
+    text = " ".join(str(error).split())
+    known = _POSTGRES_CODES.get(code)
+    if known is not None:
+        kind, advice = known
+        return kind(f"{target}: {advice} (PostgreSQL says: {text}).")
+    if _is_connection_error(error) and (not code or code.startswith("08") or code in ("57P01", "57P02", "57P03")):
+        return StoreUnavailableError(
+            f"{target}: cannot reach the PostgreSQL server ({text or type(error).__name__}). Expected a running "
+            "server at that URL: start it, or check the host, port and user (libpq's PGHOST, PGPORT, PGUSER and "
+            "~/.pgpass apply)."
+        )
+    return TraceStoreError(f"{target}: PostgreSQL error {code}: {text}.")

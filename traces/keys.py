@@ -32,16 +32,13 @@ COLUMNS = (
 )
 _CREATE = (
     f"CREATE TABLE IF NOT EXISTS {TABLE} (name TEXT PRIMARY KEY, tenant TEXT NOT NULL, scopes TEXT NOT NULL, "
-    "hash TEXT NOT NULL UNIQUE, created TEXT NOT NULL, last_used TEXT, rps REAL, max_concurrent_plans INTEGER, "
-    "body_mb_per_s REAL)"
+    "hash TEXT NOT NULL UNIQUE, created TEXT NOT NULL, last_used TEXT, rps FLOAT, max_concurrent_plans INTEGER, "
+    "body_mb_per_s FLOAT)"
 )
 
 
 def _exists(store: TraceStore) -> bool:
-    return (
-        store.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [TABLE]).fetchone()
-        is not None
-    )
+    return store.backend.table_exists(store.db, TABLE)
 
 
 def insert_key(store: TraceStore, row: dict[str, Any]) -> bool:
@@ -51,7 +48,7 @@ def insert_key(store: TraceStore, row: dict[str, Any]) -> bool:
     def body() -> bool:
         store.db.execute(_CREATE)
         placeholders = ", ".join("?" * len(COLUMNS))
-        sql = f"INSERT OR IGNORE INTO {TABLE} ({', '.join(COLUMNS)}) VALUES ({placeholders})"
+        sql = f"INSERT INTO {TABLE} ({', '.join(COLUMNS)}) VALUES ({placeholders}) ON CONFLICT DO NOTHING"
         return store.db.execute(sql, values).rowcount == 1
 
     return store._write(body)

@@ -34,7 +34,9 @@ def note_provenance(store: TraceStore, steps: Sequence[tuple[str, int]], tenant:
     def body() -> None:
         store.db.execute(_CREATE)
         store.db.conn.executemany(
-            f"INSERT OR IGNORE INTO {TABLE} (run_id, step, tenant, principal, recorded) VALUES (?, ?, ?, ?, ?)", rows
+            f"INSERT INTO {TABLE} (run_id, step, tenant, principal, recorded) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            rows,
         )
 
     store._write(body)
@@ -44,8 +46,7 @@ def provenance(store: TraceStore, run_id: str) -> list[tuple[int, str, str, str]
     """`(step, tenant, principal, recorded)` of each step of `run_id` posted through the service, by step."""
 
     def read() -> list[tuple[int, str, str, str]]:
-        exists = store.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [TABLE]).fetchone()
-        if exists is None:
+        if not store.backend.table_exists(store.db, TABLE):
             return []
         sql = f"SELECT step, tenant, principal, recorded FROM {TABLE} WHERE run_id = ? ORDER BY step"
         return [tuple(row) for row in store.db.execute(sql, [run_id]).fetchall()]

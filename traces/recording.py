@@ -11,9 +11,9 @@ earlier in the same batch:
 - conflict: that `(run_id, step)` is stored with different content (another outcome, another action...); not
   written, reported with the fields that differ, because only the caller knows which one is right.
 
-The lookup runs inside the write transaction (BEGIN IMMEDIATE, `traces.store`), so two processes recording the
-same step at once cannot both find it missing; the unique index of schema 4 (`traces.schema._v4`) holds the line
-in SQLite too.
+The lookup runs inside the write transaction, which holds the write lock (`traces.backends`), so two processes
+recording the same step at once cannot both find it missing; the unique index of schema 4 (`traces.schema._v4`)
+holds the line in the database too.
 
 A batch may also carry an idempotency key (HTTP's `Idempotency-Key`). The first batch under a key is recorded as
 above and its report kept with the key and the batch's fingerprint (`step_batches`, in the same transaction: the
@@ -29,11 +29,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+from traces.backends import SQLITE, Backend
 from traces.errors import IdempotencyKeyReused
 from traces.rows import STEP_COLUMNS, row_step
 
@@ -72,15 +73,11 @@ class RecordReport:
     replayed: bool = False  # the kept report of a batch recorded before under the same idempotency key
 
 
-def existing_rows(conn: sqlite3.Connection, keys: Sequence[Key]) -> dict[Key, list[tuple]]:
+def existing_rows(conn: Any, keys: Sequence[Key], backend: Backend = SQLITE) -> dict[Key, list[tuple]]:
     """The stored rows (in `STEP_COLUMNS` order) of each of `keys` that has any; several for a step recorded
-    more than once before schema 4."""
+    more than once before schema 4. `conn`: the store's connection (`sqlite3` or `backends.PostgresConnection`)."""
     found: dict[Key, list[tuple]] = {}
-    columns = ", ".join(f"s.{c}" for c in STEP_COLUMNS)
-    sql = (
-        f"SELECT {columns} FROM json_each(?) AS k JOIN steps AS s "
-        "ON s.run_id = json_extract(k.value, '$[0]') AND s.step = json_extract(k.value, '$[1]') ORDER BY s.id"
-    )
+    sql = backend.steps_by_key.format(columns=", ".join(f"s.{c}" for c in STEP_COLUMNS))
     for start in range(0, len(keys), LOOKUP_CHUNK):
         chunk = json.dumps([list(k) for k in keys[start : start + LOOKUP_CHUNK]])
         for row in conn.execute(sql, [chunk]):
@@ -135,7 +132,7 @@ def batch_fingerprint(rows: Sequence[tuple]) -> str:
     return hashlib.sha256(json.dumps(list(rows), separators=(",", ":")).encode()).hexdigest()
 
 
-def answered_batch(conn: sqlite3.Connection, path: str, key: str, fingerprint: str) -> RecordReport | None:
+def answered_batch(conn: Any, path: str, key: str, fingerprint: str) -> RecordReport | None:
     """The report the batch first recorded under `key` was answered with, or None when `key` is new;
     `IdempotencyKeyReused` when that batch had other steps. Call inside the write transaction."""
     found = conn.execute("SELECT fingerprint, report, created FROM step_batches WHERE key = ?", [key]).fetchone()
@@ -148,7 +145,7 @@ def answered_batch(conn: sqlite3.Connection, path: str, key: str, fingerprint: s
     return RecordReport(recorded=kept["recorded"], skipped=kept["skipped"], conflicts=conflicts, replayed=True)
 
 
-def keep_batch(conn: sqlite3.Connection, key: str, fingerprint: str, report: RecordReport) -> None:
+def keep_batch(conn: Any, key: str, fingerprint: str, report: RecordReport) -> None:
     """Keep `report` as the answer to the batch under `key`, and forget keys older than `KEEP_BATCHES_DAYS`. Call
     inside the write transaction that recorded the batch. Timestamps are ISO text in UTC: they sort as text."""
     kept = {"recorded": report.recorded, "skipped": report.skipped, "conflicts": [asdict(c) for c in report.conflicts]}

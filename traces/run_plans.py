@@ -44,7 +44,9 @@ def keep_run_plan(store: TraceStore, run_id: str, plan: list[str], cost_model: s
             0
         ]
         store.db.execute(
-            "INSERT OR REPLACE INTO run_plans (run_id, plan, cost_model, first_step, updated) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO run_plans (run_id, plan, cost_model, first_step, updated) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (run_id) DO UPDATE SET plan = excluded.plan, cost_model = excluded.cost_model, "
+            "first_step = excluded.first_step, updated = excluded.updated",
             [run_id, json.dumps(list(plan)), cost_model, first, _now()],
         )
         return RunPlan(tuple(plan), cost_model, int(first))

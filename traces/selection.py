@@ -75,8 +75,9 @@ def save_selection_model(store: TraceStore, model_json: str, metadata: dict[str,
 
     def body() -> int:
         version = next_version(store, "selection_models")
-        store.db.table("selection_models").insert(
-            {"created": _now(), "version": version, "metadata": json.dumps(metadata, default=str), "model": model_json}
+        store.db.execute(
+            "INSERT INTO selection_models (created, version, metadata, model) VALUES (?, ?, ?, ?)",
+            [_now(), version, json.dumps(metadata, default=str), model_json],
         )
         return version
 

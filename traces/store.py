@@ -1,4 +1,7 @@
-"""`TraceStore`: one SQLite file (through sqlite-utils) holding runs, plans, executed steps and learned models.
+"""`TraceStore`: one SQLite file (through sqlite-utils), or one PostgreSQL database (through psycopg), holding
+runs, plans, executed steps and learned models. `TraceStore("traces.db")` opens a file, `TraceStore(
+"postgresql://user@host/db")` a database (`traces.targets`); the methods are the same, the SQL one text for both
+with the differences in `traces.backends`, and one schema with one migration path (`traces.schema`).
 
 Several processes may write at once: the file is in WAL mode, every write is one `BEGIN IMMEDIATE` transaction
 (so a writer takes the lock before reading anything and never deadlocks on a lock upgrade), SQLite's
@@ -13,6 +16,10 @@ The retries and transactions live in `traces.transactions` (`Transactions`, whic
 steps goes by keyset pages (`id > last ORDER BY id LIMIT n`), so no statement stays open between
 chunks while other threads write.
 
+On PostgreSQL the same holds with the server's locks: each write transaction takes one advisory lock of the
+database first (as BEGIN IMMEDIATE takes the file's), serialisation failures and deadlocks are retried, and a
+connection the server dropped is opened again by the next attempt (`traces.transactions`).
+
 Bad files are recognised from SQLite's own errors, never by reading the file: "file is not a database",
 "malformed", "readonly" (`traces.errors.translate`). They are refused on open with `CorruptDatabaseError`,
 `ReadOnlyDatabaseError` or `SchemaVersionError`, before anything is written; a read-only file, which SQLite
@@ -22,24 +29,27 @@ data written).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import sqlite3
+import time
 import uuid
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import sqlite_utils
 
-from traces import connection, recording, schema
+from traces import backends, connection, recording, schema
 from traces.errors import CorruptDatabaseError, StepConflictError, TraceStoreError
 from traces.recording import RecordReport
 from traces.records import ActionStats, RunRecord, StepRecord, StoredModel
 from traces.rows import STEP_COLUMNS, row_step, step_row
 from traces.stored_json import LIST, OBJECT, read_json, row_name
+from traces.targets import is_url, redact
 from traces.tenants import DEFAULT_TENANT, step_filter
 from traces.transactions import Transactions
 from traces.versions import latest_version, next_version
@@ -54,7 +64,7 @@ TABLES = (
 
 
 def default_path() -> str:
-    """`$PORTFOLIO_TRACES`, else `./traces.db`."""
+    """`$PORTFOLIO_TRACES`, else `./traces.db` (a path or a PostgreSQL URL)."""
     return os.environ.get(ENV_VAR) or DEFAULT_PATH
 
 
@@ -64,7 +74,7 @@ def _now() -> str:
 
 def _step_where(action: str | None, tenant: str | None, through: int | None) -> tuple[str, list[Any]]:
     """The SQL condition (and parameters) on `steps` of `count_steps` and `iter_step_chunks`."""
-    where: list[str] = ["1"]
+    where: list[str] = ["1 = 1"]
     params: list[Any] = []
     if action is not None:
         where.append("action = ?")
@@ -80,13 +90,17 @@ def _step_where(action: str | None, tenant: str | None, through: int | None) -> 
 
 
 class TraceStore(Transactions):
-    """The trace database at `path` (default: `$PORTFOLIO_TRACES`, else `./traces.db`), created on first use.
+    """The trace database at `path` (default: `$PORTFOLIO_TRACES`, else `./traces.db`), created on first use; a
+    `postgresql://` or `postgres://` URL names a PostgreSQL database instead (it must exist; the tables are
+    created on first use), and `path` is then the URL with its password hidden.
 
-    `busy_timeout_ms` is how long SQLite itself waits for another writer; `retries` more attempts follow, with
-    backoff doubling from `backoff_s` (capped at 2 s), before a write gives up with `DatabaseLockedError`.
-    Every store on one file in one process shares a single connection (`traces.connection`); a store may be
-    used from several threads. `db` is that connection wrapped by sqlite-utils, for reading in tests and tools:
-    use it from one thread, outside the store's own calls.
+    `busy_timeout_ms` is how long SQLite (or PostgreSQL, as its lock_timeout) itself waits for another writer;
+    `retries` more attempts follow, with backoff doubling from `backoff_s` (capped at 2 s), before a write gives
+    up with `DatabaseLockedError` (or, when the PostgreSQL server stays away, `StoreUnavailableError`).
+    Every store on one database in one process shares a single connection (`traces.connection`); a store may be
+    used from several threads. `db` is that connection wrapped by sqlite-utils (on PostgreSQL by
+    `traces.backends.PostgresDatabase`, the same `execute`, `query`, `table_names` and `conn`, `?` placeholders),
+    for reading in tests and tools: use it from one thread, outside the store's own calls. `backend` says which.
     """
 
     def __init__(
@@ -97,16 +111,23 @@ class TraceStore(Transactions):
         retries: int = 10,
         backoff_s: float = 0.02,
     ) -> None:
-        self.path = str(path if path is not None else default_path())
+        target = os.fspath(path) if path is not None else default_path()
         self.busy_timeout_ms = busy_timeout_ms
         self.retries = retries
         self.backoff_s = backoff_s
+        self._url: str | None = target if is_url(target) else None
+        self.backend: backends.Backend = backends.SQLITE if self._url is None else backends.POSTGRES
+        self.path = redact(target)
         try:
-            self._shared: connection.SharedConnection | None = connection.acquire(self.path, self._connect)
-        except sqlite3.Error as error:
+            self._shared: connection.SharedConnection | None = self._acquire(target)
+        except backends.driver_errors() as error:
             raise self._translate(error) from error
         self._release = weakref.finalize(self, connection.release, self._shared)  # also if never closed
-        self.db = sqlite_utils.Database(self._shared.conn, execute_plugins=False)
+        self.db: Any = (
+            sqlite_utils.Database(self._shared.conn, execute_plugins=False)
+            if self._url is None
+            else backends.PostgresDatabase(self._shared)
+        )
         try:
             self._open_schema()
         except BaseException:
@@ -114,6 +135,26 @@ class TraceStore(Transactions):
             raise
 
     # -- opening -------------------------------------------------------------------------------------------------
+
+    def _acquire(self, target: str) -> connection.SharedConnection:
+        """The process's connection to `target`; for a URL, retried like any operation while the server is away
+        (a service may start before its database), then `StoreUnavailableError`."""
+        if self._url is None:
+            return connection.acquire(target, self._connect)
+        delay = self.backoff_s
+        timeout_s = max(1.0, self.busy_timeout_ms / 1000.0)
+        # kept by the shared connection to reconnect: a function of the URL alone, never bound to this store (the
+        # registry would keep an unclosed store alive, and its connection with it)
+        connect = functools.partial(backends.connect_postgres, connect_timeout_s=timeout_s)
+        for attempt in range(self.retries + 1):
+            try:
+                return connection.acquire(target, connect)
+            except backends.driver_errors() as error:
+                if not backends.is_disconnected(error) or attempt == self.retries:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+        raise AssertionError("unreachable")
 
     def _connect(self, path: str) -> sqlite3.Connection:
         # isolation_level=None: the driver never opens a transaction behind our back; `_write` owns BEGIN/COMMIT.
@@ -127,7 +168,7 @@ class TraceStore(Transactions):
         shared = self._shared
         assert shared is not None
         first = not shared.checked
-        if first:
+        if first and self.backend is backends.SQLITE:
             self._retry(lambda: self.db.execute("PRAGMA journal_mode = wal"))
             self._retry(lambda: self.db.execute("PRAGMA synchronous = NORMAL"))  # WAL: a crash loses no commit
         version = self._retry(lambda: schema.check_version(self.db, self.path))
@@ -138,25 +179,29 @@ class TraceStore(Transactions):
         existing = set(self._retry(lambda: self.db.table_names()))
         missing = [t for t in TABLES if t not in existing]
         if missing:
+            kind = "an SQLite database" if self._url is None else "a PostgreSQL database"
             raise CorruptDatabaseError(
-                f"{self.path}: an SQLite database without the trace tables {', '.join(missing)} (expected a "
+                f"{self.path}: {kind} without the trace tables {', '.join(missing)} (expected a "
                 f"portfolio-planner trace database with tables {', '.join(TABLES)})."
             )
         shared.checked = True
 
     def _probe_writable(self, version: int) -> None:
         """Refuse a read-only file on open rather than at the first lost batch: SQLite opens such a file
-        read-only without a word. Rewriting user_version in a transaction that is rolled back writes nothing."""
-        self._write(lambda: self.db.execute(f"PRAGMA user_version = {int(version)}"), commit=False)
+        read-only without a word. Rewriting the schema version in a transaction that is rolled back writes
+        nothing (on PostgreSQL it finds a read-only server or a user without the privilege)."""
+        self._write(lambda: self.backend.write_version(self.db, version), commit=False)
 
     def _migrate_locked(self) -> None:
         version = schema.check_version(self.db, self.path)  # re-read under the lock: another process may have won
         if version == 0:
-            foreign = [t for t in self.db.table_names() if t not in TABLES]
+            foreign = [t for t in self.db.table_names() if t not in TABLES and t != "schema_version"]
             if foreign:
+                kind = "an SQLite database" if self._url is None else "a PostgreSQL database"
+                empty = "an empty file" if self._url is None else "an empty database"
                 raise CorruptDatabaseError(
-                    f"{self.path}: an SQLite database of something else (tables {', '.join(foreign[:5])}); "
-                    "expected an empty file or a portfolio-planner trace database."
+                    f"{self.path}: {kind} of something else (tables {', '.join(foreign[:5])}); "
+                    f"expected {empty} or a portfolio-planner trace database."
                 )
         new = schema.migrate(self.db, self.path)
         if new != version:
@@ -170,8 +215,12 @@ class TraceStore(Transactions):
         """Record the start of one execution of a task (`domain`: its domain's fingerprint, what configuration
         selection groups runs by); returns its run id (a fresh hex id unless given)."""
         run_id = run_id or uuid.uuid4().hex
-        row = {"id": run_id, "fingerprint": fingerprint, "goal": goal, "started": _now(), "domain": domain}
-        self._write(lambda: self.db.table("runs").insert(row, replace=True))
+        sql = (
+            "INSERT INTO runs (id, fingerprint, goal, started, ended, outcome, domain) VALUES (?, ?, ?, ?, NULL, "
+            "NULL, ?) ON CONFLICT (id) DO UPDATE SET fingerprint = excluded.fingerprint, goal = excluded.goal, "
+            "started = excluded.started, ended = NULL, outcome = NULL, domain = excluded.domain"
+        )
+        self._write(lambda: self.db.execute(sql, [run_id, fingerprint, goal, _now(), domain]))
         return run_id
 
     def end_run(self, run_id: str, outcome: str) -> None:
@@ -194,16 +243,15 @@ class TraceStore(Transactions):
         """Record the plan a delegate returned for a run. `attempts` may be pydantic models (portfolio's
         `Attempt`) or dicts; `plan` grounded actions or their PDDL strings. Returns the row id."""
         attempts_json = [a.model_dump(mode="json") if hasattr(a, "model_dump") else a for a in attempts]
-        row = {
-            "run_id": run_id,
-            "delegate": delegate,
-            "attempts": json.dumps(attempts_json, default=str),
-            "latency_ms": float(latency_ms),
-            "plan": json.dumps([str(step) for step in plan]),
-            "recorded": _now(),
-        }
-        # last_pk of a rowid table's insert is the new row's integer id (sqlite-utils types it Any | None)
-        return self._write(lambda: cast(int, self.db.table("plans").insert(row).last_pk))
+        values = [
+            run_id, delegate, json.dumps(attempts_json, default=str), float(latency_ms),
+            json.dumps([str(step) for step in plan]), _now(),
+        ]  # fmt: skip
+        sql = (
+            "INSERT INTO plans (run_id, delegate, attempts, latency_ms, plan, recorded) VALUES (?, ?, ?, ?, ?, ?) "
+            "RETURNING id"
+        )
+        return self._write(lambda: int(self.db.execute(sql, values).fetchone()[0]))
 
     def plans(self, run_id: str) -> list[dict[str, Any]]:
         """The plans recorded for a run, oldest first; `BadRowError` names a row whose JSON cannot be read."""
@@ -257,7 +305,7 @@ class TraceStore(Transactions):
                 if answered is not None:
                     return answered
             keys = list(dict.fromkeys((row[0], row[1]) for row in rows))
-            fresh, report = recording.classify(rows, recording.existing_rows(conn, keys))
+            fresh, report = recording.classify(rows, recording.existing_rows(conn, keys, self.backend))
             if report.conflicts and all_or_nothing:
                 raise StepConflictError(self.path, report.conflicts)
             # executemany over one prepared statement: ~3x faster than building multi-row INSERTs from dicts.
@@ -340,7 +388,8 @@ class TraceStore(Transactions):
             where.append("substr(run_id, 1, ?) != ?")
             params += [len(exclude_prefix), exclude_prefix]
         sql = (
-            "SELECT action, count(*) AS steps, sum(outcome = 'failure') AS failures, avg(duration_ms) AS mean, "
+            "SELECT action, count(*) AS steps, sum(CASE WHEN outcome = 'failure' THEN 1 ELSE 0 END) AS failures, "
+            "avg(duration_ms) AS mean, "
             "avg(CASE WHEN outcome = 'success' THEN duration_ms END), "
             "avg(CASE WHEN outcome = 'failure' THEN duration_ms END) FROM steps "
             f"{'WHERE ' + ' AND '.join(where) if where else ''} GROUP BY action ORDER BY action"
@@ -371,15 +420,9 @@ class TraceStore(Transactions):
 
         def body() -> int:
             version = next_version(self, "models")
-            self.db.table("models").insert(
-                {
-                    "created": _now(),
-                    "version": version,
-                    "metadata": json.dumps(metadata, default=str),
-                    "metrics": json.dumps(metrics, default=str),
-                    "blob": blob,
-                    "tenant": tenant,
-                }
+            self.db.execute(
+                "INSERT INTO models (created, version, metadata, metrics, blob, tenant) VALUES (?, ?, ?, ?, ?, ?)",
+                [_now(), version, json.dumps(metadata, default=str), json.dumps(metrics, default=str), blob, tenant],
             )
             return version
 
@@ -400,7 +443,8 @@ class TraceStore(Transactions):
         version, created, metadata, metrics, blob, tenant = rows[0]
         row = f"version {version}"
         return StoredModel(
-            version=version, created=created, blob=blob, tenant=tenant,
+            version=version, created=created, tenant=tenant,
+            blob=bytes(blob) if isinstance(blob, memoryview) else blob,  # a memoryview from some drivers
             metadata=read_json(OBJECT, metadata, row_name(self.path, "models", row, "metadata")),
             metrics=read_json(OBJECT, metrics, row_name(self.path, "models", row, "metrics")),
         )  # fmt: skip
@@ -418,7 +462,7 @@ class TraceStore(Transactions):
         deleted."""
         sql = (
             "DELETE FROM models WHERE version NOT IN (SELECT version FROM (SELECT version, row_number() OVER "
-            "(PARTITION BY tenant ORDER BY version DESC) AS newest FROM models) WHERE newest <= ?)"
+            "(PARTITION BY tenant ORDER BY version DESC) AS newest FROM models) AS ranked WHERE newest <= ?)"
         )
         return self._prune(sql, keep)
 
@@ -443,4 +487,4 @@ class TraceStore(Transactions):
         self.close()
 
     def __repr__(self) -> str:
-        return f"TraceStore({self.path!r})"
+        return f"TraceStore({self.path!r})"  # a URL's password hidden

@@ -45,9 +45,13 @@ def remember_task_source(store: TraceStore, run_id: str, source: dict[str, Any])
 
     def body() -> None:
         added = store.db.execute(
-            "INSERT OR IGNORE INTO task_sources (key, source, created) VALUES (?, ?, ?)", [key, text, _now()]
+            "INSERT INTO task_sources (key, source, created) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+            [key, text, _now()],
         ).rowcount
-        store.db.execute("INSERT OR REPLACE INTO run_tasks (run_id, key) VALUES (?, ?)", [run_id, key])
+        store.db.execute(
+            "INSERT INTO run_tasks (run_id, key) VALUES (?, ?) ON CONFLICT (run_id) DO UPDATE SET key = excluded.key",
+            [run_id, key],
+        )
         if added:
             _prune(store, key)
 
@@ -62,8 +66,8 @@ def _prune(store: TraceStore, keep: str) -> None:
 
     cutoff = (datetime.now(UTC) - timedelta(days=MAX_AGE_DAYS)).strftime("%Y-%m-%dT%H:%M:%S")
     pruned = store.db.execute(
-        "DELETE FROM task_sources WHERE key != ? AND (created < ? OR key NOT IN "
-        "(SELECT key FROM task_sources ORDER BY created DESC, rowid DESC LIMIT ?))",
+        "DELETE FROM task_sources WHERE key != ? AND (created < ? OR key NOT IN (SELECT key FROM task_sources "
+        f"ORDER BY created DESC, {store.backend.insertion_order} DESC LIMIT ?))",
         [keep, cutoff, MAX_STORED_SOURCES],
     ).rowcount
     if pruned:

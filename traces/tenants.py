@@ -41,7 +41,7 @@ def step_filter(tenant: str, column: str = "run_id") -> tuple[str, list[str]]:
     ids starting with "@acme/" are those from "@acme/" up to "@acme0" ("0" follows "/"), and the ids not
     starting with "@" those below "@" or from "A" ("A" follows "@")."""
     if tenant == POOLED:
-        return "1", []
+        return "1 = 1", []
     if tenant == DEFAULT_TENANT:
         return f"({column} < ? OR {column} >= ?)", [RESERVED, chr(ord(RESERVED) + 1)]
     low = run_prefix(tenant)
@@ -51,6 +51,7 @@ def step_filter(tenant: str, column: str = "run_id") -> tuple[str, list[str]]:
 def tenants_with_steps(store: Transactions) -> list[str]:
     """The tenants that have recorded steps, by name: one index seek per tenant, not a scan of the steps."""
     where, params = step_filter(DEFAULT_TENANT)
+    least = "\x01" if store.backend.name == "postgresql" else "\x00"  # the smallest successor; PostgreSQL has no NUL
 
     def read() -> list[str]:
         found = []
@@ -66,6 +67,6 @@ def tenants_with_steps(store: Transactions) -> list[str]:
             tenant = tenant_of(row[0])
             if "/" in row[0] and tenant:
                 found.append(tenant)
-            after = run_prefix(tenant)[:-1] + chr(ord("/") + 1) if "/" in row[0] else row[0] + "\x00"
+            after = run_prefix(tenant)[:-1] + chr(ord("/") + 1) if "/" in row[0] else row[0] + least
 
     return store._retry(read)

@@ -19,18 +19,23 @@ class _TracesAction(argparse.Action):
 
 
 def add_traces_argument(parser: argparse.ArgumentParser, required: bool = True) -> None:
-    """`--traces PATH`: the trace store. Default: env PORTFOLIO_TRACES, else ./traces.db. With
+    """`--traces PATH|URL`: the trace store, an SQLite file or a PostgreSQL database
+    (`postgresql://user@host/db`, `traces.targets`). Default: env PORTFOLIO_TRACES, else ./traces.db. With
     `required=False` (planning), learned costs are used only when --traces or PORTFOLIO_TRACES is given."""
     from_env = os.environ.get("PORTFOLIO_TRACES")
-    help_text = "SQLite trace store (default: $PORTFOLIO_TRACES or ./traces.db)"
+    where = (
+        "an SQLite file, or a PostgreSQL database as postgresql://USER@HOST[:PORT]/DB (the password from "
+        "PGPASSWORD or ~/.pgpass, or in the URL: it is never shown)"
+    )
+    help_text = f"the trace store: {where} (default: $PORTFOLIO_TRACES or ./traces.db)"
     if not required:
         help_text = (
-            "SQLite trace store whose latest models set learned costs and choose which Fast Downward "
-            "searches race on a domain it has records of; the plan is recorded there "
-            "(default: $PORTFOLIO_TRACES)"
+            "trace store whose latest models set learned costs and choose which Fast Downward "
+            "searches race on a domain it has records of; the plan is recorded there: "
+            f"{where} (default: $PORTFOLIO_TRACES)"
         )
     parser.add_argument(
-        "--traces", metavar="PATH", default=from_env or DEFAULT_TRACES, action=_TracesAction, help=help_text
+        "--traces", metavar="PATH|URL", default=from_env or DEFAULT_TRACES, action=_TracesAction, help=help_text
     )
     parser.set_defaults(traces_given=bool(from_env) or required)
 
@@ -77,8 +82,11 @@ def learning_tenant(args: argparse.Namespace) -> str:
 
 def missing_store(path: str) -> str | None:
     """The error for a command that reads a trace store given a path where there is none (None if there is one):
-    opening it would create an empty database, so a typo in --traces printed "no steps" and left a file behind."""
-    if path == ":memory:" or os.path.exists(path):
+    opening it would create an empty database, so a typo in --traces printed "no steps" and left a file behind.
+    A PostgreSQL URL is never missing here: the database must exist already, and opening it says so if not."""
+    from traces.targets import is_url
+
+    if path == ":memory:" or is_url(path) or os.path.exists(path):
         return None
     return (
         f"{path}: no trace store there; expected an existing SQLite trace file (`portfolio traces import` or "

@@ -16,6 +16,7 @@ from portfolio.commands.common import (
     weight_type,
 )
 from portfolio.commands.situation import FeaturesError, add_features_arguments, parse_features
+from traces.targets import redact
 
 EPILOG = """\
 example:
@@ -87,7 +88,9 @@ def run(args: argparse.Namespace) -> int:
             whose = {"default": "", "*": " pooled over every tenant"}.get(
                 planner.tenant, f" of tenant {planner.tenant!r}"
             )
-            return fail_bad_input(f"{args.traces} holds no trained model{whose} yet; run `portfolio retrain` first")
+            return fail_bad_input(
+                f"{redact(args.traces)} holds no trained model{whose} yet; run `portfolio retrain` first"
+            )
         costs = planner.learned_costs(task, features=features or None)
     rows = cost_rows(costs)
     if args.json:

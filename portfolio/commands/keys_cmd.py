@@ -8,6 +8,7 @@ import json
 import sys
 
 from portfolio.commands.common import add_traces_argument, fail_bad_input, missing_store, store_error_types
+from traces.targets import redact
 
 DESCRIPTION = """\
 API keys for `portfolio serve`: one per agent. A key names a principal (NAME), a tenant and the scopes it
@@ -124,7 +125,7 @@ def run_add(args: argparse.Namespace) -> int:
         return fail_bad_input(str(error))
     print(key)
     print(
-        f"key {args.name!r} of tenant {args.tenant!r} created in {args.traces}: it is printed above, once; "
+        f"key {args.name!r} of tenant {args.tenant!r} created in {redact(args.traces)}: it is printed above, once; "
         "keep it now (the store holds only its hash)",
         file=sys.stderr,
     )
@@ -143,7 +144,7 @@ def run_list(args: argparse.Namespace) -> int:
         print(json.dumps([k.model_dump() for k in keys], indent=2))
         return 0
     if not keys:
-        print(f"no keys in {args.traces}: `portfolio keys add NAME --tenant T --scopes ...` creates one")
+        print(f"no keys in {redact(args.traces)}: `portfolio keys add NAME --tenant T --scopes ...` creates one")
         return 0
     rows = [("NAME", "TENANT", "SCOPES", "CREATED", "LAST USED", "QUOTAS")]
     for k in keys:
@@ -167,5 +168,5 @@ def run_revoke(args: argparse.Namespace) -> int:
             revoke_key(store, args.name)
     except (ValueError,) + store_error_types() as error:
         return fail_bad_input(str(error))
-    print(f"key {args.name!r} revoked: servers on {args.traces} refuse it within a second")
+    print(f"key {args.name!r} revoked: servers on {redact(args.traces)} refuse it within a second")
     return 0

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from portfolio.commands.common import add_traces_argument, fail_bad_input, missing_store
+from traces.targets import redact
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -127,7 +128,7 @@ def run_import(args: argparse.Namespace) -> int:
 
     report = _on_store(args, lambda store: import_jsonl(store, args.file, strict=args.strict), create=True)
     skipped = f", skipped {report.skipped} already recorded" if report.skipped else ""
-    print(f"imported {report.imported} step(s) from {args.file} into {args.traces}{skipped}")
+    print(f"imported {report.imported} step(s) from {args.file} into {redact(args.traces)}{skipped}")
     if report.problems:
         for line, message in report.problems:
             print(f"{args.file}:{line}: skipped: {message}", file=sys.stderr)
@@ -161,7 +162,7 @@ def run_stats(args: argparse.Namespace) -> int:
         print(json.dumps([s.model_dump() for s in stats], indent=2))
         return 0
     if not stats:
-        print(f"no steps in {args.traces}")
+        print(f"no steps in {redact(args.traces)}")
         return 0
     width = max(len("action"), *(len(s.action) for s in stats))
     header = f"{'steps':>8}  {'failure rate':>12}  {'mean ms':>9}  {'success ms':>10}  {'failure ms':>10}"
@@ -179,7 +180,7 @@ def run_backup(args: argparse.Namespace) -> int:
     from traces.maintenance import backup
 
     size = _on_store(args, lambda store: backup(store, args.dest))
-    print(f"backed up {args.traces} to {args.dest} ({size / 1e6:.1f} MB)")
+    print(f"backed up {redact(args.traces)} to {args.dest} ({size / 1e6:.1f} MB)")
     return 0
 
 
@@ -188,5 +189,5 @@ def run_vacuum(args: argparse.Namespace) -> int:
     from traces.maintenance import vacuum
 
     before, after = _on_store(args, vacuum)
-    print(f"vacuumed {args.traces}: {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB")
+    print(f"vacuumed {redact(args.traces)}: {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB")
     return 0

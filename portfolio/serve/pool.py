@@ -48,6 +48,7 @@ from pydantic import BaseModel
 
 from portfolio.engine import cancel, limits
 from portfolio.engine.workers import BudgetExpired, WorkerCrashed, WorkerError, WorkerProcess, kill_group
+from traces.targets import is_url, split_password
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +94,11 @@ class PoolWorker(WorkerProcess):
         # the worker caps itself from its configuration: its out-of-memory errors report that limit, not the one
         # this process would give a child (`limits.limit_mb()`, half the machine when unset: "limit 12052 MB")
         self.memory_limit_mb = getattr(config, "memory_limit_mb", None)
-        self.config_json = config.model_dump_json()
-        self.secrets_kept = self.secrets_needed(config)
+        # a trace store's password goes in the worker's environment (libpq's PGPASSWORD), never in its arguments
+        url, secret = split_password(str(getattr(config, "traces", None) or ""))
+        self.extra_env = {} if secret is None else {"PGPASSWORD": secret}
+        self.config_json = (config if secret is None else config.model_copy(update={"traces": url})).model_dump_json()
+        self.secrets_kept = self.secrets_needed(config) + (("PGPASSWORD",) if is_url(url) else ())
         self.index = index
         self.closing = False
         self.ready = False  # has answered a call since it was (re)started
@@ -112,7 +116,7 @@ class PoolWorker(WorkerProcess):
             start_new_session=True,
             bufsize=0,
             # it caps itself (`limits.apply_to_self`) and runs threads; no secret but those it needs
-            env=limits.capped_env(keep=self.secrets_kept),
+            env=limits.capped_env(self.extra_env, keep=self.secrets_kept),
         )
 
     @staticmethod

@@ -173,8 +173,8 @@ class Service:
         with self._store_lock:
             self.store_health.probe(self.store)
             try:
-                return self.store.db.execute("SELECT max(version) FROM models").fetchone()[0]
-            except Exception:  # sqlite3's own error: the probe has named it
+                return self.store.latest_model_version()
+            except Exception:  # the database's own error: the probe has named it
                 return None
 
     def _store_call(self, call: Callable[..., Any], *args: Any, write: bool = False) -> Any:

@@ -25,6 +25,11 @@ an operator looks at, so it says `degraded`, with the reason, from three sources
 A store that is no file (a PostgreSQL URL) has no location to check: its backend's error for a database it
 cannot reach is named in `UNREACHABLE_KINDS`, and the probe's read meets it like any other.
 
+On PostgreSQL the probe reads one row of every trace table and asks the server whether it accepts writes
+(`transaction_read_only`: a standby does not); the server watches its own disk, and a full one fails a write
+with SQLSTATE 53100, which `failed` reports like SQLite's SQLITE_FULL. A server that cannot be reached is
+reported until a probe reaches it again (`StoreUnavailableError`).
+
 Reasons never name the file: `/v1/health` needs no token. `StorePaths.hide` takes the store's path (as given,
 absolute and resolved, with its -wal and -shm files, and its directory) out of any text a client reads: error
 bodies, job errors, MCP tool errors, health reasons. The full text is logged on the server.
@@ -40,6 +45,7 @@ import threading
 
 from traces import errors
 from traces.connection import is_private
+from traces.targets import is_url, redact
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +78,10 @@ REASONS = {
     ),
     "CorruptDatabaseError": (
         "the trace store is damaged (SQLite found pages it cannot read): restore a backup, then restart the server"
+    ),
+    "StoreUnavailableError": (
+        "the trace store's PostgreSQL server cannot be reached (plans without a run id are still answered; steps, "
+        "retrains and plans under a run id fail until it is back)"
     ),
 }
 
@@ -173,6 +183,8 @@ def _located(path: str, identity: tuple[int, int] | None) -> str | None:
 
 def _probe(store) -> str | None:
     """The error kind the store's state means (`REASONS`), or None; raises the store's own errors on reads."""
+    if is_url(store.path):
+        return _probe_postgres(store)
     tables = store._retry(lambda: store.db.table_names())
     for table in tables:
         if not table.startswith("sqlite_"):
@@ -197,6 +209,14 @@ def _probe(store) -> str | None:
     return None
 
 
+def _probe_postgres(store) -> str | None:
+    """`_probe` on PostgreSQL: a row of every table read, and whether the server takes writes."""
+    for table in store._retry(lambda: store.db.table_names()):
+        store._retry(lambda: store.db.execute(f'SELECT 1 FROM "{table}" LIMIT 1').fetchone())
+    read_only = store._retry(lambda: store.db.execute("SHOW transaction_read_only").fetchone()[0])
+    return "ReadOnlyDatabaseError" if read_only == "on" else None
+
+
 class StorePaths:
     """Takes the trace store's location out of text a client reads (module docstring)."""
 
@@ -205,6 +225,11 @@ class StorePaths:
         if path is None or is_private(os.fspath(path)):
             return
         text = os.fspath(path)
+        if is_url(text):  # the URL as given and as the store shows it (password hidden), whole
+            self._names = {name: "the trace store" for name in {text, redact(text)}}
+            alternatives = "|".join(re.escape(name) for name in sorted(self._names, key=len, reverse=True))
+            self._pattern = re.compile(f"({alternatives})")
+            return
         files = {text, os.path.abspath(text), os.path.realpath(text)}
         files |= {f"{name}{suffix}" for name in files for suffix in ("-wal", "-shm", "-journal")}
         folders = {os.path.dirname(os.path.abspath(text)), os.path.dirname(os.path.realpath(text))}

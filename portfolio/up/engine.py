@@ -80,6 +80,7 @@ from portfolio.up.results import (
     up_plan,
     up_status,
 )
+from traces.targets import is_url
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,8 @@ class PortfolioEngine(Engine, OneshotPlannerMixin, AnytimePlannerMixin, PlanVali
         Engine.__init__(self)
         OneshotPlannerMixin.__init__(self)
         AnytimePlannerMixin.__init__(self)
-        self.traces = Path(traces) if traces is not None else None
+        # a PostgreSQL URL stays text: Path() would fold its "//"
+        self.traces: Path | str | None = None if traces is None else traces if is_url(str(traces)) else Path(traces)
         self.weight = check_weight(weight)
         self.objective = check_objective(objective)
         budgets = (
