@@ -9,7 +9,8 @@ before). Idempotent recording (each batch looks its (run_id, step) keys up befor
 against the code before it at load 2-3, 3 rounds: record_steps 78,000 steps/s of CPU time (100,000 before),
 JSONL import 32,000 (41,000 before). The store on PostgreSQL (`test_ingest_record_steps_postgresql`, local server,
 fsync off, load 1.5): 63,800 steps/s wall, 77,000 of the client's CPU time, where SQLite gave 88,300 and 93,700
-(docs/decisions/postgresql-store.md). The fault-injection and soak loops are `tests/test_store_faults.py` and
+(docs/decisions/postgresql-store.md). With fsync on, COPY, HTTP ingest and the retrain on both backends:
+docs/benchmarks.md, "A fleet on PostgreSQL". The fault-injection and soak loops are `tests/test_store_faults.py` and
 `benchmarks/experiments/store_soak.py`.
 """
 
