@@ -9,13 +9,15 @@ before). Idempotent recording (each batch looks its (run_id, step) keys up befor
 against the code before it at load 2-3, 3 rounds: record_steps 78,000 steps/s of CPU time (100,000 before),
 JSONL import 32,000 (41,000 before). The store on PostgreSQL (`test_ingest_record_steps_postgresql`, local server,
 fsync off, load 1.5): 63,800 steps/s wall, 77,000 of the client's CPU time, where SQLite gave 88,300 and 93,700
-(docs/decisions/postgresql-store.md). The fault-injection and soak loops are `tests/test_store_faults.py` and
+(docs/decisions/postgresql-store.md). With fsync on, COPY, HTTP ingest and the retrain on both backends:
+docs/benchmarks.md, "A fleet on PostgreSQL". The fault-injection and soak loops are `tests/test_store_faults.py` and
 `benchmarks/experiments/store_soak.py`.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -53,13 +55,24 @@ def synthetic_records(n: int) -> list[StepRecord]:
     ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def million_store(tmp_path_factory: pytest.TempPathFactory) -> TraceStore:
-    store = TraceStore(tmp_path_factory.mktemp("bench") / "million.db")
+def fill_million(store: TraceStore) -> TraceStore:
     rows = synthetic_rows(1_000_000)
     for start in range(0, len(rows), 50_000):
         store._record_rows(rows[start : start + 50_000])
     del rows  # before the measured retrain: the peak memory of a benchmark in this module is its own
+    return store
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def million_store(request, tmp_path_factory: pytest.TempPathFactory) -> TraceStore:
+    """1,000,000 steps in an SQLite file, or in the PostgreSQL database of `PORTFOLIO_BENCH_POSTGRES` (emptied
+    first)."""
+    if request.param == "sqlite":
+        target = str(tmp_path_factory.mktemp("bench") / "million.db")
+    else:
+        target = bench_postgres()
+        empty_database(target)
+    store = fill_million(TraceStore(target))
     yield store
     store.close()
 
@@ -78,28 +91,95 @@ def test_ingest_record_steps(benchmark, tmp_path: Path) -> None:
     benchmark.extra_info["steps_per_s"] = round(100_000 / benchmark.stats.stats.median)
 
 
-def test_ingest_record_steps_postgresql(benchmark) -> None:
-    """The same 100,000 steps into PostgreSQL: `PORTFOLIO_BENCH_POSTGRES` names an empty database to fill (its
-    tables are dropped between rounds), e.g. one of the tests' throw-away cluster; skipped without it."""
-    import os
-
+def bench_postgres() -> str:
+    """`PORTFOLIO_BENCH_POSTGRES`: the URL of an empty database the PostgreSQL benchmarks fill (its tables are
+    dropped between rounds); they are skipped without it."""
     url = os.environ.get("PORTFOLIO_BENCH_POSTGRES")
     if not url:
         pytest.skip("set PORTFOLIO_BENCH_POSTGRES=postgresql://USER@HOST/DB (an empty database) to measure it")
-    records = synthetic_records(100_000)
+    return url
 
-    def empty() -> tuple[tuple, dict]:
-        with TraceStore(url) as store:
-            store.db.execute("DROP SCHEMA public CASCADE")
-            store.db.execute("CREATE SCHEMA public")
-        return (), {}
+
+def empty_database(url: str) -> tuple[tuple, dict]:
+    """Drop every table of the database at `url` (a benchmark's `setup`: each round starts from nothing)."""
+    with TraceStore(url) as store:
+        store.db.execute("DROP SCHEMA public CASCADE")
+        store.db.execute("CREATE SCHEMA public")
+    return (), {}
+
+
+@pytest.mark.parametrize("batch", [100, 5000])
+@pytest.mark.parametrize("path", ["copy", "executemany"])
+def test_ingest_record_steps_postgresql(benchmark, monkeypatch, path: str, batch: int) -> None:
+    """The same 100,000 steps into PostgreSQL (`bench_postgres`) in batches of `batch`, the new rows sent by COPY
+    or by executemany (`traces.backends.COPY_MIN_ROWS` set to send every batch one way)."""
+    from traces import backends
+
+    url = bench_postgres()
+    monkeypatch.setattr(backends, "COPY_MIN_ROWS", 0 if path == "copy" else 10**9)
+    records = synthetic_records(100_000)
 
     def ingest() -> None:
         with TraceStore(url) as store:
-            for start in range(0, len(records), 5000):
-                store.record_steps(records[start : start + 5000])
+            for start in range(0, len(records), batch):
+                store.record_steps(records[start : start + batch])
 
-    benchmark.pedantic(ingest, setup=empty, rounds=3, iterations=1)
+    benchmark.pedantic(ingest, setup=lambda: empty_database(url), rounds=3, iterations=1)
+    benchmark.extra_info["steps_per_s"] = round(100_000 / benchmark.stats.stats.median)
+
+
+def test_ingest_jsonl_postgresql(benchmark, tmp_path: Path) -> None:
+    """`traces import` of 100,000 JSONL lines into PostgreSQL (`bench_postgres`), in one transaction."""
+    url = bench_postgres()
+    src = tmp_path / "steps.jsonl"
+    src.write_text("\n".join(r.model_dump_json(exclude_none=True) for r in synthetic_records(100_000)) + "\n")
+
+    def ingest() -> None:
+        with TraceStore(url) as store:
+            assert import_jsonl(store, src, strict=True).imported == 100_000
+
+    benchmark.pedantic(ingest, setup=lambda: empty_database(url), rounds=3, iterations=1)
+    benchmark.extra_info["steps_per_s"] = round(100_000 / benchmark.stats.stats.median)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_ingest_http(benchmark, tmp_path: Path, backend: str) -> None:
+    """100,000 steps POSTed to `/v1/steps` of `portfolio serve --workers 1` in batches of 5,000, one after another
+    on one keep-alive connection, each under an `Idempotency-Key`; into an SQLite file or the PostgreSQL
+    database of `bench_postgres`."""
+    import httpx
+
+    from benchmarks.bench_service import launch, stop_server
+
+    target = str(tmp_path / "http.db") if backend == "sqlite" else bench_postgres()
+    batches = [
+        [r.model_dump(mode="json", exclude_none=True) for r in synthetic_records(100_000)[start : start + 5000]]
+        for start in range(0, 100_000, 5000)
+    ]
+    servers: list = []  # the round's server, started in `setup` (its start-up is not measured)
+
+    def setup() -> tuple[tuple, dict]:
+        while servers:
+            stop_server(servers.pop()[0])
+        if backend == "postgresql":
+            empty_database(target)
+        else:
+            for file in tmp_path.glob("http.db*"):
+                file.unlink()
+        servers.append(launch(["--workers", "1", "--insecure", "--traces", target]))
+        return (), {}
+
+    def ingest() -> None:
+        with httpx.Client(base_url=servers[0][1], timeout=120) as http:
+            for index, batch in enumerate(batches):
+                answer = http.post("/v1/steps", json={"steps": batch}, headers={"Idempotency-Key": f"batch-{index}"})
+                assert answer.status_code == 200, answer.text
+
+    try:
+        benchmark.pedantic(ingest, setup=setup, rounds=3, iterations=1)
+    finally:
+        while servers:
+            stop_server(servers.pop()[0])
     benchmark.extra_info["steps_per_s"] = round(100_000 / benchmark.stats.stats.median)
 
 
@@ -117,12 +197,35 @@ def test_ingest_jsonl(benchmark, tmp_path: Path) -> None:
     benchmark.extra_info["steps_per_s"] = round(100_000 / benchmark.stats.stats.median)
 
 
+RETRAIN = """
+import json, resource, sys
+from learning import retrain
+from traces import TraceStore
+with TraceStore(sys.argv[1]) as store:
+    info = retrain(store)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+print(json.dumps({"n_steps": info.n_steps, "auc": info.metrics.get("auc"), "peak_rss_mb": round(peak)}))
+"""
+
+
 def test_retrain_one_million_steps(benchmark, million_store: TraceStore) -> None:
-    """Stream 1,000,000 steps from SQLite, hold out the newest 20%, fit twice, store the model."""
-    info = benchmark.pedantic(lambda: retrain(million_store), rounds=1, iterations=1)
-    benchmark.extra_info["n_steps"] = info.n_steps
-    benchmark.extra_info["auc"] = info.metrics.get("auc")
-    assert info.n_steps == 1_000_000
+    """Stream 1,000,000 steps from the store (SQLite or PostgreSQL), hold out the newest 20%, fit twice, store
+    the model: in a process of its own, as `portfolio retrain` runs, so that its peak resident memory is the
+    retrain's (interpreter start and imports included in the time, ~1 s)."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+
+    def run() -> dict:
+        done = subprocess.run(
+            [sys.executable, "-c", RETRAIN, million_store.path], capture_output=True, text=True, check=True, cwd=repo
+        )
+        return json.loads(done.stdout.splitlines()[-1])
+
+    info = benchmark.pedantic(run, rounds=1, iterations=1)
+    benchmark.extra_info.update(info)
+    assert info["n_steps"] == 1_000_000
 
 
 def test_predict_three_thousand_actions(benchmark, million_store: TraceStore) -> None:

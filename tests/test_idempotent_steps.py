@@ -245,3 +245,66 @@ def test_the_store_replays_a_keyed_batch_and_forgets_old_keys(store_target):
         store.db.execute("UPDATE step_batches SET created = '2000-01-01T00:00:00.000+00:00'")
         store.record_steps(steps[:1], idempotency_key="other")  # a new key prunes the old ones
         assert [r[0] for r in store.db.execute("SELECT key FROM step_batches")] == ["other"]
+
+
+def awkward_steps(run_id: str, count: int) -> list[StepRecord]:
+    """`count` steps whose text needs escaping on the way in (tabs, newlines, backslashes, quotes, non-ASCII, a
+    text that reads `\\N`), with fields left None and exact floats: what COPY's text format must carry unchanged."""
+    return [
+        StepRecord(
+            run_id=run_id,
+            step=i,
+            action="drive",
+            args=("t\t1", "a\\b", "N\u00e9e"),
+            outcome="failure" if i % 3 else "success",
+            error=None if i % 2 else 'line 1\nline 2 "quoted" \\N',
+            duration_ms=None if i % 5 == 0 else i / 7,
+            features={"weather": "rain\r\n", "hour": i, "load": 0.1 + i},
+            generation=None if i % 4 else i,
+            side_effects=None if i % 2 else bool(i % 4),
+            expected_effects=["(at t1 b)"] if i % 6 == 0 else None,
+            timestamp="2026-01-01T00:00:00Z" if i % 2 else None,
+        )  # fmt: skip
+        for i in range(count)
+    ]
+
+
+def test_a_large_batch_is_stored_exactly_once_in_order_and_a_resent_one_adds_nothing(store_target):
+    """A batch large enough for PostgreSQL's COPY path (`traces.backends.COPY_MIN_ROWS`; SQLite's executemany
+    alike) reads back field for field, its step ids in the batch's order; the batch sent again, as after a lost
+    answer, adds nothing, with or without an idempotency key; a batch of stored and new steps adds the new ones."""
+    from traces.backends import COPY_MIN_ROWS
+
+    count = 3 * COPY_MIN_ROWS
+    steps = awkward_steps("big", count)
+    with TraceStore(store_target) as store:
+        first = store.record_steps(steps, idempotency_key="batch-1")
+        assert (first.recorded, first.skipped, first.conflicts) == (count, 0, [])
+        assert list(store.iter_steps()) == steps
+        ids = [row[0] for row in store.db.execute("SELECT id FROM steps ORDER BY id")]
+        stored_order = [row[0] for row in store.db.execute("SELECT step FROM steps ORDER BY id")]
+        assert stored_order == list(range(count)) and len(set(ids)) == count
+        replayed = store.record_steps(steps, idempotency_key="batch-1")
+        assert (replayed.recorded, replayed.replayed) == (count, True)
+        again = store.record_steps(steps)
+        assert (again.recorded, again.skipped) == (0, count)
+        more = awkward_steps("big", count + COPY_MIN_ROWS)
+        mixed = store.record_steps(more)
+        assert (mixed.recorded, mixed.skipped) == (COPY_MIN_ROWS, count)
+        assert store.count_steps() == count + COPY_MIN_ROWS
+        assert list(store.iter_steps()) == more
+
+
+def test_a_large_batchs_provenance_keeps_who_posted_each_step_first(store_target):
+    """`note_provenance` of a batch large enough for PostgreSQL's COPY path (through a staging table there, which
+    skips the steps already noted), twice in a row and overlapping: each step keeps its first principal."""
+    from traces.backends import COPY_MIN_ROWS
+    from traces.provenance import note_provenance, provenance
+
+    count = 2 * COPY_MIN_ROWS
+    with TraceStore(store_target) as store:
+        note_provenance(store, [("run", i) for i in range(count)], "acme", "first")
+        note_provenance(store, [("run", i) for i in range(count // 2, count + count // 2)], "acme", "second")
+        found = provenance(store, "run")
+    assert [row[0] for row in found] == list(range(count + count // 2))
+    assert [row[2] for row in found] == ["first"] * count + ["second"] * (count // 2)

@@ -33,11 +33,8 @@ def note_provenance(store: TraceStore, steps: Sequence[tuple[str, int]], tenant:
 
     def body() -> None:
         store.db.execute(_CREATE)
-        store.db.conn.executemany(
-            f"INSERT INTO {TABLE} (run_id, step, tenant, principal, recorded) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT DO NOTHING",
-            rows,
-        )
+        columns = ("run_id", "step", "tenant", "principal", "recorded")
+        store.backend.insert_rows(store.db.conn, TABLE, columns, rows, skip_existing=True)
 
     store._write(body)
 

@@ -294,8 +294,6 @@ class TraceStore(Transactions):
     ) -> RecordReport:
         if not rows and idempotency_key is None:
             return RecordReport()
-        placeholders = ", ".join("?" * len(STEP_COLUMNS))
-        sql = f"INSERT INTO steps ({', '.join(STEP_COLUMNS)}) VALUES ({placeholders})"
         fingerprint = recording.batch_fingerprint(rows) if idempotency_key is not None else ""
 
         def body() -> RecordReport:  # looked up under the write lock: no writer can add these steps meanwhile
@@ -308,8 +306,7 @@ class TraceStore(Transactions):
             fresh, report = recording.classify(rows, recording.existing_rows(conn, keys, self.backend))
             if report.conflicts and all_or_nothing:
                 raise StepConflictError(self.path, report.conflicts)
-            # executemany over one prepared statement: ~3x faster than building multi-row INSERTs from dicts.
-            conn.executemany(sql, fresh)
+            self.backend.insert_rows(conn, "steps", STEP_COLUMNS, fresh)
             if idempotency_key is not None:
                 recording.keep_batch(conn, idempotency_key, fingerprint, report)
             return report
