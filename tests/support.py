@@ -287,6 +287,16 @@ class PostgresCluster:
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
         self.start()
 
+    def restart_command(self) -> str:
+        """A shell command that restarts the server (fast: every connection cut; the options it was started
+        with kept), as the `postgres` user when the tests run as root: for a program that takes a command."""
+        import shlex
+
+        command = [str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "-l", str(self.log), "restart"]
+        if self.as_postgres:
+            return shlex.join(["su", "postgres", "-s", "/bin/sh", "-c", shlex.join(command)])
+        return shlex.join(command)
+
     def stop_server(self) -> None:
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
 
