@@ -239,12 +239,26 @@ class PostgresCluster:
             shutil.chown(self.data, "postgres", "postgres")
             self.log.touch()
             shutil.chown(self.log, "postgres", "postgres")
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self._run(str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres",
-                  "--no-sync", "--encoding=UTF8", "--locale=C.UTF-8")  # fmt: skip
-        self.start()
+        try:
+            self._run(str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres",
+                      "--no-sync", "--encoding=UTF8", "--locale=C.UTF-8")  # fmt: skip
+            # a port free when looked at may be taken before the server binds it (by a client's connection from
+            # the same ephemeral range): the server's log says so, and another port is tried
+            for attempt in range(5):
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", 0))
+                    self.port = probe.getsockname()[1]
+                logged = self.log.stat().st_size if self.log.exists() else 0
+                try:
+                    self.start()
+                    break
+                except RuntimeError:
+                    said = self.log.read_bytes()[logged:].decode(errors="replace")
+                    if attempt == 4 or "Address already in use" not in said:
+                        raise
+        except BaseException:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}"
         self._count = 0
 
