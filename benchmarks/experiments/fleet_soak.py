@@ -1,8 +1,9 @@
 """Fleet soak: several `portfolio serve` replicas on one trace store, a replica killed mid-load, no step lost.
 
-N replicas (default 2) share one `--traces` target (a new SQLite file by default, or a PostgreSQL URL). Client threads (default 16), each a runtime behind a load balancer, loop for `--seconds`: plan a four-step
-run (`/v1/plan` with a run id), post its first two steps one request each (`/v1/steps` with an
-`Idempotency-Key`), replan from the state they reached (`/v1/replan`: it must hand back the last two steps only,
+N replicas (default 2) share one `--traces` target (a new SQLite file by default, or a PostgreSQL URL). Client
+threads (default 16), each a runtime behind a load balancer, loop for `--seconds`: plan a four-step run
+(`/v1/plan` with a run id), post its first two steps one request each (`/v1/steps` with an `Idempotency-Key`),
+replan from the state they reached (`/v1/replan`: it must hand back the last two steps only,
 checked by the validator) and post those. A request goes to the next replica in turn; on a connection error or a
 503 it is sent again to another (a load balancer's retry), up to `RETRIES` times, the same idempotency key with
 it. At `--kill-at` seconds one replica is killed with SIGKILL and started again `--restart-after` seconds later;
