@@ -134,9 +134,9 @@ def test_a_postgresql_server_down_is_refused_then_served_again_without_a_restart
         assert {r.run_id for r in store.iter_steps()} == {"before", "back"}
 
 
-def test_a_request_that_meets_a_server_gone_is_a_503_and_refuses_the_next_at_once(own_postgres):
-    """Before the probe has looked: the request's own retries end in `StoreUnavailableError`, answered 503 with
-    Retry-After (a load balancer's cue to try another replica), not 500, and no address in it."""
+def test_the_probe_finds_a_server_gone_and_back_and_a_request_that_met_it_refuses_the_next(own_postgres):
+    """The probe's own retry reconnects (no replica restart); a request that gave up on the server before any
+    probe looked marks the store out of reach at once, so the next requests are refused without their retries."""
     from portfolio.serve.store_health import StoreHealth
 
     url = own_postgres.database()
@@ -186,3 +186,30 @@ def test_a_postgresql_url_its_password_and_its_server_are_hidden_from_every_answ
         assert not any(part in shown for part in ("p@ss", "p%40ss", "db.internal", "5433", "10.0.0.5")), shown
     assert paths.hide(texts[0]).startswith("the trace store: cannot reach")
     assert paths.hide(texts[3]) == "connection to the trace store's server failed: Connection refused"
+
+
+def test_a_server_gone_met_by_a_request_is_answered_503_with_retry_after_not_500():
+    """Before the probe has looked, a request's own retries end in `StoreUnavailableError`: answered 503 with
+    Retry-After (a load balancer's cue to try another replica), its message without the URL, password or server."""
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from portfolio.serve.errors import install_error_handlers
+    from portfolio.serve.store_health import StorePaths
+    from traces.errors import StoreUnavailableError
+
+    url = "postgresql://planner:s3cret@db.internal:5433/traces"
+    app = FastAPI()
+    install_error_handlers(app, StorePaths(url).hide)
+
+    @app.get("/gone")
+    def gone() -> None:
+        raise StoreUnavailableError(
+            f'{url}: cannot reach the PostgreSQL server (connection to server at "db.internal" (10.0.0.5), port '
+            "5433 failed: Connection refused); gave up after 10 retries, nothing from this operation was written."
+        )
+
+    answer = TestClient(app).get("/gone")
+    assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
+    assert answer.json()["kind"] == "StoreUnavailableError" and "cannot reach" in answer.json()["error"]
+    assert not any(part in answer.text for part in ("s3cret", "db.internal", "5433", "10.0.0.5")), answer.text
