@@ -239,12 +239,26 @@ class PostgresCluster:
             shutil.chown(self.data, "postgres", "postgres")
             self.log.touch()
             shutil.chown(self.log, "postgres", "postgres")
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self._run(str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres",
-                  "--no-sync", "--encoding=UTF8", "--locale=C.UTF-8")  # fmt: skip
-        self.start()
+        try:
+            self._run(str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres",
+                      "--no-sync", "--encoding=UTF8", "--locale=C.UTF-8")  # fmt: skip
+            # a port free when looked at may be taken before the server binds it (by a client's connection from
+            # the same ephemeral range): the server's log says so, and another port is tried
+            for attempt in range(5):
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", 0))
+                    self.port = probe.getsockname()[1]
+                logged = self.log.stat().st_size if self.log.exists() else 0
+                try:
+                    self.start()
+                    break
+                except RuntimeError:
+                    said = self.log.read_bytes()[logged:].decode(errors="replace")
+                    if attempt == 4 or "Address already in use" not in said:
+                        raise
+        except BaseException:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}"
         self._count = 0
 
@@ -286,6 +300,16 @@ class PostgresCluster:
         """Stop the server (fast: every connection is cut) and start it again on the same port."""
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
         self.start()
+
+    def restart_command(self) -> str:
+        """A shell command that restarts the server (fast: every connection cut; the options it was started
+        with kept), as the `postgres` user when the tests run as root: for a program that takes a command."""
+        import shlex
+
+        command = [str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "-l", str(self.log), "restart"]
+        if self.as_postgres:
+            return shlex.join(["su", "postgres", "-s", "/bin/sh", "-c", shlex.join(command)])
+        return shlex.join(command)
 
     def stop_server(self) -> None:
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")

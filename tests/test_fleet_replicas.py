@@ -1,13 +1,13 @@
 """Two `portfolio serve` processes on one trace store, as a fleet behind a load balancer runs them: a run planned
 on one replica is replanned on either, after steps posted to the other; a retrain requested on one is served by
 both; a key added or revoked with `portfolio keys` on the store is honoured by both, each tenant seeing its own
-steps. Real servers (`start_cli_server`), real HTTP, one SQLite file."""
+steps. Real servers (`start_cli_server`), real HTTP, one store: an SQLite file, then a PostgreSQL database."""
 
 from __future__ import annotations
 
 import httpx
 import pytest
-from support import portfolio, wait_until
+from support import BACKENDS, portfolio, wait_until
 from test_service_helpers import start_cli_server
 from test_service_runs import TRIP_BODY, TRIP_PLAN, TRIP_TASK, recorded, state_after, valid_from
 
@@ -25,10 +25,14 @@ def add_key(db: str, name: str, tenant: str, scopes: str = "plan,steps:write,rea
     return added.stdout.strip()
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
-    """(store path, acme's key, [replica A's URL, replica B's URL]): two servers on one store, keys required."""
-    db = str(tmp_path_factory.mktemp("fleet") / "t.db")
+@pytest.fixture(scope="module", params=BACKENDS)
+def fleet(request, tmp_path_factory):
+    """(store target, acme's key, [replica A's URL, replica B's URL]): two servers on one store, keys required;
+    once on each backend."""
+    if request.param == "sqlite":
+        db = str(tmp_path_factory.mktemp("fleet") / "t.db")
+    else:
+        db = request.getfixturevalue("postgres_cluster").database("fleet")
     key = add_key(db, "acme-agent", "acme")
     servers = [
         start_cli_server("--workers", "1", "--delegates", "fast-downward", "--traces", db, insecure=False)

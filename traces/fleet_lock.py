@@ -14,10 +14,13 @@ stale lock for an operator to clear.
   file itself (`traces.connection`: only SQLite may open it). Every process on the host that shares the file
   shares the lock; several hosts on one SQLite file over a network file system is no deployment SQLite
   supports in the first place.
-- A PostgreSQL URL: a session advisory lock (`pg_try_advisory_lock` / `pg_advisory_lock`, released with
-  `pg_advisory_unlock`) on the store's own connection, keyed by the name (`_postgres_lock`). The store backend
-  plugs in by exposing its connection as `store.db` with an `execute(sql)` that returns a cursor (as
-  sqlite-utils' `Database` does); a target string alone cannot hold a session, so a URL must come with its store.
+- A PostgreSQL URL: a session advisory lock (`pg_try_advisory_lock` / `pg_advisory_lock`) keyed by the name,
+  held on a connection of its own, opened for the lock and closed with it (`_postgres_lock`): not on the store's
+  shared connection, which the store may replace under the lock (a reconnect ends the session, and its locks
+  with it), where `--wait` would block every other user of the process's connection, and where a second holder
+  in the same process would be let in (a session may take its own advisory lock twice). A holder killed with
+  SIGKILL ends its session, so the server frees the lock. `store` may be a `TraceStore` or the URL itself.
+  Why, and what was tested: docs/decisions/fleet-lock.md.
 - An in-memory or temporary database: no other process can see it, so there is nothing to lock.
 """
 
@@ -26,14 +29,17 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import logging
 import os
 from collections.abc import Iterator
 from typing import Any
 
 from traces.connection import database_key, is_private
 from traces.errors import TraceStoreError
+from traces.targets import hide, is_url, redact
 
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+log = logging.getLogger(__name__)
+CONNECT_TIMEOUT_S = 10.0  # the lock's own connection gives up connecting after this
 
 
 class FleetBusy(Exception):
@@ -41,10 +47,11 @@ class FleetBusy(Exception):
 
 
 def target_of(store: Any) -> str:
-    """The store's target as a string: `store` itself when it is one (or a path), else its `target` or `path`."""
+    """The store's target as a string: `store` itself when it is one (or a path), else its URL as given (with its
+    password: the lock connects with it), `target` or `path`."""
     if isinstance(store, (str, os.PathLike)):
         return os.fspath(store)
-    return os.fspath(getattr(store, "target", None) or store.path)
+    return os.fspath(getattr(store, "_url", None) or getattr(store, "target", None) or store.path)
 
 
 def lock_path(target: str, name: str) -> str:
@@ -57,10 +64,8 @@ def fleet_lock(store: Any, name: str = "retrain", *, wait: bool = False) -> Iter
     """Hold the store-wide lock `name` for the block (module docstring); `FleetBusy` when another process holds it
     and not `wait`, else block until it is free."""
     target = target_of(store)
-    if target.startswith(POSTGRES_SCHEMES):
-        if isinstance(store, (str, os.PathLike)):
-            raise TypeError("a PostgreSQL store's lock is held on the store's connection: pass the store, not its URL")
-        with _postgres_lock(store, name, wait=wait):
+    if is_url(target):
+        with _postgres_lock(target, name, wait=wait):
             yield
         return
     if is_private(target):
@@ -114,15 +119,50 @@ def advisory_key(name: str) -> int:
 
 
 @contextlib.contextmanager
-def _postgres_lock(store: Any, name: str, *, wait: bool) -> Iterator[None]:
-    """A session advisory lock on the store's connection (`store.db.execute`), keyed by `advisory_key(name)`. The
-    key is an integer this module computes, so it is written into the query: no parameter style to agree on."""
+def _postgres_lock(url: str, name: str, *, wait: bool) -> Iterator[None]:
+    """A session advisory lock keyed by `advisory_key(name)`, on a connection to `url` opened for it and closed
+    after (module docstring). The key is an integer this module computes, so it is written into the query.
+    `StoreUnavailableError` (or another `TraceStoreError`, the URL's password hidden) when the server cannot be
+    reached. Should the server end the session while the block runs (a restart), the lock is gone with it:
+    the block still ends normally, and that is logged (another process may have taken the lock meanwhile)."""
+    from traces import backends
+
     key = advisory_key(name)
-    if wait:
-        store.db.execute(f"SELECT pg_advisory_lock({key})").fetchone()
-    elif not store.db.execute(f"SELECT pg_try_advisory_lock({key})").fetchone()[0]:
-        raise FleetBusy(f"a {name} is running on this trace store (another server or process holds it)")
+    shown = redact(url)
     try:
-        yield
+        conn = backends.connect_postgres(url, CONNECT_TIMEOUT_S)
+    except backends.driver_errors() as error:
+        raise _translated(url, error) from None
+    try:
+        try:
+            if wait:  # no lock_timeout on this session (unless the URL sets one): wait as long as it takes
+                conn.execute(f"SELECT pg_advisory_lock({key})").fetchone()
+            elif not conn.execute(f"SELECT pg_try_advisory_lock({key})").fetchone()[0]:
+                raise FleetBusy(f"a {name} is running on this trace store (another server or process holds it)")
+        except backends.driver_errors() as error:
+            raise _translated(url, error) from None
+        try:
+            yield
+        finally:
+            try:
+                conn.execute(f"SELECT pg_advisory_unlock({key})").fetchone()
+            except backends.driver_errors() as error:
+                log.warning(
+                    "trace store %s: the %s lock's session ended before the lock was released (%s); another "
+                    "process may have held the lock meanwhile",
+                    shown, name, _translated(url, error),
+                )  # fmt: skip
     finally:
-        store.db.execute(f"SELECT pg_advisory_unlock({key})").fetchone()
+        try:
+            conn.close()
+        except Exception:  # a broken connection may fail to close; the server has ended its session anyway
+            pass
+
+
+def _translated(url: str, error: BaseException) -> TraceStoreError:
+    """psycopg's `error` about the database at `url` as one of ours, its password hidden wherever it shows."""
+    from traces import backends
+
+    found = backends.translate(redact(url), error)
+    hidden = hide(str(found), url)
+    return found if hidden == str(found) else type(found)(hidden)

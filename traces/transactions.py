@@ -43,14 +43,16 @@ class Transactions:
     _connect_error: TraceStoreError | None = None  # why the last reconnect failed (PostgreSQL)
     db: Any  # sqlite_utils.Database, or backends.PostgresDatabase
 
-    def _retry(self, operation: Callable[[], T]) -> T:
+    def _retry(self, operation: Callable[[], T], retries: int | None = None) -> T:
         """Run `operation` holding the shared connection, retrying on "database is locked" (with the connection
         released between attempts), on PostgreSQL's serialisation failures and deadlocks and on a connection the
         server dropped (opened again first), and translating driver errors to ours. Never rolls anything back:
-        only `_write` ends a transaction, and only the one it began."""
+        only `_write` ends a transaction, and only the one it began. `retries`: fewer than the store's own (a
+        health probe that must answer within its second, not wait out a server that is away)."""
         delay = self.backoff_s
         drivers = backends.driver_errors()
-        for attempt in range(self.retries + 1):
+        retries = self.retries if retries is None else retries
+        for attempt in range(retries + 1):
             shared = self._shared
             if shared is None:
                 raise TraceStoreError(f"{self.path}: the trace store is closed.")
@@ -65,15 +67,15 @@ class Transactions:
                 disconnected = backends.is_disconnected(error)
                 if not (disconnected or backends.is_busy(error)):
                     raise self._translate(error) from error
-                if attempt == self.retries:
+                if attempt == retries:
                     if disconnected:  # libpq's reason the last reconnect failed says more than "closed"
                         reason = self._connect_error or self._translate(error)
                         raise StoreUnavailableError(
-                            f"{str(reason).rstrip('.')}; gave up after {self.retries} retries, nothing from this "
+                            f"{str(reason).rstrip('.')}; gave up after {retries} retries, nothing from this "
                             "operation was written."
                         ) from None
                     raise DatabaseLockedError(
-                        f"{self.path}: database still locked by another writer after {self.retries} retries "
+                        f"{self.path}: database still locked by another writer after {retries} retries "
                         f"(busy_timeout {self.busy_timeout_ms} ms each); nothing from this batch was written."
                     ) from error
                 log.debug("trace store %s %s, retry %d in %.3f s", self.path,

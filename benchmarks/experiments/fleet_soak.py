@@ -1,9 +1,9 @@
 """Fleet soak: several `portfolio serve` replicas on one trace store, a replica killed mid-load, no step lost.
 
-N replicas (default 2) share one `--traces` target (a SQLite file here; a PostgreSQL URL once that backend is
-in). Client threads (default 16), each a runtime behind a load balancer, loop for `--seconds`: plan a four-step
-run (`/v1/plan` with a run id), post its first two steps one request each (`/v1/steps` with an
-`Idempotency-Key`), replan from the state they reached (`/v1/replan`: it must hand back the last two steps only,
+N replicas (default 2) share one `--traces` target (a new SQLite file by default, or a PostgreSQL URL). Client
+threads (default 16), each a runtime behind a load balancer, loop for `--seconds`: plan a four-step run
+(`/v1/plan` with a run id), post its first two steps one request each (`/v1/steps` with an `Idempotency-Key`),
+replan from the state they reached (`/v1/replan`: it must hand back the last two steps only,
 checked by the validator) and post those. A request goes to the next replica in turn; on a connection error or a
 503 it is sent again to another (a load balancer's retry), up to `RETRIES` times, the same idempotency key with
 it. At `--kill-at` seconds one replica is killed with SIGKILL and started again `--restart-after` seconds later;
@@ -17,7 +17,8 @@ that failed after every retry, and wrong plans.
     PYTHONPATH=. python -m benchmarks.experiments.fleet_soak --seconds 60            # docs/benchmarks.md
     PYTHONPATH=. python -m benchmarks.experiments.fleet_soak --traces postgresql://... --restart-store "..."
 
-`tests/test_fleet_soak.py` runs `soak` for a few seconds with two clients and one kill on every `make test`.
+`tests/test_fleet_soak.py` runs `soak` for a few seconds with two clients and one kill on every `make test`, on
+SQLite and on a PostgreSQL cluster of its own that it restarts mid-load.
 """
 
 from __future__ import annotations

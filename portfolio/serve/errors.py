@@ -47,7 +47,7 @@ def _unchanged(text: str) -> str:
 def install_error_handlers(app: FastAPI, hide: Callable[[str], str] = _unchanged) -> None:
     """Answer every error as JSON; `hide` rewrites each message before a client reads it."""
     from portfolio.serve.store_health import StoreUnreachableError
-    from traces.errors import BadRowError, DatabaseLockedError, TraceStoreError
+    from traces.errors import BadRowError, DatabaseLockedError, StoreUnavailableError, TraceStoreError
 
     def json_error(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> JSONResponse:
         return _json_error(status, hide(message), kind, headers)
@@ -105,7 +105,8 @@ def install_error_handlers(app: FastAPI, hide: Callable[[str], str] = _unchanged
     @app.exception_handler(TraceStoreError)
     async def store_error(request: Request, error: TraceStoreError) -> JSONResponse:
         log.warning("%s %s: %s", request.method, request.url.path, error)  # whole, with the path
-        if isinstance(error, (DatabaseLockedError, StoreUnreachableError)):  # the store may be back in a second
+        if isinstance(error, (DatabaseLockedError, StoreUnreachableError, StoreUnavailableError)):
+            # the store may be back in a second: a writer done, a file back, a PostgreSQL server restarted
             return json_error(503, str(error), type(error).__name__, {"Retry-After": "1"})
         if isinstance(error, BadRowError):  # a stored row (a model): not the request's fault; an operator must act
             return json_error(503, str(error), type(error).__name__)

@@ -13,7 +13,8 @@ it does (the routes in `portfolio.serve.http`):
   with 503 `BusyWithLargeBodies`;
 - and what the operation itself answers: 404 an unknown run or job, 409 a retrain while another process holds
   the store's retrain lock (`traces.fleet_lock`), 422 a validation too costly to check or an
-  idempotency key reused for other steps, 503 a full queue, a locked trace store or a model that cannot be read.
+  idempotency key reused for other steps, 503 a full queue, a locked trace store, a trace store out of reach (its
+  file moved, its PostgreSQL server down) or a model that cannot be read.
 
 FastAPI adds a 422 "Validation Error" to every operation with parameters; this service answers a request that
 does not fit its schema 400 `SchemaError` instead (`portfolio.serve.errors`), so `without_unused_422` takes those
@@ -41,9 +42,9 @@ ERROR_RESPONSES: dict[int, dict[str, Any]] = {
     429: {"description": "over the key's quota; retry after Retry-After seconds", "headers": RETRY_AFTER},
     500: {"description": "a planner worker died or hung (it was replaced), or an internal error"},
     503: {
-        "description": "busy (a full queue, a locked trace store, too many large bodies, the keys unreadable "
-        "just now: Retry-After says when to retry), or unable to plan until an operator acts (a stored model "
-        "it cannot read)",
+        "description": "busy (a full queue, a locked trace store, a trace store out of reach such as a "
+        "PostgreSQL server restarting, too many large bodies, the keys unreadable just now: Retry-After says when "
+        "to retry), or unable to plan until an operator acts (a stored model it cannot read)",
         "headers": RETRY_AFTER,
     },
 }

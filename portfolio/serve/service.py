@@ -172,6 +172,8 @@ class Service:
         assert self.store is not None
         with self._store_lock:
             self.store_health.probe(self.store)
+            if self.store_health.unreachable() is not None:  # not the store's retries on every watch tick
+                return None
             try:
                 return self.store.latest_model_version()
             except Exception:  # the database's own error: the probe has named it

@@ -22,17 +22,20 @@ an operator looks at, so it says `degraded`, with the reason, from three sources
   where it was, the next probe finds it and the server serves again on its own. A replaced file is not adopted:
   the server's connection is to the old one (`traces.connection`), so restart it to use the new file.
 
-A store that is no file (a PostgreSQL URL) has no location to check: its backend's error for a database it
-cannot reach is named in `UNREACHABLE_KINDS`, and the probe's read meets it like any other.
-
-On PostgreSQL the probe reads one row of every trace table and asks the server whether it accepts writes
-(`transaction_read_only`: a standby does not); the server watches its own disk, and a full one fails a write
-with SQLSTATE 53100, which `failed` reports like SQLite's SQLITE_FULL. A server that cannot be reached is
-reported until a probe reaches it again (`StoreUnavailableError`).
+A store that is no file (a PostgreSQL URL) has no location to check. On PostgreSQL the probe reads the schema
+version and one row of every trace table, and asks the server whether it accepts writes (`transaction_read_only`:
+a standby does not), with one retry only (a broken connection is opened again first), so that it answers within
+its second; the server watches its own disk, and a full one fails a write with SQLSTATE 53100, which `failed`
+reports like SQLite's SQLITE_FULL. A server that cannot be reached (`StoreUnavailableError`, found by the probe
+or met by a request) is one of the `UNREACHABLE_KINDS`: requests that need the store are refused with a 503 and
+Retry-After, and the next probe that reaches the server again (the store's connection opened anew) clears it,
+so the replica serves again on its own.
 
 Reasons never name the file: `/v1/health` needs no token. `StorePaths.hide` takes the store's path (as given,
 absolute and resolved, with its -wal and -shm files, and its directory) out of any text a client reads: error
-bodies, job errors, MCP tool errors, health reasons. The full text is logged on the server.
+bodies, job errors, MCP tool errors, health reasons; for a PostgreSQL store its URL (as given, with its password
+hidden or left out), the password wherever it shows, and the server's address as libpq names it in its errors
+(`server at "HOST", port N`, `server on socket "PATH"`). The full text is logged on the server.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ import threading
 
 from traces import errors
 from traces.connection import is_private
-from traces.targets import is_url, redact
+from traces.targets import hide, is_url, redact, split_password
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +56,8 @@ MIN_FREE_BYTES = 1 << 20  # less than this left, and the next WAL frames or chec
 WRITE_KINDS = ("DiskFullError", "ReadOnlyDatabaseError")
 DAMAGE_KINDS = ("CorruptDatabaseError",)
 # the store cannot be reached: the server refuses what needs it (503) until a probe finds it again
-UNREACHABLE_KINDS = ("StoreMissing", "StoreReplaced", "StoreUnreachable")
+UNREACHABLE_KINDS = ("StoreMissing", "StoreReplaced", "StoreUnreachable", "StoreUnavailableError")
+PROBE_RETRIES = 1  # on PostgreSQL: one more try, on a connection opened anew (the server may have restarted)
 REASONS = {
     "DiskFullError": (
         "the trace store cannot be written: its disk is full or a size limit was reached (plans without a run id "
@@ -80,8 +84,9 @@ REASONS = {
         "the trace store is damaged (SQLite found pages it cannot read): restore a backup, then restart the server"
     ),
     "StoreUnavailableError": (
-        "the trace store's PostgreSQL server cannot be reached (plans without a run id are still answered; steps, "
-        "retrains and plans under a run id fail until it is back)"
+        "the trace store cannot be reached: its PostgreSQL server does not answer (down or restarting); steps, "
+        "retrains, replans and plans under a run id are refused (503) until it is back (plans without a run id "
+        "are still answered)"
     ),
 }
 
@@ -144,7 +149,9 @@ class StoreHealth:
         """A store user met `error` (or an error of that type name, from a worker)."""
         kind = error if isinstance(error, str) else type(error).__name__
         with self._lock:
-            if kind in WRITE_KINDS:
+            if kind in UNREACHABLE_KINDS:  # refused from now on, until the next probe reaches the store
+                self._probed = kind
+            elif kind in WRITE_KINDS:
                 self._write_failure = kind
             elif kind in DAMAGE_KINDS:
                 self._damage = kind
@@ -210,11 +217,21 @@ def _probe(store) -> str | None:
 
 
 def _probe_postgres(store) -> str | None:
-    """`_probe` on PostgreSQL: a row of every table read, and whether the server takes writes."""
-    for table in store._retry(lambda: store.db.table_names()):
-        store._retry(lambda: store.db.execute(f'SELECT 1 FROM "{table}" LIMIT 1').fetchone())
-    read_only = store._retry(lambda: store.db.execute("SHOW transaction_read_only").fetchone()[0])
+    """`_probe` on PostgreSQL: the schema version, a row of every table read, and whether the server takes
+    writes; each with `PROBE_RETRIES` (module docstring)."""
+
+    def look() -> str:
+        store.backend.read_version(store.db)
+        for table in store.db.table_names():
+            store.db.execute(f'SELECT 1 FROM "{table}" LIMIT 1').fetchone()
+        return store.db.execute("SHOW transaction_read_only").fetchone()[0]
+
+    read_only = store._retry(look, retries=PROBE_RETRIES)
     return "ReadOnlyDatabaseError" if read_only == "on" else None
+
+
+# where libpq says it tried to connect: `server at "db" (10.0.0.5), port 5432`, `server on socket "/run/..."`
+_LIBPQ_SERVER = re.compile(r'server (?:at "[^"]*"(?: \([^)]*\))?, port \d+|on socket "[^"]*")')
 
 
 class StorePaths:
@@ -222,11 +239,13 @@ class StorePaths:
 
     def __init__(self, path: str | os.PathLike[str] | None) -> None:
         self._pattern: re.Pattern[str] | None = None
+        self._url: str | None = None
         if path is None or is_private(os.fspath(path)):
             return
         text = os.fspath(path)
-        if is_url(text):  # the URL as given and as the store shows it (password hidden), whole
-            self._names = {name: "the trace store" for name in {text, redact(text)}}
+        if is_url(text):  # the URL as given, as the store shows it (password hidden) and without its password
+            self._url = text
+            self._names = {name: "the trace store" for name in {text, redact(text), split_password(text)[0]}}
             alternatives = "|".join(re.escape(name) for name in sorted(self._names, key=len, reverse=True))
             self._pattern = re.compile(f"({alternatives})")
             return
@@ -243,4 +262,7 @@ class StorePaths:
         """`text` with every spelling of the store's path (and its directory) replaced by words."""
         if self._pattern is None:
             return text
-        return self._pattern.sub(lambda match: self._names[match[1]], text)
+        text = self._pattern.sub(lambda match: self._names[match[1]], text)
+        if self._url is None:
+            return text
+        return _LIBPQ_SERVER.sub("the trace store's server", hide(text, self._url))
