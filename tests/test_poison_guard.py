@@ -187,3 +187,39 @@ def test_the_tail_probabilities_are_the_beta_binomials():
         assert 10**upper == pytest.approx(betabinom.sf(failures - 1, steps, a, b), rel=1e-9)
         assert 10**lower == pytest.approx(betabinom.cdf(failures, steps, a, b), rel=1e-9)
     assert log10_tails(300, 300, 0.02, 210.0)[0] < -100  # finite where the tail itself underflows to 0
+
+
+def test_a_batch_that_fails_half_way_is_retried_with_its_provenance(tmp_path, monkeypatch):
+    """A failure after the steps are written but before their provenance is (a crash, a lost connection) must
+    not leave them stored without it: the client's retry under the same Idempotency-Key would be answered as
+    recorded, and steps without provenance are trusted by the guard. Steps and provenance are one transaction."""
+    import httpx
+    from test_service_helpers import config, serve_in_thread
+
+    from portfolio.serve.keys import add_key
+    from traces.provenance import provenance
+
+    db = str(tmp_path / "t.db")
+    with TraceStore(db) as store:
+        key = add_key(store, "agent-1", TENANT, "steps:write")
+        backend = type(store.backend)
+    insert_rows, failed = backend.insert_rows, []
+
+    def flaky(self, conn, table, *args, **kwargs):
+        if table == "step_provenance" and not failed:
+            failed.append(table)
+            raise OSError("connection lost")
+        return insert_rows(self, conn, table, *args, **kwargs)
+
+    monkeypatch.setattr(backend, "insert_rows", flaky)
+    steps = {"steps": [{"run_id": "r1", "step": i, "action": "(pick-up b)", "outcome": "failure"} for i in range(3)]}
+    headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": "batch-1"}
+    with serve_in_thread(config(traces=db)) as (url, service):
+        first = httpx.post(url + "/v1/steps", json=steps, headers=headers, timeout=30)
+        assert failed and first.status_code >= 500
+        again = httpx.post(url + "/v1/steps", json=steps, headers=headers, timeout=30)
+        assert again.status_code == 200, again.text
+        assert [(p[0], p[1], p[2]) for p in provenance(service.store, f"@{TENANT}/r1")] == [
+            (i, TENANT, "agent-1") for i in range(3)
+        ]
+        assert service.store.count_steps() == 3

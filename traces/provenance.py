@@ -14,29 +14,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from traces.store import TraceStore, _now
+from traces import recording
+from traces.store import TraceStore
 
-TABLE = "step_provenance"
-_CREATE = (
-    f"CREATE TABLE IF NOT EXISTS {TABLE} (run_id TEXT NOT NULL, step INTEGER NOT NULL, tenant TEXT NOT NULL, "
-    "principal TEXT NOT NULL, recorded TEXT NOT NULL, PRIMARY KEY (run_id, step))"
-)
+TABLE = recording.PROVENANCE
 
 
 def note_provenance(store: TraceStore, steps: Sequence[tuple[str, int]], tenant: str, principal: str) -> None:
-    """Record that `principal` of `tenant` posted `steps` (their `(run_id, step)`); a step that already has a
-    provenance keeps it (a retried post changes nothing, as in `traces.recording`)."""
-    if not steps:
-        return
-    now = _now()
-    rows = [(run_id, step, tenant, principal, now) for run_id, step in steps]
-
-    def body() -> None:
-        store.db.execute(_CREATE)
-        columns = ("run_id", "step", "tenant", "principal", "recorded")
-        store.backend.insert_rows(store.db.conn, TABLE, columns, rows, skip_existing=True)
-
-    store._write(body)
+    """Record that `principal` of `tenant` posted `steps` (their `(run_id, step)`) in a transaction of its own; a
+    step that already has a provenance keeps it (a retried post changes nothing, as in `traces.recording`). Steps
+    recorded with their provenance go through `TraceStore.record_steps(..., provenance=...)` instead, in one
+    transaction."""
+    if steps:
+        store._write(lambda: recording.keep_provenance(store.db, store.backend, steps, tenant, principal))
 
 
 def provenance(store: TraceStore, run_id: str) -> list[tuple[int, str, str, str]]:

@@ -156,3 +156,23 @@ def keep_batch(conn: Any, key: str, fingerprint: str, report: RecordReport) -> N
         "INSERT INTO step_batches (key, fingerprint, report, created) VALUES (?, ?, ?, ?)",
         [key, fingerprint, json.dumps(kept), now.isoformat(timespec="milliseconds")],
     )
+
+
+PROVENANCE = "step_provenance"  # who posted each step through the service (`traces.provenance`)
+PROVENANCE_DDL = (
+    f"CREATE TABLE IF NOT EXISTS {PROVENANCE} (run_id TEXT NOT NULL, step INTEGER NOT NULL, tenant TEXT NOT NULL, "
+    "principal TEXT NOT NULL, recorded TEXT NOT NULL, PRIMARY KEY (run_id, step))"
+)
+
+
+def keep_provenance(db: Any, backend: Backend, steps: Sequence[Key], tenant: str, principal: str) -> None:
+    """Note, inside the caller's write transaction, that `principal` of `tenant` posted `steps` (their
+    `(run_id, step)`); a step that already has a provenance keeps it. Called by `TraceStore.record_steps` in the
+    transaction that writes the steps, so a step is never stored without the provenance the poison guard reads."""
+    if not steps:
+        return
+    now = datetime.now(UTC).isoformat(timespec="milliseconds")
+    rows = [(run_id, step, tenant, principal, now) for run_id, step in steps]
+    db.execute(PROVENANCE_DDL)
+    columns = ("run_id", "step", "tenant", "principal", "recorded")
+    backend.insert_rows(db.conn, PROVENANCE, columns, rows, skip_existing=True)

@@ -271,17 +271,20 @@ class TraceStore(Transactions):
         all_or_nothing: bool = False,
         log_conflicts: bool = True,
         idempotency_key: str | None = None,
+        provenance: tuple[str, str] | None = None,
     ) -> RecordReport:
         """Record steps in one transaction, idempotently (`traces.recording`): the report counts the new and the
         skipped ones and lists the conflicts (not written; logged unless `log_conflicts=False`); with
         `all_or_nothing`, a conflict is `StepConflictError` and nothing is written. `idempotency_key`: the same
         batch under a used key writes nothing and returns the first call's report; other steps under it are
-        `IdempotencyKeyReused`."""
+        `IdempotencyKeyReused`. `provenance`: the (tenant, principal) that posted them (`traces.provenance`),
+        kept for every step not in conflict in the same transaction, so no crash leaves steps without it."""
         return self._record_rows(
             [step_row(r) for r in records],
             all_or_nothing=all_or_nothing,
             log_conflicts=log_conflicts,
             idempotency_key=idempotency_key,
+            provenance=provenance,
         )
 
     def _record_rows(
@@ -291,6 +294,7 @@ class TraceStore(Transactions):
         all_or_nothing: bool = False,
         log_conflicts: bool = True,
         idempotency_key: str | None = None,
+        provenance: tuple[str, str] | None = None,
     ) -> RecordReport:
         if not rows and idempotency_key is None:
             return RecordReport()
@@ -307,6 +311,10 @@ class TraceStore(Transactions):
             if report.conflicts and all_or_nothing:
                 raise StepConflictError(self.path, report.conflicts)
             self.backend.insert_rows(conn, "steps", STEP_COLUMNS, fresh)
+            if provenance is not None:
+                refused = {conflict.index for conflict in report.conflicts}
+                posted = [(row[0], row[1]) for i, row in enumerate(rows) if i not in refused]
+                recording.keep_provenance(self.db, self.backend, posted, *provenance)
             if idempotency_key is not None:
                 recording.keep_batch(conn, idempotency_key, fingerprint, report)
             return report

@@ -365,19 +365,12 @@ class Service:
         batch is recorded once and a retry answered as the first time, across restarts; other steps under a used
         key are a 422 `IdempotencyKeyReused`. The key is one opaque string here.
         `provenance`: the (tenant, principal) posting them, kept for each step recorded (`traces.provenance`),
-        under the same lock."""
+        in the transaction that records the steps."""
         self.need_store()
         key = body.idempotency_key
 
         def write(store: Any) -> RecordReport:
-            report = store.record_steps(body.steps, idempotency_key=key)
-            if provenance is not None and not report.replayed:
-                from traces.provenance import note_provenance
-
-                refused = {c.index for c in report.conflicts}
-                steps = [(s.run_id, s.step) for i, s in enumerate(body.steps) if i not in refused]
-                note_provenance(store, steps, *provenance)
-            return report
+            return store.record_steps(body.steps, idempotency_key=key, provenance=provenance)
 
         try:
             report = await self._in_store(write, write=True)
