@@ -28,7 +28,6 @@ import itertools
 import json
 import os
 import signal
-import statistics
 import subprocess
 import tempfile
 import threading
@@ -41,6 +40,7 @@ import httpx
 import psutil
 
 from benchmarks.bench_service import launch
+from portfolio.benchsuite.report import percentile as report_percentile
 
 RETRIES = 20  # a request is sent this many times at most, to the replicas in turn
 RETRY_PAUSE_S = 0.1  # between two tries: a replica that was just killed is not seen again at once
@@ -253,11 +253,8 @@ def stored_steps(target: str, prefix: str) -> dict[tuple[str, int], int]:
 
 
 def percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+    """`portfolio.benchsuite.report.percentile` (q in 0..100); None when nothing was measured."""
+    return report_percentile(values, q) if values else None
 
 
 def soak(

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import httpx
 
+from portfolio.benchsuite.report import percentile
+
 REPO = Path(__file__).resolve().parents[2]
 BLOCKS = REPO / "tests" / "data" / "ipc" / "blocks"
 
@@ -71,11 +73,7 @@ def record_rate(tree: Path) -> tuple[int, int]:
 
 
 def percentiles(latencies: list[float]) -> dict[str, float]:
-    ordered = sorted(latencies)
-    return {
-        "p50_ms": round(statistics.median(ordered) * 1000, 2),
-        "p99_ms": round(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] * 1000, 2),
-    }
+    return {f"p{q}_ms": round(percentile(latencies, q) * 1000, 2) for q in (50, 99)}
 
 
 def service(tree: Path, posts: int, plans: int) -> dict[str, dict[str, float]]:
