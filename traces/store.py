@@ -179,9 +179,8 @@ class TraceStore(Transactions):
         existing = set(self._retry(lambda: self.db.table_names()))
         missing = [t for t in TABLES if t not in existing]
         if missing:
-            kind = "an SQLite database" if self._url is None else "a PostgreSQL database"
             raise CorruptDatabaseError(
-                f"{self.path}: {kind} without the trace tables {', '.join(missing)} (expected a "
+                f"{self.path}: {self.backend.database} without the trace tables {', '.join(missing)} (expected a "
                 f"portfolio-planner trace database with tables {', '.join(TABLES)})."
             )
         shared.checked = True
@@ -197,11 +196,9 @@ class TraceStore(Transactions):
         if version == 0:
             foreign = [t for t in self.db.table_names() if t not in TABLES and t != "schema_version"]
             if foreign:
-                kind = "an SQLite database" if self._url is None else "a PostgreSQL database"
-                empty = "an empty file" if self._url is None else "an empty database"
                 raise CorruptDatabaseError(
-                    f"{self.path}: {kind} of something else (tables {', '.join(foreign[:5])}); "
-                    f"expected {empty} or a portfolio-planner trace database."
+                    f"{self.path}: {self.backend.database} of something else (tables {', '.join(foreign[:5])}); "
+                    f"expected {self.backend.empty} or a portfolio-planner trace database."
                 )
         new = schema.migrate(self.db, self.path)
         if new != version:
