@@ -171,3 +171,42 @@ def test_serve_on_a_postgresql_url_plans_records_and_replans(postgres_cluster):
     with TraceStore(url) as store:
         assert store.count_steps() == 3 and store.get_run(run) is not None
         assert len(store.plans(run)) == 2  # the plan and the replan, recorded by the worker with the password
+
+
+def test_the_docs_postgresql_example_prints_what_it_shows(postgres_cluster, tmp_path):
+    """docs/traces.md's "A trace store on PostgreSQL" block, re-run against this session's server: its
+    `localhost/traces` (user `planner`, password `s3cret`) is a fresh database here, and what the commands print
+    is compared with the page as `tests/test_docs_examples.py` compares (timings masked). `export` lines carry
+    over to the commands after them, as in the reader's shell."""
+    from test_docs_examples import REPO, masked, run_command, scratch, section_span
+
+    text = (REPO / "docs" / "traces.md").read_text()
+    start, end = section_span(text, "## A trace store on PostgreSQL")
+    block = re.search(r"```console\n(.*?)```", text[start:end], re.S)
+    assert block is not None
+    url = postgres_cluster.database_with_password("docsplanner", "s3cret")  # planner is another test's role
+    place = url.split("@", 1)[1]  # 127.0.0.1:PORT/NAME
+    ours = {
+        "planner:s3cret@localhost/traces": f"docsplanner:s3cret@{place}",
+        "planner@localhost/traces": f"docsplanner@{place}",
+    }
+    shown_as = {
+        f"docsplanner:***@{place}": "planner:***@localhost/traces",
+        f"docsplanner@{place}": "planner@localhost/traces",
+    }
+    commands: list[tuple[str, list[str]]] = []
+    for line in block.group(1).splitlines():
+        if line.startswith("$ "):
+            commands.append((line[2:], []))
+        else:
+            commands[-1][1].append(line)
+    folder, exported, status = scratch(tmp_path), [], 0
+    for command, shown in commands:
+        for page_text, here in ours.items():
+            command = command.replace(page_text, here)
+        printed, status = run_command("; ".join([*exported, command]), folder, status)
+        if command.startswith("export "):
+            exported.append(command)
+        for here, page_text in shown_as.items():
+            printed = [line.replace(here, page_text) for line in printed]
+        assert masked(printed) == masked(shown), f"$ {command}"
