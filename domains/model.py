@@ -259,7 +259,7 @@ def action_cost(task: Task, action: GroundAction) -> float:
 
 
 def plan_cost(task: Task, plan: Plan) -> float:
-    return sum(action_cost(task, step) for step in plan)
+    return sum((action_cost(task, step) for step in plan), 0.0)
 
 
 # -- what a task uses (here, not in `features`, which builds on this module: `Task.requirements_used` needs it) --

@@ -29,12 +29,13 @@ from portfolio.benchsuite.planners import driver_script
 REPO = Path(__file__).resolve().parents[2]
 BLOCKS = REPO / "tests" / "data" / "ipc" / "blocks"
 # what a plain `portfolio plan` (no trace store, a PDDL task) needs none of: the service and the other commands'
-# options, the learning stack, the trace store's SQLite layer, the JSON task's models (tests/test_front_door.py
-# checks the CLI imports none of them)
+# options, the learning stack, the trace store's SQLite layer, the JSON task's models, pydantic (the results'
+# model methods load it on first use: `portfolio.engine.wire_model`) (tests/test_front_door.py checks the CLI
+# imports none of them)
 HEAVY = (
     "fastapi", "starlette", "uvicorn", "httpx", "sklearn", "scipy", "numpy", "sqlite_utils",
     "learning.retrain", "traces.store", "domains.json_task", "asyncio", "portfolio.serve.quotas",
-    "portfolio.commands.serve_cmd", "portfolio.commands.bench_cmd",
+    "portfolio.commands.serve_cmd", "portfolio.commands.bench_cmd", "pydantic",
 )  # fmt: skip
 
 

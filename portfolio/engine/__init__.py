@@ -1,6 +1,7 @@
 """The engine: what every delegate and every front end stands on, and nothing built on top of it.
 
     results.py      the vocabulary: PlanRequest, PlanResult, Attempt, Status, DelegateOutcome, Resource
+    wire_model.py   pydantic's model methods for the results (dataclasses), pydantic imported on first use
     arguments.py    checking what callers hand in (tasks, states, actions given as text)
     cascade.py      PortfolioDecomposition: tiers of delegates tried in order under hard wall-clock budgets
     carry.py        a delegate's work carried over past its share, answered when the caller still waits

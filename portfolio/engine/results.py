@@ -1,7 +1,8 @@
 """What a planning call takes and returns: the request delegates see, their outcomes, and the `PlanResult`.
 
-`PlanResult` and `Attempt` are pydantic models because they cross process and wire boundaries (CLI `--json`,
-HTTP, MCP); `PlanRequest` and `DelegateOutcome` stay plain dataclasses inside the process.
+`PlanResult` and `Attempt` cross process and wire boundaries (CLI `--json`, HTTP, MCP): dataclasses with pydantic's
+model methods (`WireModel`: `model_dump`, `model_validate`, ..., pydantic imported on first use, so a plain
+`portfolio plan` loads none of it); `PlanRequest` and `DelegateOutcome` stay plain dataclasses inside the process.
 
 Outcomes follow unified-planning's taxonomy (`PlanGenerationResultStatus`), because "no plan" means different
 things: only `unsolvable` is a proof (from a complete method: Fast Downward's translator or a search that
@@ -16,14 +17,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Annotated, Any, Protocol, Self
-
-from pydantic import BaseModel, Field, GetCoreSchemaHandler, PrivateAttr
-from pydantic_core import CoreSchema
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, Self
 
 from domains.ground_text import ground_action_text, normalise_actions, normalise_keys, parse_ground_action
 from domains.model import GroundAction, Plan, State, Task
+from portfolio.engine.wire_model import WireModel
 from traces.attempt_details import AttemptDetails
+
+if TYPE_CHECKING:
+    from pydantic import GetCoreSchemaHandler
+    from pydantic_core import CoreSchema
 
 
 class Status(str, Enum):
@@ -207,59 +210,85 @@ class _AsStored:
         return handler.generate_schema(dict[str, Any])
 
 
-class Attempt(BaseModel):
+@dataclass
+class Attempt(WireModel):
     """One delegate's try, in the order things happened. Fast Downward's work carried over past its share
     (`portfolio.engine.cascade`, "Carry-over") has two: `timeout` with `details.carried_over` at the end of its share,
     then one with `details.background` saying how the work ended (`details.stopped_by` when another delegate
     answered first); a delegate cut short by a carried-over plan is `timeout` with `details.stopped_by`."""
 
     delegate: str
-    status: Status = Field(description=STATUS_HELP)
+    status: Status = field(metadata={"description": STATUS_HELP})
     elapsed_ms: float
     reason: str = ""
-    details: Annotated[AttemptDetails, _AsStored] = Field(default_factory=AttemptDetails)
+    details: Annotated[AttemptDetails, _AsStored] = field(default_factory=AttemptDetails)
+
+    def __post_init__(self) -> None:
+        """`status` may be given as its value ("solved"); `details` is kept as a copy of the dict given, so the
+        delegate's own dict can change after without changing the record."""
+        self.status = Status(self.status)
+        self.details = self.details.copy()
 
 
-class PlanResult(BaseModel):
-    status: Status = Field(
-        description="The call's outcome: " + STATUS_HELP + ". Without a plan or proof: the "
-        "first of timeout, memout, incomplete, error, unsupported among the attempts"
+@dataclass
+class PlanResult(WireModel):
+    """What a planning call returns: how it ended, the plan (validated) when there is one, and every attempt."""
+
+    # descriptions in each field's metadata, where pydantic reads them for the JSON Schema (a subclass's too)
+    status: Status = field(
+        metadata={
+            "description": "The call's outcome: " + STATUS_HELP + ". Without a plan or proof: the first of "
+            "timeout, memout, incomplete, error, unsupported among the attempts"
+        }
     )
-    plan: list[str] = Field(default_factory=list, description='Grounded actions in PDDL form, e.g. "(pick-up a)"')
+    plan: list[str] = field(
+        default_factory=list, metadata={"description": 'Grounded actions in PDDL form, e.g. "(pick-up a)"'}
+    )
     cost: float | None = None
     delegate: str | None = None
-    attempts: list[Attempt] = Field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)
     elapsed_ms: float = 0.0
-    success_probability: float | None = Field(
-        default=None, description="Predicted probability that every step succeeds (with learned costs)"
+    success_probability: float | None = field(
+        default=None, metadata={"description": "Predicted probability that every step succeeds (with learned costs)"}
     )
-    learned_cost: float | None = Field(
+    learned_cost: float | None = field(
         default=None,
-        description="The plan's cost under the learned costs it was planned with (base cost plus "
-        "weight * -log(1 - p_fail) per step; objective time: expected seconds to the goal); `cost` is its base cost",
+        metadata={
+            "description": "The plan's cost under the learned costs it was planned with (base cost plus weight * "
+            "-log(1 - p_fail) per step; objective time: expected seconds to the goal); `cost` is its base cost"
+        },
     )
-    source: str | None = Field(default=None, description='"classical", "llm" or "decomposition"')
-    cost_model: str | None = Field(
+    source: str | None = field(default=None, metadata={"description": '"classical", "llm" or "decomposition"'})
+    cost_model: str | None = field(
         default=None,
-        description='The costs the plan was made under: "task" (the '
-        'task\'s own) or "learned:<generation>"; a replan reuses a plan only under '
-        "the same one",
+        metadata={
+            "description": 'The costs the plan was made under: "task" (the task\'s own) or "learned:<generation>"; '
+            "a replan reuses a plan only under the same one"
+        },
     )
-    explanation: list[str] = Field(
+    explanation: list[str] = field(
         default_factory=list,
-        description="Status unsolvable: each goal atom no plan can reach and why, traced back to a fact no action "
-        "adds and the initial state lacks (`domains.explain`); empty when every goal atom is reachable in the "
-        "delete relaxation or the task is too large to tell",
+        metadata={
+            "description": "Status unsolvable: each goal atom no plan can reach and why, traced back to a fact no "
+            "action adds and the initial state lacks (`domains.explain`); empty when every goal atom is reachable "
+            "in the delete relaxation or the task is too large to tell"
+        },
     )
-    eliminated_steps: int = Field(
+    eliminated_steps: int = field(
         default=0,
-        description="Steps of the delegate's plan that no goal needed, "
-        "removed after validation (greedy action elimination); `plan` is what is left",
+        metadata={
+            "description": "Steps of the delegate's plan that no goal needed, removed after validation (greedy "
+            "action elimination); `plan` is what is left"
+        },
     )
-    # The learned costs the plan was made with (grounded action in PDDL form -> `learning.costs.ActionCost`), set
-    # by `Planner.plan` for `Planner.explain`: a Thompson draw cannot be made again, and the model may have been
-    # reloaded since. Not a field: never serialized; None without learned costs and for a result read back.
-    _planned_costs: dict[str, Any] | None = PrivateAttr(default=None)
+
+    def __post_init__(self) -> None:
+        """`status` may be given as its value ("solved")."""
+        self.status = Status(self.status)
+        # The learned costs the plan was made with (grounded action in PDDL form -> `learning.costs.ActionCost`),
+        # set by `Planner.plan` for `Planner.explain`: a Thompson draw cannot be made again, and the model may have
+        # been reloaded since. Not a field: never serialised; None without learned costs and for a result read back.
+        self._planned_costs: dict[str, Any] | None = None
 
     @property
     def solved(self) -> bool:

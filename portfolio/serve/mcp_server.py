@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, cast, get_type_hints
 
 from mcp import types
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, ConfigDict, Field
 
+from portfolio.engine.wire_model import WireModel
 from portfolio.serve.models import (
     ActionsResponse,
     BadRequest,
@@ -124,14 +125,22 @@ def _tool_taking(fn: Callable[..., Any], model: type[BaseModel], description: st
     """The tool `fn`, taking `model`'s fields as its arguments: its input schema is the model's JSON Schema (the
     HTTP body's, so the two interfaces cannot drift apart) and an argument the model does not know is refused,
     not dropped (`extra="forbid"`: a misspelled `exclueded` would otherwise plan as if nothing were excluded). The SDK
-    reads a tool's `fn_metadata.arg_model` at each call and publishes `parameters` as its input schema."""
+    reads a tool's `fn_metadata.arg_model` at each call and publishes `parameters` as its input schema.
+
+    A tool that answers a `WireModel` dataclass (`PlanResponse`) has that class as its output model: validated,
+    serialised and published as pydantic sees the class, field descriptions included (the SDK would otherwise
+    build a model of its own from the class's type hints, without the descriptions)."""
     from mcp.server.mcpserver.tools import Tool
-    from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
+    from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 
     tool = Tool.from_function(fn, description=description)
     name = tool.name
     arguments = cast(type[ArgModelBase], type(f"{name}_arguments", (model, ArgModelBase), {"__module__": __name__}))
-    tool.fn_metadata.arg_model = arguments
+    returns = get_type_hints(fn).get("return")
+    if isinstance(returns, type) and issubclass(returns, WireModel):
+        tool.fn_metadata = FuncMetadata(arg_model=arguments, output_model=returns)
+    else:
+        tool.fn_metadata.arg_model = arguments
     tool.parameters = arguments.model_json_schema(by_alias=True)
     return tool
 

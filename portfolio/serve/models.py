@@ -10,6 +10,7 @@ planning option needs one field here and nothing else.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_serializer
@@ -195,8 +196,11 @@ class CostsResponse(BaseModel):
     costs: list[ActionCostInfo] = Field(description="every grounded action, riskiest first; empty without a model")
 
 
+@dataclass
 class PlanResponse(PlanResult):
-    run_id: str | None = Field(default=None, description="pass to /v1/replan and with the executed steps")
+    """A `PlanResult` with the run's id."""
+
+    run_id: str | None = field(default=None, metadata={"description": "pass to /v1/replan and with the executed steps"})
 
 
 class StepsBody(BaseModel):

@@ -35,6 +35,7 @@ from typing import Any, Literal
 import anyio
 from pydantic import BaseModel
 
+from portfolio.engine.wire_model import WireModel
 from portfolio.serve.config import ServiceConfig, worker_config
 from portfolio.serve.metrics import Metrics
 from portfolio.serve.models import (
@@ -473,7 +474,7 @@ class Service:
 
     # -- jobs -----------------------------------------------------------------------------------------------
     def submit(
-        self, kind: Literal["plan", "replan", "retrain"], work: Callable[[], Awaitable[BaseModel | dict]]
+        self, kind: Literal["plan", "replan", "retrain"], work: Callable[[], Awaitable[BaseModel | WireModel | dict]]
     ) -> Job:
         """Run `work` in the background as a job; refused at once (QueueFull) when it could only queue
         beyond the limit, like a request that waits."""
@@ -488,7 +489,7 @@ class Service:
         async def run() -> None:
             try:
                 value = await work()
-                job.result = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+                job.result = value.model_dump(mode="json") if isinstance(value, BaseModel | WireModel) else value
                 job.status = "done"
             except asyncio.CancelledError:
                 job.status, job.error = "failed", "cancelled: the server is shutting down"
