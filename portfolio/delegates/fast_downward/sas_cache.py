@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.metadata
 import logging
 import os
 import re
@@ -63,6 +62,8 @@ def translator_version() -> str:
     """What the translator's output depends on besides its input: the Fast Downward wheel's version and the
     source of the pipeline that drives it (`portfolio/delegates/fast_downward/translate.py`), so a change to either
     misses the cache."""
+    import importlib.metadata  # here: ~8 ms to import, which a planning call without the cache never needs
+
     try:
         wheel = importlib.metadata.version("up-fast-downward")
     except importlib.metadata.PackageNotFoundError:  # pragma: no cover - then there is no translator either
