@@ -49,3 +49,18 @@ def test_the_replacement_starts_when_a_run_is_given_back_not_while_it_runs():
     finally:
         pool.close()
     assert set(live_children(5.0, len(before))) <= before
+
+
+def test_close_kills_and_reaps_every_ready_search():
+    before = set(descendants())
+    pool = SearchProcessPool()
+    commands = [(*COMMAND[:-1], search) for search in ("astar(blind())", "astar(lmcut())", "eager_greedy([ff()])")]
+    try:
+        for command in commands:
+            pool.prestart(command)
+        wait_until(lambda: all(c in pool._ready for c in commands), 10, "three searches ready", every=0.01)
+        runs = [pool._ready[c] for c in commands]
+    finally:
+        pool.close()
+    assert all(run.process.returncode is not None for run in runs)  # reaped by close, not left as zombies
+    assert set(live_children(5.0, len(before))) <= before

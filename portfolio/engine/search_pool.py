@@ -136,8 +136,15 @@ class SearchProcessPool(Resource):
             self._closed = True
             runs = list(self._ready.values())
             self._ready.clear()
+        # A search leads its own process group and starts no other (`kill_own_group`: no read of /proc); every
+        # group is signalled before the first is reaped, so they die side by side.
         for run in runs:
-            kill_group(run.process)
+            kill_own_group(run.process)
+        for run in runs:
+            try:
+                run.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:  # pragma: no cover
+                log.warning("search process %s did not die after SIGKILL", run.process.pid)
         self._chores.put(None)
         self._helper.join(timeout=5)
         shutil.rmtree(self._dir, ignore_errors=True)
