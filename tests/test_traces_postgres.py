@@ -60,6 +60,31 @@ def test_the_store_outlives_a_server_restart_and_says_when_the_server_is_away(po
         assert [s.step for s in store.iter_steps()] == [0, 1, 2]
 
 
+def test_once_an_operation_gave_up_on_the_server_the_next_ones_try_once_until_it_is_back(postgres_cluster):
+    """During an outage only the first operation waits out the retries; the ones after it try once each (a
+    request answers at once, not after seconds of backoff), and the first that reaches the server again ends that."""
+    with TraceStore(postgres_cluster.database(), retries=3, backoff_s=0.01) as store:
+        store.record_steps([step(0)])
+        reconnects = []
+        reconnect = store._reconnect
+        store._reconnect = lambda shared: (reconnects.append(1), reconnect(shared))  # type: ignore[method-assign]
+        postgres_cluster.stop_server()
+        try:
+            with pytest.raises(StoreUnavailableError, match="gave up after 3 retries"):
+                store.record_steps([step(1)])
+            assert len(reconnects) >= 3  # at least one for each retry
+            for _ in range(2):
+                reconnects.clear()
+                with pytest.raises(StoreUnavailableError, match="tried once"):
+                    store.count_steps()
+                assert len(reconnects) == 1
+        finally:
+            postgres_cluster.start()
+        assert store.count_steps() == 1  # back: tried once, and it answered
+        postgres_cluster.restart()  # every connection cut, the server back at once: retried as before
+        assert store.record_steps([step(1)]).recorded == 1
+
+
 def test_step_ids_increase_in_commit_order_across_threads(postgres_url):
     """Several threads and a second store record at once: the ids, the learner's time axis, follow commit order
     (one write lock), so a reader's last id never has a smaller one appear after it."""

@@ -46,6 +46,8 @@ class SharedConnection:
     checked: bool = False  # opened, schema checked and found writable by its first user
     pid: int = field(default_factory=os.getpid)  # the process that opened it (see `release`)
     connect: Callable[[], Any] | None = None  # opens it again (`reconnect`)
+    # an operation gave up on the server (away): the next ones try once each until one succeeds (`Transactions`)
+    away: bool = False
 
     def reconnect(self) -> None:
         """Replace a broken connection with a new one (PostgreSQL, after the server restarted); call holding

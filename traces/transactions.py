@@ -12,7 +12,8 @@ only the transaction a call began is ever rolled back) is described in `traces.s
 A PostgreSQL connection that broke (the server restarted, a network cut) is opened again before the next attempt,
 and the operation is retried whole: a write that broke before its COMMIT was answered left nothing behind, and one
 whose COMMIT landed is found again by the retry (steps are recorded idempotently, runs upserted). While the server
-stays away the operation ends with `StoreUnavailableError` after the retries; the next one tries again.
+stays away the operation ends with `StoreUnavailableError` after the retries, and the operations after it try
+once each, so that they answer at once, until one reaches the server again.
 """
 
 from __future__ import annotations
@@ -48,7 +49,10 @@ class Transactions:
         released between attempts), on PostgreSQL's serialisation failures and deadlocks and on a connection the
         server dropped (opened again first), and translating driver errors to ours. Never rolls anything back:
         only `_write` ends a transaction, and only the one it began. `retries`: fewer than the store's own (a
-        health probe that must answer within its second, not wait out a server that is away)."""
+        health probe that must answer within its second, not wait out a server that is away). Once an operation
+        has given up on a server that is away, the next ones on the connection try once each (a reconnect and the
+        operation), not the retries, until one succeeds: during an outage every request answers at once, not after
+        seconds of backoff each."""
         delay = self.backoff_s
         drivers = backends.driver_errors()
         retries = self.retries if retries is None else retries
@@ -62,18 +66,24 @@ class Transactions:
                 with shared.lock:
                     if shared.busy_timeout_ms != self.busy_timeout_ms:
                         self._set_timeout(shared)
-                    return operation()
+                    value = operation()
+                shared.away = False
+                return value
             except drivers as error:
                 disconnected = backends.is_disconnected(error)
                 if not (disconnected or backends.is_busy(error)):
                     raise self._translate(error) from error
+                if disconnected and (attempt == retries or shared.away):
+                    # libpq's reason the last reconnect failed says more than "closed"
+                    reason = str(self._connect_error or self._translate(error)).rstrip(".")
+                    tried = f"gave up after {retries} retries"
+                    if shared.away:
+                        tried = "tried once, as it was away at the last operation"
+                    shared.away = True
+                    raise StoreUnavailableError(
+                        f"{reason}; {tried}, nothing from this operation was written."
+                    ) from None
                 if attempt == retries:
-                    if disconnected:  # libpq's reason the last reconnect failed says more than "closed"
-                        reason = self._connect_error or self._translate(error)
-                        raise StoreUnavailableError(
-                            f"{str(reason).rstrip('.')}; gave up after {retries} retries, nothing from this "
-                            "operation was written."
-                        ) from None
                     raise DatabaseLockedError(
                         f"{self.path}: database still locked by another writer after {retries} retries "
                         f"(busy_timeout {self.busy_timeout_ms} ms each); nothing from this batch was written."
