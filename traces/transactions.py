@@ -60,8 +60,8 @@ class Transactions:
             shared = self._shared
             if shared is None:
                 raise TraceStoreError(f"{self.path}: the trace store is closed.")
-            if shared.connect is not None and shared.conn.closed:  # dropped by the server since the last call
-                self._reconnect(shared)
+            if attempt == 0 and shared.connect is not None and shared.conn.closed:  # dropped since the last call
+                self._reconnect(shared)  # (a later attempt follows the reconnect after its predecessor failed)
             try:
                 with shared.lock:
                     if shared.busy_timeout_ms != self.busy_timeout_ms:
