@@ -81,7 +81,7 @@ def test_once_an_operation_gave_up_on_the_server_the_next_ones_try_once_until_it
         finally:
             postgres_cluster.start()
         assert store.count_steps() == 1  # back: tried once, and it answered
-        postgres_cluster.restart()  # every connection cut, the server back at once: retried as before
+        postgres_cluster.restart()  # every connection cut, the server back at once: the full retries again
         assert store.record_steps([step(1)]).recorded == 1
 
 
