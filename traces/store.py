@@ -34,7 +34,6 @@ import json
 import logging
 import os
 import sqlite3
-import time
 import uuid
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
@@ -152,8 +151,7 @@ class TraceStore(Transactions):
             except backends.driver_errors() as error:
                 if not backends.is_disconnected(error) or attempt == self.retries:
                     raise
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
+                delay = self._pause(delay)
         raise AssertionError("unreachable")
 
     def _connect(self, path: str) -> sqlite3.Connection:

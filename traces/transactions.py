@@ -90,11 +90,17 @@ class Transactions:
                     ) from error
                 log.debug("trace store %s %s, retry %d in %.3f s", self.path,
                           "unreachable" if disconnected else "locked", attempt + 1, delay)  # fmt: skip
-                time.sleep(delay * random.uniform(0.5, 1.5))
-                delay = min(delay * 2, 2.0)
+                delay = self._pause(delay)
                 if disconnected:
                     self._reconnect(shared)
         raise AssertionError("unreachable")
+
+    @staticmethod
+    def _pause(delay: float) -> float:
+        """Sleep about `delay` seconds (jittered by half either way, so that writers that collided do not collide
+        again) and return the next attempt's delay: doubled, at most 2 s."""
+        time.sleep(delay * random.uniform(0.5, 1.5))
+        return min(delay * 2, 2.0)
 
     def _set_timeout(self, shared: connection.SharedConnection) -> None:
         """How long the database itself waits for a lock before the retries above take over."""

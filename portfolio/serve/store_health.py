@@ -47,6 +47,7 @@ import shutil
 import threading
 
 from traces import errors
+from traces.backends import POSTGRES
 from traces.connection import is_private
 from traces.targets import hide, is_url, redact, split_password
 
@@ -190,7 +191,7 @@ def _located(path: str, identity: tuple[int, int] | None) -> str | None:
 
 def _probe(store) -> str | None:
     """The error kind the store's state means (`REASONS`), or None; raises the store's own errors on reads."""
-    if is_url(store.path):
+    if store.backend is POSTGRES:
         return _probe_postgres(store)
     tables = store._retry(lambda: store.db.table_names())
     for table in tables:
