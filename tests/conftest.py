@@ -46,6 +46,15 @@ def quiet_up_credits():
     environment.credits_stream = saved
 
 
+@pytest.fixture
+def own_folder(tmp_path, monkeypatch):
+    """A test's own current folder: unified-planning's Fast Downward engines translate into `output.sas` in the
+    current folder, so two of them running at once in one folder (two xdist workers) can search each other's
+    task and return a plan of actions the problem does not have."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
 # -- trace stores on both backends -----------------------------------------------------------------------------------
 
 

@@ -26,7 +26,7 @@ from traces.store import TraceStore
 SOLVED = (UpStatus.SOLVED_SATISFICING, UpStatus.SOLVED_OPTIMALLY)
 
 
-pytestmark = pytest.mark.usefixtures("quiet_up_credits")
+pytestmark = pytest.mark.usefixtures("quiet_up_credits", "own_folder")
 
 
 def test_importing_portfolio_up_registers_the_engine_once() -> None:
