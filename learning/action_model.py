@@ -19,7 +19,7 @@ from scipy import sparse
 
 from learning.counts import CellTable, kin_key
 from learning.families import token_scales
-from learning.features import RowParser, step_tokens
+from learning.features import RowParser, step_tokens, unit_weight
 from learning.prior import capped, design_parts, fit_logistic, fold_of, out_of_fold
 from learning.raw_cells import ParsedCells, first_seen, parse_cells, ragged
 from learning.shrinkage import fit_kin_mixture, fit_mixture, fit_strength, population_means
@@ -89,7 +89,11 @@ def fit_action(
         folds = np.array([fold_of(kin_key(name)) for name in rows.groundings], dtype=np.int64)[rows.grounding]
         q = out_of_fold(X, n_w, f_w, folds, C, fallback=mu0, strength=s0)
         coef = model.coef_[0]
-        weights = {t: float(coef[c] * scales[c]) for t, c in vocab.items() if c < len(coef) and coef[c] != 0.0}
+        weights = {
+            t: unit_weight(t, float(coef[c] * scales[c]), parser.object_value)
+            for t, c in vocab.items()
+            if c < len(coef) and coef[c] != 0.0
+        }
         action = ActionModel("logistic", s0, float(base_rate), float(model.intercept_[0]), weights)
     else:
         base_rate, q = population_rate(rows.grounding, n_w, f_w, prior_mean, prior_strength)

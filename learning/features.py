@@ -1,8 +1,8 @@
 """What the failure model's prior sees of one step: tokens for the grounded action and the step's own features.
 
-Tokens (each a sparse column with value 1 unless numeric):
+Tokens (each a sparse column with value 1 unless said otherwise or numeric):
 - `g:<args>`: the grounded action's identity (for a seen grounding in a situation it was never seen in);
-- `a<i>:<obj>`: the object in argument position i (a bad tool wherever it is used);
+- `a<i>:<obj>`: the object in argument position i (a bad tool wherever it is used), at `OBJECT_VALUE`;
 - `p<i><j>:<obj_i> <obj_j>`: an ordered pair of arguments (this tool on this host) and `u:<x> <y>` the same pair
   unordered (the road between two places, whichever way it is driven);
 - `s:<objects>`: all the arguments in any order, for three or more (this truck on this road, either way);
@@ -35,22 +35,31 @@ Token = tuple[str, float]
 # (`learning.families`), so this only sets where that fit starts and halves its ceiling for these tokens, so a
 # grounding's failures seen in one situation are first put down to the grounding, then to the situation.
 INTERACTION_VALUE = 0.5
+# The failure model fits an object-in-a-position token (`a<i>:`) at this value, not 1, for the same reason:
+# failures that several groundings share are first put down to the most that they share (the road every truck
+# failed on, `p12:` and `u:`), then to one of its objects (the place the road leads to, `a2:`), which would
+# also condemn every other road into that place, tried once or twice, at its first chance failure. Its weight
+# is stored per unit of the token (`unit_weight`), so a model predicts with every action token at 1.
+OBJECT_VALUE = 0.5
 
 
-def action_tokens(args: tuple[str, ...], object_types: Mapping[str, str] | None = None) -> list[str]:
-    """Identity, per-position, pair and type tokens of a grounded action's arguments."""
-    tokens = ["g:" + " ".join(args)]
+def action_tokens(
+    args: tuple[str, ...], object_types: Mapping[str, str] | None = None, object_value: float = 1.0
+) -> list[Token]:
+    """Identity, per-position, pair and type tokens of a grounded action's arguments, each with its value: 1,
+    and `object_value` for the per-position ones."""
+    tokens = [("g:" + " ".join(args), 1.0)]
     for i, obj in enumerate(args):
-        tokens.append(f"a{i}:{obj}")
+        tokens.append((f"a{i}:{obj}", object_value))
         if object_types is not None and obj in object_types:
-            tokens.append(f"t{i}:{object_types[obj]}")
+            tokens.append((f"t{i}:{object_types[obj]}", 1.0))
     for i in range(len(args)):
         for j in range(i + 1, len(args)):
             x, y = args[i], args[j]
-            tokens.append(f"p{i}{j}:{x} {y}")
-            tokens.append(f"u:{min(x, y)} {max(x, y)}")
+            tokens.append((f"p{i}{j}:{x} {y}", 1.0))
+            tokens.append((f"u:{min(x, y)} {max(x, y)}", 1.0))
     if len(args) > 2:  # `u:` for two arguments; here the objects together (a truck on a road, either way)
-        tokens.append("s:" + " ".join(sorted(args)))
+        tokens.append(("s:" + " ".join(sorted(args)), 1.0))
     return tokens
 
 
@@ -91,12 +100,17 @@ def situated(tokens: list[Token], has_arguments: bool) -> list[Token]:
     return [(t, v) for t, v in tokens if not t.startswith("f:")] if has_arguments else tokens
 
 
+def unit_weight(token: str, weight: float, object_value: float) -> float:
+    """A fitted weight per unit of `token`: a per-position token fitted at `object_value` counts that much."""
+    return weight * object_value if token.startswith("a") and token[1:2].isdigit() and "&" not in token else weight
+
+
 def step_tokens(
     args: tuple[str, ...], features: Mapping[str, Any] | None, object_types: Mapping[str, str] | None = None
 ) -> list[Token]:
     """Every token of one step: the grounded action, its situation, and the two combined."""
     return (
-        [(t, 1.0) for t in action_tokens(args, object_types)]
+        action_tokens(args, object_types)
         + situated(feature_tokens(features), bool(args))
         + [(t, INTERACTION_VALUE) for t in interaction_tokens(args, features)]
     )
@@ -113,8 +127,9 @@ class RowParser:
     (`learning.action_model.fit_action`).
     """
 
-    def __init__(self, object_types: Mapping[str, str] | None = None) -> None:
+    def __init__(self, object_types: Mapping[str, str] | None = None, object_value: float = 1.0) -> None:
         self.object_types = object_types
+        self.object_value = object_value  # the per-position tokens' value (`OBJECT_VALUE` for the failure model)
         self._args: dict[str, tuple] = {}
         self._features: dict[str | None, tuple] = {}
         self._interactions: dict[tuple[str, str | None], list[Token]] = {}
@@ -126,7 +141,7 @@ class RowParser:
             args = tuple(json.loads(args_json))
             hit = self._args[args_json] = (
                 args,
-                [(t, 1.0) for t in action_tokens(args, self.object_types)],
+                action_tokens(args, self.object_types, self.object_value),
                 " ".join(args),
             )
         return hit

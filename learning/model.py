@@ -54,7 +54,7 @@ from learning.action_model import ActionModel, fit_action, objects_by_type, toke
 from learning.changes import DEFAULT_CHANGE_ODDS
 from learning.counts import DEFAULT_STALE_HALF_LIFE, Counts, columns
 from learning.durations import TimeModel
-from learning.features import RowParser, situation_key
+from learning.features import OBJECT_VALUE, RowParser, situation_key
 from learning.params import Params
 from learning.shrinkage import posterior
 from learning.situations import from_elsewhere
@@ -185,7 +185,7 @@ class FailureModel(Params):
                     older = everything.snapshot()
         self.holdout_metrics_: dict[str, Any] = {}
         self.durations_ = None  # `fit` and `learning.retrain` fit it beside
-        parser = RowParser(object_types)
+        parser = RowParser(object_types, OBJECT_VALUE)
         if holdout and n >= 10 and older is not None and n > cutoff:
             newer = {(action, key): [steps, failures] for action, key, steps, failures in everything.tally(cutoff)}
             self._fit_counts(older.finish(), parser)

@@ -115,14 +115,14 @@ def test_one_groundings_failures_stay_mostly_its_own_until_another_repeats_them(
     assert starts[0] < starts[1] < starts[2] < 0.5, starts
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", range(10))
 def test_with_a_token_model_a_lone_groundings_failures_reach_its_siblings_only_in_part(seed: int) -> None:
     """300 drives at 2% and one drive to a place nothing else visits, failed 10 of 10: its tokens always occur
     together, so the L2 prior splits their weight and a sibling (another truck, the other direction, another
-    origin) gets only the share it has in common: 0.12-0.34 beside the failing one's 0.99 (0.09-0.30 before a
-    family's scale was fitted by MacKay's fixed point, `learning.families`: the destination's family, whose
-    other tokens the data determines, now lets the lone destination keep more of its weight; a guard of
-    `learning.model`'s docstring, true before the population prior too)."""
+    origin) gets only the share it has in common, beside the failing one's 0.99. The way back shares the most
+    (the truck on that road, `s:`, and the road, `u:`): 0.12-0.43 over these seeds; another truck or another
+    origin 0.07-0.23. With the destination's token fitted at full value, it took most of the blame, so another
+    origin got up to 0.51 and the way back as little as 0.03 (a guard of `learning.model`'s docstring)."""
     rng = random.Random(seed)
     history = [
         rec(
@@ -143,7 +143,7 @@ def test_with_a_token_model_a_lone_groundings_failures_reach_its_siblings_only_i
             ]
         )
     )
-    assert p[0] > 0.85 and max(p[1:]) < 0.36, p
+    assert p[0] > 0.85 and p[2] < 0.5 and max(p[1], p[3]) < 0.3, p
 
 
 def test_a_sparse_actions_cells_are_not_priced_by_one_or_two_lucky_steps() -> None:
@@ -238,7 +238,10 @@ def test_a_tool_that_fails_everywhere_is_priced_by_its_tool_not_by_noise_in_the_
     must be priced near its truth, and a new job's query near the rate db-news showed. Before a family's scale
     was fitted by MacKay's fixed point (`learning.families`), noise families (a job at peak hours, a topic in
     the rain) kept weights of +-0.4 and db-news' own token 0.2: the cells' mean absolute error was 0.065 over
-    these ten traces and a new job's price 0.069 off the rate db-news showed, on average; after, 0.048 and 0.041."""
+    these ten traces and a new job's price 0.069 off the rate db-news showed, on average; after, 0.048 and 0.041.
+    With an object's own token fitted at half value (`learning.features.OBJECT_VALUE`, so that a road's failures
+    go to the road before the place it leads to), part of db-news' blame goes to its pairs with jobs and topics:
+    0.060 and 0.065. The closed loop's tools worlds did not lose by it (docs/decisions/prior-tokens.md)."""
     errors, offsets = [], []
     jobs, topics = [f"job{i}" for i in range(1, 5)], ["pricing", "competitors", "regulation"]
     situations = [
@@ -264,5 +267,41 @@ def test_a_tool_that_fails_everywhere_is_priced_by_its_tool_not_by_noise_in_the_
                 errors += [abs(p - truth) for p in model.predict_proba(groundings, situation)]
         new = model.predict_proba([GroundAction("query-database", ("job9", "pricing", "db-news"))], situations[0])
         offsets.append(abs(new[0] - failed / 70))
-    assert sum(errors) / len(errors) < 0.056
-    assert sum(offsets) / len(offsets) < 0.055
+    assert sum(errors) / len(errors) < 0.065
+    assert sum(offsets) / len(offsets) < 0.07
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_road_broken_for_every_van_does_not_condemn_other_roads_into_its_place(seed: int) -> None:
+    """The `degradation` shape with three vans: the route p0-p2-p3-p1, whose last road p3 -> p1 turns bad (70%)
+    for every van after 40 episodes; the detour p0-p4-p5-p1 driven twice, its last road failing once (by chance:
+    every other drive fails 2%). The broken road's failures were put down to the place it leads to (`a2:p1`,
+    one token for all three vans) rather than to the road, and so was the detour's one failure: its last road
+    was priced 0.63-0.68 over these seeds, as bad as the broken one, and the plans kept the broken road. With
+    the place's token fitted at half value (`learning.features.OBJECT_VALUE`), the road takes the blame first,
+    and the detour's last road is priced 0.22-0.31 (one failure in two drives)."""
+    rng = random.Random(seed)
+    steps = []
+
+    def drive(route: list[str], van: str, weather: str, p_bad: float, fail_at: int | None = None) -> None:
+        for i, (a, b) in enumerate(zip(route, route[1:])):
+            if fail_at is None:
+                failed = rng.random() < (p_bad if (a, b) == ("p3", "p1") else 0.02)
+            else:
+                failed = i == fail_at
+            steps.append(rec(len(steps), GroundAction("drive", (van, a, b)), failed, weather=weather))
+            if failed:
+                return
+
+    for episode in range(120):
+        drive(["p0", "p2", "p3", "p1"], f"v{episode % 3}", rng.choice(["sun", "rain"]), 0.02 if episode < 40 else 0.7)
+        if episode == 60:
+            drive(["p0", "p4", "p5", "p1"], "v0", "sun", 0.0, fail_at=-1)
+        if episode == 80:
+            drive(["p0", "p4", "p5", "p1"], "v1", "rain", 0.0, fail_at=2)
+    model = FailureModel().fit(steps)
+    broken, detour = model.predict_proba(
+        [GroundAction("drive", ("v2", "p3", "p1")), GroundAction("drive", ("v2", "p5", "p1"))], {"weather": "sun"}
+    )
+    assert broken > 0.5
+    assert detour < 0.4, (broken, detour)
