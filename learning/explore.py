@@ -11,6 +11,12 @@ changes only what planning pays.
   underestimated (the optimizer's curse); charging for uncertainty counters that and fades as evidence grows,
   while an untried alternative keeps its optimistic prior and still gets tried. So a grounding's cost can rise
   after its first success: it now has a record of its own, and is charged for how little that record says.
+  When a step of the plan it finds is believed to fail more often than not (p_fail at least `EXPLORE_ABOVE`),
+  the planning call plans once more under a Thompson draw (`explore_again`). Why: charging for uncertainty
+  keeps an alternative written off after one unlucky try off the plans for good, even beside a step that fails
+  most of the time; beside such a step, a try of what might be better costs little and can save every later
+  call. A step, not the whole plan: a long plan of reliable steps may be as likely to fail, and has nothing
+  better to find.
 - `thompson`: a fresh draw from each grounding's Beta posterior per planning call. Why: a rarely tried
   alternative has a wide posterior, so it is sometimes drawn cheap and gets tried (probability matching).
 - `optimistic`: the `UCB_QUANTILE` (10%) lower quantile of p_fail (Bayes-UCB): every grounding priced as
@@ -18,7 +24,8 @@ changes only what planning pays.
   Deterministic.
 
 `explore_p_fail(mean, concentration, policy, rng=None, tried=None)` returns the p_fail array, in the order
-given. `check_explore(name)` checks a policy name for the interfaces: an unknown one is a ValueError listing the
+given; `explore_again(policy, p_fail)` the policy to plan once more under, or None.
+`check_explore(name)` checks a policy name for the interfaces: an unknown one is a ValueError listing the
 policies; the deprecated names `mean` (for `cautious`) and `ucb` (for `optimistic`) are mapped, with a warning
 once per process. What was measured, and why `cautious` is the default: docs/decisions/explore-policies.md.
 """
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -43,6 +51,9 @@ ALIASES: dict[str, Policy] = {"mean": "cautious", "ucb": "optimistic"}
 DEFAULT_EXPLORE: Policy = "cautious"
 UCB_QUANTILE = 0.1
 PESSIMISM = 1.0  # posterior standard deviations `cautious` adds for a tried grounding (decision record: why 1)
+# `cautious` plans once more under a Thompson draw when a step of its plan is believed to fail at least this
+# often: more often than it succeeds (decision record: what it measured)
+EXPLORE_ABOVE = 0.5
 _EPS = 1e-6
 _warned: set[str] = set()  # the old names already warned about in this process
 
@@ -105,3 +116,12 @@ def explore_p_fail(
     from scipy.special import betaincinv
 
     return betaincinv(a, b, UCB_QUANTILE)
+
+
+def explore_again(policy: Policy, p_fail: Iterable[float]) -> Policy | None:
+    """The policy a planning call plans once more under, after `policy` found a plan whose steps are believed to
+    fail with `p_fail` (the posterior means): `thompson` after a `cautious` plan with a step at `EXPLORE_ABOVE`
+    or more; None otherwise (and for a plan of no steps)."""
+    if policy == "cautious" and max(p_fail, default=0.0) >= EXPLORE_ABOVE:
+        return "thompson"
+    return None

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from domains.ground_text import normalise_actions
-from domains.model import Atom, GroundAction, Task
+from domains.model import Atom, GroundAction, State, Task
 from portfolio.cost_cache import check_weight
 from portfolio.delegates.fast_downward.delegate import FastDownward
 from portfolio.delegates.registry import DEFAULT_DELEGATES, build_stages
@@ -377,7 +377,7 @@ class Planner(Resource):
         from; None: the caller vouches) is this call's, they are returned as `delegate: "plan-reuse"` without
         planning (module docstring). `quality`, `weight` (lambda of the learned costs) and `objective` ("risk"
         or "time") override the planner's for this call."""
-        from learning.explore import check_explore
+        from learning.explore import check_explore, explore_again
         from learning.objective import check_objective
         from portfolio.delegates.fast_downward.searches import check_quality
         from portfolio.engine.arguments import check_actions, check_excluded, check_state, check_task
@@ -398,6 +398,43 @@ class Planner(Resource):
             if self._store is not None:
                 self._record(task, reused, run_id)
             return reused
+
+        def solve(policy: Explore) -> PlanResult:
+            return self._solve(task, init, excluded, critiques, policy, features, weight, objective, quality)
+
+        result = solve(policy)
+        costs = result._planned_costs or {}
+        again = explore_again(policy, (costs[step].p_fail for step in result.plan if step in costs))
+        if again is not None:  # a step more likely to fail than not: try what might be better
+            explored = solve(again)
+            if explored.solved:
+                log.debug("a step of the plan is more likely to fail than not: planned again under %s", again)
+                explored.attempts = result.attempts + explored.attempts
+                result, cost_model_name = explored, self.cost_model_for(again, features, weight, objective)
+        if result.status is Status.UNSOLVABLE:
+            from domains.explain import explain_unreachable
+
+            result.explanation = explain_unreachable(task, init, limit=EXPLAIN_LIMIT)
+        result.elapsed_ms = round((time.monotonic() - start) * 1000, 3)
+        result.cost_model = cost_model_name
+        if self._store is not None:
+            self._record(task, result, run_id)
+        return result
+
+    def _solve(
+        self,
+        task: Task,
+        init: State | None,
+        excluded: Sequence[GroundAction | str],
+        critiques: Sequence[str],
+        policy: Explore,
+        features: dict[str, Any] | None,
+        weight: float | None,
+        objective: str,
+        quality: str,
+    ) -> PlanResult:
+        """One run of the cascade with the learned costs priced under `policy` (the task's own without a model),
+        the result's success probability and learned cost filled in under the posterior means."""
         info: dict[str, ActionCost] = {}
 
         def cost_model(grounded: Sequence[str]) -> dict[str, float]:
@@ -429,14 +466,6 @@ class Planner(Resource):
             if price is not None:
                 result.success_probability = price.success_probability
                 result.learned_cost = price.cost
-        if result.status is Status.UNSOLVABLE:
-            from domains.explain import explain_unreachable
-
-            result.explanation = explain_unreachable(task, init, limit=EXPLAIN_LIMIT)
-        result.elapsed_ms = round((time.monotonic() - start) * 1000, 3)
-        result.cost_model = cost_model_name
-        if self._store is not None:
-            self._record(task, result, run_id)
         return result
 
     def plan_base_costs(self, task: Task, *, init: Iterable[Atom | str] | None = None) -> PlanResult:
