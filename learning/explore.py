@@ -16,7 +16,7 @@ changes only what planning pays.
   keeps an alternative written off after one unlucky try off the plans for good, even beside a step that fails
   most of the time; beside such a step, a try of what might be better costs little and can save every later
   call. A step, not the whole plan: a long plan of reliable steps may be as likely to fail, and has nothing
-  better to find.
+  better to find. Not under quality `first`, whose plan need not be the cheapest under the costs it was given.
 - `thompson`: a fresh draw from each grounding's Beta posterior per planning call. Why: a rarely tried
   alternative has a wide posterior, so it is sometimes drawn cheap and gets tried (probability matching).
 - `optimistic`: the `UCB_QUANTILE` (10%) lower quantile of p_fail (Bayes-UCB): every grounding priced as

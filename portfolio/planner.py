@@ -283,6 +283,12 @@ class Planner(Resource):
             return TASK_COSTS
         if explore == "thompson":
             return None
+        return self._learned_name(explore, features, weight, objective)
+
+    def _learned_name(
+        self, explore: str, features: dict[str, Any] | None, weight: float | None, objective: str | None
+    ) -> str:
+        """The learned costs' name: "learned:<generation>:<policy>:<situation>", as `cost_model_for` gives it."""
         situation = hashlib.sha256(repr(sorted((features or {}).items())).encode()).hexdigest()[:12]
         name = f"learned:{self._model_generation}:{explore}:{situation}"
         if (objective or self.objective) == "time":
@@ -404,13 +410,16 @@ class Planner(Resource):
 
         result = solve(policy)
         costs = result._planned_costs or {}
-        again = explore_again(policy, (costs[step].p_fail for step in result.plan if step in costs))
+        # not after quality "first": its plan need not be the cheapest under the costs, and it was asked for speed
+        steps = (costs[step].p_fail for step in result.plan if step in costs) if quality != "first" else ()
+        again = explore_again(policy, steps)
         if again is not None:  # a step more likely to fail than not: try what might be better
             explored = solve(again)
             if explored.solved:
                 log.debug("a step of the plan is more likely to fail than not: planned again under %s", again)
                 explored.attempts = result.attempts + explored.attempts
-                result, cost_model_name = explored, self.cost_model_for(again, features, weight, objective)
+                # named for the draw it was made under; no later call's costs are the same, so none reuses it
+                result, cost_model_name = explored, self._learned_name(again, features, weight, objective)
         if result.status is Status.UNSOLVABLE:
             from domains.explain import explain_unreachable
 
