@@ -71,7 +71,8 @@ class Planner(Resource):
     and the Python API record) chooses whose model that is (`traces.tenants`: the service keeps one per tenant of
     its API keys; "*" is the model pooled over them all). `explore` prices each grounded action at its
     posterior mean, plus one posterior standard deviation for one already tried ("cautious", the default, picked
-    by the benchmark: the optimizer's curse, `learning.explore`), a fresh Thompson draw per call ("thompson")
+    by the benchmark: the optimizer's curse, `learning.explore`; a plan with a step believed to fail more often
+    than not is planned once more under a Thompson draw), a fresh Thompson draw per call ("thompson")
     or an optimistic quantile ("optimistic"); the old names "mean" and "ucb" still work, with a warning. `seed`
     makes the draws repeatable.
 

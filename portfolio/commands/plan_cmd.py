@@ -151,7 +151,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="how learned costs explore: cautious (default) plans with each action's estimated "
         "failure probability plus one standard deviation of it for actions already tried, so an action "
-        "known from few steps costs more (untried actions start at an optimistic prior); thompson samples "
+        "known from few steps costs more (untried actions start at an optimistic prior), and plans once more "
+        "under a sample when a step of its plan fails more often than not; thompson samples "
         "it per call, so rarely tried alternatives get tried; optimistic prices every action as reliable "
         "as it plausibly is (its 10%% quantile). The old names mean and ucb still work",
     )

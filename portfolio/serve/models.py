@@ -44,7 +44,8 @@ QUALITY_HELP = (
 ExplorePolicy = Annotated[Policy, BeforeValidator(lambda v: renamed(v) if isinstance(v, str) else v)]
 EXPLORE_HELP = (
     "how learned costs explore: cautious (the mean p_fail plus one posterior standard deviation where the action "
-    "has steps of its own), thompson (a draw per call) or optimistic (its 10% quantile); the old names mean "
+    "has steps of its own; planned once more under a draw when a step is believed to fail more often than not), "
+    "thompson (a draw per call) or optimistic (its 10% quantile); the old names mean "
     "and ucb still work; default: the server's"
 )
 WEIGHT_HELP = "lambda of learned costs, cost = base + weight * -log(1 - p_fail); default: the server's"
