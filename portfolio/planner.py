@@ -72,7 +72,8 @@ class Planner(Resource):
     its API keys; "*" is the model pooled over them all). `explore` prices each grounded action at its
     posterior mean, plus one posterior standard deviation for one already tried ("cautious", the default, picked
     by the benchmark: the optimizer's curse, `learning.explore`; a plan with a step believed to fail more often
-    than not is planned once more under a Thompson draw), a fresh Thompson draw per call ("thompson")
+    than not is planned once more under a Thompson draw, so such a call runs the cascade twice and may take up to
+    twice its budget), a fresh Thompson draw per call ("thompson")
     or an optimistic quantile ("optimistic"); the old names "mean" and "ucb" still work, with a warning. `seed`
     makes the draws repeatable.
 
