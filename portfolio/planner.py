@@ -412,9 +412,9 @@ class Planner(Resource):
 
         result = solve(policy)
         costs = result._planned_costs or {}
+        p_fail = [costs[step].p_fail for step in result.plan if step in costs]
         # not after quality "first": its plan need not be the cheapest under the costs, and it was asked for speed
-        steps = (costs[step].p_fail for step in result.plan if step in costs) if quality != "first" else ()
-        again = explore_again(policy, steps)
+        again = explore_again(policy, p_fail) if quality != "first" else None
         if again is not None:  # a step more likely to fail than not: try what might be better
             explored = solve(again)
             if explored.solved:
