@@ -50,6 +50,9 @@ class ActionModel:
     # the weight staleness left its evidence] (`learning.counts.CellTable`)
     recent: dict[str, list[float]] = field(default_factory=dict)
     last_seen: dict[str, str] = field(default_factory=dict)  # cell -> its newest step's timestamp, where recorded
+    # kin key -> [probability that it shares a sibling's change, steps, failures of the change's common rate]
+    # (`learning.siblings`), for the kin groups that may
+    shared: dict[str, list[float]] = field(default_factory=dict)
 
 
 def fit_action(
@@ -142,6 +145,7 @@ def record_cells(
     sums[2] = np.divide(sums[2], sums[0], out=np.full(size, float(mu0)), where=sums[0] > 0)
     action.cells = dict(zip(rows.cell_keys, np.column_stack(sums).tolist()))
     _keep_recent(action, table, rows)
+    action.shared = _shared(table, rows)
     action.evidence = _evidence(rows, n_w, f_w)
     size, grounding = len(rows.groundings), rows.grounding
     seen = [np.bincount(grounding, weights=w, minlength=size) for w in (n_w, f_w, predicted * n_w)]
@@ -164,6 +168,17 @@ def _evidence(rows: ParsedCells, n_w: np.ndarray, f_w: np.ndarray) -> dict[str, 
     sums = [np.bincount(token, weights=w[owner], minlength=len(order)) for w in (n_w, f_w)]
     token_names = list(names)
     return dict(zip([token_names[t] for t in order.tolist()], np.column_stack(sums).tolist()))
+
+
+def _shared(table: CellTable, rows: ParsedCells) -> dict[str, list[float]]:
+    """The kin groups that may share a sibling's change (`CellTable.shared`), by kin key."""
+    if table.shared is None:
+        return {}
+    keys, cell = rows.cell_keys, rows.cell
+    return {
+        kin_key(keys[cell[i]].partition("|")[0]): table.shared[i].tolist()
+        for i in np.flatnonzero(table.shared[:, 0] > 0).tolist()
+    }
 
 
 def _keep_recent(action: ActionModel, table: CellTable, rows: ParsedCells) -> None:

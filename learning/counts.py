@@ -42,6 +42,7 @@ import numpy as np
 from learning.changes import current_segments
 from learning.defaults import DEFAULT_STALE_HALF_LIFE as DEFAULT_STALE_HALF_LIFE
 from learning.raw_cells import first_seen_at, ragged, stable_order, unique
+from learning.siblings import sibling_changes
 
 RawKey = tuple[str, str]  # (args JSON, features JSON) as stored in the steps table
 
@@ -67,6 +68,7 @@ class CellTable:
     changes: np.ndarray
     staleness: np.ndarray
     last_seen: list[str | None] | None = None
+    shared: np.ndarray | None = None  # per cell [P, steps, failures] of a sibling's change (`learning.siblings`)
 
     def __len__(self) -> int:
         return len(self.args)
@@ -232,18 +234,24 @@ class Counts:
         per_action = np.bincount(action, minlength=len(names))
         self.steps = dict(zip(names, per_action.tolist()))
         step = step_numbers(action, per_action)  # each step's number among its action name's steps
-        kin_of_cell = self._kin_numbers(cell_action, cell_args)
+        kin_of_cell, group_objects = self._kin_numbers(cell_action, cell_args)
         group = kin_of_cell[cell]
-        n_groups = int(kin_of_cell.max()) + 1 if n_cells else 0
+        n_groups = len(group_objects)
         cut, cuts = self._cuts(group, failed, step, n_groups)
         self.n_changes = int(cuts.sum())
+        group_action = np.zeros(n_groups, dtype=np.int64)
+        group_action[kin_of_cell] = cell_action
         kept = step >= cut[group]
         if self.half_life is None:
             weight = kept.astype(float)
         else:
             newest = (per_action - 1)[action]
             weight = np.where(kept, np.exp2(-(newest - step) / self.half_life), 0.0)
-        stale = self._staleness(group, run, cuts, n_groups)
+        runs_ago, gap = self._visits(group, run, n_groups)
+        stale = self._staleness(runs_ago, gap, cuts)
+        shared = sibling_changes(
+            cut, group, step, failed, group_action, group_objects, run, lambda g, ago: self._fade(ago, gap[g])
+        )[kin_of_cell]
         stale_cell = stale[kin_of_cell]
         n_w = np.bincount(cell, weights=weight, minlength=n_cells) * stale_cell
         f_w = np.bincount(cell, weights=weight * failed, minlength=n_cells) * stale_cell
@@ -266,7 +274,7 @@ class Counts:
         by_action = stable_order(cell_action)
         stats = np.column_stack([n_w[by_action], f_w[by_action], total[by_action], failures[by_action]])
         columns = [a[by_action] for a in (cell_args, cell_features, since, failures_since, runs_ago, changes)]
-        stale_cell = stale_cell[by_action]
+        stale_cell, shared = stale_cell[by_action], shared[by_action]
         if stamps is not None:
             stamps = [stamps[i] for i in by_action.tolist()]
         bounds = np.concatenate(([0], np.cumsum(np.bincount(cell_action, minlength=len(names))))).tolist()
@@ -275,7 +283,7 @@ class Counts:
             self.tables[name] = CellTable(
                 columns[0][mine], columns[1][mine], args_texts, features_texts, stats[mine], columns[2][mine],
                 columns[3][mine], columns[4][mine], columns[5][mine], stale_cell[mine],
-                None if stamps is None else stamps[mine],
+                None if stamps is None else stamps[mine], shared[mine],
             )  # fmt: skip
         self._run, self._failed, self._numbers = array("q"), bytearray(), CellNumbers()
         self._stamped, self._stamps = array("q"), []
@@ -307,33 +315,43 @@ class Counts:
         cuts[mixed[moved]] = changes[moved]
         return cut, cuts
 
-    def _staleness(self, group: np.ndarray, run: np.ndarray, cuts: np.ndarray, n_groups: int) -> np.ndarray:
-        """Per kin group, the weight left to its evidence: 2^-(runs_ago / (stale_half_life * gap)) for a group
-        with a change in its record (1 for one without), runs_ago being the runs recorded since its last visit
-        and its gap between visits (span + before) / (visits + 1), at least one run: one pseudo-visit spanning
-        the record up to its last visit (`before` runs), not the absence being measured, or the gap would grow
-        with it."""
-        if self.stale_half_life is None or n_groups == 0:
-            return np.ones(n_groups)
+    def _visits(self, group: np.ndarray, run: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per kin group: the runs recorded since its last visit, and its gap between visits, (span + before) /
+        (visits + 1), at least one run: one pseudo-visit spanning the record up to its last visit (`before`
+        runs), not the absence being measured, or the gap would grow with it."""
         first = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)
         last = np.full(n_groups, -1, dtype=np.int64)
         np.minimum.at(first, group, run)
         np.maximum.at(last, group, run)
         visits = np.bincount(group, minlength=n_groups)
-        runs_ago = self.runs - 1 - last
         gap = np.maximum((last - first + 1 + last + 1) / (visits + 1), 1.0)
-        stale = np.exp2(-runs_ago / (self.stale_half_life * gap))
-        return np.where((cuts > 0) & (runs_ago > 0), stale, 1.0)
+        return self.runs - 1 - last, gap
 
-    def _kin_numbers(self, cell_action: np.ndarray, cell_args: np.ndarray) -> np.ndarray:
-        """Each cell's kin group (`kin_key`, per action name) as a number: each distinct arguments text parsed
-        once."""
+    def _fade(self, runs_ago: np.ndarray | int, gap: np.ndarray | float) -> np.ndarray | float:
+        """The weight staleness leaves evidence last added `runs_ago` runs back, its gap between visits `gap`:
+        2^-(runs_ago / (stale_half_life * gap)), 1 when fresh or with no `stale_half_life`."""
+        if self.stale_half_life is None:
+            return np.ones_like(runs_ago, dtype=float) if isinstance(runs_ago, np.ndarray) else 1.0
+        return np.where(np.asarray(runs_ago) > 0, np.exp2(-np.asarray(runs_ago) / (self.stale_half_life * gap)), 1.0)
+
+    def _staleness(self, runs_ago: np.ndarray, gap: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+        """Per kin group, the weight left to its evidence (`_fade`) for a group with a change in its record (1
+        for one without)."""
+        return np.where(cuts > 0, self._fade(runs_ago, gap), 1.0)
+
+    def _kin_numbers(self, cell_action: np.ndarray, cell_args: np.ndarray) -> tuple[np.ndarray, list[tuple[str, ...]]]:
+        """Each cell's kin group (`kin_key`, per action name) as a number, and each group's objects (sorted):
+        each distinct arguments text parsed once."""
         kins: dict[str, int] = {}
         texts = self._numbers.args
         kin_of_args = np.array([kins.setdefault(_kin_of_text(text), len(kins)) for text in texts], dtype=np.int64)
         if len(cell_action) == 0:
-            return np.zeros(0, dtype=np.int64)
-        return unique(cell_action * max(len(kins), 1) + kin_of_args[cell_args])[2]
+            return np.zeros(0, dtype=np.int64), []
+        kin_of_cell = unique(cell_action * max(len(kins), 1) + kin_of_args[cell_args])[2]
+        kin_texts = list(kins)
+        group_kin = np.zeros(int(kin_of_cell.max()) + 1, dtype=np.int64)
+        group_kin[kin_of_cell] = kin_of_args[cell_args]
+        return kin_of_cell, [tuple(kin_texts[k].split(" ")) if kin_texts[k] else () for k in group_kin.tolist()]
 
 
 def columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:

@@ -52,11 +52,12 @@ import numpy as np
 from domains.model import GroundAction
 from learning.action_model import ActionModel, fit_action, objects_by_type, token_prior, unseen_rate
 from learning.changes import DEFAULT_CHANGE_ODDS
-from learning.counts import DEFAULT_STALE_HALF_LIFE, Counts, columns
+from learning.counts import DEFAULT_STALE_HALF_LIFE, Counts, columns, kin_key
 from learning.durations import TimeModel
 from learning.features import OBJECT_VALUE, RowParser, situation_key
 from learning.params import Params
 from learning.shrinkage import posterior
+from learning.siblings import mixed
 from learning.situations import from_elsewhere
 from traces.records import StepRecord
 
@@ -333,9 +334,13 @@ class FailureModel(Params):
                             prior = from_elsewhere(prior, seen, model.strength, model.outlier_share)
                         memo[key] = prior
                     q[j] = prior
-            mean[positions], concentration[positions] = posterior(
+            own_mean, own_concentration = posterior(
                 n, f, q, model.strength, self.tolerance, self.trust_steps, model.outlier_share, r, rate
             )
+            if model.shared:  # a sibling's change this grounding may share (`learning.siblings`)
+                shared = np.array([model.shared.get(kin_key(" ".join(actions[i].args)), (0.0, 0.0, 0.0)) for i in positions])
+                own_mean, own_concentration = mixed(own_mean, own_concentration, *shared.T)
+            mean[positions], concentration[positions] = own_mean, own_concentration
         return mean, concentration
 
     def predict_tried(self, actions: Sequence[GroundAction], features: Mapping[str, Any] | None = None) -> np.ndarray:

@@ -86,6 +86,8 @@ class StoredAction(BaseModel):
     # cell -> [steps since its last change, failures since, runs since last seen, changes, staleness weight]
     recent: dict[str, tuple[Count, Count, Count, Count, Probability]] = Field(default_factory=dict)
     last_seen: dict[str, Annotated[str, Field(max_length=64)]] = Field(default_factory=dict)
+    # kin key -> [probability that it shares a sibling's change, steps, failures of the change's common rate]
+    shared: dict[str, tuple[Probability, Count, Count]] = Field(default_factory=dict)
 
 
 class StoredDurationFit(BaseModel):
@@ -249,6 +251,6 @@ def _lists(cells: Mapping[str, tuple[float, ...]]) -> dict[str, list[float]]:
 def _plain(action: StoredAction) -> dict[str, Any]:
     """An `ActionModel`'s fields as it keeps them (lists, not the tuples the check uses)."""
     fields = action.model_dump()
-    for key in ("cells", "evidence", "groundings", "outlier", "recent"):
+    for key in ("cells", "evidence", "groundings", "outlier", "recent", "shared"):
         fields[key] = {name: list(values) for name, values in fields[key].items()}
     return fields

@@ -1,0 +1,84 @@
+"""Changes shared by siblings (`learning.siblings`): a road that broke for one van is believed broken for the
+other vans too until they are driven on it, and a van driven on it since without failing clears itself. Through
+the statistics and through `FailureModel` fitted on recorded steps."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from domains.model import GroundAction
+from learning.model import FailureModel
+from learning.siblings import mixed, sibling_changes
+from traces.records import StepRecord
+
+
+def drives(outcomes: list[tuple[str, str, str, int]]) -> list[StepRecord]:
+    """One run per drive: (van, from, to, failed)."""
+    return [
+        StepRecord(run_id=f"r{i}", step=0, action="drive", args=(van, a, b), outcome="failure" if failed else "success")
+        for i, (van, a, b, failed) in enumerate(outcomes)
+    ]  # fmt: skip
+
+
+def history(break_failures: int = 3) -> list[tuple[str, str, str, int]]:
+    """Two vans drive the road a-b and the detour a-x, x-b without failing; then the road breaks for v1."""
+    rows = []
+    for _ in range(20):
+        rows += [("v1", "a", "b", 0), ("v2", "a", "b", 0), ("v1", "a", "x", 0), ("v1", "x", "b", 0)]
+    return rows + [("v1", "a", "b", 1)] * break_failures
+
+
+def p_fail(model: FailureModel, *args: str) -> float:
+    return float(model.predict_proba([GroundAction("drive", args)])[0])
+
+
+def test_a_van_never_driven_on_a_road_since_it_broke_for_another_is_believed_broken_in_part():
+    before = FailureModel().fit(drives(history(break_failures=0)))
+    model = FailureModel().fit(drives(history()))
+    assert p_fail(model, "v1", "a", "b") > 0.5  # its own record: cut at the break
+    assert p_fail(before, "v2", "a", "b") < 0.05
+    assert p_fail(model, "v2", "a", "b") > 0.15  # a quarter of the way to the road's new rate
+    # a drive that shares no more than one object with the broken one is not a sibling: the token prior alone
+    assert "a v2 x" not in model.actions_["drive"].shared and p_fail(model, "v2", "a", "x") < 0.1
+
+
+def test_a_second_van_failing_on_the_road_since_makes_the_shared_break_near_certain():
+    model = FailureModel().fit(drives(history() + [("v2", "a", "b", 1)]))
+    assert p_fail(model, "v2", "a", "b") > 0.6
+    # and a third van, never driven on the road at all, is believed broken there too
+    assert p_fail(model, "v3", "a", "b") < p_fail(model, "v2", "a", "b")
+
+
+def test_a_van_driven_on_the_road_since_without_failing_clears_itself():
+    shared = FailureModel().fit(drives(history()))
+    cleared = FailureModel().fit(drives(history() + [("v2", "a", "b", 0)] * 2))
+    assert p_fail(cleared, "v2", "a", "b") < p_fail(shared, "v2", "a", "b") / 2
+
+
+def test_the_odds_follow_the_siblings_evidence_since_the_change():
+    # groups: 0 = (a b v1), the changed one; 1 = (a b v2), 2 = (a v1 x), 3 = (b v2 x): two objects differ
+    objects = [("a", "b", "v1"), ("a", "b", "v2"), ("a", "v1", "x"), ("b", "v2", "x")]
+    group = np.array([0] * 20 + [1] * 20 + [2] * 5 + [3] * 5 + [0, 0, 0])
+    step = np.arange(len(group))
+    failed = np.array([0] * 50 + [1, 1, 1])
+    cut = np.array([50, -1, -1, -1])  # group 0 changed at step 50
+    out = sibling_changes(cut, group, step, failed, np.zeros(4, dtype=np.int64), objects)
+    assert out[0, 0] == 0.0  # the changed group is judged on its own record
+    assert np.isclose(out[1, 0], 0.25) and np.isclose(out[2, 0], 0.25)  # no steps since: the prior, 1 / (3 + 1)
+    assert out[3, 0] == 0.0
+    assert tuple(out[1, 1:]) == (3.0, 3.0)  # the common rate's steps and failures since the change
+    # group 1 fails once since the change: the change shared is near certain; once it succeeds, less than before
+    for outcome, low, high in ((1, 0.8, 1.0), (0, 0.0, 0.25)):
+        more = sibling_changes(
+            cut, np.append(group, 1), np.append(step, len(group)), np.append(failed, outcome), np.zeros(4, np.int64),
+            objects,
+        )  # fmt: skip
+        assert low < more[1, 0] < high
+
+
+def test_a_mixture_keeps_the_mean_and_widens_the_posterior():
+    mean, concentration = mixed(np.array([0.03, 0.03]), np.array([40.0, 40.0]), np.array([0.0, 0.25]),
+                                np.array([3.0, 3.0]), np.array([3.0, 3.0]))  # fmt: skip
+    assert mean[0] == 0.03 and concentration[0] == 40.0  # no shared change: unchanged
+    assert np.isclose(mean[1], 0.75 * 0.03 + 0.25 * 3.03 / 4.0)  # 3 of 3, one pseudo-step at its own 0.03
+    assert concentration[1] < 40.0
