@@ -204,7 +204,8 @@ def cost_rows(costs: Mapping[str, ActionCost]) -> list[dict[str, Any]]:
     """The rows every interface shows (`portfolio costs`, `POST /v1/costs`, MCP `costs`): riskiest first (what was
     learned), then dearest, then by name; values rounded to 6 decimals, so the CLI, HTTP and MCP list the same
     actions in the same order. With `describe`'s fields: `p_fail_90` (the interval), and `steps`, `failures`,
-    `since_change`, `failures_since`, `runs_ago`, `last_seen` (0 steps and None where nothing was recorded)."""
+    `since_change`, `failures_since`, `runs_ago`, `last_seen` (0 steps and None where nothing was recorded) and
+    `shared_change` (the probability that it shares a change a grounding alike but for one object showed)."""
     return [
         {"action": name, "base_cost": c.base_cost, "p_fail": round(c.p_fail, 6), "cost": round(c.cost, 6)}
         | ({} if c.expected_ms is None else {"expected_ms": round(c.expected_ms, 3)})
@@ -217,7 +218,10 @@ def cost_rows(costs: Mapping[str, ActionCost]) -> list[dict[str, Any]]:
 
 def _evidence_row(evidence: Evidence | None) -> dict[str, Any]:
     if evidence is None:
-        return {"steps": 0, "failures": 0, "since_change": 0, "failures_since": 0, "runs_ago": None, "last_seen": None}
+        return {
+            "steps": 0, "failures": 0, "since_change": 0, "failures_since": 0, "runs_ago": None, "last_seen": None,
+            "shared_change": 0.0,
+        }  # fmt: skip
     return {
         "steps": evidence.steps,
         "failures": evidence.failures,
@@ -225,6 +229,7 @@ def _evidence_row(evidence: Evidence | None) -> dict[str, Any]:
         "failures_since": evidence.failures_since,
         "runs_ago": evidence.runs_ago,
         "last_seen": evidence.last_seen,
+        "shared_change": round(evidence.shared_change, 6),
     }
 
 

@@ -19,6 +19,10 @@ Three things age a step's weight, each for its own reason:
   paid for nothing (the `thompson` and `optimistic` policies re-try it);
 - `half_life` (steps of the same action name): a slow fade of old steps within a segment.
 
+Beside them, `finish` finds each kin group's most probable share in a change another kin group alike but for one
+object showed (a road that broke for one van, for the other vans: `learning.siblings`), carried as
+`CellTable.shared` for the model to mix in.
+
 A step's run is its `run_id` (a step without one is a run of its own). Steps arrive in chunks of columns
 (`Counts.add_rows`) and are kept as numbers until `finish`: 21 bytes a step (its texts' numbers among the
 distinct texts, `CellNumbers`; its run's; one byte for its outcome). `finish` does everything else with numpy
@@ -234,9 +238,9 @@ class Counts:
         per_action = np.bincount(action, minlength=len(names))
         self.steps = dict(zip(names, per_action.tolist()))
         step = step_numbers(action, per_action)  # each step's number among its action name's steps
-        kin_of_cell, group_objects = self._kin_numbers(cell_action, cell_args)
+        kin_of_cell, group_kin, kin_texts = self._kin_numbers(cell_action, cell_args)
         group = kin_of_cell[cell]
-        n_groups = len(group_objects)
+        n_groups = len(group_kin)
         cut, cuts = self._cuts(group, failed, step, n_groups)
         self.n_changes = int(cuts.sum())
         group_action = np.zeros(n_groups, dtype=np.int64)
@@ -249,9 +253,15 @@ class Counts:
             weight = np.where(kept, np.exp2(-(newest - step) / self.half_life), 0.0)
         runs_ago, gap = self._visits(group, run, n_groups)
         stale = self._staleness(runs_ago, gap, cuts)
-        shared = sibling_changes(
-            cut, group, step, failed, group_action, group_objects, run, lambda g, ago: self._fade(ago, gap[g])
-        )[kin_of_cell]
+        shared = np.zeros((n_groups, 3))
+        if (cut >= 0).any():  # each group's objects, for the changes its siblings may share
+            objects = [tuple(kin_texts[k].split(" ")) for k in group_kin.tolist()]
+
+            def fade(lead: int, ago: int) -> float:
+                return float(self._fade(np.array([ago]), gap[lead])[0])
+
+            shared = sibling_changes(cut, group, step, failed, group_action, objects, run, fade)
+        shared = shared[kin_of_cell]
         stale_cell = stale[kin_of_cell]
         n_w = np.bincount(cell, weights=weight, minlength=n_cells) * stale_cell
         f_w = np.bincount(cell, weights=weight * failed, minlength=n_cells) * stale_cell
@@ -327,31 +337,30 @@ class Counts:
         gap = np.maximum((last - first + 1 + last + 1) / (visits + 1), 1.0)
         return self.runs - 1 - last, gap
 
-    def _fade(self, runs_ago: np.ndarray | int, gap: np.ndarray | float) -> np.ndarray | float:
+    def _fade(self, runs_ago: np.ndarray, gap: np.ndarray | float) -> np.ndarray:
         """The weight staleness leaves evidence last added `runs_ago` runs back, its gap between visits `gap`:
         2^-(runs_ago / (stale_half_life * gap)), 1 when fresh or with no `stale_half_life`."""
         if self.stale_half_life is None:
-            return np.ones_like(runs_ago, dtype=float) if isinstance(runs_ago, np.ndarray) else 1.0
-        return np.where(np.asarray(runs_ago) > 0, np.exp2(-np.asarray(runs_ago) / (self.stale_half_life * gap)), 1.0)
+            return np.ones(len(runs_ago))
+        return np.where(runs_ago > 0, np.exp2(-runs_ago / (self.stale_half_life * gap)), 1.0)
 
     def _staleness(self, runs_ago: np.ndarray, gap: np.ndarray, cuts: np.ndarray) -> np.ndarray:
         """Per kin group, the weight left to its evidence (`_fade`) for a group with a change in its record (1
         for one without)."""
         return np.where(cuts > 0, self._fade(runs_ago, gap), 1.0)
 
-    def _kin_numbers(self, cell_action: np.ndarray, cell_args: np.ndarray) -> tuple[np.ndarray, list[tuple[str, ...]]]:
-        """Each cell's kin group (`kin_key`, per action name) as a number, and each group's objects (sorted):
-        each distinct arguments text parsed once."""
+    def _kin_numbers(self, cell_action: np.ndarray, cell_args: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """Each cell's kin group (`kin_key`, per action name) as a number, each group's kin key as a number among
+        the distinct ones, and those keys: each distinct arguments text parsed once."""
         kins: dict[str, int] = {}
         texts = self._numbers.args
         kin_of_args = np.array([kins.setdefault(_kin_of_text(text), len(kins)) for text in texts], dtype=np.int64)
         if len(cell_action) == 0:
-            return np.zeros(0, dtype=np.int64), []
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), list(kins)
         kin_of_cell = unique(cell_action * max(len(kins), 1) + kin_of_args[cell_args])[2]
-        kin_texts = list(kins)
         group_kin = np.zeros(int(kin_of_cell.max()) + 1, dtype=np.int64)
         group_kin[kin_of_cell] = kin_of_args[cell_args]
-        return kin_of_cell, [tuple(kin_texts[k].split(" ")) if kin_texts[k] else () for k in group_kin.tolist()]
+        return kin_of_cell, group_kin, list(kins)
 
 
 def columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:

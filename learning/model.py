@@ -13,10 +13,14 @@ grounding's p_fail mixes its own record with a prior (empirical Bayes; `learning
   `min_samples` steps or one outcome only has no token model: its prior is the population mean;
 - m: the prior's strength per action name, fit as a mixture of the population and outliers grouped by kin (a
   grounding in every situation and its mirrors); a situation a grounding was never seen in borrows from its
-  record in the others.
+  record in the others;
+- a change of rate that a grounding alike but for one object showed (a road that broke for another van) is
+  mixed in with the probability that g shares it (`learning.siblings`), so the plans leave what broke for one
+  before it has failed for every other.
 
 Consistent: as a grounding's evidence grows, p_fail tends to its own (recency-weighted) rate, and from
-`trust_steps` weighted steps on stays within `tolerance` of it. With little data the optimistic `prior_mean`
+`trust_steps` weighted steps on stays within `tolerance` of it, but for the share in a sibling's change, which its
+own steps since that change settle. With little data the optimistic `prior_mean`
 (0.05 over `prior_strength` pseudo-steps) stands in. An untried sibling of a grounding that keeps failing keeps
 a bounded prior, so it is tried within a bounded number of calls.
 
@@ -338,7 +342,8 @@ class FailureModel(Params):
                 n, f, q, model.strength, self.tolerance, self.trust_steps, model.outlier_share, r, rate
             )
             if model.shared:  # a sibling's change this grounding may share (`learning.siblings`)
-                shared = np.array([model.shared.get(kin_key(" ".join(actions[i].args)), (0.0, 0.0, 0.0)) for i in positions])
+                none = (0.0, 0.0, 0.0)
+                shared = np.array([model.shared.get(kin_key(" ".join(actions[i].args)), none) for i in positions])
                 own_mean, own_concentration = mixed(own_mean, own_concentration, *shared.T)
             mean[positions], concentration[positions] = own_mean, own_concentration
         return mean, concentration
@@ -397,7 +402,9 @@ class Evidence:
     """What a grounded action's estimate rests on: `steps` and `failures` recorded (ever), `since_change` steps
     and `failures_since` of them since its last change of rate (`learning.changes`; `changes` found), `runs_ago`
     (runs recorded since it was last seen), `last_seen` (its newest step's timestamp, where steps carry one), and
-    `weight`, what staleness left of its evidence (1: fresh; `learning.counts`)."""
+    `weight`, what staleness left of its evidence (1: fresh; `learning.counts`), and `shared_change`, the
+    probability that it shares a change of rate another grounding alike but for one object showed
+    (`learning.siblings`; 0 where none did), which its p_fail mixes in."""
 
     steps: int
     failures: int
@@ -407,6 +414,7 @@ class Evidence:
     last_seen: str | None
     changes: int
     weight: float
+    shared_change: float = 0.0
 
 
 def _evidence(model: ActionModel, keys: Sequence[str]) -> Evidence:
@@ -415,6 +423,7 @@ def _evidence(model: ActionModel, keys: Sequence[str]) -> Evidence:
     recent = [model.recent[k] for k in keys if k in model.recent]
     if not recent:  # a model stored before the record was kept: every step counts
         return Evidence(steps, failures, steps, failures, None, None, 0, 1.0)
+    shared = model.shared.get(kin_key(keys[0].partition("|")[0])) if model.shared and keys else None
     seen = [model.last_seen[k] for k in keys if k in model.last_seen]
     return Evidence(
         steps,
@@ -425,4 +434,5 @@ def _evidence(model: ActionModel, keys: Sequence[str]) -> Evidence:
         max(seen) if seen else None,
         int(max(r[3] for r in recent)),
         float(max(r[4] for r in recent)),
+        float(shared[0]) if shared else 0.0,
     )

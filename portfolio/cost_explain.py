@@ -120,6 +120,8 @@ def _evidence(row: dict[str, Any]) -> str:
     if row["since_change"] != row["steps"]:
         text += f" ({row['since_change']} steps, {row['failures_since']} failures since its rate last changed)"
     text += ", never seen" if row["runs_ago"] is None else f", last seen {last_seen_text(row)}"
+    if row.get("shared_change"):
+        text += f", shares a change seen on an action alike but for one object (probability {row['shared_change']:.2f})"
     text += f", p_fail {row['p_fail']:.3f}"
     if "p_fail_90" in row:
         low, high = row["p_fail_90"]

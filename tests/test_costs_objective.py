@@ -103,7 +103,10 @@ def test_costs_objective_time_adds_expected_ms_and_risk_keeps_its_fields(store, 
     risk = costs_json(capsys, *instance, "--traces", str(store))
     same = costs_json(capsys, *instance, "--traces", str(store), "--objective", "risk")
     time = costs_json(capsys, *instance, "--traces", str(store), "--objective", "time", "--replan-ms", "1000")
-    described = {"charge", "p_fail_90", "steps", "failures", "since_change", "failures_since", "runs_ago", "last_seen"}
+    described = {
+        "charge", "p_fail_90", "steps", "failures", "since_change", "failures_since", "runs_ago", "last_seen",
+        "shared_change",
+    }  # fmt: skip
     assert risk == same and set(risk[WEB]) == {"action", "base_cost", "p_fail", "cost"} | described
     assert set(time[WEB]) == {"action", "base_cost", "p_fail", "cost", "expected_ms"} | described
     assert risk[WEB]["cost"] > risk[DB]["cost"]  # risk: the flaky search is dearer than a database query

@@ -43,7 +43,7 @@ def test_costs_and_plan_take_the_situation(peak_store, tmp_path, capsys):
     off = costs_rows(capsys, domain, problem, "--traces", str(peak_store), "--features", "hour=off-peak")
     assert set(peak[RISKY]) == {  # the fields `costs --json` keeps
         "action", "base_cost", "p_fail", "cost", "charge", "p_fail_90",
-        "steps", "failures", "since_change", "failures_since", "runs_ago", "last_seen",
+        "steps", "failures", "since_change", "failures_since", "runs_ago", "last_seen", "shared_change",
     }  # fmt: skip
     assert peak[RISKY]["p_fail"] > 0.7 and off[RISKY]["p_fail"] < 0.1
     situation = tmp_path / "peak.json"

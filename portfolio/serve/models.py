@@ -182,6 +182,11 @@ class ActionCostInfo(BaseModel):
     failures_since: int = Field(default=0, description="of which failed")
     runs_ago: int | None = Field(default=None, description="runs recorded since it was last seen (None: never seen)")
     last_seen: str | None = Field(default=None, description="its newest step's timestamp, where steps carry one")
+    shared_change: float = Field(
+        default=0.0,
+        description="probability that it shares a change of failure rate that an action alike but for one object "
+        "showed (a road that broke for another van), which p_fail mixes in; 0 where none did",
+    )
 
     @model_serializer(mode="wrap")
     def _without_time(self, handler: Any) -> Any:
