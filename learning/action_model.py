@@ -51,7 +51,7 @@ class ActionModel:
     recent: dict[str, list[float]] = field(default_factory=dict)
     last_seen: dict[str, str] = field(default_factory=dict)  # cell -> its newest step's timestamp, where recorded
     # kin key -> [probability that it shares a sibling's change, steps, failures of the change's common rate]
-    # (`learning.siblings`), for the kin groups that may
+    # (`learning.siblings`), for the kin groups that may share one
     shared: dict[str, list[float]] = field(default_factory=dict)
 
 

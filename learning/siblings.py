@@ -17,7 +17,7 @@ Each sibling gets the probability of the most probable shared change it belongs 
 of that change's common rate (the changed group's since its change and the siblings' since it).
 `learning.model` mixes its p_fail: (1 - P) its own estimate + P the common rate's. So the plans leave a road
 that broke for one van before every other van has failed on it too, and a sibling driven since the change
-without failing clears itself: one success weighs about 6:1 against a change to a rate that failed 3 of 3.
+without failing clears itself: one success weighs about 8:1 against a change to a rate that failed 3 of 3.
 
     shared = sibling_changes(cut, group, step, failed, group_action, group_objects)  # per kin group [P, N, F]
     mean, concentration = mixed(mean, concentration, shared[:, 0], shared[:, 1], shared[:, 2])
@@ -127,10 +127,8 @@ def sibling_changes(
         last_run = int(run.max())
         weight = np.array([fade(g, last_run - r) for g, r in zip(lead.tolist(), newest.tolist())], dtype=float)
     # each member's most probable shared change, the lead's own excluded
-    best = np.zeros(len(cut))
     for f, h, lead_here in zip(family.tolist(), member.tolist(), is_lead.tolist()):
-        if not lead_here and p[f] > best[h]:
-            best[h] = p[f]
+        if not lead_here and p[f] > out[h, 0]:
             out[h] = (p[f], weight[f] * n_all[f], weight[f] * f_all[f])
     return out
 
