@@ -19,9 +19,9 @@ Three things age a step's weight, each for its own reason:
   paid for nothing (the `thompson` and `optimistic` policies re-try it);
 - `half_life` (steps of the same action name): a slow fade of old steps within a segment.
 
-Beside them, `finish` finds each kin group's most probable share in a change that the kin groups alike but for
-one object showed, one of them or their records together (a road that broke for one van, for the other vans:
-`learning.siblings`), carried as `CellTable.shared` for the model to mix in.
+Beside them, `finish` finds each kin group's most probable share in a change another kin group alike but for one
+object showed (a road that broke for one van, for the other vans: `learning.siblings`), carried as
+`CellTable.shared` for the model to mix in.
 
 A step's run is its `run_id` (a step without one is a run of its own). Steps arrive in chunks of columns
 (`Counts.add_rows`) and are kept as numbers until `finish`: 21 bytes a step (its texts' numbers among the

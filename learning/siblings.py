@@ -64,9 +64,9 @@ def sibling_changes(
     step's run number) and `fade(lead, runs_ago)` (the weight staleness leaves a changed group's evidence
     `runs_ago` runs after its last visit), the steps and failures since a change are weighted as the changed
     group's own would be, counting from the newest step any of its siblings took since: they go stale as one
-    record, so what a change condemned is tried again when the change itself would be. Merged records are tested
-    at `change_odds` (`learning.changes`). Vectorised over the (family, member) pairs' steps; Python touches each
-    kin group's objects once."""
+    record, so what a change condemned is tried again when the change itself would be. Vectorised over the
+    (change, sibling) pairs' steps; Python touches each kin group's objects once, and only when a change was
+    found."""
     out = np.zeros((len(cut), 3))
     # every family: a set S (action name, the objects but one) that two kin groups or more hold
     holders: dict[tuple[int, tuple[str, ...]], list[int]] = {}
