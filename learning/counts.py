@@ -254,13 +254,13 @@ class Counts:
         runs_ago, gap = self._visits(group, run, n_groups)
         stale = self._staleness(runs_ago, gap, cuts)
         shared = np.zeros((n_groups, 3))
-        if self.change_odds is not None and n_groups:  # the changes siblings may share (`learning.siblings`)
+        if (cut >= 0).any():  # each group's objects, for the changes its siblings may share
             objects = [tuple(kin_texts[k].split(" ")) for k in group_kin.tolist()]
 
             def fade(lead: int, ago: int) -> float:
                 return float(self._fade(np.array([ago]), gap[lead])[0])
 
-            shared = sibling_changes(cut, group, step, failed, group_action, objects, run, fade, self.change_odds)
+            shared = sibling_changes(cut, group, step, failed, group_action, objects, run, fade)
         shared = shared[kin_of_cell]
         stale_cell = stale[kin_of_cell]
         n_w = np.bincount(cell, weights=weight, minlength=n_cells) * stale_cell

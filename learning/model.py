@@ -403,9 +403,8 @@ class Evidence:
     and `failures_since` of them since its last change of rate (`learning.changes`; `changes` found), `runs_ago`
     (runs recorded since it was last seen), `last_seen` (its newest step's timestamp, where steps carry one), and
     `weight`, what staleness left of its evidence (1: fresh; `learning.counts`), and `shared_change`, the
-    probability that it shares a change of rate another grounding alike but for one object showed, or that the
-    records of such groundings together showed (`learning.siblings`; 0 where none did), which its p_fail mixes
-    in."""
+    probability that it shares a change of rate another grounding alike but for one object showed
+    (`learning.siblings`; 0 where none did), which its p_fail mixes in."""
 
     steps: int
     failures: int

@@ -13,12 +13,6 @@ rate:
               group (Jeffreys Beta(1/2, 1/2)); otherwise each sibling goes on at its own rate before the change
               (a Beta from its steps since its own last change), and the changed group at a new rate of its own
 
-A change is found on a kin group's own record, or on a family's merged record (every group holding S, its
-steps in the order recorded): a break there is put down to the member with the most failures since, if that
-member had steps before it and its own record is likelier than not to have changed at that step. Three vans
-failing once each on a road add up to a break before any one van's record shows it; a member bad from its first
-step, or a record whose failures fell because the plans moved to its better members, is no change.
-
 Each sibling gets the probability of the most probable shared change it belongs to, and the steps and failures
 of that change's common rate (the changed group's since its change and the siblings' since it).
 `learning.model` mixes its p_fail: (1 - P) its own estimate + P the common rate's. So the plans leave a road
@@ -26,7 +20,6 @@ that broke for one van before every other van has failed on it too, and a siblin
 without failing clears itself: one success weighs about 8:1 against a change to a rate that failed 3 of 3.
 
     shared = sibling_changes(cut, group, step, failed, group_action, group_objects)  # per kin group [P, N, F]
-    # a lead found on a merged record mixes too, by how likely its own record changed there
     mean, concentration = mixed(mean, concentration, shared[:, 0], shared[:, 1], shared[:, 2])
 
 Why, and what it measured: docs/decisions/aging-evidence.md.
@@ -39,8 +32,6 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from scipy.special import betaln
 
-from learning.changes import current_segments
-from learning.defaults import DEFAULT_CHANGE_ODDS
 from learning.raw_cells import ragged
 
 JEFFREYS = 0.5
@@ -55,7 +46,6 @@ def sibling_changes(
     group_objects: Sequence[tuple[str, ...]],
     run: np.ndarray | None = None,
     fade: Callable[[int, int], float] | None = None,
-    change_odds: float = DEFAULT_CHANGE_ODDS,
 ) -> np.ndarray:
     """Per kin group, [P(it shares a sibling's change), steps, failures of the change's common rate] (all 0
     where it shares none), as the module docstring says. Inputs: each group's last cut (`cut`: the action
@@ -68,41 +58,47 @@ def sibling_changes(
     (change, sibling) pairs' steps; Python touches each kin group's objects once, and only when a change was
     found."""
     out = np.zeros((len(cut), 3))
-    # every family: a set S (action name, the objects but one) that two kin groups or more hold
-    holders: dict[tuple[int, tuple[str, ...]], list[int]] = {}
+    changed = [g for g in np.flatnonzero(cut >= 0).tolist() if len(group_objects[g]) >= 2]
+    if not changed:
+        return out
+    # each shared set S (action name, the objects but one) of a changed group: its newest change (the lead)
+    lead_of: dict[tuple[int, tuple[str, ...]], int] = {}
+    for g in changed:
+        objects = group_objects[g]
+        for i in range(len(objects)):
+            key = (int(group_action[g]), objects[:i] + objects[i + 1 :])
+            if key not in lead_of or cut[g] > cut[lead_of[key]]:
+                lead_of[key] = g
+    number = {key: i for i, key in enumerate(lead_of)}
+    pair_family, pair_group = [], []  # every (family, member) pair, the lead's own included
     for h, objects in enumerate(group_objects):
         if len(objects) < 2:
             continue
         action = int(group_action[h])
         for i in range(len(objects)):
-            holders.setdefault((action, objects[:i] + objects[i + 1 :]), []).append(h)
-    keys = [key for key, found in holders.items() if len(found) >= 2]
-    if not keys:
-        return out
-    family = np.repeat(np.arange(len(keys)), [len(holders[key]) for key in keys])
-    member = np.array([h for key in keys for h in holders[key]], dtype=np.int64)
-    # every member's steps, pair after pair, then each family's in the order recorded: its merged record
+            f = number.get((action, objects[:i] + objects[i + 1 :]))
+            if f is not None:
+                pair_family.append(f)
+                pair_group.append(h)
+    family, member = np.array(pair_family, dtype=np.int64), np.array(pair_group, dtype=np.int64)
+    lead = np.array(list(lead_of.values()), dtype=np.int64)
+    at = cut[lead]  # each family's change: its lead's step counter there
+    # every member's steps, pair after pair
     visits = np.bincount(group, minlength=len(cut))
     order = np.argsort(group, kind="stable")
     rows = order[ragged((np.cumsum(visits) - visits)[member], visits[member])]
     pair = np.repeat(np.arange(len(member)), visits[member])
-    merged = np.lexsort((step[rows], family[pair]))
-    rows, pair = rows[merged], pair[merged]
-    at, lead, lead_p = _leads(cut, group, step, failed, family, member, rows, pair, change_odds)
-    known = lead[family] >= 0  # the pairs of families with a change
-    family, member = family[known], member[known]
-    keep = known[pair]
-    rows, pair = rows[keep], (np.cumsum(known) - 1)[pair[keep]]
     after = step[rows] >= at[family[pair]]
     own = step[rows] >= cut[member[pair]]  # a member's current segment before the change: since its own cut
     lost = failed[rows].astype(float)
-    n_pairs, n_families = len(member), len(keys)
+    n_pairs = len(member)
     n_after = np.bincount(pair, weights=after, minlength=n_pairs)
     f_after = np.bincount(pair, weights=after * lost, minlength=n_pairs)
     before = own & ~after
     n_before = np.bincount(pair, weights=before, minlength=n_pairs)
     f_before = np.bincount(pair, weights=before * lost, minlength=n_pairs)
     is_lead = member == lead[family]
+    n_families = len(lead)
     n_all = np.bincount(family, weights=n_after, minlength=n_families)
     f_all = np.bincount(family, weights=f_after, minlength=n_families)
     a = JEFFREYS
@@ -114,86 +110,27 @@ def sibling_changes(
         - betaln(f_before + a, n_before - f_before + a),
     )  # fmt: skip
     lead_pair = np.flatnonzero(is_lead)  # each family's lead's pair (its steps since its change)
-    lead_n, lead_f = np.zeros(n_families), np.zeros(n_families)
+    lead_n = np.zeros(n_families)
+    lead_f = np.zeros(n_families)
     lead_n[family[lead_pair]], lead_f[family[lead_pair]] = n_after[lead_pair], f_after[lead_pair]
     log_odds = (
         betaln(f_all + a, n_all - f_all + a)
         - betaln(lead_f + a, lead_n - lead_f + a)
         - np.bincount(family, weights=stays, minlength=n_families)
     )
-    k = np.array([len(key[1]) + 1 for key in keys], dtype=float)  # the changed group's objects
+    k = np.array([len(group_objects[g]) for g in lead.tolist()], dtype=float)
     p = 1.0 / (1.0 + np.exp(-np.clip(log_odds - np.log(k), -500.0, 500.0)))  # prior 1 / (k + 1)
     weight = np.ones(n_families)
     if fade is not None and run is not None:
         newest = np.full(n_families, -1, dtype=np.int64)
         np.maximum.at(newest, family[pair[after]], run[rows[after]])
         last_run = int(run.max())
-        for f in np.flatnonzero(lead >= 0).tolist():
-            weight[f] = fade(int(lead[f]), last_run - int(newest[f]))
-    # each member's most probable shared change; a lead found on a merged record, with no cut of its own there,
-    # by how likely its own record changed at that step
+        weight = np.array([fade(g, last_run - r) for g, r in zip(lead.tolist(), newest.tolist())], dtype=float)
+    # each member's most probable shared change, the lead's own excluded
     for f, h, lead_here in zip(family.tolist(), member.tolist(), is_lead.tolist()):
-        q = lead_p[f] if lead_here else p[f]
-        if q > out[h, 0]:
-            out[h] = (q, weight[f] * n_all[f], weight[f] * f_all[f])
+        if not lead_here and p[f] > out[h, 0]:
+            out[h] = (p[f], weight[f] * n_all[f], weight[f] * f_all[f])
     return out
-
-
-def _leads(
-    cut: np.ndarray,
-    group: np.ndarray,
-    step: np.ndarray,
-    failed: np.ndarray,
-    family: np.ndarray,
-    member: np.ndarray,
-    rows: np.ndarray,
-    pair: np.ndarray,
-    change_odds: float,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per family (its members' steps `rows`, merged in the order recorded, `pair` each row's (family, member)
-    pair): the step its newest change starts at, the member it is put down to (-1: no change), and, for a
-    change found on the merged record only, the probability that this member's own record changed there (0
-    for one cut on its own record). A member's own cut (`cut`) counts; so does a break of the merged record
-    (`learning.changes` at `change_odds`) whose member with the most failures since had steps before it and is
-    likelier than not to have changed at that step: the vans' failures on a road add up before any one van's
-    record shows the break."""
-    n_families = int(family.max()) + 1
-    at = np.full(n_families, -1, dtype=np.int64)
-    lead = np.full(n_families, -1, dtype=np.int64)
-    lead_p = np.zeros(n_families)
-    for j in np.flatnonzero(cut[member] >= 0).tolist():  # the members' own cuts: the newest leads
-        f, h = int(family[j]), int(member[j])
-        if cut[h] > at[f]:
-            at[f], lead[f], lead_p[f] = cut[h], h, 0.0
-    sizes = np.bincount(family[pair], minlength=n_families)
-    bounds = np.concatenate(([0], np.cumsum(sizes)))
-    x = failed[rows].astype(float)
-    start, _ = current_segments(x, bounds, change_odds)
-    a = JEFFREYS
-    for f in np.flatnonzero(start > 0).tolist():
-        mine = slice(bounds[f], bounds[f + 1])
-        seg = int(start[f])
-        outcomes, groups = x[mine], group[rows[mine]]
-        if outcomes[seg:].mean() <= outcomes[:seg].mean():
-            continue  # a break only: a record whose failures fell may only have moved to its better members
-        t = int(step[rows[mine][seg]])
-        if t <= at[f]:
-            continue
-        since = np.bincount(groups[seg:], weights=outcomes[seg:], minlength=len(cut))
-        h = int(np.argmax(since))
-        theirs = groups == h
-        pre, post = outcomes[:seg][theirs[:seg]], outcomes[seg:][theirs[seg:]]
-        if len(pre) == 0:
-            continue  # a member bad from its first step has not changed
-        log_odds = (
-            betaln(pre.sum() + a, len(pre) - pre.sum() + a)
-            + betaln(post.sum() + a, len(post) - post.sum() + a)
-            - betaln(a, a)
-            - betaln(outcomes[theirs].sum() + a, theirs.sum() - outcomes[theirs].sum() + a)
-        )
-        if log_odds > 0:
-            at[f], lead[f], lead_p[f] = t, h, float(1.0 / (1.0 + np.exp(-log_odds)))
-    return at, lead, lead_p
 
 
 def mixed(

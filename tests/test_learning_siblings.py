@@ -56,19 +56,6 @@ def test_a_second_van_failing_on_the_road_since_makes_the_shared_break_near_cert
     assert p_fail(model, "v3", "a", "b") < p_fail(model, "v2", "a", "b")
 
 
-def test_vans_failing_once_each_on_a_road_condemn_it_before_any_van_record_shows_the_break():
-    rows = []
-    for _ in range(20):
-        rows += [("v1", "a", "b", 0), ("v2", "a", "b", 0), ("v3", "a", "b", 0), ("v1", "a", "x", 0)]
-    model = FailureModel().fit(drives(rows + [("v1", "a", "b", 1), ("v2", "a", "b", 1)]))
-    assert model.n_changes_ == 0  # no van's own record is cut
-    assert p_fail(model, "v3", "a", "b") > 0.5  # the road's merged record is: a shared break, near certain
-    assert min(p_fail(model, "v1", "a", "b"), p_fail(model, "v2", "a", "b")) > 0.3
-    # one failure is no break
-    single = FailureModel().fit(drives(rows + [("v1", "a", "b", 1)]))
-    assert p_fail(single, "v3", "a", "b") < 0.05
-
-
 def test_a_van_driven_on_the_road_since_without_failing_clears_itself():
     shared = FailureModel().fit(drives(history()))
     cleared = FailureModel().fit(drives(history() + [("v2", "a", "b", 0)] * 2))

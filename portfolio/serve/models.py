@@ -184,7 +184,7 @@ class ActionCostInfo(BaseModel):
     last_seen: str | None = Field(default=None, description="its newest step's timestamp, where steps carry one")
     shared_change: float = Field(
         default=0.0,
-        description="probability that it shares a change of failure rate that the actions alike but for one object "
+        description="probability that it shares a change of failure rate that an action alike but for one object "
         "showed (a road that broke for another van), which p_fail mixes in; 0 where none did",
     )
 
