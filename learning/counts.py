@@ -251,8 +251,8 @@ class Counts:
         else:
             newest = (per_action - 1)[action]
             weight = np.where(kept, np.exp2(-(newest - step) / self.half_life), 0.0)
-        runs_ago, gap = self._visits(group, run, n_groups)
-        stale = self._staleness(runs_ago, gap, cuts)
+        group_runs_ago, gap = self._visits(group, run, n_groups)
+        stale = self._staleness(group_runs_ago, gap, cuts)
         shared = np.zeros((n_groups, 3))
         if (cut >= 0).any():  # each group's objects, for the changes its siblings may share
             objects = [tuple(kin_texts[k].split(" ")) for k in group_kin.tolist()]
