@@ -46,7 +46,7 @@ import numpy as np
 from learning.changes import current_segments
 from learning.defaults import DEFAULT_STALE_HALF_LIFE as DEFAULT_STALE_HALF_LIFE
 from learning.raw_cells import first_seen_at, ragged, stable_order, unique
-from learning.siblings import sibling_changes
+from learning.siblings import merged_breaks, sibling_changes
 
 RawKey = tuple[str, str]  # (args JSON, features JSON) as stored in the steps table
 
@@ -242,9 +242,15 @@ class Counts:
         group = kin_of_cell[cell]
         n_groups = len(group_kin)
         cut, cuts = self._cuts(group, failed, step, n_groups)
-        self.n_changes = int(cuts.sum())
         group_action = np.zeros(n_groups, dtype=np.int64)
         group_action[kin_of_cell] = cell_action
+        objects: list[tuple[str, ...]] = []
+        if self.change_odds is not None and n_groups:  # breaks the groups alike but for one object show together
+            objects = [tuple(kin_texts[k].split(" ")) for k in group_kin.tolist()]
+            moved = merged_breaks(cut, group, step, failed, group_action, objects, self.change_odds)
+            cuts = cuts + (moved != cut)
+            cut = moved
+        self.n_changes = int(cuts.sum())
         kept = step >= cut[group]
         if self.half_life is None:
             weight = kept.astype(float)
@@ -254,8 +260,7 @@ class Counts:
         group_runs_ago, gap = self._visits(group, run, n_groups)
         stale = self._staleness(group_runs_ago, gap, cuts)
         shared = np.zeros((n_groups, 3))
-        if (cut >= 0).any():  # each group's objects, for the changes its siblings may share
-            objects = [tuple(kin_texts[k].split(" ")) for k in group_kin.tolist()]
+        if (cut >= 0).any():  # the changes its siblings may share
 
             def fade(lead: int, ago: int) -> float:
                 return float(self._fade(np.array([ago]), gap[lead])[0])

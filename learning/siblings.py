@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from scipy.special import betaln
 
+from learning.changes import current_segments
 from learning.raw_cells import ragged
 
 JEFFREYS = 0.5
@@ -130,6 +131,74 @@ def sibling_changes(
     for f, h, lead_here in zip(family.tolist(), member.tolist(), is_lead.tolist()):
         if not lead_here and p[f] > out[h, 0]:
             out[h] = (p[f], weight[f] * n_all[f], weight[f] * f_all[f])
+    return out
+
+
+def merged_breaks(
+    cut: np.ndarray,
+    group: np.ndarray,
+    step: np.ndarray,
+    failed: np.ndarray,
+    group_action: np.ndarray,
+    group_objects: Sequence[tuple[str, ...]],
+    change_odds: float,
+) -> np.ndarray:
+    """Each kin group's last cut (`cut`, the action name's step counter at it; -1: none), moved later where a
+    break found on a family's merged record is put down to it. A family is a set S (action name, the objects
+    but one) that two kin groups or more hold; its merged record is every member's steps in the order recorded,
+    tested as a grounding's own is (`learning.changes` at `change_odds`). A break there (the rate after above
+    the rate before) is put down to the member with the most failures since, if that member had steps before
+    it and its own record is likelier than not to have changed at that step: three vans failing once each on
+    a road add up to a break before any one van's record shows it. A member bad from its first step has not
+    changed; a merged record whose failures fell may only have moved to its better members, so it cuts
+    nothing. Inputs as `sibling_changes`; returns a new array."""
+    out = cut.copy()
+    holders: dict[tuple[int, tuple[str, ...]], list[int]] = {}
+    for h, objects in enumerate(group_objects):
+        if len(objects) < 2:
+            continue
+        action = int(group_action[h])
+        for i in range(len(objects)):
+            holders.setdefault((action, objects[:i] + objects[i + 1 :]), []).append(h)
+    keys = [key for key, found in holders.items() if len(found) >= 2]
+    if not keys:
+        return out
+    family = np.repeat(np.arange(len(keys)), [len(holders[key]) for key in keys])
+    member = np.array([h for key in keys for h in holders[key]], dtype=np.int64)
+    visits = np.bincount(group, minlength=len(cut))
+    order = np.argsort(group, kind="stable")
+    rows = order[ragged((np.cumsum(visits) - visits)[member], visits[member])]
+    pair = np.repeat(np.arange(len(member)), visits[member])
+    merged = np.lexsort((step[rows], family[pair]))  # each family's steps in the order recorded
+    rows, pair = rows[merged], pair[merged]
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(family[pair], minlength=len(keys)))))
+    x = failed[rows].astype(float)
+    start, _ = current_segments(x, bounds, change_odds)
+    a = JEFFREYS
+    for f in np.flatnonzero(start > 0).tolist():
+        mine = slice(bounds[f], bounds[f + 1])
+        seg = int(start[f])
+        outcomes, groups = x[mine], group[rows[mine]]
+        if outcomes[seg:].mean() <= outcomes[:seg].mean():
+            continue
+        since = np.bincount(groups[seg:], weights=outcomes[seg:], minlength=len(cut))
+        h = int(np.argmax(since))
+        theirs = groups == h
+        t = int(step[rows[mine][seg:][theirs[seg:]][0]])  # the lead's first step since the break
+        if t <= out[h]:
+            continue
+        mine_before = theirs[:seg] & (step[rows[mine][:seg]] >= out[h])  # since its own last cut
+        pre, post = outcomes[:seg][mine_before], outcomes[seg:][theirs[seg:]]
+        if len(pre) == 0:
+            continue
+        log_odds = (
+            betaln(pre.sum() + a, len(pre) - pre.sum() + a)
+            + betaln(post.sum() + a, len(post) - post.sum() + a)
+            - betaln(a, a)
+            - betaln(pre.sum() + post.sum() + a, len(pre) + len(post) - pre.sum() - post.sum() + a)
+        )
+        if log_odds > 0:
+            out[h] = t
     return out
 
 
