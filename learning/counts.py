@@ -9,7 +9,9 @@ Three things age a step's weight, each for its own reason:
 
 - a change point (`learning.changes`): a grounding's outcomes, in every situation and either order of its
   objects (its kin group: a road breaks for both ways and any weather), are cut where its failure rate broke or
-  recovered, and only the steps since count: a road repaired after 300 failing runs is judged on the runs since;
+  recovered, and only the steps since count: a road repaired after 300 failing runs is judged on the runs since.
+  A break found on the merged record of the kin groups alike but for one object (every van's drives on one
+  road) cuts the record of the member it is put down to (`learning.siblings.merged_breaks`);
 - staleness: the evidence of a kin group whose record has a change in it halves for every `stale_half_life` of
   its usual gaps between visits that pass without one, runs being the clock, so that a tool that broke and was
   avoided drifts back to its prior and is tried again (it may have been repaired). Its gap is the runs its steps

@@ -6,7 +6,8 @@ grounding's p_fail mixes its own record with a prior (empirical Bayes; `learning
     p_fail(g) = (f_g + m * prior(g)) / (n_g + m)
 
 - f_g, n_g: the grounding's failures and steps in its situation (the categorical features), since its rate last
-  changed (`learning.changes`) and aged by recency and staleness (`learning.counts`);
+  changed (`learning.changes`, or a break the groundings alike but for one object showed together:
+  `learning.siblings`) and aged by recency and staleness (`learning.counts`);
 - prior(g): a logistic model over argument, pair, type and object-in-situation tokens (`learning.families`), so
   a grounding never tried gets the failure rate of what it shares with those that were; out-of-fold for a
   grounding with counts, so its own evidence is not counted twice. An action name with fewer than

@@ -13,12 +13,17 @@ rate:
               group (Jeffreys Beta(1/2, 1/2)); otherwise each sibling goes on at its own rate before the change
               (a Beta from its steps since its own last change), and the changed group at a new rate of its own
 
+A change is a group's own cut: one found on its own record (`learning.changes`) or, by `merged_breaks`
+before, on a family's merged record (every group holding S, its steps in the order recorded) and put down to
+it: three vans failing once each on a road add up to a break before any one van's record shows it.
+
 Each sibling gets the probability of the most probable shared change it belongs to, and the steps and failures
 of that change's common rate (the changed group's since its change and the siblings' since it).
 `learning.model` mixes its p_fail: (1 - P) its own estimate + P the common rate's. So the plans leave a road
 that broke for one van before every other van has failed on it too, and a sibling driven since the change
 without failing clears itself: one success weighs about 8:1 against a change to a rate that failed 3 of 3.
 
+    cut = merged_breaks(cut, group, step, failed, group_action, group_objects, change_odds)  # own cuts, moved
     shared = sibling_changes(cut, group, step, failed, group_action, group_objects)  # per kin group [P, N, F]
     mean, concentration = mixed(mean, concentration, shared[:, 0], shared[:, 1], shared[:, 2])
 
