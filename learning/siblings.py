@@ -152,11 +152,12 @@ def merged_breaks(
     break found on a family's merged record is put down to it. A family is a set S (action name, the objects
     but one) that two kin groups or more hold; its merged record is every member's steps in the order recorded,
     tested as a grounding's own is (`learning.changes` at `change_odds`). A break there (the rate after above
-    the rate before) is put down to the member with the most failures since, if that member had steps before
-    it and its own record is likelier than not to have changed at that step: three vans failing once each on
-    a road add up to a break before any one van's record shows it. A member bad from its first step has not
-    changed; a merged record whose failures fell may only have moved to its better members, so it cuts
-    nothing. Inputs as `sibling_changes`; returns a new array."""
+    the rate before) is put down to the member with the most failures since (of those, the one whose kin key
+    was recorded first), if that member had steps before it and its own record since its last cut is likelier
+    than not to have changed at that step: three vans failing once each on a road add up to a break before any
+    one van's record shows it. A member bad from its first step has not changed; a merged record whose failures
+    fell may only have moved to its better members, so it cuts nothing. Families are taken one after another,
+    each seeing the cuts the ones before moved. Inputs as `sibling_changes`; returns a new array."""
     out = cut.copy()
     holders: dict[tuple[int, tuple[str, ...]], list[int]] = {}
     for h, objects in enumerate(group_objects):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.special import betaln
 
 from domains.model import GroundAction
 from learning import load_latest, retrain
@@ -128,6 +129,9 @@ def counted(rows: list[tuple], half_life: float | None, stale: float | None, odd
             segment = current_segment(outcomes, odds)
             if segment.start > 0:
                 cut[group], changes[group] = members[segment.start][3], len(segment.changes)
+    if odds is not None:
+        merged_cuts(steps, groups, {s[:2]: kin[(s[0], s[1][0])] for s in steps}, cut, changes, odds)
+    for group, members in groups.items():
         first, last = min(s[4] for s in members), max(s[4] for s in members)
         ago, gap = runs - 1 - last, max((last - first + 1 + last + 1) / (len(members) + 1), 1.0)
         stale_weight = 1.0
@@ -158,6 +162,51 @@ def counted(rows: list[tuple], half_life: float | None, stale: float | None, odd
             cell[1] *= cell[8]
             cell[6] = runs - 1 - cell[6]
     return out
+
+
+def merged_cuts(steps: list, groups: dict, group_of: dict, cut: dict, changes: dict, odds: float) -> None:
+    """Moves `cut` (and counts `changes`) where a break on a family's merged record is put down to a member, one
+    family at a time, as `learning.siblings.merged_breaks` says: kin groups in the order of their action name's
+    first step and their kin key's, a family per object left out, its members' steps in the order recorded."""
+    action_rank: dict[str, int] = {}
+    kin_rank: dict[str, int] = {}
+    for action, (args, _), *_ in steps:
+        action_rank.setdefault(action, len(action_rank))
+        kin_rank.setdefault(kin_key(" ".join(str(o) for o in json.loads(args))), len(kin_rank))
+    order = sorted(groups, key=lambda g: (action_rank[g[0]], kin_rank[g[1]]))
+    families: dict[tuple, list] = {}
+    for group in order:
+        objects = group[1].split(" ")
+        for i in range(len(objects) if len(objects) >= 2 else 0):
+            families.setdefault((group[0], tuple(objects[:i] + objects[i + 1 :])), []).append(group)
+    own = dict(cut)
+    for members in families.values():
+        if len(members) < 2:
+            continue
+        merged = sorted((s for g in members for s in groups[g]), key=lambda s: s[3])
+        outcomes = [int(s[2]) for s in merged]
+        start = current_segment(outcomes, odds).start if 0 < sum(outcomes) < len(outcomes) else 0
+        if start == 0 or sum(outcomes[start:]) / len(outcomes[start:]) <= sum(outcomes[:start]) / start:
+            continue
+        since = {g: 0 for g in members}
+        for s in merged[start:]:
+            since[group_of[s[:2]]] += s[2]
+        lead = max(members, key=lambda g: (since[g], -order.index(g)))
+        mine = [s for s in merged if group_of[s[:2]] == lead]
+        after = [int(s[2]) for s in mine if s[3] >= merged[start][3]]
+        before = [int(s[2]) for s in mine if cut[lead] <= s[3] < merged[start][3]]
+        at = next(s[3] for s in mine if s[3] >= merged[start][3])
+        if at <= cut[lead] or not before:
+            continue
+        a, f0, f1 = 0.5, sum(before), sum(after)
+        log_odds = (
+            betaln(f0 + a, len(before) - f0 + a) + betaln(f1 + a, len(after) - f1 + a) - betaln(a, a)
+            - betaln(f0 + f1 + a, len(before) + len(after) - f0 - f1 + a)
+        )  # fmt: skip
+        if log_odds > 0:
+            cut[lead] = at
+    for group in cut:
+        changes[group] += cut[group] != own[group]
 
 
 @pytest.mark.parametrize("half_life, stale, odds", [(5000.0, 2.0, 20.0), (40.0, 0.5, 3.0), (None, None, None)])
