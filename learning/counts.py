@@ -48,7 +48,7 @@ import numpy as np
 from learning.changes import current_segments
 from learning.defaults import DEFAULT_STALE_HALF_LIFE as DEFAULT_STALE_HALF_LIFE
 from learning.raw_cells import first_seen_at, ragged, stable_order, unique
-from learning.siblings import merged_breaks, sibling_changes
+from learning.siblings import families, merged_breaks, sibling_changes
 
 RawKey = tuple[str, str]  # (args JSON, features JSON) as stored in the steps table
 
@@ -249,7 +249,7 @@ class Counts:
         objects: list[tuple[str, ...]] = []
         if self.change_odds is not None and n_groups:  # breaks the groups alike but for one object show together
             objects = [tuple(kin_texts[k].split(" ")) for k in group_kin.tolist()]
-            moved = merged_breaks(cut, group, step, failed, group_action, objects, self.change_odds)
+            moved = merged_breaks(cut, group, step, failed, families(group_action, objects), self.change_odds)
             cuts = cuts + (moved != cut)
             cut = moved
         self.n_changes = int(cuts.sum())

@@ -23,7 +23,7 @@ of that change's common rate (the changed group's since its change and the sibli
 that broke for one van before every other van has failed on it too, and a sibling driven since the change
 without failing clears itself: one success weighs about 8:1 against a change to a rate that failed 3 of 3.
 
-    cut = merged_breaks(cut, group, step, failed, group_action, group_objects, change_odds)  # own cuts, moved
+    cut = merged_breaks(cut, group, step, failed, families(group_action, group_objects), change_odds)
     shared = sibling_changes(cut, group, step, failed, group_action, group_objects)  # per kin group [P, N, F]
     mean, concentration = mixed(mean, concentration, shared[:, 0], shared[:, 1], shared[:, 2])
 
@@ -89,11 +89,7 @@ def sibling_changes(
     family, member = np.array(pair_family, dtype=np.int64), np.array(pair_group, dtype=np.int64)
     lead = np.array(list(lead_of.values()), dtype=np.int64)
     at = cut[lead]  # each family's change: its lead's step counter there
-    # every member's steps, pair after pair
-    visits = np.bincount(group, minlength=len(cut))
-    order = np.argsort(group, kind="stable")
-    rows = order[ragged((np.cumsum(visits) - visits)[member], visits[member])]
-    pair = np.repeat(np.arange(len(member)), visits[member])
+    rows, pair = _member_steps(group, member, len(cut))
     after = step[rows] >= at[family[pair]]
     own = step[rows] >= cut[member[pair]]  # a member's current segment before the change: since its own cut
     lost = failed[rows].astype(float)
@@ -139,26 +135,10 @@ def sibling_changes(
     return out
 
 
-def merged_breaks(
-    cut: np.ndarray,
-    group: np.ndarray,
-    step: np.ndarray,
-    failed: np.ndarray,
-    group_action: np.ndarray,
-    group_objects: Sequence[tuple[str, ...]],
-    change_odds: float,
-) -> np.ndarray:
-    """Each kin group's last cut (`cut`, the action name's step counter at it; -1: none), moved later where a
-    break found on a family's merged record is put down to it. A family is a set S (action name, the objects
-    but one) that two kin groups or more hold; its merged record is every member's steps in the order recorded,
-    tested as a grounding's own is (`learning.changes` at `change_odds`). A break there (the rate after above
-    the rate before) is put down to the member with the most failures since (of those, the one whose kin key
-    was recorded first), if that member had steps before it and its own record since its last cut is likelier
-    than not to have changed at that step: three vans failing once each on a road add up to a break before any
-    one van's record shows it. A member bad from its first step has not changed; a merged record whose failures
-    fell may only have moved to its better members, so it cuts nothing. Families are taken one after another,
-    each seeing the cuts the ones before moved. Inputs as `sibling_changes`; returns a new array."""
-    out = cut.copy()
+def families(group_action: np.ndarray, group_objects: Sequence[tuple[str, ...]]) -> list[list[int]]:
+    """The families of kin groups alike but for one object: for every set S (action name, a group's objects but
+    one) that two groups or more hold, those groups, in the order of their numbers; the sets in the order first
+    met, group by group. `group_action`, `group_objects`: each group's action name number and objects (sorted)."""
     holders: dict[tuple[int, tuple[str, ...]], list[int]] = {}
     for h, objects in enumerate(group_objects):
         if len(objects) < 2:
@@ -166,18 +146,32 @@ def merged_breaks(
         action = int(group_action[h])
         for i in range(len(objects)):
             holders.setdefault((action, objects[:i] + objects[i + 1 :]), []).append(h)
-    keys = [key for key, found in holders.items() if len(found) >= 2]
-    if not keys:
+    return [found for found in holders.values() if len(found) >= 2]
+
+
+def merged_breaks(
+    cut: np.ndarray, group: np.ndarray, step: np.ndarray, failed: np.ndarray, kin: list[list[int]], change_odds: float
+) -> np.ndarray:
+    """Each kin group's last cut (`cut`, the action name's step counter at it; -1: none), moved later where a
+    break found on a family's merged record is put down to it. The families are `kin` (`families`); a family's
+    merged record is every member's steps in the order recorded (per step: its `group`, its number among its
+    action name's steps, `step`, and whether it `failed`), tested as a grounding's own is (`learning.changes` at
+    `change_odds`). A break there (the rate after above the rate before) is put down to the member with the
+    most failures since (of those, the one first in its family), if that member had steps before it and its
+    own record since its last cut is likelier than not to have changed at that step: three vans failing once
+    each on a road add up to a break before any one van's record shows it. A member bad from its first step has
+    not changed; a merged record whose failures fell may only have moved to its better members, so it cuts
+    nothing. Families are taken one after another, each seeing the cuts the ones before moved. Returns a new
+    array."""
+    out = cut.copy()
+    if not kin:
         return out
-    family = np.repeat(np.arange(len(keys)), [len(holders[key]) for key in keys])
-    member = np.array([h for key in keys for h in holders[key]], dtype=np.int64)
-    visits = np.bincount(group, minlength=len(cut))
-    order = np.argsort(group, kind="stable")
-    rows = order[ragged((np.cumsum(visits) - visits)[member], visits[member])]
-    pair = np.repeat(np.arange(len(member)), visits[member])
+    family = np.repeat(np.arange(len(kin)), [len(found) for found in kin])
+    member = np.array([h for found in kin for h in found], dtype=np.int64)
+    rows, pair = _member_steps(group, member, len(cut))
     merged = np.lexsort((step[rows], family[pair]))  # each family's steps in the order recorded
     rows, pair = rows[merged], pair[merged]
-    bounds = np.concatenate(([0], np.cumsum(np.bincount(family[pair], minlength=len(keys)))))
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(family[pair], minlength=len(kin)))))
     x = failed[rows].astype(float)
     start, _ = current_segments(x, bounds, change_odds)
     a = JEFFREYS
@@ -206,6 +200,15 @@ def merged_breaks(
         if log_odds > 0:
             out[h] = t
     return out
+
+
+def _member_steps(group: np.ndarray, member: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every (family, member) pair's steps, pair after pair, each member's in the order recorded: the steps'
+    rows and each row's pair (the index into `member`, the kin group of each pair)."""
+    visits = np.bincount(group, minlength=n_groups)
+    order = np.argsort(group, kind="stable")
+    rows = order[ragged((np.cumsum(visits) - visits)[member], visits[member])]
+    return rows, np.repeat(np.arange(len(member)), visits[member])
 
 
 def mixed(

@@ -12,7 +12,7 @@ from domains.model import GroundAction
 from domains.validate import validate_plan
 from learning.model import FailureModel
 from learning.retrain import retrain
-from learning.siblings import merged_breaks, mixed, sibling_changes
+from learning.siblings import families, merged_breaks, mixed, sibling_changes
 from portfolio.delegates.registry import build_stages
 from portfolio.planner import Planner
 from traces.records import StepRecord
@@ -105,22 +105,22 @@ def test_a_break_the_vans_records_show_only_together_is_found_on_their_merged_re
 
 def test_a_merged_break_is_put_down_to_a_member_whose_own_record_changed_there():
     # groups: 0, 1, 2 = (a b v1), (a b v2), (a b v3), alike but for the van
-    objects = [("a", "b", "v1"), ("a", "b", "v2"), ("a", "b", "v3")]
-    action = np.zeros(3, dtype=np.int64)
+    kin = families(np.zeros(3, dtype=np.int64), [("a", "b", "v1"), ("a", "b", "v2"), ("a", "b", "v3")])
+    assert kin == [[0, 1, 2]]  # the road a b; each van and one place is a set of one group only
     group = np.array([0, 1, 2] * 15 + [0, 1, 2, 0])
     step = np.arange(len(group))
     failed = np.array([0] * 45 + [1, 1, 1, 1])
     none = np.full(3, -1)
-    assert merged_breaks(none, group, step, failed, action, objects, 20.0).tolist() == [45, -1, -1]
+    assert merged_breaks(none, group, step, failed, kin, 20.0).tolist() == [45, -1, -1]
     # a van bad from its first step has not changed: its failures make no break of the others' road
     bad_from_the_start = np.array([1, 0, 0] * 15 + [1, 0, 0, 1])
-    assert merged_breaks(none, group, step, bad_from_the_start, action, objects, 20.0).tolist() == [-1, -1, -1]
+    assert merged_breaks(none, group, step, bad_from_the_start, kin, 20.0).tolist() == [-1, -1, -1]
     # failures that fell when the plans moved from a bad van to the others are no change either
     moved = np.array([0] * 10 + [1] * 10 + [2] * 29)
     fell = np.array([1, 0] * 5 + [1, 1, 0, 1, 1, 1, 0, 1, 1, 1] + [0] * 29)
-    assert merged_breaks(none, moved, np.arange(49), fell, action, objects, 20.0).tolist() == [-1, -1, -1]
+    assert merged_breaks(none, moved, np.arange(49), fell, kin, 20.0).tolist() == [-1, -1, -1]
     # a cut of the member's own at or after the merged break stands
-    assert merged_breaks(np.array([47, -1, -1]), group, step, failed, action, objects, 20.0).tolist() == [47, -1, -1]
+    assert merged_breaks(np.array([47, -1, -1]), group, step, failed, kin, 20.0).tolist() == [47, -1, -1]
 
 
 def test_a_mixture_keeps_the_mean_and_widens_the_posterior():
