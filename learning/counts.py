@@ -262,7 +262,7 @@ class Counts:
         group_runs_ago, gap = self._visits(group, run, n_groups)
         stale = self._staleness(group_runs_ago, gap, cuts)
         shared = np.zeros((n_groups, 3))
-        if (cut >= 0).any():  # the changes its siblings may share
+        if (cut >= 0).any():  # a change, for the siblings to share
 
             def fade(lead: int, ago: int) -> float:
                 return float(self._fade(np.array([ago]), gap[lead])[0])
