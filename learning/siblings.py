@@ -174,29 +174,30 @@ def merged_breaks(
     bounds = np.concatenate(([0], np.cumsum(np.bincount(family[pair], minlength=len(kin)))))
     x = failed[rows].astype(float)
     start, _ = current_segments(x, bounds, change_odds)
+    first_pair = np.concatenate(([0], np.cumsum([len(found) for found in kin])))  # each family's first pair
     a = JEFFREYS
     for f in np.flatnonzero(start > 0).tolist():
         mine = slice(bounds[f], bounds[f + 1])
         seg = int(start[f])
-        outcomes, groups = x[mine], group[rows[mine]]
+        outcomes, steps = x[mine], step[rows[mine]]
         if outcomes[seg:].mean() <= outcomes[:seg].mean():
             continue
-        since = np.bincount(groups[seg:], weights=outcomes[seg:], minlength=len(cut))
-        h = int(np.argmax(since))
-        theirs = groups == h
-        t = int(step[rows[mine][seg:][theirs[seg:]][0]])  # the lead's first step since the break
+        local = pair[mine] - first_pair[f]  # each step's member, as its place in the family
+        since = np.bincount(local[seg:], weights=outcomes[seg:], minlength=len(kin[f]))
+        lead = int(np.argmax(since))
+        h, theirs = kin[f][lead], local == lead
+        t = int(steps[seg:][theirs[seg:]][0])  # the lead's first step since the break
         if t <= out[h]:
             continue
-        mine_before = theirs[:seg] & (step[rows[mine][:seg]] >= out[h])  # since its own last cut
-        pre, post = outcomes[:seg][mine_before], outcomes[seg:][theirs[seg:]]
+        pre = outcomes[:seg][theirs[:seg] & (steps[:seg] >= out[h])]  # since its own last cut
+        post = outcomes[seg:][theirs[seg:]]
         if len(pre) == 0:
             continue
+        n0, f0, n1, f1 = len(pre), pre.sum(), len(post), post.sum()
         log_odds = (
-            betaln(pre.sum() + a, len(pre) - pre.sum() + a)
-            + betaln(post.sum() + a, len(post) - post.sum() + a)
-            - betaln(a, a)
-            - betaln(pre.sum() + post.sum() + a, len(pre) + len(post) - pre.sum() - post.sum() + a)
-        )
+            betaln(f0 + a, n0 - f0 + a) + betaln(f1 + a, n1 - f1 + a) - betaln(a, a)
+            - betaln(f0 + f1 + a, n0 + n1 - f0 - f1 + a)
+        )  # fmt: skip
         if log_odds > 0:
             out[h] = t
     return out
