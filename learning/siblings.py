@@ -81,9 +81,8 @@ def sibling_changes(
         if len(objects) < 2:
             continue
         action = int(group_action[h])
-        for i in range(len(objects)):
-            f = number.get((action, objects[:i] + objects[i + 1 :]))
-            if f is not None:
+        for f in dict.fromkeys(number.get((action, objects[:i] + objects[i + 1 :])) for i in range(len(objects))):
+            if f is not None:  # each family once, though an object twice leaves the same set twice
                 pair_family.append(f)
                 pair_group.append(h)
     family, member = np.array(pair_family, dtype=np.int64), np.array(pair_group, dtype=np.int64)
@@ -145,7 +144,9 @@ def families(group_action: np.ndarray, group_objects: Sequence[tuple[str, ...]])
             continue
         action = int(group_action[h])
         for i in range(len(objects)):
-            holders.setdefault((action, objects[:i] + objects[i + 1 :]), []).append(h)
+            found = holders.setdefault((action, objects[:i] + objects[i + 1 :]), [])
+            if not found or found[-1] != h:  # an object twice (`move o3 o3`) leaves the same set twice
+                found.append(h)
     return [found for found in holders.values() if len(found) >= 2]
 
 

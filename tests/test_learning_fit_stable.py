@@ -178,7 +178,9 @@ def merged_cuts(steps: list, groups: dict, group_of: dict, cut: dict, changes: d
     for group in order:
         objects = group[1].split(" ")
         for i in range(len(objects) if len(objects) >= 2 else 0):
-            families.setdefault((group[0], tuple(objects[:i] + objects[i + 1 :])), []).append(group)
+            found = families.setdefault((group[0], tuple(objects[:i] + objects[i + 1 :])), [])
+            if group not in found:
+                found.append(group)
     own = dict(cut)
     for members in families.values():
         if len(members) < 2:

@@ -123,6 +123,17 @@ def test_a_merged_break_is_put_down_to_a_member_whose_own_record_changed_there()
     assert merged_breaks(np.array([47, -1, -1]), group, step, failed, kin, 20.0).tolist() == [47, -1, -1]
 
 
+def test_a_grounding_with_an_object_twice_is_counted_once_in_its_families():
+    """`move a a v1` leaves the set (a, v1) twice: it is one member of that family, not two, so its steps since
+    its change count once in the common rate of a sibling, and it is no sibling of itself."""
+    objects = [("a", "a", "v1"), ("a", "v1", "x")]
+    assert families(np.zeros(2, dtype=np.int64), objects) == [[0, 1]]
+    group = np.array([0] * 20 + [1] * 5 + [0, 0, 0])
+    failed = np.array([0] * 25 + [1, 1, 1])
+    out = sibling_changes(np.array([25, -1]), group, np.arange(28), failed, np.zeros(2, dtype=np.int64), objects)
+    assert tuple(out[1, 1:]) == (3.0, 3.0)  # the changed group's 3 failures in 3 steps since, once
+
+
 def test_a_mixture_keeps_the_mean_and_widens_the_posterior():
     mean, concentration = mixed(np.array([0.03, 0.03]), np.array([40.0, 40.0]), np.array([0.0, 0.25]),
                                 np.array([3.0, 3.0]), np.array([3.0, 3.0]))  # fmt: skip
