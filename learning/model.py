@@ -13,8 +13,9 @@ grounding's p_fail mixes its own record with a prior (empirical Bayes; `learning
   grounding with counts, so its own evidence is not counted twice. An action name with fewer than
   `min_samples` steps or one outcome only has no token model: its prior is the population mean;
 - m: the prior's strength per action name, fit as a mixture of the population and outliers grouped by kin (a
-  grounding in every situation and its mirrors); a situation a grounding was never seen in borrows from its
-  record in the others;
+  grounding in every situation and its mirrors); a situation a grounding was never seen in, or has no step in
+  since its last change (it broke in the rain, and the sun has not been seen since), borrows from its record
+  in the others;
 - a change of rate that a grounding alike but for one object showed (a road that broke for another van) is
   mixed in with the probability that g shares it (`learning.siblings`), so the plans leave what broke for one
   before it has failed for every other.
@@ -322,7 +323,9 @@ class FailureModel(Params):
                 args = actions[i].args
                 cell_key = " ".join(args) + "|" + situation
                 cell = model.cells.get(cell_key)
-                if cell is not None:
+                # a cell with no step since its kin group's last change is a situation not seen since: it
+                # borrows from the grounding's record since in the others, as one never seen does
+                if cell is not None and cell[0] > 1e-9:
                     n[j], f[j], q[j] = cell[0], cell[1], cell[2]
                     kin = model.outlier.get(cell_key)
                     if kin is not None and r is not None and rate is not None:

@@ -247,3 +247,41 @@ def test_a_recovery_through_the_cli_old_failures_then_recent_successes_imported(
     assert rows[pro]["steps"] == 0 and rows[pro]["runs_ago"] is None
     table = portfolio("costs", domain, problem, "--traces", store).stdout
     assert "90% interval" in table and "2026-12-19T10:00:00Z (last run)" in table and "never" in table
+
+
+def test_a_break_seen_in_one_situation_prices_the_grounding_in_the_others_it_was_not_seen_in_since():
+    """A road that broke while it rained is broken in the sun too, until a sunny drive says otherwise: a cell
+    with no step since its grounding's change rests on the grounding's record since, not on the prior."""
+    roads = [("t", "x", "y"), ("t", "y", "z"), ("t", "z", "w"), ("t", "w", "v")]
+    history = [
+        StepRecord(run_id=f"r{i}", step=j, action="drive", args=road, outcome="success",
+                   features={"weather": "sun" if i % 2 else "rain"})
+        for i in range(40) for j, road in enumerate(roads)
+    ]  # fmt: skip
+    history += [
+        StepRecord(run_id=f"b{i}", step=0, action="drive", args=roads[0], outcome="failure",
+                   features={"weather": "rain"})
+        for i in range(3)
+    ]  # fmt: skip
+    model = FailureModel().fit(history)
+    road = GroundAction("drive", roads[0])
+    rain, sun = (float(model.predict_proba([road], {"weather": w})[0]) for w in ("rain", "sun"))
+    assert rain > 0.5 and sun > 0.5, (rain, sun)
+    assert float(model.predict_proba([GroundAction("drive", roads[2])], {"weather": "sun"})[0]) < 0.1  # no sibling
+    (evidence,) = model.predict_evidence([road], {"weather": "sun"})
+    assert evidence is not None and evidence.changes == 1 and evidence.since_change == 0
+
+
+def test_a_lone_tool_broken_in_one_situation_is_priced_in_another_as_in_one_never_seen():
+    history = [
+        StepRecord(run_id=f"r{i}", step=0, action="wire", outcome="success",
+                   features={"weather": "sun" if i % 2 else "rain"})
+        for i in range(20)
+    ]  # fmt: skip
+    history += [
+        StepRecord(run_id=f"b{i}", step=0, action="wire", outcome="failure", features={"weather": "rain"})
+        for i in range(3)
+    ]  # fmt: skip
+    model = FailureModel().fit(history)
+    sun, snow = (float(model.predict_proba([TOOL], {"weather": w})[0]) for w in ("sun", "snow"))
+    assert sun > 0.5 and sun == snow, (sun, snow)  # no call in the sun since the break, none ever in the snow
